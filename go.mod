@@ -1,0 +1,3 @@
+module github.com/idface/idface
+
+go 1.26.8

@@ -1,0 +1,288 @@
+package sharing
+
+import (
+	"container/heap"
+	"fmt"
+	"math/bits"
+	"runtime"
+	"slices"
+	"sync"
+)
+
+// Match is a scored row: Score is the integer ternary score <x_row, y>.
+type Match struct {
+	Row   int
+	Score int
+}
+
+// better orders matches: higher score first, lower row on ties. Every mode
+// breaks ties this way, so results are identical across modes and runs.
+func better(a, b Match) bool { return a.Score > b.Score || (a.Score == b.Score && a.Row < b.Row) }
+
+// maxPlanes bounds the counter planes: counts go up to 2*MaxDim = 2^13.
+const maxPlanes = 14
+
+// Scorer keeps the k best rows of a query whose gathered blocks arrive in
+// row order. Counting is bit-sliced: for each 64-row word the XOR of the
+// parties' 2*beta columns is summed into vertical counters with carry-save
+// adders (Harley-Seal), the counters are compared with the current cut in
+// bit-sliced form, and only rows that beat it are turned into integers.
+// A Scorer is not safe for concurrent use; ScoreParallel runs several.
+type Scorer struct {
+	beta, n int
+	k       int
+	nhi     int // counter planes above the four Harley-Seal planes
+	cut     int // a row is a candidate only if its count exceeds cut
+	top     matchHeap
+	x       []uint64
+}
+
+// NewScorer returns a scorer for queries of weight beta keeping the k best
+// rows whose score is at least floor (use -beta to keep any).
+func NewScorer(beta, k, floor int) (*Scorer, error) {
+	if beta < 1 || 2*beta > 1<<(maxPlanes-1) {
+		return nil, fmt.Errorf("sharing: beta = %d out of range", beta)
+	}
+	if k < 1 {
+		return nil, fmt.Errorf("sharing: top-k with k = %d, want >= 1", k)
+	}
+	n := 2 * beta
+	return &Scorer{
+		beta: beta, n: n, k: k,
+		nhi: max(bits.Len(uint(n))-4, 0),
+		cut: max(floor+beta-1, -1),
+		top: make(matchHeap, 0, k),
+		x:   make([]uint64, n),
+	}, nil
+}
+
+// Add scores one block: parts[p] is party p's gathered block (Store.Gather
+// layout, entry first with invertNeg) for row words [w0, w0+nw), live the
+// live bitset of those words. All parts must have the same length.
+func (s *Scorer) Add(parts [][]uint64, w0 int, live []uint64) error {
+	if len(parts) == 0 {
+		return fmt.Errorf("sharing: no parties to score")
+	}
+	l := len(parts[0])
+	if l%s.n != 0 {
+		return fmt.Errorf("sharing: block of %d words is not a multiple of 2*beta = %d", l, s.n)
+	}
+	for p, b := range parts {
+		if len(b) != l {
+			return fmt.Errorf("sharing: party %d sent %d words, want %d", p, len(b), l)
+		}
+	}
+	nw := l / s.n
+	if len(live) < nw {
+		return fmt.Errorf("sharing: live bitset has %d words, want %d", len(live), nw)
+	}
+	var planes [maxPlanes]uint64
+	for w := range nw {
+		lv := live[w]
+		if lv == 0 {
+			continue
+		}
+		x := s.x
+		base := w * s.n
+		switch len(parts) {
+		case 1:
+			x = parts[0][base : base+s.n]
+		case 2:
+			a, b := parts[0][base:base+s.n], parts[1][base:base+s.n]
+			for i := range x {
+				x[i] = a[i] ^ b[i]
+			}
+		default:
+			copy(x, parts[0][base:base+s.n])
+			for _, p := range parts[1:] {
+				for i, v := range p[base : base+s.n] {
+					x[i] ^= v
+				}
+			}
+		}
+		np := s.count(x, &planes)
+		mask := greater(planes[:np], s.cut) & lv
+		for ; mask != 0; mask &= mask - 1 {
+			r := bits.TrailingZeros64(mask)
+			c := 0
+			for b := range np {
+				c |= int(planes[b]>>uint(r)&1) << uint(b+0)
+			}
+			s.offer(Match{Row: (w0+w)*64 + r, Score: c - s.beta})
+		}
+	}
+	return nil
+}
+
+func csa(a, b, c uint64) (hi, lo uint64) {
+	u := a ^ b
+	return a&b | u&c, u ^ c
+}
+
+// count sums the bit vectors x into planes (LSB first) and returns the
+// number of planes used.
+func (s *Scorer) count(x []uint64, planes *[maxPlanes]uint64) int {
+	var ones, twos, fours, eights, twosA, twosB, foursA, foursB, eightsA, eightsB, sixteens uint64
+	hi := planes[4 : 4+s.nhi]
+	clear(hi)
+	i := 0
+	for ; i+16 <= len(x); i += 16 {
+		y := x[i : i+16 : i+16]
+		twosA, ones = csa(ones, y[0], y[1])
+		twosB, ones = csa(ones, y[2], y[3])
+		foursA, twos = csa(twos, twosA, twosB)
+		twosA, ones = csa(ones, y[4], y[5])
+		twosB, ones = csa(ones, y[6], y[7])
+		foursB, twos = csa(twos, twosA, twosB)
+		eightsA, fours = csa(fours, foursA, foursB)
+		twosA, ones = csa(ones, y[8], y[9])
+		twosB, ones = csa(ones, y[10], y[11])
+		foursA, twos = csa(twos, twosA, twosB)
+		twosA, ones = csa(ones, y[12], y[13])
+		twosB, ones = csa(ones, y[14], y[15])
+		foursB, twos = csa(twos, twosA, twosB)
+		eightsB, fours = csa(fours, foursA, foursB)
+		sixteens, eights = csa(eights, eightsA, eightsB)
+		// Ripple the sixteens into the upper planes; a fixed trip count
+		// keeps it branch-free.
+		c := sixteens
+		for b := range hi {
+			hi[b], c = hi[b]^c, hi[b]&c
+		}
+	}
+	planes[0], planes[1], planes[2], planes[3] = ones, twos, fours, eights
+	np := 4 + s.nhi
+	for ; i < len(x); i++ { // the n mod 16 remaining columns
+		c := x[i]
+		for b := 0; b < np && c != 0; b++ {
+			planes[b], c = planes[b]^c, planes[b]&c
+		}
+	}
+	return np
+}
+
+// greater returns the rows whose bit-sliced count exceeds k.
+func greater(planes []uint64, k int) uint64 {
+	if k < 0 {
+		return ^uint64(0)
+	}
+	if k>>uint(len(planes)) != 0 {
+		return 0
+	}
+	var gt uint64
+	eq := ^uint64(0)
+	for b := len(planes) - 1; b >= 0; b-- {
+		if k>>uint(b)&1 == 1 {
+			eq &= planes[b]
+		} else {
+			gt |= eq & planes[b]
+			eq &^= planes[b]
+		}
+	}
+	return gt
+}
+
+func (s *Scorer) offer(m Match) {
+	if len(s.top) < s.k {
+		heap.Push(&s.top, m)
+	} else if better(m, s.top[0]) {
+		s.top[0] = m
+		heap.Fix(&s.top, 0)
+	} else {
+		return
+	}
+	if len(s.top) == s.k {
+		s.cut = max(s.cut, s.top[0].Score+s.beta)
+	}
+}
+
+// Result returns the k best rows seen, best first.
+func (s *Scorer) Result() []Match {
+	out := slices.Clone([]Match(s.top))
+	slices.SortFunc(out, cmpMatch)
+	return out
+}
+
+// Reset clears the scorer for a new query with the same parameters.
+func (s *Scorer) Reset(floor int) {
+	s.top = s.top[:0]
+	s.cut = max(floor+s.beta-1, -1)
+}
+
+func cmpMatch(a, b Match) int {
+	switch {
+	case better(a, b):
+		return -1
+	case better(b, a):
+		return 1
+	}
+	return 0
+}
+
+// Merge combines top-k lists of disjoint row ranges into the overall top k.
+func Merge(k int, lists ...[]Match) []Match {
+	var all []Match
+	for _, l := range lists {
+		all = append(all, l...)
+	}
+	slices.SortFunc(all, cmpMatch)
+	return all[:min(k, len(all))]
+}
+
+// ScoreParallel scores whole gathered blocks on `workers` goroutines
+// (GOMAXPROCS when workers <= 0), splitting the words evenly.
+func ScoreParallel(parts [][]uint64, live []uint64, beta, k, floor, workers int) ([]Match, error) {
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	n := 2 * beta
+	if len(parts) == 0 || n == 0 || len(parts[0])%n != 0 {
+		return nil, fmt.Errorf("sharing: blocks do not match beta = %d", beta)
+	}
+	nw := len(parts[0]) / n
+	workers = max(min(workers, nw), 1)
+	results := make([][]Match, workers)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for g := range workers {
+		lo, hi := nw*g/workers, nw*(g+1)/workers
+		wg.Go(func() {
+			sc, err := NewScorer(beta, k, floor)
+			if err != nil {
+				errs[g] = err
+				return
+			}
+			sub := make([][]uint64, len(parts))
+			for p := range parts {
+				if len(parts[p]) != len(parts[0]) {
+					errs[g] = fmt.Errorf("sharing: party %d block length differs", p)
+					return
+				}
+				sub[p] = parts[p][lo*n : hi*n]
+			}
+			errs[g] = sc.Add(sub, lo, live[lo:min(hi, len(live))])
+			results[g] = sc.Result()
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return Merge(k, results...), nil
+}
+
+// matchHeap is a min-heap with the worst match on top.
+type matchHeap []Match
+
+func (h matchHeap) Len() int           { return len(h) }
+func (h matchHeap) Less(i, j int) bool { return better(h[j], h[i]) }
+func (h matchHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *matchHeap) Push(x any)        { *h = append(*h, x.(Match)) }
+func (h *matchHeap) Pop() any {
+	old := *h
+	m := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return m
+}

@@ -1,0 +1,244 @@
+package sharing
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"runtime"
+	"sync"
+
+	"github.com/idface/idface/template"
+)
+
+// ErrRow reports a row index outside the store.
+var ErrRow = errors.New("sharing: no such row")
+
+// Store is one party's shares in column-major form (DESIGN "Performance
+// design"): for every position j there is one bitset over all rows for the
+// Plus bit (column j) and one for the Minus bit (column d+j). A query needs
+// only its 2*beta selected columns, which are contiguous word runs.
+//
+// Rows are addressed by index; the party layer keeps every party's indices
+// equal. A deleted row keeps its index (a tombstone) and is never scored.
+// Store is not safe for concurrent mutation; readers may share it with a
+// writer only under the caller's lock.
+type Store struct {
+	dim   int
+	rows  int
+	words int        // capacity in 64-row words
+	slab  []uint64   // all columns, each `words` long
+	cols  [][]uint64 // 2*dim views into slab
+	live  []uint64
+	nlive int
+}
+
+// NewStore returns an empty store for templates of dimension d with room
+// for capacity rows before it grows.
+func NewStore(d, capacity int) (*Store, error) {
+	if d < 1 || d > template.MaxDim {
+		return nil, fmt.Errorf("%w: d = %d", template.ErrDimension, d)
+	}
+	s := &Store{dim: d}
+	s.grow(template.Words(max(capacity, 64)))
+	return s, nil
+}
+
+func (s *Store) grow(words int) {
+	slab := make([]uint64, 2*s.dim*words)
+	cols := make([][]uint64, 2*s.dim)
+	for c := range cols {
+		cols[c] = slab[c*words : (c+1)*words : (c+1)*words]
+		if s.cols != nil {
+			copy(cols[c], s.cols[c])
+		}
+	}
+	live := make([]uint64, words)
+	copy(live, s.live)
+	s.slab, s.cols, s.live, s.words = slab, cols, live, words
+}
+
+// Dim returns d. Rows returns the number of row slots (live or deleted);
+// Live returns the number of live rows. Words is template.Words(Rows()).
+func (s *Store) Dim() int   { return s.dim }
+func (s *Store) Rows() int  { return s.rows }
+func (s *Store) Live() int  { return s.nlive }
+func (s *Store) Words() int { return (s.rows + 63) / 64 }
+
+// IsLive reports whether row r holds an enrolled, undeleted share.
+func (s *Store) IsLive(r int) bool {
+	return r >= 0 && r < s.rows && s.live[r>>6]>>uint(r&63)&1 == 1
+}
+
+// LiveWords returns the live bitset for words [w0, w1); it aliases the store.
+func (s *Store) LiveWords(w0, w1 int) []uint64 { return s.live[w0:w1] }
+
+// Append stores sh as a new live row and returns its index.
+func (s *Store) Append(sh Share) (int, error) {
+	r := s.rows
+	return r, s.Put(r, sh, true)
+}
+
+// Put writes sh at row r, which may be an existing row (overwritten) or any
+// row at or past Rows() (the store grows; skipped rows are dead). live says
+// whether the row takes part in identification.
+func (s *Store) Put(r int, sh Share, live bool) error {
+	if r < 0 {
+		return fmt.Errorf("%w: %d", ErrRow, r)
+	}
+	if err := sh.Check(s.dim); err != nil {
+		return err
+	}
+	if w := r>>6 + 1; w > s.words {
+		s.grow(max(w, 2*s.words))
+	}
+	wi, bit := r>>6, uint64(1)<<uint(r&63)
+	if r < s.rows {
+		for _, c := range s.cols {
+			c[wi] &^= bit
+		}
+	}
+	for j := range sh.Plus {
+		for b := sh.Plus[j]; b != 0; b &= b - 1 {
+			s.cols[j*64+bits.TrailingZeros64(b)][wi] |= bit
+		}
+		for b := sh.Minus[j]; b != 0; b &= b - 1 {
+			s.cols[s.dim+j*64+bits.TrailingZeros64(b)][wi] |= bit
+		}
+	}
+	s.rows = max(s.rows, r+1)
+	s.setLive(r, live)
+	return nil
+}
+
+// Row returns a copy of the share at row r (live or not).
+func (s *Store) Row(r int) (Share, error) {
+	if r < 0 || r >= s.rows {
+		return Share{}, fmt.Errorf("%w: %d of %d", ErrRow, r, s.rows)
+	}
+	sh := NewShare(s.dim)
+	wi, b := r>>6, uint(r&63)
+	for j := 0; j < s.dim; j++ {
+		sh.Plus[j>>6] |= (s.cols[j][wi] >> b & 1) << uint(j&63)
+		sh.Minus[j>>6] |= (s.cols[s.dim+j][wi] >> b & 1) << uint(j&63)
+	}
+	return sh, nil
+}
+
+// Delete tombstones row r: it keeps its index but is never scored again.
+func (s *Store) Delete(r int) error {
+	if !s.IsLive(r) {
+		return fmt.Errorf("%w: %d is not a live row", ErrRow, r)
+	}
+	s.setLive(r, false)
+	return nil
+}
+
+// SetLive marks row r (< Rows()) live or dead.
+func (s *Store) SetLive(r int, live bool) error {
+	if r < 0 || r >= s.rows {
+		return fmt.Errorf("%w: %d of %d", ErrRow, r, s.rows)
+	}
+	s.setLive(r, live)
+	return nil
+}
+
+func (s *Store) setLive(r int, live bool) {
+	wi, bit := r>>6, uint64(1)<<uint(r&63)
+	was := s.live[wi]&bit != 0
+	switch {
+	case live && !was:
+		s.live[wi] |= bit
+		s.nlive++
+	case !live && was:
+		s.live[wi] &^= bit
+		s.nlive--
+	}
+}
+
+// Selection lists, for a query T_beta(y), the 2*beta store columns whose
+// bits are the paper's four sub-vectors: the first beta columns add to the
+// score (z+[y+] and z-[y-]), the last beta subtract (z+[y-] and z-[y+]).
+type Selection struct {
+	Beta int
+	Cols []int32
+}
+
+// NewSelection builds the selection of query y (a valid ternary vector).
+func NewSelection(y template.Ternary) Selection {
+	beta := y.Weight()
+	cols := make([]int32, 2*beta)
+	pos, neg := cols[:0], cols[beta:beta]
+	for j := 0; j < y.Dim; j++ {
+		switch y.At(j) {
+		case 1:
+			pos = append(pos, int32(j))
+			neg = append(neg, int32(y.Dim+j))
+		case -1:
+			pos = append(pos, int32(y.Dim+j))
+			neg = append(neg, int32(j))
+		}
+	}
+	return Selection{Beta: beta, Cols: cols}
+}
+
+// Gather copies the selected columns for row words [w0, w1) into dst in
+// word-major order: dst[(w-w0)*2beta + i] is word w of column Cols[i]. This
+// is the layout the scorer streams through, and the bytes a peer puts on
+// the wire. With invertNeg the subtracting columns are complemented: exactly
+// one party (the entry) sets it, so the XOR of all parties' blocks has a 1
+// wherever a row earns +1, and a row's score is its count of ones minus beta.
+func (s *Store) Gather(dst []uint64, sel Selection, w0, w1 int, invertNeg bool) error {
+	n := len(sel.Cols)
+	if w0 < 0 || w1 < w0 || w1 > s.Words() {
+		return fmt.Errorf("%w: words [%d, %d) of %d", ErrRow, w0, w1, s.Words())
+	}
+	if len(dst) < (w1-w0)*n {
+		return fmt.Errorf("sharing: gather buffer holds %d words, want %d", len(dst), (w1-w0)*n)
+	}
+	for _, c := range sel.Cols {
+		if c < 0 || int(c) >= len(s.cols) {
+			return fmt.Errorf("sharing: selected column %d outside 2d = %d", c, len(s.cols))
+		}
+	}
+	// Split the words over the cores; a peer gathers while the entry scores,
+	// so each uses all of its machine.
+	workers := max(min(runtime.GOMAXPROCS(0), (w1-w0)/gatherTile), 1)
+	if workers == 1 {
+		s.gather(dst, sel, w0, w0, w1, invertNeg)
+		return nil
+	}
+	var wg sync.WaitGroup
+	for g := range workers {
+		lo := w0 + (w1-w0)*g/workers/gatherTile*gatherTile
+		hi := w1
+		if g+1 < workers {
+			hi = w0 + (w1-w0)*(g+1)/workers/gatherTile*gatherTile
+		}
+		wg.Go(func() { s.gather(dst, sel, w0, lo, hi, invertNeg) })
+	}
+	wg.Wait()
+	return nil
+}
+
+// gatherTile is the number of words copied per column at a time: 512 bytes,
+// long enough for the hardware prefetcher to stream each of the 2*beta
+// columns, short enough that the tile of dst stays in L2.
+const gatherTile = 64
+
+func (s *Store) gather(dst []uint64, sel Selection, base, w0, w1 int, invertNeg bool) {
+	n := len(sel.Cols)
+	for w := w0; w < w1; w += gatherTile {
+		we := min(w+gatherTile, w1)
+		out := dst[(w-base)*n : (we-base)*n]
+		for i, c := range sel.Cols {
+			var inv uint64
+			if invertNeg && i >= sel.Beta {
+				inv = ^uint64(0)
+			}
+			o := out[i:]
+			for t, v := range s.cols[c][w:we] {
+				o[t*n] = v ^ inv
+			}
+		}
+	}
+}
