@@ -1,0 +1,257 @@
+// Package npy reads and writes the NumPy .npy format for the 2-D arrays face
+// pipelines produce: float32/float64 templates in, int8 ternary templates
+// out. The header is parsed strictly and every size is checked before any
+// allocation, so a hostile file gets an error, never a panic or a huge
+// allocation.
+package npy
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// MaxElems bounds the arrays this package reads (2^31 elements: 8 GiB of
+// float32), so a forged shape cannot make it allocate without limit.
+const MaxElems = 1 << 31
+
+// Matrix is a row-major N x D array; exactly one of F32, F64, I8 is set.
+type Matrix struct {
+	Rows, Cols int
+	F32        []float32
+	F64        []float64
+	I8         []int8
+}
+
+// Dtype returns the NumPy descr of the matrix.
+func (m *Matrix) Dtype() string {
+	switch {
+	case m.F64 != nil:
+		return "<f8"
+	case m.I8 != nil:
+		return "|i1"
+	}
+	return "<f4"
+}
+
+// RowF64 returns row i as float64 values (float32 or float64 matrices).
+func (m *Matrix) RowF64(i int, dst []float64) []float64 {
+	dst = dst[:0]
+	switch {
+	case m.F32 != nil:
+		for _, v := range m.F32[i*m.Cols : (i+1)*m.Cols] {
+			dst = append(dst, float64(v))
+		}
+	case m.F64 != nil:
+		dst = append(dst, m.F64[i*m.Cols:(i+1)*m.Cols]...)
+	case m.I8 != nil:
+		for _, v := range m.I8[i*m.Cols : (i+1)*m.Cols] {
+			dst = append(dst, float64(v))
+		}
+	}
+	return dst
+}
+
+// RowF32 returns row i converted to float32.
+func (m *Matrix) RowF32(i int, dst []float32) []float32 {
+	dst = dst[:0]
+	if m.F32 != nil {
+		return append(dst, m.F32[i*m.Cols:(i+1)*m.Cols]...)
+	}
+	for _, v := range m.RowF64(i, nil) {
+		dst = append(dst, float32(v))
+	}
+	return dst
+}
+
+var (
+	headerRe = regexp.MustCompile(`^\{\s*'descr'\s*:\s*'([^']*)'\s*,\s*'fortran_order'\s*:\s*(True|False)\s*,\s*'shape'\s*:\s*\(([^)]*)\)\s*,?\s*\}\s*$`)
+	magic    = []byte("\x93NUMPY")
+)
+
+// ReadFile reads a .npy file; see Read.
+func ReadFile(path string) (*Matrix, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	m, err := Read(bufio.NewReaderSize(f, 1<<20))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
+}
+
+// Read parses a C-order .npy array of dtype <f4, <f8 or |i1 with shape
+// (N, D) or (D,) (read as one row).
+func Read(r io.Reader) (*Matrix, error) {
+	var pre [8]byte
+	if _, err := io.ReadFull(r, pre[:]); err != nil {
+		return nil, errors.New("npy: file too short for the .npy magic")
+	}
+	if string(pre[:6]) != string(magic) {
+		return nil, errors.New("npy: not a .npy file (bad magic)")
+	}
+	var hlen int
+	switch pre[6] {
+	case 1:
+		var b [2]byte
+		if _, err := io.ReadFull(r, b[:]); err != nil {
+			return nil, errors.New("npy: truncated header length")
+		}
+		hlen = int(binary.LittleEndian.Uint16(b[:]))
+	case 2, 3:
+		var b [4]byte
+		if _, err := io.ReadFull(r, b[:]); err != nil {
+			return nil, errors.New("npy: truncated header length")
+		}
+		hlen = int(binary.LittleEndian.Uint32(b[:]))
+	default:
+		return nil, fmt.Errorf("npy: unsupported format version %d.%d", pre[6], pre[7])
+	}
+	if hlen > 1<<16 {
+		return nil, fmt.Errorf("npy: header of %d bytes is implausibly long", hlen)
+	}
+	h := make([]byte, hlen)
+	if _, err := io.ReadFull(r, h); err != nil {
+		return nil, errors.New("npy: truncated header")
+	}
+	g := headerRe.FindStringSubmatch(strings.TrimRight(string(h), " \n\x00"))
+	if g == nil {
+		return nil, fmt.Errorf("npy: cannot parse header %q", strings.TrimSpace(string(h)))
+	}
+	if g[2] == "True" {
+		return nil, errors.New("npy: Fortran-order arrays are not supported; save with np.ascontiguousarray")
+	}
+	var dims []int
+	for _, f := range strings.Split(g[3], ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimSuffix(f, "L"))
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("npy: bad shape entry %q", f)
+		}
+		dims = append(dims, n)
+	}
+	m := &Matrix{}
+	switch len(dims) {
+	case 1:
+		m.Rows, m.Cols = 1, dims[0]
+	case 2:
+		m.Rows, m.Cols = dims[0], dims[1]
+	default:
+		return nil, fmt.Errorf("npy: shape %v: want a 2-D array (N, d) or one template (d,)", dims)
+	}
+	if m.Cols == 0 || m.Rows == 0 {
+		return nil, fmt.Errorf("npy: empty array of shape (%d, %d)", m.Rows, m.Cols)
+	}
+	if m.Rows > MaxElems/m.Cols {
+		return nil, fmt.Errorf("npy: shape (%d, %d) is larger than %d elements", m.Rows, m.Cols, MaxElems)
+	}
+	n := m.Rows * m.Cols
+	var err error
+	switch g[1] {
+	case "<f4", "=f4":
+		m.F32 = make([]float32, 0, min(n, 1<<20))
+		err = readChunks(r, n, 4, func(b []byte) {
+			for i := 0; i < len(b); i += 4 {
+				m.F32 = append(m.F32, math.Float32frombits(binary.LittleEndian.Uint32(b[i:])))
+			}
+		})
+	case "<f8", "=f8":
+		m.F64 = make([]float64, 0, min(n, 1<<20))
+		err = readChunks(r, n, 8, func(b []byte) {
+			for i := 0; i < len(b); i += 8 {
+				m.F64 = append(m.F64, math.Float64frombits(binary.LittleEndian.Uint64(b[i:])))
+			}
+		})
+	case "|i1", "<i1", "i1":
+		m.I8 = make([]int8, 0, min(n, 1<<20))
+		err = readChunks(r, n, 1, func(b []byte) {
+			for _, v := range b {
+				m.I8 = append(m.I8, int8(v))
+			}
+		})
+	default:
+		return nil, fmt.Errorf("npy: dtype %q not supported: want float32 (<f4), float64 (<f8) or int8", g[1])
+	}
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// readChunks reads n elements of size bytes in bounded chunks, so a file
+// shorter than its header claims fails without allocating the claim.
+func readChunks(r io.Reader, n, size int, f func([]byte)) error {
+	buf := make([]byte, min(n*size, 1<<20)/size*size)
+	for left := n * size; left > 0; {
+		b := buf[:min(left, len(buf))]
+		if _, err := io.ReadFull(r, b); err != nil {
+			return fmt.Errorf("npy: data truncated: %d of %d bytes missing", left, n*size)
+		}
+		f(b)
+		left -= len(b)
+	}
+	return nil
+}
+
+// Write writes m as a version 1.0 .npy file.
+func Write(w io.Writer, m *Matrix) error {
+	h := fmt.Sprintf("{'descr': '%s', 'fortran_order': False, 'shape': (%d, %d), }", m.Dtype(), m.Rows, m.Cols)
+	// magic(6) + version(2) + len(2) + header + '\n' padded to 64 bytes.
+	pad := 64 - (10+len(h)+1)%64
+	if pad == 64 {
+		pad = 0
+	}
+	h += strings.Repeat(" ", pad) + "\n"
+	bw := bufio.NewWriterSize(w, 1<<20)
+	bw.Write(magic)
+	bw.Write([]byte{1, 0, byte(len(h)), byte(len(h) >> 8)})
+	bw.WriteString(h)
+	var b [8]byte
+	switch {
+	case m.F64 != nil:
+		for _, v := range m.F64 {
+			binary.LittleEndian.PutUint64(b[:], math.Float64bits(v))
+			bw.Write(b[:])
+		}
+	case m.I8 != nil:
+		for _, v := range m.I8 {
+			bw.WriteByte(byte(v))
+		}
+	default:
+		for _, v := range m.F32 {
+			binary.LittleEndian.PutUint32(b[:], math.Float32bits(v))
+			bw.Write(b[:4])
+		}
+	}
+	return bw.Flush()
+}
+
+// WriteFile writes m to path, syncing it to disk before it returns.
+func WriteFile(path string, m *Matrix) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := Write(f, m); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,119 @@
+package npy
+
+import (
+	"bytes"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+func TestRoundTrip(t *testing.T) {
+	for _, m := range []*Matrix{
+		{Rows: 2, Cols: 3, F32: []float32{1, -2, 3.5, 0, 1e-7, -9}},
+		{Rows: 1, Cols: 2, F64: []float64{1.25, -3}},
+		{Rows: 3, Cols: 2, I8: []int8{-1, 0, 1, 1, 0, -1}},
+	} {
+		var b bytes.Buffer
+		if err := Write(&b, m); err != nil {
+			t.Fatal(err)
+		}
+		if (b.Len()-len(m.F32)*4-len(m.F64)*8-len(m.I8))%64 != 0 {
+			t.Error("header not padded to 64 bytes")
+		}
+		got, err := Read(&b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Rows != m.Rows || got.Cols != m.Cols || !slices.Equal(got.F32, m.F32) ||
+			!slices.Equal(got.F64, m.F64) || !slices.Equal(got.I8, m.I8) {
+			t.Fatalf("round trip: got %+v, want %+v", got, m)
+		}
+	}
+}
+
+func TestNumPyInterop(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not installed")
+	}
+	if exec.Command(py, "-c", "import numpy").Run() != nil {
+		t.Skip("numpy not installed")
+	}
+	dir := t.TempDir()
+	p := filepath.Join(dir, "a.npy")
+	if out, err := exec.Command(py, "-c", "import numpy as np; np.save('"+p+"', np.arange(6, dtype=np.float32).reshape(2,3))").CombinedOutput(); err != nil {
+		t.Fatal(string(out))
+	}
+	m, err := ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(m.F32, []float32{0, 1, 2, 3, 4, 5}) {
+		t.Fatalf("got %v", m.F32)
+	}
+	q := filepath.Join(dir, "b.npy")
+	if err := WriteFile(q, &Matrix{Rows: 1, Cols: 2, I8: []int8{-1, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(py, "-c", "import numpy as np; a=np.load('"+q+"'); print(a.dtype, a.shape, a.tolist())").CombinedOutput()
+	if err != nil || string(out) != "int8 (1, 2) [[-1, 1]]\n" {
+		t.Fatalf("numpy read back %q, %v", out, err)
+	}
+}
+
+func TestRejects(t *testing.T) {
+	hdr := func(h string) []byte {
+		b := append([]byte("\x93NUMPY\x01\x00"), byte(len(h)), 0)
+		return append(b, h...)
+	}
+	for name, in := range map[string][]byte{
+		"empty":       nil,
+		"magic":       []byte("NOTNUMPY\x01\x00"),
+		"version":     []byte("\x93NUMPY\x09\x00"),
+		"fortran":     hdr("{'descr': '<f4', 'fortran_order': True, 'shape': (1, 1), }"),
+		"dtype":       hdr("{'descr': '<c8', 'fortran_order': False, 'shape': (1, 1), }"),
+		"3d":          hdr("{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 1), }"),
+		"huge":        hdr("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999, 512), }"),
+		"truncated":   hdr("{'descr': '<f4', 'fortran_order': False, 'shape': (1000, 512), }"),
+		"garbage":     hdr("{'descr': '<f4', 'fortran_order': False, 'shape': (a, b), }"),
+		"zero":        hdr("{'descr': '<f4', 'fortran_order': False, 'shape': (0, 512), }"),
+		"big-endian":  hdr("{'descr': '>f4', 'fortran_order': False, 'shape': (1, 1), }"),
+		"no-shape":    hdr("{'descr': '<f4', 'fortran_order': False}"),
+		"negative":    hdr("{'descr': '<f4', 'fortran_order': False, 'shape': (-1, 2), }"),
+		"short-hlen":  []byte("\x93NUMPY\x01\x00\x05"),
+		"short-hdr":   []byte("\x93NUMPY\x01\x00\x50\x00{'descr'"),
+		"overflowing": hdr("{'descr': '<f8', 'fortran_order': False, 'shape': (4611686018427387904, 4), }"),
+	} {
+		if _, err := Read(bytes.NewReader(in)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func FuzzRead(f *testing.F) {
+	var b bytes.Buffer
+	Write(&b, &Matrix{Rows: 2, Cols: 2, F32: []float32{1, 2, 3, 4}})
+	f.Add(b.Bytes())
+	b.Reset()
+	Write(&b, &Matrix{Rows: 1, Cols: 3, I8: []int8{1, 0, -1}})
+	f.Add(b.Bytes())
+	f.Fuzz(func(t *testing.T, in []byte) {
+		m, err := Read(bytes.NewReader(in))
+		if err != nil {
+			return
+		}
+		// Whatever parses must write back and parse to the same matrix.
+		var out bytes.Buffer
+		if err := Write(&out, m); err != nil {
+			t.Fatal(err)
+		}
+		m2, err := Read(&out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m2.Rows != m.Rows || m2.Cols != m.Cols || len(m2.F32) != len(m.F32) || len(m2.F64) != len(m.F64) || len(m2.I8) != len(m.I8) {
+			t.Fatal("round trip changed the matrix")
+		}
+	})
+}
