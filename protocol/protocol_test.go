@@ -1,0 +1,92 @@
+package protocol
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"testing"
+)
+
+func samples() []Msg {
+	return []Msg{
+		&Error{Code: CodeDuplicate, Msg: "id alice is already enrolled"},
+		&Enroll{Items: []Item{{ID: "alice", Template: []float32{1, -2, float32(math.Inf(1))}}, {ID: "bob", Template: []float32{0.5}}}},
+		&Enroll{},
+		&EnrollOK{Count: 7},
+		&Identify{TopK: 3, Template: []float32{1, 2, 3}},
+		&IdentifyOK{Candidates: []Candidate{{"alice", 44}, {"bob", -3}}, Accepted: true, Alpha: 341, Beta: 63, BytesSent: 1, BytesRecv: 2},
+		&Delete{ID: "alice"},
+		&DeleteOK{},
+		&Health{},
+		&HealthOK{Name: "p1", Mode: "2pc", Digest: Digest{{Rows: 3, Live: 2, Hash: [16]byte{1}}}, InDoubt: 1},
+		&Prepare{Txn: TxnID{9}, Origin: 1, Dim: 70, Base: 5, Ops: []Op{
+			{Kind: OpPut, Seq: 5, ID: "x", Plus: []uint64{1, 2}, Minus: []uint64{3, 4}},
+			{Kind: OpDelete, Seq: 2, ID: "y"},
+		}},
+		&Vote{Txn: TxnID{1, 2}},
+		&Decide{Txn: TxnID{3}, Origin: 2, Commit: true},
+		&DecideOK{},
+		&Query{Dim: 128, Beta: 2, Plus: []uint64{1, 0}, Minus: []uint64{0, 1}, Digest: Digest{{}, {Rows: 1}}, BlockWords: 1024},
+		&Block{Seg: 1, W0: 2, NW: 3},
+		&BlocksEnd{},
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	for _, m := range samples() {
+		b := Marshal(m)
+		got, err := Decode(b)
+		if err != nil {
+			t.Fatalf("%T: %v", m, err)
+		}
+		if !bytes.Equal(Marshal(got), b) {
+			t.Fatalf("%T: round trip differs", m)
+		}
+		// Every strict prefix is rejected, never a panic.
+		for i := 0; i < len(b); i++ {
+			if _, err := Decode(b[:i]); err == nil && i < len(b) {
+				if _, ok := m.(*DeleteOK); !ok || i < 2 {
+					t.Fatalf("%T: prefix of %d bytes accepted", m, i)
+				}
+			}
+		}
+		if _, err := Decode(append(b, 0)); err == nil {
+			t.Fatalf("%T: trailing byte accepted", m)
+		}
+	}
+}
+
+func TestRejects(t *testing.T) {
+	for name, b := range map[string][]byte{
+		"version":   {2, byte(THealth)},
+		"type":      {1, 200},
+		"short":     {1},
+		"topk":      Marshal(&Identify{TopK: 0, Template: []float32{1}}),
+		"hugecount": {1, byte(TEnroll), 0xff, 0xff, 0xff, 0xff},
+		"query":     Marshal(&Query{Dim: 128, Beta: 0, Plus: []uint64{0, 0}, Minus: []uint64{0, 0}}),
+	} {
+		if _, err := Decode(b); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: got %v", name, err)
+		}
+	}
+	bad := Marshal(&Decide{})
+	bad[len(bad)-1] = 7
+	if _, err := Decode(bad); err == nil {
+		t.Error("boolean 7 accepted")
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	for _, m := range samples() {
+		f.Add(Marshal(m))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := Decode(b)
+		if err != nil {
+			return
+		}
+		if out := Marshal(m); !bytes.Equal(out, b) {
+			t.Fatalf("%T: decode then encode changed the bytes:\n%x\n%x", m, b, out)
+		}
+	})
+}
