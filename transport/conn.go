@@ -2,7 +2,9 @@ package transport
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -29,7 +31,7 @@ const (
 // hang.
 var (
 	HandshakeTimeout = 3 * time.Second
-	IdleTimeout      = 30 * time.Second
+	IdleTimeout      = 5 * time.Second
 )
 
 // Config returns the QUIC configuration used by every idface endpoint.
@@ -37,7 +39,7 @@ func Config() *quic.Config {
 	return &quic.Config{
 		HandshakeIdleTimeout:           HandshakeTimeout,
 		MaxIdleTimeout:                 IdleTimeout,
-		KeepAlivePeriod:                IdleTimeout / 3,
+		KeepAlivePeriod:                time.Second,
 		InitialStreamReceiveWindow:     4 << 20,
 		MaxStreamReceiveWindow:         streamWindow,
 		InitialConnectionReceiveWindow: 8 << 20,
@@ -51,6 +53,9 @@ func Config() *quic.Config {
 type Stream struct {
 	s    *quic.Stream
 	Peer Peer
+	// broken, when set, forgets the connection after an I/O failure so the
+	// next request dials afresh (the server may have restarted).
+	broken func()
 	sent atomic.Int64
 	recv atomic.Int64
 }
@@ -62,13 +67,25 @@ func (s *Stream) Received() int64 { return s.recv.Load() }
 func (s *Stream) Write(p []byte) (int, error) {
 	n, err := s.s.Write(p)
 	s.sent.Add(int64(n))
+	if err != nil {
+		s.fail()
+	}
 	return n, err
 }
 
 func (s *Stream) Read(p []byte) (int, error) {
 	n, err := s.s.Read(p)
 	s.recv.Add(int64(n))
+	if err != nil && err != io.EOF {
+		s.fail()
+	}
 	return n, err
+}
+
+func (s *Stream) fail() {
+	if s.broken != nil {
+		s.broken()
+	}
 }
 
 // CloseWrite ends the sending direction (the peer reads io.EOF).
@@ -150,6 +167,7 @@ type Handler func(ctx context.Context, s *Stream)
 
 // Listener accepts QUIC connections whose certificate is pinned.
 type Listener struct {
+	tr     *quic.Transport
 	ln     *quic.Listener
 	pins   Pins
 	log    *slog.Logger
@@ -159,11 +177,43 @@ type Listener struct {
 
 // Listen opens a UDP listener on addr (host:port; port 0 picks one).
 func Listen(addr string, cert tls.Certificate, pins Pins, log *slog.Logger) (*Listener, error) {
-	ln, err := quic.ListenAddr(addr, ServerTLS(cert, pins), Config())
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("transport: address %s: %w", addr, err)
+	}
+	udp, err := net.ListenUDP("udp", ua)
 	if err != nil {
 		return nil, fmt.Errorf("transport: listening on %s: %w", addr, err)
 	}
-	return &Listener{ln: ln, pins: pins, log: log}, nil
+	// A restarted server must reset its predecessor's connections at once,
+	// or clients keep writing into them until the idle timeout. The key is
+	// derived from the private key, so it is stable across restarts and
+	// secret.
+	key, err := resetKey(cert)
+	if err != nil {
+		udp.Close()
+		return nil, err
+	}
+	tr := &quic.Transport{Conn: udp, StatelessResetKey: &key}
+	ln, err := tr.Listen(ServerTLS(cert, pins), Config())
+	if err != nil {
+		udp.Close()
+		return nil, fmt.Errorf("transport: listening on %s: %w", addr, err)
+	}
+	return &Listener{tr: tr, ln: ln, pins: pins, log: log}, nil
+}
+
+func resetKey(cert tls.Certificate) (quic.StatelessResetKey, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+	if err != nil {
+		return quic.StatelessResetKey{}, fmt.Errorf("transport: private key: %w", err)
+	}
+	h := sha256.New()
+	h.Write([]byte("idface stateless reset key v1\x00"))
+	h.Write(der)
+	var k quic.StatelessResetKey
+	copy(k[:], h.Sum(nil))
+	return k, nil
 }
 
 // Addr returns the bound UDP address.
@@ -210,7 +260,9 @@ func (l *Listener) Serve(ctx context.Context, h Handler) error {
 // Close stops accepting and closes every connection.
 func (l *Listener) Close() error {
 	l.closed.Store(true)
-	return l.ln.Close()
+	err := l.ln.Close()
+	l.tr.Close()
+	return err
 }
 
 // Dialer opens request streams to pinned servers, keeping one connection
@@ -236,7 +288,7 @@ func (d *Dialer) Open(ctx context.Context, name, addr, pin string) (*Stream, err
 		}
 		qs, err := conn.OpenStreamSync(ctx)
 		if err == nil {
-			return &Stream{s: qs, Peer: Peer{Name: name, Role: RoleParty}}, nil
+			return &Stream{s: qs, Peer: Peer{Name: name, Role: RoleParty}, broken: func() { d.drop(addr, conn) }}, nil
 		}
 		d.drop(addr, conn)
 		if attempt == 1 || ctx.Err() != nil {

@@ -1,0 +1,293 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/idface/idface/internal/npy"
+	"github.com/idface/idface/party"
+	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/template"
+)
+
+func init() {
+	register("enroll", "enroll one template or a bulk file at every party", cmdEnroll)
+	register("identify", "identify templates (1:N) and print the best ids", cmdIdentify)
+	register("delete", "revoke an enrolled id at every party", cmdDelete)
+}
+
+// clientFlags are the flags every client command shares.
+type clientFlags struct {
+	dir, entry, client *string
+	timeout            *time.Duration
+}
+
+func addClientFlags(fs interface {
+	String(string, string, string) *string
+	Duration(string, time.Duration, string) *time.Duration
+}) clientFlags {
+	return clientFlags{
+		dir:     fs.String("cluster", "", "cluster directory"),
+		entry:   fs.String("entry", "", "entry party (default: the first party)"),
+		client:  fs.String("client", "", "client identity (default: the first client)"),
+		timeout: fs.Duration("timeout", 60*time.Second, "deadline of one request"),
+	}
+}
+
+func (c clientFlags) open() (*party.Config, *party.Client, error) {
+	cfg, err := party.LoadConfig(*c.dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	cl, err := party.NewClient(cfg, *c.client, *c.entry)
+	return cfg, cl, err
+}
+
+func cmdEnroll(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("enroll", "idface enroll --cluster DIR --id ID --template x.npy\n"+
+		"idface enroll --cluster DIR --ids ids.txt --templates X.npy [--batch 2048]\n\n"+
+		"Enrolls templates (float32/float64 .npy, one row each) under string ids. Each\n"+
+		"batch is acknowledged only when every party has stored its share durably;\n"+
+		"otherwise it is rolled back everywhere.", stderr)
+	cf := addClientFlags(fs)
+	id := fs.String("id", "", "id of a single template")
+	tmpl := fs.String("template", "", ".npy holding one template")
+	ids := fs.String("ids", "", "text file with one id per line (bulk)")
+	tmpls := fs.String("templates", "", ".npy with one template per id (bulk)")
+	batch := fs.Int("batch", 2048, "templates per transaction in bulk mode")
+	asJSON := fs.Bool("json", false, "print a JSON summary")
+	quiet := fs.Bool("quiet", false, "no progress bar")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := required(fs, "cluster"); err != nil {
+		return err
+	}
+	var idList []string
+	var path string
+	switch {
+	case *id != "" && *tmpl != "" && *ids == "" && *tmpls == "":
+		idList, path = []string{*id}, *tmpl
+	case *ids != "" && *tmpls != "" && *id == "" && *tmpl == "":
+		var err error
+		if idList, err = readIDs(*ids); err != nil {
+			return err
+		}
+		path = *tmpls
+	default:
+		fmt.Fprintln(stderr, "idface enroll: give either --id with --template, or --ids with --templates")
+		fs.Usage()
+		return errUsage
+	}
+	if *batch < 1 || *batch > protocol.MaxBatch {
+		return fmt.Errorf("--batch %d: want 1..%d", *batch, protocol.MaxBatch)
+	}
+	m, err := npy.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if m.Rows != len(idList) {
+		return fmt.Errorf("%s has %d templates but %d ids were given", path, m.Rows, len(idList))
+	}
+	cfg, cl, err := cf.open()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	if m.Cols != cfg.Dim {
+		return fmt.Errorf("%s: templates have dimension %d, the cluster uses %d", path, m.Cols, cfg.Dim)
+	}
+	var bar *progressbar.ProgressBar
+	if len(idList) > *batch && !*quiet {
+		bar = progressbar.NewOptions(len(idList), progressbar.OptionSetWriter(stderr),
+			progressbar.OptionSetDescription("enrolling"), progressbar.OptionShowCount(), progressbar.OptionThrottle(200*time.Millisecond))
+	}
+	start := time.Now()
+	done := 0
+	for done < len(idList) {
+		end := min(done+*batch, len(idList))
+		items := make([]protocol.Item, 0, end-done)
+		for i := done; i < end; i++ {
+			items = append(items, protocol.Item{ID: idList[i], Template: m.RowF32(i, nil)})
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), *cf.timeout)
+		err := cl.Enroll(ctx, items)
+		cancel()
+		if err != nil {
+			if bar != nil {
+				bar.Exit()
+				fmt.Fprintln(stderr)
+			}
+			if len(idList) == 1 {
+				return err
+			}
+			return fmt.Errorf("enrolled %d of %d; the batch of items %d..%d was rolled back: %v", done, len(idList), done, end-1, err)
+		}
+		done = end
+		if bar != nil {
+			bar.Set(done)
+		}
+	}
+	if bar != nil {
+		bar.Finish()
+		fmt.Fprintln(stderr)
+	}
+	secs := time.Since(start).Seconds()
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(map[string]any{"enrolled": done, "seconds": secs, "per_second": float64(done) / secs, "entry": cl.Entry()})
+	}
+	fmt.Fprintf(stdout, "enrolled %d at every party in %.2f s\n", done, secs)
+	return nil
+}
+
+func readIDs(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var ids []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 64<<10)
+	for line := 1; sc.Scan(); line++ {
+		id := strings.TrimSpace(sc.Text())
+		if id == "" {
+			continue
+		}
+		if err := party.CheckID(id); err != nil {
+			return nil, fmt.Errorf("%s line %d: %v", path, line, err)
+		}
+		ids = append(ids, id)
+	}
+	return ids, sc.Err()
+}
+
+// identifyLine is one query's result in --json output.
+type identifyLine struct {
+	Query      int         `json:"query"`
+	ID         *string     `json:"id"`
+	Score      *int        `json:"score"`
+	Cosine     *float64    `json:"cosine"`
+	Accepted   bool        `json:"accepted"`
+	BytesSent  uint64      `json:"bytes_sent"`
+	BytesRecv  uint64      `json:"bytes_received"`
+	Ms         float64     `json:"ms"`
+	Candidates []candidate `json:"candidates,omitempty"`
+}
+
+type candidate struct {
+	ID     string  `json:"id"`
+	Score  int     `json:"score"`
+	Cosine float64 `json:"cosine"`
+}
+
+func cmdIdentify(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("identify", "idface identify --cluster DIR --templates Q.npy [--top K] [--json]\n\n"+
+		"Identifies every template of Q.npy against the enrolled database. With --json\n"+
+		"one object per query per line: query, id (null if rejected or empty), score,\n"+
+		"cosine, accepted, bytes_sent, bytes_received (the entry's application bytes\n"+
+		"to and from the other parties) and ms.", stderr)
+	cf := addClientFlags(fs)
+	tmpls := fs.String("templates", "", ".npy with one query template per row")
+	top := fs.Int("top", 1, "candidates per query")
+	asJSON := fs.Bool("json", false, "JSON lines output")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := required(fs, "cluster", "templates"); err != nil {
+		return err
+	}
+	if *top < 1 || *top > protocol.MaxTopK {
+		return fmt.Errorf("--top %d: want 1..%d", *top, protocol.MaxTopK)
+	}
+	m, err := npy.ReadFile(*tmpls)
+	if err != nil {
+		return err
+	}
+	cfg, cl, err := cf.open()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	if m.Cols != cfg.Dim {
+		return fmt.Errorf("%s: templates have dimension %d, the cluster uses %d", *tmpls, m.Cols, cfg.Dim)
+	}
+	enc := json.NewEncoder(stdout)
+	if !*asJSON {
+		fmt.Fprintf(stdout, "%6s  %-24s %6s %7s  %-8s %10s %8s\n", "query", "id", "score", "cosine", "decision", "bytes", "ms")
+	}
+	for i := 0; i < m.Rows; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), *cf.timeout)
+		start := time.Now()
+		r, err := cl.Identify(ctx, m.RowF32(i, nil), *top)
+		ms := float64(time.Since(start).Microseconds()) / 1000
+		cancel()
+		if err != nil {
+			return fmt.Errorf("query %d: %w", i, err)
+		}
+		line := identifyLine{Query: i, Accepted: r.Accepted, BytesSent: r.BytesSent, BytesRecv: r.BytesRecv, Ms: ms}
+		for _, c := range r.Candidates {
+			line.Candidates = append(line.Candidates, candidate{c.ID, int(c.Score), template.Cosine(int(c.Score), int(r.Alpha), int(r.Beta))})
+		}
+		if len(line.Candidates) > 0 {
+			best := line.Candidates[0]
+			line.Score, line.Cosine = &best.Score, &best.Cosine
+			if r.Accepted {
+				line.ID = &best.ID
+			}
+		}
+		if *top == 1 {
+			line.Candidates = nil
+		}
+		if *asJSON {
+			if err := enc.Encode(line); err != nil {
+				return err
+			}
+			continue
+		}
+		id, dec, score, cos := "-", "reject", "-", "-"
+		if line.ID != nil {
+			id, dec = *line.ID, "accept"
+		}
+		if line.Score != nil {
+			score, cos = fmt.Sprint(*line.Score), fmt.Sprintf("%.3f", *line.Cosine)
+		}
+		fmt.Fprintf(stdout, "%6d  %-24s %6s %7s  %-8s %10d %8.1f\n", i, id, score, cos, dec, r.BytesSent+r.BytesRecv, ms)
+		for _, c := range line.Candidates {
+			fmt.Fprintf(stdout, "%6s    %-22s %6d %7.3f\n", "", c.ID, c.Score, c.Cosine)
+		}
+	}
+	return nil
+}
+
+func cmdDelete(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("delete", "idface delete --cluster DIR --id ID\n\nRevokes an enrolled id at every party (an unknown id is an error).", stderr)
+	cf := addClientFlags(fs)
+	id := fs.String("id", "", "id to revoke")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := required(fs, "cluster", "id"); err != nil {
+		return err
+	}
+	_, cl, err := cf.open()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), *cf.timeout)
+	defer cancel()
+	if err := cl.Delete(ctx, *id); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "deleted %s at every party\n", *id)
+	return nil
+}

@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/idface/idface/cluster"
+	"github.com/idface/idface/party"
+	"github.com/idface/idface/protocol"
+)
+
+func init() {
+	register("cluster", "create and run a local cluster: init, up, down, status", cmdCluster)
+	register("serve", "run one party in the foreground", cmdServe)
+}
+
+func cmdCluster(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "Usage: idface cluster init|up|down|status --dir DIR [flags]")
+		return errUsage
+	}
+	switch args[0] {
+	case "init":
+		return clusterInit(args[1:], stdout, stderr)
+	case "up", "down", "status":
+		fs := newFlags("cluster "+args[0], "idface cluster "+args[0]+" --dir DIR", stderr)
+		dir := fs.String("dir", "", "cluster directory")
+		timeout := fs.Duration("timeout", 60*time.Second, "how long 'up' waits for every party to be healthy")
+		if err := parse(fs, args[1:]); err != nil {
+			return err
+		}
+		if err := required(fs, "dir"); err != nil {
+			return err
+		}
+		cfg, err := party.LoadConfig(*dir)
+		if err != nil {
+			return err
+		}
+		switch args[0] {
+		case "up":
+			exe, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			if err := cluster.Up(context.Background(), cfg, exe, *timeout); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "%d parties up (%s, logs in %s/logs)\n", cfg.Mu(), cfg.Mode, *dir)
+			return nil
+		case "down":
+			if err := cluster.Down(cfg); err != nil {
+				return err
+			}
+			fmt.Fprintln(stdout, "cluster down")
+			return nil
+		default:
+			return clusterStatus(cfg, stdout)
+		}
+	default:
+		fmt.Fprintf(stderr, "idface cluster: unknown subcommand %q (want init, up, down or status)\n", args[0])
+		return errUsage
+	}
+}
+
+func clusterInit(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("cluster init", "idface cluster init --dir DIR --mode 2pc|mpc --parties MU [--dim 512] [--alpha 341] [--beta 63] [--tau 0.3]\n\n"+
+		"Writes DIR/cluster.json and a key and self-signed certificate for every\n"+
+		"party and client (DIR/keys). Each party gets a free UDP port on 127.0.0.1.", stderr)
+	dir := fs.String("dir", "", "cluster directory (created)")
+	mode := fs.String("mode", "2pc", "2pc (two parties) or mpc (mu parties)")
+	parties := fs.Int("parties", 2, "number of parties mu")
+	clients := fs.Int("clients", 1, "number of client identities")
+	dim := fs.Int("dim", 512, "template dimension d")
+	alpha := fs.Int("alpha", 0, "enrollment weight (default floor(2d/3))")
+	beta := fs.Int("beta", 63, "query weight")
+	tau := fs.Float64("tau", 0.3, "cosine threshold")
+	host := fs.String("host", "127.0.0.1", "address the parties listen on")
+	force := fs.Bool("force", false, "replace an existing cluster config")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := required(fs, "dir"); err != nil {
+		return err
+	}
+	if *mode == "he" {
+		return fmt.Errorf("mode he is not available in this build yet; use 2pc or mpc")
+	}
+	cfg, err := cluster.Init(*dir, cluster.Options{Mode: *mode, Parties: *parties, Clients: *clients, Dim: *dim,
+		Alpha: *alpha, Beta: *beta, Tau: *tau, Host: *host, Force: *force})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "cluster %s: mode %s, %d parties, d = %d, alpha = %d, beta = %d, tau = %.3f\n",
+		*dir, cfg.Mode, cfg.Mu(), cfg.Dim, cfg.Alpha, cfg.Beta, cfg.Tau)
+	for _, p := range cfg.Parties {
+		fmt.Fprintf(stdout, "  %-8s %-22s %s\n", p.Name, p.Addr, p.Pin[:23]+"...")
+	}
+	fmt.Fprintf(stdout, "start it with: idface cluster up --dir %s\n", *dir)
+	return nil
+}
+
+func clusterStatus(cfg *party.Config, stdout io.Writer) error {
+	cl, err := party.NewClient(cfg, "", "")
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	fmt.Fprintf(stdout, "%-8s %-22s %-8s %10s %10s %8s  %s\n", "party", "addr", "pid", "rows", "live", "undecided", "digest")
+	var first string
+	agree := true
+	for k, p := range cfg.Parties {
+		pid, running := cluster.Running(cfg, p.Name)
+		pidS := "-"
+		if running {
+			pidS = fmt.Sprint(pid)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		h, err := cl.Health(ctx, k)
+		cancel()
+		if err != nil {
+			fmt.Fprintf(stdout, "%-8s %-22s %-8s unreachable: %v\n", p.Name, p.Addr, pidS, err)
+			agree = false
+			continue
+		}
+		rows, live := 0, 0
+		for _, s := range h.Digest {
+			rows += int(s.Rows)
+			live += int(s.Live)
+		}
+		dg := digestString(h.Digest)
+		if first == "" {
+			first = dg
+		} else if dg != first {
+			agree = false
+		}
+		fmt.Fprintf(stdout, "%-8s %-22s %-8s %10d %10d %8d  %s\n", p.Name, p.Addr, pidS, rows, live, h.InDoubt, dg)
+	}
+	if agree {
+		fmt.Fprintln(stdout, "all parties agree on the row map")
+	} else {
+		fmt.Fprintln(stdout, "parties DISAGREE or are unreachable: identification is refused until they agree")
+	}
+	return nil
+}
+
+// digestString is a short fingerprint of a party's row map.
+func digestString(g protocol.Digest) string {
+	h := sha256.New()
+	for _, s := range g {
+		fmt.Fprintf(h, "%d/%d/%x;", s.Rows, s.Live, s.Hash)
+	}
+	return fmt.Sprintf("%x", h.Sum(nil)[:8])
+}
+
+func cmdServe(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("serve", "idface serve --cluster DIR --party NAME\n\nRuns one party in the foreground until SIGINT or SIGTERM.", stderr)
+	dir := fs.String("cluster", "", "cluster directory")
+	name := fs.String("party", "", "party name from the cluster config")
+	verbose := fs.Bool("v", false, "debug logging")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := required(fs, "cluster", "party"); err != nil {
+		return err
+	}
+	cfg, err := party.LoadConfig(*dir)
+	if err != nil {
+		return err
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("party", *name)
+	p, err := party.Open(cfg, *name, log)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	err = p.Serve(ctx)
+	log.Info("stopped")
+	return err
+}

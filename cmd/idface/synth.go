@@ -1,0 +1,64 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/idface/idface/experiments"
+	"github.com/idface/idface/internal/npy"
+)
+
+func init() {
+	register("synth", "write synthetic templates (.npy) and their ids", cmdSynth)
+}
+
+func cmdSynth(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("synth", "idface synth --people P [--samples S] [--dim 512] [--intra 0.5] --out X.npy [--ids ids.txt] [--sample K]\n\n"+
+		"Draws P synthetic people with S samples each (float32 unit templates) and\n"+
+		"writes them to X.npy and their ids (person-P/sample-S) to ids.txt. With\n"+
+		"--sample K only sample K of every person is written (e.g. 0 to enroll, 1 to query).", stderr)
+	people := fs.Int("people", 0, "number of people")
+	samples := fs.Int("samples", 1, "samples per person")
+	dim := fs.Int("dim", 512, "template dimension")
+	intra := fs.Float64("intra", 0.5, "mean cosine between two samples of one person")
+	seed := fs.Uint64("seed", 1, "seed")
+	out := fs.String("out", "", "output .npy")
+	ids := fs.String("ids", "", "output id list")
+	only := fs.Int("sample", -1, "write only this sample index of every person")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := required(fs, "people", "out"); err != nil {
+		return err
+	}
+	if *only >= *samples {
+		return fmt.Errorf("--sample %d: there are only %d samples per person", *only, *samples)
+	}
+	s, err := experiments.NewSynthetic(*people, *samples, *dim, *intra, *seed)
+	if err != nil {
+		return err
+	}
+	m := &npy.Matrix{Cols: *dim}
+	var names strings.Builder
+	for i, x := range s.Samples {
+		k := i % *samples
+		if *only >= 0 && k != *only {
+			continue
+		}
+		m.F32 = append(m.F32, x...)
+		m.Rows++
+		fmt.Fprintf(&names, "person-%d/sample-%d\n", s.Labels[i], k)
+	}
+	if err := npy.WriteFile(*out, m); err != nil {
+		return err
+	}
+	if *ids != "" {
+		if err := os.WriteFile(*ids, []byte(names.String()), 0o644); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(stderr, "wrote %d templates of dimension %d to %s\n", m.Rows, *dim, *out)
+	return nil
+}

@@ -1,0 +1,253 @@
+// Package tests builds the real idface binary and runs real multi-process
+// clusters on 127.0.0.1: every party is its own OS process talking QUIC
+// with mutual TLS, and the CLI is driven exactly as a user would.
+package tests
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idface/idface/experiments"
+	"github.com/idface/idface/internal/npy"
+	"github.com/idface/idface/party"
+	"github.com/idface/idface/template"
+)
+
+var idfaceBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "idface-bin")
+	if err != nil {
+		panic(err)
+	}
+	idfaceBin = filepath.Join(dir, "idface")
+	build := exec.Command("go", "build", "-o", idfaceBin, "../cmd/idface")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building idface:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// idface runs the CLI and returns stdout, stderr and the exit code.
+func idface(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, idfaceBin, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("idface %s: %v", strings.Join(args, " "), err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// must runs the CLI and fails the test unless it exits 0.
+func must(t *testing.T, args ...string) string {
+	t.Helper()
+	out, errs, code := idface(t, args...)
+	if code != 0 {
+		t.Fatalf("idface %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errs)
+	}
+	return out
+}
+
+// newCluster initialises and starts a cluster; it is stopped at cleanup.
+func newCluster(t *testing.T, mode string, mu int, extra ...string) (string, *party.Config) {
+	t.Helper()
+	dir := t.TempDir()
+	must(t, append([]string{"cluster", "init", "--dir", dir, "--mode", mode, "--parties", fmt.Sprint(mu), "--tau", "0.2"}, extra...)...)
+	must(t, "cluster", "up", "--dir", dir)
+	t.Cleanup(func() {
+		idface(t, "cluster", "down", "--dir", dir)
+		if t.Failed() {
+			for i := 1; i <= mu; i++ {
+				b, _ := os.ReadFile(filepath.Join(dir, "logs", fmt.Sprintf("p%d.log", i)))
+				t.Logf("log of p%d:\n%s", i, b)
+			}
+		}
+	})
+	cfg, err := party.LoadConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, cfg
+}
+
+// dataset writes people*samples synthetic templates: sample 0 of every
+// person to enroll.npy/ids.txt, sample 1 to query.npy.
+type dataset struct {
+	enroll, ids, query string
+	gallery            [][]float32
+	names              []string
+	queries            [][]float32
+}
+
+func newDataset(t *testing.T, dir string, people int, seed uint64) *dataset {
+	t.Helper()
+	s, err := experiments.NewSynthetic(people, 2, 512, 0.6, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &dataset{enroll: filepath.Join(dir, "enroll.npy"), ids: filepath.Join(dir, "ids.txt"), query: filepath.Join(dir, "query.npy")}
+	for i, x := range s.Samples {
+		if i%2 == 0 {
+			d.gallery = append(d.gallery, x)
+			d.names = append(d.names, fmt.Sprintf("person-%d", s.Labels[i]))
+		} else {
+			d.queries = append(d.queries, x)
+		}
+	}
+	writeNpy(t, d.enroll, d.gallery)
+	writeNpy(t, d.query, d.queries)
+	if err := os.WriteFile(d.ids, []byte(strings.Join(d.names, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func writeNpy(t *testing.T, path string, rows [][]float32) {
+	t.Helper()
+	m := &npy.Matrix{Rows: len(rows), Cols: len(rows[0])}
+	for _, r := range rows {
+		m.F32 = append(m.F32, r...)
+	}
+	if err := npy.WriteFile(path, m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type result struct {
+	Query      int      `json:"query"`
+	ID         *string  `json:"id"`
+	Score      *int     `json:"score"`
+	Cosine     *float64 `json:"cosine"`
+	Accepted   bool     `json:"accepted"`
+	BytesSent  uint64   `json:"bytes_sent"`
+	BytesRecv  uint64   `json:"bytes_received"`
+	Ms         float64  `json:"ms"`
+	Candidates []struct {
+		ID    string `json:"id"`
+		Score int    `json:"score"`
+	} `json:"candidates"`
+}
+
+func parseResults(t *testing.T, out string) []result {
+	t.Helper()
+	var rs []result
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		var r result
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("bad JSON line %q: %v", sc.Text(), err)
+		}
+		rs = append(rs, r)
+	}
+	return rs
+}
+
+// plainTop is the plaintext ternary search over rows in cluster order
+// (live only), best first, lower position first on ties.
+type plainRow struct {
+	id string
+	z  template.Ternary
+}
+
+func plainTop(t *testing.T, rows []plainRow, q []float32, alpha, beta, k int) []struct {
+	id    string
+	score int
+} {
+	t.Helper()
+	y, err := template.Transform(q, beta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type m struct {
+		id    string
+		score int
+		pos   int
+	}
+	var all []m
+	for i, r := range rows {
+		all = append(all, m{r.id, r.z.Dot(y), i})
+	}
+	for i := 1; i < len(all); i++ { // insertion sort: small inputs, stable
+		for j := i; j > 0 && (all[j].score > all[j-1].score); j-- {
+			all[j], all[j-1] = all[j-1], all[j]
+		}
+	}
+	var out []struct {
+		id    string
+		score int
+	}
+	for _, a := range all[:min(k, len(all))] {
+		out = append(out, struct {
+			id    string
+			score int
+		}{a.id, a.score})
+	}
+	return out
+}
+
+func transformRows(t *testing.T, xs [][]float32, ids []string, alpha int) []plainRow {
+	t.Helper()
+	var rows []plainRow
+	for i, x := range xs {
+		z, err := template.Transform(x, alpha)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, plainRow{ids[i], z})
+	}
+	return rows
+}
+
+func nanValue() float64 { var z float64; return z / z }
+
+// liveRows asks every party for its live row count and fails unless all
+// parties report the same row map; it returns the common count.
+func liveRows(t *testing.T, cfg *party.Config) int {
+	t.Helper()
+	cl, err := party.NewClient(cfg, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	live := -1
+	var first string
+	for k := range cfg.Parties {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		h, err := cl.Health(ctx, k)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, s := range h.Digest {
+			n += int(s.Live)
+		}
+		g := fmt.Sprint(h.Digest)
+		if live >= 0 && (n != live || g != first) {
+			t.Fatalf("parties disagree: %s has %d live rows (%s), the first %d (%s)", h.Name, n, g, live, first)
+		}
+		live, first = n, g
+	}
+	return live
+}
