@@ -236,9 +236,11 @@ func call(ctx context.Context, d *transport.Dialer, to Member, req protocol.Msg)
 	if dl, ok := ctx.Deadline(); ok {
 		s.SetDeadline(dl)
 	}
+	defer s.Finish()
 	if err := s.WriteFrame(protocol.Marshal(req)); err != nil {
 		return nil, s, fmt.Errorf("sending to %s: %w", to.Name, err)
 	}
+	s.CloseWrite() // one request per stream
 	b, err := s.ReadFrame(protocol.MaxFrame)
 	if err != nil {
 		if ctx.Err() != nil {

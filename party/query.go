@@ -77,7 +77,7 @@ func (p *Party) identify(ctx context.Context, m *protocol.Identify) protocol.Msg
 		if err != nil {
 			return asError(err, protocol.CodeUnavailable)
 		}
-		defer ps.s.Abort(0)
+		defer ps.s.Finish()
 		peers = append(peers, ps)
 	}
 
@@ -179,6 +179,7 @@ func (p *Party) openQuery(ctx context.Context, to Member, q *protocol.Query, blo
 	if err := s.WriteFrame(protocol.Marshal(q)); err != nil {
 		return nil, fmt.Errorf("sending the query to %s: %w", to.Name, err)
 	}
+	s.CloseWrite()
 	ps := &peerStream{name: to.Name, s: s, blocks: make(chan []uint64, 2)}
 	go func() {
 		defer close(ps.blocks)

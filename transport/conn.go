@@ -91,11 +91,10 @@ func (s *Stream) fail() {
 // CloseWrite ends the sending direction (the peer reads io.EOF).
 func (s *Stream) CloseWrite() error { return s.s.Close() }
 
-// Abort cancels both directions with an application error code.
-func (s *Stream) Abort(code uint64) {
-	s.s.CancelWrite(quic.StreamErrorCode(code))
-	s.s.CancelRead(quic.StreamErrorCode(code))
-}
+// Finish releases a stream whose exchange is complete: it stops reading, so
+// quic-go can retire the stream. Without it finished streams keep counting
+// against the peer's MaxIncomingStreams and a long-lived connection stalls.
+func (s *Stream) Finish() { s.s.CancelRead(0) }
 
 // SetDeadline bounds every later Read and Write.
 func (s *Stream) SetDeadline(t time.Time) error { return s.s.SetDeadline(t) }
@@ -251,6 +250,7 @@ func (l *Listener) Serve(ctx context.Context, h Handler) error {
 				l.wg.Go(func() {
 					h(conn.Context(), s)
 					s.s.Close()
+					s.Finish()
 				})
 			}
 		})

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/idface/idface/cluster"
+	"github.com/idface/idface/experiments"
+	"github.com/idface/idface/party"
+	"github.com/idface/idface/protocol"
+)
+
+func init() {
+	register("demo", "run a temporary local cluster end to end and print a summary", cmdDemo)
+}
+
+func cmdDemo(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("demo", "idface demo [--mode 2pc|mpc] [--parties MU] [--people 500] [--samples 3]\n\n"+
+		"Starts a temporary cluster of real party processes on 127.0.0.1, enrolls\n"+
+		"synthetic people (sample 0 of 80% of them), identifies the other samples\n"+
+		"(genuine) and every sample of the rest (impostors), prints accuracy,\n"+
+		"latency and bytes per query, and removes everything.", stderr)
+	mode := fs.String("mode", "2pc", "2pc or mpc")
+	parties := fs.Int("parties", 2, "number of parties")
+	people := fs.Int("people", 500, "synthetic people")
+	samples := fs.Int("samples", 3, "samples per person (>= 2)")
+	intra := fs.Float64("intra", 0.6, "mean cosine between samples of one person")
+	tau := fs.Float64("tau", 0.2, "cosine threshold")
+	beta := fs.Int("beta", 63, "query weight")
+	keep := fs.Bool("keep", false, "keep the cluster directory and leave the parties running")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *samples < 2 || *people < 5 {
+		return fmt.Errorf("need at least 5 people and 2 samples each")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "idface-demo-")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "idface demo: %s cluster of %d party processes in %s\n", *mode, *parties, dir)
+	cfg, err := cluster.Init(dir, cluster.Options{Mode: *mode, Parties: *parties, Beta: *beta, Tau: *tau})
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	if err := cluster.Up(ctx, cfg, exe, 60*time.Second); err != nil {
+		cluster.Down(cfg)
+		return err
+	}
+	if !*keep {
+		defer func() {
+			cluster.Down(cfg)
+			os.RemoveAll(dir)
+			fmt.Fprintln(stdout, "cluster stopped and removed")
+		}()
+	}
+	fmt.Fprintf(stdout, "parties up: d = %d, alpha = %d, beta = %d, tau = %.2f (score threshold %d)\n", cfg.Dim, cfg.Alpha, cfg.Beta, cfg.Tau, cfg.Threshold())
+	return runDemo(ctx, cfg, *people, *samples, *intra, stdout)
+}
+
+func runDemo(ctx context.Context, cfg *party.Config, people, samples int, intra float64, stdout io.Writer) error {
+	syn, err := experiments.NewSynthetic(people, samples, cfg.Dim, intra, uint64(time.Now().UnixNano()))
+	if err != nil {
+		return err
+	}
+	enrolled := people * 4 / 5
+	var items []protocol.Item
+	for i, x := range syn.Samples {
+		if i%samples == 0 && syn.Labels[i] < enrolled {
+			items = append(items, protocol.Item{ID: fmt.Sprintf("person-%04d", syn.Labels[i]), Template: x})
+		}
+	}
+	cl, err := party.NewClient(cfg, "", "")
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	start := time.Now()
+	for i := 0; i < len(items); i += 1000 {
+		if err := cl.Enroll(ctx, items[i:min(i+1000, len(items))]); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(stdout, "enrolled %d people (shares durable at every party) in %.2f s\n", len(items), time.Since(start).Seconds())
+
+	var genuine, gAccept, gWrong, impostor, iAccept int
+	var lat []float64
+	var bytes uint64
+	for i, x := range syn.Samples {
+		p := syn.Labels[i]
+		if i%samples == 0 && p < enrolled {
+			continue
+		}
+		t0 := time.Now()
+		r, err := cl.Identify(ctx, x, 1)
+		if err != nil {
+			return err
+		}
+		lat = append(lat, float64(time.Since(t0).Microseconds())/1000)
+		bytes = r.BytesSent + r.BytesRecv
+		if p < enrolled {
+			genuine++
+			if r.Accepted {
+				if r.Candidates[0].ID == fmt.Sprintf("person-%04d", p) {
+					gAccept++
+				} else {
+					gWrong++
+				}
+			}
+		} else {
+			impostor++
+			if r.Accepted {
+				iAccept++
+			}
+		}
+	}
+	slices.Sort(lat)
+	pct := func(a, b int) float64 { return 100 * float64(a) / float64(max(b, 1)) }
+	fmt.Fprintf(stdout, "\n%-34s %10s\n", "identification", "result")
+	fmt.Fprintf(stdout, "%-34s %10d\n", "genuine queries", genuine)
+	fmt.Fprintf(stdout, "%-34s %9.1f%%\n", "  correctly identified", pct(gAccept, genuine))
+	fmt.Fprintf(stdout, "%-34s %9.1f%%\n", "  wrongly identified", pct(gWrong, genuine))
+	fmt.Fprintf(stdout, "%-34s %9.1f%%\n", "  rejected", pct(genuine-gAccept-gWrong, genuine))
+	fmt.Fprintf(stdout, "%-34s %10d\n", "impostor queries", impostor)
+	fmt.Fprintf(stdout, "%-34s %9.1f%%\n", "  correctly rejected", pct(impostor-iAccept, impostor))
+	fmt.Fprintf(stdout, "%-34s %10.2f\n", "latency p50 (ms)", lat[len(lat)/2])
+	fmt.Fprintf(stdout, "%-34s %10.2f\n", "latency p90 (ms)", lat[len(lat)*9/10])
+	formula := float64(cfg.Mu()-1) * float64(2*len(items)*cfg.Beta+2*cfg.Dim) / 8
+	fmt.Fprintf(stdout, "%-34s %10d\n", "bytes per query (entry <-> peers)", bytes)
+	fmt.Fprintf(stdout, "%-34s %10.0f\n", "  paper formula (mu-1)(2D*beta+2d)", formula)
+	return nil
+}
