@@ -56,8 +56,8 @@ type Stream struct {
 	// broken, when set, forgets the connection after an I/O failure so the
 	// next request dials afresh (the server may have restarted).
 	broken func()
-	sent atomic.Int64
-	recv atomic.Int64
+	sent   atomic.Int64
+	recv   atomic.Int64
 }
 
 // Sent and Received return the application bytes moved so far.
