@@ -164,7 +164,7 @@ func Dot(a, b []float32) float32 {
 // 2PCFace, so it isolates the cost of protection.
 type TernaryDB struct {
 	store *sharing.Store
-	buf   []uint64
+	cols  [][]uint64
 }
 
 // NewTernaryDB returns an empty plaintext ternary database.
@@ -189,12 +189,29 @@ func (db *TernaryDB) Add(z template.Ternary) error {
 func (db *TernaryDB) Search(y template.Ternary, k int) ([]sharing.Match, error) {
 	sel := sharing.NewSelection(y)
 	W := db.store.Words()
-	if need := W * 2 * sel.Beta; cap(db.buf) < need {
-		db.buf = make([]uint64, need)
-	}
-	buf := db.buf[:W*2*sel.Beta]
-	if err := db.store.Gather(buf, sel, 0, W, true); err != nil {
+	cols, err := db.store.Columns(sel, 0, W, db.cols)
+	if err != nil {
 		return nil, err
 	}
-	return sharing.ScoreParallel([][]uint64{buf}, db.store.LiveWords(0, W), sel.Beta, k, -sel.Beta, 0)
+	db.cols = cols
+	return sharing.ScoreParallel([][][]uint64{cols}, db.store.LiveWords(0, W), sel.Beta, k, -sel.Beta, 0)
+}
+
+// NewFloatDBFrom wraps an existing row-major N x d matrix (normalising its
+// rows in place) without copying it.
+func NewFloatDBFrom(d int, data []float32) (*FloatDB, error) {
+	if d < 1 || d > template.MaxDim || len(data)%d != 0 {
+		return nil, fmt.Errorf("%w: %d values for d = %d", template.ErrDimension, len(data), d)
+	}
+	for r := 0; r < len(data)/d; r++ {
+		row := data[r*d : (r+1)*d]
+		n, err := Norm(row, d)
+		if err != nil {
+			return nil, fmt.Errorf("row %d: %w", r, err)
+		}
+		for j := range row {
+			row[j] = float32(float64(row[j]) / n)
+		}
+	}
+	return &FloatDB{dim: d, data: data}, nil
 }

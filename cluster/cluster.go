@@ -34,6 +34,7 @@ type Options struct {
 	Tau     float64
 	Host    string // default 127.0.0.1
 	Force   bool   // overwrite an existing cluster.json
+	Metrics bool   // give every party a loopback /metrics address
 }
 
 // Init writes a new cluster into dir.
@@ -78,6 +79,13 @@ func Init(dir string, o Options) (*party.Config, error) {
 			return nil, err
 		}
 		m.Addr = net.JoinHostPort(o.Host, strconv.Itoa(port))
+		if o.Metrics {
+			tp, err := freeTCPPort()
+			if err != nil {
+				return nil, err
+			}
+			m.Metrics = net.JoinHostPort("127.0.0.1", strconv.Itoa(tp))
+		}
 		cfg.Parties = append(cfg.Parties, m)
 	}
 	for i := 1; i <= o.Clients; i++ {
@@ -108,6 +116,15 @@ func freeUDPPort(host string) (int, error) {
 	}
 	defer c.Close()
 	return c.LocalAddr().(*net.UDPAddr).Port, nil
+}
+
+func freeTCPPort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func pidFile(cfg *party.Config, name string) string {

@@ -21,6 +21,9 @@ const ConfigFile = "cluster.json"
 type Member struct {
 	Name string `json:"name"`
 	Addr string `json:"addr,omitempty"`
+	// Metrics, when set, is the TCP address of the party's /metrics and
+	// /debug/pprof endpoint (keep it on loopback).
+	Metrics string `json:"metrics,omitempty"`
 	Cert string `json:"cert"`
 	Key  string `json:"key"`
 	Pin  string `json:"pin"`

@@ -35,8 +35,10 @@ type Party struct {
 	outMu  sync.Mutex
 	outbox map[int][]*protocol.Decide // decisions not yet acknowledged, per party
 
-	trPool sync.Pool // *template.Transformer for beta (queries)
-	ln     *transport.Listener
+	trPool  sync.Pool // *template.Transformer for beta (queries)
+	ln      *transport.Listener
+	m       metrics
+	started time.Time
 }
 
 // Open loads the party's identity and replays its log.
@@ -58,7 +60,7 @@ func Open(cfg *Config, name string, log *slog.Logger) (*Party, error) {
 		return nil, err
 	}
 	p := &Party{cfg: cfg, self: self, name: name, log: log, st: st,
-		dialer: transport.NewDialer(cert), outbox: map[int][]*protocol.Decide{}}
+		dialer: transport.NewDialer(cert), outbox: map[int][]*protocol.Decide{}, started: time.Now()}
 	p.trPool.New = func() any {
 		tr, _ := template.NewTransformer(cfg.Dim, cfg.Beta)
 		return tr

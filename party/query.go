@@ -39,6 +39,20 @@ func (p *Party) blockWords() int { return max(1, p.cfg.Block/(2*p.cfg.Beta*8)) }
 // identify runs a query as the entry party (paper Fig. "2pc_id" and App. H):
 // T_beta, broadcast (y+, y-), then XOR and score every block as it arrives.
 func (p *Party) identify(ctx context.Context, m *protocol.Identify) protocol.Msg {
+	start := time.Now()
+	resp := p.identifyAt(ctx, m)
+	p.m.identifies.Add(1)
+	p.m.identifyNanos.Add(int64(time.Since(start)))
+	if ok, isOK := resp.(*protocol.IdentifyOK); isOK {
+		p.m.bytesOut.Add(int64(ok.BytesSent))
+		p.m.bytesIn.Add(int64(ok.BytesRecv))
+	} else {
+		p.m.identifyErrs.Add(1)
+	}
+	return resp
+}
+
+func (p *Party) identifyAt(ctx context.Context, m *protocol.Identify) protocol.Msg {
 	tr := p.trPool.Get().(*template.Transformer)
 	y := template.NewTernary(p.cfg.Dim)
 	err := template.Apply(tr, m.Template, y)
@@ -87,28 +101,27 @@ func (p *Party) identify(ctx context.Context, m *protocol.Identify) protocol.Msg
 	}
 	own := getBuf(bw * n)
 	defer putBuf(own)
-	parts := make([][]uint64, 1+len(peers))
+	cols := make([][][]uint64, 1+len(peers))
+	var held [][]uint64
 	for _, b := range blocks {
-		seg := p.st.segs[b.seg]
-		p.st.mu.RLock()
-		err := seg.store.Gather(own, sel, b.w0, b.w0+b.nw, true)
-		p.st.mu.RUnlock()
-		if err != nil {
-			return protocol.Errorf(protocol.CodeInternal, "gather: %v", err)
+		var err error
+		if cols[0], err = p.ownColumns(b, g, sel, own, cols[0][:0]); err != nil {
+			return protocol.Errorf(protocol.CodeInternal, "%v", err)
 		}
-		parts[0] = own[:b.nw*n]
+		held = held[:0]
 		for i, ps := range peers {
 			r, ok := <-ps.blocks
 			if !ok {
 				return asError(ps.err, protocol.CodeUnavailable)
 			}
-			parts[i+1] = r
+			held = append(held, r)
+			cols[i+1] = sharing.BlockColumns(r, n, cols[i+1][:0])
 		}
-		if err := scoreBlock(scorers, parts, segOff[b.seg]+b.w0, live[b.seg][b.w0:b.w0+b.nw], n); err != nil {
+		if err := scoreBlock(scorers, cols, segOff[b.seg]+b.w0, live[b.seg][b.w0:b.w0+b.nw]); err != nil {
 			return protocol.Errorf(protocol.CodeInternal, "%v", err)
 		}
-		for _, pr := range parts[1:] {
-			putBuf(pr)
+		for _, r := range held {
+			putBuf(r)
 		}
 	}
 	for _, ps := range peers {
@@ -137,8 +150,8 @@ func (p *Party) identify(ctx context.Context, m *protocol.Identify) protocol.Msg
 }
 
 // scoreBlock splits one block's words over the two scorers (both cores).
-func scoreBlock(sc []*sharing.Scorer, parts [][]uint64, gw0 int, live []uint64, n int) error {
-	nw := len(parts[0]) / n
+func scoreBlock(sc []*sharing.Scorer, cols [][][]uint64, gw0 int, live []uint64) error {
+	nw := len(cols[0][0])
 	half := nw / 2
 	var wg sync.WaitGroup
 	var errs [2]error
@@ -146,10 +159,7 @@ func scoreBlock(sc []*sharing.Scorer, parts [][]uint64, gw0 int, live []uint64, 
 		if r[0] == r[1] {
 			continue
 		}
-		sub := make([][]uint64, len(parts))
-		for j := range parts {
-			sub[j] = parts[j][r[0]*n : r[1]*n]
-		}
+		sub := sharing.SliceWords(cols, r[0], r[1])
 		wg.Go(func() { errs[i] = sc[i].Add(sub, gw0+r[0], live[r[0]:r[1]]) })
 	}
 	wg.Wait()
@@ -157,6 +167,24 @@ func scoreBlock(sc []*sharing.Scorer, parts [][]uint64, gw0 int, live []uint64, 
 		return errs[0]
 	}
 	return errs[1]
+}
+
+// ownColumns returns this party's selected columns for block b: views into
+// the store for blocks of complete words, which never change, and a copy
+// made under the lock for the block holding a segment's last, partial word,
+// which concurrent enrollments may still extend.
+func (p *Party) ownColumns(b blockPlan, g protocol.Digest, sel sharing.Selection, buf []uint64, out [][]uint64) ([][]uint64, error) {
+	seg := p.st.segs[b.seg]
+	p.st.mu.RLock()
+	defer p.st.mu.RUnlock()
+	if (b.w0+b.nw)*64 <= int(g[b.seg].Rows) {
+		return seg.store.Columns(sel, b.w0, b.w0+b.nw, out)
+	}
+	n := len(sel.Cols)
+	if err := seg.store.Gather(buf[:b.nw*n], sel, b.w0, b.w0+b.nw); err != nil {
+		return nil, err
+	}
+	return sharing.BlockColumns(buf[:b.nw*n], n, out), nil
 }
 
 // peerStream receives one helper's blocks in order on a channel; the
@@ -247,24 +275,26 @@ func (p *Party) serveQuery(ctx context.Context, s *transport.Stream, q *protocol
 	if err := p.awaitDigest(q.Digest); err != nil {
 		return err
 	}
+	p.m.queriesServed.Add(1)
 	sel := sharing.NewSelection(y)
 	n := 2 * sel.Beta
 	bw := int(q.BlockWords)
 	buf := getBuf(bw * n)
 	defer putBuf(buf)
+	var cols [][]uint64
 	for _, b := range plan(q.Digest, bw) {
-		seg := p.st.segs[b.seg]
-		p.st.mu.RLock()
-		err := seg.store.Gather(buf, sel, b.w0, b.w0+b.nw, false)
-		p.st.mu.RUnlock()
-		if err != nil {
-			return protocol.Errorf(protocol.CodeInternal, "gather: %v", err)
+		var err error
+		if cols, err = p.ownColumns(b, q.Digest, sel, buf, cols[:0]); err != nil {
+			return protocol.Errorf(protocol.CodeInternal, "%v", err)
 		}
 		if err := s.WriteFrame(protocol.Marshal(&protocol.Block{Seg: uint8(b.seg), W0: uint32(b.w0), NW: uint32(b.nw)})); err != nil {
 			return nil // the entry went away
 		}
-		if err := s.WriteWords(buf[:b.nw*n]); err != nil {
-			return nil
+		// Column runs go to the wire straight from the store: no gather.
+		for _, c := range cols {
+			if err := s.WriteWords(c); err != nil {
+				return nil
+			}
 		}
 	}
 	p.reply(s, &protocol.BlocksEnd{})

@@ -43,6 +43,7 @@ func (p *Party) enroll(ctx context.Context, m *protocol.Enroll) protocol.Msg {
 	if err := p.runTxn(ctx, ops); err != nil {
 		return err
 	}
+	p.m.enrolled.Add(int64(len(m.Items)))
 	return &protocol.EnrollOK{Count: uint32(len(m.Items))}
 }
 
@@ -128,6 +129,7 @@ func (p *Party) delete(ctx context.Context, m *protocol.Delete, fromParty bool) 
 	if err := p.runTxn(ctx, ops); err != nil {
 		return err
 	}
+	p.m.deleted.Add(1)
 	return &protocol.DeleteOK{}
 }
 
@@ -195,6 +197,7 @@ func (p *Party) runTxn(ctx context.Context, ops [][]protocol.Op) *protocol.Error
 	}
 	p.deliver(ctx, d)
 	if first != nil {
+		p.m.txnAborts.Add(1)
 		code := first.Code
 		if code != protocol.CodeDuplicate && code != protocol.CodeUnknownID && code != protocol.CodeBadRequest {
 			code = protocol.CodeAborted

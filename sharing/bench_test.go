@@ -52,7 +52,7 @@ func BenchmarkGather(b *testing.B) {
 			b.SetBytes(int64(len(dst) * 8))
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := s.Gather(dst, sel, 0, s.Words(), false); err != nil {
+				if err := s.Gather(dst, sel, 0, s.Words()); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -73,17 +73,18 @@ func BenchmarkScore(b *testing.B) {
 	for _, beta := range []int{63, 127, 341} {
 		for _, mu := range []int{2, 3} {
 			b.Run(fmt.Sprintf("rows=%d/beta=%d/mu=%d", rows, beta, mu), func(b *testing.B) {
-				parts := make([][]uint64, mu)
-				for p := range parts {
-					parts[p] = make([]uint64, W*2*beta)
-					for i := range parts[p] {
-						parts[p][i] = r.Uint64()
+				cols := make([][][]uint64, mu)
+				for p := range cols {
+					block := make([]uint64, W*2*beta)
+					for i := range block {
+						block[i] = r.Uint64()
 					}
+					cols[p] = BlockColumns(block, 2*beta, nil)
 				}
-				b.SetBytes(int64(mu * len(parts[0]) * 8))
+				b.SetBytes(int64(mu * W * 2 * beta * 8))
 				b.ReportAllocs()
 				for b.Loop() {
-					if _, err := ScoreParallel(parts, live, beta, 1, -beta, 0); err != nil {
+					if _, err := ScoreParallel(cols, live, beta, 1, -beta, 0); err != nil {
 						b.Fatal(err)
 					}
 				}

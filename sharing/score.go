@@ -52,63 +52,86 @@ func NewScorer(beta, k, floor int) (*Scorer, error) {
 		nhi: max(bits.Len(uint(n))-4, 0),
 		cut: max(floor+beta-1, -1),
 		top: make(matchHeap, 0, k),
-		x:   make([]uint64, n),
+		x:   make([]uint64, tile*n),
 	}, nil
 }
 
-// Add scores one block: parts[p] is party p's gathered block (Store.Gather
-// layout, entry first with invertNeg) for row words [w0, w0+nw), live the
-// live bitset of those words. All parts must have the same length.
-func (s *Scorer) Add(parts [][]uint64, w0 int, live []uint64) error {
-	if len(parts) == 0 {
+// tile is the number of 64-row words of every column transposed at a time:
+// 512-byte runs per column let the prefetcher stream up to 2*682 columns.
+const tile = 64
+
+// Add scores one block of rows. cols[p][i] is party p's selected column i
+// (Selection order) over the block's row words; all columns have the same
+// length nw. gw0 is the block's first row word in the global row order and
+// live the live bitset of its words. The scorer XORs the parties' columns,
+// complements the subtracting ones, and counts.
+func (s *Scorer) Add(cols [][][]uint64, gw0 int, live []uint64) error {
+	if len(cols) == 0 {
 		return fmt.Errorf("sharing: no parties to score")
 	}
-	l := len(parts[0])
-	if l%s.n != 0 {
-		return fmt.Errorf("sharing: block of %d words is not a multiple of 2*beta = %d", l, s.n)
-	}
-	for p, b := range parts {
-		if len(b) != l {
-			return fmt.Errorf("sharing: party %d sent %d words, want %d", p, len(b), l)
+	nw := -1
+	for p, cs := range cols {
+		if len(cs) != s.n {
+			return fmt.Errorf("sharing: party %d sent %d columns, want 2*beta = %d", p, len(cs), s.n)
+		}
+		for _, c := range cs {
+			if nw < 0 {
+				nw = len(c)
+			}
+			if len(c) != nw {
+				return fmt.Errorf("sharing: party %d sent columns of %d and %d words", p, nw, len(c))
+			}
 		}
 	}
-	nw := l / s.n
 	if len(live) < nw {
 		return fmt.Errorf("sharing: live bitset has %d words, want %d", len(live), nw)
 	}
 	var planes [maxPlanes]uint64
-	for w := range nw {
-		lv := live[w]
-		if lv == 0 {
-			continue
-		}
-		x := s.x
-		base := w * s.n
-		switch len(parts) {
-		case 1:
-			x = parts[0][base : base+s.n]
-		case 2:
-			a, b := parts[0][base:base+s.n], parts[1][base:base+s.n]
-			for i := range x {
-				x[i] = a[i] ^ b[i]
+	n, x := s.n, s.x
+	for w := 0; w < nw; w += tile {
+		tw := min(tile, nw-w)
+		// Transpose a tile of tw words of every column into x (word-major),
+		// XORing the parties and complementing the subtracting columns.
+		for i := range n {
+			var inv uint64
+			if i >= s.beta {
+				inv = ^uint64(0)
 			}
-		default:
-			copy(x, parts[0][base:base+s.n])
-			for _, p := range parts[1:] {
-				for i, v := range p[base : base+s.n] {
-					x[i] ^= v
+			a := cols[0][i][w : w+tw]
+			switch len(cols) {
+			case 1:
+				for t, v := range a {
+					x[t*n+i] = v ^ inv
+				}
+			case 2:
+				b := cols[1][i][w : w+tw]
+				for t, v := range a {
+					x[t*n+i] = v ^ b[t] ^ inv
+				}
+			default:
+				for t, v := range a {
+					for _, q := range cols[1:] {
+						v ^= q[i][w+t]
+					}
+					x[t*n+i] = v ^ inv
 				}
 			}
 		}
-		np := s.count(x, &planes)
-		mask := greater(planes[:np], s.cut) & lv
-		for ; mask != 0; mask &= mask - 1 {
-			r := bits.TrailingZeros64(mask)
-			c := 0
-			for b := range np {
-				c |= int(planes[b]>>uint(r)&1) << uint(b+0)
+		for t := range tw {
+			lv := live[w+t]
+			if lv == 0 {
+				continue
 			}
-			s.offer(Match{Row: (w0+w)*64 + r, Score: c - s.beta})
+			np := s.count(x[t*n:(t+1)*n], &planes)
+			mask := greater(planes[:np], s.cut) & lv
+			for ; mask != 0; mask &= mask - 1 {
+				r := bits.TrailingZeros64(mask)
+				c := 0
+				for b := range np {
+					c |= int(planes[b]>>uint(r)&1) << uint(b)
+				}
+				s.offer(Match{Row: (gw0+w+t)*64 + r, Score: c - s.beta})
+			}
 		}
 	}
 	return nil
@@ -229,18 +252,18 @@ func Merge(k int, lists ...[]Match) []Match {
 	return all[:min(k, len(all))]
 }
 
-// ScoreParallel scores whole gathered blocks on `workers` goroutines
-// (GOMAXPROCS when workers <= 0), splitting the words evenly.
-func ScoreParallel(parts [][]uint64, live []uint64, beta, k, floor, workers int) ([]Match, error) {
+// ScoreParallel scores the columns of whole row ranges (cols[p][i] as in
+// Scorer.Add, row words from 0) on `workers` goroutines (GOMAXPROCS when
+// workers <= 0), splitting the words evenly.
+func ScoreParallel(cols [][][]uint64, live []uint64, beta, k, floor, workers int) ([]Match, error) {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	n := 2 * beta
-	if len(parts) == 0 || n == 0 || len(parts[0])%n != 0 {
-		return nil, fmt.Errorf("sharing: blocks do not match beta = %d", beta)
+	if len(cols) == 0 || len(cols[0]) != 2*beta {
+		return nil, fmt.Errorf("sharing: columns do not match beta = %d", beta)
 	}
-	nw := len(parts[0]) / n
-	workers = max(min(workers, nw), 1)
+	nw := len(cols[0][0])
+	workers = max(min(workers, nw/tile), 1)
 	results := make([][]Match, workers)
 	errs := make([]error, workers)
 	var wg sync.WaitGroup
@@ -252,15 +275,7 @@ func ScoreParallel(parts [][]uint64, live []uint64, beta, k, floor, workers int)
 				errs[g] = err
 				return
 			}
-			sub := make([][]uint64, len(parts))
-			for p := range parts {
-				if len(parts[p]) != len(parts[0]) {
-					errs[g] = fmt.Errorf("sharing: party %d block length differs", p)
-					return
-				}
-				sub[p] = parts[p][lo*n : hi*n]
-			}
-			errs[g] = sc.Add(sub, lo, live[lo:min(hi, len(live))])
+			errs[g] = sc.Add(SliceWords(cols, lo, hi), lo, live[lo:min(hi, len(live))])
 			results[g] = sc.Result()
 		})
 	}
@@ -271,6 +286,21 @@ func ScoreParallel(parts [][]uint64, live []uint64, beta, k, floor, workers int)
 		}
 	}
 	return Merge(k, results...), nil
+}
+
+// SliceWords returns the parties' columns restricted to words [lo, hi).
+func SliceWords(cols [][][]uint64, lo, hi int) [][][]uint64 {
+	out := make([][][]uint64, len(cols))
+	for p, cs := range cols {
+		out[p] = make([][]uint64, len(cs))
+		for i, c := range cs {
+			if hi > len(c) {
+				hi = len(c)
+			}
+			out[p][i] = c[min(lo, hi):hi]
+		}
+	}
+	return out
 }
 
 // matchHeap is a min-heap with the worst match on top.

@@ -170,15 +170,27 @@ func newCluster(t testing.TB, r *rand.Rand, d, alpha, rows, mu int) *cluster {
 	return c
 }
 
-func (c *cluster) gather(t testing.TB, sel Selection, w0, w1 int) [][]uint64 {
-	parts := make([][]uint64, len(c.stores))
+// columns returns every party's selected columns over words [w0, w1):
+// party 0 as views into its store, the others through a gathered block
+// (the wire layout), so both paths are tested.
+func (c *cluster) columns(t testing.TB, sel Selection, w0, w1 int) [][][]uint64 {
+	cols := make([][][]uint64, len(c.stores))
 	for p, s := range c.stores {
-		parts[p] = make([]uint64, (w1-w0)*2*sel.Beta)
-		if err := s.Gather(parts[p], sel, w0, w1, p == 0); err != nil {
+		if p == 0 {
+			v, err := s.Columns(sel, w0, w1, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cols[p] = v
+			continue
+		}
+		block := make([]uint64, (w1-w0)*2*sel.Beta)
+		if err := s.Gather(block, sel, w0, w1); err != nil {
 			t.Fatal(err)
 		}
+		cols[p] = BlockColumns(block, 2*sel.Beta, nil)
 	}
-	return parts
+	return cols
 }
 
 // naiveTop is the definition: <T_alpha(x_i), T_beta(y)> for every live row,
@@ -220,7 +232,7 @@ func TestScoreMatchesNaive(t *testing.T) {
 						}
 						sel := NewSelection(y)
 						W := c.stores[0].Words()
-						parts := c.gather(t, sel, 0, W)
+						parts := c.columns(t, sel, 0, W)
 						for _, k := range []int{1, 5, rows} {
 							floor := -beta
 							if q == 3 {
@@ -239,7 +251,7 @@ func TestScoreMatchesNaive(t *testing.T) {
 						sc, _ := NewScorer(beta, 3, -beta)
 						for w0 := 0; w0 < W; w0 += 3 {
 							w1 := min(w0+3, W)
-							if err := sc.Add(c.gather(t, sel, w0, w1), w0, c.stores[0].LiveWords(w0, w1)); err != nil {
+							if err := sc.Add(c.columns(t, sel, w0, w1), w0, c.stores[0].LiveWords(w0, w1)); err != nil {
 								t.Fatal(err)
 							}
 						}
@@ -311,7 +323,7 @@ func TestStorePutRowDelete(t *testing.T) {
 	if err := bad.Check(100); err == nil {
 		t.Fatal("bits past d accepted")
 	}
-	if err := s.Gather(make([]uint64, 10), Selection{Beta: 1, Cols: []int32{0, 9999}}, 0, 1, false); err == nil {
+	if err := s.Gather(make([]uint64, 10), Selection{Beta: 1, Cols: []int32{0, 9999}}, 0, 1); err == nil {
 		t.Fatal("column out of range accepted")
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
-	"runtime"
-	"sync"
 
 	"github.com/idface/idface/template"
 )
@@ -181,64 +179,49 @@ func NewSelection(y template.Ternary) Selection {
 	return Selection{Beta: beta, Cols: cols}
 }
 
-// Gather copies the selected columns for row words [w0, w1) into dst in
-// word-major order: dst[(w-w0)*2beta + i] is word w of column Cols[i]. This
-// is the layout the scorer streams through, and the bytes a peer puts on
-// the wire. With invertNeg the subtracting columns are complemented: exactly
-// one party (the entry) sets it, so the XOR of all parties' blocks has a 1
-// wherever a row earns +1, and a row's score is its count of ones minus beta.
-func (s *Store) Gather(dst []uint64, sel Selection, w0, w1 int, invertNeg bool) error {
-	n := len(sel.Cols)
+// Columns returns views of the selected columns over row words [w0, w1):
+// out[i] is column Cols[i], words w0..w1-1, aliasing the store. Words below
+// Rows()/64 (all 64 rows present) are never written again, so they may be
+// read without the caller's lock; the last, partial word may still gain rows
+// and must be copied under the lock (Gather) when appends run concurrently.
+func (s *Store) Columns(sel Selection, w0, w1 int, out [][]uint64) ([][]uint64, error) {
 	if w0 < 0 || w1 < w0 || w1 > s.Words() {
-		return fmt.Errorf("%w: words [%d, %d) of %d", ErrRow, w0, w1, s.Words())
+		return nil, fmt.Errorf("%w: words [%d, %d) of %d", ErrRow, w0, w1, s.Words())
 	}
-	if len(dst) < (w1-w0)*n {
-		return fmt.Errorf("sharing: gather buffer holds %d words, want %d", len(dst), (w1-w0)*n)
-	}
+	out = out[:0]
 	for _, c := range sel.Cols {
 		if c < 0 || int(c) >= len(s.cols) {
-			return fmt.Errorf("sharing: selected column %d outside 2d = %d", c, len(s.cols))
+			return nil, fmt.Errorf("sharing: selected column %d outside 2d = %d", c, len(s.cols))
 		}
+		out = append(out, s.cols[c][w0:w1:w1])
 	}
-	// Split the words over the cores; a peer gathers while the entry scores,
-	// so each uses all of its machine.
-	workers := max(min(runtime.GOMAXPROCS(0), (w1-w0)/gatherTile), 1)
-	if workers == 1 {
-		s.gather(dst, sel, w0, w0, w1, invertNeg)
-		return nil
+	return out, nil
+}
+
+// Gather copies the selected columns for row words [w0, w1) into dst in
+// column-major order, dst[i*(w1-w0) + t] = word w0+t of column Cols[i]:
+// the block layout on the wire. Each column is one contiguous copy.
+func (s *Store) Gather(dst []uint64, sel Selection, w0, w1 int) error {
+	nw := w1 - w0
+	if len(dst) < nw*len(sel.Cols) {
+		return fmt.Errorf("sharing: gather buffer holds %d words, want %d", len(dst), nw*len(sel.Cols))
 	}
-	var wg sync.WaitGroup
-	for g := range workers {
-		lo := w0 + (w1-w0)*g/workers/gatherTile*gatherTile
-		hi := w1
-		if g+1 < workers {
-			hi = w0 + (w1-w0)*(g+1)/workers/gatherTile*gatherTile
-		}
-		wg.Go(func() { s.gather(dst, sel, w0, lo, hi, invertNeg) })
+	cols, err := s.Columns(sel, w0, w1, make([][]uint64, 0, len(sel.Cols)))
+	if err != nil {
+		return err
 	}
-	wg.Wait()
+	for i, c := range cols {
+		copy(dst[i*nw:(i+1)*nw], c)
+	}
 	return nil
 }
 
-// gatherTile is the number of words copied per column at a time: 512 bytes,
-// long enough for the hardware prefetcher to stream each of the 2*beta
-// columns, short enough that the tile of dst stays in L2.
-const gatherTile = 64
-
-func (s *Store) gather(dst []uint64, sel Selection, base, w0, w1 int, invertNeg bool) {
-	n := len(sel.Cols)
-	for w := w0; w < w1; w += gatherTile {
-		we := min(w+gatherTile, w1)
-		out := dst[(w-base)*n : (we-base)*n]
-		for i, c := range sel.Cols {
-			var inv uint64
-			if invertNeg && i >= sel.Beta {
-				inv = ^uint64(0)
-			}
-			o := out[i:]
-			for t, v := range s.cols[c][w:we] {
-				o[t*n] = v ^ inv
-			}
-		}
+// BlockColumns slices a gathered block (Gather layout, n columns) into its
+// column views, appending to out.
+func BlockColumns(block []uint64, n int, out [][]uint64) [][]uint64 {
+	nw := len(block) / max(n, 1)
+	for i := range n {
+		out = append(out, block[i*nw:(i+1)*nw:(i+1)*nw])
 	}
+	return out
 }

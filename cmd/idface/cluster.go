@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -83,6 +84,7 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 	tau := fs.Float64("tau", 0.3, "cosine threshold")
 	host := fs.String("host", "127.0.0.1", "address the parties listen on")
 	force := fs.Bool("force", false, "replace an existing cluster config")
+	metrics := fs.Bool("metrics", false, "give every party a loopback /metrics and /debug/pprof address")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -93,7 +95,7 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("mode he is not available in this build yet; use 2pc or mpc")
 	}
 	cfg, err := cluster.Init(*dir, cluster.Options{Mode: *mode, Parties: *parties, Clients: *clients, Dim: *dim,
-		Alpha: *alpha, Beta: *beta, Tau: *tau, Host: *host, Force: *force})
+		Alpha: *alpha, Beta: *beta, Tau: *tau, Host: *host, Force: *force, Metrics: *metrics})
 	if err != nil {
 		return err
 	}
@@ -164,6 +166,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 	dir := fs.String("cluster", "", "cluster directory")
 	name := fs.String("party", "", "party name from the cluster config")
 	verbose := fs.Bool("v", false, "debug logging")
+	debugAddr := fs.String("debug-addr", "", "serve /metrics and /debug/pprof on this TCP address (default: the party's metrics address in the config)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -186,6 +189,18 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 	defer p.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if k := cfg.PartyIndex(*name); *debugAddr == "" && k >= 0 {
+		*debugAddr = cfg.Parties[k].Metrics
+	}
+	if *debugAddr != "" {
+		srv := &http.Server{Addr: *debugAddr, Handler: p.DebugHandler(), ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := srv.ListenAndServe(); err != nil && err != http.ErrServerClosed {
+				log.Error("debug endpoint", "err", err)
+			}
+		}()
+		defer srv.Close()
+	}
 	err = p.Serve(ctx)
 	log.Info("stopped")
 	return err

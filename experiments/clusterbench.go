@@ -1,0 +1,272 @@
+package experiments
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/idface/idface/baseline"
+	"github.com/idface/idface/cluster"
+	"github.com/idface/idface/party"
+	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/transport"
+)
+
+// BenchOptions configure one cluster measurement.
+type BenchOptions struct {
+	Exe     string // the idface binary the parties run
+	Mode    string // 2pc or mpc
+	Parties int
+	Dim     int
+	Alpha   int
+	Beta    int
+	IDs     int
+	Queries int
+	Batch   int // templates per enrollment request
+	Seed    uint64
+	// Progress, when set, is told about enrollment progress.
+	Progress func(done, total int)
+}
+
+// BenchResult is one line of "idface bench --json".
+type BenchResult struct {
+	Mode          string  `json:"mode"`
+	Parties       int     `json:"parties"`
+	IDs           int     `json:"ids"`
+	Alpha         int     `json:"alpha"`
+	Beta          int     `json:"beta"`
+	EnrollS       float64 `json:"enroll_s"`
+	IdentifyP50   float64 `json:"identify_ms_p50"`
+	IdentifyP90   float64 `json:"identify_ms_p90"`
+	IdentifyMin   float64 `json:"identify_ms_min"`
+	PlainFloatP50 float64 `json:"plain_float_ms_p50"`
+	WireFloorMs   float64 `json:"wire_floor_ms"`
+	BytesPerIdent float64 `json:"bytes_per_identify"`
+	FormulaBytes  float64 `json:"formula_bytes"`
+	RSSMBPerParty float64 `json:"rss_mb_per_party"`
+	ShareMB       float64 `json:"share_mb_per_party"`
+}
+
+// RandomTemplates fills an N x d row-major matrix with Gaussian entries on
+// all cores (unit-normalised rows are uniform on the sphere).
+func RandomTemplates(n, d int, seed uint64) []float32 {
+	data := make([]float32, n*d)
+	workers := runtime.GOMAXPROCS(0)
+	var wg sync.WaitGroup
+	for g := range workers {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(seed, uint64(g)))
+			for i := n * d * g / workers; i < n*d*(g+1)/workers; i++ {
+				data[i] = float32(r.NormFloat64())
+			}
+		})
+	}
+	wg.Wait()
+	return data
+}
+
+// RunClusterBench starts a fresh local cluster in a temporary directory,
+// enrolls o.IDs templates through the first party, times o.Queries
+// identifications, and, in the same process on the same templates, the
+// float32 brute-force search and the raw transfer of the same bytes over the
+// same QUIC transport. The cluster is removed afterwards.
+func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) {
+	if o.Batch == 0 {
+		o.Batch = protocol.MaxBatch
+	}
+	if o.Queries == 0 {
+		o.Queries = 20
+	}
+	dir, err := os.MkdirTemp("", "idface-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	cfg, err := cluster.Init(dir, cluster.Options{Mode: o.Mode, Parties: o.Parties, Dim: o.Dim, Alpha: o.Alpha, Beta: o.Beta, Tau: 0.3})
+	if err != nil {
+		return nil, err
+	}
+	if err := cluster.Up(ctx, cfg, o.Exe, 60*time.Second); err != nil {
+		cluster.Down(cfg)
+		return nil, err
+	}
+	defer cluster.Down(cfg)
+	res := &BenchResult{Mode: cfg.Mode, Parties: cfg.Mu(), IDs: o.IDs, Alpha: cfg.Alpha, Beta: cfg.Beta}
+
+	d := cfg.Dim
+	data := RandomTemplates(o.IDs+o.Queries, d, o.Seed)
+	cl, err := party.NewClient(cfg, "", "")
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	// Two requests in flight: the next batch travels while the entry works
+	// on the current one (the entry still commits them one at a time).
+	start := time.Now()
+	var mu sync.Mutex
+	var firstErr error
+	done := 0
+	sem := make(chan struct{}, 2)
+	var wg sync.WaitGroup
+	for lo := 0; lo < o.IDs; lo += o.Batch {
+		hi := min(lo+o.Batch, o.IDs)
+		items := make([]protocol.Item, 0, hi-lo)
+		for i := lo; i < hi; i++ {
+			items = append(items, protocol.Item{ID: "id-" + strconv.Itoa(i), Template: data[i*d : (i+1)*d]})
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			err := cl.Enroll(ctx, items)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+			done += len(items)
+			if o.Progress != nil {
+				o.Progress(done, o.IDs)
+			}
+		})
+		if firstErr != nil {
+			break
+		}
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, fmt.Errorf("enrolling: %w", firstErr)
+	}
+	res.EnrollS = time.Since(start).Seconds()
+
+	var lat []float64
+	var bytes uint64
+	for q := range o.Queries {
+		x := data[(o.IDs+q)*d : (o.IDs+q+1)*d]
+		t0 := time.Now()
+		r, err := cl.Identify(ctx, x, 1)
+		if err != nil {
+			return nil, fmt.Errorf("identifying: %w", err)
+		}
+		lat = append(lat, ms(time.Since(t0)))
+		bytes = r.BytesSent + r.BytesRecv
+	}
+	res.IdentifyP50, res.IdentifyP90, res.IdentifyMin = Median(lat), quantile(lat, 0.9), slices.Min(lat)
+	res.BytesPerIdent = float64(bytes)
+	res.FormulaBytes = float64(cfg.Mu()-1) * float64(2*o.IDs*cfg.Beta+2*d) / 8
+	words := (o.IDs + 63) / 64
+	res.ShareMB = float64(2*d*words*8) / 1e6
+	for _, p := range cfg.Parties {
+		if pid, ok := cluster.Running(cfg, p.Name); ok {
+			res.RSSMBPerParty = max(res.RSSMBPerParty, rssMB(pid))
+		}
+	}
+
+	// The non-protected reference on the same templates.
+	fdb, err := baseline.NewFloatDBFrom(d, data[:o.IDs*d])
+	if err != nil {
+		return nil, err
+	}
+	var flat []float64
+	for q := range min(o.Queries, 10) {
+		x := data[(o.IDs+q)*d : (o.IDs+q+1)*d]
+		t0 := time.Now()
+		if _, err := fdb.Search(x, 1); err != nil {
+			return nil, err
+		}
+		flat = append(flat, ms(time.Since(t0)))
+	}
+	res.PlainFloatP50 = Median(flat)
+	res.WireFloorMs, err = WireFloor(ctx, int(bytes), 7)
+	return res, err
+}
+
+// WireFloor is the median time to move n bytes in one stream over the
+// idface QUIC transport on loopback, both ends in this process.
+func WireFloor(ctx context.Context, n, reps int) (float64, error) {
+	mk := func(name string) (tls.Certificate, string, error) {
+		id, err := transport.GenerateIdentity(name)
+		if err != nil {
+			return tls.Certificate{}, "", err
+		}
+		c, err := tls.X509KeyPair(id.CertPEM, id.KeyPEM)
+		return c, id.Pin, err
+	}
+	srv, srvPin, err := mk("server")
+	if err != nil {
+		return 0, err
+	}
+	cli, cliPin, err := mk("client")
+	if err != nil {
+		return 0, err
+	}
+	ln, err := transport.Listen("127.0.0.1:0", srv, transport.Pins{cliPin: {Name: "client", Role: transport.RoleClient}}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	payload := make([]uint64, (n+7)/8)
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go ln.Serve(sctx, func(ctx context.Context, s *transport.Stream) {
+		if _, err := s.ReadFrame(16); err == nil {
+			s.WriteWords(payload)
+		}
+	})
+	d := transport.NewDialer(cli)
+	defer d.Close()
+	buf := make([]uint64, len(payload))
+	var times []float64
+	for range reps {
+		t0 := time.Now()
+		s, err := d.Open(ctx, "server", ln.Addr().String(), srvPin)
+		if err != nil {
+			return 0, err
+		}
+		s.WriteFrame([]byte("go"))
+		s.CloseWrite()
+		if err := s.ReadWords(buf); err != nil {
+			return 0, err
+		}
+		s.Finish()
+		times = append(times, ms(time.Since(t0)))
+	}
+	return Median(times), nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// Median of a sample (the sample is sorted in place).
+func Median(v []float64) float64 { return quantile(v, 0.5) }
+
+func quantile(v []float64, q float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	slices.Sort(v)
+	return v[min(len(v)-1, int(q*float64(len(v))))]
+}
+
+// rssMB reads a process's resident set from /proc.
+func rssMB(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return math.NaN()
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb / 1024
+		}
+	}
+	return math.NaN()
+}
