@@ -189,12 +189,24 @@ func (db *TernaryDB) Add(z template.Ternary) error {
 func (db *TernaryDB) Search(y template.Ternary, k int) ([]sharing.Match, error) {
 	sel := sharing.NewSelection(y)
 	W := db.store.Words()
-	cols, err := db.store.Columns(sel, 0, W, db.cols)
-	if err != nil {
-		return nil, err
+	var best []sharing.Match
+	for w0 := 0; w0 < W; w0 = sharing.ChunkEnd(w0) {
+		w1 := min(W, sharing.ChunkEnd(w0))
+		cols, err := db.store.Columns(sel, w0, w1, db.cols)
+		if err != nil {
+			return nil, err
+		}
+		db.cols = cols
+		m, err := sharing.ScoreParallel([][][]uint64{cols}, db.store.LiveWords(w0, w1), sel.Beta, k, -sel.Beta, 0)
+		if err != nil {
+			return nil, err
+		}
+		for i := range m {
+			m[i].Row += w0 * 64
+		}
+		best = sharing.Merge(k, best, m)
 	}
-	db.cols = cols
-	return sharing.ScoreParallel([][][]uint64{cols}, db.store.LiveWords(0, W), sel.Beta, k, -sel.Beta, 0)
+	return best, nil
 }
 
 // NewFloatDBFrom wraps an existing row-major N x d matrix (normalising its

@@ -40,7 +40,7 @@ type Config struct {
 	Tau     float64  `json:"tau"`             // cosine threshold
 	Parties []Member `json:"parties"`         // mu parties, each its own process
 	Clients []Member `json:"clients"`         // devices allowed to call the parties
-	Block   int      `json:"block,omitempty"` // bytes per streamed block; default 1 MiB
+	Block   int      `json:"block,omitempty"` // bytes per streamed block; default 256 KiB
 	// Timeout bounds one request between parties; default 30 s.
 	Timeout Duration `json:"timeout,omitempty"`
 
@@ -141,7 +141,7 @@ func (c *Config) Check() error {
 		return fmt.Errorf("mode %q: want 2pc or mpc", c.Mode)
 	}
 	if c.Block == 0 {
-		c.Block = 1 << 20
+		c.Block = 256 << 10
 	}
 	if c.Block < 4096 || c.Block > 32<<20 {
 		return fmt.Errorf("block = %d bytes, want 4096..32 MiB", c.Block)

@@ -15,6 +15,7 @@ import (
 type metrics struct {
 	identifies, identifyErrs atomic.Int64
 	identifyNanos            atomic.Int64
+	waitNanos, scoreNanos    atomic.Int64 // entry: waiting for helpers' blocks; own columns + scoring
 	queriesServed            atomic.Int64
 	enrolled, deleted        atomic.Int64
 	txnAborts                atomic.Int64
@@ -46,6 +47,8 @@ func (p *Party) DebugHandler() http.Handler {
 			{"idface_rows", rows}, {"idface_live_rows", live}, {"idface_undecided_txns", pending},
 			{"idface_identify_total", m.identifies.Load()}, {"idface_identify_errors_total", m.identifyErrs.Load()},
 			{"idface_identify_seconds_total", float64(m.identifyNanos.Load()) / 1e9},
+			{"idface_identify_wait_seconds_total", float64(m.waitNanos.Load()) / 1e9},
+			{"idface_identify_score_seconds_total", float64(m.scoreNanos.Load()) / 1e9},
 			{"idface_queries_served_total", m.queriesServed.Load()},
 			{"idface_enrolled_total", m.enrolled.Load()}, {"idface_deleted_total", m.deleted.Load()},
 			{"idface_txn_aborts_total", m.txnAborts.Load()},

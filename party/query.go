@@ -21,12 +21,16 @@ type blockPlan struct {
 	seg, w0, nw int
 }
 
+// plan cuts every segment into blocks of at most blockWords words that
+// never cross a storage chunk; entry and helpers derive the same plan.
 func plan(g protocol.Digest, blockWords int) []blockPlan {
 	var out []blockPlan
 	for s, sd := range g {
 		W := template.Words(int(sd.Rows))
-		for w0 := 0; w0 < W; w0 += blockWords {
-			out = append(out, blockPlan{s, w0, min(blockWords, W-w0)})
+		for w0 := 0; w0 < W; {
+			w1 := min(w0+blockWords, W, sharing.ChunkEnd(w0))
+			out = append(out, blockPlan{s, w0, w1 - w0})
+			w0 = w1
 		}
 	}
 	return out
@@ -103,12 +107,19 @@ func (p *Party) identifyAt(ctx context.Context, m *protocol.Identify) protocol.M
 	defer putBuf(own)
 	cols := make([][][]uint64, 1+len(peers))
 	var held [][]uint64
+	var waited, scored time.Duration
+	defer func() {
+		p.m.waitNanos.Add(int64(waited))
+		p.m.scoreNanos.Add(int64(scored))
+	}()
 	for _, b := range blocks {
+		t0 := time.Now()
 		var err error
 		if cols[0], err = p.ownColumns(b, g, sel, own, cols[0][:0]); err != nil {
 			return protocol.Errorf(protocol.CodeInternal, "%v", err)
 		}
 		held = held[:0]
+		t1 := time.Now()
 		for i, ps := range peers {
 			r, ok := <-ps.blocks
 			if !ok {
@@ -117,9 +128,12 @@ func (p *Party) identifyAt(ctx context.Context, m *protocol.Identify) protocol.M
 			held = append(held, r)
 			cols[i+1] = sharing.BlockColumns(r, n, cols[i+1][:0])
 		}
+		t2 := time.Now()
 		if err := scoreBlock(scorers, cols, segOff[b.seg]+b.w0, live[b.seg][b.w0:b.w0+b.nw]); err != nil {
 			return protocol.Errorf(protocol.CodeInternal, "%v", err)
 		}
+		waited += t2.Sub(t1)
+		scored += time.Since(t2) + t1.Sub(t0)
 		for _, r := range held {
 			putBuf(r)
 		}
@@ -138,7 +152,7 @@ func (p *Party) identifyAt(ctx context.Context, m *protocol.Identify) protocol.M
 		for mt.Row >= segOff[s+1]*64 {
 			s++
 		}
-		resp.Candidates = append(resp.Candidates, protocol.Candidate{ID: p.st.segs[s].ids[mt.Row-segOff[s]*64], Score: int32(mt.Score)})
+		resp.Candidates = append(resp.Candidates, protocol.Candidate{ID: p.st.segs[s].id(mt.Row - segOff[s]*64), Score: int32(mt.Score)})
 	}
 	p.st.mu.RUnlock()
 	resp.Accepted = len(matches) > 0 && matches[0].Score >= p.cfg.Threshold()
@@ -279,22 +293,44 @@ func (p *Party) serveQuery(ctx context.Context, s *transport.Stream, q *protocol
 	sel := sharing.NewSelection(y)
 	n := 2 * sel.Beta
 	bw := int(q.BlockWords)
-	buf := getBuf(bw * n)
-	defer putBuf(buf)
-	var cols [][]uint64
-	for _, b := range plan(q.Digest, bw) {
-		var err error
-		if cols, err = p.ownColumns(b, q.Digest, sel, buf, cols[:0]); err != nil {
-			return protocol.Errorf(protocol.CodeInternal, "%v", err)
-		}
-		if err := s.WriteFrame(protocol.Marshal(&protocol.Block{Seg: uint8(b.seg), W0: uint32(b.w0), NW: uint32(b.nw)})); err != nil {
-			return nil // the entry went away
-		}
-		// Column runs go to the wire straight from the store: no gather.
-		for _, c := range cols {
-			if err := s.WriteWords(c); err != nil {
-				return nil
+	// Copy block k+1 (one memmove per column) while block k is on the wire:
+	// one large Write per block keeps quic-go's send loop busy.
+	type ready struct {
+		b   blockPlan
+		buf []uint64
+		err error
+	}
+	blocks := plan(q.Digest, bw)
+	next := make(chan ready, 1)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		defer close(next)
+		for _, b := range blocks {
+			buf := getBuf(b.nw * n)
+			seg := p.st.segs[b.seg]
+			p.st.mu.RLock()
+			err := seg.store.Gather(buf, sel, b.w0, b.w0+b.nw)
+			p.st.mu.RUnlock()
+			select {
+			case next <- ready{b, buf, err}:
+			case <-stop:
+				putBuf(buf)
+				return
 			}
+		}
+	}()
+	for r := range next {
+		if r.err != nil {
+			return protocol.Errorf(protocol.CodeInternal, "gather: %v", r.err)
+		}
+		err := s.WriteFrame(protocol.Marshal(&protocol.Block{Seg: uint8(r.b.seg), W0: uint32(r.b.w0), NW: uint32(r.b.nw)}))
+		if err == nil {
+			err = s.WriteWords(r.buf)
+		}
+		putBuf(r.buf)
+		if err != nil {
+			return nil // the entry went away
 		}
 	}
 	p.reply(s, &protocol.BlocksEnd{})

@@ -21,9 +21,19 @@ type rowRef struct {
 
 // segment is the rows that one origin party enrolled, in its order.
 type segment struct {
-	store *sharing.Store
-	ids   []string // ids[seq], kept after deletion for late lookups
-	hash  [16]byte // XOR of rowHash over live rows
+	store  *sharing.Store
+	idData []byte   // every row's id back to back, kept after deletion
+	idEnd  []uint64 // idEnd[seq] is the end of row seq's id in idData
+	hash   [16]byte // XOR of rowHash over live rows
+}
+
+// id returns the id of row seq.
+func (s *segment) id(seq int) string {
+	var start uint64
+	if seq > 0 {
+		start = s.idEnd[seq-1]
+	}
+	return string(s.idData[start:s.idEnd[seq]])
 }
 
 // state is a party's row map and shares. All fields are guarded by mu;
@@ -33,12 +43,13 @@ type state struct {
 	changed *sync.Cond // broadcast on every commit (waiters hold mu.RLocker)
 	dim     int
 	segs    []*segment
-	ids     map[string]rowRef
+	ids     *idIndex // live ids
 	pending map[protocol.TxnID]*protocol.Prepare
 }
 
 func newState(dim, mu int) (*state, error) {
-	st := &state{dim: dim, ids: map[string]rowRef{}, pending: map[protocol.TxnID]*protocol.Prepare{}}
+	st := &state{dim: dim, pending: map[protocol.TxnID]*protocol.Prepare{}}
+	st.ids = newIDIndex(func(r rowRef) string { return st.segs[r.seg].id(r.seq) })
 	st.changed = sync.NewCond(st.mu.RLocker())
 	for range mu {
 		s, err := sharing.NewStore(dim, 0)
@@ -130,14 +141,14 @@ func (st *state) validate(p *protocol.Prepare) *protocol.Error {
 				return protocol.Errorf(protocol.CodeInconsistent, "row %d where %d was due", op.Seq, next)
 			}
 			next++
-			if _, ok := st.ids[op.ID]; ok {
+			if _, ok := st.ids.lookup(op.ID); ok {
 				return protocol.Errorf(protocol.CodeDuplicate, "id %q is already enrolled", op.ID)
 			}
 			if err := (sharing.Share{Plus: op.Plus, Minus: op.Minus}).Check(st.dim); err != nil {
 				return protocol.Errorf(protocol.CodeBadRequest, "%v", err)
 			}
 		case protocol.OpDelete:
-			ref, ok := st.ids[op.ID]
+			ref, ok := st.ids.lookup(op.ID)
 			if !ok || ref.seg != int(p.Origin) || ref.seq != int(op.Seq) {
 				return protocol.Errorf(protocol.CodeUnknownID, "id %q is not enrolled at row %d of origin %d", op.ID, op.Seq, p.Origin)
 			}
@@ -155,19 +166,20 @@ func (st *state) apply(p *protocol.Prepare) error {
 	for _, op := range p.Ops {
 		switch op.Kind {
 		case protocol.OpPut:
+			if int(op.Seq) != len(seg.idEnd) {
+				return fmt.Errorf("party: row %d of origin %d applied out of order (%d rows)", op.Seq, p.Origin, len(seg.idEnd))
+			}
 			if err := seg.store.Put(int(op.Seq), sharing.Share{Plus: op.Plus, Minus: op.Minus}, true); err != nil {
 				return err
 			}
-			for len(seg.ids) <= int(op.Seq) {
-				seg.ids = append(seg.ids, "")
-			}
-			seg.ids[op.Seq] = op.ID
-			st.ids[op.ID] = rowRef{seg: int(p.Origin), seq: int(op.Seq)}
+			seg.idData = append(seg.idData, op.ID...)
+			seg.idEnd = append(seg.idEnd, uint64(len(seg.idData)))
+			st.ids.insert(op.ID, rowRef{seg: int(p.Origin), seq: int(op.Seq)})
 		case protocol.OpDelete:
 			if err := seg.store.Delete(int(op.Seq)); err != nil {
 				return err
 			}
-			delete(st.ids, op.ID)
+			st.ids.remove(op.ID)
 		}
 		xor16(&seg.hash, rowHash(int(p.Origin), int(op.Seq), op.ID))
 	}

@@ -28,7 +28,7 @@ func (p *Party) enroll(ctx context.Context, m *protocol.Enroll) protocol.Msg {
 			p.st.mu.RUnlock()
 			return protocol.Errorf(protocol.CodeBadRequest, "item %d: %v", i, err)
 		}
-		_, dup := p.st.ids[it.ID]
+		_, dup := p.st.ids.lookup(it.ID)
 		if dup || seen[it.ID] {
 			p.st.mu.RUnlock()
 			return protocol.Errorf(protocol.CodeDuplicate, "id %q is already enrolled (item %d)", it.ID, i)
@@ -107,7 +107,7 @@ func (p *Party) share(items []protocol.Item) ([][]protocol.Op, error) {
 // forwarded there.
 func (p *Party) delete(ctx context.Context, m *protocol.Delete, fromParty bool) protocol.Msg {
 	p.st.mu.RLock()
-	ref, ok := p.st.ids[m.ID]
+	ref, ok := p.st.ids.lookup(m.ID)
 	p.st.mu.RUnlock()
 	if !ok {
 		return protocol.Errorf(protocol.CodeUnknownID, "id %q is not enrolled", m.ID)

@@ -31,8 +31,13 @@ func randomStore(b *testing.B, d, rows int) *Store {
 		b.Fatal(err)
 	}
 	r := rand.New(rand.NewPCG(9, 9))
-	for i := range s.slab {
-		s.slab[i] = r.Uint64()
+	s.ensure(template.Words(rows) - 1)
+	for _, chunk := range s.chunks {
+		for _, c := range chunk {
+			for i := range c {
+				c[i] = r.Uint64()
+			}
+		}
 	}
 	s.rows = rows
 	for r := range rows {

@@ -327,3 +327,51 @@ func TestStorePutRowDelete(t *testing.T) {
 		t.Fatal("column out of range accepted")
 	}
 }
+
+// TestChunkBoundary stores rows on both sides of a chunk boundary and reads
+// them back through Row, Gather (which may span chunks) and Columns (which
+// must not).
+func TestChunkBoundary(t *testing.T) {
+	const d = 64
+	r := rand.New(rand.NewPCG(6, 7))
+	s, _ := NewStore(d, 0)
+	edge := ChunkWords * 64
+	rows := []int{edge - 65, edge - 1, edge, edge + 1, edge + 70}
+	shares := map[int]Share{}
+	for _, row := range rows {
+		sh := NewShare(d)
+		sh.Plus[0], sh.Minus[0] = r.Uint64(), r.Uint64()
+		shares[row] = sh
+		if err := s.Put(row, sh, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, row := range rows {
+		got, _ := s.Row(row)
+		if !slices.Equal(got.Plus, shares[row].Plus) || !slices.Equal(got.Minus, shares[row].Minus) {
+			t.Fatalf("row %d read back wrong", row)
+		}
+	}
+	sel := Selection{Beta: 1, Cols: []int32{5, d + 9}}
+	w0, w1 := ChunkWords-2, ChunkWords+2
+	dst := make([]uint64, 2*(w1-w0))
+	if err := s.Gather(dst, sel, w0, w1); err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range rows {
+		w := row / 64
+		if w < w0 || w >= w1 {
+			continue
+		}
+		bit := func(c, j int) uint64 { return dst[c*(w1-w0)+w-w0] >> uint(row%64) & 1 }
+		if bit(0, 5) != shares[row].Plus[0]>>5&1 || bit(1, 9) != shares[row].Minus[0]>>9&1 {
+			t.Fatalf("gathered bits of row %d differ", row)
+		}
+	}
+	if _, err := s.Columns(sel, w0, w1, nil); err == nil {
+		t.Fatal("Columns across a chunk boundary accepted")
+	}
+	if v, err := s.Columns(sel, ChunkWords, w1, nil); err != nil || len(v[0]) != 2 {
+		t.Fatalf("Columns within a chunk: %v", err)
+	}
+}

@@ -11,6 +11,12 @@ import (
 // ErrRow reports a row index outside the store.
 var ErrRow = errors.New("sharing: no such row")
 
+// ChunkWords is the number of 64-row words per storage chunk (262,144
+// rows). Columns grow a chunk at a time, so growth never copies the store
+// (nor holds a lock for the length of a copy), and views never cross a
+// chunk boundary: Columns serves ranges within one chunk.
+const ChunkWords = 4096
+
 // Store is one party's shares in column-major form (DESIGN "Performance
 // design"): for every position j there is one bitset over all rows for the
 // Plus bit (column j) and one for the Minus bit (column d+j). A query needs
@@ -19,41 +25,43 @@ var ErrRow = errors.New("sharing: no such row")
 // Rows are addressed by index; the party layer keeps every party's indices
 // equal. A deleted row keeps its index (a tombstone) and is never scored.
 // Store is not safe for concurrent mutation; readers may share it with a
-// writer only under the caller's lock.
+// writer only under the caller's lock (but see Columns).
 type Store struct {
-	dim   int
-	rows  int
-	words int        // capacity in 64-row words
-	slab  []uint64   // all columns, each `words` long
-	cols  [][]uint64 // 2*dim views into slab
-	live  []uint64
-	nlive int
+	dim    int
+	rows   int
+	chunks [][][]uint64 // chunks[k][c]: column c, words k*ChunkWords.. (ChunkWords each)
+	live   []uint64
+	nlive  int
 }
 
-// NewStore returns an empty store for templates of dimension d with room
-// for capacity rows before it grows.
+// NewStore returns an empty store for templates of dimension d; capacity
+// is a hint of the rows to expect.
 func NewStore(d, capacity int) (*Store, error) {
 	if d < 1 || d > template.MaxDim {
 		return nil, fmt.Errorf("%w: d = %d", template.ErrDimension, d)
 	}
 	s := &Store{dim: d}
-	s.grow(template.Words(max(capacity, 64)))
+	s.live = make([]uint64, 0, template.Words(max(capacity, 64)))
 	return s, nil
 }
 
-func (s *Store) grow(words int) {
-	slab := make([]uint64, 2*s.dim*words)
-	cols := make([][]uint64, 2*s.dim)
-	for c := range cols {
-		cols[c] = slab[c*words : (c+1)*words : (c+1)*words]
-		if s.cols != nil {
-			copy(cols[c], s.cols[c])
+// ensure makes room for word w.
+func (s *Store) ensure(w int) {
+	for len(s.chunks)*ChunkWords <= w {
+		slab := make([]uint64, 2*s.dim*ChunkWords)
+		cols := make([][]uint64, 2*s.dim)
+		for c := range cols {
+			cols[c] = slab[c*ChunkWords : (c+1)*ChunkWords : (c+1)*ChunkWords]
 		}
+		s.chunks = append(s.chunks, cols)
 	}
-	live := make([]uint64, words)
-	copy(live, s.live)
-	s.slab, s.cols, s.live, s.words = slab, cols, live, words
+	for len(s.live) <= w {
+		s.live = append(s.live, 0)
+	}
 }
+
+// word returns a pointer to word w of column c.
+func (s *Store) word(c, w int) *uint64 { return &s.chunks[w/ChunkWords][c][w%ChunkWords] }
 
 // Dim returns d. Rows returns the number of row slots (live or deleted);
 // Live returns the number of live rows. Words is template.Words(Rows()).
@@ -86,21 +94,20 @@ func (s *Store) Put(r int, sh Share, live bool) error {
 	if err := sh.Check(s.dim); err != nil {
 		return err
 	}
-	if w := r>>6 + 1; w > s.words {
-		s.grow(max(w, 2*s.words))
-	}
 	wi, bit := r>>6, uint64(1)<<uint(r&63)
+	s.ensure(wi)
+	cols, off := s.chunks[wi/ChunkWords], wi%ChunkWords
 	if r < s.rows {
-		for _, c := range s.cols {
-			c[wi] &^= bit
+		for _, c := range cols {
+			c[off] &^= bit
 		}
 	}
 	for j := range sh.Plus {
 		for b := sh.Plus[j]; b != 0; b &= b - 1 {
-			s.cols[j*64+bits.TrailingZeros64(b)][wi] |= bit
+			cols[j*64+bits.TrailingZeros64(b)][off] |= bit
 		}
 		for b := sh.Minus[j]; b != 0; b &= b - 1 {
-			s.cols[s.dim+j*64+bits.TrailingZeros64(b)][wi] |= bit
+			cols[s.dim+j*64+bits.TrailingZeros64(b)][off] |= bit
 		}
 	}
 	s.rows = max(s.rows, r+1)
@@ -116,8 +123,8 @@ func (s *Store) Row(r int) (Share, error) {
 	sh := NewShare(s.dim)
 	wi, b := r>>6, uint(r&63)
 	for j := 0; j < s.dim; j++ {
-		sh.Plus[j>>6] |= (s.cols[j][wi] >> b & 1) << uint(j&63)
-		sh.Minus[j>>6] |= (s.cols[s.dim+j][wi] >> b & 1) << uint(j&63)
+		sh.Plus[j>>6] |= (*s.word(j, wi) >> b & 1) << uint(j&63)
+		sh.Minus[j>>6] |= (*s.word(s.dim+j, wi) >> b & 1) << uint(j&63)
 	}
 	return sh, nil
 }
@@ -179,39 +186,67 @@ func NewSelection(y template.Ternary) Selection {
 	return Selection{Beta: beta, Cols: cols}
 }
 
-// Columns returns views of the selected columns over row words [w0, w1):
-// out[i] is column Cols[i], words w0..w1-1, aliasing the store. Words below
-// Rows()/64 (all 64 rows present) are never written again, so they may be
-// read without the caller's lock; the last, partial word may still gain rows
-// and must be copied under the lock (Gather) when appends run concurrently.
+// Columns returns views of the selected columns over row words [w0, w1),
+// which must lie within one chunk (see ChunkEnd): out[i] is column Cols[i],
+// words w0..w1-1, aliasing the store. Words below Rows()/64 (all 64 rows
+// present) are never written again, so they may be read without the
+// caller's lock; the last, partial word may still gain rows and must be
+// copied under the lock (Gather) when appends run concurrently.
 func (s *Store) Columns(sel Selection, w0, w1 int, out [][]uint64) ([][]uint64, error) {
-	if w0 < 0 || w1 < w0 || w1 > s.Words() {
-		return nil, fmt.Errorf("%w: words [%d, %d) of %d", ErrRow, w0, w1, s.Words())
+	if err := s.checkRange(sel, w0, w1); err != nil {
+		return nil, err
+	}
+	if w1 > ChunkEnd(w0) {
+		return nil, fmt.Errorf("sharing: words [%d, %d) cross a chunk boundary", w0, w1)
 	}
 	out = out[:0]
-	for _, c := range sel.Cols {
-		if c < 0 || int(c) >= len(s.cols) {
-			return nil, fmt.Errorf("sharing: selected column %d outside 2d = %d", c, len(s.cols))
+	if w0 == w1 {
+		for range sel.Cols {
+			out = append(out, nil)
 		}
-		out = append(out, s.cols[c][w0:w1:w1])
+		return out, nil
+	}
+	cols, off := s.chunks[w0/ChunkWords], w0%ChunkWords
+	for _, c := range sel.Cols {
+		out = append(out, cols[c][off:off+w1-w0:off+w1-w0])
 	}
 	return out, nil
 }
 
+// ChunkEnd is the first word past the chunk holding word w.
+func ChunkEnd(w int) int { return (w/ChunkWords + 1) * ChunkWords }
+
+func (s *Store) checkRange(sel Selection, w0, w1 int) error {
+	if w0 < 0 || w1 < w0 || w1 > s.Words() {
+		return fmt.Errorf("%w: words [%d, %d) of %d", ErrRow, w0, w1, s.Words())
+	}
+	for _, c := range sel.Cols {
+		if c < 0 || int(c) >= 2*s.dim {
+			return fmt.Errorf("sharing: selected column %d outside 2d = %d", c, 2*s.dim)
+		}
+	}
+	return nil
+}
+
 // Gather copies the selected columns for row words [w0, w1) into dst in
 // column-major order, dst[i*(w1-w0) + t] = word w0+t of column Cols[i]:
-// the block layout on the wire. Each column is one contiguous copy.
+// the block layout on the wire. Each column is a few contiguous copies.
 func (s *Store) Gather(dst []uint64, sel Selection, w0, w1 int) error {
 	nw := w1 - w0
 	if len(dst) < nw*len(sel.Cols) {
 		return fmt.Errorf("sharing: gather buffer holds %d words, want %d", len(dst), nw*len(sel.Cols))
 	}
-	cols, err := s.Columns(sel, w0, w1, make([][]uint64, 0, len(sel.Cols)))
-	if err != nil {
+	if err := s.checkRange(sel, w0, w1); err != nil {
 		return err
 	}
-	for i, c := range cols {
-		copy(dst[i*nw:(i+1)*nw], c)
+	for i, c := range sel.Cols {
+		out := dst[i*nw : (i+1)*nw]
+		for w := w0; w < w1; {
+			end := min(w1, ChunkEnd(w))
+			off := w % ChunkWords
+			copy(out[w-w0:end-w0], s.chunks[w/ChunkWords][c][off:off+end-w])
+			w = end
+		}
 	}
 	return nil
 }
