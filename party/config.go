@@ -24,9 +24,9 @@ type Member struct {
 	// Metrics, when set, is the TCP address of the party's /metrics and
 	// /debug/pprof endpoint (keep it on loopback).
 	Metrics string `json:"metrics,omitempty"`
-	Cert string `json:"cert"`
-	Key  string `json:"key"`
-	Pin  string `json:"pin"`
+	Cert    string `json:"cert"`
+	Key     string `json:"key"`
+	Pin     string `json:"pin"`
 }
 
 // Config is the literal cluster configuration (cluster.json). Zero values
