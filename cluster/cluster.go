@@ -42,7 +42,11 @@ func Init(dir string, o Options) (*party.Config, error) {
 	if _, err := os.Stat(filepath.Join(dir, party.ConfigFile)); err == nil && !o.Force {
 		return nil, fmt.Errorf("%s already holds a cluster (use --force to replace it)", dir)
 	}
-	if o.Parties < 2 || o.Parties > 64 {
+	if o.Mode == "he" {
+		if o.Parties != 1 {
+			return nil, fmt.Errorf("mode he runs one local server in this build; (mu,nu)-IDFace with %d is not implemented yet", o.Parties)
+		}
+	} else if o.Parties < 2 || o.Parties > 64 {
 		return nil, fmt.Errorf("--parties %d: want 2..64", o.Parties)
 	}
 	if o.Mode == "2pc" && o.Parties != 2 {
@@ -87,6 +91,18 @@ func Init(dir string, o Options) (*party.Config, error) {
 			m.Metrics = net.JoinHostPort("127.0.0.1", strconv.Itoa(tp))
 		}
 		cfg.Parties = append(cfg.Parties, m)
+	}
+	if o.Mode == "he" {
+		m, err := newMember("key")
+		if err != nil {
+			return nil, err
+		}
+		port, err := freeUDPPort(o.Host)
+		if err != nil {
+			return nil, err
+		}
+		m.Addr = net.JoinHostPort(o.Host, strconv.Itoa(port))
+		cfg.KeyServer = &m
 	}
 	for i := 1; i <= o.Clients; i++ {
 		name := "client"
@@ -191,7 +207,12 @@ func Running(cfg *party.Config, name string) (int, bool) {
 // Up starts every party that is not running and waits until all answer a
 // health check, or timeout passes.
 func Up(ctx context.Context, cfg *party.Config, exe string, timeout time.Duration) error {
-	for _, p := range cfg.Parties {
+	// The key server first: local servers fetch the public key from it.
+	servers := cfg.Servers()
+	if cfg.KeyServer != nil {
+		servers = append([]party.Member{*cfg.KeyServer}, cfg.Parties...)
+	}
+	for _, p := range servers {
 		if _, ok := Running(cfg, p.Name); ok {
 			continue
 		}
@@ -211,10 +232,10 @@ func WaitHealthy(ctx context.Context, cfg *party.Config, timeout time.Duration) 
 	}
 	defer cl.Close()
 	deadline := time.Now().Add(timeout)
-	for k, p := range cfg.Parties {
+	for _, p := range cfg.Servers() {
 		for {
 			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			h, err := cl.Health(cctx, k)
+			h, err := cl.HealthOf(cctx, p)
 			cancel()
 			if err == nil && h.InDoubt == 0 {
 				break
@@ -278,7 +299,7 @@ func Kill(cfg *party.Config, name string) error {
 // Down stops every party.
 func Down(cfg *party.Config) error {
 	var errs []error
-	for _, p := range cfg.Parties {
+	for _, p := range cfg.Servers() {
 		errs = append(errs, Stop(cfg, p.Name, 10*time.Second))
 	}
 	return errors.Join(errs...)

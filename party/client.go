@@ -94,7 +94,12 @@ func (c *Client) Delete(ctx context.Context, id string) error {
 
 // Health asks party k for its state.
 func (c *Client) Health(ctx context.Context, k int) (*protocol.HealthOK, error) {
-	resp, _, err := call(ctx, c.d, c.cfg.Parties[k], &protocol.Health{})
+	return c.HealthOf(ctx, c.cfg.Parties[k])
+}
+
+// HealthOf asks any server of the cluster (a party or the key server).
+func (c *Client) HealthOf(ctx context.Context, m Member) (*protocol.HealthOK, error) {
+	resp, _, err := call(ctx, c.d, m, &protocol.Health{})
 	if err != nil {
 		return nil, err
 	}

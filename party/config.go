@@ -33,13 +33,16 @@ type Member struct {
 // take the documented defaults in Check.
 type Config struct {
 	Version int      `json:"version"`
-	Mode    string   `json:"mode"`            // "2pc" (mu = 2) or "mpc" (mu >= 2)
+	Mode    string   `json:"mode"`            // "2pc" (mu = 2), "mpc" (mu >= 2) or "he"
 	Dim     int      `json:"dim"`             // template dimension d; default 512
 	Alpha   int      `json:"alpha"`           // enrollment weight; default floor(2d/3)
 	Beta    int      `json:"beta"`            // query weight; default 63
 	Tau     float64  `json:"tau"`             // cosine threshold
 	Parties []Member `json:"parties"`         // mu parties, each its own process
 	Clients []Member `json:"clients"`         // devices allowed to call the parties
+	// KeyServer holds the secret key in mode he; Parties are then the local
+	// servers, each with its own encrypted database.
+	KeyServer *Member `json:"key_server,omitempty"`
 	Block   int      `json:"block,omitempty"` // bytes per streamed block; default 256 KiB
 	// Timeout bounds one request between parties; default 30 s.
 	Timeout Duration `json:"timeout,omitempty"`
@@ -137,8 +140,15 @@ func (c *Config) Check() error {
 		if len(c.Parties) < 2 || len(c.Parties) > 64 {
 			return fmt.Errorf("mode mpc needs 2..64 parties, not %d", len(c.Parties))
 		}
+	case "he":
+		if len(c.Parties) != 1 {
+			return fmt.Errorf("mode he runs one local server in this build, not %d ((mu,nu)-IDFace is not implemented yet)", len(c.Parties))
+		}
+		if c.KeyServer == nil || c.KeyServer.Addr == "" {
+			return fmt.Errorf("mode he needs a key server with an address")
+		}
 	default:
-		return fmt.Errorf("mode %q: want 2pc or mpc", c.Mode)
+		return fmt.Errorf("mode %q: want 2pc, mpc or he", c.Mode)
 	}
 	if c.Block == 0 {
 		c.Block = 256 << 10
@@ -150,7 +160,7 @@ func (c *Config) Check() error {
 		c.Timeout = Duration(30 * time.Second)
 	}
 	seen := map[string]bool{}
-	for _, m := range append(append([]Member{}, c.Parties...), c.Clients...) {
+	for _, m := range append(c.Servers(), c.Clients...) {
 		if m.Name == "" || m.Pin == "" || m.Cert == "" {
 			return fmt.Errorf("member %q lacks a name, certificate or pin", m.Name)
 		}
@@ -167,8 +177,27 @@ func (c *Config) Check() error {
 	return nil
 }
 
+// Servers lists every server process: the parties, then the key server.
+func (c *Config) Servers() []Member {
+	s := append([]Member{}, c.Parties...)
+	if c.KeyServer != nil {
+		s = append(s, *c.KeyServer)
+	}
+	return s
+}
+
 // Mu is the number of parties.
 func (c *Config) Mu() int { return len(c.Parties) }
+
+// Member returns the named server (party or key server).
+func (c *Config) Member(name string) (Member, bool) {
+	for _, m := range c.Servers() {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return Member{}, false
+}
 
 // PartyIndex returns the index of the named party, or -1.
 func (c *Config) PartyIndex(name string) int {
@@ -183,7 +212,7 @@ func (c *Config) PartyIndex(name string) int {
 // Pins returns who each pinned certificate belongs to.
 func (c *Config) Pins() transport.Pins {
 	pins := transport.Pins{}
-	for _, p := range c.Parties {
+	for _, p := range c.Servers() {
 		pins[p.Pin] = transport.Peer{Name: p.Name, Role: transport.RoleParty}
 	}
 	for _, m := range c.Clients {

@@ -22,8 +22,8 @@ const Version = 1
 // Limits on what a peer or a client may send.
 const (
 	MaxIDLen     = 256
-	MaxBatch     = 8192            // templates per enrollment request
-	MaxFrame     = 64 << 20        // bytes per framed message
+	MaxBatch     = 65536           // templates per enrollment request (a whole HE group)
+	MaxFrame     = 160 << 20       // bytes per framed message
 	MaxMessage   = 1024            // bytes of error text
 	MaxParties   = 64              // mu
 	MaxTopK      = 1000            // candidates per identify
@@ -52,6 +52,11 @@ const (
 	TBlocksEnd
 	THealth
 	THealthOK
+	TPublicKeyRequest
+	TPublicKey
+	THEQuery
+	THEResult
+	TReserve
 )
 
 // Msg is any protocol message.
@@ -112,6 +117,16 @@ func Decode(b []byte) (Msg, error) {
 		m = &Health{}
 	case THealthOK:
 		m = &HealthOK{}
+	case TPublicKeyRequest:
+		m = &PublicKeyRequest{}
+	case TPublicKey:
+		m = &PublicKey{}
+	case THEQuery:
+		m = &HEQuery{}
+	case THEResult:
+		m = &HEResult{}
+	case TReserve:
+		m = &Reserve{}
 	default:
 		return nil, fmt.Errorf("%w: unknown message type %d", ErrMalformed, b[1])
 	}
@@ -241,10 +256,13 @@ type Candidate struct {
 type IdentifyOK struct {
 	Candidates []Candidate
 	Accepted   bool
-	Alpha      uint16
-	Beta       uint16
-	BytesSent  uint64
-	BytesRecv  uint64
+	// ScoresHidden is set in HE mode: the key server reveals rows, never
+	// scores, and Candidates[i].Score is 0.
+	ScoresHidden bool
+	Alpha        uint16
+	Beta         uint16
+	BytesSent    uint64
+	BytesRecv    uint64
 }
 
 func (m *IdentifyOK) Type() Type { return TIdentifyOK }
@@ -255,6 +273,7 @@ func (m *IdentifyOK) marshal(e *enc) {
 		e.u32(uint32(c.Score))
 	}
 	e.bool(m.Accepted)
+	e.bool(m.ScoresHidden)
 	e.u16(m.Alpha)
 	e.u16(m.Beta)
 	e.u64(m.BytesSent)
@@ -267,6 +286,7 @@ func (m *IdentifyOK) unmarshal(d *dec) {
 		m.Candidates = append(m.Candidates, Candidate{ID: id, Score: int32(d.u32())})
 	}
 	m.Accepted = d.bool()
+	m.ScoresHidden = d.bool()
 	m.Alpha, m.Beta = d.u16(), d.u16()
 	m.BytesSent, m.BytesRecv = d.u64(), d.u64()
 }

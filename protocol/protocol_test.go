@@ -29,6 +29,12 @@ func samples() []Msg {
 		&Query{Dim: 128, Beta: 2, Plus: []uint64{1, 0}, Minus: []uint64{0, 1}, Digest: Digest{{}, {Rows: 1}}, BlockWords: 1024},
 		&Block{Seg: 1, W0: 2, NW: 3},
 		&BlocksEnd{},
+		&PublicKeyRequest{},
+		&PublicKey{Key: []byte{1, 2, 3}},
+		&HEQuery{Groups: 2, Rows: 70000, TopK: 1, CtBytes: 131000},
+		&HEResult{Rows: []uint32{5, 9}},
+		&Reserve{Txn: TxnID{4}, Base: 3, IDs: []string{"a", "b"}},
+		&IdentifyOK{ScoresHidden: true, Candidates: []Candidate{{"x", 0}}},
 	}
 }
 

@@ -74,13 +74,20 @@ func newCluster(t *testing.T, mode string, mu int, extra ...string) (string, *pa
 	t.Helper()
 	dir := t.TempDir()
 	must(t, append([]string{"cluster", "init", "--dir", dir, "--mode", mode, "--parties", fmt.Sprint(mu), "--tau", "0.2"}, extra...)...)
+	names := []string{}
+	for i := 1; i <= mu; i++ {
+		names = append(names, fmt.Sprintf("p%d", i))
+	}
+	if mode == "he" {
+		names = append(names, "key")
+	}
 	must(t, "cluster", "up", "--dir", dir)
 	t.Cleanup(func() {
 		idface(t, "cluster", "down", "--dir", dir)
 		if t.Failed() {
-			for i := 1; i <= mu; i++ {
-				b, _ := os.ReadFile(filepath.Join(dir, "logs", fmt.Sprintf("p%d.log", i)))
-				t.Logf("log of p%d:\n%s", i, b)
+			for _, n := range names {
+				b, _ := os.ReadFile(filepath.Join(dir, "logs", n+".log"))
+				t.Logf("log of %s:\n%s", n, b)
 			}
 		}
 	})

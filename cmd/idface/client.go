@@ -87,6 +87,9 @@ func cmdEnroll(args []string, stdout, stderr io.Writer) error {
 		fs.Usage()
 		return errUsage
 	}
+	if *batch == 0 {
+		*batch = 2048
+	}
 	if *batch < 1 || *batch > protocol.MaxBatch {
 		return fmt.Errorf("--batch %d: want 1..%d", *batch, protocol.MaxBatch)
 	}
@@ -184,9 +187,9 @@ type identifyLine struct {
 }
 
 type candidate struct {
-	ID     string  `json:"id"`
-	Score  int     `json:"score"`
-	Cosine float64 `json:"cosine"`
+	ID     string   `json:"id"`
+	Score  *int     `json:"score"`
+	Cosine *float64 `json:"cosine"`
 }
 
 func cmdIdentify(args []string, stdout, stderr io.Writer) error {
@@ -235,11 +238,16 @@ func cmdIdentify(args []string, stdout, stderr io.Writer) error {
 		}
 		line := identifyLine{Query: i, Accepted: r.Accepted, BytesSent: r.BytesSent, BytesRecv: r.BytesRecv, Ms: ms}
 		for _, c := range r.Candidates {
-			line.Candidates = append(line.Candidates, candidate{c.ID, int(c.Score), template.Cosine(int(c.Score), int(r.Alpha), int(r.Beta))})
+			cand := candidate{ID: c.ID}
+			if !r.ScoresHidden {
+				sc, cos := int(c.Score), template.Cosine(int(c.Score), int(r.Alpha), int(r.Beta))
+				cand.Score, cand.Cosine = &sc, &cos
+			}
+			line.Candidates = append(line.Candidates, cand)
 		}
 		if len(line.Candidates) > 0 {
 			best := line.Candidates[0]
-			line.Score, line.Cosine = &best.Score, &best.Cosine
+			line.Score, line.Cosine = best.Score, best.Cosine // nil in HE mode: the key server reveals rows, not scores
 			if r.Accepted {
 				line.ID = &best.ID
 			}
@@ -262,7 +270,11 @@ func cmdIdentify(args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "%6d  %-24s %6s %7s  %-8s %10d %8.1f\n", i, id, score, cos, dec, r.BytesSent+r.BytesRecv, ms)
 		for _, c := range line.Candidates {
-			fmt.Fprintf(stdout, "%6s    %-22s %6d %7.3f\n", "", c.ID, c.Score, c.Cosine)
+			if c.Score != nil {
+				fmt.Fprintf(stdout, "%6s    %-22s %6d %7.3f\n", "", c.ID, *c.Score, *c.Cosine)
+			} else {
+				fmt.Fprintf(stdout, "%6s    %-22s\n", "", c.ID)
+			}
 		}
 	}
 	return nil

@@ -76,7 +76,7 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 		"Writes DIR/cluster.json and a key and self-signed certificate for every\n"+
 		"party and client (DIR/keys). Each party gets a free UDP port on 127.0.0.1.", stderr)
 	dir := fs.String("dir", "", "cluster directory (created)")
-	mode := fs.String("mode", "2pc", "2pc (two parties) or mpc (mu parties)")
+	mode := fs.String("mode", "2pc", "2pc (two parties), mpc (mu parties) or he (a local server and a key server)")
 	parties := fs.Int("parties", 2, "number of parties mu")
 	clients := fs.Int("clients", 1, "number of client identities")
 	dim := fs.Int("dim", 512, "template dimension d")
@@ -92,9 +92,6 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 	if err := required(fs, "dir"); err != nil {
 		return err
 	}
-	if *mode == "he" {
-		return fmt.Errorf("mode he is not available in this build yet; use 2pc or mpc")
-	}
 	cfg, err := cluster.Init(*dir, cluster.Options{Mode: *mode, Parties: *parties, Clients: *clients, Dim: *dim,
 		Alpha: *alpha, Beta: *beta, Tau: *tau, Host: *host, Force: *force, Metrics: *metrics})
 	if err != nil {
@@ -102,7 +99,7 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "cluster %s: mode %s, %d parties, d = %d, alpha = %d, beta = %d, tau = %.3f\n",
 		*dir, cfg.Mode, cfg.Mu(), cfg.Dim, cfg.Alpha, cfg.Beta, cfg.Tau)
-	for _, p := range cfg.Parties {
+	for _, p := range cfg.Servers() {
 		fmt.Fprintf(stdout, "  %-8s %-22s %s\n", p.Name, p.Addr, p.Pin[:23]+"...")
 	}
 	fmt.Fprintf(stdout, "start it with: idface cluster up --dir %s\n", *dir)
@@ -118,14 +115,14 @@ func clusterStatus(cfg *party.Config, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "%-8s %-22s %-8s %10s %10s %8s  %s\n", "party", "addr", "pid", "rows", "live", "undecided", "digest")
 	var first string
 	agree := true
-	for k, p := range cfg.Parties {
+	for _, p := range cfg.Servers() {
 		pid, running := cluster.Running(cfg, p.Name)
 		pidS := "-"
 		if running {
 			pidS = fmt.Sprint(pid)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		h, err := cl.Health(ctx, k)
+		h, err := cl.HealthOf(ctx, p)
 		cancel()
 		if err != nil {
 			fmt.Fprintf(stdout, "%-8s %-22s %-8s unreachable: %v\n", p.Name, p.Addr, pidS, err)
@@ -138,6 +135,10 @@ func clusterStatus(cfg *party.Config, stdout io.Writer) error {
 			live += int(s.Live)
 		}
 		dg := digestString(h.Digest)
+		if h.Mode == "he-key" {
+			fmt.Fprintf(stdout, "%-8s %-22s %-8s %10s %10s %8s  %s\n", p.Name, p.Addr, pidS, "-", "-", "-", "key server")
+			continue
+		}
 		if first == "" {
 			first = dg
 		} else if dg != first {
@@ -189,15 +190,22 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(25)
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if cfg.Mode == "he" {
+		return serveHE(ctx, cfg, *name, log)
+	}
 	p, err := party.Open(cfg, *name, log)
 	if err != nil {
 		return err
 	}
 	defer p.Close()
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	if k := cfg.PartyIndex(*name); *debugAddr == "" && k >= 0 {
-		*debugAddr = cfg.Parties[k].Metrics
+	me, ok := cfg.Member(*name)
+	if !ok {
+		return fmt.Errorf("no server %q in %s", *name, *dir)
+	}
+	if *debugAddr == "" {
+		*debugAddr = me.Metrics
 	}
 	if *debugAddr != "" {
 		srv := &http.Server{Addr: *debugAddr, Handler: p.DebugHandler(), ReadHeaderTimeout: 5 * time.Second}
@@ -211,4 +219,21 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 	err = p.Serve(ctx)
 	log.Info("stopped")
 	return err
+}
+
+// serveHE runs the key server or a local server of an HE cluster.
+func serveHE(ctx context.Context, cfg *party.Config, name string, log *slog.Logger) error {
+	if cfg.KeyServer != nil && name == cfg.KeyServer.Name {
+		k, err := party.OpenKeyServer(cfg, log)
+		if err != nil {
+			return err
+		}
+		return k.Serve(ctx)
+	}
+	l, err := party.OpenHELocal(ctx, cfg, name, log)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	return l.Serve(ctx)
 }

@@ -1,0 +1,115 @@
+package heidface
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/tuneinsight/lattigo/v5/core/rlwe"
+
+	"github.com/idface/idface/template"
+)
+
+// The HE benchmarks measure one column group; a database of D rows costs
+// ceil(D / GroupRows) of each (the closing notes scale them to 1,000,000).
+
+func benchSetup(b *testing.B, beta int) (*Params, *Local, *Key, *Group, template.Ternary) {
+	r := rand.New(rand.NewPCG(1, uint64(beta)))
+	p, err := NewParams(512, 341, beta)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sk, pk := GenKeys(p)
+	local, key := NewLocal(p, pk), NewKey(p, sk)
+	rows := make([]template.Ternary, p.GroupRows())
+	for i := range rows {
+		rows[i] = randTernary(r, 512, 341)
+	}
+	g, err := local.EncryptGroup(rows)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p, local, key, g, randTernary(r, 512, beta)
+}
+
+func BenchmarkEncryptGroup(b *testing.B) {
+	for _, beta := range []int{63, 341} {
+		b.Run(fmt.Sprintf("alpha=341/beta=%d", beta), func(b *testing.B) {
+			p, local, _, _, _ := benchSetup(b, beta)
+			r := rand.New(rand.NewPCG(2, 2))
+			rows := make([]template.Ternary, p.GroupRows())
+			for i := range rows {
+				rows[i] = randTernary(r, 512, 341)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := local.EncryptGroup(rows); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(p.GroupRows()*b.N)/b.Elapsed().Seconds(), "templates/s")
+		})
+	}
+}
+
+func BenchmarkIPDB(b *testing.B) {
+	for _, beta := range []int{63, 127, 341} {
+		b.Run(fmt.Sprintf("alpha=341/beta=%d", beta), func(b *testing.B) {
+			p, local, _, g, y := benchSetup(b, beta)
+			ctP := rlwe.NewCiphertext(p.BGV, 1, p.BGV.MaxLevel())
+			ctM := rlwe.NewCiphertext(p.BGV, 1, p.BGV.MaxLevel())
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := local.IPDB(g, y, ctP, ctM); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(2*(beta-1)), "ns/add")
+		})
+	}
+}
+
+func BenchmarkKeyScores(b *testing.B) {
+	p, local, key, g, y := benchSetup(b, 63)
+	ctP := rlwe.NewCiphertext(p.BGV, 1, p.BGV.MaxLevel())
+	ctM := rlwe.NewCiphertext(p.BGV, 1, p.BGV.MaxLevel())
+	local.IPDB(g, y, ctP, ctM)
+	scores := make([]int, p.GroupRows())
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := key.Scores(ctP, ctM, scores); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkHERS(b *testing.B) {
+	r := rand.New(rand.NewPCG(3, 3))
+	p, _ := NewParams(512, 341, 63)
+	sk, pk := GenKeys(p)
+	h, key := NewHERS(p, pk), NewKey(p, sk)
+	rows := make([][]int64, p.N())
+	for i := range rows {
+		x := make([]float32, 512)
+		for j := range x {
+			x[j] = float32(r.NormFloat64())
+		}
+		rows[i] = h.Quantize(x)
+	}
+	g, err := h.Encrypt(rows)
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := rlwe.NewCiphertext(p.BGV, 1, p.BGV.MaxLevel())
+	scores := make([]int64, p.N())
+	b.Run("ip/group", func(b *testing.B) {
+		for b.Loop() {
+			h.IP(g, rows[0], out)
+		}
+	})
+	b.Run("decrypt/group", func(b *testing.B) {
+		for b.Loop() {
+			key.HERSScores(out, p.N(), scores)
+		}
+	})
+}

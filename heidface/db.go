@@ -1,0 +1,200 @@
+package heidface
+
+import (
+	"fmt"
+	"math/bits"
+	"runtime"
+	"sync"
+
+	"github.com/tuneinsight/lattigo/v5/core/rlwe"
+	"github.com/tuneinsight/lattigo/v5/schemes/bgv"
+
+	"github.com/idface/idface/template"
+)
+
+// Group is one column group of the encrypted database (paper ENC_DB with
+// Encode): for every position j the ciphertexts Plus[j] and Minus[j] encrypt
+// X+_j and X-_j, whose coefficient c holds digit i of row i*N + c.
+type Group struct {
+	Plus, Minus []*rlwe.Ciphertext
+}
+
+// Local is what the local server computes with: the public key only.
+type Local struct {
+	P   *Params
+	enc *rlwe.Encryptor
+	ecd *bgv.Encoder
+}
+
+// NewLocal returns the local server's encryption context.
+func NewLocal(p *Params, pk *rlwe.PublicKey) *Local {
+	return &Local{P: p, enc: rlwe.NewEncryptor(p.BGV, pk), ecd: bgv.NewEncoder(p.BGV)}
+}
+
+// Slot locates a row within its group: digit i, coefficient c.
+func (p *Params) Slot(row int) (digit, coeff int) { return row / p.N(), row % p.N() }
+
+// EncryptGroup encrypts up to GroupRows ternary rows (T_alpha templates) as
+// a new group: 2d public-key encryptions, on all cores. Row k of rows is the
+// group's row k.
+func (l *Local) EncryptGroup(rows []template.Ternary) (*Group, error) {
+	slots := make([]int, len(rows))
+	for i := range slots {
+		slots[i] = i
+	}
+	return l.Delta(slots, rows)
+}
+
+// Delta encrypts the contribution of rows zs at the given slots of one
+// group: 2d fresh encryptions whatever the number of rows, so adding a
+// whole batch to a partly filled group costs what one row does. Adding the
+// result to a group (Group.Add) enrolls the rows without re-encrypting the
+// group; a new group is just its first delta.
+func (l *Local) Delta(slots []int, zs []template.Ternary) (*Group, error) {
+	p := l.P
+	if len(slots) != len(zs) {
+		return nil, fmt.Errorf("heidface: %d slots for %d rows", len(slots), len(zs))
+	}
+	n := p.N()
+	vals := make([][]uint64, 2*p.Dim) // vals[j] for X+_j, vals[d+j] for X-_j
+	for j := range vals {
+		vals[j] = make([]uint64, n)
+	}
+	seen := make(map[int]bool, len(slots))
+	for k, z := range zs {
+		if z.Dim != p.Dim {
+			return nil, fmt.Errorf("%w: row %d has d = %d", template.ErrDimension, k, z.Dim)
+		}
+		if slots[k] < 0 || slots[k] >= p.GroupRows() || seen[slots[k]] {
+			return nil, fmt.Errorf("heidface: slot %d outside a group of %d or used twice", slots[k], p.GroupRows())
+		}
+		seen[slots[k]] = true
+		digit, c := p.Slot(slots[k])
+		v := uint64(1) << uint(digit*p.Encoder.LogP)
+		for w := range z.Plus {
+			for b := z.Plus[w]; b != 0; b &= b - 1 {
+				vals[w*64+bits.TrailingZeros64(b)][c] += v
+			}
+			for b := z.Minus[w]; b != 0; b &= b - 1 {
+				vals[p.Dim+w*64+bits.TrailingZeros64(b)][c] += v
+			}
+		}
+	}
+	cts, err := l.encryptAll(vals)
+	if err != nil {
+		return nil, err
+	}
+	return &Group{Plus: cts[:p.Dim], Minus: cts[p.Dim:]}, nil
+}
+
+// Add adds delta into g, column by column.
+func (g *Group) Add(p *Params, delta *Group) {
+	rq := p.BGV.RingQ().AtLevel(p.BGV.MaxLevel())
+	for j := range g.Plus {
+		for _, pair := range [2][2]*rlwe.Ciphertext{{g.Plus[j], delta.Plus[j]}, {g.Minus[j], delta.Minus[j]}} {
+			rq.Add(pair[0].Value[0], pair[1].Value[0], pair[0].Value[0])
+			rq.Add(pair[0].Value[1], pair[1].Value[1], pair[0].Value[1])
+		}
+	}
+}
+
+// encryptAll encrypts every coefficient vector with fresh randomness, one
+// Lattigo encryptor and encoder copy per goroutine (they are not safe for
+// concurrent use).
+func (l *Local) encryptAll(vals [][]uint64) ([]*rlwe.Ciphertext, error) {
+	p := l.P
+	cts := make([]*rlwe.Ciphertext, len(vals))
+	workers := runtime.GOMAXPROCS(0)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for g := range workers {
+		wg.Go(func() {
+			enc, ecd := l.enc.ShallowCopy(), l.ecd.ShallowCopy()
+			pt := bgv.NewPlaintext(p.BGV, p.BGV.MaxLevel())
+			pt.IsBatched = false
+			for j := g; j < len(vals); j += workers {
+				if err := ecd.Encode(vals[j], pt); err != nil {
+					errs[g] = err
+					return
+				}
+				ct := rlwe.NewCiphertext(p.BGV, 1, p.BGV.MaxLevel())
+				if err := enc.Encrypt(pt, ct); err != nil {
+					errs[g] = err
+					return
+				}
+				cts[j] = ct
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("heidface: encrypting: %w", err)
+		}
+	}
+	return cts, nil
+}
+
+// EncryptZero writes a fresh encryption of zero into ct; safe for
+// concurrent use.
+func (l *Local) EncryptZero(ct *rlwe.Ciphertext) error {
+	return l.enc.ShallowCopy().EncryptZero(ct)
+}
+
+// AddRow enrolls one template into slot `row` of an existing group without
+// re-encrypting it: every one of the 2d ciphertexts gets a fresh encryption
+// of the row's contribution (p^digit at coefficient c, or 0), so the local
+// server cannot tell which positions changed. The slot must be empty.
+func (l *Local) AddRow(g *Group, row int, z template.Ternary) error {
+	if err := z.Validate(l.P.Alpha); err != nil {
+		return err
+	}
+	delta, err := l.Delta([]int{row}, []template.Ternary{z})
+	if err != nil {
+		return err
+	}
+	g.Add(l.P, delta)
+	return nil
+}
+
+// IPDB computes the two inner-product ciphertexts of a query (paper
+// IDFace.IP_DB): ct+ = sum_{y_j=+1} C+_j + sum_{y_j=-1} C-_j and
+// ct- = sum_{y_j=+1} C-_j + sum_{y_j=-1} C+_j. Additions only: 2(beta-1)
+// per group. outPlus and outMinus are overwritten.
+func (l *Local) IPDB(g *Group, y template.Ternary, outPlus, outMinus *rlwe.Ciphertext) error {
+	p := l.P
+	if y.Dim != p.Dim {
+		return fmt.Errorf("%w: query d = %d", template.ErrDimension, y.Dim)
+	}
+	rq := p.BGV.RingQ().AtLevel(p.BGV.MaxLevel())
+	first := true
+	for j := 0; j < p.Dim; j++ {
+		var a, b *rlwe.Ciphertext
+		switch y.At(j) {
+		case 1:
+			a, b = g.Plus[j], g.Minus[j]
+		case -1:
+			a, b = g.Minus[j], g.Plus[j]
+		default:
+			continue
+		}
+		if first {
+			for i := range 2 {
+				outPlus.Value[i].CopyLvl(p.BGV.MaxLevel(), a.Value[i])
+				outMinus.Value[i].CopyLvl(p.BGV.MaxLevel(), b.Value[i])
+			}
+			*outPlus.MetaData = *a.MetaData
+			*outMinus.MetaData = *b.MetaData
+			first = false
+			continue
+		}
+		for i := range 2 {
+			rq.Add(outPlus.Value[i], a.Value[i], outPlus.Value[i])
+			rq.Add(outMinus.Value[i], b.Value[i], outMinus.Value[i])
+		}
+	}
+	if first {
+		return fmt.Errorf("heidface: empty query")
+	}
+	return nil
+}

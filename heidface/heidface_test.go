@@ -1,0 +1,244 @@
+package heidface
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/tuneinsight/lattigo/v5/core/rlwe"
+
+	"github.com/idface/idface/template"
+)
+
+func randTernary(r *rand.Rand, d, a int) template.Ternary {
+	t := template.NewTernary(d)
+	for _, j := range r.Perm(d)[:a] {
+		if r.IntN(2) == 0 {
+			t.Plus[j>>6] |= 1 << uint(j&63)
+		} else {
+			t.Minus[j>>6] |= 1 << uint(j&63)
+		}
+	}
+	return t
+}
+
+// extreme returns a row of weight alpha whose score with y is
+// sign*min(alpha, beta).
+func extreme(r *rand.Rand, y template.Ternary, alpha int, sign int8) template.Ternary {
+	x := template.NewTernary(y.Dim)
+	n := 0
+	var free []int
+	for j := 0; j < y.Dim; j++ {
+		switch v := y.At(j) * sign; {
+		case v != 0 && n < alpha:
+			n++
+			if v > 0 {
+				x.Plus[j>>6] |= 1 << uint(j&63)
+			} else {
+				x.Minus[j>>6] |= 1 << uint(j&63)
+			}
+		case v == 0:
+			free = append(free, j)
+		}
+	}
+	r.Shuffle(len(free), func(i, k int) { free[i], free[k] = free[k], free[i] })
+	for _, j := range free[:alpha-n] {
+		x.Plus[j>>6] |= 1 << uint(j&63)
+	}
+	return x
+}
+
+func TestParamsSecurityAndPacking(t *testing.T) {
+	p, err := NewParams(512, 341, 63)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.LogQ() > 109 || p.BGV.LogN() != 12 || p.BGV.PCount() != 0 {
+		t.Fatalf("log Q = %.1f, LogN = %d, P moduli %d: outside the 128-bit table (N = 4096: log QP <= 109)", p.LogQ(), p.BGV.LogN(), p.BGV.PCount())
+	}
+	if p.SlotBits != 59 {
+		t.Fatalf("slot bits %d", p.SlotBits)
+	}
+	for _, c := range []struct{ beta, m int }{{63, 9}, {127, 8}, {341, 6}} {
+		q, _ := NewParams(512, 341, c.beta)
+		if q.Encoder.M != c.m {
+			t.Errorf("beta = %d: m = %d, want %d", c.beta, q.Encoder.M, c.m)
+		}
+	}
+}
+
+// TestDecodedScoresExact fills a whole group (the fullest packing) and
+// checks every decoded score equals the plaintext ternary score, with rows
+// at the extremes +-min(alpha, beta), at the largest beta of the paper and
+// at alpha = beta = d.
+func TestDecodedScoresExact(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, c := range []struct{ d, alpha, beta int }{{512, 341, 341}, {512, 512, 512}, {512, 341, 63}} {
+		t.Run(fmt.Sprintf("alpha=%d/beta=%d", c.alpha, c.beta), func(t *testing.T) {
+			if testing.Short() && c.beta != 341 {
+				t.Skip("short")
+			}
+			p, err := NewParams(c.d, c.alpha, c.beta)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sk, pk := GenKeys(p)
+			local, key := NewLocal(p, pk), NewKey(p, sk)
+			y := randTernary(r, c.d, c.beta)
+			rows := make([]template.Ternary, p.GroupRows())
+			for i := range rows {
+				switch {
+				case i%97 == 0 || i >= len(rows)-p.N(): // every coefficient of the top digit
+					rows[i] = extreme(r, y, c.alpha, 1)
+				case i%89 == 0:
+					rows[i] = extreme(r, y, c.alpha, -1)
+				default:
+					rows[i] = randTernary(r, c.d, c.alpha)
+				}
+			}
+			g, err := local.EncryptGroup(rows)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctP := rlwe.NewCiphertext(p.BGV, 1, p.BGV.MaxLevel())
+			ctM := rlwe.NewCiphertext(p.BGV, 1, p.BGV.MaxLevel())
+			if err := local.IPDB(g, y, ctP, ctM); err != nil {
+				t.Fatal(err)
+			}
+			scores := make([]int, p.GroupRows())
+			if err := key.Scores(ctP, ctM, scores); err != nil {
+				t.Fatal(err)
+			}
+			top := min(c.alpha, c.beta)
+			for i, z := range rows {
+				if want := z.Dot(y); scores[i] != want {
+					t.Fatalf("row %d: decoded %d, want %d", i, scores[i], want)
+				}
+			}
+			if scores[0] != top || scores[89] != -top {
+				t.Fatalf("extremes decoded as %d and %d, want +-%d", scores[0], scores[89], top)
+			}
+		})
+	}
+}
+
+func TestAddRowIntoPartialGroup(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	p, _ := NewParams(512, 341, 127)
+	sk, pk := GenKeys(p)
+	local, key := NewLocal(p, pk), NewKey(p, sk)
+	rows := make([]template.Ternary, 10)
+	for i := range rows {
+		rows[i] = randTernary(r, 512, 341)
+	}
+	g, err := local.EncryptGroup(rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := randTernary(r, 512, 127)
+	added := map[int]template.Ternary{10: extreme(r, y, 341, 1), p.N() + 5: randTernary(r, 512, 341), p.GroupRows() - 1: extreme(r, y, 341, -1)}
+	for slot, z := range added {
+		if err := local.AddRow(g, slot, z); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctP := rlwe.NewCiphertext(p.BGV, 1, p.BGV.MaxLevel())
+	ctM := rlwe.NewCiphertext(p.BGV, 1, p.BGV.MaxLevel())
+	local.IPDB(g, y, ctP, ctM)
+	scores := make([]int, p.GroupRows())
+	if err := key.Scores(ctP, ctM, scores); err != nil {
+		t.Fatal(err)
+	}
+	for i := range scores {
+		want := 0
+		if i < len(rows) {
+			want = rows[i].Dot(y)
+		} else if z, ok := added[i]; ok {
+			want = z.Dot(y)
+		}
+		if scores[i] != want {
+			t.Fatalf("slot %d: %d, want %d", i, scores[i], want)
+		}
+	}
+	if err := local.AddRow(g, p.GroupRows(), rows[0]); err == nil {
+		t.Fatal("slot outside the group accepted")
+	}
+}
+
+func TestHERSBaseline(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	p, _ := NewParams(512, 341, 63)
+	sk, pk := GenKeys(p)
+	h, key := NewHERS(p, pk), NewKey(p, sk)
+	rows := make([][]int64, 300)
+	for i := range rows {
+		x := make([]float32, 512)
+		for j := range x {
+			x[j] = float32(r.NormFloat64())
+		}
+		rows[i] = h.Quantize(x)
+	}
+	g, err := h.Encrypt(rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := rlwe.NewCiphertext(p.BGV, 1, p.BGV.MaxLevel())
+	q := rows[17]
+	if err := h.IP(g, q, out); err != nil {
+		t.Fatal(err)
+	}
+	scores := make([]int64, len(rows))
+	if err := key.HERSScores(out, len(rows), scores); err != nil {
+		t.Fatal(err)
+	}
+	for i, x := range rows {
+		var want int64
+		for j := range x {
+			want += x[j] * q[j]
+		}
+		if scores[i] != want {
+			t.Fatalf("row %d: %d, want %d", i, scores[i], want)
+		}
+	}
+}
+
+func TestGroupFileAndHostileCiphertexts(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 9))
+	p, _ := NewParams(128, 85, 40)
+	_, pk := GenKeys(p)
+	local := NewLocal(p, pk)
+	rows := []template.Ternary{randTernary(r, 128, 85), randTernary(r, 128, 85)}
+	g, err := local.EncryptGroup(rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := WriteGroup(&buf, p, g); err != nil {
+		t.Fatal(err)
+	}
+	raw := buf.Bytes()
+	g2, err := ReadGroup(bytes.NewReader(raw), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !g2.Plus[3].Equal(g.Plus[3]) || !g2.Minus[127].Equal(g.Minus[127]) {
+		t.Fatal("group file round trip differs")
+	}
+	if _, err := ReadGroup(bytes.NewReader(raw[:len(raw)/2]), p); err == nil {
+		t.Fatal("truncated group file accepted")
+	}
+	ctb, _ := g.Plus[0].MarshalBinary()
+	if _, err := p.UnmarshalCiphertext(ctb); err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string][]byte{
+		"short":   ctb[:100],
+		"garbage": bytes.Repeat([]byte{0xff}, len(ctb)),
+		"zeros":   make([]byte, len(ctb)),
+	} {
+		if _, err := p.UnmarshalCiphertext(b); err == nil {
+			t.Errorf("%s ciphertext accepted", name)
+		}
+	}
+}
