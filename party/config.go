@@ -33,17 +33,17 @@ type Member struct {
 // take the documented defaults in Check.
 type Config struct {
 	Version int      `json:"version"`
-	Mode    string   `json:"mode"`            // "2pc" (mu = 2), "mpc" (mu >= 2) or "he"
-	Dim     int      `json:"dim"`             // template dimension d; default 512
-	Alpha   int      `json:"alpha"`           // enrollment weight; default floor(2d/3)
-	Beta    int      `json:"beta"`            // query weight; default 63
-	Tau     float64  `json:"tau"`             // cosine threshold
-	Parties []Member `json:"parties"`         // mu parties, each its own process
-	Clients []Member `json:"clients"`         // devices allowed to call the parties
+	Mode    string   `json:"mode"`    // "2pc" (mu = 2), "mpc" (mu >= 2) or "he"
+	Dim     int      `json:"dim"`     // template dimension d; default 512
+	Alpha   int      `json:"alpha"`   // enrollment weight; default floor(2d/3)
+	Beta    int      `json:"beta"`    // query weight; default 63
+	Tau     float64  `json:"tau"`     // cosine threshold
+	Parties []Member `json:"parties"` // mu parties, each its own process
+	Clients []Member `json:"clients"` // devices allowed to call the parties
 	// KeyServer holds the secret key in mode he; Parties are then the local
 	// servers, each with its own encrypted database.
 	KeyServer *Member `json:"key_server,omitempty"`
-	Block   int      `json:"block,omitempty"` // bytes per streamed block; default 256 KiB
+	Block     int     `json:"block,omitempty"` // bytes per streamed block; default 256 KiB
 	// Timeout bounds one request between parties; default 30 s.
 	Timeout Duration `json:"timeout,omitempty"`
 

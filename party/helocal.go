@@ -143,9 +143,11 @@ func OpenHELocal(ctx context.Context, cfg *Config, name string, log *slog.Logger
 	return l, nil
 }
 
-func (l *HELocal) dataDir() string        { return filepath.Join(l.cfg.Dir(), "data", l.name) }
-func (l *HELocal) groupPath(g int) string { return filepath.Join(l.dataDir(), "groups", fmt.Sprintf("g%06d.ct", g)) }
-func (l *HELocal) rows() int              { return len(l.seg.idEnd) }
+func (l *HELocal) dataDir() string { return filepath.Join(l.cfg.Dir(), "data", l.name) }
+func (l *HELocal) groupPath(g int) string {
+	return filepath.Join(l.dataDir(), "groups", fmt.Sprintf("g%06d.ct", g))
+}
+func (l *HELocal) rows() int { return len(l.seg.idEnd) }
 
 // publicKey loads the saved public key or fetches it from the key server
 // (pinned TLS), retrying while the key server starts.

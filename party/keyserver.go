@@ -219,4 +219,3 @@ func (k *KeyServer) query(s *transport.Stream, q *protocol.HEQuery) ([]uint32, e
 	}
 	return slices.Clip(out), nil
 }
-
