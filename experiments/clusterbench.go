@@ -17,8 +17,10 @@ import (
 
 	"github.com/idface/idface/baseline"
 	"github.com/idface/idface/cluster"
+	"github.com/idface/idface/heidface"
 	"github.com/idface/idface/party"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/template"
 	"github.com/idface/idface/transport"
 )
 
@@ -81,8 +83,19 @@ func RandomTemplates(n, d int, seed uint64) []float32 {
 // float32 brute-force search and the raw transfer of the same bytes over the
 // same QUIC transport. The cluster is removed afterwards.
 func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) {
+	var hp *heidface.Params
+	if o.Mode == "he" {
+		var err error
+		d := orDefault(o.Dim, 512)
+		if hp, err = heidface.NewParams(d, orDefault(o.Alpha, template.DefaultAlpha(d)), orDefault(o.Beta, 63)); err != nil {
+			return nil, err
+		}
+	}
 	if o.Batch == 0 {
-		o.Batch = protocol.MaxBatch
+		o.Batch = 8192
+		if hp != nil {
+			o.Batch = min(hp.GroupRows(), protocol.MaxBatch) // one delta per group
+		}
 	}
 	if o.Queries == 0 {
 		o.Queries = 20
@@ -112,11 +125,15 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 	defer cl.Close()
 	// Two requests in flight: the next batch travels while the entry works
 	// on the current one (the entry still commits them one at a time).
+	inFlight := 2
+	if hp != nil {
+		inFlight = 1 // a whole group per request: memory, not overlap, is the limit
+	}
 	start := time.Now()
 	var mu sync.Mutex
 	var firstErr error
 	done := 0
-	sem := make(chan struct{}, 2)
+	sem := make(chan struct{}, inFlight)
 	var wg sync.WaitGroup
 	for lo := 0; lo < o.IDs; lo += o.Batch {
 		hi := min(lo+o.Batch, o.IDs)
@@ -162,9 +179,15 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 	}
 	res.IdentifyP50, res.IdentifyP90, res.IdentifyMin = Median(lat), quantile(lat, 0.9), slices.Min(lat)
 	res.BytesPerIdent = float64(bytes)
-	res.FormulaBytes = float64(cfg.Mu()-1) * float64(2*o.IDs*cfg.Beta+2*d) / 8
-	words := (o.IDs + 63) / 64
-	res.ShareMB = float64(2*d*words*8) / 1e6
+	if hp != nil {
+		groups := (o.IDs + hp.GroupRows() - 1) / hp.GroupRows()
+		res.FormulaBytes = float64(2 * groups * hp.CiphertextBytes())
+		res.ShareMB = float64(groups*2*d*hp.CiphertextBytes()) / 1e6 // the encrypted database
+	} else {
+		res.FormulaBytes = float64(cfg.Mu()-1) * float64(2*o.IDs*cfg.Beta+2*d) / 8
+		words := (o.IDs + 63) / 64
+		res.ShareMB = float64(2*d*words*8) / 1e6
+	}
 	for _, p := range cfg.Parties {
 		if pid, ok := cluster.Running(cfg, p.Name); ok {
 			res.RSSMBPerParty = max(res.RSSMBPerParty, rssMB(pid))
@@ -188,6 +211,13 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 	res.PlainFloatP50 = Median(flat)
 	res.WireFloorMs, err = WireFloor(ctx, int(bytes), 7)
 	return res, err
+}
+
+func orDefault(v, d int) int {
+	if v == 0 {
+		return d
+	}
+	return v
 }
 
 // WireFloor is the median time to move n bytes in one stream over the

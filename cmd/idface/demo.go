@@ -10,6 +10,7 @@ import (
 
 	"github.com/idface/idface/cluster"
 	"github.com/idface/idface/experiments"
+	"github.com/idface/idface/heidface"
 	"github.com/idface/idface/party"
 	"github.com/idface/idface/protocol"
 )
@@ -24,8 +25,8 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 		"synthetic people (sample 0 of 80% of them), identifies the other samples\n"+
 		"(genuine) and every sample of the rest (impostors), prints accuracy,\n"+
 		"latency and bytes per query, and removes everything.", stderr)
-	mode := fs.String("mode", "2pc", "2pc or mpc")
-	parties := fs.Int("parties", 2, "number of parties")
+	mode := fs.String("mode", "2pc", "2pc, mpc or he")
+	parties := fs.Int("parties", 0, "number of parties (default 2; 1 local server in mode he)")
 	people := fs.Int("people", 500, "synthetic people")
 	samples := fs.Int("samples", 3, "samples per person (>= 2)")
 	intra := fs.Float64("intra", 0.6, "mean cosine between samples of one person")
@@ -42,11 +43,21 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if *parties == 0 {
+		*parties = 2
+		if *mode == "he" {
+			*parties = 1
+		}
+	}
 	dir, err := os.MkdirTemp("", "idface-demo-")
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "idface demo: %s cluster of %d party processes in %s\n", *mode, *parties, dir)
+	procs := *parties
+	if *mode == "he" {
+		procs++ // the key server
+	}
+	fmt.Fprintf(stdout, "idface demo: %s cluster of %d server processes in %s\n", *mode, procs, dir)
 	cfg, err := cluster.Init(dir, cluster.Options{Mode: *mode, Parties: *parties, Beta: *beta, Tau: *tau})
 	if err != nil {
 		return err
@@ -85,12 +96,16 @@ func runDemo(ctx context.Context, cfg *party.Config, people, samples int, intra 
 	}
 	defer cl.Close()
 	start := time.Now()
-	for i := 0; i < len(items); i += 1000 {
-		if err := cl.Enroll(ctx, items[i:min(i+1000, len(items))]); err != nil {
+	batch := 1000
+	if cfg.Mode == "he" {
+		batch = len(items) // one delta per group: encryption dominates
+	}
+	for i := 0; i < len(items); i += batch {
+		if err := cl.Enroll(ctx, items[i:min(i+batch, len(items))]); err != nil {
 			return err
 		}
 	}
-	fmt.Fprintf(stdout, "enrolled %d people (shares durable at every party) in %.2f s\n", len(items), time.Since(start).Seconds())
+	fmt.Fprintf(stdout, "enrolled %d people (durable at every server) in %.2f s\n", len(items), time.Since(start).Seconds())
 
 	var genuine, gAccept, gWrong, impostor, iAccept int
 	var lat []float64
@@ -134,6 +149,16 @@ func runDemo(ctx context.Context, cfg *party.Config, people, samples int, intra 
 	fmt.Fprintf(stdout, "%-34s %9.1f%%\n", "  correctly rejected", pct(impostor-iAccept, impostor))
 	fmt.Fprintf(stdout, "%-34s %10.2f\n", "latency p50 (ms)", lat[len(lat)/2])
 	fmt.Fprintf(stdout, "%-34s %10.2f\n", "latency p90 (ms)", lat[len(lat)*9/10])
+	if cfg.Mode == "he" {
+		p, err := heidface.NewParams(cfg.Dim, cfg.Alpha, cfg.Beta)
+		if err != nil {
+			return err
+		}
+		groups := (len(items) + p.GroupRows() - 1) / p.GroupRows()
+		fmt.Fprintf(stdout, "%-34s %10d\n", "bytes per query (local <-> key)", bytes)
+		fmt.Fprintf(stdout, "%-34s %10d\n", "  formula 2*groups*S_ct", 2*groups*p.CiphertextBytes())
+		return nil
+	}
 	formula := float64(cfg.Mu()-1) * float64(2*len(items)*cfg.Beta+2*cfg.Dim) / 8
 	fmt.Fprintf(stdout, "%-34s %10d\n", "bytes per query (entry <-> peers)", bytes)
 	fmt.Fprintf(stdout, "%-34s %10.0f\n", "  paper formula (mu-1)(2D*beta+2d)", formula)
