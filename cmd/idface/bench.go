@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/idface/idface/experiments"
+)
+
+func init() {
+	register("bench", "measure enrollment and identification time against database size", cmdBench)
+}
+
+func cmdBench(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("bench", "idface bench --mode plain|2pc|mpc|he [--parties MU] --ids N[,N...] [--alpha 341] [--beta 63] [--queries 20] [--json] [--plot out.png]\n\n"+
+		"For each size: synthetic templates, a fresh local cluster of that mode (real\n"+
+		"processes; in-process for plain), enrollment time and identification latency,\n"+
+		"plus in the same process the float32 brute-force search and the raw QUIC\n"+
+		"transfer of the same bytes. --plot draws both times against the size (the\n"+
+		"paper's figure enr_and_idf); without --ids it uses 2^13..2^20.", stderr)
+	mode := fs.String("mode", "2pc", "plain, 2pc, mpc or he")
+	parties := fs.Int("parties", 0, "servers (default 2; 3 for mpc; 1 for he)")
+	idsFlag := fs.String("ids", "", "database sizes, comma-separated")
+	alpha := fs.Int("alpha", 341, "enrollment weight")
+	beta := fs.Int("beta", 63, "query weight")
+	queries := fs.Int("queries", 20, "identifications per size")
+	asJSON := fs.Bool("json", false, "one JSON object per size")
+	plotPath := fs.String("plot", "", "write a plot (PNG) of the times")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	sizes := []int{}
+	if *idsFlag == "" {
+		if *plotPath == "" {
+			return fmt.Errorf("give --ids (or --plot for the paper's sizes 2^13..2^20)")
+		}
+		for k := 13; k <= 20; k++ {
+			sizes = append(sizes, 1<<k)
+		}
+	} else {
+		var err error
+		if sizes, err = intList(*idsFlag); err != nil {
+			return err
+		}
+	}
+	if *parties == 0 {
+		*parties = map[string]int{"plain": 1, "2pc": 2, "mpc": 3, "he": 1}[*mode]
+	}
+	switch *mode {
+	case "plain", "2pc", "mpc", "he":
+	default:
+		return fmt.Errorf("--mode %q: want plain, 2pc, mpc or he", *mode)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(stdout)
+	var results []*experiments.BenchResult
+	for _, n := range sizes {
+		if n < 1 || n > 20_000_000 {
+			return fmt.Errorf("--ids %d: want 1..20000000", n)
+		}
+		bar := progressbar.NewOptions(n, progressbar.OptionSetWriter(stderr), progressbar.OptionShowCount(),
+			progressbar.OptionSetDescription(fmt.Sprintf("%s %s: enrolling", *mode, experiments.SizeLabel(n))),
+			progressbar.OptionThrottle(200*time.Millisecond))
+		o := experiments.BenchOptions{Exe: exe, Mode: *mode, Parties: *parties, Alpha: *alpha, Beta: *beta,
+			IDs: n, Queries: *queries, Seed: 1, Progress: func(done, _ int) { bar.Set(done) }}
+		var res *experiments.BenchResult
+		if *mode == "plain" {
+			res, err = experiments.RunPlainBench(o)
+		} else {
+			res, err = experiments.RunClusterBench(context.Background(), o)
+		}
+		bar.Finish()
+		fmt.Fprintln(stderr)
+		if err != nil {
+			return err
+		}
+		results = append(results, res)
+		if *asJSON {
+			if err := enc.Encode(res); err != nil {
+				return err
+			}
+		} else {
+			fmt.Fprintf(stdout, "%s mu=%d ids=%d alpha=%d beta=%d: enroll %.2f s, identify p50 %.2f ms (p90 %.2f), float32 %.2f ms, wire floor %.2f ms, %.0f bytes/identify, %.0f MB RSS/party\n",
+				res.Mode, res.Parties, res.IDs, res.Alpha, res.Beta, res.EnrollS, res.IdentifyP50, res.IdentifyP90, res.PlainFloatP50, res.WireFloorMs, res.BytesPerIdent, res.RSSMBPerParty)
+		}
+	}
+	if *plotPath != "" {
+		var x, enr, idf, flt []float64
+		for _, r := range results {
+			x = append(x, float64(r.IDs))
+			enr = append(enr, r.EnrollS)
+			idf = append(idf, r.IdentifyP50/1000)
+			flt = append(flt, r.PlainFloatP50/1000)
+		}
+		title := fmt.Sprintf("idface %s (alpha=%d, beta=%d): time against database size", *mode, *alpha, *beta)
+		if err := experiments.PlotLines(*plotPath, title, "enrolled identities", "seconds", true, true,
+			experiments.Series{Label: "enrollment (all)", X: x, Y: enr},
+			experiments.Series{Label: "identification p50", X: x, Y: idf},
+			experiments.Series{Label: "float32 search (no protection)", X: x, Y: flt}); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "plot written to %s\n", *plotPath)
+	}
+	return nil
+}

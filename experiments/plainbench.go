@@ -1,0 +1,91 @@
+package experiments
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/idface/idface/baseline"
+	"github.com/idface/idface/template"
+)
+
+// RunPlainBench measures the non-protected plaintext ternary search in this
+// process (mode "plain" of idface bench): enrollment is T_alpha and insertion
+// into a one-party column store, identification T_beta plus the same
+// scorer the shared modes use; the float32 brute-force search runs on the
+// same templates.
+func RunPlainBench(o BenchOptions) (*BenchResult, error) {
+	d := orDefault(o.Dim, 512)
+	alpha := orDefault(o.Alpha, template.DefaultAlpha(d))
+	beta := orDefault(o.Beta, 63)
+	if o.Queries == 0 {
+		o.Queries = 20
+	}
+	data := RandomTemplates(o.IDs+o.Queries, d, o.Seed)
+	res := &BenchResult{Mode: "plain", Parties: 1, IDs: o.IDs, Alpha: alpha, Beta: beta}
+	db, err := baseline.NewTernaryDB(d, o.IDs)
+	if err != nil {
+		return nil, err
+	}
+	tr, err := template.NewTransformer(d, alpha)
+	if err != nil {
+		return nil, err
+	}
+	z := template.NewTernary(d)
+	start := time.Now()
+	for i := range o.IDs {
+		if err := template.Apply(tr, data[i*d:(i+1)*d], z); err != nil {
+			return nil, fmt.Errorf("row %d: %w", i, err)
+		}
+		if err := db.Add(z); err != nil {
+			return nil, err
+		}
+		if o.Progress != nil && i%65536 == 0 {
+			o.Progress(i, o.IDs)
+		}
+	}
+	res.EnrollS = time.Since(start).Seconds()
+	qt, err := template.NewTransformer(d, beta)
+	if err != nil {
+		return nil, err
+	}
+	y := template.NewTernary(d)
+	var lat []float64
+	for q := range o.Queries {
+		t0 := time.Now()
+		if err := template.Apply(qt, data[(o.IDs+q)*d:(o.IDs+q+1)*d], y); err != nil {
+			return nil, err
+		}
+		if _, err := db.Search(y, 1); err != nil {
+			return nil, err
+		}
+		lat = append(lat, ms(time.Since(t0)))
+	}
+	res.IdentifyP50, res.IdentifyP90, res.IdentifyMin = Median(lat), quantile(lat, 0.9), slices.Min(lat)
+	res.ShareMB = float64(2*d*template.Words(o.IDs)*8) / 1e6
+	fdb, err := baseline.NewFloatDBFrom(d, data[:o.IDs*d])
+	if err != nil {
+		return nil, err
+	}
+	var flat []float64
+	for q := range min(o.Queries, 10) {
+		t0 := time.Now()
+		if _, err := fdb.Search(data[(o.IDs+q)*d:(o.IDs+q+1)*d], 1); err != nil {
+			return nil, err
+		}
+		flat = append(flat, ms(time.Since(t0)))
+	}
+	res.PlainFloatP50 = Median(flat)
+	return res, nil
+}
+
+// SizeLabel formats a database size as a power of two when it is one.
+func SizeLabel(n int) string {
+	for k := 0; k < 40; k++ {
+		if n == 1<<k {
+			return "2^" + strconv.Itoa(k)
+		}
+	}
+	return strconv.Itoa(n)
+}
