@@ -24,6 +24,7 @@ func cmdIsometry(args []string, stdout, stderr io.Writer) error {
 	sweep := fs.Bool("sweep-alpha", false, "sweep alpha over 1..d instead")
 	seed := fs.Uint64("seed", 1, "seed of the synthetic pairs")
 	asJSON := fs.Bool("json", false, "print JSON")
+	plotPath := fs.String("plot", "", "also draw the result as a PNG")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -32,6 +33,16 @@ func cmdIsometry(args []string, stdout, stderr io.Writer) error {
 		rows, err := experiments.SweepAlpha(*dim, *pairs, *seed)
 		if err != nil {
 			return err
+		}
+		if *plotPath != "" {
+			var x, y []float64
+			for _, r := range rows {
+				x, y = append(x, float64(r.Alpha)), append(y, r.MeanEps)
+			}
+			if err := experiments.PlotLines(*plotPath, fmt.Sprintf("mean distortion of T_alpha over c in [-1, 1], d = %d", *dim), "alpha", "mean eps", false, false,
+				experiments.Series{Label: "mean |<T x, T y>/alpha - c|", X: x, Y: y}); err != nil {
+				return err
+			}
 		}
 		if *asJSON {
 			return enc.Encode(struct {
@@ -57,6 +68,16 @@ func cmdIsometry(args []string, stdout, stderr io.Writer) error {
 	rows, err := experiments.Isometry(*dim, a, *pairs, *seed)
 	if err != nil {
 		return err
+	}
+	if *plotPath != "" {
+		var x, mean, mx []float64
+		for _, r := range rows {
+			x, mean, mx = append(x, r.Cos), append(mean, r.MeanEps), append(mx, r.MaxEps)
+		}
+		if err := experiments.PlotLines(*plotPath, fmt.Sprintf("distortion of T_alpha, d = %d, alpha = %d", *dim, a), "cosine c", "eps", false, false,
+			experiments.Series{Label: "mean eps", X: x, Y: mean}, experiments.Series{Label: "max eps", X: x, Y: mx}); err != nil {
+			return err
+		}
 	}
 	if *asJSON {
 		return enc.Encode(struct {
