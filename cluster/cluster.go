@@ -43,8 +43,8 @@ func Init(dir string, o Options) (*party.Config, error) {
 		return nil, fmt.Errorf("%s already holds a cluster (use --force to replace it)", dir)
 	}
 	if o.Mode == "he" {
-		if o.Parties != 1 {
-			return nil, fmt.Errorf("mode he runs one local server in this build; (mu,nu)-IDFace with %d is not implemented yet", o.Parties)
+		if o.Parties < 1 || o.Parties > 64 {
+			return nil, fmt.Errorf("--parties %d: mode he needs 1..64 local servers", o.Parties)
 		}
 	} else if o.Parties < 2 || o.Parties > 64 {
 		return nil, fmt.Errorf("--parties %d: want 2..64", o.Parties)

@@ -141,8 +141,8 @@ func (c *Config) Check() error {
 			return fmt.Errorf("mode mpc needs 2..64 parties, not %d", len(c.Parties))
 		}
 	case "he":
-		if len(c.Parties) != 1 {
-			return fmt.Errorf("mode he runs one local server in this build, not %d ((mu,nu)-IDFace is not implemented yet)", len(c.Parties))
+		if len(c.Parties) < 1 || len(c.Parties) > 64 {
+			return fmt.Errorf("mode he needs 1..64 local servers, not %d", len(c.Parties))
 		}
 		if c.KeyServer == nil || c.KeyServer.Addr == "" {
 			return fmt.Errorf("mode he needs a key server with an address")

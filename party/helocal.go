@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,7 +40,12 @@ type HELocal struct {
 	live   []uint64
 	nlive  int
 
-	enrollMu sync.Mutex // one enrollment at a time: slots are assigned in order
+	self     int
+	enrollMu sync.Mutex        // one enrollment at a time: slots are assigned in order
+	pending  *protocol.Reserve // participant: prepared, undecided (at most one)
+	hash     [16]byte          // XOR of rowHash over live rows (digest)
+	outMu    sync.Mutex
+	outbox   map[int][]protocol.Msg // decisions and deletions not yet acknowledged
 	trPool   sync.Pool
 	m        metrics
 	started  time.Time
@@ -64,7 +70,7 @@ func OpenHELocal(ctx context.Context, cfg *Config, name string, log *slog.Logger
 	if err != nil {
 		return nil, err
 	}
-	l := &HELocal{cfg: cfg, name: name, log: log, p: p, dialer: transport.NewDialer(cert), started: time.Now()}
+	l := &HELocal{cfg: cfg, name: name, self: k, log: log, p: p, dialer: transport.NewDialer(cert), started: time.Now(), outbox: map[int][]protocol.Msg{}}
 	l.ids = newIDIndex(func(r rowRef) string { return l.seg.id(r.seq) })
 	l.trPool.New = func() any {
 		tr, _ := template.NewTransformer(cfg.Dim, cfg.Beta)
@@ -83,6 +89,8 @@ func OpenHELocal(ctx context.Context, cfg *Config, name string, log *slog.Logger
 	// Replay the row map: Reserve takes slots, Decide commits them (live)
 	// or leaves them burned, Delete tombstones a row.
 	pending := map[protocol.TxnID]*protocol.Reserve{}
+	var last *protocol.Reserve
+	var lastCommit, lastDecided bool
 	w, cut, err := openWAL(filepath.Join(dir, "rows.wal"), func(b []byte) error {
 		m, err := protocol.Decode(b)
 		if err != nil {
@@ -95,11 +103,15 @@ func OpenHELocal(ctx context.Context, cfg *Config, name string, log *slog.Logger
 			}
 			l.reserve(m.IDs)
 			pending[m.Txn] = m
+			last, lastDecided = m, false
 		case *protocol.Decide:
 			if r := pending[m.Txn]; r != nil && m.Commit {
 				l.commit(int(r.Base), r.IDs)
 			}
 			delete(pending, m.Txn)
+			if last != nil && m.Txn == last.Txn {
+				lastDecided, lastCommit = true, m.Commit
+			}
 		case *protocol.Delete:
 			ref, ok := l.ids.lookup(m.ID)
 			if !ok {
@@ -118,8 +130,25 @@ func OpenHELocal(ctx context.Context, cfg *Config, name string, log *slog.Logger
 	if cut > 0 {
 		log.Warn("cut a torn record off the end of the log", "bytes", cut)
 	}
-	if len(pending) > 0 {
-		log.Info("enrollments interrupted by a crash left their slots unused", "batches", len(pending))
+	// The sequencer (the first local server) decides: an enrollment it
+	// never decided is aborted (presumed abort) and its last decision is
+	// sent again to every other local server. A participant keeps its
+	// undecided reservation until the sequencer's decision arrives.
+	if last != nil {
+		if l.self == 0 {
+			if !lastDecided {
+				if err := l.wal.append(protocol.Marshal(&protocol.Decide{Txn: last.Txn})); err != nil {
+					return nil, err
+				}
+				log.Info("aborted an enrollment left undecided by a crash; its slots stay unused")
+			}
+			for k := 1; k < cfg.Mu(); k++ {
+				l.outbox[k] = append(l.outbox[k], &protocol.HEDecide{Txn: last.Txn, Commit: lastDecided && lastCommit, Base: last.Base, N: uint32(len(last.IDs))})
+			}
+		} else if !lastDecided {
+			l.pending = last
+			log.Info("waiting for the sequencer's decision on an interrupted enrollment")
+		}
 	}
 	ng := (l.rows() + p.GroupRows() - 1) / p.GroupRows()
 	for g := 0; g < ng; g++ {
@@ -206,6 +235,7 @@ func (l *HELocal) commit(base int, ids []string) {
 		l.live[r>>6] |= 1 << uint(r&63)
 		l.ids.insert(id, rowRef{seq: r})
 		l.nlive++
+		xor16(&l.hash, rowHash(0, r, id))
 	}
 }
 
@@ -213,6 +243,7 @@ func (l *HELocal) remove(id string, r int) {
 	l.live[r>>6] &^= 1 << uint(r&63)
 	l.ids.remove(id)
 	l.nlive--
+	xor16(&l.hash, rowHash(0, r, id))
 }
 
 // Serve answers devices until ctx ends.
@@ -226,7 +257,8 @@ func (l *HELocal) Serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	l.log.Info("serving", "addr", ln.Addr().String(), "role", "local server")
+	l.log.Info("serving", "addr", ln.Addr().String(), "role", "local server", "sequencer", l.self == 0)
+	go l.deliverLoop(ctx)
 	go func() { <-ctx.Done(); ln.Close() }()
 	return ln.Serve(ctx, l.handle)
 }
@@ -255,11 +287,32 @@ func (l *HELocal) handle(ctx context.Context, s *transport.Stream) {
 	switch m := m.(type) {
 	case *protocol.Health:
 		l.mu.RLock()
-		g := protocol.Digest{{Rows: uint32(l.rows()), Live: uint32(l.nlive)}}
+		g := protocol.Digest{{Rows: uint32(l.rows()), Live: uint32(l.nlive), Hash: l.hash}}
+		inDoubt := 0
+		if l.pending != nil {
+			inDoubt = 1
+		}
 		l.mu.RUnlock()
-		reply(&protocol.HealthOK{Name: l.name, Mode: "he", Digest: g})
+		inDoubt += l.undelivered()
+		reply(&protocol.HealthOK{Name: l.name, Mode: "he", Digest: g, InDoubt: uint32(inDoubt)})
 	case *protocol.Enroll:
-		reply(l.enroll(m))
+		if l.self != 0 { // the sequencer orders every enrollment
+			reply(l.forward(ctx, m))
+			return
+		}
+		reply(l.enroll(ctx, m))
+	case *protocol.Prepare:
+		if s.Peer.Role != transport.RoleParty || s.Peer.Name != l.cfg.Parties[0].Name || l.self == 0 {
+			reply(protocol.Errorf(protocol.CodeForbidden, "only the sequencer %s prepares enrollments", l.cfg.Parties[0].Name))
+			return
+		}
+		reply(l.prepare(m))
+	case *protocol.HEDecide:
+		if s.Peer.Role != transport.RoleParty || s.Peer.Name != l.cfg.Parties[0].Name || l.self == 0 {
+			reply(protocol.Errorf(protocol.CodeForbidden, "only the sequencer decides enrollments"))
+			return
+		}
+		reply(l.onDecide(m))
 	case *protocol.Identify:
 		start := time.Now()
 		resp := l.identify(ctx, m)
@@ -267,18 +320,37 @@ func (l *HELocal) handle(ctx context.Context, s *transport.Stream) {
 		l.m.identifyNanos.Add(int64(time.Since(start)))
 		reply(resp)
 	case *protocol.Delete:
-		reply(l.delete(m))
+		switch {
+		case s.Peer.Role == transport.RoleParty && s.Peer.Name == l.cfg.Parties[0].Name && l.self != 0:
+			reply(l.applyDelete(m)) // the sequencer's broadcast
+		case l.self != 0:
+			reply(l.forward(ctx, m))
+		default:
+			reply(l.delete(ctx, m))
+		}
 	default:
 		reply(protocol.Errorf(protocol.CodeBadRequest, "unexpected %T at a local server", m))
 	}
 }
 
-// enroll transforms a batch with T_alpha and adds it to the encrypted
-// database: for every group the batch touches, one delta of 2d fresh
-// encryptions. Slots are reserved in the log first, the group files are
-// replaced atomically, and the commit record makes the rows live; a crash in
-// between burns the slots but never reuses one.
-func (l *HELocal) enroll(m *protocol.Enroll) protocol.Msg {
+// forward sends a device's request to the sequencer and relays its answer.
+func (l *HELocal) forward(ctx context.Context, m protocol.Msg) protocol.Msg {
+	resp, _, err := call(ctx, l.dialer, l.cfg.Parties[0], m)
+	if err != nil {
+		return asError(err, protocol.CodeUnavailable)
+	}
+	return resp
+}
+
+// enroll runs at the sequencer: it transforms a batch with T_alpha, adds it
+// to its own encrypted database, has every other local server do the same
+// with its own randomness (Prepare), and commits only if all did ((mu,nu)-
+// IDFace: every local server holds its own encryption of the same rows).
+// For each group the batch touches, a server encrypts one delta of 2d
+// ciphertexts. Slots are reserved in the log first and group files are
+// replaced atomically; an abort or a crash burns the slots at every server
+// but never reuses one.
+func (l *HELocal) enroll(ctx context.Context, m *protocol.Enroll) protocol.Msg {
 	if len(m.Items) == 0 {
 		return protocol.Errorf(protocol.CodeBadRequest, "empty enrollment")
 	}
@@ -288,6 +360,9 @@ func (l *HELocal) enroll(m *protocol.Enroll) protocol.Msg {
 	}
 	l.enrollMu.Lock()
 	defer l.enrollMu.Unlock()
+	if err := l.flush(ctx); err != nil {
+		return protocol.Errorf(protocol.CodeUnavailable, "%v", err)
+	}
 	l.mu.RLock()
 	for i, id := range ids {
 		if _, dup := l.ids.lookup(id); dup {
@@ -299,19 +374,67 @@ func (l *HELocal) enroll(m *protocol.Enroll) protocol.Msg {
 	l.mu.RUnlock()
 	var txn protocol.TxnID
 	rand.Read(txn[:])
+	var failed []string
+	if err := l.addRows(txn, base, ids, zs); err != nil {
+		failed = append(failed, fmt.Sprintf("%s: %v", l.name, err))
+	}
+	var code protocol.Code
+	if len(failed) == 0 && l.cfg.Mu() > 1 {
+		prep := &protocol.Prepare{Txn: txn, Dim: uint16(l.cfg.Dim), Base: uint32(base)}
+		for i, z := range zs {
+			prep.Ops = append(prep.Ops, protocol.Op{Kind: protocol.OpPut, Seq: uint32(base + i), ID: ids[i], Plus: z.Plus, Minus: z.Minus})
+		}
+		for k, err := range l.broadcast(ctx, prep, func(r protocol.Msg) bool { v, ok := r.(*protocol.Vote); return ok && v.Txn == txn }) {
+			if err != nil {
+				failed = append(failed, fmt.Sprintf("%s: %v", l.cfg.Parties[k].Name, err))
+				if e, ok := err.(*protocol.Error); ok && code == 0 {
+					code = e.Code
+				}
+			}
+		}
+	}
+	commit := len(failed) == 0
+	l.mu.Lock()
+	if l.rows() == base { // the local reservation never happened: burn to stay aligned
+		empty := make([]string, len(ids))
+		if err := l.wal.append(protocol.Marshal(&protocol.Reserve{Txn: txn, Base: uint32(base), IDs: empty})); err != nil {
+			l.fatal(err)
+		}
+		l.reserve(empty)
+	}
+	if err := l.wal.append(protocol.Marshal(&protocol.Decide{Txn: txn, Commit: commit})); err != nil {
+		l.fatal(err)
+	}
+	if commit {
+		l.commit(base, ids)
+	}
+	l.mu.Unlock()
+	d := &protocol.HEDecide{Txn: txn, Commit: commit, Base: uint32(base), N: uint32(len(ids))}
+	for k, err := range l.broadcast(ctx, d, func(r protocol.Msg) bool { _, ok := r.(*protocol.DecideOK); return ok }) {
+		if err != nil {
+			l.queue(k, d)
+		}
+	}
+	if !commit {
+		l.m.txnAborts.Add(1)
+		if code != protocol.CodeDuplicate && code != protocol.CodeBadRequest {
+			code = protocol.CodeAborted
+		}
+		return protocol.Errorf(code, "enrollment rolled back at every local server: %s", strings.Join(failed, "; "))
+	}
+	l.m.enrolled.Add(int64(len(ids)))
+	return &protocol.EnrollOK{Count: uint32(len(ids))}
+}
+
+// addRows reserves slots base.. for ids in the log, then encrypts and adds
+// one delta per group the rows fall in, saving each group file.
+func (l *HELocal) addRows(txn protocol.TxnID, base int, ids []string, zs []template.Ternary) error {
 	if err := l.wal.append(protocol.Marshal(&protocol.Reserve{Txn: txn, Base: uint32(base), IDs: ids})); err != nil {
 		l.fatal(err)
 	}
 	l.mu.Lock()
 	l.reserve(ids)
 	l.mu.Unlock()
-
-	abort := func(err error) protocol.Msg {
-		if werr := l.wal.append(protocol.Marshal(&protocol.Decide{Txn: txn, Commit: false})); werr != nil {
-			l.fatal(werr)
-		}
-		return protocol.Errorf(protocol.CodeAborted, "enrollment rolled back: %v", err)
-	}
 	gr := l.p.GroupRows()
 	for lo := 0; lo < len(zs); {
 		row := base + lo
@@ -323,7 +446,7 @@ func (l *HELocal) enroll(m *protocol.Enroll) protocol.Msg {
 		}
 		delta, err := l.local.Delta(slots, zs[lo:hi])
 		if err != nil {
-			return abort(err)
+			return err
 		}
 		l.mu.Lock()
 		for len(l.groups) <= g {
@@ -336,18 +459,182 @@ func (l *HELocal) enroll(m *protocol.Enroll) protocol.Msg {
 		}
 		l.mu.Unlock()
 		if err := l.saveGroup(g); err != nil {
-			return abort(err)
+			return err
 		}
 		lo = hi
 	}
-	if err := l.wal.append(protocol.Marshal(&protocol.Decide{Txn: txn, Commit: true})); err != nil {
-		l.fatal(err)
+	return nil
+}
+
+// prepare runs at a participant: check the sequencer's batch against this
+// server's rows, encrypt it with fresh randomness, make it durable, vote.
+func (l *HELocal) prepare(m *protocol.Prepare) protocol.Msg {
+	l.enrollMu.Lock()
+	defer l.enrollMu.Unlock()
+	if l.pending != nil {
+		return protocol.Errorf(protocol.CodeUnavailable, "%s still waits for the decision on an earlier enrollment", l.name)
 	}
+	if int(m.Dim) != l.cfg.Dim {
+		return protocol.Errorf(protocol.CodeBadRequest, "dimension %d, cluster uses %d", m.Dim, l.cfg.Dim)
+	}
+	l.mu.RLock()
+	base := l.rows()
+	l.mu.RUnlock()
+	if int(m.Base) != base {
+		return protocol.Errorf(protocol.CodeInconsistent, "%s has %d rows, the sequencer built on %d", l.name, base, m.Base)
+	}
+	ids := make([]string, len(m.Ops))
+	zs := make([]template.Ternary, len(m.Ops))
+	seen := map[string]bool{}
+	for i, op := range m.Ops {
+		if op.Kind != protocol.OpPut || int(op.Seq) != base+i {
+			return protocol.Errorf(protocol.CodeBadRequest, "operation %d is not the put of row %d", i, base+i)
+		}
+		if err := CheckID(op.ID); err != nil || seen[op.ID] {
+			return protocol.Errorf(protocol.CodeBadRequest, "operation %d: bad or repeated id", i)
+		}
+		seen[op.ID] = true
+		l.mu.RLock()
+		_, dup := l.ids.lookup(op.ID)
+		l.mu.RUnlock()
+		if dup {
+			return protocol.Errorf(protocol.CodeDuplicate, "id %q is already enrolled at %s", op.ID, l.name)
+		}
+		zs[i] = template.Ternary{Dim: l.cfg.Dim, Plus: op.Plus, Minus: op.Minus}
+		if err := zs[i].Validate(l.cfg.Alpha); err != nil {
+			return protocol.Errorf(protocol.CodeBadRequest, "operation %d: %v", i, err)
+		}
+		ids[i] = op.ID
+	}
+	r := &protocol.Reserve{Txn: m.Txn, Base: m.Base, IDs: ids}
+	l.pending = r
+	if err := l.addRows(m.Txn, base, ids, zs); err != nil {
+		return protocol.Errorf(protocol.CodeInternal, "%s: %v", l.name, err)
+	}
+	return &protocol.Vote{Txn: m.Txn}
+}
+
+// onDecide applies the sequencer's decision; idempotent.
+func (l *HELocal) onDecide(m *protocol.HEDecide) protocol.Msg {
+	l.enrollMu.Lock()
+	defer l.enrollMu.Unlock()
 	l.mu.Lock()
-	l.commit(base, ids)
-	l.mu.Unlock()
-	l.m.enrolled.Add(int64(len(ids)))
-	return &protocol.EnrollOK{Count: uint32(len(ids))}
+	defer l.mu.Unlock()
+	rows, base, end := l.rows(), int(m.Base), int(m.Base)+int(m.N)
+	if p := l.pending; p != nil && p.Txn == m.Txn {
+		if err := l.wal.append(protocol.Marshal(&protocol.Decide{Txn: m.Txn, Commit: m.Commit})); err != nil {
+			l.fatal(err)
+		}
+		if m.Commit {
+			l.commit(int(p.Base), p.IDs)
+		}
+		l.pending = nil
+		return &protocol.DecideOK{}
+	}
+	switch {
+	case rows >= end:
+		return &protocol.DecideOK{} // already applied
+	case rows == base && !m.Commit:
+		empty := make([]string, m.N)
+		for _, rec := range []protocol.Msg{&protocol.Reserve{Txn: m.Txn, Base: m.Base, IDs: empty}, &protocol.Decide{Txn: m.Txn}} {
+			if err := l.wal.append(protocol.Marshal(rec)); err != nil {
+				l.fatal(err)
+			}
+		}
+		l.reserve(empty)
+		return &protocol.DecideOK{}
+	}
+	return protocol.Errorf(protocol.CodeInconsistent, "%s has %d rows; cannot apply a decision on rows %d..%d", l.name, rows, base, end-1)
+}
+
+// broadcast sends m to every other local server in parallel; ok checks
+// the reply. It returns the errors by server.
+func (l *HELocal) broadcast(ctx context.Context, m protocol.Msg, ok func(protocol.Msg) bool) []error {
+	errs := make([]error, l.cfg.Mu())
+	var wg sync.WaitGroup
+	for k := range l.cfg.Parties {
+		if k == l.self {
+			continue
+		}
+		wg.Go(func() {
+			resp, _, err := call(ctx, l.dialer, l.cfg.Parties[k], m)
+			if err == nil && !ok(resp) {
+				err = fmt.Errorf("unexpected answer %T", resp)
+			}
+			errs[k] = err
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+// undelivered counts decisions and deletions other servers have not
+// acknowledged yet: until they do, the cluster has not settled.
+func (l *HELocal) undelivered() int {
+	l.outMu.Lock()
+	defer l.outMu.Unlock()
+	n := 0
+	for _, ms := range l.outbox {
+		n += len(ms)
+	}
+	return n
+}
+
+func (l *HELocal) queue(k int, m protocol.Msg) {
+	l.outMu.Lock()
+	defer l.outMu.Unlock()
+	l.outbox[k] = append(l.outbox[k], m)
+	l.log.Warn("message not delivered; will retry", "to", l.cfg.Parties[k].Name, "type", fmt.Sprintf("%T", m))
+}
+
+// flush delivers the outbox in order; it fails while a server has not
+// acknowledged an earlier decision or deletion.
+func (l *HELocal) flush(ctx context.Context) error {
+	l.outMu.Lock()
+	defer l.outMu.Unlock()
+	var missing []string
+	for k, ms := range l.outbox {
+		for len(ms) > 0 {
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, _, err := call(cctx, l.dialer, l.cfg.Parties[k], ms[0])
+			cancel()
+			if err != nil {
+				missing = append(missing, fmt.Sprintf("%s (%v)", l.cfg.Parties[k].Name, err))
+				break
+			}
+			ms = ms[1:]
+		}
+		if len(ms) == 0 {
+			delete(l.outbox, k)
+		} else {
+			l.outbox[k] = ms
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("local servers have not confirmed an earlier change: %s", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+func (l *HELocal) deliverLoop(ctx context.Context) {
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			l.outMu.Lock()
+			n := len(l.outbox)
+			l.outMu.Unlock()
+			if n > 0 && l.enrollMu.TryLock() {
+				if l.flush(ctx) == nil {
+					l.log.Info("outstanding decisions delivered")
+				}
+				l.enrollMu.Unlock()
+			}
+		}
+	}
 }
 
 // transformBatch validates ids and templates and applies T_alpha on all
@@ -421,22 +708,44 @@ func (l *HELocal) saveGroup(g int) error {
 	return syncDir(filepath.Dir(path))
 }
 
-func (l *HELocal) delete(m *protocol.Delete) protocol.Msg {
+// delete runs at the sequencer: tombstone the row here, then at every
+// other local server; a server that is down gets it when it returns.
+func (l *HELocal) delete(ctx context.Context, m *protocol.Delete) protocol.Msg {
 	l.enrollMu.Lock()
 	defer l.enrollMu.Unlock()
-	l.mu.RLock()
+	if resp := l.applyDelete(m); resp.Type() != protocol.TDeleteOK {
+		return resp
+	}
+	l.m.deleted.Add(1)
+	var missing []string
+	for k, err := range l.broadcast(ctx, m, func(r protocol.Msg) bool { _, ok := r.(*protocol.DeleteOK); return ok }) {
+		if err != nil {
+			l.queue(k, m)
+			missing = append(missing, l.cfg.Parties[k].Name)
+		}
+	}
+	if len(missing) > 0 {
+		return protocol.Errorf(protocol.CodeUnavailable, "deleted, but not yet at %s: the deletion is retried until they acknowledge it", strings.Join(missing, ", "))
+	}
+	return &protocol.DeleteOK{}
+}
+
+// applyDelete tombstones an id here. At a participant an unknown id is
+// already deleted (the sequencer checked it), so it succeeds.
+func (l *HELocal) applyDelete(m *protocol.Delete) protocol.Msg {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	ref, ok := l.ids.lookup(m.ID)
-	l.mu.RUnlock()
 	if !ok {
+		if l.self != 0 {
+			return &protocol.DeleteOK{}
+		}
 		return protocol.Errorf(protocol.CodeUnknownID, "id %q is not enrolled", m.ID)
 	}
 	if err := l.wal.append(protocol.Marshal(m)); err != nil {
 		l.fatal(err)
 	}
-	l.mu.Lock()
 	l.remove(m.ID, ref.seq)
-	l.mu.Unlock()
-	l.m.deleted.Add(1)
 	return &protocol.DeleteOK{}
 }
 

@@ -215,10 +215,18 @@ func (p *Party) reply(s *transport.Stream, m protocol.Msg) {
 	}
 }
 
+// health reports the row map and how many transactions are unsettled: not
+// yet decided here, or decided here but not yet acknowledged by a party.
 func (p *Party) health() protocol.Msg {
+	p.outMu.Lock()
+	undelivered := 0
+	for _, ds := range p.outbox {
+		undelivered += len(ds)
+	}
+	p.outMu.Unlock()
 	p.st.mu.RLock()
 	defer p.st.mu.RUnlock()
-	return &protocol.HealthOK{Name: p.name, Mode: p.cfg.Mode, Digest: p.st.digest(), InDoubt: uint32(len(p.st.pending))}
+	return &protocol.HealthOK{Name: p.name, Mode: p.cfg.Mode, Digest: p.st.digest(), InDoubt: uint32(len(p.st.pending) + undelivered)}
 }
 
 // fatal stops the process when the log cannot be written: continuing could

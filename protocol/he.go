@@ -101,3 +101,30 @@ func (m *Reserve) unmarshal(d *dec) {
 		m.IDs = append(m.IDs, d.str(MaxIDLen))
 	}
 }
+
+// HEDecide ends a (mu,nu)-IDFace enrollment at every local server: commit
+// makes rows Base..Base+N-1 live; abort leaves them burned, and a server
+// that never reserved them (it refused or missed the prepare) burns them
+// now, so every local server keeps the same slot order.
+type HEDecide struct {
+	Txn    TxnID
+	Commit bool
+	Base   uint32
+	N      uint32
+}
+
+func (m *HEDecide) Type() Type { return THEDecide }
+func (m *HEDecide) marshal(e *enc) {
+	e.raw(m.Txn[:])
+	e.bool(m.Commit)
+	e.u32(m.Base)
+	e.u32(m.N)
+}
+func (m *HEDecide) unmarshal(d *dec) {
+	copy(m.Txn[:], d.take(16))
+	m.Commit = d.bool()
+	m.Base, m.N = d.u32(), d.u32()
+	if d.err == nil && (m.N > MaxBatch || uint64(m.Base)+uint64(m.N) > MaxRows) {
+		d.fail("decision for %d rows at %d", m.N, m.Base)
+	}
+}

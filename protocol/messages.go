@@ -57,6 +57,7 @@ const (
 	THEQuery
 	THEResult
 	TReserve
+	THEDecide
 )
 
 // Msg is any protocol message.
@@ -127,6 +128,8 @@ func Decode(b []byte) (Msg, error) {
 		m = &HEResult{}
 	case TReserve:
 		m = &Reserve{}
+	case THEDecide:
+		m = &HEDecide{}
 	default:
 		return nil, fmt.Errorf("%w: unknown message type %d", ErrMalformed, b[1])
 	}
@@ -312,8 +315,9 @@ func (m *Health) Type() Type     { return THealth }
 func (m *Health) marshal(*enc)   {}
 func (m *Health) unmarshal(*dec) {}
 
-// HealthOK reports a party's state: its row map digest and whether it has
-// transactions whose outcome it has not yet learned.
+// HealthOK reports a party's state: its row map digest and how many
+// transactions are unsettled (undecided here, or decided but not yet
+// acknowledged by every other server).
 type HealthOK struct {
 	Name    string
 	Mode    string

@@ -22,56 +22,37 @@ import (
 // search (the key server returns the best rows above the threshold, never
 // scores), deletion, restart, and a client refused the key server's role.
 func TestHECluster(t *testing.T) {
-	dir, cfg := newCluster(t, "he", 1)
+	for _, mu := range []int{1, 2} {
+		t.Run(fmt.Sprintf("local_servers=%d", mu), func(t *testing.T) { testHECluster(t, mu) })
+	}
+}
+
+func testHECluster(t *testing.T, mu int) {
+	dir, cfg := newCluster(t, "he", mu)
 	d := newDataset(t, t.TempDir(), 500, 21)
-	must(t, "enroll", "--cluster", dir, "--ids", d.ids, "--templates", d.enroll, "--batch", "170", "--quiet")
+	entry := cfg.Parties[mu-1].Name // with two local servers: through the non-sequencer
+	must(t, "enroll", "--cluster", dir, "--entry", entry, "--ids", d.ids, "--templates", d.enroll, "--batch", "170", "--quiet")
 	one := filepath.Join(t.TempDir(), "one.npy")
 	writeNpy(t, one, d.queries[499:])
-	must(t, "enroll", "--cluster", dir, "--id", "late-single", "--template", one)
+	must(t, "enroll", "--cluster", dir, "--entry", entry, "--id", "late-single", "--template", one)
 	rows := transformRows(t, append(append([][]float32{}, d.gallery...), d.queries[499]), append(append([]string{}, d.names...), "late-single"), cfg.Alpha)
 	q := filepath.Join(dir, "q.npy")
 	writeNpy(t, q, d.queries[:30])
 
 	check := func(rows []plainRow) {
 		t.Helper()
-		rs := parseResults(t, must(t, "identify", "--cluster", dir, "--templates", q, "--top", "2", "--json"))
-		if len(rs) != 30 {
-			t.Fatalf("%d results", len(rs))
-		}
-		for i, r := range rs {
-			if r.Score != nil || r.Cosine != nil {
-				t.Fatalf("query %d: the HE mode revealed a score", i)
-			}
-			want := plainTop(t, rows, d.queries[i], cfg.Alpha, cfg.Beta, 2)
-			var above []string
-			for _, w := range want {
-				if w.score >= cfg.Threshold() {
-					above = append(above, w.id)
-				}
-			}
-			var got []string
-			for _, c := range r.Candidates {
-				got = append(got, c.ID)
-			}
-			if r.Accepted != (len(above) > 0) || (r.ID == nil) == r.Accepted {
-				t.Fatalf("query %d: accepted %v, plaintext %v", i, r.Accepted, want)
-			}
-			if len(got) > 0 && got[0] != above[0] {
-				t.Fatalf("query %d: got %v, plaintext above threshold %v", i, got, above)
-			}
-			if r.BytesSent < 2*131000 {
-				t.Fatalf("query %d sent only %d bytes", i, r.BytesSent)
-			}
+		for _, server := range cfg.Parties {
+			checkAt(t, dir, server.Name, q, d, rows, cfg)
 		}
 	}
 	check(rows)
-	must(t, "delete", "--cluster", dir, "--id", "person-4")
+	must(t, "delete", "--cluster", dir, "--entry", entry, "--id", "person-4")
 	live := append(append([]plainRow{}, rows[:4]...), rows[5:]...)
 	check(live)
 	must(t, "cluster", "down", "--dir", dir)
 	must(t, "cluster", "up", "--dir", dir)
 	check(live)
-	if n := liveRows(t, cfg); n != 500 {
+	if n := liveRows(t, cfg); n != 500 { // and every local server has the same rows
 		t.Fatalf("%d live rows after restart, want 500", n)
 	}
 	_, errs, code := idface(t, "enroll", "--cluster", dir, "--id", "person-7", "--template", one)
@@ -106,10 +87,21 @@ func TestHECluster(t *testing.T) {
 	}
 }
 
-// TestHEKillDuringEnrollment kills the local server mid-enrollment; after a
-// restart the acknowledged rows are all there and identification is exact.
+// TestHEKillDuringEnrollment kills a local server mid-enrollment (the only
+// one, or the participant of two); after a restart every local server holds
+// the same rows, the acknowledged ones among them, and identification is
+// exact.
 func TestHEKillDuringEnrollment(t *testing.T) {
-	dir, cfg := newCluster(t, "he", 1)
+	for _, c := range []struct {
+		mu     int
+		victim string
+	}{{1, "p1"}, {2, "p2"}} {
+		t.Run(fmt.Sprintf("local_servers=%d/kill=%s", c.mu, c.victim), func(t *testing.T) { testHEKill(t, c.mu, c.victim) })
+	}
+}
+
+func testHEKill(t *testing.T, mu int, victim string) {
+	dir, cfg := newCluster(t, "he", mu)
 	d := newDataset(t, t.TempDir(), 4000, 31)
 	cmd := exec.Command(idfaceBin, "enroll", "--cluster", dir, "--ids", d.ids, "--templates", d.enroll, "--batch", "200", "--quiet", "--timeout", "30s")
 	var errb strings.Builder
@@ -130,7 +122,7 @@ func TestHEKillDuringEnrollment(t *testing.T) {
 			t.Fatal("enrollment did not start")
 		}
 	}
-	if err := cluster.Kill(cfg, "p1"); err != nil {
+	if err := cluster.Kill(cfg, victim); err != nil {
 		t.Fatal(err)
 	}
 	if err := cmd.Wait(); err == nil {
@@ -142,7 +134,7 @@ func TestHEKillDuringEnrollment(t *testing.T) {
 	}
 	must(t, "cluster", "up", "--dir", dir)
 	live := liveRows(t, cfg)
-	if live < acked || live > acked+200 {
+	if live < acked || live > acked+200 || (victim != "p1" && live != acked) {
 		t.Fatalf("%d live after the crash, %d acknowledged", live, acked)
 	}
 	// Every live row still decodes exactly: identify probes of early people.
@@ -162,5 +154,41 @@ func TestHEKillDuringEnrollment(t *testing.T) {
 	rs = parseResults(t, must(t, "identify", "--cluster", dir, "--templates", q, "--json"))
 	if rs[0].ID == nil || *rs[0].ID != "after-crash" {
 		t.Fatalf("new row after the crash not identified: %+v", rs[0])
+	}
+}
+
+// checkAt identifies the probes at one local server and compares with the
+// plaintext search: the key server returns the best rows above the
+// threshold, never scores.
+func checkAt(t *testing.T, dir, server, q string, d *dataset, rows []plainRow, cfg *party.Config) {
+	t.Helper()
+	rs := parseResults(t, must(t, "identify", "--cluster", dir, "--entry", server, "--templates", q, "--top", "2", "--json"))
+	if len(rs) != 30 {
+		t.Fatalf("%d results", len(rs))
+	}
+	for i, r := range rs {
+		if r.Score != nil || r.Cosine != nil {
+			t.Fatalf("query %d: the HE mode revealed a score", i)
+		}
+		want := plainTop(t, rows, d.queries[i], cfg.Alpha, cfg.Beta, 2)
+		var above []string
+		for _, w := range want {
+			if w.score >= cfg.Threshold() {
+				above = append(above, w.id)
+			}
+		}
+		var got []string
+		for _, c := range r.Candidates {
+			got = append(got, c.ID)
+		}
+		if r.Accepted != (len(above) > 0) || (r.ID == nil) == r.Accepted {
+			t.Fatalf("query %d: accepted %v, plaintext %v", i, r.Accepted, want)
+		}
+		if len(got) > 0 && got[0] != above[0] {
+			t.Fatalf("query %d: got %v, plaintext above threshold %v", i, got, above)
+		}
+		if r.BytesSent < 2*131000 {
+			t.Fatalf("query %d sent only %d bytes", i, r.BytesSent)
+		}
 	}
 }
