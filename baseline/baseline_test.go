@@ -2,10 +2,9 @@ package baseline
 
 import (
 	"fmt"
+	"github.com/idface/idface/internal/testutil"
 	"math"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
 
 	"github.com/idface/idface/template"
@@ -106,21 +105,10 @@ func TestTernarySearch(t *testing.T) {
 	}
 }
 
-func benchRows(b *testing.B) int {
-	if v := os.Getenv("IDFACE_BENCH_ROWS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			b.Fatalf("IDFACE_BENCH_ROWS=%q: want a positive integer", v)
-		}
-		return n
-	}
-	return 1_000_000
-}
-
 // BenchmarkFloatSearch is the non-protected reference: 1,000,000 x 512
 // float32 (2 GB) scanned on all cores for the best cosine.
 func BenchmarkFloatSearch(b *testing.B) {
-	rows := benchRows(b)
+	rows := testutil.BenchRows(b)
 	r := rand.New(rand.NewPCG(5, 6))
 	db, _ := NewFloatDB(512, rows)
 	db.data = db.data[:rows*512]
@@ -140,7 +128,7 @@ func BenchmarkFloatSearch(b *testing.B) {
 }
 
 func BenchmarkTernarySearch(b *testing.B) {
-	rows := benchRows(b)
+	rows := testutil.BenchRows(b)
 	r := rand.New(rand.NewPCG(7, 8))
 	db, _ := NewTernaryDB(512, rows)
 	z, _ := template.Transform(randVec(r, 512), 341)

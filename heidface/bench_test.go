@@ -2,6 +2,7 @@ package heidface
 
 import (
 	"fmt"
+	"github.com/idface/idface/internal/testutil"
 	"math/rand/v2"
 	"testing"
 
@@ -23,13 +24,13 @@ func benchSetup(b *testing.B, beta int) (*Params, *Local, *Key, *Group, template
 	local, key := NewLocal(p, pk), NewKey(p, sk)
 	rows := make([]template.Ternary, p.GroupRows())
 	for i := range rows {
-		rows[i] = randTernary(r, 512, 341)
+		rows[i] = testutil.RandTernary(r, 512, 341)
 	}
 	g, err := local.EncryptGroup(rows)
 	if err != nil {
 		b.Fatal(err)
 	}
-	return p, local, key, g, randTernary(r, 512, beta)
+	return p, local, key, g, testutil.RandTernary(r, 512, beta)
 }
 
 func BenchmarkEncryptGroup(b *testing.B) {
@@ -39,7 +40,7 @@ func BenchmarkEncryptGroup(b *testing.B) {
 			r := rand.New(rand.NewPCG(2, 2))
 			rows := make([]template.Ternary, p.GroupRows())
 			for i := range rows {
-				rows[i] = randTernary(r, 512, 341)
+				rows[i] = testutil.RandTernary(r, 512, 341)
 			}
 			b.ReportAllocs()
 			for b.Loop() {

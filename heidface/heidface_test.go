@@ -3,6 +3,7 @@ package heidface
 import (
 	"bytes"
 	"fmt"
+	"github.com/idface/idface/internal/testutil"
 	"math/rand/v2"
 	"testing"
 
@@ -10,44 +11,6 @@ import (
 
 	"github.com/idface/idface/template"
 )
-
-func randTernary(r *rand.Rand, d, a int) template.Ternary {
-	t := template.NewTernary(d)
-	for _, j := range r.Perm(d)[:a] {
-		if r.IntN(2) == 0 {
-			t.Plus[j>>6] |= 1 << uint(j&63)
-		} else {
-			t.Minus[j>>6] |= 1 << uint(j&63)
-		}
-	}
-	return t
-}
-
-// extreme returns a row of weight alpha whose score with y is
-// sign*min(alpha, beta).
-func extreme(r *rand.Rand, y template.Ternary, alpha int, sign int8) template.Ternary {
-	x := template.NewTernary(y.Dim)
-	n := 0
-	var free []int
-	for j := 0; j < y.Dim; j++ {
-		switch v := y.At(j) * sign; {
-		case v != 0 && n < alpha:
-			n++
-			if v > 0 {
-				x.Plus[j>>6] |= 1 << uint(j&63)
-			} else {
-				x.Minus[j>>6] |= 1 << uint(j&63)
-			}
-		case v == 0:
-			free = append(free, j)
-		}
-	}
-	r.Shuffle(len(free), func(i, k int) { free[i], free[k] = free[k], free[i] })
-	for _, j := range free[:alpha-n] {
-		x.Plus[j>>6] |= 1 << uint(j&63)
-	}
-	return x
-}
 
 func TestParamsSecurityAndPacking(t *testing.T) {
 	p, err := NewParams(512, 341, 63)
@@ -85,16 +48,16 @@ func TestDecodedScoresExact(t *testing.T) {
 			}
 			sk, pk := GenKeys(p)
 			local, key := NewLocal(p, pk), NewKey(p, sk)
-			y := randTernary(r, c.d, c.beta)
+			y := testutil.RandTernary(r, c.d, c.beta)
 			rows := make([]template.Ternary, p.GroupRows())
 			for i := range rows {
 				switch {
 				case i%97 == 0 || i >= len(rows)-p.N(): // every coefficient of the top digit
-					rows[i] = extreme(r, y, c.alpha, 1)
+					rows[i] = testutil.Extreme(r, y, c.alpha, 1)
 				case i%89 == 0:
-					rows[i] = extreme(r, y, c.alpha, -1)
+					rows[i] = testutil.Extreme(r, y, c.alpha, -1)
 				default:
-					rows[i] = randTernary(r, c.d, c.alpha)
+					rows[i] = testutil.RandTernary(r, c.d, c.alpha)
 				}
 			}
 			g, err := local.EncryptGroup(rows)
@@ -130,14 +93,14 @@ func TestAddRowIntoPartialGroup(t *testing.T) {
 	local, key := NewLocal(p, pk), NewKey(p, sk)
 	rows := make([]template.Ternary, 10)
 	for i := range rows {
-		rows[i] = randTernary(r, 512, 341)
+		rows[i] = testutil.RandTernary(r, 512, 341)
 	}
 	g, err := local.EncryptGroup(rows)
 	if err != nil {
 		t.Fatal(err)
 	}
-	y := randTernary(r, 512, 127)
-	added := map[int]template.Ternary{10: extreme(r, y, 341, 1), p.N() + 5: randTernary(r, 512, 341), p.GroupRows() - 1: extreme(r, y, 341, -1)}
+	y := testutil.RandTernary(r, 512, 127)
+	added := map[int]template.Ternary{10: testutil.Extreme(r, y, 341, 1), p.N() + 5: testutil.RandTernary(r, 512, 341), p.GroupRows() - 1: testutil.Extreme(r, y, 341, -1)}
 	for slot, z := range added {
 		if err := local.AddRow(g, slot, z); err != nil {
 			t.Fatal(err)
@@ -208,7 +171,7 @@ func TestGroupFileAndHostileCiphertexts(t *testing.T) {
 	p, _ := NewParams(128, 85, 40)
 	_, pk := GenKeys(p)
 	local := NewLocal(p, pk)
-	rows := []template.Ternary{randTernary(r, 128, 85), randTernary(r, 128, 85)}
+	rows := []template.Ternary{testutil.RandTernary(r, 128, 85), testutil.RandTernary(r, 128, 85)}
 	g, err := local.EncryptGroup(rows)
 	if err != nil {
 		t.Fatal(err)

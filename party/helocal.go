@@ -44,8 +44,7 @@ type HELocal struct {
 	enrollMu sync.Mutex        // one enrollment at a time: slots are assigned in order
 	pending  *protocol.Reserve // participant: prepared, undecided (at most one)
 	hash     [16]byte          // XOR of rowHash over live rows (digest)
-	outMu    sync.Mutex
-	outbox   map[int][]protocol.Msg // decisions and deletions not yet acknowledged
+	outbox   *outbox           // decisions and deletions not yet acknowledged
 	trPool   sync.Pool
 	m        metrics
 	started  time.Time
@@ -70,7 +69,8 @@ func OpenHELocal(ctx context.Context, cfg *Config, name string, log *slog.Logger
 	if err != nil {
 		return nil, err
 	}
-	l := &HELocal{cfg: cfg, name: name, self: k, log: log, p: p, dialer: transport.NewDialer(cert), started: time.Now(), outbox: map[int][]protocol.Msg{}}
+	l := &HELocal{cfg: cfg, name: name, self: k, log: log, p: p, dialer: transport.NewDialer(cert), started: time.Now()}
+	l.outbox = newOutbox(cfg.Parties, l.dialer, log)
 	l.ids = newIDIndex(func(r rowRef) string { return l.seg.id(r.seq) })
 	l.trPool.New = func() any {
 		tr, _ := template.NewTransformer(cfg.Dim, cfg.Beta)
@@ -143,7 +143,7 @@ func OpenHELocal(ctx context.Context, cfg *Config, name string, log *slog.Logger
 				log.Info("aborted an enrollment left undecided by a crash; its slots stay unused")
 			}
 			for k := 1; k < cfg.Mu(); k++ {
-				l.outbox[k] = append(l.outbox[k], &protocol.HEDecide{Txn: last.Txn, Commit: lastDecided && lastCommit, Base: last.Base, N: uint32(len(last.IDs))})
+				l.outbox.q[k] = append(l.outbox.q[k], &protocol.HEDecide{Txn: last.Txn, Commit: lastDecided && lastCommit, Base: last.Base, N: uint32(len(last.IDs))})
 			}
 		} else if !lastDecided {
 			l.pending = last
@@ -258,7 +258,7 @@ func (l *HELocal) Serve(ctx context.Context) error {
 		return err
 	}
 	l.log.Info("serving", "addr", ln.Addr().String(), "role", "local server", "sequencer", l.self == 0)
-	go l.deliverLoop(ctx)
+	go l.outbox.loop(ctx, &l.enrollMu)
 	go func() { <-ctx.Done(); ln.Close() }()
 	return ln.Serve(ctx, l.handle)
 }
@@ -274,14 +274,8 @@ func (l *HELocal) handle(ctx context.Context, s *transport.Stream) {
 	defer cancel()
 	s.SetDeadline(time.Now().Add(time.Duration(l.cfg.Timeout) * 4))
 	reply := func(m protocol.Msg) { s.WriteFrame(protocol.Marshal(m)) }
-	b, err := s.ReadFrame(protocol.MaxFrame)
-	if err != nil {
-		reply(protocol.Errorf(protocol.CodeBadRequest, "reading the request: %v", err))
-		return
-	}
-	m, err := protocol.Decode(b)
-	if err != nil {
-		reply(protocol.Errorf(protocol.CodeBadRequest, "%v", err))
+	m := readRequest(s)
+	if m == nil {
 		return
 	}
 	switch m := m.(type) {
@@ -293,7 +287,7 @@ func (l *HELocal) handle(ctx context.Context, s *transport.Stream) {
 			inDoubt = 1
 		}
 		l.mu.RUnlock()
-		inDoubt += l.undelivered()
+		inDoubt += l.outbox.len()
 		reply(&protocol.HealthOK{Name: l.name, Mode: "he", Digest: g, InDoubt: uint32(inDoubt)})
 	case *protocol.Enroll:
 		if l.self != 0 { // the sequencer orders every enrollment
@@ -360,7 +354,7 @@ func (l *HELocal) enroll(ctx context.Context, m *protocol.Enroll) protocol.Msg {
 	}
 	l.enrollMu.Lock()
 	defer l.enrollMu.Unlock()
-	if err := l.flush(ctx); err != nil {
+	if err := l.outbox.flush(ctx); err != nil {
 		return protocol.Errorf(protocol.CodeUnavailable, "%v", err)
 	}
 	l.mu.RLock()
@@ -412,7 +406,7 @@ func (l *HELocal) enroll(ctx context.Context, m *protocol.Enroll) protocol.Msg {
 	d := &protocol.HEDecide{Txn: txn, Commit: commit, Base: uint32(base), N: uint32(len(ids))}
 	for k, err := range l.broadcast(ctx, d, func(r protocol.Msg) bool { _, ok := r.(*protocol.DecideOK); return ok }) {
 		if err != nil {
-			l.queue(k, d)
+			l.outbox.add(k, d)
 		}
 	}
 	if !commit {
@@ -568,75 +562,6 @@ func (l *HELocal) broadcast(ctx context.Context, m protocol.Msg, ok func(protoco
 	return errs
 }
 
-// undelivered counts decisions and deletions other servers have not
-// acknowledged yet: until they do, the cluster has not settled.
-func (l *HELocal) undelivered() int {
-	l.outMu.Lock()
-	defer l.outMu.Unlock()
-	n := 0
-	for _, ms := range l.outbox {
-		n += len(ms)
-	}
-	return n
-}
-
-func (l *HELocal) queue(k int, m protocol.Msg) {
-	l.outMu.Lock()
-	defer l.outMu.Unlock()
-	l.outbox[k] = append(l.outbox[k], m)
-	l.log.Warn("message not delivered; will retry", "to", l.cfg.Parties[k].Name, "type", fmt.Sprintf("%T", m))
-}
-
-// flush delivers the outbox in order; it fails while a server has not
-// acknowledged an earlier decision or deletion.
-func (l *HELocal) flush(ctx context.Context) error {
-	l.outMu.Lock()
-	defer l.outMu.Unlock()
-	var missing []string
-	for k, ms := range l.outbox {
-		for len(ms) > 0 {
-			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			_, _, err := call(cctx, l.dialer, l.cfg.Parties[k], ms[0])
-			cancel()
-			if err != nil {
-				missing = append(missing, fmt.Sprintf("%s (%v)", l.cfg.Parties[k].Name, err))
-				break
-			}
-			ms = ms[1:]
-		}
-		if len(ms) == 0 {
-			delete(l.outbox, k)
-		} else {
-			l.outbox[k] = ms
-		}
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("local servers have not confirmed an earlier change: %s", strings.Join(missing, ", "))
-	}
-	return nil
-}
-
-func (l *HELocal) deliverLoop(ctx context.Context) {
-	t := time.NewTicker(500 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			l.outMu.Lock()
-			n := len(l.outbox)
-			l.outMu.Unlock()
-			if n > 0 && l.enrollMu.TryLock() {
-				if l.flush(ctx) == nil {
-					l.log.Info("outstanding decisions delivered")
-				}
-				l.enrollMu.Unlock()
-			}
-		}
-	}
-}
-
 // transformBatch validates ids and templates and applies T_alpha on all
 // cores; the float templates are dropped afterwards.
 func (l *HELocal) transformBatch(items []protocol.Item) ([]template.Ternary, []string, *protocol.Error) {
@@ -720,7 +645,7 @@ func (l *HELocal) delete(ctx context.Context, m *protocol.Delete) protocol.Msg {
 	var missing []string
 	for k, err := range l.broadcast(ctx, m, func(r protocol.Msg) bool { _, ok := r.(*protocol.DeleteOK); return ok }) {
 		if err != nil {
-			l.queue(k, m)
+			l.outbox.add(k, m)
 			missing = append(missing, l.cfg.Parties[k].Name)
 		}
 	}

@@ -93,14 +93,8 @@ func (k *KeyServer) Serve(ctx context.Context) error {
 func (k *KeyServer) handle(ctx context.Context, s *transport.Stream) {
 	s.SetDeadline(time.Now().Add(time.Duration(k.cfg.Timeout)))
 	reply := func(m protocol.Msg) { s.WriteFrame(protocol.Marshal(m)) }
-	b, err := s.ReadFrame(protocol.MaxFrame)
-	if err != nil {
-		reply(protocol.Errorf(protocol.CodeBadRequest, "reading the request: %v", err))
-		return
-	}
-	m, err := protocol.Decode(b)
-	if err != nil {
-		reply(protocol.Errorf(protocol.CodeBadRequest, "%v", err))
+	m := readRequest(s)
+	if m == nil {
 		return
 	}
 	switch m := m.(type) {

@@ -32,8 +32,7 @@ type Party struct {
 	dialer *transport.Dialer
 
 	txnMu  sync.Mutex // serialises the transactions this party originates
-	outMu  sync.Mutex
-	outbox map[int][]*protocol.Decide // decisions not yet acknowledged, per party
+	outbox *outbox    // decisions not yet acknowledged, per party
 
 	trPool  sync.Pool // *template.Transformer for beta (queries)
 	ln      *transport.Listener
@@ -60,7 +59,8 @@ func Open(cfg *Config, name string, log *slog.Logger) (*Party, error) {
 		return nil, err
 	}
 	p := &Party{cfg: cfg, self: self, name: name, log: log, st: st,
-		dialer: transport.NewDialer(cert), outbox: map[int][]*protocol.Decide{}, started: time.Now()}
+		dialer: transport.NewDialer(cert), started: time.Now()}
+	p.outbox = newOutbox(cfg.Parties, p.dialer, log)
 	p.trPool.New = func() any {
 		tr, _ := template.NewTransformer(cfg.Dim, cfg.Beta)
 		return tr
@@ -116,7 +116,7 @@ func Open(cfg *Config, name string, log *slog.Logger) (*Party, error) {
 		}
 		for k := range cfg.Parties {
 			if k != self {
-				p.outbox[k] = append(p.outbox[k], &protocol.Decide{Txn: lastOwn.Txn, Origin: uint8(self), Commit: lastOwnDecided && lastOwnCommit})
+				p.outbox.q[k] = append(p.outbox.q[k], &protocol.Decide{Txn: lastOwn.Txn, Origin: uint8(self), Commit: lastOwnDecided && lastOwnCommit})
 			}
 		}
 	}
@@ -145,7 +145,7 @@ func (p *Party) Serve(ctx context.Context) error {
 		return err
 	}
 	p.ln = ln
-	go p.deliverLoop(ctx)
+	go p.outbox.loop(ctx, &p.txnMu)
 	p.log.Info("serving", "addr", ln.Addr().String(), "mode", p.cfg.Mode, "mu", p.cfg.Mu())
 	go func() { <-ctx.Done(); ln.Close() }()
 	return ln.Serve(ctx, p.handle)
@@ -162,14 +162,8 @@ func (p *Party) handle(ctx context.Context, s *transport.Stream) {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(p.cfg.Timeout))
 	defer cancel()
 	s.SetDeadline(time.Now().Add(time.Duration(p.cfg.Timeout)))
-	b, err := s.ReadFrame(protocol.MaxFrame)
-	if err != nil {
-		p.reply(s, protocol.Errorf(protocol.CodeBadRequest, "reading the request: %v", err))
-		return
-	}
-	m, err := protocol.Decode(b)
-	if err != nil {
-		p.reply(s, protocol.Errorf(protocol.CodeBadRequest, "%v", err))
+	m := readRequest(s)
+	if m == nil {
 		return
 	}
 	party := s.Peer.Role == transport.RoleParty
@@ -218,12 +212,7 @@ func (p *Party) reply(s *transport.Stream, m protocol.Msg) {
 // health reports the row map and how many transactions are unsettled: not
 // yet decided here, or decided here but not yet acknowledged by a party.
 func (p *Party) health() protocol.Msg {
-	p.outMu.Lock()
-	undelivered := 0
-	for _, ds := range p.outbox {
-		undelivered += len(ds)
-	}
-	p.outMu.Unlock()
+	undelivered := p.outbox.len()
 	p.st.mu.RLock()
 	defer p.st.mu.RUnlock()
 	return &protocol.HealthOK{Name: p.name, Mode: p.cfg.Mode, Digest: p.st.digest(), InDoubt: uint32(len(p.st.pending) + undelivered)}

@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/sharing"
@@ -140,7 +139,7 @@ func (p *Party) delete(ctx context.Context, m *protocol.Delete, fromParty bool) 
 func (p *Party) runTxn(ctx context.Context, ops [][]protocol.Op) *protocol.Error {
 	p.txnMu.Lock()
 	defer p.txnMu.Unlock()
-	if err := p.flush(ctx); err != nil {
+	if err := p.outbox.flush(ctx); err != nil {
 		return protocol.Errorf(protocol.CodeUnavailable, "%v", err)
 	}
 	var txn protocol.TxnID
@@ -260,69 +259,15 @@ func (p *Party) onDecide(m *protocol.Decide) protocol.Msg {
 }
 
 // deliver sends a decision to every other party; those that do not
-// acknowledge keep it in the outbox, retried until they do.
+// acknowledge get it from the outbox later.
 func (p *Party) deliver(ctx context.Context, d *protocol.Decide) {
 	errs := p.broadcast(ctx, func(ctx context.Context, k int) error {
 		_, _, err := call(ctx, p.dialer, p.cfg.Parties[k], d)
 		return err
 	})
-	p.outMu.Lock()
-	defer p.outMu.Unlock()
 	for k, err := range errs {
 		if err != nil {
-			p.outbox[k] = append(p.outbox[k], d)
-			p.log.Warn("decision not delivered; will retry", "party", p.cfg.Parties[k].Name, "err", err)
-		}
-	}
-}
-
-// flush delivers the outbox; it fails if a party still has not
-// acknowledged an earlier decision (it would refuse the next prepare).
-func (p *Party) flush(ctx context.Context) error {
-	p.outMu.Lock()
-	defer p.outMu.Unlock()
-	var missing []string
-	for k, ds := range p.outbox {
-		for len(ds) > 0 {
-			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			_, _, err := call(cctx, p.dialer, p.cfg.Parties[k], ds[0])
-			cancel()
-			if err != nil {
-				missing = append(missing, fmt.Sprintf("%s (%v)", p.cfg.Parties[k].Name, err))
-				break
-			}
-			ds = ds[1:]
-		}
-		if len(ds) == 0 {
-			delete(p.outbox, k)
-		} else {
-			p.outbox[k] = ds
-		}
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("parties have not confirmed an earlier enrollment decision: %s", strings.Join(missing, ", "))
-	}
-	return nil
-}
-
-// deliverLoop retries the outbox in the background.
-func (p *Party) deliverLoop(ctx context.Context) {
-	t := time.NewTicker(500 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			p.outMu.Lock()
-			n := len(p.outbox)
-			p.outMu.Unlock()
-			if n > 0 && p.txnMu.TryLock() {
-				if err := p.flush(ctx); err == nil {
-					p.log.Info("outstanding decisions delivered")
-				}
-				p.txnMu.Unlock()
-			}
+			p.outbox.add(k, d)
 		}
 	}
 }

@@ -2,26 +2,12 @@ package sharing
 
 import (
 	"fmt"
+	"github.com/idface/idface/internal/testutil"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
 
 	"github.com/idface/idface/template"
 )
-
-// benchRows is the database size of the large benchmarks: 1,000,000 by
-// default, IDFACE_BENCH_ROWS to override (CI uses a small value).
-func benchRows(b *testing.B) int {
-	if v := os.Getenv("IDFACE_BENCH_ROWS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			b.Fatalf("IDFACE_BENCH_ROWS=%q: want a positive integer", v)
-		}
-		return n
-	}
-	return 1_000_000
-}
 
 // randomStore fills a store's columns with random bits directly: the same
 // memory layout and statistics as real shares, built in milliseconds.
@@ -47,12 +33,12 @@ func randomStore(b *testing.B, d, rows int) *Store {
 }
 
 func BenchmarkGather(b *testing.B) {
-	rows := benchRows(b)
+	rows := testutil.BenchRows(b)
 	s := randomStore(b, 512, rows)
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, beta := range []int{63, 127, 341} {
 		b.Run(fmt.Sprintf("rows=%d/beta=%d", rows, beta), func(b *testing.B) {
-			sel := NewSelection(randTernary(r, 512, beta))
+			sel := NewSelection(testutil.RandTernary(r, 512, beta))
 			dst := make([]uint64, s.Words()*2*beta)
 			b.SetBytes(int64(len(dst) * 8))
 			b.ReportAllocs()
@@ -68,7 +54,7 @@ func BenchmarkGather(b *testing.B) {
 // BenchmarkScore measures the entry's work for mu = 2 over a whole database
 // of gathered columns on all cores: XOR, bit-sliced count, best row.
 func BenchmarkScore(b *testing.B) {
-	rows := benchRows(b)
+	rows := testutil.BenchRows(b)
 	W := template.Words(rows)
 	live := make([]uint64, W)
 	for i := range live {
@@ -100,7 +86,7 @@ func BenchmarkScore(b *testing.B) {
 
 func BenchmarkGenShare(b *testing.B) {
 	r := rand.New(rand.NewPCG(5, 6))
-	z := randTernary(r, 512, 341)
+	z := testutil.RandTernary(r, 512, 341)
 	for _, mu := range []int{2, 3} {
 		b.Run(fmt.Sprintf("d=512/mu=%d", mu), func(b *testing.B) {
 			stream, _ := NewStream(nil)
@@ -121,7 +107,7 @@ func BenchmarkGenShare(b *testing.B) {
 
 func BenchmarkAppend(b *testing.B) {
 	r := rand.New(rand.NewPCG(7, 8))
-	sh, _ := GenShare(randTernary(r, 512, 341), 2, nil)
+	sh, _ := GenShare(testutil.RandTernary(r, 512, 341), 2, nil)
 	s, _ := NewStore(512, 0)
 	b.ReportAllocs()
 	for b.Loop() {

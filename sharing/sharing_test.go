@@ -3,6 +3,7 @@ package sharing
 import (
 	"bytes"
 	"fmt"
+	"github.com/idface/idface/internal/testutil"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -10,19 +11,6 @@ import (
 
 	"github.com/idface/idface/template"
 )
-
-// randTernary draws a uniformly random vector of Z^d_a (test data only).
-func randTernary(r *rand.Rand, d, a int) template.Ternary {
-	t := template.NewTernary(d)
-	for _, j := range r.Perm(d)[:a] {
-		if r.IntN(2) == 0 {
-			t.Plus[j>>6] |= 1 << uint(j&63)
-		} else {
-			t.Minus[j>>6] |= 1 << uint(j&63)
-		}
-	}
-	return t
-}
 
 // seeded is a deterministic stream for reproducible tests.
 func seeded(t testing.TB, seed byte) *bytes.Reader {
@@ -35,7 +23,7 @@ func TestGenShareReconstruct(t *testing.T) {
 	for _, d := range []int{128, 192, 256, 500, 512} {
 		for _, mu := range []int{2, 3, 6} {
 			t.Run(fmt.Sprintf("d=%d/mu=%d", d, mu), func(t *testing.T) {
-				z := randTernary(r, d, template.DefaultAlpha(d))
+				z := testutil.RandTernary(r, d, template.DefaultAlpha(d))
 				sh, err := GenShare(z, mu, nil)
 				if err != nil {
 					t.Fatal(err)
@@ -150,7 +138,7 @@ func newCluster(t testing.TB, r *rand.Rand, d, alpha, rows, mu int) *cluster {
 	}
 	stream, _ := NewStream(nil)
 	for range rows {
-		z := randTernary(r, d, alpha)
+		z := testutil.RandTernary(r, d, alpha)
 		c.plain = append(c.plain, z)
 		var sh []Share
 		if mu == 1 {
@@ -228,7 +216,7 @@ func TestScoreMatchesNaive(t *testing.T) {
 						if q == 0 && rows > 1 { // a genuine: query equal to a live row's top beta
 							y = restrict(c.plain[1], beta)
 						} else {
-							y = randTernary(r, d, beta)
+							y = testutil.RandTernary(r, d, beta)
 						}
 						sel := NewSelection(y)
 						W := c.stores[0].Words()

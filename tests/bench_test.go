@@ -3,30 +3,18 @@ package tests
 import (
 	"context"
 	"fmt"
-	"os"
-	"strconv"
+	"github.com/idface/idface/internal/testutil"
 	"testing"
 
 	"github.com/idface/idface/experiments"
 )
-
-func benchRows(b *testing.B) int {
-	if v := os.Getenv("IDFACE_BENCH_ROWS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			b.Fatalf("IDFACE_BENCH_ROWS=%q: want a positive integer", v)
-		}
-		return n
-	}
-	return 1_000_000
-}
 
 // BenchmarkCluster measures a real cluster of party processes: enrollment
 // of IDFACE_BENCH_ROWS (default 1,000,000) templates and identification,
 // next to the float32 brute-force search and the raw QUIC transfer of the
 // same bytes, all in the same run. ns/op is one identify.
 func BenchmarkCluster(b *testing.B) {
-	rows := benchRows(b)
+	rows := testutil.BenchRows(b)
 	for _, c := range []struct {
 		mode    string
 		parties int
