@@ -25,12 +25,11 @@ import (
 // anywhere), decrypts the local server's inner-product ciphertexts, decodes
 // the scores and answers with row indices only.
 type KeyServer struct {
-	cfg   *Config
-	log   *slog.Logger
-	p     *heidface.Params
-	key   *heidface.Key
-	pk    []byte
-	keyMu sync.Mutex
+	cfg *Config
+	log *slog.Logger
+	p   *heidface.Params
+	key *heidface.Key
+	pk  []byte
 }
 
 // OpenKeyServer loads or creates the key pair.

@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"bytes"
 	"fmt"
 
 	"github.com/idface/idface/template"
@@ -239,6 +238,3 @@ type BlocksEnd struct{}
 func (m *BlocksEnd) Type() Type     { return TBlocksEnd }
 func (m *BlocksEnd) marshal(*enc)   {}
 func (m *BlocksEnd) unmarshal(*dec) {}
-
-// Equal reports whether two messages encode identically.
-func Equal(a, b Msg) bool { return bytes.Equal(Marshal(a), Marshal(b)) }

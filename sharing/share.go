@@ -26,14 +26,6 @@ func NewShare(d int) Share {
 	return Share{Plus: buf[:w:w], Minus: buf[w:]}
 }
 
-// Clone returns a copy of s that shares no memory with it.
-func (s Share) Clone() Share {
-	c := NewShare(len(s.Plus) * 64)
-	copy(c.Plus, s.Plus)
-	copy(c.Minus, s.Minus)
-	return c
-}
-
 // Check verifies a share received from outside has the shape of dimension d:
 // the word counts and no bits at or past d.
 func (s Share) Check(d int) error {

@@ -138,15 +138,6 @@ func (s *Store) Delete(r int) error {
 	return nil
 }
 
-// SetLive marks row r (< Rows()) live or dead.
-func (s *Store) SetLive(r int, live bool) error {
-	if r < 0 || r >= s.rows {
-		return fmt.Errorf("%w: %d of %d", ErrRow, r, s.rows)
-	}
-	s.setLive(r, live)
-	return nil
-}
-
 func (s *Store) setLive(r int, live bool) {
 	wi, bit := r>>6, uint64(1)<<uint(r&63)
 	was := s.live[wi]&bit != 0

@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"math/big"
 	"net"
-	"os"
 	"strings"
 	"time"
 )
@@ -84,19 +83,6 @@ func LoadCertificate(certFile, keyFile string) (tls.Certificate, string, error) 
 		return tls.Certificate{}, "", fmt.Errorf("transport: loading %s: %w", certFile, err)
 	}
 	return c, Pin(c.Certificate[0]), nil
-}
-
-// PinOfFile returns the pin of the PEM certificate in path.
-func PinOfFile(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	blk, _ := pem.Decode(b)
-	if blk == nil || blk.Type != "CERTIFICATE" {
-		return "", fmt.Errorf("transport: %s holds no PEM certificate", path)
-	}
-	return Pin(blk.Bytes), nil
 }
 
 // Role says what a pinned certificate may do.
