@@ -11,7 +11,7 @@ import (
 // than 1,024 requests over one client connection and one party-to-party
 // connection, which once exhausted quic-go's stream limit and hung.
 func TestDemo(t *testing.T) {
-	out := must(t, "demo", "--people", "700")
+	out := must(t, "demo", "--people", "700", "--seed", "5")
 	for _, want := range []string{"genuine queries", "correctly identified", "impostor queries", "latency p50", "cluster stopped and removed"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("demo output lacks %q:\n%s", want, out)

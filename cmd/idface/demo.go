@@ -33,6 +33,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 	tau := fs.Float64("tau", 0.2, "cosine threshold")
 	beta := fs.Int("beta", 63, "query weight")
 	keep := fs.Bool("keep", false, "keep the cluster directory and leave the parties running")
+	seed := fs.Uint64("seed", 0, "seed of the synthetic people (default: from the clock)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -75,11 +76,14 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 		}()
 	}
 	fmt.Fprintf(stdout, "parties up: d = %d, alpha = %d, beta = %d, tau = %.2f (score threshold %d)\n", cfg.Dim, cfg.Alpha, cfg.Beta, cfg.Tau, cfg.Threshold())
-	return runDemo(ctx, cfg, *people, *samples, *intra, stdout)
+	if *seed == 0 {
+		*seed = uint64(time.Now().UnixNano())
+	}
+	return runDemo(ctx, cfg, *people, *samples, *intra, *seed, stdout)
 }
 
-func runDemo(ctx context.Context, cfg *party.Config, people, samples int, intra float64, stdout io.Writer) error {
-	syn, err := experiments.NewSynthetic(people, samples, cfg.Dim, intra, uint64(time.Now().UnixNano()))
+func runDemo(ctx context.Context, cfg *party.Config, people, samples int, intra float64, seed uint64, stdout io.Writer) error {
+	syn, err := experiments.NewSynthetic(people, samples, cfg.Dim, intra, seed)
 	if err != nil {
 		return err
 	}
