@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"unsafe"
 
 	"github.com/idface/idface/template"
 )
@@ -74,18 +75,26 @@ func GenShareInto(dst []Share, z template.Ternary, rnd io.Reader) error {
 	if z.Dim&63 == 0 {
 		mask = ^uint64(0)
 	}
-	var buf [2 * 8 * template.MaxDim / 64]byte
-	rb := buf[:16*w]
+	fast, _ := rnd.(*streamReader)
+	var rb []byte
+	if fast == nil {
+		rb = make([]byte, 16*w)
+	}
 	for _, s := range dst[:len(dst)-1] {
 		if len(s.Plus) != w || len(s.Minus) != w {
 			return fmt.Errorf("sharing: output shares have %d words, want %d", len(s.Plus), w)
 		}
-		if _, err := io.ReadFull(rnd, rb); err != nil {
-			return fmt.Errorf("sharing: reading randomness: %w", err)
-		}
-		for i := range w {
-			s.Plus[i] = binary.LittleEndian.Uint64(rb[8*i:])
-			s.Minus[i] = binary.LittleEndian.Uint64(rb[8*(w+i):])
+		if fast != nil { // bulk path: keystream straight into the words
+			fast.fillWords(s.Plus)
+			fast.fillWords(s.Minus)
+		} else {
+			if _, err := io.ReadFull(rnd, rb); err != nil {
+				return fmt.Errorf("sharing: reading randomness: %w", err)
+			}
+			for i := range w {
+				s.Plus[i] = binary.LittleEndian.Uint64(rb[8*i:])
+				s.Minus[i] = binary.LittleEndian.Uint64(rb[8*(w+i):])
+			}
 		}
 		s.Plus[w-1] &= mask
 		s.Minus[w-1] &= mask
@@ -138,4 +147,15 @@ func (r *streamReader) Read(p []byte) (int, error) {
 	clear(p)
 	r.s.XORKeyStream(p, p)
 	return len(p), nil
+}
+
+// fillWords overwrites w with keystream. Uniform bytes make uniform words
+// in any byte order, so viewing the words as bytes is safe everywhere.
+func (r *streamReader) fillWords(w []uint64) {
+	if len(w) == 0 {
+		return
+	}
+	clear(w)
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), 8*len(w))
+	r.s.XORKeyStream(b, b)
 }
