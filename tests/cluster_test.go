@@ -277,10 +277,7 @@ func TestKillDuringBulkEnrollment(t *testing.T) {
 			if err == nil {
 				t.Skip("enrollment finished before the kill; nothing to test on this machine")
 			}
-			var acked, total int
-			if _, e := fmt.Sscanf(errb.String()[strings.Index(errb.String(), "enrolled "):], "enrolled %d of %d", &acked, &total); e != nil {
-				t.Fatalf("enroll failed without a count: %q", errb.String())
-			}
+			acked := ackedCount(t, errb.String())
 			must(t, "cluster", "up", "--dir", dir)
 			if err := cluster.WaitHealthy(context.Background(), cfg, 30*time.Second); err != nil {
 				t.Fatal(err)

@@ -128,10 +128,7 @@ func testHEKill(t *testing.T, mu int, victim string) {
 	if err := cmd.Wait(); err == nil {
 		t.Skip("enrollment finished before the kill")
 	}
-	var acked, total int
-	if _, e := fmt.Sscanf(errb.String()[strings.Index(errb.String(), "enrolled "):], "enrolled %d of %d", &acked, &total); e != nil {
-		t.Fatalf("no count in %q", errb.String())
-	}
+	acked := ackedCount(t, errb.String())
 	must(t, "cluster", "up", "--dir", dir)
 	live := liveRows(t, cfg)
 	if live < acked || live > acked+200 || (victim != "p1" && live != acked) {

@@ -258,3 +258,18 @@ func liveRows(t *testing.T, cfg *party.Config) int {
 	}
 	return live
 }
+
+// ackedCount reads "enrolled N of M" from a failed bulk enrollment's stderr:
+// the rows the client saw acknowledged before the failure.
+func ackedCount(t *testing.T, stderr string) int {
+	t.Helper()
+	i := strings.Index(stderr, "enrolled ")
+	var acked, total int
+	if i < 0 {
+		t.Fatalf("enroll failed without a count: %q", stderr)
+	}
+	if _, err := fmt.Sscanf(stderr[i:], "enrolled %d of %d", &acked, &total); err != nil {
+		t.Fatalf("enroll failed without a count: %q", stderr)
+	}
+	return acked
+}
