@@ -85,22 +85,7 @@ func BenchmarkKeyScores(b *testing.B) {
 }
 
 func BenchmarkHERS(b *testing.B) {
-	r := rand.New(rand.NewPCG(3, 3))
-	p, _ := NewParams(512, 341, 63)
-	sk, pk := GenKeys(p)
-	h, key := NewHERS(p, pk), NewKey(p, sk)
-	rows := make([][]int64, p.N())
-	for i := range rows {
-		x := make([]float32, 512)
-		for j := range x {
-			x[j] = float32(r.NormFloat64())
-		}
-		rows[i] = h.Quantize(x)
-	}
-	g, err := h.Encrypt(rows)
-	if err != nil {
-		b.Fatal(err)
-	}
+	p, h, key, g, rows := hersFixture(b, 3, 4096)
 	out := rlwe.NewCiphertext(p.BGV, 1, p.BGV.MaxLevel())
 	scores := make([]int64, p.N())
 	b.Run("ip/group", func(b *testing.B) {

@@ -129,12 +129,18 @@ func TestAddRowIntoPartialGroup(t *testing.T) {
 	}
 }
 
-func TestHERSBaseline(t *testing.T) {
-	r := rand.New(rand.NewPCG(5, 6))
-	p, _ := NewParams(512, 341, 63)
+// hersFixture encrypts n random quantised templates with the HERS
+// baseline and returns what the test and the benchmark compute with.
+func hersFixture(tb testing.TB, seed uint64, n int) (*Params, *HERS, *Key, *HERSGroup, [][]int64) {
+	tb.Helper()
+	r := rand.New(rand.NewPCG(seed, seed))
+	p, err := NewParams(512, 341, 63)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	sk, pk := GenKeys(p)
 	h, key := NewHERS(p, pk), NewKey(p, sk)
-	rows := make([][]int64, 300)
+	rows := make([][]int64, n)
 	for i := range rows {
 		x := make([]float32, 512)
 		for j := range x {
@@ -144,8 +150,13 @@ func TestHERSBaseline(t *testing.T) {
 	}
 	g, err := h.Encrypt(rows)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
+	return p, h, key, g, rows
+}
+
+func TestHERSBaseline(t *testing.T) {
+	p, h, key, g, rows := hersFixture(t, 5, 300)
 	out := rlwe.NewCiphertext(p.BGV, 1, p.BGV.MaxLevel())
 	q := rows[17]
 	if err := h.IP(g, q, out); err != nil {
