@@ -1,6 +1,6 @@
 // Package cluster creates and runs local idface clusters: a directory with
 // the cluster config and an identity (key and self-signed certificate) for
-// every party and client, and one OS process per party started from the
+// every server and client, and one OS process per server started from the
 // idface binary itself ("idface serve"). Operators use it through
 // "idface cluster init|up|down|status"; tests and experiments call it
 // directly.
@@ -8,6 +8,8 @@ package cluster
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -19,41 +21,37 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/idface/idface/party"
-	"github.com/idface/idface/transport"
+	"github.com/idface/idface/client"
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/network/quicnet"
 )
 
-// Options of a new cluster; zero values take party.Config's defaults.
+// Options of a new cluster; zero values take config's defaults.
 type Options struct {
-	Mode    string
+	Mode    config.Mode
 	Parties int
-	Clients int // client identities; default 1
+	Devices int // device identities (identify only); default 1
 	Dim     int
 	Alpha   int
 	Beta    int
-	Tau     float64
+	Tau     *float64
 	Host    string // default 127.0.0.1
 	Force   bool   // overwrite an existing cluster.json
-	Metrics bool   // give every party a loopback /metrics address
+	Metrics bool   // give every server a loopback /metrics address
 }
 
-// Init writes a new cluster into dir.
-func Init(dir string, o Options) (*party.Config, error) {
-	if _, err := os.Stat(filepath.Join(dir, party.ConfigFile)); err == nil && !o.Force {
+// Init writes a new cluster into dir: one operator identity ("client"),
+// o.Devices device identities ("device", "device2", ...), and every server.
+func Init(dir string, o Options) (*config.Params, error) {
+	if _, err := os.Stat(filepath.Join(dir, config.File)); err == nil && !o.Force {
 		return nil, fmt.Errorf("%s already holds a cluster (use --force to replace it)", dir)
 	}
-	if o.Mode == "he" {
-		if o.Parties < 1 || o.Parties > 64 {
-			return nil, fmt.Errorf("--parties %d: mode he needs 1..64 local servers", o.Parties)
-		}
-	} else if o.Parties < 2 || o.Parties > 64 {
-		return nil, fmt.Errorf("--parties %d: want 2..64", o.Parties)
+	if o.Parties < 1 || o.Parties > config.MaxParties {
+		return nil, fmt.Errorf("--parties %d: want 1..%d", o.Parties, config.MaxParties)
 	}
-	if o.Mode == "2pc" && o.Parties != 2 {
-		return nil, fmt.Errorf("mode 2pc has 2 parties; use --mode mpc for %d", o.Parties)
-	}
-	if o.Clients == 0 {
-		o.Clients = 1
+	if o.Devices == 0 {
+		o.Devices = 1
 	}
 	if o.Host == "" {
 		o.Host = "127.0.0.1"
@@ -61,67 +59,78 @@ func Init(dir string, o Options) (*party.Config, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "keys"), 0o700); err != nil {
 		return nil, err
 	}
-	cfg := &party.Config{Mode: o.Mode, Dim: o.Dim, Alpha: o.Alpha, Beta: o.Beta, Tau: o.Tau}
-	newMember := func(name string) (party.Member, error) {
-		id, err := transport.GenerateIdentity(name)
+	var id [16]byte
+	rand.Read(id[:])
+	lit := config.Literal{Mode: o.Mode, Dim: o.Dim, Alpha: o.Alpha, Beta: o.Beta, Tau: o.Tau, ClusterID: hex.EncodeToString(id[:])}
+	newMember := func(name string) (config.Member, error) {
+		id, err := quicnet.GenerateIdentity(name)
 		if err != nil {
-			return party.Member{}, err
+			return config.Member{}, err
 		}
-		m := party.Member{Name: name, Cert: filepath.Join("keys", name+".crt"), Key: filepath.Join("keys", name+".key"), Pin: id.Pin}
-		if err := os.WriteFile(filepath.Join(dir, m.Cert), id.CertPEM, 0o644); err != nil {
+		m := config.Member{Name: name, Cert: filepath.Join("keys", name+".crt"), Key: filepath.Join("keys", name+".key"), Pin: id.Pin}
+		if err := store.WriteFile(filepath.Join(dir, m.Cert), id.CertPEM, 0o644); err != nil {
 			return m, err
 		}
-		return m, os.WriteFile(filepath.Join(dir, m.Key), id.KeyPEM, 0o600)
+		return m, store.WriteFile(filepath.Join(dir, m.Key), id.KeyPEM, 0o600)
 	}
-	for i := 1; i <= o.Parties; i++ {
-		m, err := newMember(fmt.Sprintf("p%d", i))
+	newServer := func(name string) (config.Member, error) {
+		m, err := newMember(name)
 		if err != nil {
-			return nil, err
+			return m, err
 		}
 		port, err := freeUDPPort(o.Host)
 		if err != nil {
-			return nil, err
+			return m, err
 		}
 		m.Addr = net.JoinHostPort(o.Host, strconv.Itoa(port))
 		if o.Metrics {
 			tp, err := freeTCPPort()
 			if err != nil {
-				return nil, err
+				return m, err
 			}
 			m.Metrics = net.JoinHostPort("127.0.0.1", strconv.Itoa(tp))
 		}
-		cfg.Parties = append(cfg.Parties, m)
+		return m, nil
 	}
-	if o.Mode == "he" {
-		m, err := newMember("key")
+	for i := 1; i <= o.Parties; i++ {
+		m, err := newServer(fmt.Sprintf("p%d", i))
 		if err != nil {
 			return nil, err
 		}
-		port, err := freeUDPPort(o.Host)
+		lit.Parties = append(lit.Parties, m)
+	}
+	if o.Mode == config.ModeHE {
+		m, err := newServer("key")
 		if err != nil {
 			return nil, err
 		}
-		m.Addr = net.JoinHostPort(o.Host, strconv.Itoa(port))
-		cfg.KeyServer = &m
+		lit.KeyServer = &m
 	}
-	for i := 1; i <= o.Clients; i++ {
-		name := "client"
+	op, err := newMember("client")
+	if err != nil {
+		return nil, err
+	}
+	op.Role = config.RoleOperator
+	lit.Clients = append(lit.Clients, op)
+	for i := 1; i <= o.Devices; i++ {
+		name := "device"
 		if i > 1 {
-			name = fmt.Sprintf("client%d", i)
+			name = fmt.Sprintf("device%d", i)
 		}
 		m, err := newMember(name)
 		if err != nil {
 			return nil, err
 		}
-		cfg.Clients = append(cfg.Clients, m)
+		m.Role = config.RoleDevice
+		lit.Clients = append(lit.Clients, m)
 	}
-	if err := cfg.Check(); err != nil {
+	if _, err := config.New(lit, dir); err != nil {
 		return nil, err
 	}
-	if err := cfg.Save(dir); err != nil {
+	if err := config.Save(dir, lit); err != nil {
 		return nil, err
 	}
-	return party.LoadConfig(dir)
+	return config.Load(dir)
 }
 
 // freeUDPPort asks the kernel for a free UDP port on host.
@@ -143,111 +152,132 @@ func freeTCPPort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-func pidFile(cfg *party.Config, name string) string {
-	return filepath.Join(cfg.Dir(), "run", name+".pid")
+func pidFile(p *config.Params, name string) string {
+	return filepath.Join(p.Dir(), "run", name+".pid")
 }
 
-// LogFile is where "up" sends a party's log.
-func LogFile(cfg *party.Config, name string) string {
-	return filepath.Join(cfg.Dir(), "logs", name+".log")
+// LogFile is where "up" sends a server's log.
+func LogFile(p *config.Params, name string) string {
+	return filepath.Join(p.Dir(), "logs", name+".log")
 }
 
-// Start starts one party as its own process running exe (the idface
-// binary) and records its pid. It does not wait for health.
-func Start(cfg *party.Config, exe, name string) (int, error) {
-	if pid, ok := Running(cfg, name); ok {
-		return pid, fmt.Errorf("party %s is already running (pid %d)", name, pid)
+// Start starts one server as its own process running exe (the idface
+// binary) and records its pid and start time. It does not wait for health.
+func Start(p *config.Params, exe, name string) (int, error) {
+	if pid, ok := Running(p, name); ok {
+		return pid, fmt.Errorf("server %s is already running (pid %d)", name, pid)
 	}
 	for _, d := range []string{"run", "logs"} {
-		if err := os.MkdirAll(filepath.Join(cfg.Dir(), d), 0o700); err != nil {
+		if err := os.MkdirAll(filepath.Join(p.Dir(), d), 0o700); err != nil {
 			return 0, err
 		}
 	}
-	logf, err := os.OpenFile(LogFile(cfg, name), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	logf, err := os.OpenFile(LogFile(p, name), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return 0, err
 	}
 	defer logf.Close()
-	cmd := exec.Command(exe, "serve", "--cluster", cfg.Dir(), "--party", name)
+	cmd := exec.Command(exe, "serve", "--cluster", p.Dir(), "--party", name)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // survives the CLI
 	if err := cmd.Start(); err != nil {
-		return 0, fmt.Errorf("starting party %s: %w", name, err)
+		return 0, fmt.Errorf("starting server %s: %w", name, err)
 	}
 	pid := cmd.Process.Pid
 	go cmd.Wait() // reap it if it dies while we run
-	return pid, os.WriteFile(pidFile(cfg, name), []byte(strconv.Itoa(pid)+"\n"), 0o600)
+	started, _ := startTime(pid)
+	return pid, store.WriteFile(pidFile(p, name), fmt.Appendf(nil, "%d %d\n", pid, started), 0o600)
 }
 
-// Running reports whether the party's recorded process is alive.
-func Running(cfg *party.Config, name string) (int, bool) {
-	b, err := os.ReadFile(pidFile(cfg, name))
+// startTime is a process's start time in clock ticks since boot (field 22
+// of /proc/PID/stat): with the pid it names one process, never a later one
+// that reuses the pid.
+func startTime(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')') // the command name may hold spaces
+	if i < 0 {
+		return 0, errors.New("unreadable /proc stat")
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return 0, errors.New("unreadable /proc stat")
+	}
+	if f[0] == "Z" {
+		return 0, errors.New("zombie")
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// Running reports whether the server's recorded process is alive: the pid
+// must still belong to the process that Start launched.
+func Running(p *config.Params, name string) (int, bool) {
+	b, err := os.ReadFile(pidFile(p, name))
 	if err != nil {
 		return 0, false
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 {
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
 		return 0, false
 	}
-	if syscall.Kill(pid, 0) != nil {
-		return pid, false
+	pid, err1 := strconv.Atoi(f[0])
+	want, err2 := strconv.ParseUint(f[1], 10, 64)
+	if err1 != nil || err2 != nil || pid <= 0 {
+		return 0, false
 	}
-	// A zombie or a recycled pid is not our party.
-	if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
-		if f := strings.Fields(string(st)); len(f) > 2 && f[2] == "Z" {
-			return pid, false
-		}
-	}
-	if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && !strings.Contains(string(cmdline), "serve") {
+	if got, err := startTime(pid); err != nil || got != want {
 		return pid, false
 	}
 	return pid, true
 }
 
-// Up starts every party that is not running and waits until all answer a
+// Up starts every server that is not running and waits until all answer a
 // health check, or timeout passes.
-func Up(ctx context.Context, cfg *party.Config, exe string, timeout time.Duration) error {
+func Up(ctx context.Context, p *config.Params, exe string, timeout time.Duration) error {
 	// The key server first: local servers fetch the public key from it.
-	servers := cfg.Servers()
-	if cfg.KeyServer != nil {
-		servers = append([]party.Member{*cfg.KeyServer}, cfg.Parties...)
+	servers := p.Parties()
+	if k, ok := p.KeyServer(); ok {
+		servers = append([]config.Member{k}, servers...)
 	}
-	for _, p := range servers {
-		if _, ok := Running(cfg, p.Name); ok {
+	for _, s := range servers {
+		if _, ok := Running(p, s.Name); ok {
 			continue
 		}
-		if _, err := Start(cfg, exe, p.Name); err != nil {
+		if _, err := Start(p, exe, s.Name); err != nil {
 			return err
 		}
 	}
-	return WaitHealthy(ctx, cfg, timeout)
+	return WaitHealthy(ctx, p, timeout)
 }
 
-// WaitHealthy polls every party until it answers a health check with no
-// undecided transactions.
-func WaitHealthy(ctx context.Context, cfg *party.Config, timeout time.Duration) error {
-	cl, err := party.NewClient(cfg, "", "")
+// WaitHealthy polls every server until it answers a health check with no
+// unsettled transactions.
+func WaitHealthy(ctx context.Context, p *config.Params, timeout time.Duration) error {
+	cl, err := client.Open(p, "", "")
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
 	deadline := time.Now().Add(timeout)
-	for _, p := range cfg.Servers() {
+	for _, s := range p.Servers() {
 		for {
 			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			h, err := cl.HealthOf(cctx, p)
+			h, err := cl.Health(cctx, s.Name)
 			cancel()
 			if err == nil && h.InDoubt == 0 {
 				break
 			}
-			if _, ok := Running(cfg, p.Name); !ok {
-				return fmt.Errorf("party %s exited; its log %s ends with:\n%s", p.Name, LogFile(cfg, p.Name), tail(LogFile(cfg, p.Name), 10))
+			if _, ok := Running(p, s.Name); !ok {
+				return fmt.Errorf("server %s exited; its log %s ends with:\n%s", s.Name, LogFile(p, s.Name), tail(LogFile(p, s.Name), 10))
 			}
 			if time.Now().After(deadline) {
 				if err == nil {
 					err = fmt.Errorf("%d transactions still undecided", h.InDoubt)
 				}
-				return fmt.Errorf("party %s not healthy after %v: %v (log: %s)", p.Name, timeout, err, LogFile(cfg, p.Name))
+				return fmt.Errorf("server %s not healthy after %v: %v (log: %s)", s.Name, timeout, err, LogFile(p, s.Name))
 			}
 			select {
 			case <-ctx.Done():
@@ -259,48 +289,48 @@ func WaitHealthy(ctx context.Context, cfg *party.Config, timeout time.Duration) 
 	return nil
 }
 
-// Stop stops one party: SIGTERM, then SIGKILL after grace.
-func Stop(cfg *party.Config, name string, grace time.Duration) error {
-	pid, ok := Running(cfg, name)
+// Stop stops one server: SIGTERM, then SIGKILL after grace.
+func Stop(p *config.Params, name string, grace time.Duration) error {
+	pid, ok := Running(p, name)
 	if !ok {
-		os.Remove(pidFile(cfg, name))
+		os.Remove(pidFile(p, name))
 		return nil
 	}
 	syscall.Kill(pid, syscall.SIGTERM)
 	for end := time.Now().Add(grace); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		if _, ok := Running(cfg, name); !ok {
-			os.Remove(pidFile(cfg, name))
+		if _, ok := Running(p, name); !ok {
+			os.Remove(pidFile(p, name))
 			return nil
 		}
 	}
 	syscall.Kill(pid, syscall.SIGKILL)
-	os.Remove(pidFile(cfg, name))
+	os.Remove(pidFile(p, name))
 	return nil
 }
 
 // Kill sends SIGKILL at once (tests of crash recovery).
-func Kill(cfg *party.Config, name string) error {
-	pid, ok := Running(cfg, name)
+func Kill(p *config.Params, name string) error {
+	pid, ok := Running(p, name)
 	if !ok {
-		return fmt.Errorf("party %s is not running", name)
+		return fmt.Errorf("server %s is not running", name)
 	}
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		return err
 	}
 	for range 100 {
-		if _, ok := Running(cfg, name); !ok {
+		if _, ok := Running(p, name); !ok {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return os.Remove(pidFile(cfg, name))
+	return os.Remove(pidFile(p, name))
 }
 
-// Down stops every party.
-func Down(cfg *party.Config) error {
+// Down stops every server.
+func Down(p *config.Params) error {
 	var errs []error
-	for _, p := range cfg.Servers() {
-		errs = append(errs, Stop(cfg, p.Name, 10*time.Second))
+	for _, s := range p.Servers() {
+		errs = append(errs, Stop(p, s.Name, 15*time.Second))
 	}
 	return errors.Join(errs...)
 }

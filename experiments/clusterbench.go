@@ -16,12 +16,12 @@ import (
 	"time"
 
 	"github.com/idface/idface/baseline"
+	"github.com/idface/idface/client"
 	"github.com/idface/idface/cluster"
-	"github.com/idface/idface/heidface"
-	"github.com/idface/idface/party"
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/network"
+	"github.com/idface/idface/network/quicnet"
 	"github.com/idface/idface/protocol"
-	"github.com/idface/idface/template"
-	"github.com/idface/idface/transport"
 )
 
 // BenchOptions configure one cluster measurement.
@@ -83,19 +83,9 @@ func RandomTemplates(n, d int, seed uint64) []float32 {
 // float32 brute-force search and the raw transfer of the same bytes over the
 // same QUIC transport. The cluster is removed afterwards.
 func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) {
-	var hp *heidface.Params
-	if o.Mode == "he" {
-		var err error
-		d := orDefault(o.Dim, 512)
-		if hp, err = heidface.NewParams(d, orDefault(o.Alpha, template.DefaultAlpha(d)), orDefault(o.Beta, 63)); err != nil {
-			return nil, err
-		}
-	}
-	if o.Batch == 0 {
-		o.Batch = 8192
-		if hp != nil {
-			o.Batch = min(hp.GroupRows(), protocol.MaxBatch) // one delta per group
-		}
+	mode, err := config.ParseMode(o.Mode)
+	if err != nil {
+		return nil, err
 	}
 	if o.Queries == 0 {
 		o.Queries = 20
@@ -105,63 +95,39 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	cfg, err := cluster.Init(dir, cluster.Options{Mode: o.Mode, Parties: o.Parties, Dim: o.Dim, Alpha: o.Alpha, Beta: o.Beta, Tau: 0.3})
+	tau := 0.3
+	cfg, err := cluster.Init(dir, cluster.Options{Mode: mode, Parties: o.Parties, Dim: o.Dim, Alpha: o.Alpha, Beta: o.Beta, Tau: &tau})
 	if err != nil {
 		return nil, err
+	}
+	hp := cfg.HE()
+	if o.Batch == 0 {
+		o.Batch = 8192
+		if hp != nil {
+			o.Batch = min(hp.GroupRows(), protocol.MaxBatch) // one delta per group
+		}
 	}
 	if err := cluster.Up(ctx, cfg, o.Exe, 60*time.Second); err != nil {
 		cluster.Down(cfg)
 		return nil, err
 	}
 	defer cluster.Down(cfg)
-	res := &BenchResult{Mode: cfg.Mode, Parties: cfg.Mu(), IDs: o.IDs, Alpha: cfg.Alpha, Beta: cfg.Beta}
+	res := &BenchResult{Mode: string(cfg.Mode()), Parties: cfg.Mu(), IDs: o.IDs, Alpha: cfg.Alpha(), Beta: cfg.Beta()}
 
-	d := cfg.Dim
+	d := cfg.Dim()
 	data := RandomTemplates(o.IDs+o.Queries, d, o.Seed)
-	cl, err := party.NewClient(cfg, "", "")
+	cl, err := client.Open(cfg, "", "")
 	if err != nil {
 		return nil, err
 	}
 	defer cl.Close()
 	// Two requests in flight: the next batch travels while the entry works
 	// on the current one (the entry still commits them one at a time).
-	inFlight := 2
-	if hp != nil {
-		inFlight = 2 // a whole group per request; the next one travels while the server encrypts
-	}
 	start := time.Now()
-	var mu sync.Mutex
-	var firstErr error
-	done := 0
-	sem := make(chan struct{}, inFlight)
-	var wg sync.WaitGroup
-	for lo := 0; lo < o.IDs; lo += o.Batch {
-		hi := min(lo+o.Batch, o.IDs)
-		items := make([]protocol.Item, 0, hi-lo)
-		for i := lo; i < hi; i++ {
-			items = append(items, protocol.Item{ID: "id-" + strconv.Itoa(i), Template: data[i*d : (i+1)*d]})
-		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			err := cl.Enroll(ctx, items)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil && firstErr == nil {
-				firstErr = err
-			}
-			done += len(items)
-			if o.Progress != nil {
-				o.Progress(done, o.IDs)
-			}
-		})
-		if firstErr != nil {
-			break
-		}
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return nil, fmt.Errorf("enrolling: %w", firstErr)
+	if _, err := cl.EnrollAll(ctx, o.IDs, func(i int) protocol.Item {
+		return protocol.Item{ID: "id-" + strconv.Itoa(i), Template: data[i*d : (i+1)*d]}
+	}, client.Bulk{Batch: o.Batch, InFlight: 2, Timeout: 10 * time.Minute, Progress: o.Progress}); err != nil {
+		return nil, fmt.Errorf("enrolling: %w", err)
 	}
 	res.EnrollS = time.Since(start).Seconds()
 
@@ -184,11 +150,11 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 		res.FormulaBytes = float64(2 * groups * hp.CiphertextBytes())
 		res.ShareMB = float64(groups*2*d*hp.CiphertextBytes()) / 1e6 // the encrypted database
 	} else {
-		res.FormulaBytes = float64(cfg.Mu()-1) * float64(2*o.IDs*cfg.Beta+2*d) / 8
+		res.FormulaBytes = float64(cfg.Mu()-1) * float64(2*o.IDs*cfg.Beta()+2*d) / 8
 		words := (o.IDs + 63) / 64
 		res.ShareMB = float64(2*d*words*8) / 1e6
 	}
-	for _, p := range cfg.Parties {
+	for _, p := range cfg.Parties() {
 		if pid, ok := cluster.Running(cfg, p.Name); ok {
 			res.RSSMBPerParty = max(res.RSSMBPerParty, rssMB(pid))
 		}
@@ -213,18 +179,11 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 	return res, err
 }
 
-func orDefault(v, d int) int {
-	if v == 0 {
-		return d
-	}
-	return v
-}
-
 // WireFloor is the median time to move n bytes in one stream over the
 // idface QUIC transport on loopback, both ends in this process.
 func WireFloor(ctx context.Context, n, reps int) (float64, error) {
 	mk := func(name string) (tls.Certificate, string, error) {
-		id, err := transport.GenerateIdentity(name)
+		id, err := quicnet.GenerateIdentity(name)
 		if err != nil {
 			return tls.Certificate{}, "", err
 		}
@@ -239,7 +198,7 @@ func WireFloor(ctx context.Context, n, reps int) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	ln, err := transport.Listen("127.0.0.1:0", srv, transport.Pins{cliPin: {Name: "client", Role: transport.RoleClient}}, slog.New(slog.DiscardHandler))
+	ln, err := quicnet.Listen("127.0.0.1:0", srv, quicnet.Pins{cliPin: {Name: "client", Role: network.RoleOperator}}, quicnet.ListenOptions{}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return 0, err
 	}
@@ -247,18 +206,18 @@ func WireFloor(ctx context.Context, n, reps int) (float64, error) {
 	payload := make([]uint64, (n+7)/8)
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go ln.Serve(sctx, func(ctx context.Context, s *transport.Stream) {
+	go ln.Serve(sctx, func(ctx context.Context, s *network.Stream) {
 		if _, err := s.ReadFrame(16); err == nil {
 			s.WriteWords(payload)
 		}
 	})
-	d := transport.NewDialer(cli)
+	d := quicnet.NewDialer(cli, func(string) (string, string, bool) { return ln.Addr(), srvPin, true })
 	defer d.Close()
 	buf := make([]uint64, len(payload))
 	var times []float64
 	for range reps {
 		t0 := time.Now()
-		s, err := d.Open(ctx, "server", ln.Addr().String(), srvPin)
+		s, err := d.Open(ctx, "server")
 		if err != nil {
 			return 0, err
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idface/idface/baseline"
+	"github.com/idface/idface/config"
 	"github.com/idface/idface/template"
 )
 
@@ -16,9 +17,10 @@ import (
 // scorer the shared modes use; the float32 brute-force search runs on the
 // same templates.
 func RunPlainBench(o BenchOptions) (*BenchResult, error) {
-	d := orDefault(o.Dim, 512)
-	alpha := orDefault(o.Alpha, template.DefaultAlpha(d))
-	beta := orDefault(o.Beta, 63)
+	d, alpha, beta, err := config.Weights(o.Dim, o.Alpha, o.Beta)
+	if err != nil {
+		return nil, err
+	}
 	if o.Queries == 0 {
 		o.Queries = 20
 	}

@@ -4,56 +4,109 @@ import (
 	"bufio"
 	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"io"
 
 	"github.com/tuneinsight/lattigo/v5/core/rlwe"
 )
 
-// groupMagic starts a group file: "IDFG", version 1.
-var groupMagic = [8]byte{'I', 'D', 'F', 'G', 0, 0, 0, 1}
+// groupMagic starts a group file: "IDFG", format 2 (format 1 had no
+// checksum).
+var groupMagic = [8]byte{'I', 'D', 'F', 'G', 0, 0, 0, 2}
 
-// WriteGroup writes a group's 2d ciphertexts.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// crcWriter and crcReader keep a CRC-32C of every byte that passes.
+type crcWriter struct {
+	w   io.Writer
+	sum uint32
+}
+
+func (c *crcWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.sum = crc32.Update(c.sum, castagnoli, p[:n])
+	return n, err
+}
+
+type crcReader struct {
+	r   io.Reader
+	sum uint32
+}
+
+func (c *crcReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.sum = crc32.Update(c.sum, castagnoli, p[:n])
+	return n, err
+}
+
+// WriteGroup writes a group's 2d ciphertexts:
+//
+//	"IDFG" 0 0 0 2 | d u32 | 2d ciphertexts (Lattigo binary) | CRC-32C u32 of all before
 func WriteGroup(w io.Writer, p *Params, g *Group) error {
 	bw := bufio.NewWriterSize(w, 1<<20)
-	bw.Write(groupMagic[:])
+	cw := &crcWriter{w: bw}
+	cw.Write(groupMagic[:])
 	var h [4]byte
 	binary.BigEndian.PutUint32(h[:], uint32(p.Dim))
-	bw.Write(h[:])
+	cw.Write(h[:])
 	for _, cts := range [2][]*rlwe.Ciphertext{g.Plus, g.Minus} {
 		for _, ct := range cts {
-			if _, err := ct.WriteTo(bw); err != nil {
+			if _, err := ct.WriteTo(cw); err != nil {
 				return err
 			}
 		}
 	}
+	binary.BigEndian.PutUint32(h[:], cw.sum)
+	bw.Write(h[:])
 	return bw.Flush()
 }
 
-// ReadGroup reads a group written by WriteGroup and checks every
-// ciphertext's shape against the parameters.
-func ReadGroup(r io.Reader, p *Params) (*Group, error) {
-	br := bufio.NewReaderSize(r, 1<<20)
+// ReadGroup reads a group written by WriteGroup, verifies its checksum and
+// checks every ciphertext's shape against the parameters. A damaged or
+// truncated file is an error, never a group with wrong data.
+func ReadGroup(r io.Reader, p *Params) (g *Group, err error) {
+	defer func() { // Lattigo's reader is not written for hostile input
+		if rec := recover(); rec != nil {
+			g, err = nil, fmt.Errorf("heidface: malformed group file")
+		}
+	}()
+	cr := &crcReader{r: bufio.NewReaderSize(r, 1<<20)}
 	var hdr [12]byte
-	if _, err := io.ReadFull(br, hdr[:]); err != nil {
+	if _, err := io.ReadFull(cr, hdr[:]); err != nil {
 		return nil, fmt.Errorf("heidface: group file header: %w", err)
 	}
-	if [8]byte(hdr[:8]) != groupMagic || int(binary.BigEndian.Uint32(hdr[8:])) != p.Dim {
-		return nil, fmt.Errorf("heidface: not a group file for d = %d", p.Dim)
+	if [4]byte(hdr[:4]) != [4]byte(groupMagic[:4]) {
+		return nil, fmt.Errorf("heidface: not a group file")
 	}
-	g := &Group{}
+	if [8]byte(hdr[:8]) != groupMagic {
+		return nil, fmt.Errorf("heidface: group file of format %d; this build reads format %d (written by an earlier idface: re-enroll into a new cluster)", binary.BigEndian.Uint32(hdr[4:8]), groupMagic[7])
+	}
+	if int(binary.BigEndian.Uint32(hdr[8:])) != p.Dim {
+		return nil, fmt.Errorf("heidface: group file for d = %d, not %d", binary.BigEndian.Uint32(hdr[8:]), p.Dim)
+	}
+	g = &Group{}
+	buf := make([]byte, p.CiphertextBytes())
 	for i := 0; i < 2*p.Dim; i++ {
-		ct := rlwe.NewCiphertext(p.BGV, 1, p.BGV.MaxLevel())
-		if _, err := ct.ReadFrom(br); err != nil {
+		if _, err := io.ReadFull(cr, buf); err != nil {
 			return nil, fmt.Errorf("heidface: group file ciphertext %d: %w", i, err)
 		}
-		if err := p.CheckCiphertext(ct); err != nil {
-			return nil, err
+		ct, err := p.UnmarshalCiphertext(buf)
+		if err != nil {
+			return nil, fmt.Errorf("heidface: group file ciphertext %d: %w", i, err)
 		}
 		if i < p.Dim {
 			g.Plus = append(g.Plus, ct)
 		} else {
 			g.Minus = append(g.Minus, ct)
 		}
+	}
+	sum := cr.sum
+	var tr [5]byte
+	if n, _ := io.ReadFull(cr.r, tr[:]); n != 4 {
+		return nil, fmt.Errorf("heidface: group file has %d bytes where its 4-byte checksum belongs", n)
+	}
+	if binary.BigEndian.Uint32(tr[:4]) != sum {
+		return nil, fmt.Errorf("heidface: group file checksum mismatch: the file is damaged")
 	}
 	return g, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/idface/idface/internal/testutil"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/tuneinsight/lattigo/v5/core/rlwe"
@@ -202,6 +203,23 @@ func TestGroupFileAndHostileCiphertexts(t *testing.T) {
 	if _, err := ReadGroup(bytes.NewReader(raw[:len(raw)/2]), p); err == nil {
 		t.Fatal("truncated group file accepted")
 	}
+	// A flipped bit anywhere is refused: in a coefficient that stays in
+	// range only the checksum notices. So are trailing bytes and format 1.
+	for _, at := range []int{20, len(raw) / 2, len(raw) - 5, len(raw) - 1} {
+		bad := bytes.Clone(raw)
+		bad[at] ^= 1
+		if _, err := ReadGroup(bytes.NewReader(bad), p); err == nil {
+			t.Fatalf("group file with bit %d flipped accepted", at)
+		}
+	}
+	if _, err := ReadGroup(bytes.NewReader(append(bytes.Clone(raw), 0)), p); err == nil {
+		t.Fatal("trailing byte accepted")
+	}
+	old := bytes.Clone(raw)
+	old[7] = 1
+	if _, err := ReadGroup(bytes.NewReader(old), p); err == nil || !strings.Contains(err.Error(), "format 1") {
+		t.Fatalf("format 1: %v", err)
+	}
 	ctb, _ := g.Plus[0].MarshalBinary()
 	if _, err := p.UnmarshalCiphertext(ctb); err != nil {
 		t.Fatal(err)
@@ -215,4 +233,28 @@ func TestGroupFileAndHostileCiphertexts(t *testing.T) {
 			t.Errorf("%s ciphertext accepted", name)
 		}
 	}
+}
+
+// FuzzReadGroup: no input panics, and a group is returned only for a
+// file that passes its checksum.
+func FuzzReadGroup(f *testing.F) {
+	p, _ := NewParams(4, 2, 2)
+	_, pk := GenKeys(p)
+	g, _ := NewLocal(p, pk).EncryptGroup(nil)
+	var buf bytes.Buffer
+	WriteGroup(&buf, p, g)
+	f.Add(buf.Bytes())
+	f.Add(buf.Bytes()[:40])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if _, err := ReadGroup(bytes.NewReader(b), p); err == nil && !bytes.Equal(b, buf.Bytes()) {
+			// A different file can only pass with a matching checksum:
+			// possible in principle (2^-32), so re-encode to be sure.
+			g2, _ := ReadGroup(bytes.NewReader(b), p)
+			var out bytes.Buffer
+			WriteGroup(&out, p, g2)
+			if !bytes.Equal(out.Bytes(), b) {
+				t.Fatal("accepted a group file that does not re-encode to itself")
+			}
+		}
+	})
 }

@@ -1,5 +1,7 @@
 package protocol
 
+import "github.com/idface/idface/internal/wire"
+
 // Messages of the HE mode (paper 4.3, App. H "(mu,nu)-IDFace"): a local
 // server fetches the public key from the key server, and sends the two
 // inner-product ciphertexts of every column group for each query; the key
@@ -11,25 +13,25 @@ const MaxCiphertext = 1 << 22
 // PublicKeyRequest asks the key server for the public key.
 type PublicKeyRequest struct{}
 
-func (m *PublicKeyRequest) Type() Type     { return TPublicKeyRequest }
-func (m *PublicKeyRequest) marshal(*enc)   {}
-func (m *PublicKeyRequest) unmarshal(*dec) {}
+func (m *PublicKeyRequest) Type() Type          { return TPublicKeyRequest }
+func (m *PublicKeyRequest) marshal(*wire.Enc)   {}
+func (m *PublicKeyRequest) unmarshal(*wire.Dec) {}
 
 // PublicKey carries the key server's public key (Lattigo binary form).
 type PublicKey struct{ Key []byte }
 
 func (m *PublicKey) Type() Type { return TPublicKey }
-func (m *PublicKey) marshal(e *enc) {
-	e.u32(uint32(len(m.Key)))
-	e.raw(m.Key)
+func (m *PublicKey) marshal(e *wire.Enc) {
+	e.U32(uint32(len(m.Key)))
+	e.Raw(m.Key)
 }
-func (m *PublicKey) unmarshal(d *dec) {
-	n := int(d.u32())
+func (m *PublicKey) unmarshal(d *wire.Dec) {
+	n := int(d.U32())
 	if n > MaxCiphertext {
-		d.fail("public key of %d bytes", n)
+		d.Fail("public key of %d bytes", n)
 		return
 	}
-	m.Key = append([]byte(nil), d.take(n)...)
+	m.Key = append([]byte(nil), d.Take(n)...)
 }
 
 // HEQuery opens a query at the key server: Rows rows in Groups groups; the
@@ -43,16 +45,16 @@ type HEQuery struct {
 }
 
 func (m *HEQuery) Type() Type { return THEQuery }
-func (m *HEQuery) marshal(e *enc) {
-	e.u32(m.Groups)
-	e.u32(m.Rows)
-	e.u16(m.TopK)
-	e.u32(m.CtBytes)
+func (m *HEQuery) marshal(e *wire.Enc) {
+	e.U32(m.Groups)
+	e.U32(m.Rows)
+	e.U16(m.TopK)
+	e.U32(m.CtBytes)
 }
-func (m *HEQuery) unmarshal(d *dec) {
-	m.Groups, m.Rows, m.TopK, m.CtBytes = d.u32(), d.u32(), d.u16(), d.u32()
-	if d.err == nil && (m.Rows > MaxRows || m.TopK < 1 || m.TopK > MaxTopK || m.CtBytes == 0 || m.CtBytes > MaxCiphertext) {
-		d.fail("query of %d rows, top %d, ciphertexts of %d bytes", m.Rows, m.TopK, m.CtBytes)
+func (m *HEQuery) unmarshal(d *wire.Dec) {
+	m.Groups, m.Rows, m.TopK, m.CtBytes = d.U32(), d.U32(), d.U16(), d.U32()
+	if d.Err == nil && (m.Rows > MaxRows || m.TopK < 1 || m.TopK > MaxTopK || m.CtBytes == 0 || m.CtBytes > MaxCiphertext) {
+		d.Fail("query of %d rows, top %d, ciphertexts of %d bytes", m.Rows, m.TopK, m.CtBytes)
 	}
 }
 
@@ -62,43 +64,16 @@ func (m *HEQuery) unmarshal(d *dec) {
 type HEResult struct{ Rows []uint32 }
 
 func (m *HEResult) Type() Type { return THEResult }
-func (m *HEResult) marshal(e *enc) {
-	e.u32(uint32(len(m.Rows)))
+func (m *HEResult) marshal(e *wire.Enc) {
+	e.U32(uint32(len(m.Rows)))
 	for _, r := range m.Rows {
-		e.u32(r)
+		e.U32(r)
 	}
 }
-func (m *HEResult) unmarshal(d *dec) {
-	n := d.count(MaxTopK, 4)
+func (m *HEResult) unmarshal(d *wire.Dec) {
+	n := d.Count(MaxTopK, 4)
 	for range n {
-		m.Rows = append(m.Rows, d.u32())
-	}
-}
-
-// Reserve is the HE local server's log record of slots taken by a batch:
-// rows Base.. get IDs. The slots stay taken even if the batch aborts, so a
-// slot whose ciphertexts may hold a contribution is never reused.
-type Reserve struct {
-	Txn  TxnID
-	Base uint32
-	IDs  []string
-}
-
-func (m *Reserve) Type() Type { return TReserve }
-func (m *Reserve) marshal(e *enc) {
-	e.raw(m.Txn[:])
-	e.u32(m.Base)
-	e.u32(uint32(len(m.IDs)))
-	for _, id := range m.IDs {
-		e.str(id)
-	}
-}
-func (m *Reserve) unmarshal(d *dec) {
-	copy(m.Txn[:], d.take(16))
-	m.Base = d.u32()
-	n := d.count(MaxBatch, 2)
-	for range n {
-		m.IDs = append(m.IDs, d.str(MaxIDLen))
+		m.Rows = append(m.Rows, d.U32())
 	}
 }
 
@@ -114,17 +89,17 @@ type HEDecide struct {
 }
 
 func (m *HEDecide) Type() Type { return THEDecide }
-func (m *HEDecide) marshal(e *enc) {
-	e.raw(m.Txn[:])
-	e.bool(m.Commit)
-	e.u32(m.Base)
-	e.u32(m.N)
+func (m *HEDecide) marshal(e *wire.Enc) {
+	e.Raw(m.Txn[:])
+	e.Bool(m.Commit)
+	e.U32(m.Base)
+	e.U32(m.N)
 }
-func (m *HEDecide) unmarshal(d *dec) {
-	copy(m.Txn[:], d.take(16))
-	m.Commit = d.bool()
-	m.Base, m.N = d.u32(), d.u32()
-	if d.err == nil && (m.N > MaxBatch || uint64(m.Base)+uint64(m.N) > MaxRows) {
-		d.fail("decision for %d rows at %d", m.N, m.Base)
+func (m *HEDecide) unmarshal(d *wire.Dec) {
+	copy(m.Txn[:], d.Take(16))
+	m.Commit = d.Bool()
+	m.Base, m.N = d.U32(), d.U32()
+	if d.Err == nil && (m.N > MaxBatch || uint64(m.Base)+uint64(m.N) > MaxRows) {
+		d.Fail("decision for %d rows at %d", m.N, m.Base)
 	}
 }

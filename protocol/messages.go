@@ -12,9 +12,14 @@ package protocol
 
 import (
 	"fmt"
+	"strings"
 
+	"github.com/idface/idface/internal/wire"
 	"github.com/idface/idface/template"
 )
+
+// ErrMalformed wraps every decoding failure.
+var ErrMalformed = wire.ErrMalformed
 
 // Version is the wire version; ALPN idface/1 carries the same number.
 const Version = 1
@@ -32,48 +37,94 @@ const (
 	MaxDim       = template.MaxDim // template dimension
 )
 
-// Type identifies a message.
+// Type identifies a message. The numbers are part of the wire format and
+// never reused: a retired type keeps its number (see README.md).
 type Type uint8
 
 const (
-	TError Type = iota + 1
-	TEnroll
-	TEnrollOK
-	TIdentify
-	TIdentifyOK
-	TDelete
-	TDeleteOK
-	TPrepare
-	TVote
-	TDecide
-	TDecideOK
-	TQuery
-	TBlock
-	TBlocksEnd
-	THealth
-	THealthOK
-	TPublicKeyRequest
-	TPublicKey
-	THEQuery
-	THEResult
-	TReserve
-	THEDecide
+	TError            Type = 1
+	TEnroll           Type = 2
+	TEnrollOK         Type = 3
+	TIdentify         Type = 4
+	TIdentifyOK       Type = 5
+	TDelete           Type = 6
+	TDeleteOK         Type = 7
+	TPrepare          Type = 8
+	TVote             Type = 9
+	TDecide           Type = 10
+	TDecideOK         Type = 11
+	TQuery            Type = 12
+	TBlock            Type = 13
+	TBlocksEnd        Type = 14
+	THealth           Type = 15
+	THealthOK         Type = 16
+	TPublicKeyRequest Type = 17
+	TPublicKey        Type = 18
+	THEQuery          Type = 19
+	THEResult         Type = 20
+	// 21 was Reserve, a log record of the HE local server before log
+	// records got their own format (internal/store); never sent on the wire.
+	THEDecide Type = 22
 )
+
+// registry makes an empty message of each type.
+var registry = map[Type]func() Msg{
+	TError:            func() Msg { return &Error{} },
+	TEnroll:           func() Msg { return &Enroll{} },
+	TEnrollOK:         func() Msg { return &EnrollOK{} },
+	TIdentify:         func() Msg { return &Identify{} },
+	TIdentifyOK:       func() Msg { return &IdentifyOK{} },
+	TDelete:           func() Msg { return &Delete{} },
+	TDeleteOK:         func() Msg { return &DeleteOK{} },
+	TPrepare:          func() Msg { return &Prepare{} },
+	TVote:             func() Msg { return &Vote{} },
+	TDecide:           func() Msg { return &Decide{} },
+	TDecideOK:         func() Msg { return &DecideOK{} },
+	TQuery:            func() Msg { return &Query{} },
+	TBlock:            func() Msg { return &Block{} },
+	TBlocksEnd:        func() Msg { return &BlocksEnd{} },
+	THealth:           func() Msg { return &Health{} },
+	THealthOK:         func() Msg { return &HealthOK{} },
+	TPublicKeyRequest: func() Msg { return &PublicKeyRequest{} },
+	TPublicKey:        func() Msg { return &PublicKey{} },
+	THEQuery:          func() Msg { return &HEQuery{} },
+	THEResult:         func() Msg { return &HEResult{} },
+	THEDecide:         func() Msg { return &HEDecide{} },
+}
+
+// Types lists every message type in number order (tests, golden files).
+func Types() []Type {
+	var ts []Type
+	for t := range Type(255) {
+		if registry[t] != nil {
+			ts = append(ts, t)
+		}
+	}
+	return ts
+}
+
+// String names a message type ("Enroll"), for logs and metrics.
+func (t Type) String() string {
+	if f := registry[t]; f != nil {
+		return strings.TrimPrefix(fmt.Sprintf("%T", f()), "*protocol.")
+	}
+	return fmt.Sprintf("type-%d", uint8(t))
+}
 
 // Msg is any protocol message.
 type Msg interface {
 	Type() Type
-	marshal(e *enc)
-	unmarshal(d *dec)
+	marshal(e *wire.Enc)
+	unmarshal(d *wire.Dec)
 }
 
 // Marshal encodes m with its version and type.
 func Marshal(m Msg) []byte {
-	e := enc{b: make([]byte, 0, 64)}
-	e.u8(Version)
-	e.u8(uint8(m.Type()))
+	e := wire.Enc{B: make([]byte, 0, 64)}
+	e.U8(Version)
+	e.U8(uint8(m.Type()))
 	m.marshal(&e)
-	return e.b
+	return e.B
 }
 
 // Decode parses one message.
@@ -84,59 +135,15 @@ func Decode(b []byte) (Msg, error) {
 	if b[0] != Version {
 		return nil, fmt.Errorf("%w: wire version %d, this build speaks %d", ErrMalformed, b[0], Version)
 	}
-	var m Msg
-	switch Type(b[1]) {
-	case TError:
-		m = &Error{}
-	case TEnroll:
-		m = &Enroll{}
-	case TEnrollOK:
-		m = &EnrollOK{}
-	case TIdentify:
-		m = &Identify{}
-	case TIdentifyOK:
-		m = &IdentifyOK{}
-	case TDelete:
-		m = &Delete{}
-	case TDeleteOK:
-		m = &DeleteOK{}
-	case TPrepare:
-		m = &Prepare{}
-	case TVote:
-		m = &Vote{}
-	case TDecide:
-		m = &Decide{}
-	case TDecideOK:
-		m = &DecideOK{}
-	case TQuery:
-		m = &Query{}
-	case TBlock:
-		m = &Block{}
-	case TBlocksEnd:
-		m = &BlocksEnd{}
-	case THealth:
-		m = &Health{}
-	case THealthOK:
-		m = &HealthOK{}
-	case TPublicKeyRequest:
-		m = &PublicKeyRequest{}
-	case TPublicKey:
-		m = &PublicKey{}
-	case THEQuery:
-		m = &HEQuery{}
-	case THEResult:
-		m = &HEResult{}
-	case TReserve:
-		m = &Reserve{}
-	case THEDecide:
-		m = &HEDecide{}
-	default:
+	f := registry[Type(b[1])]
+	if f == nil {
 		return nil, fmt.Errorf("%w: unknown message type %d", ErrMalformed, b[1])
 	}
-	d := dec{b: b[2:]}
+	m := f()
+	d := wire.Dec{B: b[2:]}
 	m.unmarshal(&d)
-	if err := d.done(); err != nil {
-		return nil, fmt.Errorf("%T: %w", m, err)
+	if err := d.Done(); err != nil {
+		return nil, fmt.Errorf("protocol: %T: %w", m, err)
 	}
 	return m, nil
 }
@@ -184,10 +191,10 @@ type Error struct {
 	Msg  string
 }
 
-func (m *Error) Type() Type       { return TError }
-func (m *Error) Error() string    { return m.Msg }
-func (m *Error) marshal(e *enc)   { e.u16(uint16(m.Code)); e.str(m.Msg) }
-func (m *Error) unmarshal(d *dec) { m.Code = Code(d.u16()); m.Msg = d.str(MaxMessage) }
+func (m *Error) Type() Type            { return TError }
+func (m *Error) Error() string         { return m.Msg }
+func (m *Error) marshal(e *wire.Enc)   { e.U16(uint16(m.Code)); e.Str(m.Msg) }
+func (m *Error) unmarshal(d *wire.Dec) { m.Code = Code(d.U16()); m.Msg = d.Str(MaxMessage) }
 
 // Errorf builds an *Error.
 func Errorf(c Code, format string, a ...any) *Error {
@@ -209,27 +216,27 @@ type Item struct {
 type Enroll struct{ Items []Item }
 
 func (m *Enroll) Type() Type { return TEnroll }
-func (m *Enroll) marshal(e *enc) {
-	e.u32(uint32(len(m.Items)))
+func (m *Enroll) marshal(e *wire.Enc) {
+	e.U32(uint32(len(m.Items)))
 	for _, it := range m.Items {
-		e.str(it.ID)
-		e.f32s(it.Template)
+		e.Str(it.ID)
+		e.F32s(it.Template)
 	}
 }
-func (m *Enroll) unmarshal(d *dec) {
-	n := d.count(MaxBatch, 6)
+func (m *Enroll) unmarshal(d *wire.Dec) {
+	n := d.Count(MaxBatch, 6)
 	for range n {
-		id := d.str(MaxIDLen)
-		m.Items = append(m.Items, Item{ID: id, Template: d.f32s(MaxDim)})
+		id := d.Str(MaxIDLen)
+		m.Items = append(m.Items, Item{ID: id, Template: d.F32s(MaxDim)})
 	}
 }
 
 // EnrollOK acknowledges a batch once every party has made it durable.
 type EnrollOK struct{ Count uint32 }
 
-func (m *EnrollOK) Type() Type       { return TEnrollOK }
-func (m *EnrollOK) marshal(e *enc)   { e.u32(m.Count) }
-func (m *EnrollOK) unmarshal(d *dec) { m.Count = d.u32() }
+func (m *EnrollOK) Type() Type            { return TEnrollOK }
+func (m *EnrollOK) marshal(e *wire.Enc)   { e.U32(m.Count) }
+func (m *EnrollOK) unmarshal(d *wire.Dec) { m.Count = d.U32() }
 
 // Identify asks the entry for the TopK best enrolled ids for a template.
 type Identify struct {
@@ -237,13 +244,13 @@ type Identify struct {
 	Template []float32
 }
 
-func (m *Identify) Type() Type     { return TIdentify }
-func (m *Identify) marshal(e *enc) { e.u16(m.TopK); e.f32s(m.Template) }
-func (m *Identify) unmarshal(d *dec) {
-	m.TopK = d.u16()
-	m.Template = d.f32s(MaxDim)
-	if d.err == nil && (m.TopK < 1 || m.TopK > MaxTopK) {
-		d.fail("top-k %d outside 1..%d", m.TopK, MaxTopK)
+func (m *Identify) Type() Type          { return TIdentify }
+func (m *Identify) marshal(e *wire.Enc) { e.U16(m.TopK); e.F32s(m.Template) }
+func (m *Identify) unmarshal(d *wire.Dec) {
+	m.TopK = d.U16()
+	m.Template = d.F32s(MaxDim)
+	if d.Err == nil && (m.TopK < 1 || m.TopK > MaxTopK) {
+		d.Fail("top-k %d outside 1..%d", m.TopK, MaxTopK)
 	}
 }
 
@@ -269,51 +276,51 @@ type IdentifyOK struct {
 }
 
 func (m *IdentifyOK) Type() Type { return TIdentifyOK }
-func (m *IdentifyOK) marshal(e *enc) {
-	e.u32(uint32(len(m.Candidates)))
+func (m *IdentifyOK) marshal(e *wire.Enc) {
+	e.U32(uint32(len(m.Candidates)))
 	for _, c := range m.Candidates {
-		e.str(c.ID)
-		e.u32(uint32(c.Score))
+		e.Str(c.ID)
+		e.U32(uint32(c.Score))
 	}
-	e.bool(m.Accepted)
-	e.bool(m.ScoresHidden)
-	e.u16(m.Alpha)
-	e.u16(m.Beta)
-	e.u64(m.BytesSent)
-	e.u64(m.BytesRecv)
+	e.Bool(m.Accepted)
+	e.Bool(m.ScoresHidden)
+	e.U16(m.Alpha)
+	e.U16(m.Beta)
+	e.U64(m.BytesSent)
+	e.U64(m.BytesRecv)
 }
-func (m *IdentifyOK) unmarshal(d *dec) {
-	n := d.count(MaxTopK, 6)
+func (m *IdentifyOK) unmarshal(d *wire.Dec) {
+	n := d.Count(MaxTopK, 6)
 	for range n {
-		id := d.str(MaxIDLen)
-		m.Candidates = append(m.Candidates, Candidate{ID: id, Score: int32(d.u32())})
+		id := d.Str(MaxIDLen)
+		m.Candidates = append(m.Candidates, Candidate{ID: id, Score: int32(d.U32())})
 	}
-	m.Accepted = d.bool()
-	m.ScoresHidden = d.bool()
-	m.Alpha, m.Beta = d.u16(), d.u16()
-	m.BytesSent, m.BytesRecv = d.u64(), d.u64()
+	m.Accepted = d.Bool()
+	m.ScoresHidden = d.Bool()
+	m.Alpha, m.Beta = d.U16(), d.U16()
+	m.BytesSent, m.BytesRecv = d.U64(), d.U64()
 }
 
 // Delete revokes an enrolled id at every party.
 type Delete struct{ ID string }
 
-func (m *Delete) Type() Type       { return TDelete }
-func (m *Delete) marshal(e *enc)   { e.str(m.ID) }
-func (m *Delete) unmarshal(d *dec) { m.ID = d.str(MaxIDLen) }
+func (m *Delete) Type() Type            { return TDelete }
+func (m *Delete) marshal(e *wire.Enc)   { e.Str(m.ID) }
+func (m *Delete) unmarshal(d *wire.Dec) { m.ID = d.Str(MaxIDLen) }
 
 // DeleteOK acknowledges a deletion applied at every party.
 type DeleteOK struct{}
 
-func (m *DeleteOK) Type() Type     { return TDeleteOK }
-func (m *DeleteOK) marshal(*enc)   {}
-func (m *DeleteOK) unmarshal(*dec) {}
+func (m *DeleteOK) Type() Type          { return TDeleteOK }
+func (m *DeleteOK) marshal(*wire.Enc)   {}
+func (m *DeleteOK) unmarshal(*wire.Dec) {}
 
 // Health asks a party for its state.
 type Health struct{}
 
-func (m *Health) Type() Type     { return THealth }
-func (m *Health) marshal(*enc)   {}
-func (m *Health) unmarshal(*dec) {}
+func (m *Health) Type() Type          { return THealth }
+func (m *Health) marshal(*wire.Enc)   {}
+func (m *Health) unmarshal(*wire.Dec) {}
 
 // HealthOK reports a party's state: its row map digest and how many
 // transactions are unsettled (undecided here, or decided but not yet
@@ -326,14 +333,14 @@ type HealthOK struct {
 }
 
 func (m *HealthOK) Type() Type { return THealthOK }
-func (m *HealthOK) marshal(e *enc) {
-	e.str(m.Name)
-	e.str(m.Mode)
+func (m *HealthOK) marshal(e *wire.Enc) {
+	e.Str(m.Name)
+	e.Str(m.Mode)
 	m.Digest.marshal(e)
-	e.u32(m.InDoubt)
+	e.U32(m.InDoubt)
 }
-func (m *HealthOK) unmarshal(d *dec) {
-	m.Name, m.Mode = d.str(MaxIDLen), d.str(16)
+func (m *HealthOK) unmarshal(d *wire.Dec) {
+	m.Name, m.Mode = d.Str(MaxIDLen), d.Str(16)
 	m.Digest.unmarshal(d)
-	m.InDoubt = d.u32()
+	m.InDoubt = d.U32()
 }

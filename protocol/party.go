@@ -3,6 +3,8 @@ package protocol
 import (
 	"fmt"
 
+	"github.com/idface/idface/internal/wire"
+
 	"github.com/idface/idface/template"
 )
 
@@ -46,24 +48,24 @@ func (g Digest) Diff(h Digest) string {
 	return "equal"
 }
 
-func (g Digest) marshal(e *enc) {
-	e.u32(uint32(len(g)))
+func (g Digest) marshal(e *wire.Enc) {
+	e.U32(uint32(len(g)))
 	for _, s := range g {
-		e.u32(s.Rows)
-		e.u32(s.Live)
-		e.raw(s.Hash[:])
+		e.U32(s.Rows)
+		e.U32(s.Live)
+		e.Raw(s.Hash[:])
 	}
 }
 
-func (g *Digest) unmarshal(d *dec) {
-	n := d.count(MaxParties, 24)
+func (g *Digest) unmarshal(d *wire.Dec) {
+	n := d.Count(MaxParties, 24)
 	*g = make(Digest, n)
 	for i := range *g {
 		s := &(*g)[i]
-		s.Rows, s.Live = d.u32(), d.u32()
-		copy(s.Hash[:], d.take(16))
-		if d.err == nil && (s.Live > s.Rows || s.Rows > MaxRows) {
-			d.fail("segment %d: %d live of %d rows", i, s.Live, s.Rows)
+		s.Rows, s.Live = d.U32(), d.U32()
+		copy(s.Hash[:], d.Take(16))
+		if d.Err == nil && (s.Live > s.Rows || s.Rows > MaxRows) {
+			d.Fail("segment %d: %d live of %d rows", i, s.Live, s.Rows)
 		}
 	}
 }
@@ -100,43 +102,43 @@ type Prepare struct {
 }
 
 func (m *Prepare) Type() Type { return TPrepare }
-func (m *Prepare) marshal(e *enc) {
-	e.raw(m.Txn[:])
-	e.u8(m.Origin)
-	e.u16(m.Dim)
-	e.u32(m.Base)
-	e.u32(uint32(len(m.Ops)))
+func (m *Prepare) marshal(e *wire.Enc) {
+	e.Raw(m.Txn[:])
+	e.U8(m.Origin)
+	e.U16(m.Dim)
+	e.U32(m.Base)
+	e.U32(uint32(len(m.Ops)))
 	for _, op := range m.Ops {
-		e.u8(uint8(op.Kind))
-		e.u32(op.Seq)
-		e.str(op.ID)
+		e.U8(uint8(op.Kind))
+		e.U32(op.Seq)
+		e.Str(op.ID)
 		if op.Kind == OpPut {
-			e.words(op.Plus)
-			e.words(op.Minus)
+			e.Words(op.Plus)
+			e.Words(op.Minus)
 		}
 	}
 }
-func (m *Prepare) unmarshal(d *dec) {
-	copy(m.Txn[:], d.take(16))
-	m.Origin = d.u8()
-	m.Dim = d.u16()
-	m.Base = d.u32()
-	if d.err == nil && (m.Dim < 1 || int(m.Dim) > MaxDim) {
-		d.fail("dimension %d", m.Dim)
+func (m *Prepare) unmarshal(d *wire.Dec) {
+	copy(m.Txn[:], d.Take(16))
+	m.Origin = d.U8()
+	m.Dim = d.U16()
+	m.Base = d.U32()
+	if d.Err == nil && (m.Dim < 1 || int(m.Dim) > MaxDim) {
+		d.Fail("dimension %d", m.Dim)
 		return
 	}
 	w := template.Words(int(m.Dim))
-	n := d.count(MaxBatch, 7)
+	n := d.Count(MaxBatch, 7)
 	for range n {
-		op := Op{Kind: OpKind(d.u8()), Seq: d.u32(), ID: d.str(MaxIDLen)}
+		op := Op{Kind: OpKind(d.U8()), Seq: d.U32(), ID: d.Str(MaxIDLen)}
 		switch op.Kind {
 		case OpPut:
-			op.Plus, op.Minus = d.words(w), d.words(w)
+			op.Plus, op.Minus = d.Words(w), d.Words(w)
 		case OpDelete:
 		default:
-			d.fail("op kind %d", op.Kind)
+			d.Fail("op kind %d", op.Kind)
 		}
-		if d.err != nil {
+		if d.Err != nil {
 			return
 		}
 		m.Ops = append(m.Ops, op)
@@ -146,9 +148,9 @@ func (m *Prepare) unmarshal(d *dec) {
 // Vote is a party's yes to a Prepare (a refusal is an Error).
 type Vote struct{ Txn TxnID }
 
-func (m *Vote) Type() Type       { return TVote }
-func (m *Vote) marshal(e *enc)   { e.raw(m.Txn[:]) }
-func (m *Vote) unmarshal(d *dec) { copy(m.Txn[:], d.take(16)) }
+func (m *Vote) Type() Type            { return TVote }
+func (m *Vote) marshal(e *wire.Enc)   { e.Raw(m.Txn[:]) }
+func (m *Vote) unmarshal(d *wire.Dec) { copy(m.Txn[:], d.Take(16)) }
 
 // Decide is phase two: commit or abort a prepared transaction. Parties
 // answer DecideOK whether or not they still hold it (idempotent).
@@ -159,23 +161,23 @@ type Decide struct {
 }
 
 func (m *Decide) Type() Type { return TDecide }
-func (m *Decide) marshal(e *enc) {
-	e.raw(m.Txn[:])
-	e.u8(m.Origin)
-	e.bool(m.Commit)
+func (m *Decide) marshal(e *wire.Enc) {
+	e.Raw(m.Txn[:])
+	e.U8(m.Origin)
+	e.Bool(m.Commit)
 }
-func (m *Decide) unmarshal(d *dec) {
-	copy(m.Txn[:], d.take(16))
-	m.Origin = d.u8()
-	m.Commit = d.bool()
+func (m *Decide) unmarshal(d *wire.Dec) {
+	copy(m.Txn[:], d.Take(16))
+	m.Origin = d.U8()
+	m.Commit = d.Bool()
 }
 
 // DecideOK acknowledges a Decide.
 type DecideOK struct{}
 
-func (m *DecideOK) Type() Type     { return TDecideOK }
-func (m *DecideOK) marshal(*enc)   {}
-func (m *DecideOK) unmarshal(*dec) {}
+func (m *DecideOK) Type() Type          { return TDecideOK }
+func (m *DecideOK) marshal(*wire.Enc)   {}
+func (m *DecideOK) unmarshal(*wire.Dec) {}
 
 // Query is the entry's broadcast of y+ and y- (paper Fig. "2pc_id": 2d
 // bits) with its row map digest. The party answers with Block headers,
@@ -190,26 +192,26 @@ type Query struct {
 }
 
 func (m *Query) Type() Type { return TQuery }
-func (m *Query) marshal(e *enc) {
-	e.u16(m.Dim)
-	e.u16(m.Beta)
-	e.words(m.Plus)
-	e.words(m.Minus)
+func (m *Query) marshal(e *wire.Enc) {
+	e.U16(m.Dim)
+	e.U16(m.Beta)
+	e.Words(m.Plus)
+	e.Words(m.Minus)
 	m.Digest.marshal(e)
-	e.u32(m.BlockWords)
+	e.U32(m.BlockWords)
 }
-func (m *Query) unmarshal(d *dec) {
-	m.Dim, m.Beta = d.u16(), d.u16()
-	if d.err == nil && (m.Dim < 1 || int(m.Dim) > MaxDim || m.Beta < 1 || m.Beta > m.Dim) {
-		d.fail("dimension %d, beta %d", m.Dim, m.Beta)
+func (m *Query) unmarshal(d *wire.Dec) {
+	m.Dim, m.Beta = d.U16(), d.U16()
+	if d.Err == nil && (m.Dim < 1 || int(m.Dim) > MaxDim || m.Beta < 1 || m.Beta > m.Dim) {
+		d.Fail("dimension %d, beta %d", m.Dim, m.Beta)
 		return
 	}
 	w := template.Words(int(m.Dim))
-	m.Plus, m.Minus = d.words(w), d.words(w)
+	m.Plus, m.Minus = d.Words(w), d.Words(w)
 	m.Digest.unmarshal(d)
-	m.BlockWords = d.u32()
-	if d.err == nil && (m.BlockWords == 0 || uint64(m.BlockWords)*2*uint64(m.Beta)*8 > MaxBlockData) {
-		d.fail("block of %d words", m.BlockWords)
+	m.BlockWords = d.U32()
+	if d.Err == nil && (m.BlockWords == 0 || uint64(m.BlockWords)*2*uint64(m.Beta)*8 > MaxBlockData) {
+		d.Fail("block of %d words", m.BlockWords)
 	}
 }
 
@@ -228,13 +230,13 @@ type Block struct {
 	NW  uint32
 }
 
-func (m *Block) Type() Type       { return TBlock }
-func (m *Block) marshal(e *enc)   { e.u8(m.Seg); e.u32(m.W0); e.u32(m.NW) }
-func (m *Block) unmarshal(d *dec) { m.Seg = d.u8(); m.W0 = d.u32(); m.NW = d.u32() }
+func (m *Block) Type() Type            { return TBlock }
+func (m *Block) marshal(e *wire.Enc)   { e.U8(m.Seg); e.U32(m.W0); e.U32(m.NW) }
+func (m *Block) unmarshal(d *wire.Dec) { m.Seg = d.U8(); m.W0 = d.U32(); m.NW = d.U32() }
 
 // BlocksEnd closes a query's answer.
 type BlocksEnd struct{}
 
-func (m *BlocksEnd) Type() Type     { return TBlocksEnd }
-func (m *BlocksEnd) marshal(*enc)   {}
-func (m *BlocksEnd) unmarshal(*dec) {}
+func (m *BlocksEnd) Type() Type          { return TBlocksEnd }
+func (m *BlocksEnd) marshal(*wire.Enc)   {}
+func (m *BlocksEnd) unmarshal(*wire.Dec) {}

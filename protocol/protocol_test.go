@@ -33,7 +33,6 @@ func samples() []Msg {
 		&PublicKey{Key: []byte{1, 2, 3}},
 		&HEQuery{Groups: 2, Rows: 70000, TopK: 1, CtBytes: 131000},
 		&HEResult{Rows: []uint32{5, 9}},
-		&Reserve{Txn: TxnID{4}, Base: 3, IDs: []string{"a", "b"}},
 		&HEDecide{Txn: TxnID{5}, Commit: true, Base: 10, N: 2},
 		&IdentifyOK{ScoresHidden: true, Candidates: []Candidate{{"x", 0}}},
 	}

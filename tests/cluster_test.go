@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idface/idface/client"
 	"github.com/idface/idface/cluster"
-	"github.com/idface/idface/party"
+	"github.com/idface/idface/network/quicnet"
 	"github.com/idface/idface/protocol"
-	"github.com/idface/idface/transport"
 )
 
 // TestIdentifyEqualsPlaintext enrolls through two different entries,
@@ -38,8 +38,8 @@ func TestIdentifyEqualsPlaintext(t *testing.T) {
 			os.WriteFile(filepath.Join(dir, "b.txt"), []byte(strings.Join(d.names[400:], "\n")), 0o644)
 			must(t, "enroll", "--cluster", dir, "--ids", filepath.Join(dir, "a.txt"), "--templates", a, "--batch", "128", "--quiet")
 			must(t, "enroll", "--cluster", dir, "--entry", "p2", "--ids", filepath.Join(dir, "b.txt"), "--templates", b, "--quiet")
-			rows := transformRows(t, d.gallery, d.names, cfg.Alpha)
-			entry := cfg.Parties[c.mu-1].Name
+			rows := transformRows(t, d.gallery, d.names, cfg.Alpha())
+			entry := cfg.Party(c.mu - 1).Name
 			q := filepath.Join(dir, "q.npy")
 			writeNpy(t, q, d.queries[:25])
 
@@ -50,7 +50,7 @@ func TestIdentifyEqualsPlaintext(t *testing.T) {
 					t.Fatalf("%d results for 25 queries", len(rs))
 				}
 				for i, r := range rs {
-					want := plainTop(t, rows, d.queries[i], cfg.Alpha, cfg.Beta, 3)
+					want := plainTop(t, rows, d.queries[i], cfg.Alpha(), cfg.Beta(), 3)
 					if len(r.Candidates) != len(want) {
 						t.Fatalf("query %d: %d candidates, want %d", i, len(r.Candidates), len(want))
 					}
@@ -64,7 +64,7 @@ func TestIdentifyEqualsPlaintext(t *testing.T) {
 					}
 					// Bytes: (mu-1) * (2 * rows * beta + 2d) bits, rows padded
 					// to 64 per segment, plus small framing.
-					formula := float64(c.mu-1) * float64(2*(448+256)*cfg.Beta+2*cfg.Dim) / 8
+					formula := float64(c.mu-1) * float64(2*(448+256)*cfg.Beta()+2*cfg.Dim()) / 8
 					got := float64(r.BytesSent + r.BytesRecv)
 					if got < formula || got > formula*1.01+float64(300*(c.mu-1)) {
 						t.Fatalf("query %d moved %v bytes, formula %v", i, got, formula)
@@ -107,7 +107,7 @@ func TestIdentifyEqualsPlaintext(t *testing.T) {
 			errs := make([]string, 4)
 			for i := range 4 {
 				wg.Go(func() {
-					out, e, code := idface(t, "identify", "--cluster", dir, "--entry", cfg.Parties[i%c.mu].Name, "--templates", q, "--json")
+					out, e, code := idface(t, "identify", "--cluster", dir, "--entry", cfg.Party(i%c.mu).Name, "--templates", q, "--json")
 					if code != 0 || len(parseResults(t, out)) != 25 {
 						errs[i] = fmt.Sprintf("client %d: exit %d: %s", i, code, e)
 					}
@@ -169,12 +169,12 @@ func TestBadInput(t *testing.T) {
 	// A client whose certificate is not pinned is refused.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	id, _ := transport.GenerateIdentity("mallory")
+	id, _ := quicnet.GenerateIdentity("mallory")
 	cert, _ := tls.X509KeyPair(id.CertPEM, id.KeyPEM)
-	stranger := transport.NewDialer(cert)
+	stranger := quicnet.NewDialer(cert, cfg.Lookup)
 	defer stranger.Close()
-	p1 := cfg.Parties[0]
-	if s, err := stranger.Open(ctx, p1.Name, p1.Addr, p1.Pin); err == nil {
+	p1 := cfg.Party(0)
+	if s, err := stranger.Open(ctx, p1.Name); err == nil {
 		s.WriteFrame(protocol.Marshal(&protocol.Health{}))
 		if _, err := s.ReadFrame(1 << 20); err == nil {
 			t.Fatal("an unpinned client got an answer")
@@ -183,11 +183,10 @@ func TestBadInput(t *testing.T) {
 
 	// Malformed and oversized frames from a pinned client: an error reply,
 	// and the party keeps serving.
-	ccert, _, _ := transport.LoadCertificate(cfg.Path(cfg.Clients[0].Cert), cfg.Path(cfg.Clients[0].Key))
-	dl := transport.NewDialer(ccert)
+	dl := dialAs(t, cfg, "client")
 	defer dl.Close()
 	for _, frame := range [][]byte{{1, 200, 3}, {9, 9}, protocol.Marshal(&protocol.Identify{TopK: 1, Template: []float32{1}})} {
-		s, err := dl.Open(ctx, p1.Name, p1.Addr, p1.Pin)
+		s, err := dl.Open(ctx, p1.Name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,7 +201,7 @@ func TestBadInput(t *testing.T) {
 			t.Fatalf("garbage answered with %T", m)
 		}
 	}
-	s, _ := dl.Open(ctx, p1.Name, p1.Addr, p1.Pin)
+	s, _ := dl.Open(ctx, p1.Name)
 	var hdr [4]byte
 	binary.BigEndian.PutUint32(hdr[:], 1<<30)
 	s.Write(hdr[:])
@@ -212,9 +211,12 @@ func TestBadInput(t *testing.T) {
 		}
 	}
 	// A client may not speak the parties' protocol.
-	s, _ = dl.Open(ctx, p1.Name, p1.Addr, p1.Pin)
+	s, err := dl.Open(ctx, p1.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
 	s.WriteFrame(protocol.Marshal(&protocol.Decide{Origin: 1, Commit: true}))
-	if b, err := s.ReadFrame(1 << 20); err != nil || !strings.Contains(string(b), "only parties") {
+	if b, err := s.ReadFrame(1 << 20); err != nil || !strings.Contains(string(b), "may not send Decide") {
 		t.Fatalf("client sent a party message: %q %v", b, err)
 	}
 	must(t, "identify", "--cluster", dir, "--templates", one)
@@ -256,11 +258,11 @@ func TestKillDuringBulkEnrollment(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Kill once some batches are in.
-			cl, _ := party.NewClient(cfg, "", "")
+			cl, _ := client.Open(cfg, "", "")
 			defer cl.Close()
 			for deadline := time.Now().Add(60 * time.Second); ; {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-				h, err := cl.Health(ctx, c.mu-1)
+				h, err := cl.Health(ctx, cfg.Party(c.mu-1).Name)
 				cancel()
 				if err == nil && h.Digest[0].Rows >= 2000 {
 					break
@@ -283,9 +285,9 @@ func TestKillDuringBulkEnrollment(t *testing.T) {
 				t.Fatal(err)
 			}
 			var digests []protocol.Digest
-			for k := range cfg.Parties {
+			for _, p := range cfg.Parties() {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				h, err := cl.Health(ctx, k)
+				h, err := cl.Health(ctx, p.Name)
 				cancel()
 				if err != nil {
 					t.Fatal(err)

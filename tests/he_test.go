@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idface/idface/client"
 	"github.com/idface/idface/cluster"
-	"github.com/idface/idface/party"
+	"github.com/idface/idface/config"
 	"github.com/idface/idface/protocol"
-	"github.com/idface/idface/transport"
 )
 
 // TestHECluster runs a local server and a key server as processes:
@@ -30,18 +30,18 @@ func TestHECluster(t *testing.T) {
 func testHECluster(t *testing.T, mu int) {
 	dir, cfg := newCluster(t, "he", mu)
 	d := newDataset(t, t.TempDir(), 500, 21)
-	entry := cfg.Parties[mu-1].Name // with two local servers: through the non-sequencer
+	entry := cfg.Party(mu - 1).Name // with two local servers: through the non-sequencer
 	must(t, "enroll", "--cluster", dir, "--entry", entry, "--ids", d.ids, "--templates", d.enroll, "--batch", "170", "--quiet")
 	one := filepath.Join(t.TempDir(), "one.npy")
 	writeNpy(t, one, d.queries[499:])
 	must(t, "enroll", "--cluster", dir, "--entry", entry, "--id", "late-single", "--template", one)
-	rows := transformRows(t, append(append([][]float32{}, d.gallery...), d.queries[499]), append(append([]string{}, d.names...), "late-single"), cfg.Alpha)
+	rows := transformRows(t, append(append([][]float32{}, d.gallery...), d.queries[499]), append(append([]string{}, d.names...), "late-single"), cfg.Alpha())
 	q := filepath.Join(dir, "q.npy")
 	writeNpy(t, q, d.queries[:30])
 
 	check := func(rows []plainRow) {
 		t.Helper()
-		for _, server := range cfg.Parties {
+		for _, server := range cfg.Parties() {
 			checkAt(t, dir, server.Name, q, d, rows, cfg)
 		}
 	}
@@ -61,19 +61,17 @@ func testHECluster(t *testing.T, mu int) {
 	}
 
 	// A client may not query the key server.
-	ccert, _, _ := transport.LoadCertificate(cfg.Path(cfg.Clients[0].Cert), cfg.Path(cfg.Clients[0].Key))
-	dl := transport.NewDialer(ccert)
-	defer dl.Close()
+	dl := dialAs(t, cfg, "client")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, m := range []protocol.Msg{&protocol.PublicKeyRequest{}, &protocol.HEQuery{Groups: 1, Rows: 1, TopK: 1, CtBytes: 1}} {
-		s, err := dl.Open(ctx, "key", cfg.KeyServer.Addr, cfg.KeyServer.Pin)
+		s, err := dl.Open(ctx, "key")
 		if err != nil {
 			t.Fatal(err)
 		}
 		s.WriteFrame(protocol.Marshal(m))
 		b, err := s.ReadFrame(1 << 20)
-		if err != nil || !strings.Contains(string(b), "only local servers") {
+		if err != nil || !strings.Contains(string(b), "may not send") {
 			t.Fatalf("client sent %T to the key server: %q %v", m, b, err)
 		}
 	}
@@ -109,11 +107,11 @@ func testHEKill(t *testing.T, mu int, victim string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	cl, _ := party.NewClient(cfg, "", "")
+	cl, _ := client.Open(cfg, "", "")
 	defer cl.Close()
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		h, err := cl.Health(ctx, 0)
+		h, err := cl.Health(ctx, cfg.Party(0).Name)
 		cancel()
 		if err == nil && h.Digest[0].Live >= 600 {
 			break
@@ -138,9 +136,9 @@ func testHEKill(t *testing.T, mu int, victim string) {
 	q := filepath.Join(dir, "q.npy")
 	writeNpy(t, q, d.queries[:5])
 	rs := parseResults(t, must(t, "identify", "--cluster", dir, "--templates", q, "--json"))
-	rows := transformRows(t, d.gallery[:live], d.names[:live], cfg.Alpha)
+	rows := transformRows(t, d.gallery[:live], d.names[:live], cfg.Alpha())
 	for i, r := range rs {
-		want := plainTop(t, rows, d.queries[i], cfg.Alpha, cfg.Beta, 1)
+		want := plainTop(t, rows, d.queries[i], cfg.Alpha(), cfg.Beta(), 1)
 		if want[0].score >= cfg.Threshold() && (r.ID == nil || *r.ID != want[0].id) {
 			t.Fatalf("query %d after the crash: %v, want %v", i, r.ID, want[0])
 		}
@@ -157,7 +155,7 @@ func testHEKill(t *testing.T, mu int, victim string) {
 // checkAt identifies the probes at one local server and compares with the
 // plaintext search: the key server returns the best rows above the
 // threshold, never scores.
-func checkAt(t *testing.T, dir, server, q string, d *dataset, rows []plainRow, cfg *party.Config) {
+func checkAt(t *testing.T, dir, server, q string, d *dataset, rows []plainRow, cfg *config.Params) {
 	t.Helper()
 	rs := parseResults(t, must(t, "identify", "--cluster", dir, "--entry", server, "--templates", q, "--top", "2", "--json"))
 	if len(rs) != 30 {
@@ -167,7 +165,7 @@ func checkAt(t *testing.T, dir, server, q string, d *dataset, rows []plainRow, c
 		if r.Score != nil || r.Cosine != nil {
 			t.Fatalf("query %d: the HE mode revealed a score", i)
 		}
-		want := plainTop(t, rows, d.queries[i], cfg.Alpha, cfg.Beta, 2)
+		want := plainTop(t, rows, d.queries[i], cfg.Alpha(), cfg.Beta(), 2)
 		var above []string
 		for _, w := range want {
 			if w.score >= cfg.Threshold() {

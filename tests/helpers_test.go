@@ -16,9 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idface/idface/client"
+	"github.com/idface/idface/config"
 	"github.com/idface/idface/experiments"
 	"github.com/idface/idface/internal/npy"
-	"github.com/idface/idface/party"
+	"github.com/idface/idface/network/quicnet"
 	"github.com/idface/idface/template"
 )
 
@@ -70,7 +72,7 @@ func must(t *testing.T, args ...string) string {
 }
 
 // newCluster initialises and starts a cluster; it is stopped at cleanup.
-func newCluster(t *testing.T, mode string, mu int, extra ...string) (string, *party.Config) {
+func newCluster(t *testing.T, mode string, mu int, extra ...string) (string, *config.Params) {
 	t.Helper()
 	dir := t.TempDir()
 	must(t, append([]string{"cluster", "init", "--dir", dir, "--mode", mode, "--parties", fmt.Sprint(mu), "--tau", "0.2"}, extra...)...)
@@ -91,7 +93,7 @@ func newCluster(t *testing.T, mode string, mu int, extra ...string) (string, *pa
 			}
 		}
 	})
-	cfg, err := party.LoadConfig(dir)
+	cfg, err := config.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,18 +232,18 @@ func nanValue() float64 { var z float64; return z / z }
 
 // liveRows asks every party for its live row count and fails unless all
 // parties report the same row map; it returns the common count.
-func liveRows(t *testing.T, cfg *party.Config) int {
+func liveRows(t *testing.T, cfg *config.Params) int {
 	t.Helper()
-	cl, err := party.NewClient(cfg, "", "")
+	cl, err := client.Open(cfg, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
 	live := -1
 	var first string
-	for k := range cfg.Parties {
+	for _, p := range cfg.Parties() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		h, err := cl.Health(ctx, k)
+		h, err := cl.Health(ctx, p.Name)
 		cancel()
 		if err != nil {
 			t.Fatal(err)
@@ -272,4 +274,20 @@ func ackedCount(t *testing.T, stderr string) int {
 		t.Fatalf("enroll failed without a count: %q", stderr)
 	}
 	return acked
+}
+
+// dialAs returns a dialer presenting the named client's identity.
+func dialAs(t *testing.T, cfg *config.Params, name string) *quicnet.Dialer {
+	t.Helper()
+	m, ok := cfg.Client(name)
+	if !ok {
+		t.Fatalf("no client %s", name)
+	}
+	cert, _, err := quicnet.LoadCertificate(cfg.Path(m.Cert), cfg.Path(m.Key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := quicnet.NewDialer(cert, cfg.Lookup)
+	t.Cleanup(func() { d.Close() })
+	return d
 }

@@ -12,8 +12,9 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 
+	"github.com/idface/idface/client"
+	"github.com/idface/idface/config"
 	"github.com/idface/idface/internal/npy"
-	"github.com/idface/idface/party"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/template"
 )
@@ -37,17 +38,17 @@ func addClientFlags(fs interface {
 	return clientFlags{
 		dir:     fs.String("cluster", "", "cluster directory"),
 		entry:   fs.String("entry", "", "entry party (default: the first party)"),
-		client:  fs.String("client", "", "client identity (default: the first client)"),
+		client:  fs.String("client", "", "client identity (default: the first operator)"),
 		timeout: fs.Duration("timeout", 60*time.Second, "deadline of one request"),
 	}
 }
 
-func (c clientFlags) open() (*party.Config, *party.Client, error) {
-	cfg, err := party.LoadConfig(*c.dir)
+func (c clientFlags) open() (*config.Params, *client.Client, error) {
+	cfg, err := config.Load(*c.dir)
 	if err != nil {
 		return nil, nil, err
 	}
-	cl, err := party.NewClient(cfg, *c.client, *c.entry)
+	cl, err := client.Open(cfg, *c.client, *c.entry)
 	return cfg, cl, err
 }
 
@@ -105,8 +106,8 @@ func cmdEnroll(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer cl.Close()
-	if m.Cols != cfg.Dim {
-		return fmt.Errorf("%s: templates have dimension %d, the cluster uses %d", path, m.Cols, cfg.Dim)
+	if m.Cols != cfg.Dim() {
+		return fmt.Errorf("%s: templates have dimension %d, the cluster uses %d", path, m.Cols, cfg.Dim())
 	}
 	var bar *progressbar.ProgressBar
 	if len(idList) > *batch && !*quiet {
@@ -114,34 +115,26 @@ func cmdEnroll(args []string, stdout, stderr io.Writer) error {
 			progressbar.OptionSetDescription("enrolling"), progressbar.OptionShowCount(), progressbar.OptionThrottle(200*time.Millisecond))
 	}
 	start := time.Now()
-	done := 0
-	for done < len(idList) {
-		end := min(done+*batch, len(idList))
-		items := make([]protocol.Item, 0, end-done)
-		for i := done; i < end; i++ {
-			items = append(items, protocol.Item{ID: idList[i], Template: m.RowF32(i, nil)})
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), *cf.timeout)
-		err := cl.Enroll(ctx, items)
-		cancel()
-		if err != nil {
-			if bar != nil {
-				bar.Exit()
-				fmt.Fprintln(stderr)
-			}
-			if len(idList) == 1 {
-				return err
-			}
-			return fmt.Errorf("enrolled %d of %d; the batch of items %d..%d was rolled back: %v", done, len(idList), done, end-1, err)
-		}
-		done = end
+	done, err := cl.EnrollAll(context.Background(), len(idList), func(i int) protocol.Item {
+		return protocol.Item{ID: idList[i], Template: m.RowF32(i, nil)}
+	}, client.Bulk{Batch: *batch, Timeout: *cf.timeout, Progress: func(done, _ int) {
 		if bar != nil {
 			bar.Set(done)
 		}
-	}
+	}})
 	if bar != nil {
-		bar.Finish()
+		if err != nil {
+			bar.Exit()
+		} else {
+			bar.Finish()
+		}
 		fmt.Fprintln(stderr)
+	}
+	if err != nil {
+		if be, ok := err.(*client.BulkError); ok && len(idList) == 1 {
+			return be.Err
+		}
+		return err
 	}
 	secs := time.Since(start).Seconds()
 	if *asJSON {
@@ -165,7 +158,7 @@ func readIDs(path string) ([]string, error) {
 		if id == "" {
 			continue
 		}
-		if err := party.CheckID(id); err != nil {
+		if err := protocol.CheckID(id); err != nil {
 			return nil, fmt.Errorf("%s line %d: %v", path, line, err)
 		}
 		ids = append(ids, id)
@@ -220,8 +213,8 @@ func cmdIdentify(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer cl.Close()
-	if m.Cols != cfg.Dim {
-		return fmt.Errorf("%s: templates have dimension %d, the cluster uses %d", *tmpls, m.Cols, cfg.Dim)
+	if m.Cols != cfg.Dim() {
+		return fmt.Errorf("%s: templates have dimension %d, the cluster uses %d", *tmpls, m.Cols, cfg.Dim())
 	}
 	enc := json.NewEncoder(stdout)
 	if !*asJSON {

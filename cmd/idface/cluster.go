@@ -6,16 +6,20 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"syscall"
 	"time"
 
+	"github.com/idface/idface/client"
 	"github.com/idface/idface/cluster"
-	"github.com/idface/idface/party"
+	"github.com/idface/idface/config"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/server"
 )
 
 func init() {
@@ -41,7 +45,7 @@ func cmdCluster(args []string, stdout, stderr io.Writer) error {
 		if err := required(fs, "dir"); err != nil {
 			return err
 		}
-		cfg, err := party.LoadConfig(*dir)
+		cfg, err := config.Load(*dir)
 		if err != nil {
 			return err
 		}
@@ -54,7 +58,7 @@ func cmdCluster(args []string, stdout, stderr io.Writer) error {
 			if err := cluster.Up(context.Background(), cfg, exe, *timeout); err != nil {
 				return err
 			}
-			fmt.Fprintf(stdout, "%d parties up (%s, logs in %s/logs)\n", cfg.Mu(), cfg.Mode, *dir)
+			fmt.Fprintf(stdout, "%d servers up (%s, logs in %s/logs)\n", len(cfg.Servers()), cfg.Mode(), *dir)
 			return nil
 		case "down":
 			if err := cluster.Down(cfg); err != nil {
@@ -76,13 +80,13 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 		"Writes DIR/cluster.json and a key and self-signed certificate for every\n"+
 		"party and client (DIR/keys). Each party gets a free UDP port on 127.0.0.1.", stderr)
 	dir := fs.String("dir", "", "cluster directory (created)")
-	mode := fs.String("mode", "2pc", "2pc (two parties), mpc (mu parties) or he (a local server and a key server)")
-	parties := fs.Int("parties", 2, "number of parties mu")
-	clients := fs.Int("clients", 1, "number of client identities")
-	dim := fs.Int("dim", 512, "template dimension d")
+	mode := fs.String("mode", "2pc", "2pc (two parties), mpc (mu parties) or he (local servers and a key server)")
+	parties := fs.Int("parties", 0, "number of parties mu (default 2; 1 local server in mode he)")
+	devices := fs.Int("devices", 1, "number of device identities (identify only) besides the operator")
+	dim := fs.Int("dim", 0, fmt.Sprintf("template dimension d (default %d)", config.DefaultDim))
 	alpha := fs.Int("alpha", 0, "enrollment weight (default floor(2d/3))")
-	beta := fs.Int("beta", 63, "query weight")
-	tau := fs.Float64("tau", 0.3, "cosine threshold")
+	beta := fs.Int("beta", 0, fmt.Sprintf("query weight (default min(%d, alpha))", config.DefaultBeta))
+	tau := fs.Float64("tau", config.DefaultTau, "cosine threshold")
 	host := fs.String("host", "127.0.0.1", "address the parties listen on")
 	force := fs.Bool("force", false, "replace an existing cluster config")
 	metrics := fs.Bool("metrics", false, "give every party a loopback /metrics and /debug/pprof address")
@@ -92,13 +96,20 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 	if err := required(fs, "dir"); err != nil {
 		return err
 	}
-	cfg, err := cluster.Init(*dir, cluster.Options{Mode: *mode, Parties: *parties, Clients: *clients, Dim: *dim,
-		Alpha: *alpha, Beta: *beta, Tau: *tau, Host: *host, Force: *force, Metrics: *metrics})
+	m, err := config.ParseMode(*mode)
+	if err != nil {
+		return err
+	}
+	if *parties == 0 {
+		*parties = defaultParties(m)
+	}
+	cfg, err := cluster.Init(*dir, cluster.Options{Mode: m, Parties: *parties, Devices: *devices, Dim: *dim,
+		Alpha: *alpha, Beta: *beta, Tau: tau, Host: *host, Force: *force, Metrics: *metrics})
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "cluster %s: mode %s, %d parties, d = %d, alpha = %d, beta = %d, tau = %.3f\n",
-		*dir, cfg.Mode, cfg.Mu(), cfg.Dim, cfg.Alpha, cfg.Beta, cfg.Tau)
+		*dir, cfg.Mode(), cfg.Mu(), cfg.Dim(), cfg.Alpha(), cfg.Beta(), cfg.Tau())
 	for _, p := range cfg.Servers() {
 		fmt.Fprintf(stdout, "  %-8s %-22s %s\n", p.Name, p.Addr, p.Pin[:23]+"...")
 	}
@@ -106,8 +117,16 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-func clusterStatus(cfg *party.Config, stdout io.Writer) error {
-	cl, err := party.NewClient(cfg, "", "")
+// defaultParties is the number of parties a mode starts with.
+func defaultParties(m config.Mode) int {
+	if m == config.ModeHE {
+		return 1
+	}
+	return 2
+}
+
+func clusterStatus(cfg *config.Params, stdout io.Writer) error {
+	cl, err := client.Open(cfg, "", "")
 	if err != nil {
 		return err
 	}
@@ -122,7 +141,7 @@ func clusterStatus(cfg *party.Config, stdout io.Writer) error {
 			pidS = fmt.Sprint(pid)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		h, err := cl.HealthOf(ctx, p)
+		h, err := cl.Health(ctx, p.Name)
 		cancel()
 		if err != nil {
 			fmt.Fprintf(stdout, "%-8s %-22s %-8s unreachable: %v\n", p.Name, p.Addr, pidS, err)
@@ -164,18 +183,19 @@ func digestString(g protocol.Digest) string {
 }
 
 func cmdServe(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("serve", "idface serve --cluster DIR --party NAME\n\nRuns one party in the foreground until SIGINT or SIGTERM.", stderr)
+	fs := newFlags("serve", "idface serve --cluster DIR --party NAME [--metrics-addr HOST:PORT]\n\nRuns one server in the foreground until SIGINT or SIGTERM.", stderr)
 	dir := fs.String("cluster", "", "cluster directory")
-	name := fs.String("party", "", "party name from the cluster config")
+	name := fs.String("party", "", "server name from the cluster config")
 	verbose := fs.Bool("v", false, "debug logging")
-	debugAddr := fs.String("debug-addr", "", "serve /metrics and /debug/pprof on this TCP address (default: the party's metrics address in the config)")
+	metricsAddr := fs.String("metrics-addr", "", "serve /metrics on this TCP address (default: the server's loopback metrics address in the config); any address named here is used as given")
+	pprofOn := fs.Bool("pprof", false, "also serve /debug/pprof/ on the metrics address (loopback addresses only)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if err := required(fs, "cluster", "party"); err != nil {
 		return err
 	}
-	cfg, err := party.LoadConfig(*dir)
+	cfg, err := config.Load(*dir)
 	if err != nil {
 		return err
 	}
@@ -183,7 +203,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 	if *verbose {
 		level = slog.LevelDebug
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("party", *name)
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("server", *name)
 	// The heap is mostly pointer-free share columns, which the collector
 	// need not scan: collecting at 25% growth keeps RSS near the live
 	// shares for little CPU. GOGC in the environment still wins.
@@ -192,48 +212,41 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if cfg.Mode == "he" {
-		return serveHE(ctx, cfg, *name, log)
-	}
-	p, err := party.Open(cfg, *name, log)
-	if err != nil {
-		return err
-	}
-	defer p.Close()
-	me, ok := cfg.Member(*name)
+	me, ok := cfg.Server(*name)
 	if !ok {
 		return fmt.Errorf("no server %q in %s", *name, *dir)
 	}
-	if *debugAddr == "" {
-		*debugAddr = me.Metrics
-	}
-	if *debugAddr != "" {
-		srv := &http.Server{Addr: *debugAddr, Handler: p.DebugHandler(), ReadHeaderTimeout: 5 * time.Second}
-		go func() {
-			if err := srv.ListenAndServe(); err != nil && err != http.ErrServerClosed {
-				log.Error("debug endpoint", "err", err)
-			}
-		}()
-		defer srv.Close()
-	}
-	err = p.Serve(ctx)
-	log.Info("stopped")
-	return err
-}
-
-// serveHE runs the key server or a local server of an HE cluster.
-func serveHE(ctx context.Context, cfg *party.Config, name string, log *slog.Logger) error {
-	if cfg.KeyServer != nil && name == cfg.KeyServer.Name {
-		k, err := party.OpenKeyServer(cfg, log)
-		if err != nil {
-			return err
-		}
-		return k.Serve(ctx)
-	}
-	l, err := party.OpenHELocal(ctx, cfg, name, log)
+	srv, err := server.Open(ctx, cfg, *name, log)
 	if err != nil {
 		return err
 	}
-	defer l.Close()
-	return l.Serve(ctx)
+	addr := *metricsAddr
+	if addr == "" {
+		addr = me.Metrics
+	}
+	if addr != "" {
+		h := srv.MetricsHandler()
+		if *pprofOn {
+			if err := config.CheckLoopback(addr); err != nil {
+				return fmt.Errorf("--pprof: %w: profiles are served on loopback only", err)
+			}
+			mux := http.NewServeMux()
+			mux.Handle("/metrics", h)
+			mux.HandleFunc("/debug/pprof/", pprof.Index)
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+			h = mux
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("metrics endpoint: %w", err)
+		}
+		hs := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+		go hs.Serve(ln)
+		defer hs.Close()
+		log.Info("metrics", "addr", ln.Addr().String(), "pprof", *pprofOn)
+	}
+	err = srv.Serve(ctx)
+	log.Info("stopped", "err", err)
+	return err
 }

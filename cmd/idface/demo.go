@@ -8,10 +8,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/idface/idface/client"
 	"github.com/idface/idface/cluster"
+	"github.com/idface/idface/config"
 	"github.com/idface/idface/experiments"
-	"github.com/idface/idface/heidface"
-	"github.com/idface/idface/party"
 	"github.com/idface/idface/protocol"
 )
 
@@ -44,22 +44,23 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	m, err := config.ParseMode(*mode)
+	if err != nil {
+		return err
+	}
 	if *parties == 0 {
-		*parties = 2
-		if *mode == "he" {
-			*parties = 1
-		}
+		*parties = defaultParties(m)
 	}
 	dir, err := os.MkdirTemp("", "idface-demo-")
 	if err != nil {
 		return err
 	}
 	procs := *parties
-	if *mode == "he" {
+	if m == config.ModeHE {
 		procs++ // the key server
 	}
 	fmt.Fprintf(stdout, "idface demo: %s cluster of %d server processes in %s\n", *mode, procs, dir)
-	cfg, err := cluster.Init(dir, cluster.Options{Mode: *mode, Parties: *parties, Beta: *beta, Tau: *tau})
+	cfg, err := cluster.Init(dir, cluster.Options{Mode: m, Parties: *parties, Beta: *beta, Tau: tau})
 	if err != nil {
 		return err
 	}
@@ -75,15 +76,15 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintln(stdout, "cluster stopped and removed")
 		}()
 	}
-	fmt.Fprintf(stdout, "parties up: d = %d, alpha = %d, beta = %d, tau = %.2f (score threshold %d)\n", cfg.Dim, cfg.Alpha, cfg.Beta, cfg.Tau, cfg.Threshold())
+	fmt.Fprintf(stdout, "servers up: d = %d, alpha = %d, beta = %d, tau = %.2f (score threshold %d)\n", cfg.Dim(), cfg.Alpha(), cfg.Beta(), cfg.Tau(), cfg.Threshold())
 	if *seed == 0 {
 		*seed = uint64(time.Now().UnixNano())
 	}
 	return runDemo(ctx, cfg, *people, *samples, *intra, *seed, stdout)
 }
 
-func runDemo(ctx context.Context, cfg *party.Config, people, samples int, intra float64, seed uint64, stdout io.Writer) error {
-	syn, err := experiments.NewSynthetic(people, samples, cfg.Dim, intra, seed)
+func runDemo(ctx context.Context, cfg *config.Params, people, samples int, intra float64, seed uint64, stdout io.Writer) error {
+	syn, err := experiments.NewSynthetic(people, samples, cfg.Dim(), intra, seed)
 	if err != nil {
 		return err
 	}
@@ -94,20 +95,18 @@ func runDemo(ctx context.Context, cfg *party.Config, people, samples int, intra 
 			items = append(items, protocol.Item{ID: fmt.Sprintf("person-%04d", syn.Labels[i]), Template: x})
 		}
 	}
-	cl, err := party.NewClient(cfg, "", "")
+	cl, err := client.Open(cfg, "", "")
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
 	start := time.Now()
 	batch := 1000
-	if cfg.Mode == "he" {
+	if cfg.Mode() == config.ModeHE {
 		batch = len(items) // one delta per group: encryption dominates
 	}
-	for i := 0; i < len(items); i += batch {
-		if err := cl.Enroll(ctx, items[i:min(i+batch, len(items))]); err != nil {
-			return err
-		}
+	if _, err := cl.EnrollAll(ctx, len(items), func(i int) protocol.Item { return items[i] }, client.Bulk{Batch: batch}); err != nil {
+		return err
 	}
 	fmt.Fprintf(stdout, "enrolled %d people (durable at every server) in %.2f s\n", len(items), time.Since(start).Seconds())
 
@@ -153,17 +152,13 @@ func runDemo(ctx context.Context, cfg *party.Config, people, samples int, intra 
 	fmt.Fprintf(stdout, "%-34s %9.1f%%\n", "  correctly rejected", pct(impostor-iAccept, impostor))
 	fmt.Fprintf(stdout, "%-34s %10.2f\n", "latency p50 (ms)", lat[len(lat)/2])
 	fmt.Fprintf(stdout, "%-34s %10.2f\n", "latency p90 (ms)", lat[len(lat)*9/10])
-	if cfg.Mode == "he" {
-		p, err := heidface.NewParams(cfg.Dim, cfg.Alpha, cfg.Beta)
-		if err != nil {
-			return err
-		}
+	if p := cfg.HE(); p != nil {
 		groups := (len(items) + p.GroupRows() - 1) / p.GroupRows()
 		fmt.Fprintf(stdout, "%-34s %10d\n", "bytes per query (local <-> key)", bytes)
 		fmt.Fprintf(stdout, "%-34s %10d\n", "  formula 2*groups*S_ct", 2*groups*p.CiphertextBytes())
 		return nil
 	}
-	formula := float64(cfg.Mu()-1) * float64(2*len(items)*cfg.Beta+2*cfg.Dim) / 8
+	formula := float64(cfg.Mu()-1) * float64(2*len(items)*cfg.Beta()+2*cfg.Dim()) / 8
 	fmt.Fprintf(stdout, "%-34s %10d\n", "bytes per query (entry <-> peers)", bytes)
 	fmt.Fprintf(stdout, "%-34s %10.0f\n", "  paper formula (mu-1)(2D*beta+2d)", formula)
 	return nil

@@ -1,0 +1,196 @@
+// Package client is the device and operator side of idface: it talks to
+// the cluster through one entry server with its own pinned identity.
+// cmd/idface, the local cluster tooling, the experiments and the tests all
+// use it; bulk enrollment (batches, requests in flight, progress) lives
+// here once.
+package client
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/network"
+	"github.com/idface/idface/network/quicnet"
+	"github.com/idface/idface/protocol"
+)
+
+// Client talks to the cluster through one entry server.
+type Client struct {
+	p     *config.Params
+	d     network.Dialer
+	entry string
+}
+
+// New returns a client that reaches the servers through d (any network)
+// and sends requests to entry ("" means the first party).
+func New(p *config.Params, d network.Dialer, entry string) (*Client, error) {
+	if entry == "" {
+		entry = p.Party(0).Name
+	}
+	if p.PartyIndex(entry) < 0 {
+		return nil, fmt.Errorf("no party %q in the cluster config", entry)
+	}
+	return &Client{p: p, d: d, entry: entry}, nil
+}
+
+// Open connects over QUIC as the named client identity of a local cluster
+// ("" means the first operator), with its key from the cluster directory.
+func Open(p *config.Params, name, entry string) (*Client, error) {
+	me, ok := p.Client(name)
+	if !ok {
+		if name == "" {
+			return nil, fmt.Errorf("the cluster config lists no operator identity")
+		}
+		return nil, fmt.Errorf("no client %q in the cluster config", name)
+	}
+	cert, _, err := quicnet.LoadCertificate(p.Path(me.Cert), p.Path(me.Key))
+	if err != nil {
+		return nil, err
+	}
+	d := quicnet.NewDialer(cert, p.Lookup)
+	c, err := New(p, d, entry)
+	if err != nil {
+		d.Close()
+	}
+	return c, err
+}
+
+// Close closes the connections.
+func (c *Client) Close() { c.d.Close() }
+
+// Entry names the entry server.
+func (c *Client) Entry() string { return c.entry }
+
+func (c *Client) call(ctx context.Context, to string, req protocol.Msg, want protocol.Type) (protocol.Msg, error) {
+	resp, err := network.Call(ctx, c.d, to, req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.Type() != want {
+		return nil, fmt.Errorf("unexpected answer %v to %v", resp.Type(), req.Type())
+	}
+	return resp, nil
+}
+
+// Enroll enrolls a batch atomically: every id at every server, or none.
+func (c *Client) Enroll(ctx context.Context, items []protocol.Item) error {
+	resp, err := c.call(ctx, c.entry, &protocol.Enroll{Items: items}, protocol.TEnrollOK)
+	if err != nil {
+		return err
+	}
+	if n := resp.(*protocol.EnrollOK).Count; int(n) != len(items) {
+		return fmt.Errorf("the entry acknowledged %d of %d enrollments", n, len(items))
+	}
+	return nil
+}
+
+// Identify returns the entry's answer for a template: the accepted ids (at
+// most k) or a rejection.
+func (c *Client) Identify(ctx context.Context, tmpl []float32, k int) (*protocol.IdentifyOK, error) {
+	resp, err := c.call(ctx, c.entry, &protocol.Identify{TopK: uint16(k), Template: tmpl}, protocol.TIdentifyOK)
+	if err != nil {
+		return nil, err
+	}
+	return resp.(*protocol.IdentifyOK), nil
+}
+
+// Delete revokes id at every server.
+func (c *Client) Delete(ctx context.Context, id string) error {
+	_, err := c.call(ctx, c.entry, &protocol.Delete{ID: id}, protocol.TDeleteOK)
+	return err
+}
+
+// Health asks any server of the cluster for its state.
+func (c *Client) Health(ctx context.Context, server string) (*protocol.HealthOK, error) {
+	resp, err := c.call(ctx, server, &protocol.Health{}, protocol.THealthOK)
+	if err != nil {
+		return nil, err
+	}
+	return resp.(*protocol.HealthOK), nil
+}
+
+// Bulk configures EnrollAll.
+type Bulk struct {
+	Batch    int           // templates per request; default 2048
+	InFlight int           // requests in flight; default 1
+	Timeout  time.Duration // per request; default 60 s
+	// Progress, when set, is told the acknowledged count after each batch.
+	Progress func(done, total int)
+}
+
+// BulkError reports a bulk enrollment that stopped: Done items were
+// acknowledged (durable at every server), and the batch [Lo, Hi) was
+// rolled back.
+type BulkError struct {
+	Done, Total, Lo, Hi int
+	Err                 error
+}
+
+func (e *BulkError) Error() string {
+	return fmt.Sprintf("enrolled %d of %d; the batch of items %d..%d was rolled back: %v", e.Done, e.Total, e.Lo, e.Hi-1, e.Err)
+}
+
+func (e *BulkError) Unwrap() error { return e.Err }
+
+// EnrollAll enrolls n items (item(i) makes the i-th) in batches, with
+// o.InFlight requests at a time, and stops at the first failure.
+func (c *Client) EnrollAll(ctx context.Context, n int, item func(i int) protocol.Item, o Bulk) (int, error) {
+	if o.Batch == 0 {
+		o.Batch = 2048
+	}
+	if o.InFlight == 0 {
+		o.InFlight = 1
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 60 * time.Second
+	}
+	if o.Batch < 1 || o.Batch > protocol.MaxBatch {
+		return 0, fmt.Errorf("batch of %d: want 1..%d", o.Batch, protocol.MaxBatch)
+	}
+	var mu sync.Mutex
+	var failed *BulkError
+	done := 0
+	sem := make(chan struct{}, o.InFlight)
+	var wg sync.WaitGroup
+	for lo := 0; lo < n; lo += o.Batch {
+		mu.Lock()
+		stop := failed != nil
+		mu.Unlock()
+		if stop {
+			break
+		}
+		hi := min(lo+o.Batch, n)
+		items := make([]protocol.Item, 0, hi-lo)
+		for i := lo; i < hi; i++ {
+			items = append(items, item(i))
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			cctx, cancel := context.WithTimeout(ctx, o.Timeout)
+			err := c.Enroll(cctx, items)
+			cancel()
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if failed == nil {
+					failed = &BulkError{Total: n, Lo: lo, Hi: hi, Err: err}
+				}
+				return
+			}
+			done += len(items)
+			if o.Progress != nil {
+				o.Progress(done, n)
+			}
+		})
+	}
+	wg.Wait()
+	if failed != nil {
+		failed.Done = done
+		return done, failed
+	}
+	return done, nil
+}

@@ -1,0 +1,311 @@
+// Package config is the cluster configuration in two stages: a Literal
+// (the JSON file, cluster.json, every zero value meaning a documented
+// default) checked once by New into an immutable Params that carries the
+// typed Mode and every derived parameter: the score threshold, HE
+// parameters, frame-size limits, concurrency limits and timeouts. Nothing
+// else in idface derives a default.
+package config
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/template"
+)
+
+// File is the configuration's name inside a cluster directory.
+const File = "cluster.json"
+
+// Mode is the protection a cluster runs.
+type Mode string
+
+const (
+	Mode2PC Mode = "2pc" // 2PCFace: two parties with XOR shares (paper App. G)
+	ModeMPC Mode = "mpc" // (mu,nu)-MPCFace: mu parties with XOR shares (App. H)
+	ModeHE  Mode = "he"  // IDFace: encrypted database and a key server (4.3, App. H)
+)
+
+// Modes lists the modes in the order the CLI shows them.
+var Modes = []Mode{Mode2PC, ModeMPC, ModeHE}
+
+// ParseMode checks a mode name.
+func ParseMode(s string) (Mode, error) {
+	for _, m := range Modes {
+		if string(m) == s {
+			return m, nil
+		}
+	}
+	return "", fmt.Errorf("config: mode %q: want 2pc, mpc or he", s)
+}
+
+// Defaults of the zero values of a Literal.
+const (
+	DefaultDim     = 512
+	DefaultBeta    = 63 // the paper's fastest setting; min(63, alpha)
+	DefaultTau     = 0.3
+	DefaultBlock   = 256 << 10 // bytes of one streamed block (docs/DESIGN-NOTES.md)
+	DefaultTimeout = 30 * time.Second
+	DefaultMaxTopK = 10
+)
+
+// Member is a server or a client of the cluster: its name, role, certificate
+// pin, and the files of its identity (relative to the cluster directory).
+// Servers also have a UDP address.
+type Member struct {
+	Name string `json:"name"`
+	// Role of a client: "operator" (enroll, delete, identify) or "device"
+	// (identify only); empty means operator. Servers leave it empty.
+	Role string `json:"role,omitempty"`
+	Addr string `json:"addr,omitempty"`
+	// Metrics, when set, is the loopback TCP address of the server's
+	// /metrics endpoint.
+	Metrics string `json:"metrics,omitempty"`
+	Cert    string `json:"cert"`
+	Key     string `json:"key"`
+	Pin     string `json:"pin"`
+}
+
+// Client roles.
+const (
+	RoleOperator = "operator"
+	RoleDevice   = "device"
+)
+
+// Literal is cluster.json as written. Zero values take the defaults above;
+// New checks it.
+type Literal struct {
+	Version int      `json:"version"`       // 1; 0 means 1
+	Mode    Mode     `json:"mode"`          // required
+	Dim     int      `json:"dim"`           // template dimension d; default 512
+	Alpha   int      `json:"alpha"`         // enrollment weight; default floor(2d/3)
+	Beta    int      `json:"beta"`          // query weight; default min(63, alpha)
+	Tau     *float64 `json:"tau,omitempty"` // cosine threshold; default 0.3
+	Parties []Member `json:"parties"`       // 2PC/MPC parties or HE local servers
+	Clients []Member `json:"clients"`       // operators and devices
+	// KeyServer holds the secret key in mode he.
+	KeyServer *Member `json:"key_server,omitempty"`
+	// Block is the bytes per streamed block; default 256 KiB.
+	Block int `json:"block,omitempty"`
+	// Timeout bounds one request between servers; default 30 s.
+	Timeout Duration `json:"timeout,omitempty"`
+	// MaxTopK caps the candidates a client may ask for; default 10.
+	MaxTopK int `json:"max_top_k,omitempty"`
+	// ClusterID (32 hex digits, random at init) binds row-map digests to
+	// this cluster; when empty it is derived from the mode and the names.
+	ClusterID string `json:"cluster_id,omitempty"`
+}
+
+// Duration is a time.Duration written as a string ("30s") in JSON.
+type Duration time.Duration
+
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	*d = Duration(v)
+	return err
+}
+
+// Load reads and checks DIR/cluster.json.
+func Load(dir string) (*Params, error) {
+	path := filepath.Join(dir, File)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("no cluster in %s: run 'idface cluster init --dir %s' first", dir, dir)
+		}
+		return nil, err
+	}
+	var lit Literal
+	if err := json.Unmarshal(b, &lit); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	p, err := New(lit, dir)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return p, nil
+}
+
+// Save writes the literal to dir/cluster.json durably.
+func Save(dir string, lit Literal) error {
+	b, err := json.MarshalIndent(lit, "", "  ")
+	if err != nil {
+		return err
+	}
+	return store.WriteFile(filepath.Join(dir, File), append(b, '\n'), 0o644)
+}
+
+// New fills the defaults of lit, checks it and derives every parameter.
+// dir is the cluster directory that relative file names resolve against.
+func New(lit Literal, dir string) (*Params, error) {
+	lit = lit.clone()
+	if lit.Version == 0 {
+		lit.Version = 1
+	}
+	if lit.Version != 1 {
+		return nil, fmt.Errorf("config version %d; this build reads version 1", lit.Version)
+	}
+	if _, err := ParseMode(string(lit.Mode)); err != nil {
+		return nil, err
+	}
+	var err error
+	if lit.Dim, lit.Alpha, lit.Beta, err = Weights(lit.Dim, lit.Alpha, lit.Beta); err != nil {
+		return nil, err
+	}
+	if lit.Tau == nil {
+		t := DefaultTau
+		lit.Tau = &t
+	}
+	if *lit.Tau < -1 || *lit.Tau > 1 {
+		return nil, fmt.Errorf("tau = %v is not a cosine", *lit.Tau)
+	}
+	if lit.Block == 0 {
+		lit.Block = DefaultBlock
+	}
+	if lit.Block < 4096 || lit.Block > 32<<20 {
+		return nil, fmt.Errorf("block = %d bytes, want 4096..32 MiB", lit.Block)
+	}
+	if lit.Timeout == 0 {
+		lit.Timeout = Duration(DefaultTimeout)
+	}
+	if lit.Timeout < Duration(100*time.Millisecond) {
+		return nil, fmt.Errorf("timeout = %v is too short", time.Duration(lit.Timeout))
+	}
+	if lit.MaxTopK == 0 {
+		lit.MaxTopK = DefaultMaxTopK
+	}
+	if lit.MaxTopK < 1 || lit.MaxTopK > maxTopK {
+		return nil, fmt.Errorf("max_top_k = %d, want 1..%d", lit.MaxTopK, maxTopK)
+	}
+	mu := len(lit.Parties)
+	switch lit.Mode {
+	case Mode2PC:
+		if mu != 2 {
+			return nil, fmt.Errorf("mode 2pc has exactly 2 parties, not %d (use mode mpc)", mu)
+		}
+	case ModeMPC:
+		if mu < 2 || mu > MaxParties {
+			return nil, fmt.Errorf("mode mpc needs 2..%d parties, not %d", MaxParties, mu)
+		}
+	case ModeHE:
+		if mu < 1 || mu > MaxParties {
+			return nil, fmt.Errorf("mode he needs 1..%d local servers, not %d", MaxParties, mu)
+		}
+		if lit.KeyServer == nil || lit.KeyServer.Addr == "" {
+			return nil, fmt.Errorf("mode he needs a key server with an address")
+		}
+	}
+	if lit.Mode != ModeHE && lit.KeyServer != nil {
+		return nil, fmt.Errorf("mode %s has no key server", lit.Mode)
+	}
+	p := &Params{lit: lit, dir: dir}
+	if lit.ClusterID != "" {
+		b, err := hex.DecodeString(lit.ClusterID)
+		if err != nil || len(b) != 16 {
+			return nil, fmt.Errorf("cluster_id %q: want 32 hex digits", lit.ClusterID)
+		}
+		copy(p.cluster[:], b)
+	} else {
+		h := sha256.New()
+		fmt.Fprintf(h, "idface cluster\x00%s", lit.Mode)
+		for _, m := range lit.Parties {
+			fmt.Fprintf(h, "\x00%s", m.Name)
+		}
+		copy(p.cluster[:], h.Sum(nil))
+	}
+	seen := map[string]bool{}
+	for _, m := range append(p.Servers(), lit.Clients...) {
+		if m.Name == "" || m.Pin == "" || m.Cert == "" {
+			return nil, fmt.Errorf("member %q lacks a name, certificate or pin", m.Name)
+		}
+		if seen["name:"+m.Name] || seen["pin:"+m.Pin] {
+			return nil, fmt.Errorf("member %q: name or pin used twice", m.Name)
+		}
+		seen["name:"+m.Name], seen["pin:"+m.Pin] = true, true
+		if m.Metrics != "" {
+			if err := CheckLoopback(m.Metrics); err != nil {
+				return nil, fmt.Errorf("member %q: metrics address: %w (a public address must be named on the command line: idface serve --metrics-addr)", m.Name, err)
+			}
+		}
+	}
+	for _, m := range p.Servers() {
+		if m.Addr == "" {
+			return nil, fmt.Errorf("server %q has no address", m.Name)
+		}
+		if m.Role != "" {
+			return nil, fmt.Errorf("server %q: role %q is for clients", m.Name, m.Role)
+		}
+	}
+	for _, c := range lit.Clients {
+		if c.Role != "" && c.Role != RoleOperator && c.Role != RoleDevice {
+			return nil, fmt.Errorf("client %q: role %q, want operator or device", c.Name, c.Role)
+		}
+	}
+	if err := p.derive(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Weights fills the defaults of the dimension and the transform weights
+// (zero values) and checks them: d = 512, alpha = floor(2d/3), beta =
+// min(63, alpha).
+func Weights(dim, alpha, beta int) (int, int, int, error) {
+	if dim == 0 {
+		dim = DefaultDim
+	}
+	if dim < 1 || dim > maxDim {
+		return 0, 0, 0, fmt.Errorf("dim = %d, want 1..%d", dim, maxDim)
+	}
+	if alpha == 0 {
+		alpha = template.DefaultAlpha(dim)
+	}
+	if beta == 0 {
+		beta = min(DefaultBeta, alpha)
+	}
+	if alpha < 1 || alpha > dim || beta < 1 || beta > dim {
+		return 0, 0, 0, fmt.Errorf("alpha = %d, beta = %d: want 1..d = %d", alpha, beta, dim)
+	}
+	return dim, alpha, beta, nil
+}
+
+// CheckLoopback accepts host:port addresses on a loopback interface.
+func CheckLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("%s is not a loopback address", addr)
+	}
+	return nil
+}
+
+func (lit Literal) clone() Literal {
+	lit.Parties = append([]Member(nil), lit.Parties...)
+	lit.Clients = append([]Member(nil), lit.Clients...)
+	if lit.KeyServer != nil {
+		k := *lit.KeyServer
+		lit.KeyServer = &k
+	}
+	if lit.Tau != nil {
+		t := *lit.Tau
+		lit.Tau = &t
+	}
+	return lit
+}

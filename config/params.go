@@ -1,0 +1,198 @@
+package config
+
+import (
+	"path/filepath"
+	"time"
+
+	"github.com/idface/idface/heidface"
+	"github.com/idface/idface/network"
+	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/template"
+)
+
+// Hard limits of the format, independent of any configuration.
+const (
+	MaxParties = protocol.MaxParties
+	maxDim     = template.MaxDim
+	maxTopK    = protocol.MaxTopK
+)
+
+// Params is a checked configuration with every derived parameter. It is
+// immutable: accessors return copies.
+type Params struct {
+	lit       Literal
+	dir       string
+	threshold int
+	cluster   [16]byte
+	he        *heidface.Params // mode he only
+}
+
+func (p *Params) derive() error {
+	p.threshold = template.MinAcceptScore(*p.lit.Tau, p.lit.Alpha, p.lit.Beta)
+	if p.lit.Mode == ModeHE {
+		he, err := heidface.NewParams(p.lit.Dim, p.lit.Alpha, p.lit.Beta)
+		if err != nil {
+			return err
+		}
+		p.he = he
+	}
+	return nil
+}
+
+// ClusterID identifies the cluster in row-map digests.
+func (p *Params) ClusterID() [16]byte { return p.cluster }
+
+// Literal returns a copy of the checked literal, defaults filled in.
+func (p *Params) Literal() Literal { return p.lit.clone() }
+
+// Dir is the cluster directory the configuration was loaded from.
+func (p *Params) Dir() string { return p.dir }
+
+// Path resolves a file named in the configuration against Dir.
+func (p *Params) Path(name string) string {
+	if filepath.IsAbs(name) {
+		return name
+	}
+	return filepath.Join(p.dir, name)
+}
+
+func (p *Params) Mode() Mode   { return p.lit.Mode }
+func (p *Params) Dim() int     { return p.lit.Dim }
+func (p *Params) Alpha() int   { return p.lit.Alpha }
+func (p *Params) Beta() int    { return p.lit.Beta }
+func (p *Params) Tau() float64 { return *p.lit.Tau }
+
+// Threshold is the least integer score accepted under tau (SPEC 1).
+func (p *Params) Threshold() int { return p.threshold }
+
+// MaxTopK caps the candidates one identify may return.
+func (p *Params) MaxTopK() int { return p.lit.MaxTopK }
+
+// HE returns the homomorphic-encryption parameters (mode he; nil otherwise).
+func (p *Params) HE() *heidface.Params { return p.he }
+
+// Mu is the number of parties (local servers in mode he).
+func (p *Params) Mu() int { return len(p.lit.Parties) }
+
+// Parties lists the parties (local servers in mode he) in index order.
+func (p *Params) Parties() []Member { return append([]Member(nil), p.lit.Parties...) }
+
+// Party returns party k.
+func (p *Params) Party(k int) Member { return p.lit.Parties[k] }
+
+// PartyIndex returns the index of the named party, or -1.
+func (p *Params) PartyIndex(name string) int {
+	for i, m := range p.lit.Parties {
+		if m.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// KeyServer returns the key server (mode he).
+func (p *Params) KeyServer() (Member, bool) {
+	if p.lit.KeyServer == nil {
+		return Member{}, false
+	}
+	return *p.lit.KeyServer, true
+}
+
+// Servers lists every server process: the parties, then the key server.
+func (p *Params) Servers() []Member {
+	s := p.Parties()
+	if k, ok := p.KeyServer(); ok {
+		s = append(s, k)
+	}
+	return s
+}
+
+// Clients lists the client identities.
+func (p *Params) Clients() []Member { return append([]Member(nil), p.lit.Clients...) }
+
+// Server returns the named server.
+func (p *Params) Server(name string) (Member, bool) {
+	for _, m := range p.Servers() {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return Member{}, false
+}
+
+// Client returns the named client; "" is the first operator.
+func (p *Params) Client(name string) (Member, bool) {
+	for _, m := range p.lit.Clients {
+		if m.Name == name || (name == "" && ClientRole(m) == RoleOperator) {
+			return m, true
+		}
+	}
+	return Member{}, false
+}
+
+// ClientRole is a client's role, operator by default.
+func ClientRole(m Member) string {
+	if m.Role == "" {
+		return RoleOperator
+	}
+	return m.Role
+}
+
+// Pins maps every member's certificate pin to its identity and role.
+func (p *Params) Pins() map[string]network.Peer {
+	pins := map[string]network.Peer{}
+	for _, m := range p.Servers() {
+		pins[m.Pin] = network.Peer{Name: m.Name, Role: network.RoleServer}
+	}
+	for _, m := range p.lit.Clients {
+		r := network.RoleOperator
+		if ClientRole(m) == RoleDevice {
+			r = network.RoleDevice
+		}
+		pins[m.Pin] = network.Peer{Name: m.Name, Role: r}
+	}
+	return pins
+}
+
+// Lookup resolves a server's name to its address and pin (a dialer's
+// directory).
+func (p *Params) Lookup(name string) (addr, pin string, ok bool) {
+	m, ok := p.Server(name)
+	return m.Addr, m.Pin, ok
+}
+
+// Block is the bytes of one streamed block of selected columns.
+func (p *Params) Block() int { return p.lit.Block }
+
+// BlockWords is the number of 64-row words per streamed block: Block bytes
+// of 2*beta columns.
+func (p *Params) BlockWords() int { return max(1, p.lit.Block/(2*p.lit.Beta*8)) }
+
+// Timeouts.
+type Timeouts struct {
+	Request     time.Duration // one request between servers
+	Identify    time.Duration // a whole identify at the entry (HE sums every group)
+	DigestWait  time.Duration // a helper waits this long for its row map to catch up
+	OutboxRetry time.Duration // undelivered decisions are retried this often
+	OutboxSend  time.Duration // one retry's deadline
+	Shutdown    time.Duration // in-flight requests finish within this on SIGTERM
+	KeyFetch    time.Duration // a new local server waits this long for the key server
+}
+
+// Timeouts returns the derived timeouts.
+func (p *Params) Timeouts() Timeouts {
+	t := time.Duration(p.lit.Timeout)
+	id := t
+	if p.lit.Mode == ModeHE {
+		id = 4 * t
+	}
+	return Timeouts{
+		Request:     t,
+		Identify:    id,
+		DigestWait:  min(2*time.Second, t/4),
+		OutboxRetry: 500 * time.Millisecond,
+		OutboxSend:  min(5*time.Second, t),
+		Shutdown:    10 * time.Second,
+		KeyFetch:    30 * time.Second,
+	}
+}

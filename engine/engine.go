@@ -1,0 +1,109 @@
+// Package engine is the contract between the server runtime (package
+// server) and the protocol engines, one per mode (engine/mpcface for
+// 2PCFace and (mu,nu)-MPCFace, engine/hemode for IDFace): an engine
+// declares which message types it answers and who may send them, and does
+// its side effects through small interfaces, the network (network.Dialer)
+// and its log (Log), so that it holds no socket and opens no file. The
+// runtime does the rest: identity, limits, timeouts, metrics, shutdown.
+//
+// It also holds what every engine needs: the outbox of undelivered
+// decisions, parallel broadcast, the batch transform.
+package engine
+
+import (
+	"context"
+	"io"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/network"
+	"github.com/idface/idface/protocol"
+)
+
+// Request is one decoded request from an authenticated peer.
+type Request struct {
+	From network.Peer
+	Msg  protocol.Msg
+	// Stream is the request's stream, for answers that stream bulk data.
+	Stream *network.Stream
+}
+
+// Handler answers a request: it returns the reply, or nil when it has
+// written its answer to r.Stream itself.
+type Handler func(ctx context.Context, r Request) protocol.Msg
+
+// Roles is a set of network roles.
+type Roles uint8
+
+// Allow makes a set of roles.
+func Allow(roles ...network.Role) Roles {
+	var s Roles
+	for _, r := range roles {
+		s |= 1 << r
+	}
+	return s
+}
+
+// Has reports whether r is in the set.
+func (s Roles) Has(r network.Role) bool { return s&(1<<r) != 0 }
+
+// Common role sets.
+var (
+	Servers   = Allow(network.RoleServer)
+	Operators = Allow(network.RoleServer, network.RoleOperator) // servers forward
+	Anyone    = Allow(network.RoleServer, network.RoleOperator, network.RoleDevice)
+)
+
+// Route says who may send a message type and which handler answers it.
+type Route struct {
+	Op     string // the operation's name in metrics: "identify", "enroll", ...
+	From   Roles
+	Handle Handler
+}
+
+// Engine is one mode's protocol logic plugged into the server runtime.
+type Engine interface {
+	// Routes lists the requests the engine answers.
+	Routes() map[protocol.Type]Route
+	// Run does background work (delivering undelivered decisions) until
+	// ctx ends.
+	Run(ctx context.Context)
+	// Stats are gauges for /metrics and health.
+	Stats() Stats
+}
+
+// Stats are an engine's gauges.
+type Stats struct {
+	Rows      int // row slots, live or not
+	Live      int // enrolled rows that take part in identification
+	Unsettled int // transactions undecided here or decisions not yet acknowledged
+}
+
+// Env is what the runtime gives an engine.
+type Env struct {
+	Params *config.Params
+	Self   string // this server's name in Params
+	Net    network.Dialer
+	Log    *slog.Logger
+	// Metrics registers the engine's own collectors (never nil).
+	Metrics prometheus.Registerer
+	// Fatal stops the server: the engine found that it cannot continue
+	// without risking a wrong answer (its log cannot be written). The
+	// engine refuses every request afterwards.
+	Fatal func(error)
+	// Rand is the source of transaction ids and shares' seeds; crypto/rand
+	// when nil.
+	Rand io.Reader
+}
+
+// Log is an engine's durable log (internal/store.Log in a server; tests
+// may wrap it to fail on purpose).
+type Log interface {
+	// Append writes records and makes them durable before returning.
+	Append(recs ...store.Record) ([]store.Pos, error)
+	// Overwrite replaces tail bytes of an appended record durably.
+	Overwrite(off int64, b []byte) error
+}

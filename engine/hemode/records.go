@@ -1,0 +1,92 @@
+package hemode
+
+import (
+	"fmt"
+
+	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/internal/wire"
+	"github.com/idface/idface/protocol"
+)
+
+// Log record types of a local server's row log (store.KindHERows). Their
+// encoding is this package's own; golden vectors in testdata/ pin it.
+const (
+	recReserve uint8 = 1 // slots taken by a batch: rows base.. get ids ("" for a burned slot)
+	recDecide  uint8 = 2 // the decision on a reservation
+	recDelete  uint8 = 3 // a row tombstoned
+)
+
+// reserve is the record of slots taken by a batch. The slots stay taken
+// even if the batch aborts, so a slot whose ciphertexts may hold a
+// contribution is never reused.
+type reserve struct {
+	Txn  protocol.TxnID
+	Base uint32
+	IDs  []string
+}
+
+func encodeReserve(r *reserve) store.Record {
+	e := wire.Enc{}
+	e.Raw(r.Txn[:])
+	e.U32(r.Base)
+	e.U32(uint32(len(r.IDs)))
+	for _, id := range r.IDs {
+		e.Str(id)
+	}
+	return store.Record{Type: recReserve, Sealed: e.B}
+}
+
+func encodeDecide(txn protocol.TxnID, commit bool) store.Record {
+	e := wire.Enc{}
+	e.Raw(txn[:])
+	e.Bool(commit)
+	return store.Record{Type: recDecide, Sealed: e.B}
+}
+
+func encodeDelete(id string, row int) store.Record {
+	e := wire.Enc{}
+	e.Str(id)
+	e.U32(uint32(row))
+	return store.Record{Type: recDelete, Sealed: e.B}
+}
+
+// record is a decoded row-log record.
+type record struct {
+	typ    uint8
+	res    *reserve
+	txn    protocol.TxnID
+	commit bool
+	id     string
+	row    int
+}
+
+func decodeRecord(en store.Entry) (record, error) {
+	d := wire.Dec{B: en.Sealed}
+	r := record{typ: en.Type}
+	switch en.Type {
+	case recReserve:
+		res := &reserve{}
+		d.Fixed(res.Txn[:])
+		res.Base = d.U32()
+		n := d.Count(protocol.MaxBatch, 2)
+		for range n {
+			res.IDs = append(res.IDs, d.Str(protocol.MaxIDLen))
+		}
+		r.res = res
+	case recDecide:
+		d.Fixed(r.txn[:])
+		r.commit = d.Bool()
+	case recDelete:
+		r.id = d.Str(protocol.MaxIDLen)
+		r.row = int(d.U32())
+	default:
+		return r, fmt.Errorf("hemode: record type %d in a row log", en.Type)
+	}
+	if err := d.Done(); err != nil {
+		return r, fmt.Errorf("hemode: record type %d: %w", en.Type, err)
+	}
+	if en.Tail != nil {
+		return r, fmt.Errorf("hemode: record with a tail")
+	}
+	return r, nil
+}

@@ -1,0 +1,151 @@
+package mpcface
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/internal/wire"
+	"github.com/idface/idface/network"
+	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/template"
+)
+
+// Log record types of a party's log (store.KindShares). Their encoding is
+// this package's own, independent of the wire protocol; golden vectors in
+// testdata/ pin it.
+const (
+	recPrepare uint8 = 1 // a prepared transaction: ops, with this party's shares in the tail
+	recDecide  uint8 = 2 // the decision on a transaction
+)
+
+// unitSize is the bytes one put's share takes in a prepare record's tail:
+// z+ and z- as little-endian words, then a CRC-32C of them. An erased unit
+// is all zero bytes (a CRC-32C of zero bytes is never zero).
+func unitSize(dim int) int { return 16*template.Words(dim) + 4 }
+
+// encodePrepare makes the log record of a Prepare.
+func encodePrepare(p *protocol.Prepare) store.Record {
+	e := wire.Enc{B: make([]byte, 0, 32+len(p.Ops)*24)}
+	e.Raw(p.Txn[:])
+	e.U8(p.Origin)
+	e.U16(p.Dim)
+	e.U32(p.Base)
+	e.U32(uint32(len(p.Ops)))
+	us := unitSize(int(p.Dim))
+	puts := 0
+	for _, op := range p.Ops {
+		e.U8(uint8(op.Kind))
+		e.U32(op.Seq)
+		e.Str(op.ID)
+		if op.Kind == protocol.OpPut {
+			puts++
+		}
+	}
+	tail := make([]byte, 0, puts*us)
+	for _, op := range p.Ops {
+		if op.Kind != protocol.OpPut {
+			continue
+		}
+		at := len(tail)
+		tail = append(tail, network.WordBytes(op.Plus)...)
+		tail = append(tail, network.WordBytes(op.Minus)...)
+		tail = binary.BigEndian.AppendUint32(tail, store.Checksum(tail[at:]))
+	}
+	return store.Record{Type: recPrepare, Sealed: e.B, Tail: tail}
+}
+
+// unit is the state of one share in a replayed prepare record.
+type unit uint8
+
+const (
+	unitIntact unit = iota
+	unitErased      // overwritten with zeros after a delete or an abort
+	unitBad         // neither: damage, or an erasure torn by a crash
+)
+
+// decodePrepare parses a prepare record; shares of erased or bad units are
+// left nil and reported in units (one per put, in op order).
+func decodePrepare(en store.Entry) (*protocol.Prepare, []unit, error) {
+	d := wire.Dec{B: en.Sealed}
+	p := &protocol.Prepare{}
+	d.Fixed(p.Txn[:])
+	p.Origin, p.Dim, p.Base = d.U8(), d.U16(), d.U32()
+	if d.Err == nil && (p.Dim < 1 || int(p.Dim) > template.MaxDim) {
+		return nil, nil, fmt.Errorf("prepare record of dimension %d", p.Dim)
+	}
+	n := d.Count(protocol.MaxBatch, 7)
+	puts := 0
+	for range n {
+		op := protocol.Op{Kind: protocol.OpKind(d.U8()), Seq: d.U32(), ID: d.Str(protocol.MaxIDLen)}
+		switch op.Kind {
+		case protocol.OpPut:
+			puts++
+		case protocol.OpDelete:
+		default:
+			d.Fail("op kind %d", op.Kind)
+		}
+		p.Ops = append(p.Ops, op)
+	}
+	if err := d.Done(); err != nil {
+		return nil, nil, fmt.Errorf("prepare record: %w", err)
+	}
+	us := unitSize(int(p.Dim))
+	if len(en.Tail) != puts*us {
+		return nil, nil, fmt.Errorf("prepare record with %d puts has a tail of %d bytes", puts, len(en.Tail))
+	}
+	w := template.Words(int(p.Dim))
+	units := make([]unit, 0, puts)
+	i := 0
+	for k := range p.Ops {
+		if p.Ops[k].Kind != protocol.OpPut {
+			continue
+		}
+		u := en.Tail[i*us : (i+1)*us]
+		i++
+		st := checkUnit(u)
+		units = append(units, st)
+		if st != unitIntact {
+			continue
+		}
+		words := make([]uint64, 2*w)
+		copy(network.WordBytes(words), u[:16*w])
+		p.Ops[k].Plus, p.Ops[k].Minus = words[:w:w], words[w:]
+	}
+	return p, units, nil
+}
+
+func checkUnit(u []byte) unit {
+	body := u[:len(u)-4]
+	if store.Checksum(body) == binary.BigEndian.Uint32(u[len(u)-4:]) {
+		return unitIntact
+	}
+	for _, b := range u {
+		if b != 0 {
+			return unitBad
+		}
+	}
+	return unitErased
+}
+
+func encodeDecide(d *protocol.Decide) store.Record {
+	e := wire.Enc{}
+	e.Raw(d.Txn[:])
+	e.U8(d.Origin)
+	e.Bool(d.Commit)
+	return store.Record{Type: recDecide, Sealed: e.B}
+}
+
+func decodeDecide(en store.Entry) (*protocol.Decide, error) {
+	d := wire.Dec{B: en.Sealed}
+	m := &protocol.Decide{}
+	d.Fixed(m.Txn[:])
+	m.Origin, m.Commit = d.U8(), d.Bool()
+	if err := d.Done(); err != nil {
+		return nil, fmt.Errorf("decide record: %w", err)
+	}
+	if en.Tail != nil {
+		return nil, fmt.Errorf("decide record with a tail")
+	}
+	return m, nil
+}

@@ -1,0 +1,192 @@
+package mpcface
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/idface/idface/internal/rowmap"
+	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/sharing"
+)
+
+// segment is the rows one origin party enrolled, in its order. Only the
+// origin appends to or deletes from its segment, so every party applies a
+// segment's transactions in one order (docs/DESIGN-NOTES.md "Rows").
+type segment struct {
+	store *sharing.Store
+	ids   rowmap.IDs
+	hash  rowmap.Hash
+	// batches locate committed rows' shares in this party's log: row seq
+	// of a batch starting at seq0 is unit seq-seq0 of the tail at tail.
+	batches []batch
+}
+
+type batch struct {
+	seq0, n int
+	tail    int64
+}
+
+// unitAt returns the log offset of row seq's share, or -1 if unknown (a
+// row put before this process's replay could locate it).
+func (s *segment) unitAt(seq, unitBytes int) int64 {
+	i := sort.Search(len(s.batches), func(i int) bool { return s.batches[i].seq0+s.batches[i].n > seq })
+	if i == len(s.batches) || s.batches[i].seq0 > seq {
+		return -1
+	}
+	b := s.batches[i]
+	return b.tail + int64((seq-b.seq0)*unitBytes)
+}
+
+// pendingTxn is a prepared, undecided transaction and where its prepare
+// record's tail (this party's shares) lies in the log.
+type pendingTxn struct {
+	prep *protocol.Prepare
+	tail int64
+}
+
+// state is a party's row map and shares. Fields are guarded by mu; gathers
+// hold the read lock, commits the write lock.
+type state struct {
+	mu      sync.RWMutex
+	changed chan struct{} // closed (and replaced) on every commit
+	dim     int
+	cluster [16]byte
+	segs    []*segment
+	ids     *rowmap.Index // live ids
+	pending map[protocol.TxnID]*pendingTxn
+}
+
+func newState(dim, mu int, cluster [16]byte) (*state, error) {
+	st := &state{dim: dim, cluster: cluster, changed: make(chan struct{}), pending: map[protocol.TxnID]*pendingTxn{}}
+	st.ids = rowmap.NewIndex(func(r rowmap.Ref) string { return st.segs[r.Seg].ids.At(r.Seq) })
+	for range mu {
+		s, err := sharing.NewStore(dim, 0)
+		if err != nil {
+			return nil, err
+		}
+		st.segs = append(st.segs, &segment{store: s})
+	}
+	return st, nil
+}
+
+// digest summarises the committed row map (caller holds mu).
+func (st *state) digest() protocol.Digest {
+	g := make(protocol.Digest, len(st.segs))
+	for i, s := range st.segs {
+		g[i] = protocol.SegDigest{Rows: uint32(s.store.Rows()), Live: uint32(s.store.Live()), Hash: s.hash}
+	}
+	return g
+}
+
+// totals counts row slots and live rows (caller holds mu).
+func (st *state) totals() (rows, live int) {
+	for _, s := range st.segs {
+		rows += s.store.Rows()
+		live += s.store.Live()
+	}
+	return rows, live
+}
+
+// validate checks a Prepare against the committed state and the other
+// pending transactions (caller holds mu). It is the same check at the
+// origin and at every other party, so all vote alike on honest input.
+func (st *state) validate(p *protocol.Prepare) *protocol.Error {
+	if int(p.Origin) >= len(st.segs) {
+		return protocol.Errorf(protocol.CodeBadRequest, "origin %d outside the %d parties", p.Origin, len(st.segs))
+	}
+	if int(p.Dim) != st.dim {
+		return protocol.Errorf(protocol.CodeBadRequest, "dimension %d, cluster uses %d", p.Dim, st.dim)
+	}
+	if len(p.Ops) == 0 {
+		return protocol.Errorf(protocol.CodeBadRequest, "empty transaction")
+	}
+	seg := st.segs[p.Origin]
+	if int(p.Base) != seg.store.Rows() {
+		return protocol.Errorf(protocol.CodeInconsistent, "origin %d segment has %d rows here, the origin built on %d", p.Origin, seg.store.Rows(), p.Base)
+	}
+	inUse := map[string]bool{}
+	for _, q := range st.pending {
+		if q.prep.Origin == p.Origin {
+			return protocol.Errorf(protocol.CodeUnavailable, "an earlier transaction of origin %d is still undecided here", p.Origin)
+		}
+		for _, op := range q.prep.Ops {
+			inUse[op.ID] = true
+		}
+	}
+	next := int(p.Base)
+	for _, op := range p.Ops {
+		if err := protocol.CheckID(op.ID); err != nil {
+			return protocol.Errorf(protocol.CodeBadRequest, "%v", err)
+		}
+		if inUse[op.ID] {
+			return protocol.Errorf(protocol.CodeDuplicate, "id %q is used twice or by a concurrent request", op.ID)
+		}
+		inUse[op.ID] = true
+		switch op.Kind {
+		case protocol.OpPut:
+			if int(op.Seq) != next {
+				return protocol.Errorf(protocol.CodeInconsistent, "row %d where %d was due", op.Seq, next)
+			}
+			next++
+			if _, ok := st.ids.Lookup(op.ID); ok {
+				return protocol.Errorf(protocol.CodeDuplicate, "id %q is already enrolled", op.ID)
+			}
+			if err := (sharing.Share{Plus: op.Plus, Minus: op.Minus}).Check(st.dim); err != nil {
+				return protocol.Errorf(protocol.CodeBadRequest, "%v", err)
+			}
+		case protocol.OpDelete:
+			ref, ok := st.ids.Lookup(op.ID)
+			if !ok || ref.Seg != int(p.Origin) || ref.Seq != int(op.Seq) {
+				return protocol.Errorf(protocol.CodeUnknownID, "id %q is not enrolled at row %d of origin %d", op.ID, op.Seq, p.Origin)
+			}
+		}
+	}
+	if next > protocol.MaxRows {
+		return protocol.Errorf(protocol.CodeBadRequest, "segment full")
+	}
+	return nil
+}
+
+// apply commits a prepared transaction's ops (caller holds mu for
+// writing). A put whose share is nil (lost at replay) is stored as zeros;
+// the caller checks that such a row is deleted later. Deleted rows' shares
+// are erased from memory here; it returns the deleted rows so that the
+// caller erases them from the log too.
+func (st *state) apply(t *pendingTxn) (deleted []rowmap.Ref, err error) {
+	p := t.prep
+	seg := st.segs[p.Origin]
+	zero := sharing.NewShare(st.dim)
+	puts := 0
+	for _, op := range p.Ops {
+		switch op.Kind {
+		case protocol.OpPut:
+			if int(op.Seq) != seg.ids.Len() {
+				return nil, fmt.Errorf("mpcface: row %d of origin %d applied out of order (%d rows)", op.Seq, p.Origin, seg.ids.Len())
+			}
+			sh := sharing.Share{Plus: op.Plus, Minus: op.Minus}
+			if sh.Plus == nil {
+				sh = zero
+			}
+			if err := seg.store.Put(int(op.Seq), sh, true); err != nil {
+				return nil, err
+			}
+			seg.ids.Append(op.ID)
+			st.ids.Insert(op.ID, rowmap.Ref{Seg: int(p.Origin), Seq: int(op.Seq)})
+			puts++
+		case protocol.OpDelete:
+			if err := seg.store.Put(int(op.Seq), zero, false); err != nil { // erase, not just tombstone
+				return nil, err
+			}
+			st.ids.Remove(op.ID)
+			deleted = append(deleted, rowmap.Ref{Seg: int(p.Origin), Seq: int(op.Seq)})
+		}
+		seg.hash.Toggle(rowmap.RowHash(st.cluster, int(p.Origin), int(op.Seq), op.ID))
+	}
+	if puts > 0 && t.tail >= 0 {
+		seg.batches = append(seg.batches, batch{seq0: int(p.Base), n: puts, tail: t.tail})
+	}
+	close(st.changed)
+	st.changed = make(chan struct{})
+	return deleted, nil
+}

@@ -1,0 +1,57 @@
+package mpcface
+
+import (
+	"testing"
+
+	"github.com/idface/idface/protocol"
+)
+
+func TestValidateRefusesDivergence(t *testing.T) {
+	st, _ := newState(64, 2, [16]byte{1})
+	put := func(seq uint32, id string) protocol.Op {
+		return protocol.Op{Kind: protocol.OpPut, Seq: seq, ID: id, Plus: []uint64{1}, Minus: []uint64{2}}
+	}
+	p := &protocol.Prepare{Txn: protocol.TxnID{1}, Origin: 1, Dim: 64, Base: 0, Ops: []protocol.Op{put(0, "a"), put(1, "b")}}
+	if e := st.validate(p); e != nil {
+		t.Fatal(e)
+	}
+	if _, err := st.apply(&pendingTxn{prep: p, tail: -1}); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		p    *protocol.Prepare
+		code protocol.Code
+	}{
+		"stale base":   {&protocol.Prepare{Origin: 1, Dim: 64, Base: 1, Ops: []protocol.Op{put(1, "c")}}, protocol.CodeInconsistent},
+		"gap":          {&protocol.Prepare{Origin: 1, Dim: 64, Base: 2, Ops: []protocol.Op{put(3, "c")}}, protocol.CodeInconsistent},
+		"duplicate":    {&protocol.Prepare{Origin: 1, Dim: 64, Base: 2, Ops: []protocol.Op{put(2, "a")}}, protocol.CodeDuplicate},
+		"wrong delete": {&protocol.Prepare{Origin: 0, Dim: 64, Ops: []protocol.Op{{Kind: protocol.OpDelete, Seq: 0, ID: "a"}}}, protocol.CodeUnknownID},
+		"dimension":    {&protocol.Prepare{Origin: 1, Dim: 65, Base: 2, Ops: []protocol.Op{put(2, "c")}}, protocol.CodeBadRequest},
+		"origin":       {&protocol.Prepare{Origin: 7, Dim: 64}, protocol.CodeBadRequest},
+		"empty":        {&protocol.Prepare{Origin: 1, Dim: 64, Base: 2}, protocol.CodeBadRequest},
+		"bad share":    {&protocol.Prepare{Origin: 1, Dim: 64, Base: 2, Ops: []protocol.Op{{Kind: protocol.OpPut, Seq: 2, ID: "c", Plus: []uint64{1, 2}}}}, protocol.CodeBadRequest},
+		"bad id":       {&protocol.Prepare{Origin: 1, Dim: 64, Base: 2, Ops: []protocol.Op{put(2, "x\u202e")}}, protocol.CodeBadRequest},
+	} {
+		if e := st.validate(c.p); e == nil || e.Code != c.code {
+			t.Errorf("%s: got %v, want code %v", name, e, c.code)
+		}
+	}
+	g1 := st.digest()
+	st.apply(&pendingTxn{prep: &protocol.Prepare{Origin: 1, Dim: 64, Ops: []protocol.Op{{Kind: protocol.OpDelete, Seq: 0, ID: "a"}}}, tail: -1})
+	if g2 := st.digest(); g1.Equal(g2) || g2[1].Live != 1 || g2[1].Rows != 2 {
+		t.Fatalf("delete did not change the digest: %v -> %v", g1, g2)
+	}
+	// The deleted row's shares are gone from memory, not just tombstoned.
+	sh, _ := st.segs[1].store.Row(0)
+	if sh.Plus[0] != 0 || sh.Minus[0] != 0 {
+		t.Fatal("a deleted row's share is still in the store")
+	}
+	// Another cluster's digest of the same rows differs.
+	other, _ := newState(64, 2, [16]byte{2})
+	other.apply(&pendingTxn{prep: p, tail: -1})
+	st2, _ := newState(64, 2, [16]byte{1})
+	st2.apply(&pendingTxn{prep: p, tail: -1})
+	if other.digest().Equal(st2.digest()) {
+		t.Fatal("two clusters' digests agree")
+	}
+}

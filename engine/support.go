@@ -1,0 +1,236 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/idface/idface/network"
+	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/template"
+)
+
+// AsError maps any error to a protocol error for the requester.
+func AsError(err error, code protocol.Code) *protocol.Error {
+	var e *protocol.Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return protocol.Errorf(code, "%v", err)
+}
+
+// RandReader returns env's randomness, crypto/rand by default.
+func (env Env) RandReader() io.Reader {
+	if env.Rand != nil {
+		return env.Rand
+	}
+	return rand.Reader
+}
+
+// NewTxnID draws a transaction id.
+func (env Env) NewTxnID() (protocol.TxnID, error) {
+	var t protocol.TxnID
+	_, err := io.ReadFull(env.RandReader(), t[:])
+	return t, err
+}
+
+// Broadcast sends req(k) to every server in to (in parallel) and checks
+// each reply with ok; it returns the errors, indexed like to.
+func Broadcast(ctx context.Context, d network.Dialer, to []string, req func(k int) protocol.Msg, ok func(protocol.Msg) error) []error {
+	errs := make([]error, len(to))
+	var wg sync.WaitGroup
+	for k, name := range to {
+		wg.Go(func() {
+			resp, err := network.Call(ctx, d, name, req(k))
+			if err == nil {
+				err = ok(resp)
+			}
+			errs[k] = err
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+// Expect returns a reply check accepting only replies of type t.
+func Expect(t protocol.Type) func(protocol.Msg) error {
+	return func(m protocol.Msg) error {
+		if m.Type() != t {
+			return fmt.Errorf("unexpected answer %v", m.Type())
+		}
+		return nil
+	}
+}
+
+// Outbox holds messages (decisions) that other servers have not
+// acknowledged yet, per server, in order. They are retried in the
+// background and before the next transaction, which must not start while
+// a server still misses an earlier change.
+type Outbox struct {
+	mu   sync.Mutex
+	q    map[string][]protocol.Msg
+	net  network.Dialer
+	log  *slog.Logger
+	send time.Duration
+}
+
+// NewOutbox returns an empty outbox sending through env's network.
+func NewOutbox(env Env) *Outbox {
+	return &Outbox{q: map[string][]protocol.Msg{}, net: env.Net, log: env.Log, send: env.Params.Timeouts().OutboxSend}
+}
+
+// Add queues m for server to.
+func (o *Outbox) Add(to string, m protocol.Msg) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.q[to] = append(o.q[to], m)
+	o.log.Warn("message not delivered; will retry", "to", to, "type", m.Type())
+}
+
+// Len counts the unacknowledged messages.
+func (o *Outbox) Len() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, ms := range o.q {
+		n += len(ms)
+	}
+	return n
+}
+
+// Flush delivers every queued message in order; it fails naming the
+// servers that still have not acknowledged.
+func (o *Outbox) Flush(ctx context.Context) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var missing []string
+	for _, to := range slices.Sorted(func(yield func(string) bool) {
+		for k := range o.q {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		ms := o.q[to]
+		for len(ms) > 0 {
+			cctx, cancel := context.WithTimeout(ctx, o.send)
+			_, err := network.Call(cctx, o.net, to, ms[0])
+			cancel()
+			if err != nil {
+				missing = append(missing, fmt.Sprintf("%s (%v)", to, err))
+				break
+			}
+			ms = ms[1:]
+		}
+		if len(ms) == 0 {
+			delete(o.q, to)
+		} else {
+			o.q[to] = ms
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("servers have not confirmed an earlier change: %s", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// Run retries every interval while ctx lives, whenever txn (the lock that
+// serialises this server's transactions) is free.
+func (o *Outbox) Run(ctx context.Context, txn *sync.Mutex, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if o.Len() > 0 && txn.TryLock() {
+				if o.Flush(ctx) == nil {
+					o.log.Info("outstanding decisions delivered")
+				}
+				txn.Unlock()
+			}
+		}
+	}
+}
+
+// Parallel runs f over [0, n) cut into contiguous ranges, one per core and
+// at least minPer items each; it returns the first error.
+func Parallel(n, minPer int, f func(lo, hi int) error) error {
+	workers := max(min(runtime.GOMAXPROCS(0), n/max(minPer, 1)), 1)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for g := range workers {
+		wg.Go(func() { errs[g] = f(n*g/workers, n*(g+1)/workers) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// CheckItems validates a batch's ids: well-formed and unique in the batch.
+func CheckItems(items []protocol.Item) *protocol.Error {
+	if len(items) == 0 {
+		return protocol.Errorf(protocol.CodeBadRequest, "empty enrollment")
+	}
+	seen := make(map[string]bool, len(items))
+	for i, it := range items {
+		if err := protocol.CheckID(it.ID); err != nil {
+			return protocol.Errorf(protocol.CodeBadRequest, "item %d: %v", i, err)
+		}
+		if seen[it.ID] {
+			return protocol.Errorf(protocol.CodeDuplicate, "id %q appears twice in the batch", it.ID)
+		}
+		seen[it.ID] = true
+	}
+	return nil
+}
+
+// TransformBatch applies T_a to every item's template on all cores.
+func TransformBatch(items []protocol.Item, d, a int) ([]template.Ternary, error) {
+	zs := make([]template.Ternary, len(items))
+	err := Parallel(len(items), 64, func(lo, hi int) error {
+		tr, err := template.NewTransformer(d, a)
+		if err != nil {
+			return err
+		}
+		for i := lo; i < hi; i++ {
+			zs[i] = template.NewTernary(d)
+			if err := template.Apply(tr, items[i].Template, zs[i]); err != nil {
+				return fmt.Errorf("item %d (%s): %w", i, items[i].ID, err)
+			}
+		}
+		return nil
+	})
+	return zs, err
+}
+
+// Transformers pools T_beta transformers for queries (one per goroutine).
+type Transformers struct {
+	pool sync.Pool
+}
+
+// NewTransformers returns a pool for T_a on dimension d.
+func NewTransformers(d, a int) *Transformers {
+	t := &Transformers{}
+	t.pool.New = func() any {
+		tr, _ := template.NewTransformer(d, a)
+		return tr
+	}
+	return t
+}
+
+// Apply transforms x into a new ternary vector.
+func (t *Transformers) Apply(x []float32) (template.Ternary, error) {
+	tr := t.pool.Get().(*template.Transformer)
+	defer t.pool.Put(tr)
+	y := template.NewTernary(tr.Dim())
+	return y, template.Apply(tr, x, y)
+}

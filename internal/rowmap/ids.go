@@ -1,0 +1,58 @@
+package rowmap
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+)
+
+// IDs holds the id of every row of a segment in row order, back to back
+// in one byte arena (kept after deletion: the slot stays taken).
+type IDs struct {
+	data []byte
+	end  []uint64 // end[seq] is the end of row seq's id in data
+}
+
+// Len is the number of rows.
+func (s *IDs) Len() int { return len(s.end) }
+
+// Append adds the id of the next row.
+func (s *IDs) Append(id string) {
+	s.data = append(s.data, id...)
+	s.end = append(s.end, uint64(len(s.data)))
+}
+
+// At returns the id of row seq.
+func (s *IDs) At(seq int) string {
+	var start uint64
+	if seq > 0 {
+		start = s.end[seq-1]
+	}
+	return string(s.data[start:s.end[seq]])
+}
+
+// Hash is a set hash of live rows: the XOR of RowHash over them, so that
+// adding or removing a row is O(1) and two servers with the same live rows
+// at the same places have the same Hash.
+type Hash [16]byte
+
+// Toggle adds or removes one row.
+func (h *Hash) Toggle(r [16]byte) {
+	for i := range h {
+		h[i] ^= r[i]
+	}
+}
+
+// RowHash binds a live row's address and id to the cluster, so that the
+// digests of two different clusters never agree by accident.
+func RowHash(cluster [16]byte, seg, seq int, id string) [16]byte {
+	h := sha256.New()
+	h.Write(cluster[:])
+	var b [5]byte
+	b[0] = byte(seg)
+	binary.BigEndian.PutUint32(b[1:], uint32(seq))
+	h.Write(b[:])
+	h.Write([]byte(id))
+	var out [16]byte
+	copy(out[:], h.Sum(nil))
+	return out
+}

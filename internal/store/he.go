@@ -1,0 +1,136 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/tuneinsight/lattigo/v5/core/rlwe"
+
+	"github.com/idface/idface/heidface"
+)
+
+// Groups stores an HE local server's encrypted column groups, one file per
+// group (heidface's checksummed format), each replaced atomically.
+type Groups struct {
+	dir string
+	p   *heidface.Params
+}
+
+// OpenGroups uses (creating) dir for the group files.
+func OpenGroups(dir string, p *heidface.Params) (*Groups, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	return &Groups{dir: dir, p: p}, nil
+}
+
+func (g *Groups) path(i int) string { return filepath.Join(g.dir, fmt.Sprintf("g%06d.ct", i)) }
+
+// Load reads group i; a group never written is (nil, nil).
+func (g *Groups) Load(i int) (*heidface.Group, error) {
+	f, err := os.Open(g.path(i))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	grp, err := heidface.ReadGroup(f, g.p)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", g.path(i), err)
+	}
+	return grp, nil
+}
+
+// Save replaces group i's file durably.
+func (g *Groups) Save(i int, grp *heidface.Group) error {
+	return WriteFileFunc(g.path(i), 0o600, func(f *os.File) error { return heidface.WriteGroup(f, g.p, grp) })
+}
+
+// KeyFile holds one key in heidface's checksummed key-file format.
+type KeyFile string
+
+// Load returns the key's binary form; os.ErrNotExist if there is none.
+func (k KeyFile) Load(kind heidface.KeyKind) ([]byte, error) {
+	b, err := os.ReadFile(string(k))
+	if err != nil {
+		return nil, err
+	}
+	key, err := heidface.ParseKeyFile(b, kind)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", k, err)
+	}
+	return key, nil
+}
+
+// Save writes the key durably, readable by the owner only if secret.
+func (k KeyFile) Save(kind heidface.KeyKind, key []byte) error {
+	perm := os.FileMode(0o644)
+	if kind == heidface.SecretKeyFile {
+		perm = 0o600
+	}
+	return WriteFile(string(k), heidface.MarshalKeyFile(kind, key), perm)
+}
+
+// HEKey is the key server's key pair.
+type HEKey struct {
+	Secret *rlwe.SecretKey
+	Public []byte // binary form, as sent to local servers
+}
+
+// LoadHEKey reads the key server's key pair from dir. Keys are generated
+// only on first setup, when dir holds neither key file: a missing or
+// damaged key is never replaced, because a new key cannot decrypt the
+// databases encrypted under the old one (the key server would answer
+// with random rows).
+func LoadHEKey(dir string, p *heidface.Params, log *slog.Logger) (*HEKey, error) {
+	skf, pkf := KeyFile(filepath.Join(dir, "secret.key")), KeyFile(filepath.Join(dir, "public.key"))
+	skb, skErr := skf.Load(heidface.SecretKeyFile)
+	pkb, pkErr := pkf.Load(heidface.PublicKeyFile)
+	if errors.Is(skErr, os.ErrNotExist) && errors.Is(pkErr, os.ErrNotExist) {
+		sk, pk := heidface.GenKeys(p)
+		skb, err := sk.MarshalBinary()
+		if err != nil {
+			return nil, err
+		}
+		pkb, err := pk.MarshalBinary()
+		if err != nil {
+			return nil, err
+		}
+		if err := skf.Save(heidface.SecretKeyFile, skb); err != nil {
+			return nil, err
+		}
+		if err := pkf.Save(heidface.PublicKeyFile, pkb); err != nil {
+			return nil, err
+		}
+		log.Info("first start: new key pair generated", "logN", heidface.LogN, "logQ", p.LogQ(), "t_bits", p.SlotBits+1)
+		return &HEKey{Secret: sk, Public: pkb}, nil
+	}
+	refuse := func(what string, err error) error {
+		return fmt.Errorf("key server: %s: %v. It will not generate a new key pair, which could not decrypt the local servers' databases: restore %s and public.key from your backup. To start a new cluster instead, remove both key files and every local server's data", what, err, filepath.Join(dir, "secret.key"))
+	}
+	if skErr != nil {
+		return nil, refuse("the secret key cannot be read", skErr)
+	}
+	if pkErr != nil {
+		return nil, refuse("the public key cannot be read", pkErr)
+	}
+	sk, err := heidface.UnmarshalSecretKey(p, skb)
+	if err != nil {
+		return nil, refuse("the secret key is damaged", err)
+	}
+	pk, err := heidface.UnmarshalPublicKey(p, pkb)
+	if err != nil {
+		return nil, refuse("the public key is damaged", err)
+	}
+	if err := heidface.CheckKeyPair(p, sk, pk); err != nil {
+		return nil, refuse("the key files do not match", err)
+	}
+	fp := heidface.Fingerprint(pkb)
+	log.Info("key pair loaded", "public_key", fmt.Sprintf("%x", fp[:8]))
+	return &HEKey{Secret: sk, Public: pkb}, nil
+}

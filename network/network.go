@@ -1,0 +1,242 @@
+// Package network is the interface every protocol flow of idface talks
+// through: request streams between authenticated peers, framed messages and
+// raw bulk words, with byte counts. Two implementations plug in: QUIC with
+// pinned mutual TLS (network/quicnet, the only package that imports
+// quic-go) and an in-memory network with injectable faults
+// (network/memnet), so that every engine runs mu parties in one process in
+// tests.
+//
+// One request per stream: the caller opens a stream, writes one framed
+// request (and possibly raw data), and reads the reply; the server's
+// handler reads the request and answers on the same stream.
+package network
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync/atomic"
+	"time"
+	"unsafe"
+)
+
+// Role is what an authenticated peer may do; the runtime dispatches on it.
+type Role uint8
+
+const (
+	RoleServer   Role = iota + 1 // a server of the cluster: party, key server, decider
+	RoleOperator                 // a client that may enroll, delete and identify
+	RoleDevice                   // a client that may only identify
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleServer:
+		return "server"
+	case RoleOperator:
+		return "operator"
+	case RoleDevice:
+		return "device"
+	}
+	return "unknown"
+}
+
+// Peer is an authenticated remote: who its credentials say it is.
+type Peer struct {
+	Name string
+	Role Role
+}
+
+// Raw is one bidirectional byte stream of a transport.
+type Raw interface {
+	Read(p []byte) (int, error)
+	Write(p []byte) (int, error)
+	// CloseWrite ends the sending direction: the peer reads io.EOF.
+	CloseWrite() error
+	// CancelRead stops reading: the transport may retire the stream and
+	// the peer's writes fail.
+	CancelRead()
+	SetDeadline(t time.Time) error
+}
+
+// Dialer opens request streams to the servers it knows by name.
+type Dialer interface {
+	Open(ctx context.Context, to string) (*Stream, error)
+	Close() error
+}
+
+// Handler serves one request stream from an authenticated peer.
+type Handler func(ctx context.Context, s *Stream)
+
+// Listener accepts streams from authenticated peers.
+type Listener interface {
+	// Serve runs h for every stream until ctx ends or Close is called; it
+	// returns after every handler has returned.
+	Serve(ctx context.Context, h Handler) error
+	Addr() string
+	Close() error
+}
+
+// Stream frames messages on a Raw stream and counts the application bytes
+// moved in each direction.
+type Stream struct {
+	raw  Raw
+	peer Peer
+	// broken, when set, is told about an I/O failure so that a dialer can
+	// forget a dead connection (the server may have restarted).
+	broken func()
+	sent   atomic.Int64
+	recv   atomic.Int64
+}
+
+// NewStream wraps a transport's stream; broken may be nil.
+func NewStream(raw Raw, peer Peer, broken func()) *Stream {
+	return &Stream{raw: raw, peer: peer, broken: broken}
+}
+
+// Peer is who is at the other end.
+func (s *Stream) Peer() Peer { return s.peer }
+
+// Sent and Received return the application bytes moved so far.
+func (s *Stream) Sent() int64     { return s.sent.Load() }
+func (s *Stream) Received() int64 { return s.recv.Load() }
+
+func (s *Stream) Write(p []byte) (int, error) {
+	n, err := s.raw.Write(p)
+	s.sent.Add(int64(n))
+	if err != nil {
+		s.fail()
+	}
+	return n, err
+}
+
+func (s *Stream) Read(p []byte) (int, error) {
+	n, err := s.raw.Read(p)
+	s.recv.Add(int64(n))
+	if err != nil && err != io.EOF {
+		s.fail()
+	}
+	return n, err
+}
+
+func (s *Stream) fail() {
+	if s.broken != nil {
+		s.broken()
+	}
+}
+
+// CloseWrite ends the sending direction (the peer reads io.EOF).
+func (s *Stream) CloseWrite() error { return s.raw.CloseWrite() }
+
+// Finish releases a stream whose exchange is complete (or abandoned).
+func (s *Stream) Finish() { s.raw.CancelRead() }
+
+// SetDeadline bounds every later Read and Write.
+func (s *Stream) SetDeadline(t time.Time) error { return s.raw.SetDeadline(t) }
+
+// ErrFrameTooLarge reports a frame over the reader's bound.
+var ErrFrameTooLarge = errors.New("network: frame exceeds the size limit")
+
+// WriteFrame writes one length-prefixed message (small ones in one write).
+func (s *Stream) WriteFrame(msg []byte) error {
+	if len(msg) <= 4096 {
+		b := make([]byte, 4, 4+len(msg))
+		binary.BigEndian.PutUint32(b, uint32(len(msg)))
+		_, err := s.Write(append(b, msg...))
+		return err
+	}
+	var h [4]byte
+	binary.BigEndian.PutUint32(h[:], uint32(len(msg)))
+	if _, err := s.Write(h[:]); err != nil {
+		return err
+	}
+	_, err := s.Write(msg)
+	return err
+}
+
+// ReadFrame reads one length-prefixed message of at most max bytes.
+func (s *Stream) ReadFrame(max int) ([]byte, error) {
+	return s.ReadFrameLimit(max, func([]byte) (int, error) { return max, nil })
+}
+
+// frameChunk is how much a frame buffer grows at a time: a peer that
+// announces a large frame gets memory only as fast as it sends bytes.
+const frameChunk = 64 << 10
+
+// ReadFrameLimit reads one length-prefixed message of at most ceiling
+// bytes whose bound also depends on its first bytes (the protocol's version
+// and type): limit sees up to two leading bytes and returns the largest
+// acceptable frame, or an error. Nothing beyond those bytes is allocated
+// before it has arrived.
+func (s *Stream) ReadFrameLimit(ceiling int, limit func(head []byte) (int, error)) ([]byte, error) {
+	var h [4]byte
+	if _, err := io.ReadFull(s, h[:]); err != nil {
+		return nil, err
+	}
+	n := int(binary.BigEndian.Uint32(h[:]))
+	if n > ceiling {
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrFrameTooLarge, n, ceiling)
+	}
+	head := make([]byte, min(n, 2), min(n, frameChunk))
+	if _, err := io.ReadFull(s, head); err != nil {
+		return nil, fmt.Errorf("network: truncated frame: %w", err)
+	}
+	bound, err := limit(head)
+	if err != nil {
+		return nil, err
+	}
+	if n > bound {
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrFrameTooLarge, n, bound)
+	}
+	b := head
+	for len(b) < n {
+		if len(b) == cap(b) {
+			b = append(b, make([]byte, min(n-len(b), max(cap(b), frameChunk)))...)[:len(b)]
+		}
+		m, err := s.Read(b[len(b):min(n, cap(b))])
+		b = b[:len(b)+m]
+		if err != nil && len(b) < n {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, fmt.Errorf("network: truncated frame: %w", err)
+		}
+	}
+	return b, nil
+}
+
+// WriteWords writes words as raw little-endian bytes without copying.
+func (s *Stream) WriteWords(w []uint64) error {
+	if len(w) == 0 {
+		return nil
+	}
+	_, err := s.Write(WordBytes(w))
+	return err
+}
+
+// ReadWords fills w from raw little-endian bytes without copying.
+func (s *Stream) ReadWords(w []uint64) error {
+	if len(w) == 0 {
+		return nil
+	}
+	_, err := io.ReadFull(s, WordBytes(w))
+	return err
+}
+
+// WordBytes views words as bytes. The wire is little-endian, which is the
+// memory order on every platform idface builds for (checked in init).
+func WordBytes(w []uint64) []byte {
+	if len(w) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), 8*len(w))
+}
+
+func init() {
+	x := uint64(1)
+	if *(*byte)(unsafe.Pointer(&x)) != 1 {
+		panic("network: idface needs a little-endian machine")
+	}
+}

@@ -1,0 +1,298 @@
+package quicnet
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/idface/idface/network"
+)
+
+// Flow-control windows: an identify moves tens of MB from each peer in one
+// stream; quic-go's default 6 MiB stream window would stall it on every
+// round trip.
+const (
+	streamWindow = 64 << 20
+	connWindow   = 256 << 20
+)
+
+// Timeouts. A party that is down shows up as a handshake timeout, never a
+// hang.
+var (
+	HandshakeTimeout = 3 * time.Second
+	IdleTimeout      = 5 * time.Second
+)
+
+// Config returns the QUIC configuration used by every idface endpoint.
+func Config() *quic.Config {
+	return &quic.Config{
+		HandshakeIdleTimeout:           HandshakeTimeout,
+		MaxIdleTimeout:                 IdleTimeout,
+		KeepAlivePeriod:                time.Second,
+		InitialStreamReceiveWindow:     4 << 20,
+		MaxStreamReceiveWindow:         streamWindow,
+		InitialConnectionReceiveWindow: 8 << 20,
+		MaxConnectionReceiveWindow:     connWindow,
+		MaxIncomingStreams:             1024,
+	}
+}
+
+// raw adapts a QUIC stream to network.Raw.
+type raw struct{ s *quic.Stream }
+
+func (r raw) Read(p []byte) (int, error)    { return r.s.Read(p) }
+func (r raw) Write(p []byte) (int, error)   { return r.s.Write(p) }
+func (r raw) CloseWrite() error             { return r.s.Close() }
+func (r raw) CancelRead()                   { r.s.CancelRead(0) }
+func (r raw) SetDeadline(t time.Time) error { return r.s.SetDeadline(t) }
+
+// Pins maps certificate pins to the identities allowed to connect.
+type Pins map[string]network.Peer
+
+// ListenOptions bound what one peer may hold open.
+type ListenOptions struct {
+	// ConnsPerPin caps the connections one certificate may hold at once
+	// (default 8): a client that opens more is refused at once while every
+	// other peer is still served.
+	ConnsPerPin int
+}
+
+// Listener accepts QUIC connections whose certificate is pinned.
+type Listener struct {
+	tr     *quic.Transport
+	ln     *quic.Listener
+	pins   Pins
+	opt    ListenOptions
+	log    *slog.Logger
+	wg     sync.WaitGroup
+	closed atomic.Bool
+	mu     sync.Mutex
+	conns  map[string]int // open connections per pin
+}
+
+// Listen opens a UDP listener on addr (host:port; port 0 picks one).
+func Listen(addr string, cert tls.Certificate, pins Pins, opt ListenOptions, log *slog.Logger) (*Listener, error) {
+	if opt.ConnsPerPin == 0 {
+		opt.ConnsPerPin = 8
+	}
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("quicnet: address %s: %w", addr, err)
+	}
+	udp, err := net.ListenUDP("udp", ua)
+	if err != nil {
+		return nil, fmt.Errorf("quicnet: listening on %s: %w", addr, err)
+	}
+	// A restarted server must reset its predecessor's connections at once,
+	// or clients keep writing into them until the idle timeout. The key is
+	// derived from the private key, so it is stable across restarts and
+	// secret.
+	key, err := resetKey(cert)
+	if err != nil {
+		udp.Close()
+		return nil, err
+	}
+	tr := &quic.Transport{Conn: udp, StatelessResetKey: &key}
+	ln, err := tr.Listen(ServerTLS(cert, pins), Config())
+	if err != nil {
+		udp.Close()
+		return nil, fmt.Errorf("quicnet: listening on %s: %w", addr, err)
+	}
+	return &Listener{tr: tr, ln: ln, pins: pins, opt: opt, log: log, conns: map[string]int{}}, nil
+}
+
+func resetKey(cert tls.Certificate) (quic.StatelessResetKey, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+	if err != nil {
+		return quic.StatelessResetKey{}, fmt.Errorf("quicnet: private key: %w", err)
+	}
+	h := sha256.New()
+	h.Write([]byte("idface stateless reset key v1\x00"))
+	h.Write(der)
+	var k quic.StatelessResetKey
+	copy(k[:], h.Sum(nil))
+	return k, nil
+}
+
+// Addr returns the bound UDP address.
+func (l *Listener) Addr() string { return l.ln.Addr().String() }
+
+// Application error codes on connections the listener refuses.
+const (
+	codeRefused      = 1
+	codeTooManyConns = 2
+)
+
+// Serve accepts connections and runs h for every stream until ctx ends or
+// Close is called.
+func (l *Listener) Serve(ctx context.Context, h network.Handler) error {
+	for {
+		conn, err := l.ln.Accept(ctx)
+		if err != nil {
+			if l.closed.Load() || ctx.Err() != nil {
+				l.wg.Wait()
+				return nil
+			}
+			return err
+		}
+		st := conn.ConnectionState().TLS
+		if len(st.PeerCertificates) == 0 {
+			conn.CloseWithError(codeRefused, "no certificate")
+			continue
+		}
+		pin := Pin(st.PeerCertificates[0].Raw)
+		peer, ok := l.pins[pin]
+		if !ok { // VerifyPeerCertificate already refused it; belt and braces
+			conn.CloseWithError(codeRefused, "certificate not pinned")
+			continue
+		}
+		if !l.hold(pin) {
+			l.log.Warn("refused a connection: too many from one peer", "peer", peer.Name, "limit", l.opt.ConnsPerPin)
+			conn.CloseWithError(codeTooManyConns, fmt.Sprintf("more than %d connections from %s", l.opt.ConnsPerPin, peer.Name))
+			continue
+		}
+		l.wg.Go(func() {
+			defer l.release(pin)
+			for {
+				qs, err := conn.AcceptStream(conn.Context())
+				if err != nil {
+					return
+				}
+				s := network.NewStream(raw{qs}, peer, nil)
+				l.wg.Go(func() {
+					h(conn.Context(), s)
+					s.CloseWrite()
+					s.Finish()
+				})
+			}
+		})
+	}
+}
+
+func (l *Listener) hold(pin string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conns[pin] >= l.opt.ConnsPerPin {
+		return false
+	}
+	l.conns[pin]++
+	return true
+}
+
+func (l *Listener) release(pin string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conns[pin]--; l.conns[pin] <= 0 {
+		delete(l.conns, pin)
+	}
+}
+
+// Close stops accepting and closes every connection.
+func (l *Listener) Close() error {
+	l.closed.Store(true)
+	err := l.ln.Close()
+	l.tr.Close()
+	return err
+}
+
+// Directory resolves a server's name to its address and certificate pin.
+type Directory func(name string) (addr, pin string, ok bool)
+
+// Dialer opens request streams to pinned servers, keeping one connection
+// per server identity (name, address and pin: a rotated key or a moved
+// server gets a fresh connection) and re-dialing when it breaks.
+type Dialer struct {
+	cert  tls.Certificate
+	dir   Directory
+	mu    sync.Mutex
+	conns map[string]*quic.Conn
+}
+
+// NewDialer returns a dialer presenting cert that finds servers in dir.
+func NewDialer(cert tls.Certificate, dir Directory) *Dialer {
+	return &Dialer{cert: cert, dir: dir, conns: map[string]*quic.Conn{}}
+}
+
+// Open opens a new request stream to the named server, which must present
+// the certificate pinned for it.
+func (d *Dialer) Open(ctx context.Context, name string) (*network.Stream, error) {
+	addr, pin, ok := d.dir(name)
+	if !ok {
+		return nil, fmt.Errorf("quicnet: no server %q in the configuration", name)
+	}
+	key := name + "|" + addr + "|" + pin
+	for attempt := 0; ; attempt++ {
+		conn, err := d.conn(ctx, key, name, addr, pin)
+		if err != nil {
+			return nil, err
+		}
+		qs, err := conn.OpenStreamSync(ctx)
+		if err == nil {
+			return network.NewStream(raw{qs}, network.Peer{Name: name, Role: network.RoleServer}, func() { d.drop(key, conn) }), nil
+		}
+		d.drop(key, conn)
+		if attempt == 1 || ctx.Err() != nil {
+			return nil, fmt.Errorf("quicnet: opening a stream to %s (%s): %w", name, addr, err)
+		}
+	}
+}
+
+func (d *Dialer) conn(ctx context.Context, key, name, addr, pin string) (*quic.Conn, error) {
+	d.mu.Lock()
+	c := d.conns[key]
+	d.mu.Unlock()
+	if c != nil && c.Context().Err() == nil {
+		return c, nil
+	}
+	c, err := quic.DialAddr(ctx, addr, ClientTLS(d.cert, pin), Config())
+	if err != nil {
+		var idle *quic.IdleTimeoutError
+		var app *quic.ApplicationError
+		switch {
+		case errors.As(err, &app) && app.ErrorCode == codeTooManyConns:
+			return nil, fmt.Errorf("quicnet: %s refused the connection: %s", name, app.ErrorMessage)
+		case errors.As(err, &idle) || errors.Is(err, context.DeadlineExceeded):
+			return nil, fmt.Errorf("quicnet: %s (%s) did not answer within %v: is it running?", name, addr, HandshakeTimeout)
+		}
+		return nil, fmt.Errorf("quicnet: connecting to %s (%s): %w", name, addr, err)
+	}
+	d.mu.Lock()
+	if old := d.conns[key]; old != nil && old.Context().Err() == nil {
+		d.mu.Unlock()
+		c.CloseWithError(0, "duplicate")
+		return old, nil
+	}
+	d.conns[key] = c
+	d.mu.Unlock()
+	return c, nil
+}
+
+func (d *Dialer) drop(key string, c *quic.Conn) {
+	d.mu.Lock()
+	if d.conns[key] == c {
+		delete(d.conns, key)
+	}
+	d.mu.Unlock()
+	c.CloseWithError(0, "")
+}
+
+// Close closes every connection.
+func (d *Dialer) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for k, c := range d.conns {
+		c.CloseWithError(0, "closing")
+		delete(d.conns, k)
+	}
+	return nil
+}

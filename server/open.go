@@ -1,0 +1,159 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/engine"
+	"github.com/idface/idface/engine/hemode"
+	"github.com/idface/idface/engine/mpcface"
+	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/network"
+	"github.com/idface/idface/network/quicnet"
+)
+
+// DataDir is where server name of a local cluster keeps its data.
+func DataDir(p *config.Params, name string) string { return filepath.Join(p.Dir(), "data", name) }
+
+// Open builds the named server of cluster p as a real process would run
+// it: its identity from the configuration (the pin must match), a QUIC
+// listener and dialer with pinned mutual TLS, its data directory, and the
+// engine of the cluster's mode and the server's role.
+func Open(ctx context.Context, p *config.Params, name string, log *slog.Logger) (*Server, error) {
+	me, ok := p.Server(name)
+	if !ok {
+		return nil, fmt.Errorf("server %q is not in %s", name, filepath.Join(p.Dir(), config.File))
+	}
+	cert, pin, err := quicnet.LoadCertificate(p.Path(me.Cert), p.Path(me.Key))
+	if err != nil {
+		return nil, err
+	}
+	if pin != me.Pin {
+		return nil, fmt.Errorf("server %s: certificate %s does not match the pin in the cluster config", name, me.Cert)
+	}
+	dir := DataDir(p, name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	dialer := quicnet.NewDialer(cert, p.Lookup)
+	reg := prometheus.NewRegistry()
+	var srv *Server
+	env := engine.Env{Params: p, Self: name, Net: dialer, Log: log, Metrics: reg,
+		Fatal: func(err error) { srv.Fatal(err) }}
+	eng, closers, err := openEngine(ctx, env, dir)
+	if err != nil {
+		dialer.Close()
+		return nil, err
+	}
+	ln, err := quicnet.Listen(me.Addr, cert, p.Pins(), quicnet.ListenOptions{ConnsPerPin: p.Limits().ConnsPerPeer}, log)
+	if err != nil {
+		dialer.Close()
+		for _, c := range closers {
+			c()
+		}
+		return nil, err
+	}
+	srv = New(p, name, eng, ln, log, Options{Registry: reg, Closers: append(closers, dialer.Close)})
+	log.Info("serving", "addr", ln.Addr(), "mode", p.Mode(), "role", role(p, name), "mu", p.Mu())
+	return srv, nil
+}
+
+func role(p *config.Params, name string) string {
+	if k, ok := p.KeyServer(); ok && k.Name == name {
+		return "key server"
+	}
+	if p.Mode() == config.ModeHE {
+		return "local server"
+	}
+	return "party"
+}
+
+// openEngine makes the engine of env.Self with its storage in dir; the
+// returned closers release the storage.
+func openEngine(ctx context.Context, env engine.Env, dir string) (engine.Engine, []func() error, error) {
+	p := env.Params
+	switch {
+	case p.Mode() == config.ModeHE:
+		if k, _ := p.KeyServer(); k.Name == env.Self {
+			key, err := store.LoadHEKey(dir, p.HE(), env.Log)
+			if err != nil {
+				return nil, nil, err
+			}
+			eng, err := hemode.NewKeyServer(env, key)
+			return eng, nil, err
+		}
+		return openHELocal(ctx, env, dir)
+	default:
+		return openMPC(env, dir)
+	}
+}
+
+// openLog opens an engine's log, replaying it, and reports what it found.
+func openLog(env engine.Env, path string, kind store.Kind, replay func(store.Entry) error) (*store.Log, error) {
+	l, rep, err := store.Open(path, kind, replay)
+	if err != nil {
+		return nil, err
+	}
+	if rep.TornBytes > 0 {
+		env.Log.Warn("cut a torn record off the end of the log (a crash during a write); its bytes are kept aside",
+			"bytes", rep.TornBytes, "kept_in", rep.TornFile)
+	}
+	return l, nil
+}
+
+func openMPC(env engine.Env, dir string) (engine.Engine, []func() error, error) {
+	eng, err := mpcface.New(env)
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := openLog(env, filepath.Join(dir, "shares.log"), store.KindShares, eng.Replay)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := eng.Start(l); err != nil {
+		l.Close()
+		return nil, nil, withFile(err, l.Path())
+	}
+	return eng, []func() error{l.Close}, nil
+}
+
+func openHELocal(ctx context.Context, env engine.Env, dir string) (engine.Engine, []func() error, error) {
+	groups, err := store.OpenGroups(filepath.Join(dir, "groups"), env.Params.HE())
+	if err != nil {
+		return nil, nil, err
+	}
+	eng, err := hemode.NewLocal(ctx, env, groups, store.KeyFile(filepath.Join(dir, "public.key")))
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := openLog(env, filepath.Join(dir, "rows.log"), store.KindHERows, eng.Replay)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := eng.Start(l); err != nil {
+		l.Close()
+		return nil, nil, withFile(err, l.Path())
+	}
+	return eng, []func() error{l.Close}, nil
+}
+
+// withFile names the log in a damage report from an engine's recovery.
+func withFile(err error, path string) error {
+	if de, ok := err.(*store.DamageError); ok && de.File == "" {
+		de.File = path
+	}
+	return err
+}
+
+// Compile-time checks that the implementations fit the interfaces.
+var (
+	_ network.Listener = (*quicnet.Listener)(nil)
+	_ network.Dialer   = (*quicnet.Dialer)(nil)
+	_ engine.Log       = (*store.Log)(nil)
+)

@@ -1,0 +1,278 @@
+// Package server is idface's one server runtime: every server process of
+// every mode runs here, with the mode's protocol engine plugged in. The
+// runtime owns what is the same everywhere: the serve loop over a
+// network.Listener, the identity of each peer, size limits per message type
+// and role checked before any allocation, concurrency limits per peer,
+// per-request timeouts, Prometheus metrics, and graceful shutdown. Errors
+// are returned to the caller (cmd/idface), never os.Exit.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/engine"
+	"github.com/idface/idface/network"
+	"github.com/idface/idface/protocol"
+)
+
+// Server runs one engine behind one listener.
+type Server struct {
+	p      *config.Params
+	name   string
+	eng    engine.Engine
+	routes map[protocol.Type]engine.Route
+	ln     network.Listener
+	log    *slog.Logger
+	reg    *prometheus.Registry
+	m      *metrics
+	lim    config.Limits
+	ceil   map[network.Role]int // the largest request a role may send at all
+
+	mu     sync.Mutex
+	active map[string]int // requests in progress per peer
+	total  int
+	fatal  error
+	stop   context.CancelFunc
+	closer []func() error // released after Serve (log, dialer)
+}
+
+// Options of a server built by New.
+type Options struct {
+	Registry *prometheus.Registry // the engine's collectors are already in it
+	Closers  []func() error       // called once Serve has returned
+}
+
+// New wraps an engine; the engine's Env.Fatal must call the returned
+// server's Fatal.
+func New(p *config.Params, name string, eng engine.Engine, ln network.Listener, log *slog.Logger, opt Options) *Server {
+	reg := opt.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	s := &Server{p: p, name: name, eng: eng, routes: eng.Routes(), ln: ln, log: log, reg: reg,
+		lim: p.Limits(), active: map[string]int{}, closer: opt.Closers}
+	s.m = newMetrics(reg, eng)
+	s.ceil = map[network.Role]int{}
+	for t := range s.routes {
+		for _, r := range []network.Role{network.RoleServer, network.RoleOperator, network.RoleDevice} {
+			s.ceil[r] = max(s.ceil[r], p.MaxRequest(t, r))
+		}
+	}
+	return s
+}
+
+// Fatal stops the server with err (an engine that cannot continue).
+func (s *Server) Fatal(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fatal == nil {
+		s.fatal = err
+		s.log.Error("stopping", "err", err)
+	}
+	if s.stop != nil {
+		s.stop()
+	}
+}
+
+// Addr is where the server listens.
+func (s *Server) Addr() string { return s.ln.Addr() }
+
+// Serve answers requests until ctx ends or the engine fails; in-flight
+// requests get the shutdown grace to finish. It returns the engine's fatal
+// error, if any.
+func (s *Server) Serve(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	s.mu.Lock()
+	s.stop = cancel
+	failed := s.fatal != nil
+	s.mu.Unlock()
+	defer cancel()
+	if failed {
+		cancel()
+	}
+	engCtx, engStop := context.WithCancel(context.Background())
+	var bg sync.WaitGroup
+	bg.Go(func() { s.eng.Run(engCtx) })
+	// Requests run on their own context: a shutdown lets them finish within
+	// the grace period instead of cutting them off.
+	reqCtx, reqStop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- s.ln.Serve(reqCtx, func(_ context.Context, st *network.Stream) { s.handle(reqCtx, st) })
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		s.log.Info("shutting down", "grace", s.p.Timeouts().Shutdown)
+		t := time.AfterFunc(s.p.Timeouts().Shutdown, reqStop)
+		s.ln.Close()
+		err = <-done
+		t.Stop()
+	}
+	reqStop()
+	engStop()
+	bg.Wait()
+	s.ln.Close()
+	for _, c := range s.closer {
+		err = errors.Join(err, c())
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fatal != nil {
+		return s.fatal
+	}
+	return err
+}
+
+// acquire takes a request slot for peer, or says which limit is reached.
+func (s *Server) acquire(peer string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.active[peer] >= s.lim.StreamsPerPeer:
+		return fmt.Errorf("%s has %d requests in progress at %s, the limit", peer, s.active[peer], s.name)
+	case s.total >= s.lim.Streams:
+		return fmt.Errorf("%s is serving %d requests, its limit; retry shortly", s.name, s.total)
+	}
+	s.active[peer]++
+	s.total++
+	return nil
+}
+
+func (s *Server) release(peer string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.active[peer]--; s.active[peer] == 0 {
+		delete(s.active, peer)
+	}
+	s.total--
+}
+
+// handle serves one request stream.
+func (s *Server) handle(ctx context.Context, st *network.Stream) {
+	peer := st.Peer()
+	reply := func(m protocol.Msg) {
+		if err := st.WriteFrame(protocol.Marshal(m)); err != nil {
+			s.log.Debug("reply not delivered", "to", peer.Name, "err", err)
+		}
+	}
+	if err := s.acquire(peer.Name); err != nil {
+		s.m.refused.WithLabelValues("busy").Inc()
+		reply(protocol.Errorf(protocol.CodeUnavailable, "%v", err))
+		return
+	}
+	defer s.release(peer.Name)
+	start := time.Now()
+	tm := s.p.Timeouts()
+	st.SetDeadline(start.Add(tm.Request))
+	var route engine.Route
+	b, err := st.ReadFrameLimit(s.ceil[peer.Role], func(head []byte) (int, error) {
+		if len(head) < 2 || head[0] != protocol.Version {
+			return 2, nil // Decode explains
+		}
+		t := protocol.Type(head[1])
+		r, ok := s.routes[t]
+		if !ok || !r.From.Has(peer.Role) {
+			return 0, protocol.Errorf(protocol.CodeForbidden, "%s (%s) may not send %v to %s", peer.Name, peer.Role, t, s.name)
+		}
+		route = r
+		n := s.p.MaxRequest(t, peer.Role)
+		if n == 0 {
+			return 0, protocol.Errorf(protocol.CodeForbidden, "%s (%s) may not send %v", peer.Name, peer.Role, t)
+		}
+		return n, nil
+	})
+	if err != nil {
+		var pe *protocol.Error
+		switch {
+		case errors.As(err, &pe):
+			s.m.refused.WithLabelValues("forbidden").Inc()
+			reply(pe)
+		case errors.Is(err, network.ErrFrameTooLarge):
+			s.m.refused.WithLabelValues("too_large").Inc()
+			reply(protocol.Errorf(protocol.CodeBadRequest, "request: %v", err))
+		default:
+			reply(protocol.Errorf(protocol.CodeBadRequest, "reading the request: %v", err))
+		}
+		return
+	}
+	m, err := protocol.Decode(b)
+	if err != nil {
+		s.m.refused.WithLabelValues("malformed").Inc()
+		reply(protocol.Errorf(protocol.CodeBadRequest, "%v", err))
+		return
+	}
+	limit := tm.Request
+	if m.Type() == protocol.TIdentify {
+		limit = tm.Identify
+	}
+	st.SetDeadline(start.Add(limit))
+	rctx, cancel := context.WithDeadline(ctx, start.Add(limit))
+	defer cancel()
+	resp := route.Handle(rctx, engine.Request{From: peer, Msg: m, Stream: st})
+	code := "ok"
+	if resp != nil {
+		if e, ok := resp.(*protocol.Error); ok {
+			code = e.Code.String()
+		}
+		reply(resp)
+	}
+	s.m.observe(route.Op, code, time.Since(start), st)
+}
+
+// MetricsHandler serves the Prometheus registry at /metrics.
+func (s *Server) MetricsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	return mux
+}
+
+// metrics are the runtime's collectors: requests, latency and bytes per
+// operation, refusals, and the engine's row gauges. They count requests
+// and bytes, never anything about a template.
+type metrics struct {
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	bytesIn  *prometheus.CounterVec
+	bytesOut *prometheus.CounterVec
+	refused  *prometheus.CounterVec
+}
+
+func newMetrics(reg *prometheus.Registry, eng engine.Engine) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_requests_total", Help: "Requests answered, by operation and result."}, []string{"op", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "idface_request_seconds", Help: "Time to answer a request, by operation.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18)}, []string{"op"}),
+		bytesIn:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_request_bytes_received_total", Help: "Application bytes received on request streams, by operation."}, []string{"op"}),
+		bytesOut: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_request_bytes_sent_total", Help: "Application bytes sent on request streams, by operation."}, []string{"op"}),
+		refused:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_requests_refused_total", Help: "Requests refused before the engine saw them, by reason."}, []string{"reason"}),
+	}
+	gauge := func(name, help string, f func(engine.Stats) int) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(f(eng.Stats())) })
+	}
+	reg.MustRegister(m.requests, m.latency, m.bytesIn, m.bytesOut, m.refused,
+		gauge("idface_rows", "Row slots, live or not.", func(s engine.Stats) int { return s.Rows }),
+		gauge("idface_live_rows", "Rows that take part in identification.", func(s engine.Stats) int { return s.Live }),
+		gauge("idface_unsettled", "Transactions undecided here or decisions not yet acknowledged.", func(s engine.Stats) int { return s.Unsettled }),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) observe(op, code string, d time.Duration, st *network.Stream) {
+	m.requests.WithLabelValues(op, code).Inc()
+	m.latency.WithLabelValues(op).Observe(d.Seconds())
+	m.bytesIn.WithLabelValues(op).Add(float64(st.Received()))
+	m.bytesOut.WithLabelValues(op).Add(float64(st.Sent()))
+}
