@@ -37,30 +37,52 @@ func Open(ctx context.Context, p *config.Params, name string, log *slog.Logger) 
 	if pin != me.Pin {
 		return nil, fmt.Errorf("server %s: certificate %s does not match the pin in the cluster config", name, me.Cert)
 	}
-	dir := DataDir(p, name)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
-	}
 	dialer := quicnet.NewDialer(cert, p.Lookup)
-	reg := prometheus.NewRegistry()
-	var srv *Server
-	env := engine.Env{Params: p, Self: name, Net: dialer, Log: log, Metrics: reg,
-		Fatal: func(err error) { srv.Fatal(err) }}
-	eng, closers, err := openEngine(ctx, env, dir)
-	if err != nil {
-		dialer.Close()
-		return nil, err
-	}
 	ln, err := quicnet.Listen(me.Addr, cert, p.Pins(), quicnet.ListenOptions{ConnsPerPin: p.Limits().ConnsPerPeer}, log)
 	if err != nil {
 		dialer.Close()
-		for _, c := range closers {
-			c()
-		}
 		return nil, err
 	}
-	srv = New(p, name, eng, ln, log, Options{Registry: reg, Closers: append(closers, dialer.Close)})
+	srv, err := Build(ctx, p, name, DataDir(p, name), dialer, ln, log, BuildOptions{})
+	if err != nil {
+		ln.Close()
+		dialer.Close()
+		return nil, err
+	}
+	srv.closer = append(srv.closer, dialer.Close)
 	log.Info("serving", "addr", ln.Addr(), "mode", p.Mode(), "role", role(p, name), "mu", p.Mu())
+	return srv, nil
+}
+
+// BuildOptions adjust Build for tests.
+type BuildOptions struct {
+	// WrapLog, when set, wraps the engine's log (to fail on purpose).
+	WrapLog func(engine.Log) engine.Log
+}
+
+// Build makes the named server of cluster p over any network: its engine
+// with its data in dir, behind ln, reaching the other servers through d.
+// Tests build whole clusters in one process with network/memnet.
+func Build(ctx context.Context, p *config.Params, name, dir string, d network.Dialer, ln network.Listener, log *slog.Logger, opt BuildOptions) (*Server, error) {
+	if _, ok := p.Server(name); !ok {
+		return nil, fmt.Errorf("server %q is not in the cluster config", name)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	var srv *Server
+	env := engine.Env{Params: p, Self: name, Net: d, Log: log, Metrics: reg,
+		Fatal: func(err error) { srv.Fatal(err) }}
+	wrap := opt.WrapLog
+	if wrap == nil {
+		wrap = func(l engine.Log) engine.Log { return l }
+	}
+	eng, closers, err := openEngine(ctx, env, dir, wrap)
+	if err != nil {
+		return nil, err
+	}
+	srv = New(p, name, eng, ln, log, Options{Registry: reg, Closers: closers})
 	return srv, nil
 }
 
@@ -76,7 +98,7 @@ func role(p *config.Params, name string) string {
 
 // openEngine makes the engine of env.Self with its storage in dir; the
 // returned closers release the storage.
-func openEngine(ctx context.Context, env engine.Env, dir string) (engine.Engine, []func() error, error) {
+func openEngine(ctx context.Context, env engine.Env, dir string, wrap func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
 	p := env.Params
 	switch {
 	case p.Mode() == config.ModeHE:
@@ -88,9 +110,9 @@ func openEngine(ctx context.Context, env engine.Env, dir string) (engine.Engine,
 			eng, err := hemode.NewKeyServer(env, key)
 			return eng, nil, err
 		}
-		return openHELocal(ctx, env, dir)
+		return openHELocal(ctx, env, dir, wrap)
 	default:
-		return openMPC(env, dir)
+		return openMPC(env, dir, wrap)
 	}
 }
 
@@ -107,7 +129,7 @@ func openLog(env engine.Env, path string, kind store.Kind, replay func(store.Ent
 	return l, nil
 }
 
-func openMPC(env engine.Env, dir string) (engine.Engine, []func() error, error) {
+func openMPC(env engine.Env, dir string, wrap func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
 	eng, err := mpcface.New(env)
 	if err != nil {
 		return nil, nil, err
@@ -116,14 +138,14 @@ func openMPC(env engine.Env, dir string) (engine.Engine, []func() error, error) 
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := eng.Start(l); err != nil {
+	if err := eng.Start(wrap(l)); err != nil {
 		l.Close()
 		return nil, nil, withFile(err, l.Path())
 	}
 	return eng, []func() error{l.Close}, nil
 }
 
-func openHELocal(ctx context.Context, env engine.Env, dir string) (engine.Engine, []func() error, error) {
+func openHELocal(ctx context.Context, env engine.Env, dir string, wrap func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
 	groups, err := store.OpenGroups(filepath.Join(dir, "groups"), env.Params.HE())
 	if err != nil {
 		return nil, nil, err
@@ -136,7 +158,7 @@ func openHELocal(ctx context.Context, env engine.Env, dir string) (engine.Engine
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := eng.Start(l); err != nil {
+	if err := eng.Start(wrap(l)); err != nil {
 		l.Close()
 		return nil, nil, withFile(err, l.Path())
 	}

@@ -361,6 +361,9 @@ func (e *end) Write(b []byte) (int, error) {
 }
 
 func (e *end) CloseWrite() error {
+	if e.fault.Silent { // the end of the stream is withheld too
+		return nil
+	}
 	p := e.w
 	p.mu.Lock()
 	defer p.mu.Unlock()

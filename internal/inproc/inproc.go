@@ -1,0 +1,208 @@
+// Package inproc runs a whole idface cluster in one process for tests:
+// every server is the real runtime with its real engine and its real log
+// in a temporary directory, and they talk over network/memnet, where a test
+// can make any peer silent, slow or faulty, crash a server and restart it.
+package inproc
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idface/idface/client"
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/engine"
+	"github.com/idface/idface/network"
+	"github.com/idface/idface/network/memnet"
+	"github.com/idface/idface/server"
+)
+
+// Cluster is a running in-process cluster.
+type Cluster struct {
+	t   testing.TB
+	P   *config.Params
+	Net *memnet.Network
+	Dir string
+	// WrapLog, when set before a server (re)starts, wraps its log.
+	WrapLog map[string]func(engine.Log) engine.Log
+
+	mu      sync.Mutex
+	running map[string]*running
+	quiet   atomic.Bool // the test is over: drop late log lines
+}
+
+type running struct {
+	srv    *server.Server
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// Literal completes a literal with in-process members: mu parties (and a
+// key server in mode he), one operator "client" and one device "device".
+func Literal(lit config.Literal, mu int) config.Literal {
+	member := func(name string) config.Member {
+		return config.Member{Name: name, Addr: "mem:" + name, Cert: "-", Pin: "pin:" + name}
+	}
+	lit.Parties = nil
+	for i := 1; i <= mu; i++ {
+		lit.Parties = append(lit.Parties, member(fmt.Sprintf("p%d", i)))
+	}
+	if lit.Mode == config.ModeHE {
+		k := member("key")
+		lit.KeyServer = &k
+	}
+	op, dev := member("client"), member("device")
+	op.Addr, dev.Addr = "", ""
+	op.Role, dev.Role = config.RoleOperator, config.RoleDevice
+	lit.Clients = []config.Member{op, dev}
+	return lit
+}
+
+// Start checks lit (see Literal) and starts every server; they stop at the
+// test's cleanup.
+func Start(t testing.TB, lit config.Literal) *Cluster {
+	t.Helper()
+	dir := t.TempDir()
+	p, err := config.New(lit, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{t: t, P: p, Net: memnet.New(), Dir: dir, WrapLog: map[string]func(engine.Log) engine.Log{}, running: map[string]*running{}}
+	t.Cleanup(func() { c.StopAll(); c.quiet.Store(true) })
+	if k, ok := p.KeyServer(); ok { // local servers fetch its key first
+		c.Restart(k.Name)
+	}
+	for _, m := range p.Parties() {
+		c.Restart(m.Name)
+	}
+	return c
+}
+
+// Dialer returns a dialer presenting the identity of member name.
+func (c *Cluster) Dialer(name string) network.Dialer {
+	role := network.RoleServer
+	if m, ok := c.P.Client(name); ok && m.Name == name {
+		role = network.RoleOperator
+		if config.ClientRole(m) == config.RoleDevice {
+			role = network.RoleDevice
+		}
+	}
+	return c.Net.Dialer(network.Peer{Name: name, Role: role})
+}
+
+// Client returns a client with the named identity talking to entry.
+func (c *Cluster) Client(name, entry string) *client.Client {
+	cl, err := client.New(c.P, c.Dialer(name), entry)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return cl
+}
+
+// Restart (re)starts the named server from its data directory.
+func (c *Cluster) Restart(name string) {
+	c.t.Helper()
+	if err := c.TryRestart(name); err != nil {
+		c.t.Fatalf("starting %s: %v", name, err)
+	}
+}
+
+// TryRestart is Restart that returns the error (a server that refuses to
+// start).
+func (c *Cluster) TryRestart(name string) error {
+	c.Stop(name)
+	ln, err := c.Net.Listen(name)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(testWriter{c}, &slog.HandlerOptions{Level: slog.LevelWarn})).With("server", name)
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := server.Build(ctx, c.P, name, filepath.Join(c.Dir, "data", name), c.Dialer(name), ln, log,
+		server.BuildOptions{WrapLog: c.WrapLog[name]})
+	if err != nil {
+		cancel()
+		ln.Close()
+		return err
+	}
+	r := &running{srv: srv, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- srv.Serve(ctx) }()
+	c.mu.Lock()
+	c.running[name] = r
+	c.mu.Unlock()
+	return nil
+}
+
+// Stop stops the named server like a crash: its listener breaks every
+// stream at once, requests in progress are abandoned. It returns the
+// server's exit error.
+func (c *Cluster) Stop(name string) error {
+	c.mu.Lock()
+	r := c.running[name]
+	delete(c.running, name)
+	c.mu.Unlock()
+	if r == nil {
+		return nil
+	}
+	r.cancel()
+	select {
+	case err := <-r.done:
+		return err
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("%s did not stop", name)
+	}
+}
+
+// Wait waits for the named server to stop by itself (a fatal error) and
+// returns its error.
+func (c *Cluster) Wait(name string, d time.Duration) error {
+	c.mu.Lock()
+	r := c.running[name]
+	c.mu.Unlock()
+	if r == nil {
+		return fmt.Errorf("%s is not running", name)
+	}
+	select {
+	case err := <-r.done:
+		c.mu.Lock()
+		delete(c.running, name)
+		c.mu.Unlock()
+		return err
+	case <-time.After(d):
+		return fmt.Errorf("%s still runs after %v", name, d)
+	}
+}
+
+// StopAll stops every server.
+func (c *Cluster) StopAll() {
+	c.mu.Lock()
+	var names []string
+	for n := range c.running {
+		names = append(names, n)
+	}
+	c.mu.Unlock()
+	for _, n := range names {
+		c.Stop(n)
+	}
+}
+
+// DataDir is a server's data directory.
+func (c *Cluster) DataDir(name string) string { return filepath.Join(c.Dir, "data", name) }
+
+// testWriter sends server logs to the test log (shown on failure), or to
+// stderr with IDFACE_TEST_LOGS=1.
+type testWriter struct{ c *Cluster }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	if os.Getenv("IDFACE_TEST_LOGS") != "" {
+		os.Stderr.Write(p)
+	} else if !w.c.quiet.Load() {
+		w.c.t.Log(string(p))
+	}
+	return len(p), nil
+}
