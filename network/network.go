@@ -73,7 +73,9 @@ type Handler func(ctx context.Context, s *Stream)
 // Listener accepts streams from authenticated peers.
 type Listener interface {
 	// Serve runs h for every stream until ctx ends or Close is called; it
-	// returns after every handler has returned.
+	// returns after every handler has returned. When ctx ends it stops
+	// accepting and waits for the handlers in progress (a graceful
+	// shutdown); Close breaks every stream at once.
 	Serve(ctx context.Context, h Handler) error
 	Addr() string
 	Close() error

@@ -104,23 +104,23 @@ func (s *Server) Serve(ctx context.Context) error {
 	engCtx, engStop := context.WithCancel(context.Background())
 	var bg sync.WaitGroup
 	bg.Go(func() { s.eng.Run(engCtx) })
-	// Requests run on their own context: a shutdown lets them finish within
-	// the grace period instead of cutting them off.
+	// Requests run on their own context: a shutdown stops accepting and lets
+	// the requests in progress finish within the grace period.
 	reqCtx, reqStop := context.WithCancel(context.Background())
+	lnCtx, lnStop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() {
-		done <- s.ln.Serve(reqCtx, func(_ context.Context, st *network.Stream) { s.handle(reqCtx, st) })
-	}()
+	go func() { done <- s.ln.Serve(lnCtx, func(_ context.Context, st *network.Stream) { s.handle(reqCtx, st) }) }()
 	var err error
 	select {
 	case err = <-done:
 	case <-ctx.Done():
 		s.log.Info("shutting down", "grace", s.p.Timeouts().Shutdown)
-		t := time.AfterFunc(s.p.Timeouts().Shutdown, reqStop)
-		s.ln.Close()
+		lnStop()
+		t := time.AfterFunc(s.p.Timeouts().Shutdown, func() { reqStop(); s.ln.Close() })
 		err = <-done
 		t.Stop()
 	}
+	lnStop()
 	reqStop()
 	engStop()
 	bg.Wait()

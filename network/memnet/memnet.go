@@ -117,7 +117,9 @@ type Listener struct {
 	ctx   context.Context
 	wg    sync.WaitGroup
 	ends  map[*end]bool
-	ready chan struct{} // closed when Serve starts
+	// draining is set when Serve's context ends: no new streams.
+	draining bool
+	ready    chan struct{} // closed when Serve starts
 	done  chan struct{} // closed by Close
 	once  sync.Once
 }
@@ -141,12 +143,14 @@ func (l *Listener) Serve(ctx context.Context, h network.Handler) error {
 		l.mu.Unlock()
 		return errors.New("memnet: listener closed")
 	}
-	l.h, l.ctx, l.ends = h, ctx, map[*end]bool{}
+	l.h, l.ctx, l.ends = h, context.WithoutCancel(ctx), map[*end]bool{}
 	close(l.ready)
 	l.mu.Unlock()
 	select {
-	case <-ctx.Done():
-		l.Close()
+	case <-ctx.Done(): // stop accepting; let the streams in progress finish
+		l.mu.Lock()
+		l.draining = true
+		l.mu.Unlock()
 	case <-l.done:
 	}
 	l.wg.Wait()
@@ -162,7 +166,7 @@ func (l *Listener) accept(ctx context.Context, s *network.Stream, ends ...*end) 
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.isClosed() {
+	if l.isClosed() || l.draining {
 		return fmt.Errorf("memnet: %s is not reachable", l.name)
 	}
 	for _, e := range ends {

@@ -134,7 +134,8 @@ const (
 )
 
 // Serve accepts connections and runs h for every stream until ctx ends or
-// Close is called.
+// Close is called. When ctx ends, handlers in progress finish on their
+// connections; Close then closes every connection.
 func (l *Listener) Serve(ctx context.Context, h network.Handler) error {
 	for {
 		conn, err := l.ln.Accept(ctx)
@@ -164,7 +165,7 @@ func (l *Listener) Serve(ctx context.Context, h network.Handler) error {
 		l.wg.Go(func() {
 			defer l.release(pin)
 			for {
-				qs, err := conn.AcceptStream(conn.Context())
+				qs, err := conn.AcceptStream(ctx) // a shutdown stops accepting streams
 				if err != nil {
 					return
 				}

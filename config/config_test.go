@@ -1,0 +1,134 @@
+package config
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idface/idface/network"
+	"github.com/idface/idface/protocol"
+)
+
+func member(name, addr string) Member {
+	return Member{Name: name, Addr: addr, Cert: name + ".crt", Pin: "pin-" + name}
+}
+
+func twoParty() Literal {
+	return Literal{Mode: Mode2PC, Parties: []Member{member("p1", "127.0.0.1:1"), member("p2", "127.0.0.1:2")},
+		Clients: []Member{member("client", "")}}
+}
+
+func TestDefaults(t *testing.T) {
+	p, err := New(twoParty(), "/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Dim() != 512 || p.Alpha() != 341 || p.Beta() != 63 || p.Tau() != DefaultTau || p.Block() != DefaultBlock ||
+		p.Timeouts().Request != DefaultTimeout || p.MaxTopK() != DefaultMaxTopK || p.HE() != nil {
+		t.Fatalf("defaults: %+v", p.Literal())
+	}
+	if p.Threshold() != 44 { // least integer above 0.3*sqrt(341*63) = 43.97
+		t.Fatalf("threshold %d", p.Threshold())
+	}
+	if c, ok := p.Client(""); !ok || c.Name != "client" || ClientRole(c) != RoleOperator {
+		t.Fatal("the role-less client is not the operator")
+	}
+	if p.Pins()["pin-client"].Role != network.RoleOperator || p.Pins()["pin-p2"].Role != network.RoleServer {
+		t.Fatal("pins")
+	}
+	// Zero is a threshold, not "unset".
+	lit := twoParty()
+	zero := 0.0
+	lit.Tau = &zero
+	if p, _ := New(lit, ""); p.Tau() != 0 {
+		t.Fatal("tau 0 became the default")
+	}
+	// Params are immutable: changing a returned literal changes nothing.
+	l := p.Literal()
+	l.Parties[0].Name = "changed"
+	*l.Tau = 0.9
+	if p.Party(0).Name != "p1" || p.Tau() != DefaultTau {
+		t.Fatal("params changed through a copy")
+	}
+}
+
+func TestRejects(t *testing.T) {
+	for name, f := range map[string]func(*Literal){
+		"mode":        func(l *Literal) { l.Mode = "3pc" },
+		"2pc of 3":    func(l *Literal) { l.Parties = append(l.Parties, member("p3", "a:3")) },
+		"dim":         func(l *Literal) { l.Dim = 5000 },
+		"beta":        func(l *Literal) { l.Dim, l.Beta = 64, 65 },
+		"tau":         func(l *Literal) { t := 1.5; l.Tau = &t },
+		"block":       func(l *Literal) { l.Block = 10 },
+		"timeout":     func(l *Literal) { l.Timeout = Duration(time.Millisecond) },
+		"top-k":       func(l *Literal) { l.MaxTopK = 5000 },
+		"same name":   func(l *Literal) { l.Parties[1].Name = "p1" },
+		"same pin":    func(l *Literal) { l.Clients[0].Pin = "pin-p1" },
+		"no addr":     func(l *Literal) { l.Parties[1].Addr = "" },
+		"role":        func(l *Literal) { l.Clients[0].Role = "admin" },
+		"server role": func(l *Literal) { l.Parties[0].Role = RoleDevice },
+		"metrics":     func(l *Literal) { l.Parties[0].Metrics = "0.0.0.0:9100" },
+		"key server":  func(l *Literal) { k := member("key", "a:9"); l.KeyServer = &k },
+		"cluster id":  func(l *Literal) { l.ClusterID = "xyz" },
+		"version":     func(l *Literal) { l.Version = 2 },
+	} {
+		lit := twoParty()
+		f(&lit)
+		if _, err := New(lit, ""); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestSaveLoadAndOldFiles(t *testing.T) {
+	dir := t.TempDir()
+	lit := twoParty()
+	lit.ClusterID = strings.Repeat("ab", 16)
+	if err := Save(dir, lit); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Load(dir)
+	if err != nil || p.ClusterID() != [16]byte{0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab} {
+		t.Fatal(err)
+	}
+	// A configuration written before roles, tau pointers and cluster ids.
+	old := `{"version":1,"mode":"mpc","dim":128,"alpha":85,"beta":40,"tau":0.25,
+	  "parties":[{"name":"p1","addr":"127.0.0.1:1","cert":"k/p1.crt","key":"k/p1.key","pin":"a"},
+	             {"name":"p2","addr":"127.0.0.1:2","cert":"k/p2.crt","key":"k/p2.key","pin":"b"}],
+	  "clients":[{"name":"client","cert":"k/c.crt","key":"k/c.key","pin":"c"}],"timeout":"10s"}`
+	os.WriteFile(filepath.Join(dir, File), []byte(old), 0o644)
+	p, err = Load(dir)
+	if err != nil || p.Tau() != 0.25 || p.Timeouts().Request != 10*time.Second || p.Path("k/p1.key") != filepath.Join(dir, "k/p1.key") {
+		t.Fatalf("old config: %v", err)
+	}
+	var back map[string]any
+	b, _ := json.Marshal(p.Literal())
+	json.Unmarshal(b, &back)
+	if back["timeout"] != "10s" {
+		t.Fatalf("timeout written as %v", back["timeout"])
+	}
+	if _, err := Load(t.TempDir()); err == nil || !strings.Contains(err.Error(), "cluster init") {
+		t.Fatalf("missing config: %v", err)
+	}
+}
+
+func TestMaxRequest(t *testing.T) {
+	p, _ := New(twoParty(), "")
+	if n := p.MaxRequest(protocol.TIdentify, network.RoleDevice); n < 2048 || n > 4096 {
+		t.Fatalf("identify bound %d, want a few KB", n)
+	}
+	for _, c := range []struct {
+		t protocol.Type
+		r network.Role
+	}{{protocol.TEnroll, network.RoleDevice}, {protocol.TDelete, network.RoleDevice}, {protocol.TPrepare, network.RoleOperator}, {protocol.TQuery, network.RoleDevice}} {
+		if n := p.MaxRequest(c.t, c.r); n != 0 {
+			t.Errorf("%v from a %v: bound %d, want refused", c.t, c.r, n)
+		}
+	}
+	if p.MaxRequest(protocol.TPrepare, network.RoleServer) < protocol.MaxBatch*(7+16*8) {
+		t.Fatal("a full batch of shares does not fit a prepare")
+	}
+}

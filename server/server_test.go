@@ -1,0 +1,188 @@
+package server
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/engine"
+	"github.com/idface/idface/network"
+	"github.com/idface/idface/network/memnet"
+	"github.com/idface/idface/protocol"
+)
+
+// fakeEngine answers Health at once and Identify when release is closed.
+type fakeEngine struct {
+	release chan struct{}
+	started chan struct{}
+	once    sync.Once
+}
+
+func (f *fakeEngine) Routes() map[protocol.Type]engine.Route {
+	return map[protocol.Type]engine.Route{
+		protocol.THealth: {Op: "health", From: engine.Anyone, Handle: func(context.Context, engine.Request) protocol.Msg { return &protocol.HealthOK{Name: "x"} }},
+		protocol.TIdentify: {Op: "identify", From: engine.Anyone, Handle: func(ctx context.Context, r engine.Request) protocol.Msg {
+			f.once.Do(func() { close(f.started) })
+			select {
+			case <-f.release:
+			case <-ctx.Done():
+				return protocol.Errorf(protocol.CodeUnavailable, "cut off")
+			}
+			return &protocol.IdentifyOK{}
+		}},
+		protocol.TEnroll: {Op: "enroll", From: engine.Operators, Handle: func(context.Context, engine.Request) protocol.Msg { return &protocol.EnrollOK{} }},
+	}
+}
+func (f *fakeEngine) Run(ctx context.Context) { <-ctx.Done() }
+func (f *fakeEngine) Stats() engine.Stats     { return engine.Stats{Rows: 3, Live: 2} }
+
+func setup(t *testing.T) (*Server, *fakeEngine, *memnet.Network, context.CancelFunc, chan error) {
+	lit := config.Literal{Mode: config.Mode2PC, Dim: 64, Timeout: config.Duration(2 * time.Second),
+		Parties: []config.Member{{Name: "p1", Addr: "m", Cert: "-", Pin: "1"}, {Name: "p2", Addr: "m", Cert: "-", Pin: "2"}},
+		Clients: []config.Member{{Name: "op", Cert: "-", Pin: "3"}, {Name: "dev", Cert: "-", Pin: "4", Role: config.RoleDevice}}}
+	p, err := config.New(lit, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := memnet.New()
+	ln, _ := n.Listen("p1")
+	f := &fakeEngine{release: make(chan struct{}), started: make(chan struct{})}
+	s := New(p, "p1", f, ln, slog.New(slog.DiscardHandler), Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return s, f, n, cancel, done
+}
+
+func call(t *testing.T, n *memnet.Network, who network.Peer, frame []byte) (protocol.Msg, error) {
+	t.Helper()
+	s, err := n.Dialer(who).Open(context.Background(), "p1")
+	if err != nil {
+		return nil, err
+	}
+	defer s.Finish()
+	s.SetDeadline(time.Now().Add(5 * time.Second))
+	s.Write(frame)
+	s.CloseWrite()
+	return network.ReadReply(context.Background(), s, "p1")
+}
+
+func frame(m protocol.Msg) []byte {
+	b := protocol.Marshal(m)
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(b))), b...)
+}
+
+func code(err error) protocol.Code {
+	var pe *protocol.Error
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return 0
+}
+
+func TestDispatchAndLimits(t *testing.T) {
+	s, f, n, _, _ := setup(t)
+	dev := network.Peer{Name: "dev", Role: network.RoleDevice}
+	op := network.Peer{Name: "op", Role: network.RoleOperator}
+	if m, err := call(t, n, dev, frame(&protocol.Health{})); err != nil || m.Type() != protocol.THealthOK {
+		t.Fatalf("health: %v", err)
+	}
+	// A device may not enroll; an operator may.
+	if _, err := call(t, n, dev, frame(&protocol.Enroll{Items: []protocol.Item{{ID: "a", Template: []float32{1}}}})); code(err) != protocol.CodeForbidden {
+		t.Fatalf("device enroll: %v", err)
+	}
+	if _, err := call(t, n, op, frame(&protocol.Enroll{Items: []protocol.Item{{ID: "a", Template: []float32{1}}}})); err != nil {
+		t.Fatal(err)
+	}
+	// A type no route answers, a party message from a client, garbage, and
+	// frames over the bounds.
+	for name, fr := range map[string][]byte{
+		"decide":     frame(&protocol.Decide{}),
+		"unknown":    {0, 0, 0, 2, protocol.Version, 250},
+		"garbage":    {0, 0, 0, 3, 9, 9, 9},
+		"1 GiB":      binary.BigEndian.AppendUint32(nil, 1<<30),
+		"big health": append(binary.BigEndian.AppendUint32(nil, 10000), protocol.Version, byte(protocol.THealth)),
+		"big ident":  append(binary.BigEndian.AppendUint32(nil, 100000), protocol.Version, byte(protocol.TIdentify)),
+	} {
+		if _, err := call(t, n, dev, fr); code(err) != protocol.CodeForbidden && code(err) != protocol.CodeBadRequest {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	// Requests over the per-peer limit are refused at once; others are
+	// still served.
+	lim := s.lim.StreamsPerPeer
+	var wg sync.WaitGroup
+	for range lim {
+		wg.Go(func() { call(t, n, dev, frame(&protocol.Identify{TopK: 1, Template: []float32{1}})) })
+	}
+	<-f.started
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s.mu.Lock()
+		busy := s.active["dev"]
+		s.mu.Unlock()
+		if busy == lim {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d requests in progress", busy, lim)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := call(t, n, dev, frame(&protocol.Health{})); code(err) != protocol.CodeUnavailable || !strings.Contains(err.Error(), "limit") {
+		t.Fatalf("over the limit: %v", err)
+	}
+	if _, err := call(t, n, op, frame(&protocol.Health{})); err != nil {
+		t.Fatalf("another peer was not served: %v", err)
+	}
+	close(f.release)
+	wg.Wait()
+
+	// Metrics count requests by operation.
+	rec := httptest.NewRecorder()
+	s.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body, _ := io.ReadAll(rec.Body)
+	for _, want := range []string{`idface_requests_total{code="ok",op="identify"}`, `idface_live_rows 2`, `idface_requests_refused_total{reason="busy"} 1`, "go_goroutines", "process_cpu_seconds_total"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
+
+func TestShutdownAndFatal(t *testing.T) {
+	s, f, n, cancel, done := setup(t)
+	dev := network.Peer{Name: "dev", Role: network.RoleDevice}
+	got := make(chan error, 1)
+	go func() {
+		_, err := call(t, n, dev, frame(&protocol.Identify{TopK: 1, Template: []float32{1}}))
+		got <- err
+	}()
+	<-f.started
+	cancel() // SIGTERM: the request in progress may finish
+	time.Sleep(50 * time.Millisecond)
+	close(f.release)
+	if err := <-got; err != nil {
+		t.Fatalf("the request in progress was cut off: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	done <- nil // for the cleanup
+
+	s2, _, _, _, done2 := setup(t)
+	s2.Fatal(errors.New("log broken"))
+	if err := <-done2; err == nil || err.Error() != "log broken" {
+		t.Fatalf("fatal: %v", err)
+	}
+	done2 <- nil
+	_ = s
+}
