@@ -109,7 +109,9 @@ func (s *Server) Serve(ctx context.Context) error {
 	reqCtx, reqStop := context.WithCancel(context.Background())
 	lnCtx, lnStop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- s.ln.Serve(lnCtx, func(_ context.Context, st *network.Stream) { s.handle(reqCtx, st) }) }()
+	go func() {
+		done <- s.ln.Serve(lnCtx, func(_ context.Context, st *network.Stream) { s.handle(reqCtx, st) })
+	}()
 	var err error
 	select {
 	case err = <-done:

@@ -110,18 +110,18 @@ func (d *dialer) Open(ctx context.Context, to string) (*network.Stream, error) {
 
 // Listener is a server's endpoint.
 type Listener struct {
-	net   *Network
-	name  string
-	mu    sync.Mutex
-	h     network.Handler
-	ctx   context.Context
-	wg    sync.WaitGroup
-	ends  map[*end]bool
+	net  *Network
+	name string
+	mu   sync.Mutex
+	h    network.Handler
+	ctx  context.Context
+	wg   sync.WaitGroup
+	ends map[*end]bool
 	// draining is set when Serve's context ends: no new streams.
 	draining bool
 	ready    chan struct{} // closed when Serve starts
-	done  chan struct{} // closed by Close
-	once  sync.Once
+	done     chan struct{} // closed by Close
+	once     sync.Once
 }
 
 func (l *Listener) isClosed() bool {
