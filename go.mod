@@ -3,6 +3,7 @@ module github.com/idface/idface
 go 1.26.8
 
 require (
+	github.com/bits-and-blooms/bitset v1.24.1
 	github.com/prometheus/client_golang v1.23.2
 	github.com/quic-go/quic-go v0.65.0
 	github.com/schollz/progressbar/v3 v3.19.1

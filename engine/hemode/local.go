@@ -31,6 +31,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bits-and-blooms/bitset"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tuneinsight/lattigo/v5/core/rlwe"
 
@@ -77,7 +78,7 @@ type Local struct {
 	groups []*heidface.Group
 	ids    rowmap.IDs // ids of every slot, in this server's (the sequencer's) order
 	index  *rowmap.Index
-	live   []uint64
+	live   *bitset.BitSet // the rows that take part in identification
 	nlive  int
 	hash   rowmap.Hash
 
@@ -111,6 +112,7 @@ func NewLocal(ctx context.Context, env engine.Env, groups Groups, keys Keys) (*L
 		outbox: engine.NewOutbox(env), tr: engine.NewTransformers(p.Dim(), p.Beta()),
 		replay: &localReplay{pending: map[protocol.TxnID]*reserve{}}}
 	l.index = rowmap.NewIndex(func(r rowmap.Ref) string { return l.ids.At(r.Seq) })
+	l.live = bitset.New(0)
 	pkb, err := l.publicKey(ctx, keys)
 	if err != nil {
 		return nil, err
@@ -246,9 +248,6 @@ func (l *Local) reserve(ids []string) {
 	for _, id := range ids {
 		l.ids.Append(id)
 	}
-	for len(l.live)*64 < l.ids.Len() {
-		l.live = append(l.live, 0)
-	}
 }
 
 // commit makes reserved rows live.
@@ -256,7 +255,7 @@ func (l *Local) commit(base int, ids []string) {
 	cluster := l.p.ClusterID()
 	for i, id := range ids {
 		r := base + i
-		l.live[r>>6] |= 1 << uint(r&63)
+		l.live.Set(uint(r))
 		l.index.Insert(id, rowmap.Ref{Seq: r})
 		l.nlive++
 		l.hash.Toggle(rowmap.RowHash(cluster, 0, r, id))
@@ -264,7 +263,7 @@ func (l *Local) commit(base int, ids []string) {
 }
 
 func (l *Local) remove(id string, r int) {
-	l.live[r>>6] &^= 1 << uint(r&63)
+	l.live.Clear(uint(r))
 	l.index.Remove(id)
 	l.nlive--
 	l.hash.Toggle(rowmap.RowHash(l.p.ClusterID(), 0, r, id))
@@ -657,7 +656,8 @@ func (l *Local) identify(ctx context.Context, r engine.Request) protocol.Msg {
 	l.mu.RLock()
 	rows, nlive := l.rows(), l.nlive
 	groups := append([]*heidface.Group(nil), l.groups...)
-	live := append([]uint64(nil), l.live[:template.Words(rows)]...)
+	live := make([]uint64, template.Words(rows)) // the key server's copy
+	copy(live, l.live.Words())
 	l.mu.RUnlock()
 	resp := &protocol.IdentifyOK{ScoresHidden: true, Alpha: uint16(l.p.Alpha()), Beta: uint16(l.p.Beta())}
 	if nlive == 0 {
