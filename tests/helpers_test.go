@@ -111,7 +111,13 @@ type dataset struct {
 
 func newDataset(t *testing.T, dir string, people int, seed uint64) *dataset {
 	t.Helper()
-	s, err := experiments.NewSynthetic(people, 2, 512, 0.6, seed)
+	return newDatasetDim(t, dir, people, 512, seed)
+}
+
+// newDatasetDim is newDataset for templates of dimension dim.
+func newDatasetDim(t *testing.T, dir string, people, dim int, seed uint64) *dataset {
+	t.Helper()
+	s, err := experiments.NewSynthetic(people, 2, dim, 0.6, seed)
 	if err != nil {
 		t.Fatal(err)
 	}
