@@ -39,6 +39,8 @@ type Options struct {
 	Host    string // default 127.0.0.1
 	Force   bool   // overwrite an existing cluster.json
 	Metrics bool   // give every server a loopback /metrics address
+	// RevealScores makes a research cluster whose answers carry scores.
+	RevealScores bool
 }
 
 // Init writes a new cluster into dir: one operator identity ("client"),
@@ -61,7 +63,7 @@ func Init(dir string, o Options) (*config.Params, error) {
 	}
 	var id [16]byte
 	rand.Read(id[:])
-	lit := config.Literal{Mode: o.Mode, Dim: o.Dim, Alpha: o.Alpha, Beta: o.Beta, Tau: o.Tau, ClusterID: hex.EncodeToString(id[:])}
+	lit := config.Literal{Mode: o.Mode, Dim: o.Dim, Alpha: o.Alpha, Beta: o.Beta, Tau: o.Tau, RevealScores: o.RevealScores, ClusterID: hex.EncodeToString(id[:])}
 	newMember := func(name string) (config.Member, error) {
 		id, err := quicnet.GenerateIdentity(name)
 		if err != nil {

@@ -98,6 +98,18 @@ type Literal struct {
 	Timeout Duration `json:"timeout,omitempty"`
 	// MaxTopK caps the candidates a client may ask for; default 10.
 	MaxTopK int `json:"max_top_k,omitempty"`
+	// KeyServerRate is how many queries per second the key server answers
+	// each local server (a burst of twice as many); default 50.
+	KeyServerRate float64 `json:"key_server_rate,omitempty"`
+	// KeyServerMaxPass is the largest share of rows that may pass the
+	// threshold in one query; a query over it is refused and logged (an
+	// honest query passes a handful of rows; a crafted ciphertext passes
+	// many). Default 0.01, and at least 16 rows always pass.
+	KeyServerMaxPass float64 `json:"key_server_max_pass,omitempty"`
+	// RevealScores makes identify answer with scores and candidates below
+	// the threshold: research output for experiments, never for a
+	// deployment (chosen probes with scores reconstruct templates).
+	RevealScores bool `json:"reveal_scores,omitempty"`
 	// ClusterID (32 hex digits, random at init) binds row-map digests to
 	// this cluster; when empty it is derived from the mode and the names.
 	ClusterID string `json:"cluster_id,omitempty"`
@@ -206,6 +218,18 @@ func New(lit Literal, dir string) (*Params, error) {
 		if lit.KeyServer == nil || lit.KeyServer.Addr == "" {
 			return nil, fmt.Errorf("mode he needs a key server with an address")
 		}
+	}
+	if lit.KeyServerRate == 0 {
+		lit.KeyServerRate = 50
+	}
+	if lit.KeyServerMaxPass == 0 {
+		lit.KeyServerMaxPass = 0.01
+	}
+	if lit.KeyServerRate < 0 || lit.KeyServerMaxPass < 0 || lit.KeyServerMaxPass > 1 {
+		return nil, fmt.Errorf("key_server_rate %v, key_server_max_pass %v: want a positive rate and a share in (0, 1]", lit.KeyServerRate, lit.KeyServerMaxPass)
+	}
+	if lit.Mode == ModeHE && lit.RevealScores {
+		return nil, fmt.Errorf("reveal_scores: in mode he the key server never reveals scores")
 	}
 	if lit.Mode != ModeHE && lit.KeyServer != nil {
 		return nil, fmt.Errorf("mode %s has no key server", lit.Mode)

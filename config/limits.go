@@ -54,7 +54,7 @@ func (p *Params) MaxRequest(t protocol.Type, r network.Role) int {
 		return 2 + 16 + 1 + 2 + 4 + 4 + protocol.MaxBatch*(1+4+2+protocol.MaxIDLen+16*w)
 	case protocol.TQuery:
 		return 2 + 4 + 16*w + 4 + 24*MaxParties + 4
-	case protocol.TDecide, protocol.THEDecide, protocol.TPublicKeyRequest, protocol.THEQuery:
+	case protocol.TDecide, protocol.THEDecide, protocol.THEDelete, protocol.THESync, protocol.TPublicKeyRequest, protocol.THEQuery:
 		return small
 	}
 	return 0

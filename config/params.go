@@ -65,6 +65,18 @@ func (p *Params) Tau() float64 { return *p.lit.Tau }
 // Threshold is the least integer score accepted under tau (SPEC 1).
 func (p *Params) Threshold() int { return p.threshold }
 
+// RevealScores reports a research cluster whose answers carry scores.
+func (p *Params) RevealScores() bool { return p.lit.RevealScores }
+
+// KeyServerRate is the key server's queries per second per local server.
+func (p *Params) KeyServerRate() float64 { return p.lit.KeyServerRate }
+
+// KeyServerMaxPass is the number of rows of a query of `rows` rows that
+// may pass the threshold; the key server refuses a query over it.
+func (p *Params) KeyServerMaxPass(rows int) int {
+	return max(16, int(p.lit.KeyServerMaxPass*float64(rows)))
+}
+
 // MaxTopK caps the candidates one identify may return.
 func (p *Params) MaxTopK() int { return p.lit.MaxTopK }
 

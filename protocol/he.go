@@ -34,10 +34,13 @@ func (m *PublicKey) unmarshal(d *wire.Dec) {
 	m.Key = append([]byte(nil), d.Take(n)...)
 }
 
-// HEQuery opens a query at the key server: Rows rows in Groups groups; the
-// live bitset (Words(Rows) words) and then, per group, the serialised ct+
-// and ct- (CiphertextBytes each) follow as raw bytes.
+// HEQuery opens a query at the key server: Rows rows in Groups groups,
+// encrypted under the public key with fingerprint Key (SHA-256 of its
+// binary form; a key server with another key refuses); the live bitset
+// (Words(Rows) words) and then, per group, the serialised ct+ and ct-
+// (CiphertextBytes each) follow as raw bytes.
 type HEQuery struct {
+	Key     [32]byte
 	Groups  uint32
 	Rows    uint32
 	TopK    uint16
@@ -46,12 +49,14 @@ type HEQuery struct {
 
 func (m *HEQuery) Type() Type { return THEQuery }
 func (m *HEQuery) marshal(e *wire.Enc) {
+	e.Raw(m.Key[:])
 	e.U32(m.Groups)
 	e.U32(m.Rows)
 	e.U16(m.TopK)
 	e.U32(m.CtBytes)
 }
 func (m *HEQuery) unmarshal(d *wire.Dec) {
+	d.Fixed(m.Key[:])
 	m.Groups, m.Rows, m.TopK, m.CtBytes = d.U32(), d.U32(), d.U16(), d.U32()
 	if d.Err == nil && (m.Rows > MaxRows || m.TopK < 1 || m.TopK > MaxTopK || m.CtBytes == 0 || m.CtBytes > MaxCiphertext) {
 		d.Fail("query of %d rows, top %d, ciphertexts of %d bytes", m.Rows, m.TopK, m.CtBytes)
@@ -80,8 +85,11 @@ func (m *HEResult) unmarshal(d *wire.Dec) {
 // HEDecide ends a (mu,nu)-IDFace enrollment at every local server: commit
 // makes rows Base..Base+N-1 live; abort leaves them burned, and a server
 // that never reserved them (it refused or missed the prepare) burns them
-// now, so every local server keeps the same slot order.
+// now, so every local server keeps the same slot order. Seq numbers the
+// sequencer's changes (decisions and deletions): every local server
+// applies them in that order, each exactly once.
 type HEDecide struct {
+	Seq    uint64
 	Txn    TxnID
 	Commit bool
 	Base   uint32
@@ -90,16 +98,55 @@ type HEDecide struct {
 
 func (m *HEDecide) Type() Type { return THEDecide }
 func (m *HEDecide) marshal(e *wire.Enc) {
+	e.U64(m.Seq)
 	e.Raw(m.Txn[:])
 	e.Bool(m.Commit)
 	e.U32(m.Base)
 	e.U32(m.N)
 }
 func (m *HEDecide) unmarshal(d *wire.Dec) {
+	m.Seq = d.U64()
 	copy(m.Txn[:], d.Take(16))
 	m.Commit = d.Bool()
 	m.Base, m.N = d.U32(), d.U32()
-	if d.Err == nil && (m.N > MaxBatch || uint64(m.Base)+uint64(m.N) > MaxRows) {
-		d.Fail("decision for %d rows at %d", m.N, m.Base)
+	if d.Err == nil && (m.Seq == 0 || m.N > MaxBatch || uint64(m.Base)+uint64(m.N) > MaxRows) {
+		d.Fail("decision %d for %d rows at %d", m.Seq, m.N, m.Base)
 	}
 }
+
+// HEDelete is the sequencer's deletion of row Row (holding ID), change
+// number Seq, at another local server.
+type HEDelete struct {
+	Seq uint64
+	ID  string
+	Row uint32
+}
+
+func (m *HEDelete) Type() Type { return THEDelete }
+func (m *HEDelete) marshal(e *wire.Enc) {
+	e.U64(m.Seq)
+	e.Str(m.ID)
+	e.U32(m.Row)
+}
+func (m *HEDelete) unmarshal(d *wire.Dec) {
+	m.Seq, m.ID, m.Row = d.U64(), d.Str(MaxIDLen), d.U32()
+	if d.Err == nil && m.Seq == 0 {
+		d.Fail("change number 0")
+	}
+}
+
+// HESync tells a local server the sequencer's last change number; it
+// answers HESyncOK with its own, and the sequencer sends what it misses.
+// A local server answers identification only once it has caught up.
+type HESync struct{ Seq uint64 }
+
+func (m *HESync) Type() Type            { return THESync }
+func (m *HESync) marshal(e *wire.Enc)   { e.U64(m.Seq) }
+func (m *HESync) unmarshal(d *wire.Dec) { m.Seq = d.U64() }
+
+// HESyncOK carries a local server's last applied change number.
+type HESyncOK struct{ Seq uint64 }
+
+func (m *HESyncOK) Type() Type            { return THESyncOK }
+func (m *HESyncOK) marshal(e *wire.Enc)   { e.U64(m.Seq) }
+func (m *HESyncOK) unmarshal(d *wire.Dec) { m.Seq = d.U64() }

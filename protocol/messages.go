@@ -21,8 +21,11 @@ import (
 // ErrMalformed wraps every decoding failure.
 var ErrMalformed = wire.ErrMalformed
 
-// Version is the wire version; ALPN idface/1 carries the same number.
-const Version = 1
+// Version is the wire version; the ALPN (idface/2) carries the same
+// number, so peers of different versions refuse each other at the
+// handshake. Version 2: HEQuery carries the public key's fingerprint, HE
+// changes are numbered (HEDecide.Seq, HEDelete, HESync).
+const Version = 2
 
 // Limits on what a peer or a client may send.
 const (
@@ -65,6 +68,9 @@ const (
 	// 21 was Reserve, a log record of the HE local server before log
 	// records got their own format (internal/store); never sent on the wire.
 	THEDecide Type = 22
+	THEDelete Type = 23
+	THESync   Type = 24
+	THESyncOK Type = 25
 )
 
 // registry makes an empty message of each type.
@@ -90,6 +96,9 @@ var registry = map[Type]func() Msg{
 	THEQuery:          func() Msg { return &HEQuery{} },
 	THEResult:         func() Msg { return &HEResult{} },
 	THEDecide:         func() Msg { return &HEDecide{} },
+	THEDelete:         func() Msg { return &HEDelete{} },
+	THESync:           func() Msg { return &HESync{} },
+	THESyncOK:         func() Msg { return &HESyncOK{} },
 }
 
 // Types lists every message type in number order (tests, golden files).
@@ -266,8 +275,9 @@ type Candidate struct {
 type IdentifyOK struct {
 	Candidates []Candidate
 	Accepted   bool
-	// ScoresHidden is set in HE mode: the key server reveals rows, never
-	// scores, and Candidates[i].Score is 0.
+	// ScoresHidden is set unless the cluster was made to reveal scores
+	// (research clusters); Candidates then holds only accepted rows and
+	// every Score is 0.
 	ScoresHidden bool
 	Alpha        uint16
 	Beta         uint16

@@ -31,9 +31,12 @@ func samples() []Msg {
 		&BlocksEnd{},
 		&PublicKeyRequest{},
 		&PublicKey{Key: []byte{1, 2, 3}},
-		&HEQuery{Groups: 2, Rows: 70000, TopK: 1, CtBytes: 131000},
+		&HEQuery{Key: [32]byte{1, 2}, Groups: 2, Rows: 70000, TopK: 1, CtBytes: 131000},
 		&HEResult{Rows: []uint32{5, 9}},
-		&HEDecide{Txn: TxnID{5}, Commit: true, Base: 10, N: 2},
+		&HEDecide{Seq: 4, Txn: TxnID{5}, Commit: true, Base: 10, N: 2},
+		&HEDelete{Seq: 5, ID: "gone", Row: 11},
+		&HESync{Seq: 5},
+		&HESyncOK{Seq: 3},
 		&IdentifyOK{ScoresHidden: true, Candidates: []Candidate{{"x", 0}}},
 	}
 }
@@ -64,11 +67,11 @@ func TestRoundTrip(t *testing.T) {
 
 func TestRejects(t *testing.T) {
 	for name, b := range map[string][]byte{
-		"version":   {2, byte(THealth)},
-		"type":      {1, 200},
-		"short":     {1},
+		"version":   {1, byte(THealth)},
+		"type":      {Version, 200},
+		"short":     {Version},
 		"topk":      Marshal(&Identify{TopK: 0, Template: []float32{1}}),
-		"hugecount": {1, byte(TEnroll), 0xff, 0xff, 0xff, 0xff},
+		"hugecount": {Version, byte(TEnroll), 0xff, 0xff, 0xff, 0xff},
 		"query":     Marshal(&Query{Dim: 128, Beta: 0, Plus: []uint64{0, 0}, Minus: []uint64{0, 0}}),
 	} {
 		if _, err := Decode(b); !errors.Is(err, ErrMalformed) {

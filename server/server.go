@@ -63,6 +63,9 @@ func New(p *config.Params, name string, eng engine.Engine, ln network.Listener, 
 	s := &Server{p: p, name: name, eng: eng, routes: eng.Routes(), ln: ln, log: log, reg: reg,
 		lim: p.Limits(), active: map[string]int{}, closer: opt.Closers}
 	s.m = newMetrics(reg, eng)
+	if p.RevealScores() {
+		log.Warn("this cluster reveals scores and candidates below the threshold to its clients: research output only; scores for chosen probes reconstruct templates")
+	}
 	s.ceil = map[network.Role]int{}
 	for t := range s.routes {
 		for _, r := range []network.Role{network.RoleServer, network.RoleOperator, network.RoleDevice} {

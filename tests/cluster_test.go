@@ -28,7 +28,7 @@ func TestIdentifyEqualsPlaintext(t *testing.T) {
 		mu   int
 	}{{"2pc", 2}, {"mpc", 3}} {
 		t.Run(fmt.Sprintf("mode=%s/mu=%d", c.mode, c.mu), func(t *testing.T) {
-			dir, cfg := newCluster(t, c.mode, c.mu)
+			dir, cfg := newCluster(t, c.mode, c.mu, "--reveal-scores") // the test compares scores
 			d := newDataset(t, t.TempDir(), 601, 7)
 			// Rows 0..399 through p1, the rest through p2: two segments.
 			a, b := filepath.Join(dir, "a.npy"), filepath.Join(dir, "b.npy")

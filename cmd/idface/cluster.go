@@ -89,7 +89,8 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 	tau := fs.Float64("tau", config.DefaultTau, "cosine threshold")
 	host := fs.String("host", "127.0.0.1", "address the parties listen on")
 	force := fs.Bool("force", false, "replace an existing cluster config")
-	metrics := fs.Bool("metrics", false, "give every party a loopback /metrics and /debug/pprof address")
+	metrics := fs.Bool("metrics", false, "give every server a loopback /metrics address")
+	reveal := fs.Bool("reveal-scores", false, "research cluster: identify answers with scores and candidates below the threshold (never for a deployment: scores for chosen probes reconstruct templates)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -104,7 +105,7 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 		*parties = defaultParties(m)
 	}
 	cfg, err := cluster.Init(*dir, cluster.Options{Mode: m, Parties: *parties, Devices: *devices, Dim: *dim,
-		Alpha: *alpha, Beta: *beta, Tau: tau, Host: *host, Force: *force, Metrics: *metrics})
+		Alpha: *alpha, Beta: *beta, Tau: tau, Host: *host, Force: *force, Metrics: *metrics, RevealScores: *reveal})
 	if err != nil {
 		return err
 	}
@@ -112,6 +113,9 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 		*dir, cfg.Mode(), cfg.Mu(), cfg.Dim(), cfg.Alpha(), cfg.Beta(), cfg.Tau())
 	for _, p := range cfg.Servers() {
 		fmt.Fprintf(stdout, "  %-8s %-22s %s\n", p.Name, p.Addr, p.Pin[:23]+"...")
+	}
+	if cfg.RevealScores() {
+		fmt.Fprintln(stdout, "scores are revealed to clients: a research cluster, not for templates of real people")
 	}
 	fmt.Fprintf(stdout, "start it with: idface cluster up --dir %s\n", *dir)
 	return nil
@@ -164,6 +168,11 @@ func clusterStatus(cfg *config.Params, stdout io.Writer) error {
 			agree = false
 		}
 		fmt.Fprintf(stdout, "%-8s %-22s %-8s %10d %10d %8d  %s\n", p.Name, p.Addr, pidS, rows, live, h.InDoubt, dg)
+	}
+	if cfg.RevealScores() {
+		fmt.Fprintln(stdout, "answers reveal scores (research cluster)")
+	} else {
+		fmt.Fprintln(stdout, "answers reveal decisions only")
 	}
 	if agree {
 		fmt.Fprintln(stdout, "all parties agree on the row map")

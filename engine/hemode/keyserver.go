@@ -2,10 +2,13 @@ package hemode
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
@@ -26,6 +29,35 @@ type KeyServer struct {
 	he  *heidface.Params
 	key *heidface.Key
 	pk  []byte
+	fp  [32]byte
+
+	mu      sync.Mutex
+	buckets map[string]*bucket // per local server
+}
+
+// bucket is a token bucket: rate tokens a second, at most 2*rate held.
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+// allow takes a token from the local server's bucket.
+func (k *KeyServer) allow(name string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	rate, now := k.p.KeyServerRate(), time.Now()
+	b := k.buckets[name]
+	if b == nil {
+		b = &bucket{tokens: 2 * rate, last: now}
+		k.buckets[name] = b
+	}
+	b.tokens = min(2*rate, b.tokens+rate*now.Sub(b.last).Seconds())
+	b.last = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
 }
 
 // NewKeyServer makes the key server's engine around its key pair.
@@ -34,7 +66,8 @@ func NewKeyServer(env engine.Env, k *store.HEKey) (*KeyServer, error) {
 	if ks, ok := p.KeyServer(); !ok || ks.Name != env.Self {
 		return nil, fmt.Errorf("hemode: %q is not the key server of this cluster", env.Self)
 	}
-	return &KeyServer{env: env, p: p, he: p.HE(), key: heidface.NewKey(p.HE(), k.Secret), pk: k.Public}, nil
+	return &KeyServer{env: env, p: p, he: p.HE(), key: heidface.NewKey(p.HE(), k.Secret), pk: k.Public,
+		fp: heidface.Fingerprint(k.Public), buckets: map[string]*bucket{}}, nil
 }
 
 // Routes lists the requests the key server answers: only local servers
@@ -71,11 +104,32 @@ func (k *KeyServer) publicKey(context.Context, engine.Request) protocol.Msg {
 }
 
 func (k *KeyServer) query(_ context.Context, r engine.Request) protocol.Msg {
-	rows, err := k.decide(r.Stream, r.Msg.(*protocol.HEQuery))
+	q := r.Msg.(*protocol.HEQuery)
+	if q.Key != k.fp {
+		k.env.Log.Warn("refused a query under another public key", "from", r.From.Name, "key", fmt.Sprintf("%x", q.Key[:8]))
+		return protocol.Errorf(protocol.CodeInconsistent, "%s encrypts under public key %x, the key server holds %x: the local server's public.key is not this key server's; refusing to decrypt",
+			r.From.Name, q.Key[:8], k.fp[:8])
+	}
+	if !k.allow(r.From.Name) {
+		return protocol.Errorf(protocol.CodeUnavailable, "%s exceeds the key server's rate of %.0f queries a second; retry shortly", r.From.Name, k.p.KeyServerRate())
+	}
+	rows, err := k.decide(r.Stream, q)
 	if err != nil {
+		var over *passError
+		if errors.As(err, &over) {
+			k.env.Log.Warn("refused a query in which too many rows pass the threshold", "from", r.From.Name, "passing", over.n, "rows", q.Rows, "limit", over.limit)
+		}
 		return engine.AsError(err, protocol.CodeBadRequest)
 	}
 	return &protocol.HEResult{Rows: rows}
+}
+
+// passError refuses a query in which more rows pass the threshold than an
+// honest query can: ciphertexts crafted to probe the secret key.
+type passError struct{ n, limit int }
+
+func (e *passError) Error() string {
+	return fmt.Sprintf("%d rows pass the threshold, more than the %d this key server answers: refused (crafted ciphertexts?)", e.n, e.limit)
 }
 
 // decide reads the live bitset and every group's (ct+, ct-), decrypts and
@@ -98,6 +152,8 @@ func (k *KeyServer) decide(s io.Reader, q *protocol.HEQuery) ([]uint32, error) {
 		return nil, fmt.Errorf("reading the live rows: %w", err)
 	}
 	threshold := k.p.Threshold()
+	limit := k.p.KeyServerMaxPass(int(q.Rows))
+	var passing atomic.Int64
 	type job struct {
 		g      int
 		cp, cm []byte
@@ -137,8 +193,11 @@ func (k *KeyServer) decide(s io.Reader, q *protocol.HEQuery) ([]uint32, error) {
 					if row >= int(q.Rows) {
 						break
 					}
-					if sc >= threshold && live[row>>6]>>uint(row&63)&1 == 1 {
-						local = append(local, sharing.Match{Row: row, Score: sc})
+					if sc >= threshold {
+						passing.Add(1) // live or not: a deleted row passing is as telling
+						if live[row>>6]>>uint(row&63)&1 == 1 {
+							local = append(local, sharing.Match{Row: row, Score: sc})
+						}
 					}
 				}
 				local = sharing.Merge(int(q.TopK), local)
@@ -165,6 +224,9 @@ func (k *KeyServer) decide(s io.Reader, q *protocol.HEQuery) ([]uint32, error) {
 	}
 	if firstErr != nil {
 		return nil, firstErr
+	}
+	if n := int(passing.Load()); n > limit {
+		return nil, &passError{n, limit}
 	}
 	out := make([]uint32, 0, len(best))
 	for _, m := range best {

@@ -36,15 +36,19 @@ func encodeReserve(r *reserve) store.Record {
 	return store.Record{Type: recReserve, Sealed: e.B}
 }
 
-func encodeDecide(txn protocol.TxnID, commit bool) store.Record {
+// encodeDecide records change seq: the decision on reservation txn.
+func encodeDecide(seq uint64, txn protocol.TxnID, commit bool) store.Record {
 	e := wire.Enc{}
+	e.U64(seq)
 	e.Raw(txn[:])
 	e.Bool(commit)
 	return store.Record{Type: recDecide, Sealed: e.B}
 }
 
-func encodeDelete(id string, row int) store.Record {
+// encodeDelete records change seq: row (holding id) deleted.
+func encodeDelete(seq uint64, id string, row int) store.Record {
 	e := wire.Enc{}
+	e.U64(seq)
 	e.Str(id)
 	e.U32(uint32(row))
 	return store.Record{Type: recDelete, Sealed: e.B}
@@ -54,6 +58,7 @@ func encodeDelete(id string, row int) store.Record {
 type record struct {
 	typ    uint8
 	res    *reserve
+	seq    uint64
 	txn    protocol.TxnID
 	commit bool
 	id     string
@@ -74,9 +79,11 @@ func decodeRecord(en store.Entry) (record, error) {
 		}
 		r.res = res
 	case recDecide:
+		r.seq = d.U64()
 		d.Fixed(r.txn[:])
 		r.commit = d.Bool()
 	case recDelete:
+		r.seq = d.U64()
 		r.id = d.Str(protocol.MaxIDLen)
 		r.row = int(d.U32())
 	default:

@@ -15,9 +15,9 @@ import (
 func sampleRecords() []store.Record {
 	return []store.Record{
 		encodeReserve(&reserve{Txn: protocol.TxnID{7}, Base: 12, IDs: []string{"a", "", "ÿ"}}),
-		encodeDecide(protocol.TxnID{7}, true),
-		encodeDecide(protocol.TxnID{8}, false),
-		encodeDelete("a", 12),
+		encodeDecide(1, protocol.TxnID{7}, true),
+		encodeDecide(2, protocol.TxnID{8}, false),
+		encodeDelete(3, "a", 12),
 	}
 }
 
@@ -36,7 +36,7 @@ func TestRecordRoundTrip(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(r.res, &reserve{Txn: protocol.TxnID{7}, Base: 12, IDs: []string{"a", "", "ÿ"}}) {
 		t.Fatalf("%+v %v", r.res, err)
 	}
-	if r, err := decodeRecord(store.Entry{Record: recs[3]}); err != nil || r.id != "a" || r.row != 12 {
+	if r, err := decodeRecord(store.Entry{Record: recs[3]}); err != nil || r.id != "a" || r.row != 12 || r.seq != 3 {
 		t.Fatalf("%+v %v", r, err)
 	}
 	for _, bad := range []store.Record{{Type: 9}, {Type: recDecide, Sealed: []byte{1}}, {Type: recDelete, Sealed: append(recs[3].Sealed, 0)}} {

@@ -68,7 +68,7 @@ func start(t *testing.T, mu int, timeout time.Duration) *inproc.Cluster {
 	}
 	tau := 0.2
 	return inproc.Start(t, inproc.Literal(config.Literal{Mode: mode, Dim: dim, Beta: 21, Tau: &tau,
-		Timeout: config.Duration(timeout), MaxTopK: 1000, Block: 4096}, mu))
+		Timeout: config.Duration(timeout), MaxTopK: 1000, Block: 4096, RevealScores: true}, mu))
 }
 
 func ctx(t *testing.T) context.Context {

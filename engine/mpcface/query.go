@@ -43,6 +43,17 @@ func (e *Engine) identify(ctx context.Context, r engine.Request) protocol.Msg {
 		return protocol.Errorf(protocol.CodeBadRequest, "%v", err)
 	}
 	topK := int(m.TopK)
+	if topK > e.p.MaxTopK() {
+		return protocol.Errorf(protocol.CodeBadRequest, "top %d: this cluster answers with at most %d candidates", topK, e.p.MaxTopK())
+	}
+	// The answer reveals the decision only: accepted rows, no scores. A
+	// research cluster (reveal_scores) answers with scores and rows below
+	// the threshold too.
+	reveal := e.p.RevealScores()
+	floor := e.p.Threshold()
+	if reveal {
+		floor = -e.p.Beta()
+	}
 	sel := sharing.NewSelection(y)
 	n := 2 * sel.Beta
 	bw := e.p.BlockWords()
@@ -77,7 +88,7 @@ func (e *Engine) identify(ctx context.Context, r engine.Request) protocol.Msg {
 
 	scorers := make([]*sharing.Scorer, 2)
 	for i := range scorers {
-		scorers[i], _ = sharing.NewScorer(sel.Beta, topK, -sel.Beta)
+		scorers[i], _ = sharing.NewScorer(sel.Beta, topK, floor)
 	}
 	own := getBuf(bw * n)
 	defer putBuf(own)
@@ -121,14 +132,18 @@ func (e *Engine) identify(ctx context.Context, r engine.Request) protocol.Msg {
 	}
 
 	matches := sharing.Merge(topK, scorers[0].Result(), scorers[1].Result())
-	resp := &protocol.IdentifyOK{Alpha: uint16(e.p.Alpha()), Beta: uint16(e.p.Beta())}
+	resp := &protocol.IdentifyOK{Alpha: uint16(e.p.Alpha()), Beta: uint16(e.p.Beta()), ScoresHidden: !reveal}
 	e.st.mu.RLock()
 	for _, mt := range matches {
 		s := 0
 		for mt.Row >= segOff[s+1]*64 {
 			s++
 		}
-		resp.Candidates = append(resp.Candidates, protocol.Candidate{ID: e.st.segs[s].ids.At(mt.Row - segOff[s]*64), Score: int32(mt.Score)})
+		c := protocol.Candidate{ID: e.st.segs[s].ids.At(mt.Row - segOff[s]*64)}
+		if reveal {
+			c.Score = int32(mt.Score)
+		}
+		resp.Candidates = append(resp.Candidates, c)
 	}
 	e.st.mu.RUnlock()
 	resp.Accepted = len(matches) > 0 && matches[0].Score >= e.p.Threshold()

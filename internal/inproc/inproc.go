@@ -77,12 +77,42 @@ func Start(t testing.TB, lit config.Literal) *Cluster {
 	c := &Cluster{t: t, P: p, Net: memnet.New(), Dir: dir, WrapLog: map[string]func(engine.Log) engine.Log{}, running: map[string]*running{}}
 	t.Cleanup(func() { c.StopAll(); c.quiet.Store(true) })
 	if k, ok := p.KeyServer(); ok { // local servers fetch its key first
-		c.Restart(k.Name)
+		if err := c.TryRestart(k.Name); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, m := range p.Parties() {
-		c.Restart(m.Name)
+		if err := c.TryRestart(m.Name); err != nil {
+			t.Fatal(err)
+		}
 	}
+	c.WaitSettled()
 	return c
+}
+
+// WaitSettled waits until every running server reports nothing unsettled
+// (no undecided transaction, no undelivered change), like 'cluster up'.
+func (c *Cluster) WaitSettled() {
+	c.t.Helper()
+	cl := c.Client("client", "")
+	deadline := time.Now().Add(30 * time.Second)
+	for _, m := range c.P.Servers() {
+		c.mu.Lock()
+		_, up := c.running[m.Name]
+		c.mu.Unlock()
+		for up {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			h, err := cl.Health(ctx, m.Name)
+			cancel()
+			if err == nil && h.InDoubt == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				c.t.Fatalf("%s did not settle: %v %+v", m.Name, err, h)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 }
 
 // Dialer returns a dialer presenting the identity of member name.
@@ -106,12 +136,14 @@ func (c *Cluster) Client(name, entry string) *client.Client {
 	return cl
 }
 
-// Restart (re)starts the named server from its data directory.
+// Restart (re)starts the named server from its data directory and waits
+// until the cluster has settled.
 func (c *Cluster) Restart(name string) {
 	c.t.Helper()
 	if err := c.TryRestart(name); err != nil {
 		c.t.Fatalf("starting %s: %v", name, err)
 	}
+	c.WaitSettled()
 }
 
 // TryRestart is Restart that returns the error (a server that refuses to

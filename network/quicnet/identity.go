@@ -19,13 +19,16 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/idface/idface/protocol"
 )
 
 // ALPN is the protocol name negotiated in TLS; its suffix is the wire
 // version, so incompatible builds refuse each other at the handshake.
-const ALPN = "idface/1"
+var ALPN = "idface/" + strconv.Itoa(protocol.Version)
 
 // Identity is a key pair with its self-signed certificate, PEM-encoded.
 type Identity struct {

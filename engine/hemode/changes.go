@@ -1,0 +1,596 @@
+package hemode
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/engine"
+	"github.com/idface/idface/network"
+	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/template"
+)
+
+// Changes. The sequencer (the first local server) orders every change to
+// the row map: an enrollment's decision and a deletion each get the next
+// change number, in its log before anyone is told. Every other local
+// server applies changes strictly in that order, each once, and logs them
+// with their numbers; the sequencer keeps the history in memory and brings
+// a lagging server up to date (HESync) before the next change and in the
+// background. So a deletion is never lost or reordered, even when the
+// sequencer restarts while a server is down.
+
+// Routes lists the requests a local server answers.
+func (l *Local) Routes() map[protocol.Type]engine.Route {
+	return map[protocol.Type]engine.Route{
+		protocol.THealth:   {Op: "health", From: engine.Anyone, Handle: l.health},
+		protocol.TEnroll:   {Op: "enroll", From: engine.Operators, Handle: l.guard(l.onEnroll)},
+		protocol.TIdentify: {Op: "identify", From: engine.Anyone, Handle: l.guard(l.identify)},
+		protocol.TDelete:   {Op: "delete", From: engine.Operators, Handle: l.guard(l.onDelete)},
+		protocol.TPrepare:  {Op: "prepare", From: engine.Servers, Handle: l.guard(l.fromSequencer(l.prepare))},
+		protocol.THEDecide: {Op: "decide", From: engine.Servers, Handle: l.guard(l.fromSequencer(l.onChange))},
+		protocol.THEDelete: {Op: "decide", From: engine.Servers, Handle: l.guard(l.fromSequencer(l.onChange))},
+		protocol.THESync:   {Op: "sync", From: engine.Servers, Handle: l.guard(l.onSync)},
+	}
+}
+
+func (l *Local) guard(h engine.Handler) engine.Handler {
+	return func(ctx context.Context, r engine.Request) protocol.Msg {
+		if l.failed.Load() {
+			return protocol.Errorf(protocol.CodeUnavailable, "%s cannot write its log and is stopping", l.env.Self)
+		}
+		return h(ctx, r)
+	}
+}
+
+// fromSequencer admits only the sequencer's messages, at a participant.
+func (l *Local) fromSequencer(h engine.Handler) engine.Handler {
+	return func(ctx context.Context, r engine.Request) protocol.Msg {
+		if r.From.Name != l.p.Party(0).Name || l.sequencer() {
+			return protocol.Errorf(protocol.CodeForbidden, "only the sequencer %s orders changes", l.p.Party(0).Name)
+		}
+		return h(ctx, r)
+	}
+}
+
+func (l *Local) fatal(err error) *protocol.Error {
+	l.failed.Store(true)
+	l.env.Fatal(fmt.Errorf("hemode: cannot write the log: %w", err))
+	return protocol.Errorf(protocol.CodeUnavailable, "%s cannot write its log and is stopping", l.env.Self)
+}
+
+// Run brings lagging local servers up to date (at the sequencer), or asks
+// the sequencer to bring this one up to date (at a participant that has
+// not caught up since it started), until ctx ends.
+func (l *Local) Run(ctx context.Context) {
+	t := time.NewTicker(l.p.Timeouts().OutboxRetry)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if !l.sequencer() {
+				if !l.caughtUp.Load() {
+					l.askSync(ctx)
+				}
+				continue
+			}
+			if l.lagging() > 0 && l.changeMu.TryLock() {
+				if err := l.syncAll(ctx); err != nil {
+					l.env.Log.Debug("local servers still lag", "err", err)
+				} else {
+					l.env.Log.Info("every local server is up to date")
+				}
+				l.changeMu.Unlock()
+			}
+		}
+	}
+}
+
+// lagging counts the other local servers not known to be up to date (at
+// the sequencer).
+func (l *Local) lagging() int {
+	if !l.sequencer() {
+		return 0
+	}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	n := 0
+	for _, name := range l.others() {
+		if !l.synced[name] {
+			n++
+		}
+	}
+	return n
+}
+
+// Stats reports the row map; unsettled counts an undecided reservation,
+// a participant that has not caught up, and (at the sequencer) lagging
+// servers.
+func (l *Local) Stats() engine.Stats {
+	s := engine.Stats{Unsettled: l.lagging()}
+	if !l.sequencer() && !l.caughtUp.Load() {
+		s.Unsettled++
+	}
+	l.mu.RLock()
+	s.Rows, s.Live = l.rows(), l.nlive
+	if l.pending != nil {
+		s.Unsettled++
+	}
+	l.mu.RUnlock()
+	return s
+}
+
+func (l *Local) health(context.Context, engine.Request) protocol.Msg {
+	s := l.Stats()
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	g := protocol.Digest{{Rows: uint32(s.Rows), Live: uint32(s.Live), Hash: l.hash}}
+	return &protocol.HealthOK{Name: l.env.Self, Mode: string(config.ModeHE), Digest: g, InDoubt: uint32(s.Unsettled)}
+}
+
+// others lists the other local servers.
+func (l *Local) others() []string {
+	var out []string
+	for k, m := range l.p.Parties() {
+		if k != l.self {
+			out = append(out, m.Name)
+		}
+	}
+	return out
+}
+
+// forward sends a device's request to the sequencer and relays its answer.
+func (l *Local) forward(ctx context.Context, m protocol.Msg) protocol.Msg {
+	resp, err := network.Call(ctx, l.env.Net, l.p.Party(0).Name, m)
+	if err != nil {
+		return engine.AsError(err, protocol.CodeUnavailable)
+	}
+	return resp
+}
+
+// syncAll brings every lagging local server up to date (caller holds
+// changeMu): it learns the server's last change and sends the rest in
+// order. It fails naming the servers that could not be reached.
+func (l *Local) syncAll(ctx context.Context) error {
+	var missing []string
+	for _, name := range l.others() {
+		l.mu.RLock()
+		ok, seq := l.synced[name], l.seq
+		l.mu.RUnlock()
+		if ok {
+			continue
+		}
+		if err := l.syncOne(ctx, name, seq); err != nil {
+			missing = append(missing, fmt.Sprintf("%s (%v)", name, err))
+			continue
+		}
+		l.mu.Lock()
+		l.synced[name] = true
+		l.mu.Unlock()
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("local servers have not caught up with earlier changes: %s", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+func (l *Local) syncOne(ctx context.Context, name string, seq uint64) error {
+	cctx, cancel := context.WithTimeout(ctx, l.p.Timeouts().OutboxSend)
+	defer cancel()
+	resp, err := network.Call(cctx, l.env.Net, name, &protocol.HESync{Seq: seq})
+	if err != nil {
+		return err
+	}
+	ok, isOK := resp.(*protocol.HESyncOK)
+	if !isOK || ok.Seq > seq {
+		return fmt.Errorf("answered the sync with change %v of our %d", resp, seq)
+	}
+	l.mu.RLock()
+	missed := append([]protocol.Msg(nil), l.history[ok.Seq:seq]...)
+	l.mu.RUnlock()
+	for _, m := range missed {
+		if _, err := network.Call(cctx, l.env.Net, name, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// change logs and applies the sequencer's next change (caller holds
+// changeMu and mu), then remembers it for lagging servers.
+func (l *Local) change(m protocol.Msg) *protocol.Error {
+	switch m := m.(type) {
+	case *protocol.HEDecide:
+		m.Seq = l.seq + 1
+		if err := l.appendChange(encodeDecide(m.Seq, m.Txn, m.Commit)); err != nil {
+			return l.fatal(err)
+		}
+	case *protocol.HEDelete:
+		m.Seq = l.seq + 1
+		if err := l.appendChange(encodeDelete(m.Seq, m.ID, int(m.Row))); err != nil {
+			return l.fatal(err)
+		}
+		l.remove(m.ID, int(m.Row))
+	}
+	l.history = append(l.history, m)
+	return nil
+}
+
+// announce sends a change to every other local server; those that do not
+// acknowledge are brought up to date later.
+func (l *Local) announce(ctx context.Context, m protocol.Msg) []string {
+	var missing []string
+	others := l.others()
+	for k, err := range engine.Broadcast(ctx, l.env.Net, others, func(int) protocol.Msg { return m }, func(r protocol.Msg) error {
+		if r.Type() != protocol.TDecideOK {
+			return fmt.Errorf("unexpected answer %v", r.Type())
+		}
+		return nil
+	}) {
+		if err != nil {
+			l.mu.Lock()
+			l.synced[others[k]] = false
+			l.mu.Unlock()
+			l.env.Log.Warn("change not delivered; will retry", "to", others[k], "err", err)
+			missing = append(missing, others[k])
+		}
+	}
+	return missing
+}
+
+func (l *Local) onEnroll(ctx context.Context, r engine.Request) protocol.Msg {
+	if !l.sequencer() { // the sequencer orders every enrollment
+		return l.forward(ctx, r.Msg)
+	}
+	return l.enroll(ctx, r.Msg.(*protocol.Enroll))
+}
+
+// enroll runs at the sequencer: it transforms a batch with T_alpha, adds
+// it to its own encrypted database, has every other local server do the
+// same with its own randomness (Prepare), and commits only if all did
+// ((mu,nu)-IDFace: every local server holds its own encryption of the same
+// rows). For each group the batch touches, a server encrypts one delta of
+// 2d ciphertexts. Slots are reserved in the log first and group files are
+// replaced atomically; an abort or a crash burns the slots at every server
+// but never reuses one.
+func (l *Local) enroll(ctx context.Context, m *protocol.Enroll) protocol.Msg {
+	if err := engine.CheckItems(m.Items); err != nil {
+		return err
+	}
+	zs, err := engine.TransformBatch(m.Items, l.p.Dim(), l.p.Alpha())
+	if err != nil {
+		return protocol.Errorf(protocol.CodeBadRequest, "%v", err)
+	}
+	ids := make([]string, len(m.Items))
+	for i, it := range m.Items {
+		ids[i] = it.ID
+	}
+	l.changeMu.Lock()
+	defer l.changeMu.Unlock()
+	if err := l.syncAll(ctx); err != nil {
+		return protocol.Errorf(protocol.CodeUnavailable, "%v", err)
+	}
+	l.mu.RLock()
+	for i, id := range ids {
+		if _, dup := l.index.Lookup(id); dup {
+			l.mu.RUnlock()
+			return protocol.Errorf(protocol.CodeDuplicate, "id %q is already enrolled (item %d)", id, i)
+		}
+	}
+	base := l.rows()
+	l.mu.RUnlock()
+	txn, err := l.env.NewTxnID()
+	if err != nil {
+		return protocol.Errorf(protocol.CodeInternal, "%v", err)
+	}
+	var failed []string
+	if err := l.addRows(txn, base, ids, zs); err != nil {
+		if l.failed.Load() {
+			return engine.AsError(err, protocol.CodeUnavailable)
+		}
+		failed = append(failed, fmt.Sprintf("%s: %v", l.env.Self, err))
+	}
+	var code protocol.Code
+	if len(failed) == 0 && l.p.Mu() > 1 {
+		prep := &protocol.Prepare{Txn: txn, Dim: uint16(l.p.Dim()), Base: uint32(base)}
+		for i, z := range zs {
+			prep.Ops = append(prep.Ops, protocol.Op{Kind: protocol.OpPut, Seq: uint32(base + i), ID: ids[i], Plus: z.Plus, Minus: z.Minus})
+		}
+		others := l.others()
+		for k, err := range engine.Broadcast(ctx, l.env.Net, others, func(int) protocol.Msg { return prep }, func(r protocol.Msg) error {
+			if v, ok := r.(*protocol.Vote); !ok || v.Txn != txn {
+				return fmt.Errorf("unexpected answer %v", r.Type())
+			}
+			return nil
+		}) {
+			if err != nil {
+				failed = append(failed, fmt.Sprintf("%s: %v", others[k], err))
+				if e, ok := err.(*protocol.Error); ok && code == 0 {
+					code = e.Code
+				}
+			}
+		}
+	}
+	commit := len(failed) == 0
+	res := &reserve{Txn: txn, Base: uint32(base), IDs: ids}
+	l.mu.Lock()
+	if l.rows() == base { // the local reservation never happened: burn to stay aligned
+		res.IDs = make([]string, len(ids))
+		if _, err := l.log.Append(encodeReserve(res)); err != nil {
+			l.mu.Unlock()
+			return l.fatal(err)
+		}
+		l.reserve(res.IDs)
+	}
+	d := &protocol.HEDecide{Txn: txn, Commit: commit, Base: uint32(base), N: uint32(len(ids))}
+	if perr := l.change(d); perr != nil {
+		l.mu.Unlock()
+		return perr
+	}
+	l.decided(res, commit)
+	l.mu.Unlock()
+	l.announce(ctx, d)
+	if !commit {
+		l.m.aborts.Inc()
+		if code != protocol.CodeDuplicate && code != protocol.CodeBadRequest {
+			code = protocol.CodeAborted
+		}
+		return protocol.Errorf(code, "enrollment rolled back at every local server: %s", strings.Join(failed, "; "))
+	}
+	l.m.enrolled.Add(float64(len(ids)))
+	return &protocol.EnrollOK{Count: uint32(len(ids))}
+}
+
+// addRows reserves slots base.. for ids in the log, then encrypts and adds
+// one delta per group the rows fall in, saving each group file.
+func (l *Local) addRows(txn protocol.TxnID, base int, ids []string, zs []template.Ternary) error {
+	if _, err := l.log.Append(encodeReserve(&reserve{Txn: txn, Base: uint32(base), IDs: ids})); err != nil {
+		return l.fatal(err)
+	}
+	l.mu.Lock()
+	l.reserve(ids)
+	l.mu.Unlock()
+	gr := l.he.GroupRows()
+	for lo := 0; lo < len(zs); {
+		row := base + lo
+		g := row / gr
+		hi := min(len(zs), lo+(g+1)*gr-row)
+		slots := make([]int, hi-lo)
+		for i := range slots {
+			slots[i] = (row + i) % gr
+		}
+		delta, err := l.local.Delta(slots, zs[lo:hi])
+		if err != nil {
+			return err
+		}
+		l.mu.Lock()
+		for len(l.groups) <= g {
+			l.groups = append(l.groups, nil)
+		}
+		if l.groups[g] == nil {
+			l.groups[g] = delta
+		} else {
+			l.groups[g].Add(l.he, delta)
+		}
+		grp := l.groups[g]
+		l.mu.Unlock()
+		l.mu.RLock() // readers may sum the group meanwhile; writers hold changeMu
+		err = l.store.Save(g, grp)
+		l.mu.RUnlock()
+		if err != nil {
+			return err
+		}
+		lo = hi
+	}
+	return nil
+}
+
+// prepare runs at a participant: check the sequencer's batch against this
+// server's rows, encrypt it with fresh randomness, make it durable, vote.
+func (l *Local) prepare(_ context.Context, r engine.Request) protocol.Msg {
+	m := r.Msg.(*protocol.Prepare)
+	l.changeMu.Lock()
+	defer l.changeMu.Unlock()
+	if l.pending != nil {
+		return protocol.Errorf(protocol.CodeUnavailable, "%s still waits for the decision on an earlier enrollment", l.env.Self)
+	}
+	if int(m.Dim) != l.p.Dim() {
+		return protocol.Errorf(protocol.CodeBadRequest, "dimension %d, cluster uses %d", m.Dim, l.p.Dim())
+	}
+	l.mu.RLock()
+	base := l.rows()
+	l.mu.RUnlock()
+	if int(m.Base) != base {
+		return protocol.Errorf(protocol.CodeInconsistent, "%s has %d rows, the sequencer built on %d", l.env.Self, base, m.Base)
+	}
+	ids := make([]string, len(m.Ops))
+	zs := make([]template.Ternary, len(m.Ops))
+	seen := map[string]bool{}
+	for i, op := range m.Ops {
+		if op.Kind != protocol.OpPut || int(op.Seq) != base+i {
+			return protocol.Errorf(protocol.CodeBadRequest, "operation %d is not the put of row %d", i, base+i)
+		}
+		if err := protocol.CheckID(op.ID); err != nil || seen[op.ID] {
+			return protocol.Errorf(protocol.CodeBadRequest, "operation %d: bad or repeated id", i)
+		}
+		seen[op.ID] = true
+		l.mu.RLock()
+		_, dup := l.index.Lookup(op.ID)
+		l.mu.RUnlock()
+		if dup {
+			return protocol.Errorf(protocol.CodeDuplicate, "id %q is already enrolled at %s", op.ID, l.env.Self)
+		}
+		zs[i] = template.Ternary{Dim: l.p.Dim(), Plus: op.Plus, Minus: op.Minus}
+		if err := zs[i].Validate(l.p.Alpha()); err != nil {
+			return protocol.Errorf(protocol.CodeBadRequest, "operation %d: %v", i, err)
+		}
+		ids[i] = op.ID
+	}
+	if len(ids) == 0 {
+		return protocol.Errorf(protocol.CodeBadRequest, "empty enrollment")
+	}
+	l.pending = &reserve{Txn: m.Txn, Base: m.Base, IDs: ids}
+	if err := l.addRows(m.Txn, base, ids, zs); err != nil {
+		return protocol.Errorf(protocol.CodeInternal, "%s: %v", l.env.Self, err)
+	}
+	return &protocol.Vote{Txn: m.Txn}
+}
+
+// onChange applies the sequencer's change number Seq at a participant:
+// each exactly once, in order; a change that skips one is refused (the
+// sequencer sends the missing ones first).
+func (l *Local) onChange(_ context.Context, r engine.Request) protocol.Msg {
+	l.changeMu.Lock()
+	defer l.changeMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var seq uint64
+	switch m := r.Msg.(type) {
+	case *protocol.HEDecide:
+		seq = m.Seq
+	case *protocol.HEDelete:
+		seq = m.Seq
+	}
+	switch {
+	case seq <= l.seq:
+		return &protocol.DecideOK{} // applied already
+	case seq != l.seq+1:
+		return protocol.Errorf(protocol.CodeInconsistent, "%s has applied changes up to %d; change %d is next, not %d", l.env.Self, l.seq, l.seq+1, seq)
+	}
+	if perr := l.apply(r.Msg); perr != nil {
+		return perr
+	}
+	if l.seq >= l.target.Load() {
+		l.caughtUp.Store(true)
+	}
+	return &protocol.DecideOK{}
+}
+
+// apply logs and applies the next change at a participant (caller holds
+// changeMu and mu).
+func (l *Local) apply(m protocol.Msg) *protocol.Error {
+	switch m := m.(type) {
+	case *protocol.HEDecide:
+		p := l.pending
+		if p == nil || p.Txn != m.Txn {
+			if int(m.Base) != l.rows() || m.Commit {
+				return protocol.Errorf(protocol.CodeInconsistent, "%s has %d rows; cannot apply a decision on rows %d..%d", l.env.Self, l.rows(), m.Base, int(m.Base)+int(m.N)-1)
+			}
+			// It refused or missed the prepare: burn the same slots.
+			p = &reserve{Txn: m.Txn, Base: m.Base, IDs: make([]string, m.N)}
+			if _, err := l.log.Append(encodeReserve(p)); err != nil {
+				return l.fatal(err)
+			}
+			l.reserve(p.IDs)
+		}
+		if err := l.appendChange(encodeDecide(m.Seq, m.Txn, m.Commit)); err != nil {
+			return l.fatal(err)
+		}
+		l.decided(p, m.Commit)
+		l.pending = nil
+	case *protocol.HEDelete:
+		if err := l.appendChange(encodeDelete(m.Seq, m.ID, int(m.Row))); err != nil {
+			return l.fatal(err)
+		}
+		if ref, ok := l.index.Lookup(m.ID); ok && ref.Seq == int(m.Row) {
+			l.remove(m.ID, ref.Seq)
+		}
+	}
+	return nil
+}
+
+// onSync compares change numbers. At a participant, the sequencer
+// announces its last change and learns this server's; the server answers
+// identification once it has applied every change up to the sequencer's.
+// At the sequencer, a participant that (re)started asks to be brought up
+// to date.
+func (l *Local) onSync(_ context.Context, r engine.Request) protocol.Msg {
+	m := r.Msg.(*protocol.HESync)
+	if l.sequencer() {
+		if l.p.PartyIndex(r.From.Name) <= 0 {
+			return protocol.Errorf(protocol.CodeForbidden, "only local servers sync with the sequencer")
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if m.Seq < l.seq {
+			l.synced[r.From.Name] = false // the background loop sends what it misses
+		}
+		return &protocol.HESyncOK{Seq: l.seq}
+	}
+	if r.From.Name != l.p.Party(0).Name {
+		return protocol.Errorf(protocol.CodeForbidden, "only the sequencer %s orders changes", l.p.Party(0).Name)
+	}
+	l.mu.RLock()
+	seq := l.seq
+	l.mu.RUnlock()
+	l.caughtUpTo(m.Seq, seq)
+	return &protocol.HESyncOK{Seq: seq}
+}
+
+// caughtUpTo records the sequencer's last change and whether this server
+// has applied it.
+func (l *Local) caughtUpTo(target, seq uint64) {
+	l.target.Store(target)
+	if seq >= target {
+		l.caughtUp.Store(true)
+	}
+}
+
+// askSync asks the sequencer for its last change (a participant that has
+// not caught up since it started).
+func (l *Local) askSync(ctx context.Context) {
+	l.mu.RLock()
+	seq := l.seq
+	l.mu.RUnlock()
+	cctx, cancel := context.WithTimeout(ctx, l.p.Timeouts().OutboxSend)
+	defer cancel()
+	resp, err := network.Call(cctx, l.env.Net, l.p.Party(0).Name, &protocol.HESync{Seq: seq})
+	if err != nil {
+		l.env.Log.Debug("the sequencer did not answer a sync", "err", err)
+		return
+	}
+	if ok, isOK := resp.(*protocol.HESyncOK); isOK {
+		l.mu.RLock()
+		seq = l.seq
+		l.mu.RUnlock()
+		l.caughtUpTo(ok.Seq, seq)
+	}
+}
+
+// onDelete runs a deletion at the sequencer, or forwards a device's to it.
+func (l *Local) onDelete(ctx context.Context, r engine.Request) protocol.Msg {
+	if !l.sequencer() {
+		return l.forward(ctx, r.Msg)
+	}
+	return l.delete(ctx, r.Msg.(*protocol.Delete))
+}
+
+// delete runs at the sequencer: the deletion becomes the next change,
+// durable here before anyone is told; a server that is down gets it when
+// it returns, before it answers any identification.
+func (l *Local) delete(ctx context.Context, m *protocol.Delete) protocol.Msg {
+	l.changeMu.Lock()
+	defer l.changeMu.Unlock()
+	l.syncAll(ctx) // best effort: the deletion is ordered after what they miss either way
+	l.mu.Lock()
+	ref, ok := l.index.Lookup(m.ID)
+	if !ok {
+		l.mu.Unlock()
+		return protocol.Errorf(protocol.CodeUnknownID, "id %q is not enrolled", m.ID)
+	}
+	d := &protocol.HEDelete{ID: m.ID, Row: uint32(ref.Seq)}
+	perr := l.change(d)
+	l.mu.Unlock()
+	if perr != nil {
+		return perr
+	}
+	l.m.deleted.Inc()
+	if missing := l.announce(ctx, d); len(missing) > 0 {
+		return protocol.Errorf(protocol.CodeUnavailable, "deleted, but not yet at %s: it gets the deletion before it answers again", strings.Join(missing, ", "))
+	}
+	return &protocol.DeleteOK{}
+}
