@@ -298,4 +298,3 @@ func (l *Local) remove(id string, r int) {
 	l.nlive--
 	l.hash.Toggle(rowmap.RowHash(l.p.ClusterID(), 0, r, id))
 }
-

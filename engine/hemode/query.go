@@ -135,4 +135,3 @@ func (l *Local) identify(ctx context.Context, r engine.Request) protocol.Msg {
 	resp.BytesSent, resp.BytesRecv = uint64(s.Sent()), uint64(s.Received())
 	return resp
 }
-
