@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -99,12 +100,14 @@ type Literal struct {
 	// MaxTopK caps the candidates a client may ask for; default 10.
 	MaxTopK int `json:"max_top_k,omitempty"`
 	// KeyServerRate is how many queries per second the key server answers
-	// each local server (a burst of twice as many); default 50.
+	// each local server (a burst of twice as many); default 200.
 	KeyServerRate float64 `json:"key_server_rate,omitempty"`
 	// KeyServerMaxPass is the largest share of rows that may pass the
 	// threshold in one query; a query over it is refused and logged (an
 	// honest query passes a handful of rows; a crafted ciphertext passes
-	// many). Default 0.01, and at least 16 rows always pass.
+	// many). Default: 1%, or 20 times the share of random templates that
+	// pass the threshold when that is larger (small d or low tau); at
+	// least 16 rows always pass.
 	KeyServerMaxPass float64 `json:"key_server_max_pass,omitempty"`
 	// RevealScores makes identify answer with scores and candidates below
 	// the threshold: research output for experiments, never for a
@@ -220,10 +223,13 @@ func New(lit Literal, dir string) (*Params, error) {
 		}
 	}
 	if lit.KeyServerRate == 0 {
-		lit.KeyServerRate = 50
+		lit.KeyServerRate = 200
 	}
 	if lit.KeyServerMaxPass == 0 {
-		lit.KeyServerMaxPass = 0.01
+		// Scores of unrelated templates are about N(0, alpha*beta/d).
+		sigma := math.Sqrt(float64(lit.Alpha) * float64(lit.Beta) / float64(lit.Dim))
+		z := template.ScoreThreshold(*lit.Tau, lit.Alpha, lit.Beta) / sigma
+		lit.KeyServerMaxPass = min(1, max(0.01, 20*0.5*math.Erfc(z/math.Sqrt2)))
 	}
 	if lit.KeyServerRate < 0 || lit.KeyServerMaxPass < 0 || lit.KeyServerMaxPass > 1 {
 		return nil, fmt.Errorf("key_server_rate %v, key_server_max_pass %v: want a positive rate and a share in (0, 1]", lit.KeyServerRate, lit.KeyServerMaxPass)

@@ -49,11 +49,21 @@ func (l *Local) identify(ctx context.Context, r engine.Request) protocol.Msg {
 	}
 	ctb := l.he.CiphertextBytes()
 	q := &protocol.HEQuery{Key: l.pkHash, Groups: uint32(len(groups)), Rows: uint32(rows), TopK: m.TopK, CtBytes: uint32(ctb)}
-	if err := s.WriteFrame(protocol.Marshal(q)); err != nil {
+	// A key server that refuses the query answers at once and stops
+	// reading: a failed write is followed by reading its answer.
+	sendErr := func(err error) protocol.Msg {
+		if _, rerr := network.ReadReply(ctx, s, l.keySrv); rerr != nil {
+			if perr, ok := rerr.(*protocol.Error); ok {
+				return perr
+			}
+		}
 		return protocol.Errorf(protocol.CodeUnavailable, "key server: %v", err)
 	}
+	if err := s.WriteFrame(protocol.Marshal(q)); err != nil {
+		return sendErr(err)
+	}
 	if err := s.WriteWords(live); err != nil {
-		return protocol.Errorf(protocol.CodeUnavailable, "key server: %v", err)
+		return sendErr(err)
 	}
 	// Workers sum groups; the writer sends them in order.
 	type out struct {
@@ -110,7 +120,7 @@ func (l *Local) identify(ctx context.Context, r engine.Request) protocol.Msg {
 			return protocol.Errorf(protocol.CodeInternal, "group %d: %v", g, o.err)
 		}
 		if _, err := s.Write(o.b); err != nil {
-			return protocol.Errorf(protocol.CodeUnavailable, "key server: %v", err)
+			return sendErr(err)
 		}
 	}
 	s.CloseWrite()

@@ -269,6 +269,11 @@ func (ps *peerStream) receive(ctx context.Context, blocks []blockPlan, n, bw int
 // selected columns block by block.
 func (e *Engine) serveQuery(ctx context.Context, r engine.Request) protocol.Msg {
 	q := r.Msg.(*protocol.Query)
+	if int(q.Beta) != e.p.Beta() {
+		// A wider query would hand the entry more of every row's shares
+		// (beta = d: all of them) than the cluster's protocol gives it.
+		return protocol.Errorf(protocol.CodeBadRequest, "query of weight beta = %d; this cluster queries with beta = %d", q.Beta, e.p.Beta())
+	}
 	y, err := q.Ternary()
 	if err != nil {
 		return protocol.Errorf(protocol.CodeBadRequest, "query: %v", err)
