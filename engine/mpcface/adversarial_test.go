@@ -275,4 +275,3 @@ func TestOversizedBlockRefused(t *testing.T) {
 		t.Fatalf("oversized block: %v", err)
 	}
 }
-
