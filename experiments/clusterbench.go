@@ -156,7 +156,7 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 	}
 	for _, p := range cfg.Parties() {
 		if pid, ok := cluster.Running(cfg, p.Name); ok {
-			res.RSSMBPerParty = max(res.RSSMBPerParty, rssMB(pid))
+			res.RSSMBPerParty = max(res.RSSMBPerParty, RSSMB(pid))
 		}
 	}
 
@@ -245,8 +245,8 @@ func quantile(v []float64, q float64) float64 {
 	return v[min(len(v)-1, int(q*float64(len(v))))]
 }
 
-// rssMB reads a process's resident set from /proc.
-func rssMB(pid int) float64 {
+// RSSMB reads a process's resident set from /proc.
+func RSSMB(pid int) float64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return math.NaN()

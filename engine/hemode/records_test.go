@@ -45,3 +45,17 @@ func TestRecordRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// FuzzDecodeRecord: any record bytes decode to an error or a record,
+// never a panic, and a decoded reserve stays within its bounds.
+func FuzzDecodeRecord(f *testing.F) {
+	for _, r := range sampleRecords() {
+		f.Add(r.Type, r.Sealed)
+	}
+	f.Fuzz(func(t *testing.T, typ uint8, sealed []byte) {
+		r, err := decodeRecord(store.Entry{Record: store.Record{Type: typ, Sealed: sealed}})
+		if err == nil && r.res != nil && len(r.res.IDs) > protocol.MaxBatch {
+			t.Fatal("oversized reservation")
+		}
+	})
+}

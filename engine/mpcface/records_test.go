@@ -7,6 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/engine"
 	"github.com/idface/idface/internal/golden"
 	"github.com/idface/idface/internal/store"
 	"github.com/idface/idface/protocol"
@@ -55,4 +59,27 @@ func TestRecordRoundTrip(t *testing.T) {
 	if err != nil || !d.Commit || d.Origin != 2 {
 		t.Fatalf("%+v %v", d, err)
 	}
+}
+
+// FuzzReplay feeds arbitrary records to a party's replay: an error or an
+// applied record, never a panic.
+func FuzzReplay(f *testing.F) {
+	for _, r := range sampleRecords() {
+		f.Add(r.Type, r.Sealed, r.Tail, false)
+	}
+	f.Fuzz(func(t *testing.T, typ uint8, sealed, tail []byte, last bool) {
+		p, err := config.New(config.Literal{Mode: config.ModeMPC, Dim: 70,
+			Parties: []config.Member{{Name: "p1", Addr: "a", Cert: "-", Pin: "1"}, {Name: "p2", Addr: "b", Cert: "-", Pin: "2"}, {Name: "p3", Addr: "c", Cert: "-", Pin: "3"}}}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := New(engine.Env{Params: p, Self: "p1", Metrics: prometheus.NewRegistry()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range sampleRecords()[:1] { // a prepare to decide
+			e.Replay(store.Entry{Record: r, TailIntact: true})
+		}
+		e.Replay(store.Entry{Record: store.Record{Type: typ, Sealed: sealed, Tail: tail}, Last: last})
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,5 +151,64 @@ func BenchmarkTransfer(b *testing.B) {
 		if err := s.ReadWords(buf); err != nil && err != io.EOF {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestConnectionsKeyedByIdentity: a dialer keeps a connection per server
+// identity, not per address, so a server whose pin changes in the
+// directory (a rotated key, or an impostor at the same address) is never
+// reached through the old connection.
+func TestConnectionsKeyedByIdentity(t *testing.T) {
+	srv, srvPin := ident(t, "p1")
+	cli, cliPin := ident(t, "c")
+	ln := echo(t, srv, Pins{cliPin: {Name: "c", Role: network.RoleOperator}})
+	pin := srvPin
+	d := NewDialer(cli, func(n string) (string, string, bool) { return ln.Addr(), pin, n == "p1" })
+	defer d.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := d.Open(ctx, "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.WriteFrame([]byte("x"))
+	if _, err := s.ReadFrame(100); err != nil {
+		t.Fatal(err)
+	}
+	_, other := ident(t, "p1")
+	pin = other // the directory now pins another certificate at the same address
+	if _, err := d.Open(ctx, "p1"); err == nil {
+		t.Fatal("the old connection served a server with another pin")
+	}
+}
+
+// TestConnectionsPerPin: one certificate may hold a bounded number of
+// connections; the next is refused with a clear error.
+func TestConnectionsPerPin(t *testing.T) {
+	srv, srvPin := ident(t, "p1")
+	cli, cliPin := ident(t, "c")
+	ln, err := Listen("127.0.0.1:0", srv, Pins{cliPin: {Name: "c", Role: network.RoleOperator}}, ListenOptions{ConnsPerPin: 2}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go ln.Serve(context.Background(), func(ctx context.Context, s *network.Stream) { s.ReadFrame(10) })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var errs []error
+	for range 3 {
+		d := NewDialer(cli, dir("p1", ln.Addr(), srvPin)) // a new dialer: a new connection
+		defer d.Close()
+		s, err := d.Open(ctx, "p1")
+		if err == nil {
+			err = s.WriteFrame([]byte("x"))
+			if err == nil {
+				_, err = s.ReadFrame(10)
+			}
+		}
+		errs = append(errs, err)
+	}
+	if errs[2] == nil || !strings.Contains(errs[2].Error(), "more than 2 connections") {
+		t.Fatalf("third connection: %v", errs)
 	}
 }
