@@ -255,8 +255,9 @@ func Up(ctx context.Context, p *config.Params, exe string, timeout time.Duration
 	return WaitHealthy(ctx, p, timeout)
 }
 
-// WaitHealthy polls every server until it answers a health check with no
-// unsettled transactions.
+// WaitHealthy polls every server until each answers a health check with
+// nothing unsettled. A server whose process exited is reported first: it
+// is the cause when the others wait for it.
 func WaitHealthy(ctx context.Context, p *config.Params, timeout time.Duration) error {
 	cl, err := client.Open(p, "", "")
 	if err != nil {
@@ -264,31 +265,41 @@ func WaitHealthy(ctx context.Context, p *config.Params, timeout time.Duration) e
 	}
 	defer cl.Close()
 	deadline := time.Now().Add(timeout)
-	for _, s := range p.Servers() {
-		for {
-			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			h, err := cl.Health(cctx, s.Name)
-			cancel()
-			if err == nil && h.InDoubt == 0 {
-				break
-			}
+	healthy := map[string]bool{}
+	for {
+		var last error
+		var waiting string
+		for _, s := range p.Servers() {
 			if _, ok := Running(p, s.Name); !ok {
 				return fmt.Errorf("server %s exited; its log %s ends with:\n%s", s.Name, LogFile(p, s.Name), tail(LogFile(p, s.Name), 10))
 			}
-			if time.Now().After(deadline) {
-				if err == nil {
-					err = fmt.Errorf("%d transactions still undecided", h.InDoubt)
-				}
-				return fmt.Errorf("server %s not healthy after %v: %v (log: %s)", s.Name, timeout, err, LogFile(p, s.Name))
+			if healthy[s.Name] {
+				continue
 			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(100 * time.Millisecond):
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			h, err := cl.Health(cctx, s.Name)
+			cancel()
+			switch {
+			case err == nil && h.InDoubt == 0:
+				healthy[s.Name] = true
+			case err == nil:
+				last, waiting = fmt.Errorf("%d transactions or changes still unsettled", h.InDoubt), s.Name
+			default:
+				last, waiting = err, s.Name
 			}
 		}
+		if len(healthy) == len(p.Servers()) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("server %s not healthy after %v: %v (log: %s)", waiting, timeout, last, LogFile(p, waiting))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
-	return nil
 }
 
 // Stop stops one server: SIGTERM, then SIGKILL after grace.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"runtime"
 	"slices"
 	"strings"
@@ -107,34 +108,36 @@ func (o *Outbox) Len() int {
 }
 
 // Flush delivers every queued message in order; it fails naming the
-// servers that still have not acknowledged.
+// servers that still have not acknowledged. Callers serialise flushes (the
+// engine's transaction lock); the queue stays readable meanwhile (Len,
+// health), because network calls run without the outbox's lock.
 func (o *Outbox) Flush(ctx context.Context) error {
 	o.mu.Lock()
-	defer o.mu.Unlock()
+	queued := make(map[string][]protocol.Msg, len(o.q))
+	for to, ms := range o.q {
+		queued[to] = append([]protocol.Msg(nil), ms...)
+	}
+	o.mu.Unlock()
 	var missing []string
-	for _, to := range slices.Sorted(func(yield func(string) bool) {
-		for k := range o.q {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
-		ms := o.q[to]
-		for len(ms) > 0 {
+	for _, to := range slices.Sorted(maps.Keys(queued)) {
+		sent := 0
+		for _, m := range queued[to] {
 			cctx, cancel := context.WithTimeout(ctx, o.send)
-			_, err := network.Call(cctx, o.net, to, ms[0])
+			_, err := network.Call(cctx, o.net, to, m)
 			cancel()
 			if err != nil {
 				missing = append(missing, fmt.Sprintf("%s (%v)", to, err))
 				break
 			}
-			ms = ms[1:]
+			sent++
 		}
-		if len(ms) == 0 {
+		o.mu.Lock()
+		if rest := o.q[to][sent:]; len(rest) == 0 {
 			delete(o.q, to)
 		} else {
-			o.q[to] = ms
+			o.q[to] = rest
 		}
+		o.mu.Unlock()
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("servers have not confirmed an earlier change: %s", strings.Join(missing, ", "))

@@ -326,3 +326,59 @@ func (e *Engine) peers() []string {
 	}
 	return out
 }
+
+// Inspection is what a party's log holds, for fsck.
+type Inspection struct {
+	Segments []SegmentInfo
+	Pending  int // undecided transactions
+	// LostLive lists live rows whose shares fail their checksums: no one
+	// can rebuild them; they must be revoked at every party and enrolled
+	// again. LostDeleted counts deleted rows in the same state (harmless).
+	LostLive    []LostRow
+	LostDeleted int
+	Erased      int // units overwritten after a deletion or an abort
+}
+
+// SegmentInfo summarises one origin's rows.
+type SegmentInfo struct {
+	Origin     string
+	Rows, Live int
+}
+
+// LostRow names a row whose share is damaged.
+type LostRow struct {
+	Origin string
+	Seq    int
+	ID     string
+}
+
+// Inspect reports what the replayed log holds (call after Replay, instead
+// of Start).
+func (e *Engine) Inspect() Inspection {
+	var in Inspection
+	for k, s := range e.st.segs {
+		in.Segments = append(in.Segments, SegmentInfo{Origin: e.p.Party(k).Name, Rows: s.store.Rows(), Live: s.store.Live()})
+	}
+	in.Pending = len(e.st.pending)
+	in.Erased = len(e.replay.erased)
+	for ref := range e.replay.bad {
+		seg := e.st.segs[ref.Seg]
+		if seg.store.IsLive(ref.Seq) {
+			in.LostLive = append(in.LostLive, LostRow{Origin: e.p.Party(ref.Seg).Name, Seq: ref.Seq, ID: seg.ids.At(ref.Seq)})
+		} else {
+			in.LostDeleted++
+		}
+	}
+	return in
+}
+
+// RowIDs returns the ids of rows [lo, hi) of origin k's segment, with
+// their liveness (fsck on a healthy party names the rows another lost).
+func (e *Engine) RowIDs(k, lo, hi int) (ids []string, live []bool) {
+	seg := e.st.segs[k]
+	for r := max(lo, 0); r < min(hi, seg.ids.Len()); r++ {
+		ids = append(ids, seg.ids.At(r))
+		live = append(live, seg.store.IsLive(r))
+	}
+	return ids, live
+}

@@ -88,10 +88,20 @@ type HEKey struct {
 // databases encrypted under the old one (the key server would answer
 // with random rows).
 func LoadHEKey(dir string, p *heidface.Params, log *slog.Logger) (*HEKey, error) {
+	return loadHEKey(dir, p, log, true)
+}
+
+// CheckHEKey reads and checks the key server's key pair in dir, never
+// creating one (fsck).
+func CheckHEKey(dir string, p *heidface.Params, log *slog.Logger) (*HEKey, error) {
+	return loadHEKey(dir, p, log, false)
+}
+
+func loadHEKey(dir string, p *heidface.Params, log *slog.Logger, create bool) (*HEKey, error) {
 	skf, pkf := KeyFile(filepath.Join(dir, "secret.key")), KeyFile(filepath.Join(dir, "public.key"))
 	skb, skErr := skf.Load(heidface.SecretKeyFile)
 	pkb, pkErr := pkf.Load(heidface.PublicKeyFile)
-	if errors.Is(skErr, os.ErrNotExist) && errors.Is(pkErr, os.ErrNotExist) {
+	if create && errors.Is(skErr, os.ErrNotExist) && errors.Is(pkErr, os.ErrNotExist) {
 		sk, pk := heidface.GenKeys(p)
 		skb, err := sk.MarshalBinary()
 		if err != nil {

@@ -122,9 +122,21 @@ type Log struct {
 // Report describes what Scan or Open found.
 type Report struct {
 	Records   int
-	Bytes     int64 // intact bytes, header included
+	Bytes     int64 // intact bytes, header included (up to the first damage)
 	TornBytes int64 // bytes of a torn tail (cut by Open)
 	TornFile  string
+	// Damaged lists the damaged spans found by ScanAll; ReplayErr is the
+	// first error of the replay function (after which nothing more was
+	// replayed).
+	Damaged   []Span
+	ReplayErr error
+}
+
+// Span is a damaged stretch of a log: [Offset, Next), Next being the next
+// intact record.
+type Span struct {
+	Offset, Next int64
+	Reason       string
 }
 
 // Open opens (creating) the log at path, replays every intact record in
@@ -193,6 +205,56 @@ func Scan(path string, kind Kind, replay func(Entry) error) (Report, error) {
 	return scan(f, path, kind, replay)
 }
 
+// ScanAll reads a whole log without changing it, past damage: every
+// damaged span is reported, the intact records around them are replayed
+// until replay fails (fsck's view of a log).
+func ScanAll(path string, kind Kind, replay func(Entry) error) (Report, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Report{}, err
+	}
+	defer f.Close()
+	var rep Report
+	first := true
+	for {
+		if rep.ReplayErr != nil {
+			replay = func(Entry) error { return nil }
+		}
+		wrapped := func(e Entry) error {
+			if err := replay(e); err != nil && !errors.Is(err, ErrTorn) {
+				rep.ReplayErr = fmt.Errorf("offset %d: %w", e.Offset, err)
+				replay = func(Entry) error { return nil }
+			}
+			return nil
+		}
+		var r Report
+		var err error
+		if first {
+			r, err = scan(f, path, kind, wrapped)
+		} else {
+			r, err = scanFrom(f, path, rep.Damaged[len(rep.Damaged)-1].Next, wrapped)
+		}
+		rep.Records += r.Records
+		var de *DamageError
+		if errors.As(err, &de) && de.NextValid > 0 {
+			if first {
+				rep.Bytes = de.Offset
+			}
+			rep.Damaged = append(rep.Damaged, Span{de.Offset, de.NextValid, de.Reason})
+			first = false
+			continue
+		}
+		if err != nil {
+			return rep, err
+		}
+		if first {
+			rep.Bytes = r.Bytes
+		}
+		rep.TornBytes = r.TornBytes
+		return rep, nil
+	}
+}
+
 func fileHeader(kind Kind) []byte {
 	h := make([]byte, fileHeaderLen)
 	copy(h, fileMagic[:])
@@ -229,8 +291,21 @@ func scan(f *os.File, path string, kind Kind, replay func(Entry) error) (Report,
 	if k := Kind(binary.BigEndian.Uint16(h[10:])); k != kind {
 		return rep, &FormatError{path, fmt.Sprintf("a log of kind %d, expected %d: this data directory belongs to another mode", k, kind)}
 	}
-	r := bufio.NewReaderSize(io.NewSectionReader(f, fileHeaderLen, size-fileHeaderLen), 1<<20)
-	off := int64(fileHeaderLen)
+	return scanRecords(f, path, fileHeaderLen, size, replay)
+}
+
+// scanFrom scans records from offset off (after a damaged span).
+func scanFrom(f *os.File, path string, off int64, replay func(Entry) error) (Report, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return Report{}, err
+	}
+	return scanRecords(f, path, off, st.Size(), replay)
+}
+
+func scanRecords(f *os.File, path string, off, size int64, replay func(Entry) error) (Report, error) {
+	var rep Report
+	r := bufio.NewReaderSize(io.NewSectionReader(f, off, size-off), 1<<20)
 	for off < size {
 		e, n, reason := readRecord(r, off, size)
 		if reason != "" {

@@ -243,3 +243,23 @@ func FuzzScan(f *testing.F) {
 		}
 	})
 }
+
+// TestScanAll reports every damaged span and replays the records around
+// them.
+func TestScanAll(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.log")
+	pos := writeLog(t, path, records(6))
+	b, _ := os.ReadFile(path)
+	b[pos[1].Offset+3] ^= 1
+	b[pos[4].Offset+recHeaderLen] ^= 1
+	os.WriteFile(path, b, 0o600)
+	n := 0
+	rep, err := ScanAll(path, KindShares, func(Entry) error { n++; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Damaged) != 2 || rep.Damaged[0].Offset != pos[1].Offset || rep.Damaged[0].Next != pos[2].Offset ||
+		rep.Damaged[1].Offset != pos[4].Offset || rep.Damaged[1].Next != pos[5].Offset || n != 4 || rep.Records != 4 {
+		t.Fatalf("%+v, %d replayed", rep, n)
+	}
+}

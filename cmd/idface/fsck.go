@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/engine"
+	"github.com/idface/idface/engine/hemode"
+	"github.com/idface/idface/engine/mpcface"
+	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/server"
+)
+
+func init() {
+	register("fsck", "check a stopped server's data: what is intact, what is lost, and repair what can be", cmdFsck)
+}
+
+func cmdFsck(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("fsck", "idface fsck --cluster DIR --party NAME [--repair] [--rows ORIGIN:LO-HI]\n\n"+
+		"Reads a stopped server's data directory without changing it and reports what\n"+
+		"is intact and what is lost: log records, damaged spans, torn tail, rows and\n"+
+		"live rows per origin, undecided transactions, shares that fail their\n"+
+		"checksums (and the ids of those rows), HE group files and key files.\n"+
+		"--repair cuts a torn tail (keeping its bytes aside) and nothing else: lost\n"+
+		"shares cannot be rebuilt by anyone; the report says what to do.\n"+
+		"--rows lists the ids at rows LO..HI-1 of an origin's segment (run it at a\n"+
+		"healthy party to name the rows another party lost).", stderr)
+	dir := fs.String("cluster", "", "cluster directory")
+	name := fs.String("party", "", "server name")
+	repair := fs.Bool("repair", false, "cut a torn tail")
+	rows := fs.String("rows", "", "list ids at ORIGIN:LO-HI")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := required(fs, "cluster", "party"); err != nil {
+		return err
+	}
+	p, err := config.Load(*dir)
+	if err != nil {
+		return err
+	}
+	if _, ok := p.Server(*name); !ok {
+		return fmt.Errorf("no server %q in %s", *name, *dir)
+	}
+	data := server.DataDir(p, *name)
+	env := engine.Env{Params: p, Self: *name, Log: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(), Fatal: func(error) {}}
+	fmt.Fprintf(stdout, "%s (%s), data in %s\n", *name, p.Mode(), data)
+	if *repair { // first, so that the report shows the state after it
+		if err := cutTornTail(p, data, stdout); err != nil {
+			return err
+		}
+	}
+	var problems []string
+	switch k, _ := p.KeyServer(); {
+	case p.Mode() == config.ModeHE && k.Name == *name:
+		if _, err := store.CheckHEKey(data, p.HE(), env.Log); err != nil {
+			problems = append(problems, err.Error())
+		} else {
+			fmt.Fprintln(stdout, "key pair: intact, secret and public key match")
+		}
+	case p.Mode() == config.ModeHE:
+		problems, err = fsckHE(env, data, stdout)
+	default:
+		problems, err = fsckMPC(env, data, *rows, stdout)
+	}
+	if err != nil {
+		return err
+	}
+	if len(problems) == 0 {
+		fmt.Fprintln(stdout, "intact")
+		return nil
+	}
+	for _, pr := range problems {
+		fmt.Fprintln(stdout, "PROBLEM:", pr)
+	}
+	return fmt.Errorf("%d problems found", len(problems))
+}
+
+// logReport prints a log's structure and returns its problems.
+func logReport(path string, rep store.Report, stdout io.Writer) []string {
+	var problems []string
+	fmt.Fprintf(stdout, "log %s: %d intact records, %d bytes before any damage\n", path, rep.Records, rep.Bytes)
+	if rep.TornBytes > 0 {
+		problems = append(problems, fmt.Sprintf("a torn tail of %d bytes (a crash during a write, never acknowledged): 'idface fsck --repair' or starting the server cuts it and keeps the bytes aside", rep.TornBytes))
+	}
+	for _, d := range rep.Damaged {
+		problems = append(problems, fmt.Sprintf("damaged span at offsets %d..%d (%s): the records there are lost. Restore this server's data directory from a backup; shares cannot be rebuilt from the other parties", d.Offset, d.Next, d.Reason))
+	}
+	if rep.ReplayErr != nil {
+		problems = append(problems, fmt.Sprintf("the records after the damage do not follow on: %v", rep.ReplayErr))
+	}
+	return problems
+}
+
+func fsckMPC(env engine.Env, data, rows string, stdout io.Writer) ([]string, error) {
+	e, err := mpcface.New(env)
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(data, "shares.log")
+	if _, err := os.Stat(path); err != nil {
+		return []string{fmt.Sprintf("no log: %v (a party that never started has none)", err)}, nil
+	}
+	rep, err := store.ScanAll(path, store.KindShares, e.Replay)
+	if err != nil {
+		return nil, err
+	}
+	problems := logReport(path, rep, stdout)
+	in := e.Inspect()
+	for _, s := range in.Segments {
+		fmt.Fprintf(stdout, "  rows enrolled through %-8s %10d, live %10d\n", s.Origin, s.Rows, s.Live)
+	}
+	fmt.Fprintf(stdout, "  undecided transactions %d, erased shares %d, damaged shares of deleted rows %d\n", in.Pending, in.Erased, in.LostDeleted)
+	for _, l := range in.LostLive {
+		problems = append(problems, fmt.Sprintf("the share of live row %d of %s (id %q) fails its checksum: revoke it at every party (idface delete --id %s) and enroll it again", l.Seq, l.Origin, l.ID, l.ID))
+	}
+	if rows != "" {
+		origin, lo, hi, err := parseRows(rows)
+		if err != nil {
+			return nil, err
+		}
+		k := env.Params.PartyIndex(origin)
+		if k < 0 {
+			return nil, fmt.Errorf("--rows: no party %q", origin)
+		}
+		ids, live := e.RowIDs(k, lo, hi)
+		for i, id := range ids {
+			fmt.Fprintf(stdout, "%s row %d: %q live=%v\n", origin, lo+i, id, live[i])
+		}
+	}
+	return problems, nil
+}
+
+func parseRows(s string) (origin string, lo, hi int, err error) {
+	origin, span, ok := strings.Cut(s, ":")
+	a, b, ok2 := strings.Cut(span, "-")
+	if ok && ok2 {
+		lo, err = strconv.Atoi(a)
+		if err == nil {
+			hi, err = strconv.Atoi(b)
+		}
+		if err == nil && lo <= hi {
+			return origin, lo, hi, nil
+		}
+	}
+	return "", 0, 0, fmt.Errorf("--rows %q: want ORIGIN:LO-HI", s)
+}
+
+func fsckHE(env engine.Env, data string, stdout io.Writer) ([]string, error) {
+	groups, err := store.OpenGroups(filepath.Join(data, "groups"), env.Params.HE())
+	if err != nil {
+		return nil, err
+	}
+	var problems []string
+	l, err := hemode.NewLocal(context.Background(), env, groups, store.KeyFile(filepath.Join(data, "public.key")))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return []string{"no public key yet: this local server never started"}, nil
+		}
+		return []string{fmt.Sprintf("public key: %v (the server fetches it again from the key server when the file is removed)", err)}, nil
+	}
+	path := filepath.Join(data, "rows.log")
+	if _, err := os.Stat(path); err != nil {
+		return []string{fmt.Sprintf("no log: %v (a server that never started has none)", err)}, nil
+	}
+	rep, err := store.ScanAll(path, store.KindHERows, l.Replay)
+	if err != nil {
+		return nil, err
+	}
+	problems = append(problems, logReport(path, rep, stdout)...)
+	in := l.Inspect()
+	fmt.Fprintf(stdout, "  slots %d (settled %d), live %d, changes applied %d, undecided enrollment %v, groups %d\n", in.Rows, in.Settled, in.Live, in.Changes, in.Pending, in.Groups)
+	for _, msg := range in.GroupErrors {
+		problems = append(problems, msg+": restore the file from a backup (another local server's copy would also decrypt, but shares its encryption randomness)")
+	}
+	for g, live := range in.DamagedGroups {
+		fmt.Fprintf(stdout, "  group %d damaged: %d live rows there cannot be identified at this server\n", g, live)
+	}
+	return problems, nil
+}
+
+// cutTornTail opens the server's log the way the server does: a torn tail
+// is cut and kept aside; a damaged log is left alone.
+func cutTornTail(p *config.Params, data string, stdout io.Writer) error {
+	path, kind := filepath.Join(data, "shares.log"), store.KindShares
+	if p.Mode() == config.ModeHE {
+		path, kind = filepath.Join(data, "rows.log"), store.KindHERows
+	}
+	if _, err := os.Stat(path); err != nil {
+		return nil
+	}
+	l, rep, err := store.Open(path, kind, func(store.Entry) error { return nil })
+	if err != nil {
+		fmt.Fprintf(stdout, "repair: nothing changed (%v)\n", err)
+		return nil
+	}
+	l.Close()
+	if rep.TornBytes > 0 {
+		fmt.Fprintf(stdout, "repair: cut a torn tail of %d bytes, kept in %s\n", rep.TornBytes, rep.TornFile)
+	} else {
+		fmt.Fprintln(stdout, "repair: nothing to cut")
+	}
+	return nil
+}
