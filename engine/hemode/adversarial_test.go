@@ -83,7 +83,7 @@ func crafted(t *testing.T, c *inproc.Cluster, key [32]byte, rows int, value uint
 func TestKeyServerRefusesCraftedQueries(t *testing.T) {
 	tau := 0.25
 	c := inproc.Start(t, inproc.Literal(config.Literal{Mode: config.ModeHE, Dim: dim, Beta: 16, Tau: &tau,
-		Timeout: config.Duration(3 * time.Second), KeyServerRate: 2}, 1))
+		Timeout: config.Duration(15 * time.Second), KeyServerRate: 2}, 1))
 	pkb, _ := store.KeyFile(filepath.Join(c.DataDir("p1"), "public.key")).Load(heidface.PublicKeyFile)
 	fp := heidface.Fingerprint(pkb)
 	e := c.P.HE().Encoder

@@ -46,13 +46,17 @@ func items(xs [][]float32, prefix string) []protocol.Item {
 }
 
 func start(t *testing.T, mu int) *inproc.Cluster {
+	return startWith(t, mu, 15*time.Second)
+}
+
+func startWith(t *testing.T, mu int, timeout time.Duration) *inproc.Cluster {
 	tau := 0.25
 	return inproc.Start(t, inproc.Literal(config.Literal{Mode: config.ModeHE, Dim: dim, Beta: 16, Tau: &tau,
-		Timeout: config.Duration(3 * time.Second)}, mu))
+		Timeout: config.Duration(timeout)}, mu))
 }
 
 func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return c
 }
@@ -228,7 +232,7 @@ func TestCrashBetweenPrepareAndCommit(t *testing.T) {
 // TestSilentKeyServer: a key server that never answers gives a clear error
 // before the device's deadline.
 func TestSilentKeyServer(t *testing.T) {
-	c := start(t, 1)
+	c := startWith(t, 1, 2*time.Second) // an HE identify gets 4x: 8 s
 	xs := templates(5, 3)
 	if err := c.Client("client", "").Enroll(ctx(t), items(xs, "a")); err != nil {
 		t.Fatal(err)
