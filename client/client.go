@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idface/idface/config"
+	"github.com/idface/idface/internal/home"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/network/quicnet"
 	"github.com/idface/idface/protocol"
@@ -36,17 +37,13 @@ func New(p *config.Params, d network.Dialer, entry string) (*Client, error) {
 	return &Client{p: p, d: d, entry: entry}, nil
 }
 
-// Open connects over QUIC as the named client identity of a local cluster
-// ("" means the first operator), with its key from the cluster directory.
-func Open(p *config.Params, name, entry string) (*Client, error) {
-	me, ok := p.Client(name)
-	if !ok {
-		if name == "" {
-			return nil, fmt.Errorf("the cluster config lists no operator identity")
-		}
-		return nil, fmt.Errorf("no client %q in the cluster config", name)
+// Open connects over QUIC as the member whose home is h (a client, or a
+// server acting as one: cluster tooling), through entry.
+func Open(p *config.Params, h *home.Home, entry string) (*Client, error) {
+	if _, err := h.Check(p); err != nil {
+		return nil, err
 	}
-	cert, _, err := quicnet.LoadCertificate(p.Path(me.Cert), p.Path(me.Key))
+	cert, err := h.Certificate()
 	if err != nil {
 		return nil, err
 	}

@@ -23,8 +23,8 @@ import (
 
 	"github.com/idface/idface/client"
 	"github.com/idface/idface/config"
+	"github.com/idface/idface/internal/home"
 	"github.com/idface/idface/internal/store"
-	"github.com/idface/idface/network/quicnet"
 )
 
 // Options of a new cluster; zero values take config's defaults.
@@ -43,8 +43,11 @@ type Options struct {
 	RevealScores bool
 }
 
-// Init writes a new cluster into dir: one operator identity ("client"),
-// o.Devices device identities ("device", "device2", ...), and every server.
+// Init writes a new local cluster into dir, built on the same pieces as a
+// deployment across hosts: a home per member under dir/homes (its own key,
+// certificate, public descriptor and data), and dir/cluster.json assembled
+// from the public descriptors. Members: the servers of the mode, one
+// operator ("client") and o.Devices devices ("device", "device2", ...).
 func Init(dir string, o Options) (*config.Params, error) {
 	if _, err := os.Stat(filepath.Join(dir, config.File)); err == nil && !o.Force {
 		return nil, fmt.Errorf("%s already holds a cluster (use --force to replace it)", dir)
@@ -58,81 +61,92 @@ func Init(dir string, o Options) (*config.Params, error) {
 	if o.Host == "" {
 		o.Host = "127.0.0.1"
 	}
-	if err := os.MkdirAll(filepath.Join(dir, "keys"), 0o700); err != nil {
-		return nil, err
-	}
-	var id [16]byte
-	rand.Read(id[:])
-	lit := config.Literal{Mode: o.Mode, Dim: o.Dim, Alpha: o.Alpha, Beta: o.Beta, Tau: o.Tau, RevealScores: o.RevealScores, ClusterID: hex.EncodeToString(id[:])}
-	newMember := func(name string) (config.Member, error) {
-		id, err := quicnet.GenerateIdentity(name)
-		if err != nil {
-			return config.Member{}, err
-		}
-		m := config.Member{Name: name, Cert: filepath.Join("keys", name+".crt"), Key: filepath.Join("keys", name+".key"), Pin: id.Pin}
-		if err := store.WriteFile(filepath.Join(dir, m.Cert), id.CertPEM, 0o644); err != nil {
-			return m, err
-		}
-		return m, store.WriteFile(filepath.Join(dir, m.Key), id.KeyPEM, 0o600)
-	}
-	newServer := func(name string) (config.Member, error) {
-		m, err := newMember(name)
-		if err != nil {
-			return m, err
-		}
-		port, err := freeUDPPort(o.Host)
-		if err != nil {
-			return m, err
-		}
-		m.Addr = net.JoinHostPort(o.Host, strconv.Itoa(port))
-		if o.Metrics {
-			tp, err := freeTCPPort()
+	var descs []config.Descriptor
+	member := func(name, role string, server bool) error {
+		listen := ""
+		if server {
+			port, err := freeUDPPort(o.Host)
 			if err != nil {
-				return m, err
+				return err
 			}
-			m.Metrics = net.JoinHostPort("127.0.0.1", strconv.Itoa(tp))
+			listen = net.JoinHostPort(o.Host, strconv.Itoa(port))
 		}
-		return m, nil
+		h, err := home.Init(HomeDir(dir, name), name, role, listen, "", o.Force)
+		if err != nil {
+			return err
+		}
+		descs = append(descs, h.Self)
+		return nil
+	}
+	partyRole := config.RoleShareHolder
+	if o.Mode == config.ModeHE {
+		partyRole = config.RoleLocalServer
 	}
 	for i := 1; i <= o.Parties; i++ {
-		m, err := newServer(fmt.Sprintf("p%d", i))
-		if err != nil {
+		if err := member(fmt.Sprintf("p%d", i), partyRole, true); err != nil {
 			return nil, err
 		}
-		lit.Parties = append(lit.Parties, m)
 	}
 	if o.Mode == config.ModeHE {
-		m, err := newServer("key")
-		if err != nil {
+		if err := member("key", config.RoleKeyServer, true); err != nil {
 			return nil, err
 		}
-		lit.KeyServer = &m
 	}
-	op, err := newMember("client")
-	if err != nil {
+	if err := member("client", config.RoleOperator, false); err != nil {
 		return nil, err
 	}
-	op.Role = config.RoleOperator
-	lit.Clients = append(lit.Clients, op)
 	for i := 1; i <= o.Devices; i++ {
 		name := "device"
 		if i > 1 {
 			name = fmt.Sprintf("device%d", i)
 		}
-		m, err := newMember(name)
-		if err != nil {
+		if err := member(name, config.RoleDevice, false); err != nil {
 			return nil, err
 		}
-		m.Role = config.RoleDevice
-		lit.Clients = append(lit.Clients, m)
 	}
-	if _, err := config.New(lit, dir); err != nil {
+	var id [16]byte
+	rand.Read(id[:])
+	lit, err := config.Assemble(config.Literal{Mode: o.Mode, Dim: o.Dim, Alpha: o.Alpha, Beta: o.Beta, Tau: o.Tau,
+		RevealScores: o.RevealScores, ClusterID: hex.EncodeToString(id[:])}, descs)
+	if err != nil {
 		return nil, err
+	}
+	if o.Metrics {
+		servers := []*config.Member{lit.KeyServer}
+		for i := range lit.Parties {
+			servers = append(servers, &lit.Parties[i])
+		}
+		for _, m := range servers {
+			if m == nil {
+				continue
+			}
+			tp, err := freeTCPPort()
+			if err != nil {
+				return nil, err
+			}
+			m.Metrics = net.JoinHostPort("127.0.0.1", strconv.Itoa(tp))
+		}
 	}
 	if err := config.Save(dir, lit); err != nil {
 		return nil, err
 	}
 	return config.Load(dir)
+}
+
+// HomeDir is where member name of the local cluster in dir lives.
+func HomeDir(dir, name string) string { return filepath.Join(dir, "homes", name) }
+
+// Client opens a client of the local cluster as member name ("" is the
+// operator "client") through entry ("" is the first party).
+func Client(p *config.Params, name, entry string) (*client.Client, error) {
+	if name == "" {
+		name = "client"
+	}
+	h, err := home.Open(HomeDir(p.Dir(), name))
+	if err != nil {
+		return nil, err
+	}
+	return client.Open(p, h, entry)
 }
 
 // freeUDPPort asks the kernel for a free UDP port on host.
@@ -179,7 +193,7 @@ func Start(p *config.Params, exe, name string) (int, error) {
 		return 0, err
 	}
 	defer logf.Close()
-	cmd := exec.Command(exe, "serve", "--cluster", p.Dir(), "--party", name)
+	cmd := exec.Command(exe, "serve", "--config", filepath.Join(p.Dir(), config.File), "--home", HomeDir(p.Dir(), name))
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // survives the CLI
 	if err := cmd.Start(); err != nil {
@@ -259,7 +273,7 @@ func Up(ctx context.Context, p *config.Params, exe string, timeout time.Duration
 // nothing unsettled. A server whose process exited is reported first: it
 // is the cause when the others wait for it.
 func WaitHealthy(ctx context.Context, p *config.Params, timeout time.Duration) error {
-	cl, err := client.Open(p, "", "")
+	cl, err := Client(p, "", "")
 	if err != nil {
 		return err
 	}

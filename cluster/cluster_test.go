@@ -17,7 +17,7 @@ func TestInitKeysPrivateOnForce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := p.Path(p.Party(0).Key)
+	key := filepath.Join(HomeDir(dir, "p1"), "identity.key")
 	os.Chmod(key, 0o644)
 	if _, err := Init(dir, Options{Mode: config.Mode2PC, Parties: 2}); err == nil {
 		t.Fatal("init over an existing cluster without --force")
@@ -26,9 +26,10 @@ func TestInitKeysPrivateOnForce(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, m := range append(p.Servers(), p.Clients()...) {
-		st, err := os.Stat(p.Path(m.Key))
+		key := filepath.Join(HomeDir(dir, m.Name), "identity.key")
+		st, err := os.Stat(key)
 		if err != nil || st.Mode().Perm() != 0o600 {
-			t.Fatalf("%s: %v %v", m.Key, st.Mode(), err)
+			t.Fatalf("%s: %v %v", key, st.Mode(), err)
 		}
 	}
 	if c, ok := p.Client("device"); !ok || config.ClientRole(c) != config.RoleDevice {

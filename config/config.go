@@ -8,17 +8,21 @@ package config
 
 import (
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"math"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/network"
 	"github.com/idface/idface/template"
 )
 
@@ -57,33 +61,106 @@ const (
 	DefaultMaxTopK = 10
 )
 
-// Member is a server or a client of the cluster: its name, role, certificate
-// pin, and the files of its identity (relative to the cluster directory).
-// Servers also have a UDP address.
+// Member is a server or a client of the cluster, from its public
+// descriptor: name, role, certificate (PEM) and its pin. Servers also have
+// the address they are reached at and may have a metrics address.
 type Member struct {
 	Name string `json:"name"`
-	// Role of a client: "operator" (enroll, delete, identify) or "device"
-	// (identify only); empty means operator. Servers leave it empty.
-	Role string `json:"role,omitempty"`
+	Role string `json:"role,omitempty"` // empty: the role its place implies
 	Addr string `json:"addr,omitempty"`
 	// Metrics, when set, is the loopback TCP address of the server's
 	// /metrics endpoint.
 	Metrics string `json:"metrics,omitempty"`
 	Cert    string `json:"cert"`
-	Key     string `json:"key"`
 	Pin     string `json:"pin"`
 }
 
-// Client roles.
+// Roles. Servers: share holders (2PCFace, MPCFace), HE local servers and
+// the HE key server. Clients: operators (enroll, delete, identify) and
+// devices (identify only).
 const (
-	RoleOperator = "operator"
-	RoleDevice   = "device"
+	RoleShareHolder = "share-holder"
+	RoleLocalServer = "local-server"
+	RoleKeyServer   = "key-server"
+	RoleOperator    = "operator"
+	RoleDevice      = "device"
 )
+
+// ServerRole reports whether role is a server's.
+func ServerRole(role string) bool {
+	return role == RoleShareHolder || role == RoleLocalServer || role == RoleKeyServer
+}
+
+// ClientRoleValid reports whether role is a client's.
+func ClientRoleValid(role string) bool { return role == RoleOperator || role == RoleDevice }
+
+// RoleList names every role, for messages.
+func RoleList() string {
+	return strings.Join([]string{RoleShareHolder, RoleLocalServer, RoleKeyServer, RoleOperator, RoleDevice}, ", ")
+}
+
+// CheckName accepts member names: 1..64 letters, digits, '-', '_' or '.'.
+func CheckName(name string) error {
+	if name == "" || len(name) > 64 || strings.IndexFunc(name, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
+	}) >= 0 {
+		return fmt.Errorf("member name %q: want 1..64 letters, digits, '-', '_' or '.'", name)
+	}
+	return nil
+}
+
+// Descriptor is a member's public descriptor (NAME.pub.json): everything
+// other members need, nothing that must stay on its host.
+type Descriptor struct {
+	Name string `json:"name"`
+	Role string `json:"role"`
+	Addr string `json:"addr,omitempty"`
+	Cert string `json:"cert"`
+	Pin  string `json:"pin"`
+}
+
+// Check validates a descriptor: its pin is its certificate's.
+func (d Descriptor) Check() error {
+	if err := CheckName(d.Name); err != nil {
+		return err
+	}
+	if !ServerRole(d.Role) && !ClientRoleValid(d.Role) {
+		return fmt.Errorf("%s: role %q, want one of %s", d.Name, d.Role, RoleList())
+	}
+	if ServerRole(d.Role) != (d.Addr != "") {
+		return fmt.Errorf("%s: a server has an address and a client has none", d.Name)
+	}
+	return checkCert(d.Name, d.Cert, d.Pin)
+}
+
+// checkCert verifies that a PEM certificate has the given pin.
+func checkCert(name, certPEM, pin string) error {
+	blk, _ := pem.Decode([]byte(certPEM))
+	if blk == nil || blk.Type != "CERTIFICATE" {
+		return fmt.Errorf("%s: no PEM certificate", name)
+	}
+	if _, err := x509.ParseCertificate(blk.Bytes); err != nil {
+		return fmt.Errorf("%s: certificate: %w", name, err)
+	}
+	if got := network.Pin(blk.Bytes); got != pin {
+		return fmt.Errorf("%s: the certificate's pin is %s, not %s", name, got, pin)
+	}
+	return nil
+}
+
+// Member returns the descriptor's entry in a configuration.
+func (d Descriptor) Member() Member {
+	return Member{Name: d.Name, Role: d.Role, Addr: d.Addr, Cert: d.Cert, Pin: d.Pin}
+}
 
 // Literal is cluster.json as written. Zero values take the defaults above;
 // New checks it.
 type Literal struct {
-	Version int      `json:"version"`       // 1; 0 means 1
+	Version int `json:"version"` // 2; 0 means 2
+	// Serial numbers successive configurations of one cluster (key
+	// rotations, members added or removed); servers report the serial and
+	// hash of the configuration they run.
+	Serial  int      `json:"serial,omitempty"`
 	Mode    Mode     `json:"mode"`          // required
 	Dim     int      `json:"dim"`           // template dimension d; default 512
 	Alpha   int      `json:"alpha"`         // enrollment weight; default floor(2d/3)
@@ -134,12 +211,18 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 
 // Load reads and checks DIR/cluster.json.
 func Load(dir string) (*Params, error) {
-	path := filepath.Join(dir, File)
+	p, err := LoadFile(filepath.Join(dir, File))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("no cluster in %s: run 'idface cluster init --dir %s' first", dir, dir)
+	}
+	return p, err
+}
+
+// LoadFile reads and checks a cluster configuration file.
+func LoadFile(path string) (*Params, error) {
+	dir := filepath.Dir(path)
 	b, err := os.ReadFile(path)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("no cluster in %s: run 'idface cluster init --dir %s' first", dir, dir)
-		}
 		return nil, err
 	}
 	var lit Literal
@@ -154,12 +237,15 @@ func Load(dir string) (*Params, error) {
 }
 
 // Save writes the literal to dir/cluster.json durably.
-func Save(dir string, lit Literal) error {
+func Save(dir string, lit Literal) error { return SaveFile(filepath.Join(dir, File), lit) }
+
+// SaveFile writes the literal to path durably.
+func SaveFile(path string, lit Literal) error {
 	b, err := json.MarshalIndent(lit, "", "  ")
 	if err != nil {
 		return err
 	}
-	return store.WriteFile(filepath.Join(dir, File), append(b, '\n'), 0o644)
+	return store.WriteFile(path, append(b, '\n'), 0o644)
 }
 
 // New fills the defaults of lit, checks it and derives every parameter.
@@ -167,10 +253,16 @@ func Save(dir string, lit Literal) error {
 func New(lit Literal, dir string) (*Params, error) {
 	lit = lit.clone()
 	if lit.Version == 0 {
-		lit.Version = 1
+		lit.Version = 2
 	}
-	if lit.Version != 1 {
-		return nil, fmt.Errorf("config version %d; this build reads version 1", lit.Version)
+	if lit.Version == 1 {
+		return nil, fmt.Errorf("config version 1 (keys inside the cluster directory) was written by an earlier idface whose data this build cannot read either: create the cluster again (idface cluster init, or party init and cluster assemble)")
+	}
+	if lit.Version != 2 {
+		return nil, fmt.Errorf("config version %d; this build reads version 2", lit.Version)
+	}
+	if lit.Serial == 0 {
+		lit.Serial = 1
 	}
 	if _, err := ParseMode(string(lit.Mode)); err != nil {
 		return nil, err
@@ -260,6 +352,14 @@ func New(lit Literal, dir string) (*Params, error) {
 		if m.Name == "" || m.Pin == "" || m.Cert == "" {
 			return nil, fmt.Errorf("member %q lacks a name, certificate or pin", m.Name)
 		}
+		if err := CheckName(m.Name); err != nil {
+			return nil, err
+		}
+		if m.Cert != "-" { // "-": a test member without a certificate (in-process clusters)
+			if err := checkCert(m.Name, m.Cert, m.Pin); err != nil {
+				return nil, err
+			}
+		}
 		if seen["name:"+m.Name] || seen["pin:"+m.Pin] {
 			return nil, fmt.Errorf("member %q: name or pin used twice", m.Name)
 		}
@@ -270,17 +370,29 @@ func New(lit Literal, dir string) (*Params, error) {
 			}
 		}
 	}
+	partyRole := RoleShareHolder
+	if lit.Mode == ModeHE {
+		partyRole = RoleLocalServer
+	}
+	for _, m := range lit.Parties {
+		if m.Role != "" && m.Role != partyRole {
+			return nil, fmt.Errorf("%s is a %s; the parties of mode %s are %ss", m.Name, m.Role, lit.Mode, partyRole)
+		}
+	}
+	if k := lit.KeyServer; k != nil && k.Role != "" && k.Role != RoleKeyServer {
+		return nil, fmt.Errorf("%s is a %s, not a %s", k.Name, k.Role, RoleKeyServer)
+	}
 	for _, m := range p.Servers() {
 		if m.Addr == "" {
 			return nil, fmt.Errorf("server %q has no address", m.Name)
 		}
-		if m.Role != "" {
-			return nil, fmt.Errorf("server %q: role %q is for clients", m.Name, m.Role)
-		}
 	}
 	for _, c := range lit.Clients {
-		if c.Role != "" && c.Role != RoleOperator && c.Role != RoleDevice {
+		if c.Role != "" && !ClientRoleValid(c.Role) {
 			return nil, fmt.Errorf("client %q: role %q, want operator or device", c.Name, c.Role)
+		}
+		if c.Addr != "" {
+			return nil, fmt.Errorf("client %q has an address; clients do not listen", c.Name)
 		}
 	}
 	if err := p.derive(); err != nil {

@@ -13,7 +13,7 @@ import (
 )
 
 func member(name, addr string) Member {
-	return Member{Name: name, Addr: addr, Cert: name + ".crt", Pin: "pin-" + name}
+	return Member{Name: name, Addr: addr, Cert: "-", Pin: "pin-" + name}
 }
 
 func twoParty() Literal {
@@ -73,7 +73,7 @@ func TestRejects(t *testing.T) {
 		"metrics":     func(l *Literal) { l.Parties[0].Metrics = "0.0.0.0:9100" },
 		"key server":  func(l *Literal) { k := member("key", "a:9"); l.KeyServer = &k },
 		"cluster id":  func(l *Literal) { l.ClusterID = "xyz" },
-		"version":     func(l *Literal) { l.Version = 2 },
+		"version":     func(l *Literal) { l.Version = 3 },
 	} {
 		lit := twoParty()
 		f(&lit)
@@ -87,28 +87,25 @@ func TestSaveLoadAndOldFiles(t *testing.T) {
 	dir := t.TempDir()
 	lit := twoParty()
 	lit.ClusterID = strings.Repeat("ab", 16)
+	lit.Timeout = Duration(10 * time.Second)
 	if err := Save(dir, lit); err != nil {
 		t.Fatal(err)
 	}
 	p, err := Load(dir)
-	if err != nil || p.ClusterID() != [16]byte{0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab} {
+	if err != nil || p.ClusterID() != [16]byte{0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab} || p.Serial() != 1 {
 		t.Fatal(err)
-	}
-	// A configuration written before roles, tau pointers and cluster ids.
-	old := `{"version":1,"mode":"mpc","dim":128,"alpha":85,"beta":40,"tau":0.25,
-	  "parties":[{"name":"p1","addr":"127.0.0.1:1","cert":"k/p1.crt","key":"k/p1.key","pin":"a"},
-	             {"name":"p2","addr":"127.0.0.1:2","cert":"k/p2.crt","key":"k/p2.key","pin":"b"}],
-	  "clients":[{"name":"client","cert":"k/c.crt","key":"k/c.key","pin":"c"}],"timeout":"10s"}`
-	os.WriteFile(filepath.Join(dir, File), []byte(old), 0o644)
-	p, err = Load(dir)
-	if err != nil || p.Tau() != 0.25 || p.Timeouts().Request != 10*time.Second || p.Path("k/p1.key") != filepath.Join(dir, "k/p1.key") {
-		t.Fatalf("old config: %v", err)
 	}
 	var back map[string]any
 	b, _ := json.Marshal(p.Literal())
 	json.Unmarshal(b, &back)
 	if back["timeout"] != "10s" {
 		t.Fatalf("timeout written as %v", back["timeout"])
+	}
+	// A configuration of the earlier layout (keys in the cluster directory).
+	old := `{"version":1,"mode":"2pc","parties":[],"clients":[]}`
+	os.WriteFile(filepath.Join(dir, File), []byte(old), 0o644)
+	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "version 1") {
+		t.Fatalf("old config: %v", err)
 	}
 	if _, err := Load(t.TempDir()); err == nil || !strings.Contains(err.Error(), "cluster init") {
 		t.Fatalf("missing config: %v", err)

@@ -1,7 +1,8 @@
 package config
 
 import (
-	"path/filepath"
+	"crypto/sha256"
+	"encoding/json"
 	"time"
 
 	"github.com/idface/idface/heidface"
@@ -48,12 +49,28 @@ func (p *Params) Literal() Literal { return p.lit.clone() }
 // Dir is the cluster directory the configuration was loaded from.
 func (p *Params) Dir() string { return p.dir }
 
-// Path resolves a file named in the configuration against Dir.
-func (p *Params) Path(name string) string {
-	if filepath.IsAbs(name) {
-		return name
+// Serial numbers this configuration among the cluster's successive ones.
+func (p *Params) Serial() int { return p.lit.Serial }
+
+// Hash fingerprints the configuration (SHA-256 of its checked literal):
+// servers report it, so that 'cluster status' shows servers that run
+// different configurations.
+func (p *Params) Hash() [32]byte {
+	b, _ := json.Marshal(p.lit)
+	return sha256.Sum256(b)
+}
+
+// Member returns the named server or client.
+func (p *Params) Member(name string) (Member, bool) {
+	if m, ok := p.Server(name); ok {
+		return m, true
 	}
-	return filepath.Join(p.dir, name)
+	for _, m := range p.lit.Clients {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return Member{}, false
 }
 
 func (p *Params) Mode() Mode   { return p.lit.Mode }

@@ -116,7 +116,7 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 
 	d := cfg.Dim()
 	data := RandomTemplates(o.IDs+o.Queries, d, o.Seed)
-	cl, err := client.Open(cfg, "", "")
+	cl, err := cluster.Client(cfg, "", "")
 	if err != nil {
 		return nil, err
 	}

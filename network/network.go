@@ -13,7 +13,9 @@ package network
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -41,6 +43,12 @@ func (r Role) String() string {
 		return "device"
 	}
 	return "unknown"
+}
+
+// Pin is the pinned fingerprint of a DER certificate: "sha256:<hex>".
+func Pin(der []byte) string {
+	h := sha256.Sum256(der)
+	return "sha256:" + hex.EncodeToString(h[:])
 }
 
 // Peer is an authenticated remote: who its credentials say it is.

@@ -332,14 +332,17 @@ func (m *Health) Type() Type          { return THealth }
 func (m *Health) marshal(*wire.Enc)   {}
 func (m *Health) unmarshal(*wire.Dec) {}
 
-// HealthOK reports a party's state: its row map digest and how many
+// HealthOK reports a server's state: its row map digest, how many
 // transactions are unsettled (undecided here, or decided but not yet
-// acknowledged by every other server).
+// acknowledged by every other server), and the serial and hash of the
+// cluster configuration it runs.
 type HealthOK struct {
-	Name    string
-	Mode    string
-	Digest  Digest
-	InDoubt uint32
+	Name         string
+	Mode         string
+	Digest       Digest
+	InDoubt      uint32
+	ConfigSerial uint32
+	ConfigHash   [8]byte
 }
 
 func (m *HealthOK) Type() Type { return THealthOK }
@@ -348,9 +351,13 @@ func (m *HealthOK) marshal(e *wire.Enc) {
 	e.Str(m.Mode)
 	m.Digest.marshal(e)
 	e.U32(m.InDoubt)
+	e.U32(m.ConfigSerial)
+	e.Raw(m.ConfigHash[:])
 }
 func (m *HealthOK) unmarshal(d *wire.Dec) {
 	m.Name, m.Mode = d.Str(MaxIDLen), d.Str(16)
 	m.Digest.unmarshal(d)
 	m.InDoubt = d.U32()
+	m.ConfigSerial = d.U32()
+	d.Fixed(m.ConfigHash[:])
 }

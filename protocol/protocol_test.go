@@ -18,7 +18,7 @@ func samples() []Msg {
 		&Delete{ID: "alice"},
 		&DeleteOK{},
 		&Health{},
-		&HealthOK{Name: "p1", Mode: "2pc", Digest: Digest{{Rows: 3, Live: 2, Hash: [16]byte{1}}}, InDoubt: 1},
+		&HealthOK{Name: "p1", Mode: "2pc", Digest: Digest{{Rows: 3, Live: 2, Hash: [16]byte{1}}}, InDoubt: 1, ConfigSerial: 3, ConfigHash: [8]byte{9}},
 		&Prepare{Txn: TxnID{9}, Origin: 1, Dim: 70, Base: 5, Ops: []Op{
 			{Kind: OpPut, Seq: 5, ID: "x", Plus: []uint64{1, 2}, Minus: []uint64{3, 4}},
 			{Kind: OpDelete, Seq: 2, ID: "y"},

@@ -13,44 +13,49 @@ import (
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/engine/hemode"
 	"github.com/idface/idface/engine/mpcface"
+	"github.com/idface/idface/internal/home"
 	"github.com/idface/idface/internal/store"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/network/quicnet"
 )
 
-// DataDir is where server name of a local cluster keeps its data.
-func DataDir(p *config.Params, name string) string { return filepath.Join(p.Dir(), "data", name) }
-
-// Open builds the named server of cluster p as a real process would run
-// it: its identity from the configuration (the pin must match), a QUIC
-// listener and dialer with pinned mutual TLS, its data directory, and the
-// engine of the cluster's mode and the server's role.
-func Open(ctx context.Context, p *config.Params, name string, log *slog.Logger) (*Server, error) {
-	me, ok := p.Server(name)
-	if !ok {
-		return nil, fmt.Errorf("server %q is not in %s", name, filepath.Join(p.Dir(), config.File))
-	}
-	cert, pin, err := quicnet.LoadCertificate(p.Path(me.Cert), p.Path(me.Key))
+// Open builds the server whose home is h, as a real process runs it: its
+// identity from the home (the configuration must pin the same
+// certificate), a QUIC listener on the home's listen address and a dialer,
+// both with pinned mutual TLS, its data in the home, and the engine of the
+// cluster's mode and the server's role.
+func Open(ctx context.Context, p *config.Params, h *home.Home, log *slog.Logger) (*Server, error) {
+	me, err := h.Check(p)
 	if err != nil {
 		return nil, err
 	}
-	if pin != me.Pin {
-		return nil, fmt.Errorf("server %s: certificate %s does not match the pin in the cluster config", name, me.Cert)
+	if _, ok := p.Server(me.Name); !ok {
+		return nil, fmt.Errorf("%s is a client of the cluster, not a server", me.Name)
+	}
+	cert, err := h.Certificate()
+	if err != nil {
+		return nil, err
+	}
+	listen := h.Listen
+	if listen == "" {
+		listen = me.Addr
 	}
 	dialer := quicnet.NewDialer(cert, p.Lookup)
-	ln, err := quicnet.Listen(me.Addr, cert, p.Pins(), quicnet.ListenOptions{ConnsPerPin: p.Limits().ConnsPerPeer}, log)
+	ln, err := quicnet.Listen(listen, cert, p.Pins(), quicnet.ListenOptions{ConnsPerPin: p.Limits().ConnsPerPeer}, log)
 	if err != nil {
 		dialer.Close()
 		return nil, err
 	}
-	srv, err := Build(ctx, p, name, DataDir(p, name), dialer, ln, log, BuildOptions{})
+	srv, err := Build(ctx, p, me.Name, h.DataDir(), dialer, ln, log, BuildOptions{})
 	if err != nil {
 		ln.Close()
 		dialer.Close()
 		return nil, err
 	}
 	srv.closer = append(srv.closer, dialer.Close)
-	log.Info("serving", "addr", ln.Addr(), "mode", p.Mode(), "role", role(p, name), "mu", p.Mu())
+	hash := p.Hash()
+	log.Info("serving", "addr", ln.Addr(), "advertised", me.Addr, "mode", p.Mode(), "role", role(p, me.Name), "mu", p.Mu(),
+		"config_serial", p.Serial(), "config_hash", fmt.Sprintf("%x", hash[:8]))
 	return srv, nil
 }
 

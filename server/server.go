@@ -227,6 +227,11 @@ func (s *Server) handle(ctx context.Context, st *network.Stream) {
 	rctx, cancel := context.WithDeadline(ctx, start.Add(limit))
 	defer cancel()
 	resp := route.Handle(rctx, engine.Request{From: peer, Msg: m, Stream: st})
+	if h, ok := resp.(*protocol.HealthOK); ok { // which configuration this server runs
+		hash := s.p.Hash()
+		h.ConfigSerial = uint32(s.p.Serial())
+		copy(h.ConfigHash[:], hash[:])
+	}
 	code := "ok"
 	if resp != nil {
 		if e, ok := resp.(*protocol.Error); ok {

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idface/idface/client"
 	"github.com/idface/idface/cluster"
 	"github.com/idface/idface/network/quicnet"
 	"github.com/idface/idface/protocol"
@@ -95,7 +94,7 @@ func TestIdentifyEqualsPlaintext(t *testing.T) {
 			must(t, "cluster", "down", "--dir", dir)
 			must(t, "cluster", "up", "--dir", dir)
 			check(live)
-			if st := must(t, "cluster", "status", "--dir", dir); !strings.Contains(st, "all parties agree") {
+			if st := must(t, "cluster", "status", "--dir", dir); !strings.Contains(st, "all servers agree") {
 				t.Fatalf("status after restart:\n%s", st)
 			}
 			if n := liveRows(t, cfg); n != 600 {
@@ -258,7 +257,7 @@ func TestKillDuringBulkEnrollment(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Kill once some batches are in.
-			cl, _ := client.Open(cfg, "", "")
+			cl, _ := cluster.Client(cfg, "", "")
 			defer cl.Close()
 			for deadline := time.Now().Add(60 * time.Second); ; {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)

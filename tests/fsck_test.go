@@ -18,7 +18,7 @@ func TestFsck(t *testing.T) {
 	if out := must(t, "fsck", "--cluster", dir, "--party", "p2"); !strings.Contains(out, "intact") || !strings.Contains(out, "live         40") {
 		t.Fatalf("fsck of a healthy party:\n%s", out)
 	}
-	log := filepath.Join(dir, "data", "p2", "shares.log")
+	log := filepath.Join(dir, "homes", "p2", "data", "shares.log")
 	good, _ := os.ReadFile(log)
 
 	// A flipped share bit of a live row in the first record's tail.

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idface/idface/client"
 	"github.com/idface/idface/cluster"
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/protocol"
@@ -76,11 +75,11 @@ func testHECluster(t *testing.T, mu int) {
 		}
 	}
 	// The secret key stays in the key server's directory, private.
-	st, err := os.Stat(filepath.Join(dir, "data", "key", "secret.key"))
+	st, err := os.Stat(filepath.Join(dir, "homes", "key", "data", "secret.key"))
 	if err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("secret key file: %v %v", st, err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "data", "p1", "secret.key")); err == nil {
+	if _, err := os.Stat(filepath.Join(dir, "homes", "p1", "data", "secret.key")); err == nil {
 		t.Fatal("the local server has a secret key")
 	}
 }
@@ -107,7 +106,7 @@ func testHEKill(t *testing.T, mu int, victim string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	cl, _ := client.Open(cfg, "", "")
+	cl, _ := cluster.Client(cfg, "", "")
 	defer cl.Close()
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)

@@ -16,9 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idface/idface/client"
+	"github.com/idface/idface/cluster"
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/experiments"
+	"github.com/idface/idface/internal/home"
 	"github.com/idface/idface/internal/npy"
 	"github.com/idface/idface/network/quicnet"
 	"github.com/idface/idface/template"
@@ -240,7 +241,7 @@ func nanValue() float64 { var z float64; return z / z }
 // parties report the same row map; it returns the common count.
 func liveRows(t *testing.T, cfg *config.Params) int {
 	t.Helper()
-	cl, err := client.Open(cfg, "", "")
+	cl, err := cluster.Client(cfg, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,11 +286,11 @@ func ackedCount(t *testing.T, stderr string) int {
 // dialAs returns a dialer presenting the named client's identity.
 func dialAs(t *testing.T, cfg *config.Params, name string) *quicnet.Dialer {
 	t.Helper()
-	m, ok := cfg.Client(name)
-	if !ok {
-		t.Fatalf("no client %s", name)
+	h, err := home.Open(cluster.HomeDir(cfg.Dir(), name))
+	if err != nil {
+		t.Fatal(err)
 	}
-	cert, _, err := quicnet.LoadCertificate(cfg.Path(m.Cert), cfg.Path(m.Key))
+	cert, err := h.Certificate()
 	if err != nil {
 		t.Fatal(err)
 	}

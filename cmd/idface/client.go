@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -27,28 +28,25 @@ func init() {
 
 // clientFlags are the flags every client command shares.
 type clientFlags struct {
-	dir, entry, client *string
-	timeout            *time.Duration
+	member  memberFlags
+	entry   *string
+	timeout *time.Duration
 }
 
-func addClientFlags(fs interface {
-	String(string, string, string) *string
-	Duration(string, time.Duration, string) *time.Duration
-}) clientFlags {
+func addClientFlags(fs *flag.FlagSet) clientFlags {
 	return clientFlags{
-		dir:     fs.String("cluster", "", "cluster directory"),
-		entry:   fs.String("entry", "", "entry party (default: the first party)"),
-		client:  fs.String("client", "", "client identity (default: the first operator)"),
+		member:  addMemberFlags(fs, "client", "client identity in a local cluster (default: the operator \"client\")"),
+		entry:   fs.String("entry", "", "entry server (default: the first party)"),
 		timeout: fs.Duration("timeout", 60*time.Second, "deadline of one request"),
 	}
 }
 
 func (c clientFlags) open() (*config.Params, *client.Client, error) {
-	cfg, err := config.Load(*c.dir)
+	cfg, h, _, err := c.member.open("client")
 	if err != nil {
 		return nil, nil, err
 	}
-	cl, err := client.Open(cfg, *c.client, *c.entry)
+	cl, err := client.Open(cfg, h, *c.entry)
 	return cfg, cl, err
 }
 
@@ -67,9 +65,6 @@ func cmdEnroll(args []string, stdout, stderr io.Writer) error {
 	asJSON := fs.Bool("json", false, "print a JSON summary")
 	quiet := fs.Bool("quiet", false, "no progress bar")
 	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if err := required(fs, "cluster"); err != nil {
 		return err
 	}
 	var idList []string
@@ -198,7 +193,7 @@ func cmdIdentify(args []string, stdout, stderr io.Writer) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if err := required(fs, "cluster", "templates"); err != nil {
+	if err := required(fs, "templates"); err != nil {
 		return err
 	}
 	if *top < 1 || *top > protocol.MaxTopK {
@@ -280,7 +275,7 @@ func cmdDelete(args []string, stdout, stderr io.Writer) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if err := required(fs, "cluster", "id"); err != nil {
+	if err := required(fs, "id"); err != nil {
 		return err
 	}
 	_, cl, err := cf.open()

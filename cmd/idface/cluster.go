@@ -23,22 +23,47 @@ import (
 )
 
 func init() {
-	register("cluster", "create and run a local cluster: init, up, down, status", cmdCluster)
-	register("serve", "run one party in the foreground", cmdServe)
+	register("cluster", "create and run a local cluster (init, up, down, status) or assemble a deployment's config", cmdCluster)
+	register("serve", "run one server in the foreground", cmdServe)
 }
 
 func cmdCluster(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "Usage: idface cluster init|up|down|status --dir DIR [flags]")
+		fmt.Fprintln(stderr, "Usage: idface cluster init|up|down|status --dir DIR [flags]\n       idface cluster assemble --out cluster.json --mode MODE A.pub.json ...\n       idface cluster status --config cluster.json --home DIR")
 		return errUsage
 	}
 	switch args[0] {
 	case "init":
 		return clusterInit(args[1:], stdout, stderr)
-	case "up", "down", "status":
+	case "assemble":
+		return clusterAssemble(args[1:], stdout, stderr)
+	case "status":
+		fs := newFlags("cluster status", "idface cluster status --dir DIR\nidface cluster status --config cluster.json --home DIR\n\n"+
+			"Asks every server for its row map, unsettled changes and the configuration\n"+
+			"(serial and hash) it runs, through a local cluster's operator or through\n"+
+			"the member whose home is given.", stderr)
+		dir := fs.String("dir", "", "local cluster directory")
+		conf := fs.String("config", "", "cluster configuration file (with --home)")
+		hdir := fs.String("home", "", "a member's home (with --config)")
+		if err := parse(fs, args[1:]); err != nil {
+			return err
+		}
+		name := ""
+		mf := memberFlags{dir: dir, name: &name, config: conf, home: hdir}
+		cfg, h, local, err := mf.open("client")
+		if err != nil {
+			return err
+		}
+		cl, err := client.Open(cfg, h, "")
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		return clusterStatus(cfg, cl, local, stdout)
+	case "up", "down":
 		fs := newFlags("cluster "+args[0], "idface cluster "+args[0]+" --dir DIR", stderr)
 		dir := fs.String("dir", "", "cluster directory")
-		timeout := fs.Duration("timeout", 60*time.Second, "how long 'up' waits for every party to be healthy")
+		timeout := fs.Duration("timeout", 60*time.Second, "how long 'up' waits for every server to be healthy")
 		if err := parse(fs, args[1:]); err != nil {
 			return err
 		}
@@ -49,36 +74,34 @@ func cmdCluster(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		switch args[0] {
-		case "up":
-			exe, err := os.Executable()
-			if err != nil {
-				return err
-			}
-			if err := cluster.Up(context.Background(), cfg, exe, *timeout); err != nil {
-				return err
-			}
-			fmt.Fprintf(stdout, "%d servers up (%s, logs in %s/logs)\n", len(cfg.Servers()), cfg.Mode(), *dir)
-			return nil
-		case "down":
+		if args[0] == "down" {
 			if err := cluster.Down(cfg); err != nil {
 				return err
 			}
 			fmt.Fprintln(stdout, "cluster down")
 			return nil
-		default:
-			return clusterStatus(cfg, stdout)
 		}
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		if err := cluster.Up(context.Background(), cfg, exe, *timeout); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%d servers up (%s, logs in %s/logs)\n", len(cfg.Servers()), cfg.Mode(), *dir)
+		return nil
 	default:
-		fmt.Fprintf(stderr, "idface cluster: unknown subcommand %q (want init, up, down or status)\n", args[0])
+		fmt.Fprintf(stderr, "idface cluster: unknown subcommand %q (want init, assemble, up, down or status)\n", args[0])
 		return errUsage
 	}
 }
 
 func clusterInit(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("cluster init", "idface cluster init --dir DIR --mode 2pc|mpc --parties MU [--dim 512] [--alpha 341] [--beta 63] [--tau 0.3]\n\n"+
-		"Writes DIR/cluster.json and a key and self-signed certificate for every\n"+
-		"party and client (DIR/keys). Each party gets a free UDP port on 127.0.0.1.", stderr)
+	fs := newFlags("cluster init", "idface cluster init --dir DIR --mode 2pc|mpc|he --parties MU [--dim 512] [--alpha 341] [--beta 63] [--tau 0.3]\n\n"+
+		"A local test cluster built like a deployment: every server and client gets\n"+
+		"its own home DIR/homes/NAME (key, certificate, public descriptor, data) and\n"+
+		"DIR/cluster.json is assembled from the public descriptors. Each server gets\n"+
+		"a free UDP port on --host.", stderr)
 	dir := fs.String("dir", "", "cluster directory (created)")
 	mode := fs.String("mode", "2pc", "2pc (two parties), mpc (mu parties) or he (local servers and a key server)")
 	parties := fs.Int("parties", 0, "number of parties mu (default 2; 1 local server in mode he)")
@@ -129,20 +152,20 @@ func defaultParties(m config.Mode) int {
 	return 2
 }
 
-func clusterStatus(cfg *config.Params, stdout io.Writer) error {
-	cl, err := client.Open(cfg, "", "")
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	fmt.Fprintf(stdout, "%-8s %-22s %-8s %10s %10s %8s  %s\n", "party", "addr", "pid", "rows", "live", "undecided", "digest")
+// clusterStatus asks every server for its state through cl; local says
+// whether pids of a local cluster can be shown.
+func clusterStatus(cfg *config.Params, cl *client.Client, local bool, stdout io.Writer) error {
+	fmt.Fprintf(stdout, "%-8s %-22s %-8s %10s %10s %9s  %-16s  %s\n", "server", "addr", "pid", "rows", "live", "unsettled", "digest", "config")
 	var first string
 	agree := true
+	mine := cfg.Hash()
+	configs := map[string]bool{}
 	for _, p := range cfg.Servers() {
-		pid, running := cluster.Running(cfg, p.Name)
 		pidS := "-"
-		if running {
-			pidS = fmt.Sprint(pid)
+		if local {
+			if pid, running := cluster.Running(cfg, p.Name); running {
+				pidS = fmt.Sprint(pid)
+			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		h, err := cl.Health(ctx, p.Name)
@@ -152,6 +175,11 @@ func clusterStatus(cfg *config.Params, stdout io.Writer) error {
 			agree = false
 			continue
 		}
+		conf := fmt.Sprintf("%d/%x", h.ConfigSerial, h.ConfigHash)
+		configs[conf] = true
+		if h.ConfigHash != [8]byte(mine[:8]) {
+			conf += " (differs from this config)"
+		}
 		rows, live := 0, 0
 		for _, s := range h.Digest {
 			rows += int(s.Rows)
@@ -159,7 +187,7 @@ func clusterStatus(cfg *config.Params, stdout io.Writer) error {
 		}
 		dg := digestString(h.Digest)
 		if h.Mode == "he-key" {
-			fmt.Fprintf(stdout, "%-8s %-22s %-8s %10s %10s %8s  %s\n", p.Name, p.Addr, pidS, "-", "-", "-", "key server")
+			fmt.Fprintf(stdout, "%-8s %-22s %-8s %10s %10s %9s  %-16s  %s\n", p.Name, p.Addr, pidS, "-", "-", "-", "key server", conf)
 			continue
 		}
 		if first == "" {
@@ -167,7 +195,11 @@ func clusterStatus(cfg *config.Params, stdout io.Writer) error {
 		} else if dg != first {
 			agree = false
 		}
-		fmt.Fprintf(stdout, "%-8s %-22s %-8s %10d %10d %8d  %s\n", p.Name, p.Addr, pidS, rows, live, h.InDoubt, dg)
+		fmt.Fprintf(stdout, "%-8s %-22s %-8s %10d %10d %9d  %-16s  %s\n", p.Name, p.Addr, pidS, rows, live, h.InDoubt, dg, conf)
+	}
+	fmt.Fprintf(stdout, "this config: serial %d, hash %x\n", cfg.Serial(), mine[:8])
+	if len(configs) > 1 {
+		fmt.Fprintln(stdout, "servers run DIFFERENT configurations: restart each with the same cluster.json")
 	}
 	if cfg.RevealScores() {
 		fmt.Fprintln(stdout, "answers reveal scores (research cluster)")
@@ -175,9 +207,9 @@ func clusterStatus(cfg *config.Params, stdout io.Writer) error {
 		fmt.Fprintln(stdout, "answers reveal decisions only")
 	}
 	if agree {
-		fmt.Fprintln(stdout, "all parties agree on the row map")
+		fmt.Fprintln(stdout, "all servers agree on the row map")
 	} else {
-		fmt.Fprintln(stdout, "parties DISAGREE or are unreachable: identification is refused until they agree")
+		fmt.Fprintln(stdout, "servers DISAGREE or are unreachable: identification is refused until they agree")
 	}
 	return nil
 }
@@ -192,22 +224,21 @@ func digestString(g protocol.Digest) string {
 }
 
 func cmdServe(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("serve", "idface serve --cluster DIR --party NAME [--metrics-addr HOST:PORT]\n\nRuns one server in the foreground until SIGINT or SIGTERM.", stderr)
-	dir := fs.String("cluster", "", "cluster directory")
-	name := fs.String("party", "", "server name from the cluster config")
+	fs := newFlags("serve", "idface serve --config cluster.json --home DIR [--metrics-addr HOST:PORT]\nidface serve --cluster DIR --party NAME\n\n"+
+		"Runs the server whose home is DIR (its key, certificate and data) until\n"+
+		"SIGINT or SIGTERM; --cluster/--party is the same for a local cluster.", stderr)
+	mf := addMemberFlags(fs, "party", "server name in a local cluster")
 	verbose := fs.Bool("v", false, "debug logging")
 	metricsAddr := fs.String("metrics-addr", "", "serve /metrics on this TCP address (default: the server's loopback metrics address in the config); any address named here is used as given")
 	pprofOn := fs.Bool("pprof", false, "also serve /debug/pprof/ on the metrics address (loopback addresses only)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if err := required(fs, "cluster", "party"); err != nil {
-		return err
-	}
-	cfg, err := config.Load(*dir)
+	cfg, h, _, err := mf.open("")
 	if err != nil {
 		return err
 	}
+	name := &h.Self.Name
 	level := slog.LevelInfo
 	if *verbose {
 		level = slog.LevelDebug
@@ -223,9 +254,9 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 	defer stop()
 	me, ok := cfg.Server(*name)
 	if !ok {
-		return fmt.Errorf("no server %q in %s", *name, *dir)
+		return fmt.Errorf("%s is not a server of this cluster", *name)
 	}
-	srv, err := server.Open(ctx, cfg, *name, log)
+	srv, err := server.Open(ctx, cfg, h, log)
 	if err != nil {
 		return err
 	}

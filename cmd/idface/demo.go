@@ -95,7 +95,7 @@ func runDemo(ctx context.Context, cfg *config.Params, people, samples int, intra
 			items = append(items, protocol.Item{ID: fmt.Sprintf("person-%04d", syn.Labels[i]), Template: x})
 		}
 	}
-	cl, err := client.Open(cfg, "", "")
+	cl, err := cluster.Client(cfg, "", "")
 	if err != nil {
 		return err
 	}

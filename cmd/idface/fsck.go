@@ -18,7 +18,6 @@ import (
 	"github.com/idface/idface/engine/hemode"
 	"github.com/idface/idface/engine/mpcface"
 	"github.com/idface/idface/internal/store"
-	"github.com/idface/idface/server"
 )
 
 func init() {
@@ -26,7 +25,7 @@ func init() {
 }
 
 func cmdFsck(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("fsck", "idface fsck --cluster DIR --party NAME [--repair] [--rows ORIGIN:LO-HI]\n\n"+
+	fs := newFlags("fsck", "idface fsck --cluster DIR --party NAME [--repair] [--rows ORIGIN:LO-HI]\nidface fsck --config cluster.json --home DIR [...]\n\n"+
 		"Reads a stopped server's data directory without changing it and reports what\n"+
 		"is intact and what is lost: log records, damaged spans, torn tail, rows and\n"+
 		"live rows per origin, undecided transactions, shares that fail their\n"+
@@ -35,24 +34,24 @@ func cmdFsck(args []string, stdout, stderr io.Writer) error {
 		"shares cannot be rebuilt by anyone; the report says what to do.\n"+
 		"--rows lists the ids at rows LO..HI-1 of an origin's segment (run it at a\n"+
 		"healthy party to name the rows another party lost).", stderr)
-	dir := fs.String("cluster", "", "cluster directory")
-	name := fs.String("party", "", "server name")
+	mf := addMemberFlags(fs, "party", "server name in a local cluster")
 	repair := fs.Bool("repair", false, "cut a torn tail")
 	rows := fs.String("rows", "", "list ids at ORIGIN:LO-HI")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if err := required(fs, "cluster", "party"); err != nil {
-		return err
-	}
-	p, err := config.Load(*dir)
+	p, h, _, err := mf.open("")
 	if err != nil {
 		return err
 	}
-	if _, ok := p.Server(*name); !ok {
-		return fmt.Errorf("no server %q in %s", *name, *dir)
+	if _, err := h.Check(p); err != nil {
+		return err
 	}
-	data := server.DataDir(p, *name)
+	name := &h.Self.Name
+	if _, ok := p.Server(*name); !ok {
+		return fmt.Errorf("%s is not a server of this cluster", *name)
+	}
+	data := h.DataDir()
 	env := engine.Env{Params: p, Self: *name, Log: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(), Fatal: func(error) {}}
 	fmt.Fprintf(stdout, "%s (%s), data in %s\n", *name, p.Mode(), data)
 	if *repair { // first, so that the report shows the state after it

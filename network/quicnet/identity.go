@@ -10,11 +10,9 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/hex"
 	"encoding/pem"
 	"fmt"
 	"math/big"
@@ -23,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
 )
 
@@ -73,10 +72,7 @@ func GenerateIdentity(name string) (*Identity, error) {
 }
 
 // Pin is the pinned fingerprint of a DER certificate: "sha256:<hex>".
-func Pin(der []byte) string {
-	h := sha256.Sum256(der)
-	return "sha256:" + hex.EncodeToString(h[:])
-}
+func Pin(der []byte) string { return network.Pin(der) }
 
 // LoadCertificate reads a PEM certificate and key and returns the TLS
 // certificate with its pin.

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/idface/idface/cluster"
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/internal/home"
+)
+
+func init() {
+	register("party", "set up a server's own identity on its host: init, rotate", cmdParty)
+	register("client", "set up a client's own identity on its host: init", cmdClientInit)
+}
+
+// memberFlags name a member of a cluster: in a local cluster by directory
+// and name, in a deployment by its configuration file and home.
+type memberFlags struct {
+	dir, name, config, home *string
+}
+
+func addMemberFlags(fs *flag.FlagSet, nameFlag, nameHelp string) memberFlags {
+	return memberFlags{
+		dir:    fs.String("cluster", "", "local cluster directory (with --"+nameFlag+")"),
+		name:   fs.String(nameFlag, "", nameHelp),
+		config: fs.String("config", "", "cluster configuration file (with --home), instead of --cluster"),
+		home:   fs.String("home", "", "this member's home directory (with --config)"),
+	}
+}
+
+// open loads the configuration and the member's home; local reports a
+// local cluster directory (pids and logs of 'cluster up' are there).
+func (m memberFlags) open(defaultName string) (*config.Params, *home.Home, bool, error) {
+	switch {
+	case *m.dir != "" && *m.config == "" && *m.home == "":
+		p, err := config.Load(*m.dir)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		name := *m.name
+		if name == "" {
+			name = defaultName
+		}
+		if name == "" {
+			return nil, nil, false, errors.New("name the server")
+		}
+		h, err := home.Open(cluster.HomeDir(*m.dir, name))
+		return p, h, true, err
+	case *m.config != "" && *m.home != "" && *m.dir == "":
+		p, err := config.LoadFile(*m.config)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		h, err := home.Open(*m.home)
+		return p, h, false, err
+	}
+	return nil, nil, false, errors.New("give either --cluster DIR (a local cluster) or --config FILE with --home DIR")
+}
+
+func cmdParty(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || (args[0] != "init" && args[0] != "rotate") {
+		fmt.Fprintln(stderr, "Usage: idface party init|rotate --home DIR [flags]")
+		return errUsage
+	}
+	if args[0] == "rotate" {
+		fs := newFlags("party rotate", "idface party rotate --home DIR\n\n"+
+			"Replaces the member's key and certificate (the previous key stays in\n"+
+			"identity.key.previous until the new configuration runs everywhere) and\n"+
+			"writes a new NAME.pub.json: assemble the configuration again with it,\n"+
+			"then restart the servers one at a time.", stderr)
+		dir := fs.String("home", "", "home directory")
+		if err := parse(fs, args[1:]); err != nil {
+			return err
+		}
+		if err := required(fs, "home"); err != nil {
+			return err
+		}
+		h, err := home.Open(*dir)
+		if err != nil {
+			return err
+		}
+		if err := h.Rotate(); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s: new key, pin %s\nhand out %s and assemble the configuration again\n", h.Self.Name, h.Self.Pin, h.PubPath())
+		return nil
+	}
+	fs := newFlags("party init", "idface party init --home DIR --name NAME --role ROLE --listen HOST:PORT [--advertise HOST:PORT]\n\n"+
+		"Creates a server's home on its own host: a private key (mode 0600, never\n"+
+		"leaves DIR), a self-signed certificate, and DIR/NAME.pub.json (name, role,\n"+
+		"advertised address, certificate, pin), the only file to hand out. ROLE is\n"+
+		"share-holder (2pc, mpc), local-server or key-server (he).", stderr)
+	dir := fs.String("home", "", "home directory (created)")
+	name := fs.String("name", "", "server name, unique in the cluster")
+	role := fs.String("role", "", "share-holder, local-server or key-server")
+	listen := fs.String("listen", "", "UDP address to bind")
+	advertise := fs.String("advertise", "", "address the others reach it at (default: --listen)")
+	force := fs.Bool("force", false, "replace an existing home's key")
+	if err := parse(fs, args[1:]); err != nil {
+		return err
+	}
+	if err := required(fs, "home", "name", "role", "listen"); err != nil {
+		return err
+	}
+	if !config.ServerRole(*role) {
+		return fmt.Errorf("--role %q: a server is a %s, %s or %s (clients: idface client init)", *role, config.RoleShareHolder, config.RoleLocalServer, config.RoleKeyServer)
+	}
+	h, err := home.Init(*dir, *name, *role, *listen, *advertise, *force)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s (%s) at %s, pin %s\nhand out %s; keep the rest of %s on this host\n", h.Self.Name, h.Self.Role, h.Self.Addr, h.Self.Pin, h.PubPath(), *dir)
+	return nil
+}
+
+func cmdClientInit(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "init" {
+		fmt.Fprintln(stderr, "Usage: idface client init --home DIR --name NAME --role device|operator")
+		return errUsage
+	}
+	fs := newFlags("client init", "idface client init --home DIR --name NAME --role device|operator\n\n"+
+		"Creates a client's home: its private key (mode 0600), certificate and\n"+
+		"DIR/NAME.pub.json to hand to whoever assembles the cluster configuration.\n"+
+		"An operator may enroll, delete and identify; a device may only identify.", stderr)
+	dir := fs.String("home", "", "home directory (created)")
+	name := fs.String("name", "", "client name, unique in the cluster")
+	role := fs.String("role", config.RoleDevice, "device or operator")
+	force := fs.Bool("force", false, "replace an existing home's key")
+	if err := parse(fs, args[1:]); err != nil {
+		return err
+	}
+	if err := required(fs, "home", "name"); err != nil {
+		return err
+	}
+	if !config.ClientRoleValid(*role) {
+		return fmt.Errorf("--role %q: want device or operator", *role)
+	}
+	h, err := home.Init(*dir, *name, *role, "", "", *force)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s (%s), pin %s\nhand out %s\n", h.Self.Name, h.Self.Role, h.Self.Pin, h.PubPath())
+	return nil
+}
+
+// clusterAssemble builds a configuration from public descriptors only.
+func clusterAssemble(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("cluster assemble", "idface cluster assemble --out cluster.json --mode MODE [--dim --alpha --beta --tau ...] A.pub.json B.pub.json ...\n\n"+
+		"Builds the shared cluster configuration from the members' public\n"+
+		"descriptors (servers in the order given; in mode he the first local server\n"+
+		"is the sequencer). Refuses any input that holds a private key. When --out\n"+
+		"exists, its cluster id is kept and the serial raised: a new version of the\n"+
+		"same cluster (a rotated key, a device added or removed).", stderr)
+	out := fs.String("out", "", "configuration file to write")
+	mode := fs.String("mode", "", "2pc, mpc or he")
+	dim := fs.Int("dim", 0, fmt.Sprintf("template dimension d (default %d)", config.DefaultDim))
+	alpha := fs.Int("alpha", 0, "enrollment weight (default floor(2d/3))")
+	beta := fs.Int("beta", 0, fmt.Sprintf("query weight (default min(%d, alpha))", config.DefaultBeta))
+	tau := fs.Float64("tau", config.DefaultTau, "cosine threshold")
+	reveal := fs.Bool("reveal-scores", false, "research cluster: answers carry scores")
+	timeout := fs.Duration("timeout", config.DefaultTimeout, "request timeout between servers")
+	topK := fs.Int("max-top-k", config.DefaultMaxTopK, "most candidates one identify may return")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	if err := required(fs, "out", "mode"); err != nil {
+		return err
+	}
+	m, err := config.ParseMode(*mode)
+	if err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return errors.New("give the members' NAME.pub.json files")
+	}
+	var descs []config.Descriptor
+	for _, path := range fs.Args() {
+		d, err := home.ReadDescriptor(path)
+		if err != nil {
+			return err
+		}
+		descs = append(descs, d)
+	}
+	settings := config.Literal{Mode: m, Dim: *dim, Alpha: *alpha, Beta: *beta, Tau: tau, RevealScores: *reveal,
+		Timeout: config.Duration(*timeout), MaxTopK: *topK, Serial: 1}
+	if prev, err := config.LoadFile(*out); err == nil {
+		old := prev.Literal()
+		settings.ClusterID, settings.Serial = old.ClusterID, old.Serial+1
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%s exists but cannot be read (%v): move it away to start a new cluster", *out, err)
+	} else {
+		var id [16]byte
+		rand.Read(id[:])
+		settings.ClusterID = hex.EncodeToString(id[:])
+	}
+	lit, err := config.Assemble(settings, descs)
+	if err != nil {
+		return err
+	}
+	if err := config.SaveFile(*out, lit); err != nil {
+		return err
+	}
+	p, err := config.LoadFile(*out)
+	if err != nil {
+		return err
+	}
+	hash := p.Hash()
+	fmt.Fprintf(stdout, "%s: mode %s, %d servers, %d clients, serial %d, hash %x\n", filepath.Base(*out), p.Mode(), len(p.Servers()), len(p.Clients()), p.Serial(), hash[:8])
+	return nil
+}
