@@ -30,6 +30,10 @@ type EvalResult struct {
 	NonMated   int     `json:"non_mated_probes"`  //
 	GallerySz  int     `json:"gallery"`           //
 	Thresholds float64 `json:"threshold_at_far_1e-3"`
+	// Multi-level rows (Scores "levels", SPEC 7.1): the gallery and query
+	// transforms as "L:a1,...,aL".
+	GalleryLevels string `json:"gallery_levels,omitempty"`
+	QueryLevels   string `json:"query_levels,omitempty"`
 }
 
 // scorer scores a gallery row against a probe.
@@ -42,33 +46,11 @@ type scorer func(g, p int) float64
 // of the people; mated probes are their other samples, non-mated probes all
 // samples of the other half.
 func Evaluate(xs [][]float32, labels []int, alpha int, betas []int, maxImpostor int, seed uint64) ([]EvalResult, error) {
-	if len(xs) != len(labels) || len(xs) < 4 {
-		return nil, fmt.Errorf("experiments: %d templates, %d labels", len(xs), len(labels))
+	ev, err := newEvalSet(xs, labels, maxImpostor, seed)
+	if err != nil {
+		return nil, err
 	}
-	d := len(xs[0])
-	unit := make([][]float32, len(xs))
-	for i, x := range xs {
-		if len(x) != d {
-			return nil, fmt.Errorf("%w: template %d", template.ErrDimension, i)
-		}
-		var n float64
-		for _, v := range x {
-			n += float64(v) * float64(v)
-		}
-		if n == 0 || math.IsNaN(n) || math.IsInf(n, 0) {
-			return nil, fmt.Errorf("experiments: template %d is zero or not finite", i)
-		}
-		n = math.Sqrt(n)
-		unit[i] = make([]float32, d)
-		for j, v := range x {
-			unit[i][j] = float32(float64(v) / n)
-		}
-	}
-	gen, imp := pairs(labels, maxImpostor, seed)
-	gallery, mated, nonMated := openSet(labels)
-	if len(gen) == 0 || len(mated) == 0 || len(nonMated) == 0 {
-		return nil, fmt.Errorf("experiments: need several samples per person and at least two people")
-	}
+	unit, gen, imp, gallery, mated, nonMated := ev.unit, ev.gen, ev.imp, ev.gallery, ev.mated, ev.nonMated
 	floatScore := func(a, b int) float64 {
 		var s float32
 		for j := range unit[a] {
@@ -96,6 +78,151 @@ func Evaluate(xs [][]float32, labels []int, alpha int, betas []int, maxImpostor 
 		out = append(out, metrics("ternary", alpha, beta, ts, gen, imp, gallery, mated, nonMated, labels))
 	}
 	return out, nil
+}
+
+// evalSet is a labelled set ready for scoring: unit templates, the
+// verification pairs and the open-set split.
+type evalSet struct {
+	unit                     [][]float32
+	gen, imp                 []pair
+	gallery, mated, nonMated []int
+	labels                   []int
+}
+
+func newEvalSet(xs [][]float32, labels []int, maxImpostor int, seed uint64) (*evalSet, error) {
+	if len(xs) != len(labels) || len(xs) < 4 {
+		return nil, fmt.Errorf("experiments: %d templates, %d labels", len(xs), len(labels))
+	}
+	d := len(xs[0])
+	unit := make([][]float32, len(xs))
+	for i, x := range xs {
+		if len(x) != d {
+			return nil, fmt.Errorf("%w: template %d", template.ErrDimension, i)
+		}
+		var n float64
+		for _, v := range x {
+			n += float64(v) * float64(v)
+		}
+		if n == 0 || math.IsNaN(n) || math.IsInf(n, 0) {
+			return nil, fmt.Errorf("experiments: template %d is zero or not finite", i)
+		}
+		n = math.Sqrt(n)
+		unit[i] = make([]float32, d)
+		for j, v := range x {
+			unit[i][j] = float32(float64(v) / n)
+		}
+	}
+	ev := &evalSet{unit: unit, labels: labels}
+	ev.gen, ev.imp = pairs(labels, maxImpostor, seed)
+	ev.gallery, ev.mated, ev.nonMated = openSet(labels)
+	if len(ev.gen) == 0 || len(ev.mated) == 0 || len(ev.nonMated) == 0 {
+		return nil, fmt.Errorf("experiments: need several samples per person and at least two people")
+	}
+	return ev, nil
+}
+
+// LevelPair is a (gallery, query) pair of multi-level transforms (SPEC
+// 7.1); Gallery 1:alpha with Query 1:beta is the paper's ternary scoring.
+// A zero Gallery (no levels) keeps the gallery in float, <x/|x|, Q(y)>:
+// the ceiling any gallery transform can reach with that query.
+type LevelPair struct {
+	Gallery, Query template.Levels
+}
+
+// EvaluateLevels computes the metrics of Evaluate for the scores
+// <G(x), Q(y)> of every pair, G applied to the enrolled side and Q to the
+// probe side, on the same pairs and split as Evaluate (same maxImpostor
+// and seed give the same pairs). It returns one row per pair, Scores
+// "levels"; for G = T_alpha, Q = T_beta it equals Evaluate's ternary row.
+func EvaluateLevels(xs [][]float32, labels []int, lp []LevelPair, maxImpostor int, seed uint64) ([]EvalResult, error) {
+	ev, err := newEvalSet(xs, labels, maxImpostor, seed)
+	if err != nil {
+		return nil, err
+	}
+	d := len(xs[0])
+	dense := map[string][][]int8{}
+	sparse := map[string]*sparseSet{}
+	var out []EvalResult
+	for _, pq := range lp {
+		gk, qk := pq.Gallery.String(), pq.Query.String()
+		floatGallery := pq.Gallery.L() == 0
+		if floatGallery {
+			gk = "float"
+		} else if dense[gk] == nil {
+			if dense[gk], err = transformAll(xs, d, pq.Gallery); err != nil {
+				return nil, fmt.Errorf("gallery levels %s: %w", gk, err)
+			}
+		}
+		if sparse[qk] == nil {
+			q, err := transformAll(xs, d, pq.Query)
+			if err != nil {
+				return nil, fmt.Errorf("query levels %s: %w", qk, err)
+			}
+			sparse[qk] = newSparseSet(q)
+		}
+		g, q := dense[gk], sparse[qk]
+		f := func(a, b int) float64 { return float64(q.dot(b, g[a])) }
+		if floatGallery {
+			f = func(a, b int) float64 { return q.dotFloat(b, ev.unit[a]) }
+		}
+		r := metrics("levels", 0, 0, f, ev.gen, ev.imp, ev.gallery, ev.mated, ev.nonMated, labels)
+		r.GalleryLevels, r.QueryLevels = gk, qk
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func transformAll(xs [][]float32, d int, lv template.Levels) ([][]int8, error) {
+	tr, err := template.NewLevelTransformer(d, lv)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]int8, len(xs))
+	for i, x := range xs {
+		out[i] = make([]int8, d)
+		if err := template.ApplyLevels(tr, x, out[i]); err != nil {
+			return nil, fmt.Errorf("template %d: %w", i, err)
+		}
+	}
+	return out, nil
+}
+
+// sparseSet holds query vectors by their nonzeros: a score costs beta
+// multiply-adds, not d.
+type sparseSet struct {
+	start []int
+	pos   []int32
+	coef  []int8
+}
+
+func newSparseSet(vs [][]int8) *sparseSet {
+	s := &sparseSet{start: []int{0}}
+	for _, v := range vs {
+		for j, c := range v {
+			if c != 0 {
+				s.pos = append(s.pos, int32(j))
+				s.coef = append(s.coef, c)
+			}
+		}
+		s.start = append(s.start, len(s.pos))
+	}
+	return s
+}
+
+func (s *sparseSet) dotFloat(i int, g []float32) float64 {
+	sum := 0.0
+	for t := s.start[i]; t < s.start[i+1]; t++ {
+		sum += float64(s.coef[t]) * float64(g[s.pos[t]])
+	}
+	return sum
+}
+
+func (s *sparseSet) dot(i int, g []int8) int {
+	sum := 0
+	for t := s.start[i]; t < s.start[i+1]; t++ {
+		sum += int(s.coef[t]) * int(g[s.pos[t]])
+	}
+	return sum
 }
 
 type pair struct{ a, b int }

@@ -5,11 +5,19 @@
 // the bit-sliced scoring the entry party runs over the XOR of all parties'
 // gathered columns.
 //
+// It also implements the additive sharing of blind mode (SPEC 7): shares
+// over Z_(2^k) (k = 8 or 16; GenAdditive, seeded shares), the column store
+// with one k-bit column per position (AdditiveStore), the score-share
+// kernel (column sums with packed arithmetic), and the permute-and-mask
+// step with the decider's sum and top-K (docs/BLIND-NOTES.md).
+//
 // # Security model
 //
 // Every share but the last is drawn uniformly at random, so any mu-1 shares
 // of a template are independent of it. A Store holds one party's shares
 // only. Gathered columns reveal nothing on their own; their XOR over all mu
 // parties, which the entry computes, is the enrolled templates' ternary bits
-// at the query's nonzero positions (see docs/SECURITY.md).
+// at the query's nonzero positions (see docs/SECURITY.md). Additive shares
+// are uniform too; score shares are, and the permuted, masked vectors a
+// decider receives reveal only the multiset of scores.
 package sharing

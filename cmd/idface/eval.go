@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/idface/idface/experiments"
 	"github.com/idface/idface/internal/npy"
+	"github.com/idface/idface/template"
 )
 
 func init() {
@@ -14,11 +16,17 @@ func init() {
 }
 
 func cmdEval(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("eval", "idface eval (--templates X.npy --labels L.txt | --synthetic --people P --samples S --dim D [--intra 0.5]) [--alpha A] [--beta B,...] [--json]\n\n"+
+	fs := newFlags("eval", "idface eval (--templates X.npy --labels L.txt | --synthetic --people P --samples S --dim D [--intra 0.5] [--anisotropic G [--rotate]]) [--alpha A] [--beta B,...] [--gallery-levels L:a1,...]... [--query-levels L:a1,...]... [--json]\n\n"+
 		"Verification: accuracy at the best threshold (balanced pairs), TAR at FAR\n"+
 		"1e-3 and 1e-4, EER. Open-set identification (first sample of half the people\n"+
 		"enrolled): rank-1, TPIR at FPIR 1e-2 and 1e-3. For float cosines and for the\n"+
-		"ternary scores <T_alpha(x), T_beta(y)> of each beta. Labels: one per line.", stderr)
+		"ternary scores <T_alpha(x), T_beta(y)> of each beta. Labels: one per line.\n\n"+
+		"Multi-level transforms (blind mode, SPEC 7.1): \"L:a1,...,aL\" maps the a1\n"+
+		"largest |x_j| to sign*L, the next a2 to sign*(L-1), ...; \"1:341\" is T_341.\n"+
+		"Each --gallery-levels x --query-levels pair adds a row scored <G(x), Q(y)>;\n"+
+		"a missing side defaults to 1:alpha (gallery) or 1:beta for each beta (query).\n"+
+		"--gallery-levels float keeps the gallery in float (<x, Q(y)>): the best any\n"+
+		"gallery transform can do with that query.", stderr)
 	tmpl := fs.String("templates", "", "N x d templates (.npy)")
 	labels := fs.String("labels", "", "N labels, one per line")
 	synthetic := fs.Bool("synthetic", false, "use synthetic people instead")
@@ -29,6 +37,12 @@ func cmdEval(args []string, stdout, stderr io.Writer) error {
 	alpha := fs.Int("alpha", 0, "enrollment weight (default floor(2d/3))")
 	betas := fs.String("beta", "", "query weights (default alpha,127,63 where they fit)")
 	maxImp := fs.Int("max-impostors", 2_000_000, "impostor pairs sampled for verification")
+	var gLevels, qLevels levelsFlag
+	fs.Var(&gLevels, "gallery-levels", "gallery (enrolled side) levels `L:a1,...,aL` or float; repeat the flag or separate specs with ';' for several")
+	fs.Var(&qLevels, "query-levels", "query (probe side) levels `L:a1,...,aL`; repeat the flag or separate specs with ';' for several")
+	gamma := fs.Float64("anisotropic", 0, "synthetic anisotropy `gamma`: coordinate j of every person's centre has standard deviation proportional to (j+1)^-gamma; within-person variation stays isotropic (0: isotropic people)")
+	rotate := fs.Bool("rotate", false, "with --anisotropic, rotate the synthetic templates randomly (the spectrum off the axes)")
+	seed := fs.Uint64("seed", 1, "seed of the synthetic people")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -37,11 +51,16 @@ func cmdEval(args []string, stdout, stderr io.Writer) error {
 	var ls []int
 	switch {
 	case *synthetic && *tmpl == "":
-		s, err := experiments.NewSynthetic(*people, *samples, *dim, *intra, 1)
+		s, err := experiments.NewSyntheticWith(experiments.SyntheticOptions{People: *people, Samples: *samples,
+			Dim: *dim, Intra: *intra, Seed: *seed, Gamma: *gamma, Rotate: *rotate})
 		if err != nil {
 			return err
 		}
 		xs, ls = s.Samples, s.Labels
+	case !*synthetic && (*gamma != 0 || *rotate):
+		fmt.Fprintln(stderr, "idface eval: --anisotropic and --rotate shape --synthetic people only")
+		fs.Usage()
+		return errUsage
 	case !*synthetic && *tmpl != "" && *labels != "":
 		m, err := npy.ReadFile(*tmpl)
 		if err != nil {
@@ -89,19 +108,83 @@ func cmdEval(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if len(gLevels) > 0 || len(qLevels) > 0 {
+		gs, qs := []template.Levels(gLevels), []template.Levels(qLevels)
+		if len(gs) == 0 {
+			gs = []template.Levels{template.TernaryLevels(a)}
+		}
+		if len(qs) == 0 {
+			for _, b := range bl {
+				qs = append(qs, template.TernaryLevels(b))
+			}
+		}
+		var lp []experiments.LevelPair
+		for _, g := range gs {
+			for _, q := range qs {
+				lp = append(lp, experiments.LevelPair{Gallery: g, Query: q})
+			}
+		}
+		lr, err := experiments.EvaluateLevels(xs, ls, lp, *maxImp, 1)
+		if err != nil {
+			return err
+		}
+		rs = append(rs, lr...)
+	}
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(map[string]any{"dim": d, "templates": len(xs), "results": rs})
 	}
 	fmt.Fprintf(stdout, "%d templates of dimension %d; %d genuine and %d impostor pairs; gallery %d, %d mated and %d non-mated probes\n",
 		len(xs), d, rs[0].Genuine, rs[0].Impostor, rs[0].GallerySz, rs[0].Mated, rs[0].NonMated)
-	fmt.Fprintf(stdout, "%-18s %9s %10s %10s %8s %8s %10s %10s\n", "scores", "accuracy", "TAR@1e-3", "TAR@1e-4", "EER", "rank-1", "TPIR@1e-2", "TPIR@1e-3")
-	for _, r := range rs {
-		name := "float (plain)"
-		if r.Scores == "ternary" {
-			name = fmt.Sprintf("ternary (%d,%d)", r.Alpha, r.Beta)
+	names, width := make([]string, len(rs)), 18
+	for i, r := range rs {
+		switch r.Scores {
+		case "ternary":
+			names[i] = fmt.Sprintf("ternary (%d,%d)", r.Alpha, r.Beta)
+		case "levels":
+			names[i] = fmt.Sprintf("levels %s x %s", r.GalleryLevels, r.QueryLevels)
+		default:
+			names[i] = "float (plain)"
 		}
-		fmt.Fprintf(stdout, "%-18s %8.2f%% %9.2f%% %9.2f%% %7.2f%% %7.2f%% %9.2f%% %9.2f%%\n", name,
+		width = max(width, len(names[i]))
+	}
+	fmt.Fprintf(stdout, "%-*s %9s %10s %10s %8s %8s %10s %10s\n", width, "scores", "accuracy", "TAR@1e-3", "TAR@1e-4", "EER", "rank-1", "TPIR@1e-2", "TPIR@1e-3")
+	for i, r := range rs {
+		fmt.Fprintf(stdout, "%-*s %8.2f%% %9.2f%% %9.2f%% %7.2f%% %7.2f%% %9.2f%% %9.2f%%\n", width, names[i],
 			100*r.Accuracy, 100*r.TAR1e3, 100*r.TAR1e4, 100*r.EER, 100*r.Rank1, 100*r.TPIR1e2, 100*r.TPIR1e3)
+	}
+	return nil
+}
+
+// levelsFlag collects multi-level specs from a repeatable flag; one value
+// may hold several specs separated by ';'.
+type levelsFlag []template.Levels
+
+func (f *levelsFlag) String() string {
+	var s []string
+	for _, lv := range *f {
+		if lv.L() == 0 {
+			s = append(s, "float")
+		} else {
+			s = append(s, lv.String())
+		}
+	}
+	return strings.Join(s, ";")
+}
+
+func (f *levelsFlag) Set(v string) error {
+	for _, spec := range strings.Split(v, ";") {
+		switch strings.TrimSpace(spec) {
+		case "":
+			continue
+		case "float": // a float gallery (the zero Levels), see EvaluateLevels
+			*f = append(*f, template.Levels{})
+			continue
+		}
+		lv, err := template.ParseLevels(spec)
+		if err != nil {
+			return err
+		}
+		*f = append(*f, lv)
 	}
 	return nil
 }

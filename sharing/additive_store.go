@@ -1,0 +1,157 @@
+package sharing
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/idface/idface/template"
+)
+
+// AdditiveChunkRows is the number of rows per chunk of an AdditiveStore
+// (32 MiB per chunk at d = 512, k = 8). As in Store, growth appends a chunk
+// and never copies, and a column run never crosses a chunk.
+const AdditiveChunkRows = 1 << 16
+
+// AdditiveStore is one share holder's additive shares in column-major
+// form (SPEC 7 "Enrollment"): for every position j, one k-bit column over
+// all rows, so a query reads only the columns of its support. Each column
+// is uint64 words holding 64/k consecutive rows (the elements' memory
+// order), which the score kernel adds lane by lane (SWAR).
+//
+// Rows are addressed by index, equal at every holder. Delete erases the
+// row's share and marks it dead. Not safe for concurrent mutation; readers
+// need the caller's lock while a writer runs.
+type AdditiveStore[E Elem] struct {
+	dim    int
+	rows   int
+	chunks [][][]uint64 // chunks[c][j]: column j, rows c*AdditiveChunkRows..
+	live   []uint64
+	nlive  int
+}
+
+// NewAdditiveStore returns an empty store of dimension d; capacity is a
+// hint of the rows to expect.
+func NewAdditiveStore[E Elem](d, capacity int) (*AdditiveStore[E], error) {
+	if d < 1 || d > template.MaxDim {
+		return nil, fmt.Errorf("%w: d = %d", template.ErrDimension, d)
+	}
+	return &AdditiveStore[E]{dim: d, live: make([]uint64, 0, template.Words(max(capacity, 64)))}, nil
+}
+
+// lanes is the number of rows per column word: 8 for k = 8, 4 for k = 16.
+func lanes[E Elem]() int { return 64 / elemBits[E]() }
+
+// chunkWords is the number of column words per chunk.
+func chunkWords[E Elem]() int { return AdditiveChunkRows / lanes[E]() }
+
+// Dim returns d; Rows the row slots (live or deleted); Live the live rows;
+// Words the column words covering Rows (64/k rows per word).
+func (s *AdditiveStore[E]) Dim() int   { return s.dim }
+func (s *AdditiveStore[E]) Rows() int  { return s.rows }
+func (s *AdditiveStore[E]) Live() int  { return s.nlive }
+func (s *AdditiveStore[E]) Words() int { return (s.rows + lanes[E]() - 1) / lanes[E]() }
+
+// Ring returns the store's ring.
+func (s *AdditiveStore[E]) Ring() Ring { return RingOf[E]() }
+
+// IsLive reports whether row r holds an enrolled, undeleted share.
+func (s *AdditiveStore[E]) IsLive(r int) bool {
+	return r >= 0 && r < s.rows && s.live[r>>6]>>uint(r&63)&1 == 1
+}
+
+// LiveBits returns the live bitset (bit r&63 of word r>>6 for row r) over
+// template.Words(Rows()) words; it aliases the store.
+func (s *AdditiveStore[E]) LiveBits() []uint64 { return s.live[:template.Words(s.rows)] }
+
+func (s *AdditiveStore[E]) ensure(r int) {
+	for len(s.chunks)*AdditiveChunkRows <= r {
+		cw := chunkWords[E]()
+		slab := make([]uint64, s.dim*cw)
+		cols := make([][]uint64, s.dim)
+		for j := range cols {
+			cols[j] = slab[j*cw : (j+1)*cw : (j+1)*cw]
+		}
+		s.chunks = append(s.chunks, cols)
+	}
+	for len(s.live) <= r>>6 {
+		s.live = append(s.live, 0)
+	}
+}
+
+// column returns the elements of column j in the chunk of row r and the
+// offset of r in it.
+func (s *AdditiveStore[E]) column(j, r int) ([]E, int) {
+	w := s.chunks[r/AdditiveChunkRows][j]
+	return unsafe.Slice((*E)(unsafe.Pointer(&w[0])), AdditiveChunkRows), r % AdditiveChunkRows
+}
+
+// Append stores share as a new live row and returns its index.
+func (s *AdditiveStore[E]) Append(share []E) (int, error) {
+	r := s.rows
+	return r, s.Put(r, share, true)
+}
+
+// Put writes share (d entries) at row r: an existing row is overwritten,
+// a row at or past Rows() grows the store (skipped rows are dead and zero).
+// live says whether the row takes part in identification. Growth
+// allocates every chunk up to r, so the caller bounds r (the party layer
+// accepts only its next rows).
+func (s *AdditiveStore[E]) Put(r int, share []E, live bool) error {
+	if r < 0 || r > 1<<31-1 {
+		return fmt.Errorf("%w: %d", ErrRow, r)
+	}
+	if len(share) != s.dim {
+		return fmt.Errorf("sharing: share has %d entries, want d = %d", len(share), s.dim)
+	}
+	s.ensure(r)
+	for j, v := range share {
+		col, off := s.column(j, r)
+		col[off] = v
+	}
+	s.rows = max(s.rows, r+1)
+	s.setLive(r, live)
+	return nil
+}
+
+// Row copies row r's share (live or not) into dst (d entries) and returns it.
+func (s *AdditiveStore[E]) Row(r int, dst []E) ([]E, error) {
+	if r < 0 || r >= s.rows {
+		return nil, fmt.Errorf("%w: %d of %d", ErrRow, r, s.rows)
+	}
+	if len(dst) != s.dim {
+		return nil, fmt.Errorf("sharing: row buffer has %d entries, want d = %d", len(dst), s.dim)
+	}
+	for j := range dst {
+		col, off := s.column(j, r)
+		dst[j] = col[off]
+	}
+	return dst, nil
+}
+
+// Delete erases live row r's share (every column entry becomes zero) and
+// marks it dead: the index stays, its score shares are zero, and the
+// permute step hands the decider DeadScore for it.
+func (s *AdditiveStore[E]) Delete(r int) error {
+	if !s.IsLive(r) {
+		return fmt.Errorf("%w: %d is not a live row", ErrRow, r)
+	}
+	for j := range s.dim {
+		col, off := s.column(j, r)
+		col[off] = 0
+	}
+	s.setLive(r, false)
+	return nil
+}
+
+func (s *AdditiveStore[E]) setLive(r int, live bool) {
+	wi, bit := r>>6, uint64(1)<<uint(r&63)
+	was := s.live[wi]&bit != 0
+	switch {
+	case live && !was:
+		s.live[wi] |= bit
+		s.nlive++
+	case !live && was:
+		s.live[wi] &^= bit
+		s.nlive--
+	}
+}
