@@ -41,6 +41,8 @@ type Options struct {
 	Metrics bool   // give every server a loopback /metrics address
 	// RevealScores makes a research cluster whose answers carry scores.
 	RevealScores bool
+	// GalleryLevels and QueryLevels are blind mode's transforms ("L:a1,...").
+	GalleryLevels, QueryLevels string
 }
 
 // Init writes a new local cluster into dir, built on the same pieces as a
@@ -92,6 +94,11 @@ func Init(dir string, o Options) (*config.Params, error) {
 			return nil, err
 		}
 	}
+	if o.Mode == config.ModeBlind {
+		if err := member("decider", config.RoleDecider, true); err != nil {
+			return nil, err
+		}
+	}
 	if err := member("client", config.RoleOperator, false); err != nil {
 		return nil, err
 	}
@@ -107,12 +114,12 @@ func Init(dir string, o Options) (*config.Params, error) {
 	var id [16]byte
 	rand.Read(id[:])
 	lit, err := config.Assemble(config.Literal{Mode: o.Mode, Dim: o.Dim, Alpha: o.Alpha, Beta: o.Beta, Tau: o.Tau,
-		RevealScores: o.RevealScores, ClusterID: hex.EncodeToString(id[:])}, descs)
+		RevealScores: o.RevealScores, GalleryLevels: o.GalleryLevels, QueryLevels: o.QueryLevels, ClusterID: hex.EncodeToString(id[:])}, descs)
 	if err != nil {
 		return nil, err
 	}
 	if o.Metrics {
-		servers := []*config.Member{lit.KeyServer}
+		servers := []*config.Member{lit.KeyServer, lit.Decider}
 		for i := range lit.Parties {
 			servers = append(servers, &lit.Parties[i])
 		}
@@ -254,9 +261,9 @@ func Running(p *config.Params, name string) (int, bool) {
 // health check, or timeout passes.
 func Up(ctx context.Context, p *config.Params, exe string, timeout time.Duration) error {
 	// The key server first: local servers fetch the public key from it.
-	servers := p.Parties()
+	servers := p.Servers()
 	if k, ok := p.KeyServer(); ok {
-		servers = append([]config.Member{k}, servers...)
+		servers = append([]config.Member{k}, p.Parties()...)
 	}
 	for _, s := range servers {
 		if _, ok := Running(p, s.Name); ok {

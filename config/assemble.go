@@ -27,6 +27,11 @@ func Assemble(settings Literal, descs []Descriptor) (Literal, error) {
 				return lit, fmt.Errorf("two key servers: %s and %s", lit.KeyServer.Name, d.Name)
 			}
 			lit.KeyServer = &m
+		case RoleDecider:
+			if lit.Decider != nil {
+				return lit, fmt.Errorf("two deciders: %s and %s", lit.Decider.Name, d.Name)
+			}
+			lit.Decider = &m
 		default:
 			lit.Clients = append(lit.Clients, m)
 		}

@@ -36,10 +36,14 @@ const (
 	Mode2PC Mode = "2pc" // 2PCFace: two parties with XOR shares (paper App. G)
 	ModeMPC Mode = "mpc" // (mu,nu)-MPCFace: mu parties with XOR shares (App. H)
 	ModeHE  Mode = "he"  // IDFace: encrypted database and a key server (4.3, App. H)
+	// ModeBlind keeps additive shares at mu holders and asks a decider that
+	// holds no share for the best rows (SPEC 7): the entry learns only the
+	// answer.
+	ModeBlind Mode = "blind"
 )
 
 // Modes lists the modes in the order the CLI shows them.
-var Modes = []Mode{Mode2PC, ModeMPC, ModeHE}
+var Modes = []Mode{Mode2PC, ModeMPC, ModeHE, ModeBlind}
 
 // ParseMode checks a mode name.
 func ParseMode(s string) (Mode, error) {
@@ -48,7 +52,7 @@ func ParseMode(s string) (Mode, error) {
 			return m, nil
 		}
 	}
-	return "", fmt.Errorf("config: mode %q: want 2pc, mpc or he", s)
+	return "", fmt.Errorf("config: mode %q: want 2pc, mpc, he or blind", s)
 }
 
 // Defaults of the zero values of a Literal.
@@ -82,13 +86,14 @@ const (
 	RoleShareHolder = "share-holder"
 	RoleLocalServer = "local-server"
 	RoleKeyServer   = "key-server"
+	RoleDecider     = "decider"
 	RoleOperator    = "operator"
 	RoleDevice      = "device"
 )
 
 // ServerRole reports whether role is a server's.
 func ServerRole(role string) bool {
-	return role == RoleShareHolder || role == RoleLocalServer || role == RoleKeyServer
+	return role == RoleShareHolder || role == RoleLocalServer || role == RoleKeyServer || role == RoleDecider
 }
 
 // ClientRoleValid reports whether role is a client's.
@@ -96,7 +101,7 @@ func ClientRoleValid(role string) bool { return role == RoleOperator || role == 
 
 // RoleList names every role, for messages.
 func RoleList() string {
-	return strings.Join([]string{RoleShareHolder, RoleLocalServer, RoleKeyServer, RoleOperator, RoleDevice}, ", ")
+	return strings.Join([]string{RoleShareHolder, RoleLocalServer, RoleKeyServer, RoleDecider, RoleOperator, RoleDevice}, ", ")
 }
 
 // CheckName accepts member names: 1..64 letters, digits, '-', '_' or '.'.
@@ -170,6 +175,13 @@ type Literal struct {
 	Clients []Member `json:"clients"`       // operators and devices
 	// KeyServer holds the secret key in mode he.
 	KeyServer *Member `json:"key_server,omitempty"`
+	// Decider finds the best rows in mode blind; it holds no share.
+	Decider *Member `json:"decider,omitempty"`
+	// GalleryLevels and QueryLevels are blind mode's transforms, "L:a1,..."
+	// (template.ParseLevels); defaults "1:alpha" and "1:beta", the paper's
+	// T_alpha and T_beta. A gallery level set makes alpha its support.
+	GalleryLevels string `json:"gallery_levels,omitempty"`
+	QueryLevels   string `json:"query_levels,omitempty"`
 	// Block is the bytes per streamed block; default 256 KiB.
 	Block int `json:"block,omitempty"`
 	// Timeout bounds one request between servers; default 30 s.
@@ -267,9 +279,35 @@ func New(lit Literal, dir string) (*Params, error) {
 	if _, err := ParseMode(string(lit.Mode)); err != nil {
 		return nil, err
 	}
+	if lit.Mode != ModeBlind && (lit.GalleryLevels != "" || lit.QueryLevels != "") {
+		return nil, fmt.Errorf("gallery and query levels are for mode blind")
+	}
+	if lit.Mode == ModeBlind { // the levels' supports are alpha and beta
+		for _, f := range []struct {
+			spec   string
+			weight *int
+		}{{lit.GalleryLevels, &lit.Alpha}, {lit.QueryLevels, &lit.Beta}} {
+			if f.spec == "" {
+				continue
+			}
+			lv, err := template.ParseLevels(f.spec)
+			if err != nil {
+				return nil, err
+			}
+			*f.weight = lv.Support()
+		}
+	}
 	var err error
 	if lit.Dim, lit.Alpha, lit.Beta, err = Weights(lit.Dim, lit.Alpha, lit.Beta); err != nil {
 		return nil, err
+	}
+	if lit.Mode == ModeBlind {
+		if lit.GalleryLevels == "" {
+			lit.GalleryLevels = template.TernaryLevels(lit.Alpha).String()
+		}
+		if lit.QueryLevels == "" {
+			lit.QueryLevels = template.TernaryLevels(lit.Beta).String()
+		}
 	}
 	if lit.Tau == nil {
 		t := DefaultTau
@@ -313,6 +351,16 @@ func New(lit Literal, dir string) (*Params, error) {
 		if lit.KeyServer == nil || lit.KeyServer.Addr == "" {
 			return nil, fmt.Errorf("mode he needs a key server with an address")
 		}
+	case ModeBlind:
+		if mu < 2 || mu > MaxParties {
+			return nil, fmt.Errorf("mode blind needs 2..%d share holders, not %d", MaxParties, mu)
+		}
+		if lit.Decider == nil || lit.Decider.Addr == "" {
+			return nil, fmt.Errorf("mode blind needs a decider with an address")
+		}
+	}
+	if lit.Mode != ModeBlind && lit.Decider != nil {
+		return nil, fmt.Errorf("mode %s has no decider", lit.Mode)
 	}
 	if lit.KeyServerRate == 0 {
 		lit.KeyServerRate = 200
@@ -382,6 +430,9 @@ func New(lit Literal, dir string) (*Params, error) {
 	if k := lit.KeyServer; k != nil && k.Role != "" && k.Role != RoleKeyServer {
 		return nil, fmt.Errorf("%s is a %s, not a %s", k.Name, k.Role, RoleKeyServer)
 	}
+	if k := lit.Decider; k != nil && k.Role != "" && k.Role != RoleDecider {
+		return nil, fmt.Errorf("%s is a %s, not a %s", k.Name, k.Role, RoleDecider)
+	}
 	for _, m := range p.Servers() {
 		if m.Addr == "" {
 			return nil, fmt.Errorf("server %q has no address", m.Name)
@@ -444,6 +495,10 @@ func (lit Literal) clone() Literal {
 	if lit.KeyServer != nil {
 		k := *lit.KeyServer
 		lit.KeyServer = &k
+	}
+	if lit.Decider != nil {
+		k := *lit.Decider
+		lit.Decider = &k
 	}
 	if lit.Tau != nil {
 		t := *lit.Tau

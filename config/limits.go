@@ -51,11 +51,14 @@ func (p *Params) MaxRequest(t protocol.Type, r network.Role) int {
 	}
 	switch t {
 	case protocol.TPrepare: // a batch of shares (or HE rows) for one peer
-		return 2 + 16 + 1 + 2 + 4 + 4 + protocol.MaxBatch*(1+4+2+protocol.MaxIDLen+16*w)
+		share := max(16*w, 2*d) // XOR bits or HE rows; blind shares of up to 16 bits
+		return 2 + 16 + 1 + 2 + 4 + 4 + protocol.MaxBatch*(1+4+2+protocol.MaxIDLen+1+4+share)
 	case protocol.TQuery:
 		return 2 + 4 + 16*w + 4 + 24*MaxParties + 4
-	case protocol.TDecide, protocol.THEDecide, protocol.THEDelete, protocol.THESync, protocol.TPublicKeyRequest, protocol.THEQuery:
+	case protocol.TDecide, protocol.THEDecide, protocol.THEDelete, protocol.THESync, protocol.TPublicKeyRequest, protocol.THEQuery, protocol.TDecideShare:
 		return small
+	case protocol.TBlindQuery: // the query's coefficients and the digest
+		return 2 + 16 + 32 + 4 + 24*MaxParties + 4 + 3*d
 	}
 	return 0
 }

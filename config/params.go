@@ -8,6 +8,7 @@ import (
 	"github.com/idface/idface/heidface"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/sharing"
 	"github.com/idface/idface/template"
 )
 
@@ -25,11 +26,32 @@ type Params struct {
 	dir       string
 	threshold int
 	cluster   [16]byte
+	gallery   template.Levels // mode blind
+	query     template.Levels
+	ring      sharing.Ring
 	he        *heidface.Params // mode he only
 }
 
 func (p *Params) derive() error {
 	p.threshold = template.MinAcceptScore(*p.lit.Tau, p.lit.Alpha, p.lit.Beta)
+	if p.lit.Mode == ModeBlind {
+		var err error
+		if p.gallery, err = template.ParseLevels(p.lit.GalleryLevels); err != nil {
+			return err
+		}
+		if p.query, err = template.ParseLevels(p.lit.QueryLevels); err != nil {
+			return err
+		}
+		for _, lv := range []template.Levels{p.gallery, p.query} {
+			if err := lv.Validate(p.lit.Dim); err != nil {
+				return err
+			}
+		}
+		if p.ring, err = sharing.RingFor(p.gallery, p.query); err != nil {
+			return err
+		}
+		p.threshold = template.LevelsMinAcceptScore(*p.lit.Tau, p.gallery, p.query)
+	}
 	if p.lit.Mode == ModeHE {
 		he, err := heidface.NewParams(p.lit.Dim, p.lit.Alpha, p.lit.Beta)
 		if err != nil {
@@ -97,6 +119,28 @@ func (p *Params) KeyServerMaxPass(rows int) int {
 // MaxTopK caps the candidates one identify may return.
 func (p *Params) MaxTopK() int { return p.lit.MaxTopK }
 
+// GalleryLevels and QueryLevels are blind mode's transforms.
+func (p *Params) GalleryLevels() template.Levels { return p.gallery }
+func (p *Params) QueryLevels() template.Levels   { return p.query }
+
+// Ring is blind mode's share ring Z_(2^k): the smallest k that holds every
+// score.
+func (p *Params) Ring() sharing.Ring { return p.ring }
+
+// Decider returns the decider (mode blind).
+func (p *Params) Decider() (Member, bool) {
+	if p.lit.Decider == nil {
+		return Member{}, false
+	}
+	return *p.lit.Decider, true
+}
+
+// DeciderName names the decider ("" outside mode blind).
+func (p *Params) DeciderName() string {
+	d, _ := p.Decider()
+	return d.Name
+}
+
 // HE returns the homomorphic-encryption parameters (mode he; nil otherwise).
 func (p *Params) HE() *heidface.Params { return p.he }
 
@@ -127,11 +171,15 @@ func (p *Params) KeyServer() (Member, bool) {
 	return *p.lit.KeyServer, true
 }
 
-// Servers lists every server process: the parties, then the key server.
+// Servers lists every server process: the parties, then the key server
+// or the decider.
 func (p *Params) Servers() []Member {
 	s := p.Parties()
 	if k, ok := p.KeyServer(); ok {
 		s = append(s, k)
+	}
+	if d, ok := p.Decider(); ok {
+		s = append(s, d)
 	}
 	return s
 }

@@ -141,18 +141,19 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 			return nil, fmt.Errorf("identifying: %w", err)
 		}
 		lat = append(lat, ms(time.Since(t0)))
-		bytes = r.BytesSent + r.BytesRecv
+		bytes = r.BytesTotal
 	}
 	res.IdentifyP50, res.IdentifyP90, res.IdentifyMin = Median(lat), quantile(lat, 0.9), slices.Min(lat)
 	res.BytesPerIdent = float64(bytes)
-	if hp != nil {
+	_, res.FormulaBytes = IdentifyFormula(cfg, o.IDs)
+	switch {
+	case hp != nil:
 		groups := (o.IDs + hp.GroupRows() - 1) / hp.GroupRows()
-		res.FormulaBytes = float64(2 * groups * hp.CiphertextBytes())
 		res.ShareMB = float64(groups*2*d*hp.CiphertextBytes()) / 1e6 // the encrypted database
-	} else {
-		res.FormulaBytes = float64(cfg.Mu()-1) * float64(2*o.IDs*cfg.Beta()+2*d) / 8
-		words := (o.IDs + 63) / 64
-		res.ShareMB = float64(2*d*words*8) / 1e6
+	case cfg.Mode() == config.ModeBlind:
+		res.ShareMB = float64(o.IDs*d*cfg.Ring().Bits/8) / 1e6
+	default:
+		res.ShareMB = float64(2*d*((o.IDs+63)/64)*8) / 1e6
 	}
 	for _, p := range cfg.Parties() {
 		if pid, ok := cluster.Running(cfg, p.Name); ok {

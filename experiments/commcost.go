@@ -3,7 +3,9 @@ package experiments
 import (
 	"fmt"
 	"math"
+	"slices"
 
+	"github.com/idface/idface/config"
 	"github.com/idface/idface/heidface"
 	"github.com/idface/idface/template"
 )
@@ -73,6 +75,11 @@ func CommCost(ids, d, alpha int, betas, mus []int) ([]CommRow, error) {
 		rows = append(rows,
 			row("idface-ckks-paper", "identify", 1, alpha, beta, ids, idfaceBits(ids, ckksSlots, template.PackingFactor(alpha, beta, ckksBits), ckksCtBytes)),
 			row("idface-paillier-paper", "identify", 1, alpha, beta, ids, idfaceBits(ids, 1, template.PackingFactor(alpha, beta, paillierBits), paillierCt)))
+		k := blindRingBits(alpha, beta)
+		for _, mu := range slices.Compact(slices.Sorted(slices.Values(append([]int{2}, mus...)))) {
+			rows = append(rows, row("blind", "enroll", mu, alpha, beta, ids, BlindEnrollBits(d, mu, k)),
+				row("blind", "identify", mu, alpha, beta, ids, BlindIdentifyBits(ids, beta, mu, k)))
+		}
 		hp, err := heidface.NewParams(d, alpha, beta)
 		if err != nil {
 			return nil, err
@@ -82,4 +89,40 @@ func CommCost(ids, d, alpha int, betas, mus []int) ([]CommRow, error) {
 			row("idface-he", "identify", 1, alpha, beta, ids, idfaceBits(ids, hp.N(), hp.Encoder.M, hp.CiphertextBytes())))
 	}
 	return rows, nil
+}
+
+// blindRingBits is blind mode's k for the ternary gallery and query: the
+// smallest ring that holds every score min(alpha, beta) as a signed value.
+func blindRingBits(alpha, beta int) int {
+	if min(alpha, beta) <= 127 {
+		return 8
+	}
+	return 16
+}
+
+// BlindEnrollBits is blind mode's enrollment traffic per template: a
+// 256-bit seed to mu-2 holders and the full share (d*k bits) to the last.
+func BlindEnrollBits(d, mu, k int) float64 { return float64((mu-2)*256 + d*k) }
+
+// BlindIdentifyBits is blind mode's identification traffic: mu vectors of
+// D k-bit score shares into the decider, and the query (beta positions of
+// 16 bits and coefficients of 8, a 128-bit query id and a 256-bit seed) to
+// each of the mu-1 helpers.
+func BlindIdentifyBits(ids, beta, mu, k int) float64 {
+	return float64(mu*ids*k + (mu-1)*(24*beta+384))
+}
+
+// IdentifyFormula is the bytes one identification over rows rows moves
+// between the servers of cluster p, by the paper's formula (blind mode:
+// SPEC 7's), and the formula's name.
+func IdentifyFormula(p *config.Params, rows int) (string, float64) {
+	switch {
+	case p.HE() != nil:
+		hp := p.HE()
+		groups := (rows + hp.GroupRows() - 1) / hp.GroupRows()
+		return "2*groups*S_ct", float64(2 * groups * hp.CiphertextBytes())
+	case p.Mode() == config.ModeBlind:
+		return "mu*D*k + query", BlindIdentifyBits(rows, p.Beta(), p.Mu(), p.Ring().Bits) / 8
+	}
+	return "(mu-1)(2D*beta+2d)", float64(p.Mu()-1) * float64(2*rows*p.Beta()+2*p.Dim()) / 8
 }

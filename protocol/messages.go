@@ -71,6 +71,12 @@ const (
 	THEDelete Type = 23
 	THESync   Type = 24
 	THESyncOK Type = 25
+	// Blind mode.
+	TBlindQuery    Type = 26
+	TBlindQueryOK  Type = 27
+	TDecideShare   Type = 28
+	TDecideShareOK Type = 29
+	TDecideResult  Type = 30
 )
 
 // registry makes an empty message of each type.
@@ -99,6 +105,11 @@ var registry = map[Type]func() Msg{
 	THEDelete:         func() Msg { return &HEDelete{} },
 	THESync:           func() Msg { return &HESync{} },
 	THESyncOK:         func() Msg { return &HESyncOK{} },
+	TBlindQuery:       func() Msg { return &BlindQuery{} },
+	TBlindQueryOK:     func() Msg { return &BlindQueryOK{} },
+	TDecideShare:      func() Msg { return &DecideShare{} },
+	TDecideShareOK:    func() Msg { return &DecideShareOK{} },
+	TDecideResult:     func() Msg { return &DecideResult{} },
 }
 
 // Types lists every message type in number order (tests, golden files).
@@ -283,6 +294,9 @@ type IdentifyOK struct {
 	Beta         uint16
 	BytesSent    uint64
 	BytesRecv    uint64
+	// BytesTotal is the application bytes moved between all servers for
+	// this query (blind mode: every server reports its part to the entry).
+	BytesTotal uint64
 }
 
 func (m *IdentifyOK) Type() Type { return TIdentifyOK }
@@ -298,6 +312,7 @@ func (m *IdentifyOK) marshal(e *wire.Enc) {
 	e.U16(m.Beta)
 	e.U64(m.BytesSent)
 	e.U64(m.BytesRecv)
+	e.U64(m.BytesTotal)
 }
 func (m *IdentifyOK) unmarshal(d *wire.Dec) {
 	n := d.Count(MaxTopK, 6)
@@ -308,7 +323,7 @@ func (m *IdentifyOK) unmarshal(d *wire.Dec) {
 	m.Accepted = d.Bool()
 	m.ScoresHidden = d.Bool()
 	m.Alpha, m.Beta = d.U16(), d.U16()
-	m.BytesSent, m.BytesRecv = d.U64(), d.U64()
+	m.BytesSent, m.BytesRecv, m.BytesTotal = d.U64(), d.U64(), d.U64()
 }
 
 // Delete revokes an enrolled id at every party.

@@ -81,14 +81,21 @@ const (
 	OpDelete OpKind = 2 // tombstone (origin, seq), which holds id
 )
 
-// Op is one row operation. For OpPut, Plus and Minus are the receiving
-// party's own share (Words(dim) words each); for OpDelete they are empty.
+// Op is one row operation. For OpPut, Share is the receiving party's own
+// share in the mode's encoding (2PC/MPC: z+ and z- as little-endian words;
+// blind: d elements of k bits), or, when Seeded, the 32-byte seed it
+// expands from (blind); for OpDelete it is empty.
 type Op struct {
-	Kind        OpKind
-	Seq         uint32
-	ID          string
-	Plus, Minus []uint64
+	Kind   OpKind
+	Seq    uint32
+	ID     string
+	Seeded bool
+	Share  []byte
 }
+
+// MaxShare bounds one share on the wire: 2 bytes per coordinate (blind,
+// k = 16) at the largest dimension.
+const MaxShare = 2 * MaxDim
 
 // Prepare is phase one: the origin asks a party to make ops durable
 // (fsync) and vote. Base is the origin segment's committed row count the
@@ -113,8 +120,8 @@ func (m *Prepare) marshal(e *wire.Enc) {
 		e.U32(op.Seq)
 		e.Str(op.ID)
 		if op.Kind == OpPut {
-			e.Words(op.Plus)
-			e.Words(op.Minus)
+			e.Bool(op.Seeded)
+			e.Bytes32(op.Share)
 		}
 	}
 }
@@ -127,13 +134,13 @@ func (m *Prepare) unmarshal(d *wire.Dec) {
 		d.Fail("dimension %d", m.Dim)
 		return
 	}
-	w := template.Words(int(m.Dim))
 	n := d.Count(MaxBatch, 7)
 	for range n {
 		op := Op{Kind: OpKind(d.U8()), Seq: d.U32(), ID: d.Str(MaxIDLen)}
 		switch op.Kind {
 		case OpPut:
-			op.Plus, op.Minus = d.Words(w), d.Words(w)
+			op.Seeded = d.Bool()
+			op.Share = d.Bytes32(MaxShare)
 		case OpDelete:
 		default:
 			d.Fail("op kind %d", op.Kind)
@@ -240,3 +247,122 @@ type BlocksEnd struct{}
 func (m *BlocksEnd) Type() Type          { return TBlocksEnd }
 func (m *BlocksEnd) marshal(*wire.Enc)   {}
 func (m *BlocksEnd) unmarshal(*wire.Dec) {}
+
+// BlindQuery is a blind-mode entry's query to another share holder: the
+// query's positions and coefficients (T_beta(y), or the query levels), the
+// per-query seed sigma of the permutation and masks (never sent to the
+// decider), the query's id at the decider and the entry's row-map digest.
+// The holder sends its permuted, masked score shares to the decider and
+// answers BlindQueryOK.
+type BlindQuery struct {
+	Query  [16]byte
+	Sigma  [32]byte
+	Digest Digest
+	Pos    []int32
+	Coef   []int8
+}
+
+func (m *BlindQuery) Type() Type { return TBlindQuery }
+func (m *BlindQuery) marshal(e *wire.Enc) {
+	e.Raw(m.Query[:])
+	e.Raw(m.Sigma[:])
+	m.Digest.marshal(e)
+	e.U32(uint32(len(m.Pos)))
+	for i, p := range m.Pos {
+		e.U16(uint16(p))
+		e.U8(uint8(m.Coef[i]))
+	}
+}
+func (m *BlindQuery) unmarshal(d *wire.Dec) {
+	d.Fixed(m.Query[:])
+	d.Fixed(m.Sigma[:])
+	m.Digest.unmarshal(d)
+	n := d.Count(MaxDim, 3)
+	m.Pos, m.Coef = make([]int32, n), make([]int8, n)
+	for i := range n {
+		m.Pos[i], m.Coef[i] = int32(d.U16()), int8(d.U8())
+		if d.Err == nil && (m.Pos[i] >= MaxDim || m.Coef[i] == 0) {
+			d.Fail("query coefficient %d at %d", m.Coef[i], m.Pos[i])
+		}
+	}
+}
+
+// BlindQueryOK is a helper's answer: the application bytes it moved with
+// the decider for this query (identify's bytes_total).
+type BlindQueryOK struct{ Bytes uint64 }
+
+func (m *BlindQueryOK) Type() Type            { return TBlindQueryOK }
+func (m *BlindQueryOK) marshal(e *wire.Enc)   { e.U64(m.Bytes) }
+func (m *BlindQueryOK) unmarshal(d *wire.Dec) { m.Bytes = d.U64() }
+
+// DecideShare announces a share holder's permuted, masked score shares of
+// query Query: Rows elements of Bits bits (little-endian) follow as raw
+// bytes. The entry's (Entry set, with TopK) waits for the DecideResult; a
+// helper's is answered DecideShareOK.
+type DecideShare struct {
+	Query [16]byte
+	Rows  uint32
+	Bits  uint8
+	TopK  uint16
+	Entry bool
+}
+
+func (m *DecideShare) Type() Type { return TDecideShare }
+func (m *DecideShare) marshal(e *wire.Enc) {
+	e.Raw(m.Query[:])
+	e.U32(m.Rows)
+	e.U8(m.Bits)
+	e.U16(m.TopK)
+	e.Bool(m.Entry)
+}
+func (m *DecideShare) unmarshal(d *wire.Dec) {
+	d.Fixed(m.Query[:])
+	m.Rows, m.Bits, m.TopK, m.Entry = d.U32(), d.U8(), d.U16(), d.Bool()
+	if d.Err == nil && (m.Bits != 8 && m.Bits != 16 || m.Rows > MaxRows || m.TopK > MaxTopK) {
+		d.Fail("score shares of %d rows of %d bits, top %d", m.Rows, m.Bits, m.TopK)
+	}
+}
+
+// DecideShareOK acknowledges a helper's score shares.
+type DecideShareOK struct{}
+
+func (m *DecideShareOK) Type() Type          { return TDecideShareOK }
+func (m *DecideShareOK) marshal(*wire.Enc)   {}
+func (m *DecideShareOK) unmarshal(*wire.Dec) {}
+
+// DecideResult is the decider's answer to the entry: the permuted
+// positions of the best rows whose score reaches the threshold, best
+// first (their scores only in clusters that reveal scores), and the bytes
+// the decider moved with the entry.
+type DecideResult struct {
+	Positions []uint32
+	Scores    []int32
+	Bytes     uint64
+}
+
+func (m *DecideResult) Type() Type { return TDecideResult }
+func (m *DecideResult) marshal(e *wire.Enc) {
+	e.U32(uint32(len(m.Positions)))
+	for _, p := range m.Positions {
+		e.U32(p)
+	}
+	e.U32(uint32(len(m.Scores)))
+	for _, s := range m.Scores {
+		e.U32(uint32(s))
+	}
+	e.U64(m.Bytes)
+}
+func (m *DecideResult) unmarshal(d *wire.Dec) {
+	n := d.Count(MaxTopK, 4)
+	for range n {
+		m.Positions = append(m.Positions, d.U32())
+	}
+	k := d.Count(MaxTopK, 4)
+	for range k {
+		m.Scores = append(m.Scores, int32(d.U32()))
+	}
+	if d.Err == nil && k != 0 && k != n {
+		d.Fail("%d scores for %d positions", k, n)
+	}
+	m.Bytes = d.U64()
+}

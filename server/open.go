@@ -11,6 +11,7 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
+	"github.com/idface/idface/engine/blind"
 	"github.com/idface/idface/engine/hemode"
 	"github.com/idface/idface/engine/mpcface"
 	"github.com/idface/idface/internal/home"
@@ -95,6 +96,9 @@ func role(p *config.Params, name string) string {
 	if k, ok := p.KeyServer(); ok && k.Name == name {
 		return "key server"
 	}
+	if name == p.DeciderName() {
+		return "decider"
+	}
 	if p.Mode() == config.ModeHE {
 		return "local server"
 	}
@@ -106,6 +110,16 @@ func role(p *config.Params, name string) string {
 func openEngine(ctx context.Context, env engine.Env, dir string, wrap func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
 	p := env.Params
 	switch {
+	case p.Mode() == config.ModeBlind:
+		if env.Self == p.DeciderName() {
+			eng, err := blind.NewDecider(env)
+			return eng, nil, err
+		}
+		eng, err := blind.New(env)
+		if err != nil {
+			return nil, nil, err
+		}
+		return openShares(env, eng, filepath.Join(dir, "shares.log"), store.KindBlind, wrap)
 	case p.Mode() == config.ModeHE:
 		if k, _ := p.KeyServer(); k.Name == env.Self {
 			key, err := store.LoadHEKey(dir, p.HE(), env.Log)
@@ -139,7 +153,19 @@ func openMPC(env engine.Env, dir string, wrap func(engine.Log) engine.Log) (engi
 	if err != nil {
 		return nil, nil, err
 	}
-	l, err := openLog(env, filepath.Join(dir, "shares.log"), store.KindShares, eng.Replay)
+	return openShares(env, eng, filepath.Join(dir, "shares.log"), store.KindShares, wrap)
+}
+
+// replayer is an engine recovered from a log.
+type replayer interface {
+	engine.Engine
+	Replay(store.Entry) error
+	Start(engine.Log) error
+}
+
+// openShares replays a share holder's log into eng and starts it.
+func openShares(env engine.Env, eng replayer, path string, kind store.Kind, wrap func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
+	l, err := openLog(env, path, kind, eng.Replay)
 	if err != nil {
 		return nil, nil, err
 	}

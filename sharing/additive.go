@@ -266,3 +266,11 @@ func GenSeededShares[E Elem](seeds []Seed, last []E, v []int8, rnd io.Reader) er
 	}
 	return nil
 }
+
+// ElemBytes views elements as their little-endian bytes (the wire and log
+// form of additive shares and score vectors), without a copy.
+func ElemBytes[E Elem](v []E) []byte { return elemBytes(v) }
+
+// ViewElems views bytes (a multiple of the element size, from make) as
+// elements, without a copy.
+func ViewElems[E Elem](b []byte) []E { return viewElems[E](b) }

@@ -280,3 +280,30 @@ func DotInt8(a, b []int8) int {
 	}
 	return s
 }
+
+// CheckLevels reports whether the nonzero coefficients coef are exactly
+// the form lv gives: a_1 of magnitude L, a_2 of magnitude L-1, and so on
+// (a helper refuses a query of another form).
+func CheckLevels(coef []int8, lv Levels) error {
+	if err := lv.check(); err != nil {
+		return err
+	}
+	L := lv.L()
+	got := make([]int, L)
+	for _, c := range coef {
+		m := int(c)
+		if m < 0 {
+			m = -m
+		}
+		if m < 1 || m > L {
+			return fmt.Errorf("template: coefficient %d outside a %d-level form", c, L)
+		}
+		got[L-m]++
+	}
+	for l, a := range lv.Counts {
+		if got[l] != a {
+			return fmt.Errorf("template: %d coefficients of magnitude %d, the form %s has %d", got[l], L-l, lv, a)
+		}
+	}
+	return nil
+}

@@ -18,14 +18,14 @@ func init() {
 }
 
 func cmdBench(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench", "idface bench --mode plain|2pc|mpc|he [--parties MU] --ids N[,N...] [--alpha 341] [--beta 63] [--queries 20] [--json] [--plot out.png]\n\n"+
+	fs := newFlags("bench", "idface bench --mode plain|2pc|mpc|he|blind [--parties MU] --ids N[,N...] [--alpha 341] [--beta 63] [--queries 20] [--json] [--plot out.png]\n\n"+
 		"For each size: synthetic templates, a fresh local cluster of that mode (real\n"+
 		"processes; in-process for plain), enrollment time and identification latency,\n"+
 		"plus in the same process the float32 brute-force search and the raw QUIC\n"+
 		"transfer of the same bytes. --plot draws both times against the size (the\n"+
 		"paper's figure enr_and_idf); without --ids it uses 2^13..2^20.", stderr)
-	mode := fs.String("mode", "2pc", "plain, 2pc, mpc or he")
-	parties := fs.Int("parties", 0, "servers (default 2; 3 for mpc; 1 for he)")
+	mode := fs.String("mode", "2pc", "plain, 2pc, mpc, he or blind")
+	parties := fs.Int("parties", 0, "servers (default 2; 3 for mpc; 1 for he; 2 share holders for blind)")
 	idsFlag := fs.String("ids", "", "database sizes, comma-separated")
 	alpha := fs.Int("alpha", 341, "enrollment weight")
 	beta := fs.Int("beta", 63, "query weight")
@@ -50,12 +50,12 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if *parties == 0 {
-		*parties = map[string]int{"plain": 1, "2pc": 2, "mpc": 3, "he": 1}[*mode]
+		*parties = map[string]int{"plain": 1, "2pc": 2, "mpc": 3, "he": 1, "blind": 2}[*mode]
 	}
 	switch *mode {
-	case "plain", "2pc", "mpc", "he":
+	case "plain", "2pc", "mpc", "he", "blind":
 	default:
-		return fmt.Errorf("--mode %q: want plain, 2pc, mpc or he", *mode)
+		return fmt.Errorf("--mode %q: want plain, 2pc, mpc, he or blind", *mode)
 	}
 	exe, err := os.Executable()
 	if err != nil {

@@ -170,6 +170,7 @@ type identifyLine struct {
 	Accepted   bool        `json:"accepted"`
 	BytesSent  uint64      `json:"bytes_sent"`
 	BytesRecv  uint64      `json:"bytes_received"`
+	BytesTotal uint64      `json:"bytes_total"`
 	Ms         float64     `json:"ms"`
 	Candidates []candidate `json:"candidates,omitempty"`
 }
@@ -184,8 +185,10 @@ func cmdIdentify(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("identify", "idface identify --cluster DIR --templates Q.npy [--top K] [--json]\n\n"+
 		"Identifies every template of Q.npy against the enrolled database. With --json\n"+
 		"one object per query per line: query, id (null if rejected or empty), score,\n"+
-		"cosine, accepted, bytes_sent, bytes_received (the entry's application bytes\n"+
-		"to and from the other parties) and ms.", stderr)
+		"cosine (null unless the cluster reveals scores), accepted, bytes_sent,\n"+
+		"bytes_received (the entry's application bytes to and from the other\n"+
+		"servers), bytes_total (every server-to-server byte of the query; in blind\n"+
+		"mode also the helpers' and the decider's) and ms.", stderr)
 	cf := addClientFlags(fs)
 	tmpls := fs.String("templates", "", ".npy with one query template per row")
 	top := fs.Int("top", 1, "candidates per query")
@@ -224,7 +227,7 @@ func cmdIdentify(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("query %d: %w", i, err)
 		}
-		line := identifyLine{Query: i, Accepted: r.Accepted, BytesSent: r.BytesSent, BytesRecv: r.BytesRecv, Ms: ms}
+		line := identifyLine{Query: i, Accepted: r.Accepted, BytesSent: r.BytesSent, BytesRecv: r.BytesRecv, BytesTotal: r.BytesTotal, Ms: ms}
 		for _, c := range r.Candidates {
 			cand := candidate{ID: c.ID}
 			if !r.ScoresHidden {
@@ -256,7 +259,7 @@ func cmdIdentify(args []string, stdout, stderr io.Writer) error {
 		if line.Score != nil {
 			score, cos = fmt.Sprint(*line.Score), fmt.Sprintf("%.3f", *line.Cosine)
 		}
-		fmt.Fprintf(stdout, "%6d  %-24s %6s %7s  %-8s %10d %8.1f\n", i, id, score, cos, dec, r.BytesSent+r.BytesRecv, ms)
+		fmt.Fprintf(stdout, "%6d  %-24s %6s %7s  %-8s %10d %8.1f\n", i, id, score, cos, dec, r.BytesTotal, ms)
 		for _, c := range line.Candidates {
 			if c.Score != nil {
 				fmt.Fprintf(stdout, "%6s    %-22s %6d %7.3f\n", "", c.ID, *c.Score, *c.Cosine)

@@ -103,7 +103,7 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 		"DIR/cluster.json is assembled from the public descriptors. Each server gets\n"+
 		"a free UDP port on --host.", stderr)
 	dir := fs.String("dir", "", "cluster directory (created)")
-	mode := fs.String("mode", "2pc", "2pc (two parties), mpc (mu parties) or he (local servers and a key server)")
+	mode := fs.String("mode", "2pc", "2pc (two parties), mpc (mu parties), he (local servers and a key server) or blind (share holders and a decider)")
 	parties := fs.Int("parties", 0, "number of parties mu (default 2; 1 local server in mode he)")
 	devices := fs.Int("devices", 1, "number of device identities (identify only) besides the operator")
 	dim := fs.Int("dim", 0, fmt.Sprintf("template dimension d (default %d)", config.DefaultDim))
@@ -114,6 +114,8 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 	force := fs.Bool("force", false, "replace an existing cluster config")
 	metrics := fs.Bool("metrics", false, "give every server a loopback /metrics address")
 	reveal := fs.Bool("reveal-scores", false, "research cluster: identify answers with scores and candidates below the threshold (never for a deployment: scores for chosen probes reconstruct templates)")
+	galleryLv := fs.String("gallery-levels", "", "mode blind: the gallery transform \"L:a1,...\" (default the paper's T_alpha, \"1:alpha\")")
+	queryLv := fs.String("query-levels", "", "mode blind: the query transform \"L:a1,...\" (default T_beta, \"1:beta\")")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -128,7 +130,8 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 		*parties = defaultParties(m)
 	}
 	cfg, err := cluster.Init(*dir, cluster.Options{Mode: m, Parties: *parties, Devices: *devices, Dim: *dim,
-		Alpha: *alpha, Beta: *beta, Tau: tau, Host: *host, Force: *force, Metrics: *metrics, RevealScores: *reveal})
+		Alpha: *alpha, Beta: *beta, Tau: tau, Host: *host, Force: *force, Metrics: *metrics, RevealScores: *reveal,
+		GalleryLevels: *galleryLv, QueryLevels: *queryLv})
 	if err != nil {
 		return err
 	}
@@ -186,8 +189,12 @@ func clusterStatus(cfg *config.Params, cl *client.Client, local bool, stdout io.
 			live += int(s.Live)
 		}
 		dg := digestString(h.Digest)
-		if h.Mode == "he-key" {
-			fmt.Fprintf(stdout, "%-8s %-22s %-8s %10s %10s %9s  %-16s  %s\n", p.Name, p.Addr, pidS, "-", "-", "-", "key server", conf)
+		if h.Mode == "he-key" || h.Mode == "blind-decider" {
+			what := "key server"
+			if h.Mode == "blind-decider" {
+				what = "decider"
+			}
+			fmt.Fprintf(stdout, "%-8s %-22s %-8s %10s %10s %9s  %-16s  %s\n", p.Name, p.Addr, pidS, "-", "-", "-", what, conf)
 			continue
 		}
 		if first == "" {

@@ -76,6 +76,11 @@ func cmdCommCost(args []string, stdout, stderr io.Writer) error {
 				mode, parties = "mpc", r.Mu
 			case "idface-he":
 				mode, parties = "he", 1
+			case "blind":
+				if r.Mu > 3 {
+					continue
+				}
+				mode, parties = "blind", r.Mu
 			}
 			fmt.Fprintf(stderr, "measuring %s, mu = %d, beta = %d on %d rows...\n", mode, parties, r.Beta, *ids)
 			res, err := experiments.RunClusterBench(context.Background(), experiments.BenchOptions{

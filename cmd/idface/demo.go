@@ -20,12 +20,12 @@ func init() {
 }
 
 func cmdDemo(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("demo", "idface demo [--mode 2pc|mpc] [--parties MU] [--people 500] [--samples 3]\n\n"+
+	fs := newFlags("demo", "idface demo [--mode 2pc|mpc|he|blind] [--parties MU] [--people 500] [--samples 3]\n\n"+
 		"Starts a temporary cluster of real party processes on 127.0.0.1, enrolls\n"+
 		"synthetic people (sample 0 of 80% of them), identifies the other samples\n"+
 		"(genuine) and every sample of the rest (impostors), prints accuracy,\n"+
 		"latency and bytes per query, and removes everything.", stderr)
-	mode := fs.String("mode", "2pc", "2pc, mpc or he")
+	mode := fs.String("mode", "2pc", "2pc, mpc, he or blind")
 	parties := fs.Int("parties", 0, "number of parties (default 2; 1 local server in mode he)")
 	people := fs.Int("people", 500, "synthetic people")
 	samples := fs.Int("samples", 3, "samples per person (>= 2)")
@@ -56,8 +56,8 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	procs := *parties
-	if m == config.ModeHE {
-		procs++ // the key server
+	if m == config.ModeHE || m == config.ModeBlind {
+		procs++ // the key server or the decider
 	}
 	fmt.Fprintf(stdout, "idface demo: %s cluster of %d server processes in %s\n", *mode, procs, dir)
 	cfg, err := cluster.Init(dir, cluster.Options{Mode: m, Parties: *parties, Beta: *beta, Tau: tau})
@@ -124,7 +124,7 @@ func runDemo(ctx context.Context, cfg *config.Params, people, samples int, intra
 			return err
 		}
 		lat = append(lat, float64(time.Since(t0).Microseconds())/1000)
-		bytes = r.BytesSent + r.BytesRecv
+		bytes = r.BytesTotal
 		if p < enrolled {
 			genuine++
 			if r.Accepted {
@@ -152,14 +152,8 @@ func runDemo(ctx context.Context, cfg *config.Params, people, samples int, intra
 	fmt.Fprintf(stdout, "%-34s %9.1f%%\n", "  correctly rejected", pct(impostor-iAccept, impostor))
 	fmt.Fprintf(stdout, "%-34s %10.2f\n", "latency p50 (ms)", lat[len(lat)/2])
 	fmt.Fprintf(stdout, "%-34s %10.2f\n", "latency p90 (ms)", lat[len(lat)*9/10])
-	if p := cfg.HE(); p != nil {
-		groups := (len(items) + p.GroupRows() - 1) / p.GroupRows()
-		fmt.Fprintf(stdout, "%-34s %10d\n", "bytes per query (local <-> key)", bytes)
-		fmt.Fprintf(stdout, "%-34s %10d\n", "  formula 2*groups*S_ct", 2*groups*p.CiphertextBytes())
-		return nil
-	}
-	formula := float64(cfg.Mu()-1) * float64(2*len(items)*cfg.Beta()+2*cfg.Dim()) / 8
-	fmt.Fprintf(stdout, "%-34s %10d\n", "bytes per query (entry <-> peers)", bytes)
-	fmt.Fprintf(stdout, "%-34s %10.0f\n", "  paper formula (mu-1)(2D*beta+2d)", formula)
+	name, formula := experiments.IdentifyFormula(cfg, len(items))
+	fmt.Fprintf(stdout, "%-34s %10d\n", "bytes per query (between servers)", bytes)
+	fmt.Fprintf(stdout, "%-34s %10.0f\n", "  formula "+name, formula)
 	return nil
 }

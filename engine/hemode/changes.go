@@ -298,7 +298,7 @@ func (l *Local) enroll(ctx context.Context, m *protocol.Enroll) protocol.Msg {
 	if len(failed) == 0 && l.p.Mu() > 1 {
 		prep := &protocol.Prepare{Txn: txn, Dim: uint16(l.p.Dim()), Base: uint32(base)}
 		for i, z := range zs {
-			prep.Ops = append(prep.Ops, protocol.Op{Kind: protocol.OpPut, Seq: uint32(base + i), ID: ids[i], Plus: z.Plus, Minus: z.Minus})
+			prep.Ops = append(prep.Ops, protocol.Op{Kind: protocol.OpPut, Seq: uint32(base + i), ID: ids[i], Share: ternaryBytes(z)})
 		}
 		others := l.others()
 		for k, err := range engine.Broadcast(ctx, l.env.Net, others, func(int) protocol.Msg { return prep }, func(r protocol.Msg) error {
@@ -424,7 +424,10 @@ func (l *Local) prepare(_ context.Context, r engine.Request) protocol.Msg {
 		if dup {
 			return protocol.Errorf(protocol.CodeDuplicate, "id %q is already enrolled at %s", op.ID, l.env.Self)
 		}
-		zs[i] = template.Ternary{Dim: l.p.Dim(), Plus: op.Plus, Minus: op.Minus}
+		var err error
+		if zs[i], err = ternaryFrom(l.p.Dim(), op.Share); err != nil {
+			return protocol.Errorf(protocol.CodeBadRequest, "operation %d: %v", i, err)
+		}
 		if err := zs[i].Validate(l.p.Alpha()); err != nil {
 			return protocol.Errorf(protocol.CodeBadRequest, "operation %d: %v", i, err)
 		}
@@ -593,4 +596,21 @@ func (l *Local) delete(ctx context.Context, m *protocol.Delete) protocol.Msg {
 		return protocol.Errorf(protocol.CodeUnavailable, "deleted, but not yet at %s: it gets the deletion before it answers again", strings.Join(missing, ", "))
 	}
 	return &protocol.DeleteOK{}
+}
+
+// ternaryBytes is the wire form of a row the sequencer sends the other
+// local servers: z+ and z- as little-endian words.
+func ternaryBytes(z template.Ternary) []byte {
+	return append(append([]byte(nil), network.WordBytes(z.Plus)...), network.WordBytes(z.Minus)...)
+}
+
+func ternaryFrom(d int, b []byte) (template.Ternary, error) {
+	z := template.NewTernary(d)
+	w := len(z.Plus)
+	if len(b) != 16*w {
+		return z, fmt.Errorf("a row of %d bytes, want %d", len(b), 16*w)
+	}
+	copy(network.WordBytes(z.Plus), b[:8*w])
+	copy(network.WordBytes(z.Minus), b[8*w:])
+	return z, nil
 }

@@ -143,5 +143,6 @@ func (l *Local) identify(ctx context.Context, r engine.Request) protocol.Msg {
 	l.mu.RUnlock()
 	resp.Accepted = len(resp.Candidates) > 0
 	resp.BytesSent, resp.BytesRecv = uint64(s.Sent()), uint64(s.Received())
+	resp.BytesTotal = resp.BytesSent + resp.BytesRecv
 	return resp
 }

@@ -60,13 +60,14 @@ func (e *Engine) identify(ctx context.Context, r engine.Request) protocol.Msg {
 
 	// Snapshot the row map: the digest the helpers must match and the live
 	// bits we score with. Rows below the snapshot never change.
-	e.st.mu.RLock()
-	g := e.st.digest()
+	e.RLock()
+	g := e.Digest()
 	live := make([][]uint64, len(g))
-	for s, seg := range e.st.segs {
-		live[s] = append([]uint64(nil), seg.store.LiveWords(0, seg.store.Words())...)
+	for s := range g {
+		st := e.Shares(s)
+		live[s] = append([]uint64(nil), st.LiveWords(0, st.Words())...)
 	}
-	e.st.mu.RUnlock()
+	e.RUnlock()
 	blocks := plan(g, bw)
 	segOff := make([]int, len(g)+1) // global word offset of each segment
 	for s, sd := range g {
@@ -77,7 +78,7 @@ func (e *Engine) identify(ctx context.Context, r engine.Request) protocol.Msg {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var peers []*peerStream
-	for _, name := range e.peers() {
+	for _, name := range e.Peers() {
 		ps, err := openQuery(ctx, e.env.Net, name, q, blocks, n, bw)
 		if err != nil {
 			return engine.AsError(err, protocol.CodeUnavailable)
@@ -133,24 +134,25 @@ func (e *Engine) identify(ctx context.Context, r engine.Request) protocol.Msg {
 
 	matches := sharing.Merge(topK, scorers[0].Result(), scorers[1].Result())
 	resp := &protocol.IdentifyOK{Alpha: uint16(e.p.Alpha()), Beta: uint16(e.p.Beta()), ScoresHidden: !reveal}
-	e.st.mu.RLock()
+	e.RLock()
 	for _, mt := range matches {
 		s := 0
 		for mt.Row >= segOff[s+1]*64 {
 			s++
 		}
-		c := protocol.Candidate{ID: e.st.segs[s].ids.At(mt.Row - segOff[s]*64)}
+		c := protocol.Candidate{ID: e.ID(s, mt.Row-segOff[s]*64)}
 		if reveal {
 			c.Score = int32(mt.Score)
 		}
 		resp.Candidates = append(resp.Candidates, c)
 	}
-	e.st.mu.RUnlock()
+	e.RUnlock()
 	resp.Accepted = len(matches) > 0 && matches[0].Score >= e.p.Threshold()
 	for _, ps := range peers {
 		resp.BytesSent += uint64(ps.s.Sent())
 		resp.BytesRecv += uint64(ps.s.Received())
 	}
+	resp.BytesTotal = resp.BytesSent + resp.BytesRecv // every server-to-server byte of the query
 	return resp
 }
 
@@ -179,14 +181,14 @@ func scoreBlock(sc []*sharing.Scorer, cols [][][]uint64, gw0 int, live []uint64)
 // made under the lock for the block holding a segment's last, partial word,
 // which concurrent enrollments may still extend.
 func (e *Engine) ownColumns(b blockPlan, g protocol.Digest, sel sharing.Selection, buf []uint64, out [][]uint64) ([][]uint64, error) {
-	seg := e.st.segs[b.seg]
-	e.st.mu.RLock()
-	defer e.st.mu.RUnlock()
+	seg := e.Shares(b.seg)
+	e.RLock()
+	defer e.RUnlock()
 	if (b.w0+b.nw)*64 <= int(g[b.seg].Rows) {
-		return seg.store.Columns(sel, b.w0, b.w0+b.nw, out)
+		return seg.Columns(sel, b.w0, b.w0+b.nw, out)
 	}
 	n := len(sel.Cols)
-	if err := seg.store.Gather(buf[:b.nw*n], sel, b.w0, b.w0+b.nw); err != nil {
+	if err := seg.Gather(buf[:b.nw*n], sel, b.w0, b.w0+b.nw); err != nil {
 		return nil, err
 	}
 	return sharing.BlockColumns(buf[:b.nw*n], n, out), nil
@@ -284,7 +286,7 @@ func (e *Engine) serveQuery(ctx context.Context, r engine.Request) protocol.Msg 
 	if int(q.BlockWords) != e.p.BlockWords() {
 		return protocol.Errorf(protocol.CodeBadRequest, "blocks of %d words, cluster uses %d", q.BlockWords, e.p.BlockWords())
 	}
-	if err := e.awaitDigest(ctx, q.Digest); err != nil {
+	if err := e.AwaitDigest(ctx, q.Digest); err != nil {
 		return err
 	}
 	sel := sharing.NewSelection(y)
@@ -304,10 +306,10 @@ func (e *Engine) serveQuery(ctx context.Context, r engine.Request) protocol.Msg 
 		defer close(next)
 		for _, b := range blocks {
 			buf := getBuf(b.nw * n)
-			seg := e.st.segs[b.seg]
-			e.st.mu.RLock()
-			err := seg.store.Gather(buf, sel, b.w0, b.w0+b.nw)
-			e.st.mu.RUnlock()
+			seg := e.Shares(b.seg)
+			e.RLock()
+			err := seg.Gather(buf, sel, b.w0, b.w0+b.nw)
+			e.RUnlock()
 			select {
 			case next <- ready{b, buf, err}:
 			case <-stop:
@@ -331,28 +333,6 @@ func (e *Engine) serveQuery(ctx context.Context, r engine.Request) protocol.Msg 
 		}
 	}
 	return &protocol.BlocksEnd{}
-}
-
-// awaitDigest waits until this party's row map equals the entry's, for at
-// most the digest wait; a lasting difference is refused, never answered.
-func (e *Engine) awaitDigest(ctx context.Context, want protocol.Digest) *protocol.Error {
-	t := time.NewTimer(e.p.Timeouts().DigestWait)
-	defer t.Stop()
-	for {
-		e.st.mu.RLock()
-		have, changed := e.st.digest(), e.st.changed
-		e.st.mu.RUnlock()
-		if have.Equal(want) {
-			return nil
-		}
-		select {
-		case <-changed:
-		case <-t.C:
-			return protocol.Errorf(protocol.CodeInconsistent, "%s's rows differ from the entry's (%s); refusing to answer. If a party was restarted, it catches up within seconds; otherwise check 'idface cluster status'", e.env.Self, have.Diff(want))
-		case <-ctx.Done():
-			return protocol.Errorf(protocol.CodeUnavailable, "%s: %v", e.env.Self, ctx.Err())
-		}
-	}
 }
 
 // Block buffers are reused across queries: each is one streamed block.

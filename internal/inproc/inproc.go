@@ -58,6 +58,10 @@ func Literal(lit config.Literal, mu int) config.Literal {
 		k := member("key")
 		lit.KeyServer = &k
 	}
+	if lit.Mode == config.ModeBlind {
+		d := member("decider")
+		lit.Decider = &d
+	}
 	op, dev := member("client"), member("device")
 	op.Addr, dev.Addr = "", ""
 	op.Role, dev.Role = config.RoleOperator, config.RoleDevice
@@ -78,6 +82,11 @@ func Start(t testing.TB, lit config.Literal) *Cluster {
 	t.Cleanup(func() { c.StopAll(); c.quiet.Store(true) })
 	if k, ok := p.KeyServer(); ok { // local servers fetch its key first
 		if err := c.TryRestart(k.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d, ok := p.Decider(); ok {
+		if err := c.TryRestart(d.Name); err != nil {
 			t.Fatal(err)
 		}
 	}

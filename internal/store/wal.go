@@ -43,6 +43,7 @@ type Kind uint16
 const (
 	KindShares Kind = 1 // 2PC/MPC: a party's XOR shares (engine/mpcface)
 	KindHERows Kind = 2 // HE: a local server's row map (engine/hemode)
+	KindBlind  Kind = 3 // blind mode: a share holder's additive shares (engine/blind)
 )
 
 // MaxRecord bounds one record: a full enrollment batch of shares at the

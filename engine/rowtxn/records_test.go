@@ -1,4 +1,4 @@
-package mpcface
+package rowtxn
 
 import (
 	"encoding/hex"
@@ -13,14 +13,20 @@ import (
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/internal/golden"
 	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
 )
+
+// words is a 2PC/MPC share: z+ then z- as little-endian words.
+func words(plus, minus []uint64) []byte {
+	return append(append([]byte(nil), network.WordBytes(plus)...), network.WordBytes(minus)...)
+}
 
 func sampleRecords() []store.Record {
 	return []store.Record{
 		encodePrepare(&protocol.Prepare{Txn: protocol.TxnID{9, 8}, Origin: 1, Dim: 70, Base: 5, Ops: []protocol.Op{
-			{Kind: protocol.OpPut, Seq: 5, ID: "x", Plus: []uint64{1, 2}, Minus: []uint64{3, 1 << 60}},
-			{Kind: protocol.OpPut, Seq: 6, ID: "ÿ", Plus: []uint64{0, 7}, Minus: []uint64{8, 0}},
+			{Kind: protocol.OpPut, Seq: 5, ID: "x", Share: words([]uint64{1, 2}, []uint64{3, 1 << 60})},
+			{Kind: protocol.OpPut, Seq: 6, ID: "ÿ", Share: words([]uint64{0, 7}, []uint64{8, 0})},
 		}}),
 		encodePrepare(&protocol.Prepare{Txn: protocol.TxnID{1}, Origin: 0, Dim: 512, Base: 9, Ops: []protocol.Op{{Kind: protocol.OpDelete, Seq: 3, ID: "gone"}}}),
 		encodeDecide(&protocol.Decide{Txn: protocol.TxnID{3}, Origin: 2, Commit: true}),
@@ -28,7 +34,8 @@ func sampleRecords() []store.Record {
 	}
 }
 
-// TestRecordGolden pins the log record encodings (store.KindShares).
+// TestRecordGolden pins the log record encodings (the same bytes as the
+// 2PC/MPC records before the share holders shared this package).
 func TestRecordGolden(t *testing.T) {
 	var b strings.Builder
 	for _, r := range sampleRecords() {
@@ -39,20 +46,21 @@ func TestRecordGolden(t *testing.T) {
 
 func TestRecordRoundTrip(t *testing.T) {
 	recs := sampleRecords()
-	p, units, err := decodePrepare(store.Entry{Record: recs[0], TailIntact: true})
-	if err != nil || len(units) != 2 || units[0] != unitIntact || !reflect.DeepEqual(p.Ops[1].Minus, []uint64{8, 0}) {
+	const share = 32 // d = 70: 2 words each
+	p, units, err := decodePrepare(store.Entry{Record: recs[0], TailIntact: true}, share)
+	if err != nil || len(units) != 2 || units[0] != unitIntact || !reflect.DeepEqual(p.Ops[1].Share, words([]uint64{0, 7}, []uint64{8, 0})) {
 		t.Fatalf("%v %v %+v", err, units, p)
 	}
 	// An erased unit reads as erased; a changed byte as bad.
 	tail := append([]byte(nil), recs[0].Tail...)
-	us := unitSize(70)
+	us := unitSize(share)
 	clear(tail[:us])
 	tail[us+3] ^= 1
-	_, units, err = decodePrepare(store.Entry{Record: store.Record{Type: recPrepare, Sealed: recs[0].Sealed, Tail: tail}})
+	_, units, err = decodePrepare(store.Entry{Record: store.Record{Type: recPrepare, Sealed: recs[0].Sealed, Tail: tail}}, share)
 	if err != nil || units[0] != unitErased || units[1] != unitBad {
 		t.Fatalf("units %v, %v", units, err)
 	}
-	if _, _, err := decodePrepare(store.Entry{Record: store.Record{Type: recPrepare, Sealed: recs[0].Sealed, Tail: tail[:us]}}); err == nil {
+	if _, _, err := decodePrepare(store.Entry{Record: store.Record{Type: recPrepare, Sealed: recs[0].Sealed, Tail: tail[:us]}}, share); err == nil {
 		t.Fatal("a short tail was accepted")
 	}
 	d, err := decodeDecide(store.Entry{Record: recs[2]})
@@ -73,13 +81,14 @@ func FuzzReplay(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e, err := New(engine.Env{Params: p, Self: "p1", Metrics: prometheus.NewRegistry()})
+		c, err := New(engine.Env{Params: p, Self: "p1", Metrics: prometheus.NewRegistry()}, Options[*memShares]{
+			ShareSize: 32, NewShares: func() (*memShares, error) { return &memShares{size: 32}, nil }})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, r := range sampleRecords()[:1] { // a prepare to decide
-			e.Replay(store.Entry{Record: r, TailIntact: true})
+			c.Replay(store.Entry{Record: r, TailIntact: true})
 		}
-		e.Replay(store.Entry{Record: store.Record{Type: typ, Sealed: sealed, Tail: tail}, Last: last})
+		c.Replay(store.Entry{Record: store.Record{Type: typ, Sealed: sealed, Tail: tail}, Last: last})
 	})
 }

@@ -1,4 +1,4 @@
-package mpcface
+package rowtxn
 
 import (
 	"encoding/binary"
@@ -6,25 +6,25 @@ import (
 
 	"github.com/idface/idface/internal/store"
 	"github.com/idface/idface/internal/wire"
-	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/template"
 )
 
-// Log record types of a party's log (store.KindShares). Their encoding is
-// this package's own, independent of the wire protocol; golden vectors in
+// Log record types of a share holder's log. Their encoding is this
+// package's own, independent of the wire protocol; golden vectors in
 // testdata/ pin it.
 const (
 	recPrepare uint8 = 1 // a prepared transaction: ops, with this party's shares in the tail
 	recDecide  uint8 = 2 // the decision on a transaction
 )
 
-// unitSize is the bytes one put's share takes in a prepare record's tail:
-// z+ and z- as little-endian words, then a CRC-32C of them. An erased unit
-// is all zero bytes (a CRC-32C of zero bytes is never zero).
-func unitSize(dim int) int { return 16*template.Words(dim) + 4 }
+// Each put's share is one unit of the prepare record's tail: the share's
+// bytes, then a CRC-32C of them. An erased unit is all zero bytes (a
+// CRC-32C of zero bytes is never zero).
+func unitSize(share int) int { return share + 4 }
 
-// encodePrepare makes the log record of a Prepare.
+// encodePrepare makes the log record of a Prepare whose puts carry full
+// shares of the same size.
 func encodePrepare(p *protocol.Prepare) store.Record {
 	e := wire.Enc{B: make([]byte, 0, 32+len(p.Ops)*24)}
 	e.Raw(p.Txn[:])
@@ -32,24 +32,18 @@ func encodePrepare(p *protocol.Prepare) store.Record {
 	e.U16(p.Dim)
 	e.U32(p.Base)
 	e.U32(uint32(len(p.Ops)))
-	us := unitSize(int(p.Dim))
-	puts := 0
+	var tail []byte
 	for _, op := range p.Ops {
 		e.U8(uint8(op.Kind))
 		e.U32(op.Seq)
 		e.Str(op.ID)
-		if op.Kind == protocol.OpPut {
-			puts++
-		}
 	}
-	tail := make([]byte, 0, puts*us)
 	for _, op := range p.Ops {
 		if op.Kind != protocol.OpPut {
 			continue
 		}
 		at := len(tail)
-		tail = append(tail, network.WordBytes(op.Plus)...)
-		tail = append(tail, network.WordBytes(op.Minus)...)
+		tail = append(tail, op.Share...)
 		tail = binary.BigEndian.AppendUint32(tail, store.Checksum(tail[at:]))
 	}
 	return store.Record{Type: recPrepare, Sealed: e.B, Tail: tail}
@@ -64,9 +58,10 @@ const (
 	unitBad         // neither: damage, or an erasure torn by a crash
 )
 
-// decodePrepare parses a prepare record; shares of erased or bad units are
-// left nil and reported in units (one per put, in op order).
-func decodePrepare(en store.Entry) (*protocol.Prepare, []unit, error) {
+// decodePrepare parses a prepare record of shares of share bytes; shares
+// of erased or bad units are left nil and reported in units (one per put,
+// in op order).
+func decodePrepare(en store.Entry, share int) (*protocol.Prepare, []unit, error) {
 	d := wire.Dec{B: en.Sealed}
 	p := &protocol.Prepare{}
 	d.Fixed(p.Txn[:])
@@ -90,11 +85,10 @@ func decodePrepare(en store.Entry) (*protocol.Prepare, []unit, error) {
 	if err := d.Done(); err != nil {
 		return nil, nil, fmt.Errorf("prepare record: %w", err)
 	}
-	us := unitSize(int(p.Dim))
+	us := unitSize(share)
 	if len(en.Tail) != puts*us {
 		return nil, nil, fmt.Errorf("prepare record with %d puts has a tail of %d bytes", puts, len(en.Tail))
 	}
-	w := template.Words(int(p.Dim))
 	units := make([]unit, 0, puts)
 	i := 0
 	for k := range p.Ops {
@@ -105,12 +99,9 @@ func decodePrepare(en store.Entry) (*protocol.Prepare, []unit, error) {
 		i++
 		st := checkUnit(u)
 		units = append(units, st)
-		if st != unitIntact {
-			continue
+		if st == unitIntact {
+			p.Ops[k].Share = append([]byte(nil), u[:share]...)
 		}
-		words := make([]uint64, 2*w)
-		copy(network.WordBytes(words), u[:16*w])
-		p.Ops[k].Plus, p.Ops[k].Minus = words[:w:w], words[w:]
 	}
 	return p, units, nil
 }

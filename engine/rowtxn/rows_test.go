@@ -1,15 +1,51 @@
-package mpcface
+package rowtxn
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/idface/idface/protocol"
 )
 
+// memShares is a plain share store for tests: one byte slice per row.
+type memShares struct {
+	size int
+	rows [][]byte
+	live []bool
+}
+
+func (m *memShares) Rows() int { return len(m.rows) }
+func (m *memShares) Live() int {
+	n := 0
+	for _, l := range m.live {
+		if l {
+			n++
+		}
+	}
+	return n
+}
+func (m *memShares) IsLive(seq int) bool { return seq < len(m.live) && m.live[seq] }
+func (m *memShares) Put(seq int, share []byte, live bool) error {
+	for len(m.rows) <= seq {
+		m.rows, m.live = append(m.rows, nil), append(m.live, false)
+	}
+	if share == nil {
+		share = make([]byte, m.size)
+	}
+	m.rows[seq], m.live[seq] = append([]byte(nil), share...), live
+	return nil
+}
+func (m *memShares) Erase(seq int) error {
+	m.rows[seq], m.live[seq] = make([]byte, m.size), false
+	return nil
+}
+
+func newMem() (*memShares, error) { return &memShares{size: 2}, nil }
+
 func TestValidateRefusesDivergence(t *testing.T) {
-	st, _ := newState(64, 2, [16]byte{1})
+	st, _ := newState(64, 2, 2, [16]byte{1}, newMem)
 	put := func(seq uint32, id string) protocol.Op {
-		return protocol.Op{Kind: protocol.OpPut, Seq: seq, ID: id, Plus: []uint64{1}, Minus: []uint64{2}}
+		return protocol.Op{Kind: protocol.OpPut, Seq: seq, ID: id, Share: []byte{1, 2}}
 	}
 	p := &protocol.Prepare{Txn: protocol.TxnID{1}, Origin: 1, Dim: 64, Base: 0, Ops: []protocol.Op{put(0, "a"), put(1, "b")}}
 	if e := st.validate(p); e != nil {
@@ -29,7 +65,7 @@ func TestValidateRefusesDivergence(t *testing.T) {
 		"dimension":    {&protocol.Prepare{Origin: 1, Dim: 65, Base: 2, Ops: []protocol.Op{put(2, "c")}}, protocol.CodeBadRequest},
 		"origin":       {&protocol.Prepare{Origin: 7, Dim: 64}, protocol.CodeBadRequest},
 		"empty":        {&protocol.Prepare{Origin: 1, Dim: 64, Base: 2}, protocol.CodeBadRequest},
-		"bad share":    {&protocol.Prepare{Origin: 1, Dim: 64, Base: 2, Ops: []protocol.Op{{Kind: protocol.OpPut, Seq: 2, ID: "c", Plus: []uint64{1, 2}}}}, protocol.CodeBadRequest},
+		"bad share":    {&protocol.Prepare{Origin: 1, Dim: 64, Base: 2, Ops: []protocol.Op{{Kind: protocol.OpPut, Seq: 2, ID: "c", Share: []byte{1, 2, 3}}}}, protocol.CodeBadRequest},
 		"bad id":       {&protocol.Prepare{Origin: 1, Dim: 64, Base: 2, Ops: []protocol.Op{put(2, "x\u202e")}}, protocol.CodeBadRequest},
 	} {
 		if e := st.validate(c.p); e == nil || e.Code != c.code {
@@ -41,15 +77,14 @@ func TestValidateRefusesDivergence(t *testing.T) {
 	if g2 := st.digest(); g1.Equal(g2) || g2[1].Live != 1 || g2[1].Rows != 2 {
 		t.Fatalf("delete did not change the digest: %v -> %v", g1, g2)
 	}
-	// The deleted row's shares are gone from memory, not just tombstoned.
-	sh, _ := st.segs[1].store.Row(0)
-	if sh.Plus[0] != 0 || sh.Minus[0] != 0 {
+	// The deleted row's share is gone from memory, not just tombstoned.
+	if !bytes.Equal(st.segs[1].shares.rows[0], []byte{0, 0}) {
 		t.Fatal("a deleted row's share is still in the store")
 	}
 	// Another cluster's digest of the same rows differs.
-	other, _ := newState(64, 2, [16]byte{2})
+	other, _ := newState(64, 2, 2, [16]byte{2}, newMem)
 	other.apply(&pendingTxn{prep: p, tail: -1})
-	st2, _ := newState(64, 2, [16]byte{1})
+	st2, _ := newState(64, 2, 2, [16]byte{1}, newMem)
 	st2.apply(&pendingTxn{prep: p, tail: -1})
 	if other.digest().Equal(st2.digest()) {
 		t.Fatal("two clusters' digests agree")

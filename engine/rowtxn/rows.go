@@ -1,4 +1,13 @@
-package mpcface
+// Package rowtxn is the row bookkeeping that the share-holding engines
+// have in common (2PCFace/MPCFace in engine/mpcface, blind mode in
+// engine/blind): every party holds one share of every enrolled row, rows
+// are addressed by (origin party, sequence) and kept at the same place at
+// every party by two-phase transactions that the origin coordinates
+// (prepare, vote, decide, presumed abort), deletions erase a row's share in
+// memory and in the log, and parties compare row-map digests before they
+// answer together. What a share is and how a query uses the shares is the
+// engine's business: it plugs a Shares store in.
+package rowtxn
 
 import (
 	"fmt"
@@ -7,16 +16,27 @@ import (
 
 	"github.com/idface/idface/internal/rowmap"
 	"github.com/idface/idface/protocol"
-	"github.com/idface/idface/sharing"
 )
+
+// Shares is one origin segment's share store.
+type Shares interface {
+	Rows() int
+	Live() int
+	IsLive(seq int) bool
+	// Put stores share (ShareSize bytes) at row seq, seq <= Rows(); a nil
+	// share (lost to damage) stores zeros.
+	Put(seq int, share []byte, live bool) error
+	// Erase zeroes row seq's share and marks it dead.
+	Erase(seq int) error
+}
 
 // segment is the rows one origin party enrolled, in its order. Only the
 // origin appends to or deletes from its segment, so every party applies a
-// segment's transactions in one order (docs/DESIGN-NOTES.md "Rows").
-type segment struct {
-	store *sharing.Store
-	ids   rowmap.IDs
-	hash  rowmap.Hash
+// segment's transactions in one order.
+type segment[S Shares] struct {
+	shares S
+	ids    rowmap.IDs
+	hash   rowmap.Hash
 	// batches locate committed rows' shares in this party's log: row seq
 	// of a batch starting at seq0 is unit seq-seq0 of the tail at tail.
 	batches []batch
@@ -27,9 +47,8 @@ type batch struct {
 	tail    int64
 }
 
-// unitAt returns the log offset of row seq's share, or -1 if unknown (a
-// row put before this process's replay could locate it).
-func (s *segment) unitAt(seq, unitBytes int) int64 {
+// unitAt returns the log offset of row seq's share, or -1 if unknown.
+func (s *segment[S]) unitAt(seq, unitBytes int) int64 {
 	i := sort.Search(len(s.batches), func(i int) bool { return s.batches[i].seq0+s.batches[i].n > seq })
 	if i == len(s.batches) || s.batches[i].seq0 > seq {
 		return -1
@@ -47,43 +66,44 @@ type pendingTxn struct {
 
 // state is a party's row map and shares. Fields are guarded by mu; gathers
 // hold the read lock, commits the write lock.
-type state struct {
+type state[S Shares] struct {
 	mu      sync.RWMutex
 	changed chan struct{} // closed (and replaced) on every commit
 	dim     int
+	share   int // bytes of one share
 	cluster [16]byte
-	segs    []*segment
+	segs    []*segment[S]
 	ids     *rowmap.Index // live ids
 	pending map[protocol.TxnID]*pendingTxn
 }
 
-func newState(dim, mu int, cluster [16]byte) (*state, error) {
-	st := &state{dim: dim, cluster: cluster, changed: make(chan struct{}), pending: map[protocol.TxnID]*pendingTxn{}}
+func newState[S Shares](dim, share, mu int, cluster [16]byte, newShares func() (S, error)) (*state[S], error) {
+	st := &state[S]{dim: dim, share: share, cluster: cluster, changed: make(chan struct{}), pending: map[protocol.TxnID]*pendingTxn{}}
 	st.ids = rowmap.NewIndex(func(r rowmap.Ref) string { return st.segs[r.Seg].ids.At(r.Seq) })
 	for range mu {
-		s, err := sharing.NewStore(dim, 0)
+		s, err := newShares()
 		if err != nil {
 			return nil, err
 		}
-		st.segs = append(st.segs, &segment{store: s})
+		st.segs = append(st.segs, &segment[S]{shares: s})
 	}
 	return st, nil
 }
 
 // digest summarises the committed row map (caller holds mu).
-func (st *state) digest() protocol.Digest {
+func (st *state[S]) digest() protocol.Digest {
 	g := make(protocol.Digest, len(st.segs))
 	for i, s := range st.segs {
-		g[i] = protocol.SegDigest{Rows: uint32(s.store.Rows()), Live: uint32(s.store.Live()), Hash: s.hash}
+		g[i] = protocol.SegDigest{Rows: uint32(s.shares.Rows()), Live: uint32(s.shares.Live()), Hash: s.hash}
 	}
 	return g
 }
 
 // totals counts row slots and live rows (caller holds mu).
-func (st *state) totals() (rows, live int) {
+func (st *state[S]) totals() (rows, live int) {
 	for _, s := range st.segs {
-		rows += s.store.Rows()
-		live += s.store.Live()
+		rows += s.shares.Rows()
+		live += s.shares.Live()
 	}
 	return rows, live
 }
@@ -91,7 +111,7 @@ func (st *state) totals() (rows, live int) {
 // validate checks a Prepare against the committed state and the other
 // pending transactions (caller holds mu). It is the same check at the
 // origin and at every other party, so all vote alike on honest input.
-func (st *state) validate(p *protocol.Prepare) *protocol.Error {
+func (st *state[S]) validate(p *protocol.Prepare) *protocol.Error {
 	if int(p.Origin) >= len(st.segs) {
 		return protocol.Errorf(protocol.CodeBadRequest, "origin %d outside the %d parties", p.Origin, len(st.segs))
 	}
@@ -102,8 +122,8 @@ func (st *state) validate(p *protocol.Prepare) *protocol.Error {
 		return protocol.Errorf(protocol.CodeBadRequest, "empty transaction")
 	}
 	seg := st.segs[p.Origin]
-	if int(p.Base) != seg.store.Rows() {
-		return protocol.Errorf(protocol.CodeInconsistent, "origin %d segment has %d rows here, the origin built on %d", p.Origin, seg.store.Rows(), p.Base)
+	if int(p.Base) != seg.shares.Rows() {
+		return protocol.Errorf(protocol.CodeInconsistent, "origin %d segment has %d rows here, the origin built on %d", p.Origin, seg.shares.Rows(), p.Base)
 	}
 	inUse := map[string]bool{}
 	for _, q := range st.pending {
@@ -132,8 +152,8 @@ func (st *state) validate(p *protocol.Prepare) *protocol.Error {
 			if _, ok := st.ids.Lookup(op.ID); ok {
 				return protocol.Errorf(protocol.CodeDuplicate, "id %q is already enrolled", op.ID)
 			}
-			if err := (sharing.Share{Plus: op.Plus, Minus: op.Minus}).Check(st.dim); err != nil {
-				return protocol.Errorf(protocol.CodeBadRequest, "%v", err)
+			if len(op.Share) != st.share {
+				return protocol.Errorf(protocol.CodeBadRequest, "a share of %d bytes, this cluster's are %d", len(op.Share), st.share)
 			}
 		case protocol.OpDelete:
 			ref, ok := st.ids.Lookup(op.ID)
@@ -153,29 +173,24 @@ func (st *state) validate(p *protocol.Prepare) *protocol.Error {
 // the caller checks that such a row is deleted later. Deleted rows' shares
 // are erased from memory here; it returns the deleted rows so that the
 // caller erases them from the log too.
-func (st *state) apply(t *pendingTxn) (deleted []rowmap.Ref, err error) {
+func (st *state[S]) apply(t *pendingTxn) (deleted []rowmap.Ref, err error) {
 	p := t.prep
 	seg := st.segs[p.Origin]
-	zero := sharing.NewShare(st.dim)
 	puts := 0
 	for _, op := range p.Ops {
 		switch op.Kind {
 		case protocol.OpPut:
 			if int(op.Seq) != seg.ids.Len() {
-				return nil, fmt.Errorf("mpcface: row %d of origin %d applied out of order (%d rows)", op.Seq, p.Origin, seg.ids.Len())
+				return nil, fmt.Errorf("rowtxn: row %d of origin %d applied out of order (%d rows)", op.Seq, p.Origin, seg.ids.Len())
 			}
-			sh := sharing.Share{Plus: op.Plus, Minus: op.Minus}
-			if sh.Plus == nil {
-				sh = zero
-			}
-			if err := seg.store.Put(int(op.Seq), sh, true); err != nil {
+			if err := seg.shares.Put(int(op.Seq), op.Share, true); err != nil {
 				return nil, err
 			}
 			seg.ids.Append(op.ID)
 			st.ids.Insert(op.ID, rowmap.Ref{Seg: int(p.Origin), Seq: int(op.Seq)})
 			puts++
 		case protocol.OpDelete:
-			if err := seg.store.Put(int(op.Seq), zero, false); err != nil { // erase, not just tombstone
+			if err := seg.shares.Erase(int(op.Seq)); err != nil { // erase, not just tombstone
 				return nil, err
 			}
 			st.ids.Remove(op.ID)

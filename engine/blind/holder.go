@@ -1,0 +1,473 @@
+// Package blind is the protocol engine of blind mode (SPEC 7): mu share
+// holders keep additive shares over Z_(2^k) of every enrolled row's
+// gallery vector G(x), and a decider that holds no share finds the best
+// rows in a randomly permuted, masked sum of the holders' score shares.
+// Any holder is the entry for its devices; it learns the answer, never a
+// score or a share of anyone else.
+//
+// Identify: the entry draws a query id and a seed sigma, sends (y, sigma)
+// to every other holder; every holder computes its score share of every
+// row (column sums over the query's positions), permutes it with pi(sigma)
+// and adds its mask m_k(sigma) (the masks sum to zero), and sends the
+// vector to the decider; the decider adds the mu vectors, getting pi(s),
+// and answers the entry with the permuted positions of the best rows that
+// reach the threshold; the entry maps them back with pi^-1.
+//
+// Enrollment and deletion are the two-phase transactions of
+// engine/rowtxn; a share travels as a 32-byte seed to all holders but one.
+//
+// # Security model
+//
+// Semi-honest, non-colluding servers. One holder's store is uniform. A
+// helper sees y (as in the paper) and sigma; the decider sees each query's
+// scores in random order, unlinkable across queries; the entry sees the
+// answer. See docs/SECURITY.md.
+package blind
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/engine"
+	"github.com/idface/idface/engine/rowtxn"
+	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/network"
+	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/sharing"
+	"github.com/idface/idface/template"
+)
+
+// shares adapts an additive column store to rowtxn.Shares: a share is d
+// elements of k bits, little-endian.
+type shares[E sharing.Elem] struct{ *sharing.AdditiveStore[E] }
+
+func (s shares[E]) Put(seq int, share []byte, live bool) error {
+	if share == nil { // lost to damage: zeros, and the row must be deleted
+		return s.AdditiveStore.Put(seq, make([]E, s.Dim()), live)
+	}
+	return s.AdditiveStore.Put(seq, sharing.ViewElems[E](share), live)
+}
+
+func (s shares[E]) Erase(seq int) error { return s.Delete(seq) }
+
+// Holder is one share holder of a blind cluster.
+type Holder[E sharing.Elem] struct {
+	*rowtxn.Core[shares[E]]
+	env     engine.Env
+	p       *config.Params
+	gallery *engine.LevelTransformers
+	query   *engine.LevelTransformers
+	perms   sync.Pool // *sharing.Permuter
+	bufs    sync.Pool // *[]E, a score vector
+}
+
+// New makes share holder env.Self for the cluster's ring: feed it the log
+// with Replay, then call Start.
+func New(env engine.Env) (Engine, error) {
+	switch env.Params.Ring().Bits {
+	case 8:
+		return newHolder[uint8](env)
+	case 16:
+		return newHolder[uint16](env)
+	}
+	return nil, fmt.Errorf("blind: a ring of %d bits", env.Params.Ring().Bits)
+}
+
+// Engine is a share holder whatever its ring.
+type Engine interface {
+	engine.Engine
+	Replay(en store.Entry) error
+	Start(log engine.Log) error
+	Inspect() rowtxn.Inspection
+	RowIDs(k, lo, hi int) ([]string, []bool)
+}
+
+func newHolder[E sharing.Elem](env engine.Env) (*Holder[E], error) {
+	p := env.Params
+	d := p.Dim()
+	core, err := rowtxn.New(env, rowtxn.Options[shares[E]]{
+		ShareSize: d * sharing.RingOf[E]().Bits / 8,
+		NewShares: func() (shares[E], error) {
+			s, err := sharing.NewAdditiveStore[E](d, 0)
+			return shares[E]{s}, err
+		},
+		Expand: func(op *protocol.Op) error {
+			if len(op.Share) != sharing.SeedSize {
+				return fmt.Errorf("a seeded share of %d bytes, want %d", len(op.Share), sharing.SeedSize)
+			}
+			var seed sharing.Seed
+			copy(seed[:], op.Share)
+			full := make([]E, d)
+			if err := sharing.ExpandShare(full, &seed); err != nil {
+				return err
+			}
+			op.Share, op.Seeded = sharing.ElemBytes(full), false
+			return nil
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	g, err := engine.NewLevelTransformers(d, p.GalleryLevels())
+	if err != nil {
+		return nil, err
+	}
+	q, err := engine.NewLevelTransformers(d, p.QueryLevels())
+	if err != nil {
+		return nil, err
+	}
+	return &Holder[E]{Core: core, env: env, p: p, gallery: g, query: q}, nil
+}
+
+// Routes lists the requests a share holder answers.
+func (h *Holder[E]) Routes() map[protocol.Type]engine.Route {
+	r := h.Core.Routes()
+	r[protocol.TEnroll] = engine.Route{Op: "enroll", From: engine.Operators, Handle: h.Guard(h.enroll)}
+	r[protocol.TIdentify] = engine.Route{Op: "identify", From: engine.Anyone, Handle: h.Guard(h.identify)}
+	r[protocol.TBlindQuery] = engine.Route{Op: "query", From: engine.Servers, Handle: h.Guard(h.serveQuery)}
+	return r
+}
+
+// enroll runs at the entry: G(x) on all cores, GenShare for mu holders
+// (all but the last get a seed), then one transaction.
+func (h *Holder[E]) enroll(ctx context.Context, r engine.Request) protocol.Msg {
+	return h.Enroll(ctx, r.Msg.(*protocol.Enroll).Items, h.share)
+}
+
+// share makes every holder's op for each item: holders 0..mu-2 a seed (the
+// entry expands its own), holder mu-1 the full share.
+func (h *Holder[E]) share(items []protocol.Item) ([][]protocol.Op, error) {
+	mu, d, self := h.p.Mu(), h.p.Dim(), h.Self()
+	ops := make([][]protocol.Op, mu)
+	for k := range ops {
+		ops[k] = make([]protocol.Op, len(items))
+	}
+	err := engine.Parallel(len(items), 64, func(lo, hi int) error {
+		tr := h.gallery.Get()
+		defer h.gallery.Put(tr)
+		rnd, err := sharing.NewStream(h.env.Rand) // AES-CTR keyed from crypto/rand
+		if err != nil {
+			return err
+		}
+		v := make([]int8, d)
+		defer clear(v)
+		seeds := make([]sharing.Seed, mu-1)
+		for i := lo; i < hi; i++ {
+			if err := template.ApplyLevels(tr, items[i].Template, v); err != nil {
+				return fmt.Errorf("item %d (%s): %w", i, items[i].ID, err)
+			}
+			last := make([]E, d)
+			if err := sharing.GenSeededShares(seeds, last, v, rnd); err != nil {
+				return err
+			}
+			for k := range ops {
+				op := protocol.Op{Kind: protocol.OpPut, ID: items[i].ID}
+				switch {
+				case k == mu-1:
+					op.Share = sharing.ElemBytes(last)
+				case k == self: // its own share in full: it is logged
+					full := make([]E, d)
+					if err := sharing.ExpandShare(full, &seeds[k]); err != nil {
+						return err
+					}
+					op.Share = sharing.ElemBytes(full)
+				default:
+					op.Share, op.Seeded = append([]byte(nil), seeds[k][:]...), true
+				}
+				ops[k][i] = op
+			}
+		}
+		return nil
+	})
+	return ops, err
+}
+
+// view is a snapshot of the row map for one query: the digest the helpers
+// must match, each segment's first global row, the live bits over all rows.
+type view struct {
+	digest protocol.Digest
+	off    []int // off[s]: first global row of segment s; off[len] = n
+	live   []uint64
+}
+
+// snapshot takes the committed row map (rows never change below it).
+func (h *Holder[E]) snapshot() view {
+	h.RLock()
+	defer h.RUnlock()
+	v := view{digest: h.Digest(), off: []int{0}}
+	for s, sd := range v.digest {
+		v.off = append(v.off, v.off[s]+int(sd.Rows))
+	}
+	n := v.off[len(v.off)-1]
+	v.live = make([]uint64, template.Words(n))
+	for s := range v.digest {
+		appendBits(v.live, v.off[s], h.Shares(s).LiveBits(), int(v.digest[s].Rows))
+	}
+	return v
+}
+
+// appendBits copies the first n bits of src into dst at bit offset at.
+func appendBits(dst []uint64, at int, src []uint64, n int) {
+	for i := 0; i < n; i += 64 {
+		w := src[i/64]
+		if k := n - i; k < 64 {
+			w &= 1<<uint(k) - 1
+		}
+		b := at + i
+		dst[b/64] |= w << uint(b%64)
+		if b%64 != 0 && b/64+1 < len(dst) {
+			dst[b/64+1] |= w >> uint(64-b%64)
+		}
+	}
+}
+
+// scoreVector computes this holder's permuted, masked score shares for
+// the query over the snapshot's rows.
+func (h *Holder[E]) scoreVector(q *sharing.Query, v view, sigma *sharing.Seed) ([]E, func(), error) {
+	n := v.off[len(v.off)-1]
+	src, dst := h.buf(n), h.buf(n)
+	release := func() { h.bufs.Put(&src); h.bufs.Put(&dst) }
+	h.RLock()
+	var err error
+	for s := range v.digest {
+		rows := int(v.digest[s].Rows)
+		if rows == 0 {
+			continue
+		}
+		if err = h.Shares(s).ScoreSharesParallel(src[v.off[s]:v.off[s+1]], q, 0, rows, 0); err != nil {
+			break
+		}
+	}
+	h.RUnlock()
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	perm := h.permuter()
+	defer h.perms.Put(perm)
+	if err := sharing.PermuteMask(perm, dst, src, v.live, sigma, h.Self(), h.p.Mu()); err != nil {
+		release()
+		return nil, nil, err
+	}
+	return dst, release, nil
+}
+
+func (h *Holder[E]) buf(n int) []E {
+	if b, ok := h.bufs.Get().(*[]E); ok && cap(*b) >= n {
+		return (*b)[:n]
+	}
+	return make([]E, n)
+}
+
+func (h *Holder[E]) permuter() *sharing.Permuter {
+	if p, ok := h.perms.Get().(*sharing.Permuter); ok {
+		return p
+	}
+	return &sharing.Permuter{}
+}
+
+// sendShare sends a holder's vector to the decider; the entry's stream
+// then carries the decider's answer.
+func (h *Holder[E]) sendShare(ctx context.Context, qid [16]byte, vec []E, topK int, entry bool) (*network.Stream, error) {
+	dec := h.p.DeciderName()
+	s, err := h.env.Net.Open(ctx, dec)
+	if err != nil {
+		return nil, err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		s.SetDeadline(dl)
+	}
+	m := &protocol.DecideShare{Query: qid, Rows: uint32(len(vec)), Bits: uint8(sharing.RingOf[E]().Bits), TopK: uint16(topK), Entry: entry}
+	if err := s.WriteFrame(protocol.Marshal(m)); err == nil {
+		_, err = s.Write(sharing.ElemBytes(vec))
+	}
+	s.CloseWrite()
+	if err != nil {
+		if _, rerr := network.ReadReply(ctx, s, dec); rerr != nil {
+			err = rerr // the decider's refusal explains
+		}
+		s.Finish()
+		return nil, err
+	}
+	return s, nil
+}
+
+// identify runs a query as the entry.
+func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg {
+	m := r.Msg.(*protocol.Identify)
+	topK := int(m.TopK)
+	if topK > h.p.MaxTopK() {
+		return protocol.Errorf(protocol.CodeBadRequest, "top %d: this cluster answers with at most %d candidates", topK, h.p.MaxTopK())
+	}
+	tr := h.query.Get()
+	y := make([]int8, h.p.Dim())
+	err := template.ApplyLevels(tr, m.Template, y)
+	h.query.Put(tr)
+	if err != nil {
+		return protocol.Errorf(protocol.CodeBadRequest, "%v", err)
+	}
+	q, err := sharing.DenseQuery(y)
+	if err != nil {
+		return protocol.Errorf(protocol.CodeInternal, "%v", err)
+	}
+	pos, coef := q.Coefficients()
+	sigma, err := sharing.NewSeed(h.env.RandReader())
+	if err != nil {
+		return protocol.Errorf(protocol.CodeInternal, "%v", err)
+	}
+	var qid [16]byte
+	if _, err := h.env.RandReader().Read(qid[:]); err != nil {
+		return protocol.Errorf(protocol.CodeInternal, "%v", err)
+	}
+	v := h.snapshot()
+	n := v.off[len(v.off)-1]
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	// The helpers: (y, sigma) out, their share of the traffic back.
+	peers := h.Peers()
+	helperBytes := make([]uint64, len(peers))
+	errs := make([]error, len(peers))
+	var wg sync.WaitGroup
+	bq := &protocol.BlindQuery{Query: qid, Sigma: sigma, Digest: v.digest, Pos: pos, Coef: coef}
+	for i, name := range peers {
+		wg.Go(func() {
+			s, err := h.env.Net.Open(ctx, name)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer s.Finish()
+			if dl, ok := ctx.Deadline(); ok {
+				s.SetDeadline(dl)
+			}
+			if err := s.WriteFrame(protocol.Marshal(bq)); err != nil {
+				errs[i] = err
+				return
+			}
+			s.CloseWrite()
+			resp, err := network.ReadReply(ctx, s, name)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			ok, isOK := resp.(*protocol.BlindQueryOK)
+			if !isOK {
+				errs[i] = fmt.Errorf("%s answered the query with %v", name, resp.Type())
+				return
+			}
+			helperBytes[i] = ok.Bytes + uint64(s.Sent()+s.Received())
+		})
+	}
+	vec, release, err := h.scoreVector(q, v, &sigma)
+	if err != nil {
+		cancel()
+		wg.Wait()
+		return protocol.Errorf(protocol.CodeInternal, "%v", err)
+	}
+	s, err := h.sendShare(ctx, qid, vec, topK, true)
+	release()
+	if err != nil {
+		cancel()
+		wg.Wait()
+		return engine.AsError(fmt.Errorf("decider: %w", err), protocol.CodeUnavailable)
+	}
+	defer s.Finish()
+	resp, derr := network.ReadReply(ctx, s, h.p.DeciderName())
+	wg.Wait()
+	for i, err := range errs { // a helper's failure explains the decider's wait
+		if err != nil {
+			return engine.AsError(fmt.Errorf("%s: %w", peers[i], err), protocol.CodeUnavailable)
+		}
+	}
+	if derr != nil {
+		return engine.AsError(derr, protocol.CodeUnavailable)
+	}
+	res, ok := resp.(*protocol.DecideResult)
+	if !ok {
+		return protocol.Errorf(protocol.CodeInternal, "the decider answered %v", resp.Type())
+	}
+	return h.answer(res, v, &sigma, n, uint64(s.Sent()+s.Received()), helperBytes)
+}
+
+// answer maps the decider's permuted positions back to ids.
+func (h *Holder[E]) answer(res *protocol.DecideResult, v view, sigma *sharing.Seed, n int, own uint64, helpers []uint64) protocol.Msg {
+	reveal := h.p.RevealScores()
+	out := &protocol.IdentifyOK{Alpha: uint16(h.p.Alpha()), Beta: uint16(h.p.Beta()), ScoresHidden: !reveal}
+	out.BytesTotal = own + res.Bytes
+	for _, b := range helpers {
+		out.BytesTotal += b
+	}
+	positions := make([]int, len(res.Positions))
+	for i, q := range res.Positions {
+		positions[i] = int(q)
+	}
+	rows := make([]int, len(positions))
+	perm := h.permuter()
+	err := perm.Unpermute(rows, positions, sigma, n)
+	h.perms.Put(perm)
+	if err != nil {
+		return protocol.Errorf(protocol.CodeInternal, "the decider's positions: %v", err)
+	}
+	thr := h.p.Threshold()
+	h.RLock()
+	defer h.RUnlock()
+	for i, row := range rows {
+		s := 0
+		for row >= v.off[s+1] {
+			s++
+		}
+		if v.live[row/64]>>(row%64)&1 == 0 {
+			continue // deleted rows never win
+		}
+		c := protocol.Candidate{ID: h.ID(s, row-v.off[s])}
+		if reveal {
+			c.Score = res.Scores[i]
+		}
+		out.Candidates = append(out.Candidates, c)
+		if i == 0 {
+			out.Accepted = !reveal || int(res.Scores[0]) >= thr
+		}
+	}
+	return out
+}
+
+// serveQuery answers an entry's query as a helper: check the query has the
+// cluster's form and the row maps agree, then send this holder's permuted,
+// masked score shares to the decider.
+func (h *Holder[E]) serveQuery(ctx context.Context, r engine.Request) protocol.Msg {
+	m := r.Msg.(*protocol.BlindQuery)
+	q, err := sharing.NewQuery(h.p.Dim(), m.Pos, m.Coef)
+	if err != nil {
+		return protocol.Errorf(protocol.CodeBadRequest, "query: %v", err)
+	}
+	if err := template.CheckLevels(m.Coef, h.p.QueryLevels()); err != nil {
+		// A query of another form would show this cluster's helpers more of
+		// a probe, or the entry more than its protocol gives it.
+		return protocol.Errorf(protocol.CodeBadRequest, "query: %v; this cluster queries with levels %s", err, h.p.QueryLevels())
+	}
+	if err := h.AwaitDigest(ctx, m.Digest); err != nil {
+		return err
+	}
+	v := h.snapshot()
+	if !v.digest.Equal(m.Digest) {
+		return protocol.Errorf(protocol.CodeInconsistent, "%s's rows changed during the query; retry", h.env.Self)
+	}
+	sigma := sharing.Seed(m.Sigma)
+	vec, release, err := h.scoreVector(q, v, &sigma)
+	if err != nil {
+		return protocol.Errorf(protocol.CodeInternal, "%v", err)
+	}
+	s, err := h.sendShare(ctx, m.Query, vec, 1, false)
+	release()
+	if err != nil {
+		return engine.AsError(fmt.Errorf("decider: %w", err), protocol.CodeUnavailable)
+	}
+	defer s.Finish()
+	if _, err := network.ReadReply(ctx, s, h.p.DeciderName()); err != nil {
+		return engine.AsError(fmt.Errorf("decider: %w", err), protocol.CodeUnavailable)
+	}
+	return &protocol.BlindQueryOK{Bytes: uint64(s.Sent() + s.Received())}
+}

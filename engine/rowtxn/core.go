@@ -1,0 +1,626 @@
+package rowtxn
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/engine"
+	"github.com/idface/idface/internal/rowmap"
+	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/network"
+	"github.com/idface/idface/protocol"
+)
+
+// Options describe the engine's shares.
+type Options[S Shares] struct {
+	// ShareSize is the bytes of one row's share (in the log, and on the
+	// wire unless seeded).
+	ShareSize int
+	// NewShares makes an empty segment store.
+	NewShares func() (S, error)
+	// Expand turns a seeded share received in a Prepare into its full
+	// bytes; nil when shares always travel in full.
+	Expand func(op *protocol.Op) error
+}
+
+// Core is one party's rows and transactions.
+type Core[S Shares] struct {
+	env  engine.Env
+	p    *config.Params
+	opt  Options[S]
+	self int
+	log  engine.Log
+	st   *state[S]
+
+	txnMu  sync.Mutex // serialises the transactions this party originates
+	outbox *engine.Outbox
+	failed atomic.Bool // the log could not be written: refuse everything
+
+	replay *replayState // during recovery only
+	m      struct{ enrolled, deleted, aborts prometheus.Counter }
+}
+
+// replayState collects what recovery must do once the log is read.
+type replayState struct {
+	lastOwn        *protocol.Prepare
+	lastOwnDecided bool
+	lastOwnCommit  bool
+	erased, bad    map[rowmap.Ref]int64 // units found erased or damaged (value: record offset)
+	toErase        []rowmap.Ref         // deleted rows whose shares are still in the log
+	tails          []tail               // aborted prepares whose shares are still in the log
+}
+
+type tail struct {
+	off int64
+	n   int
+}
+
+// New makes the rows of party env.Self; feed it the log with Replay, then
+// call Start.
+func New[S Shares](env engine.Env, opt Options[S]) (*Core[S], error) {
+	p := env.Params
+	self := p.PartyIndex(env.Self)
+	if self < 0 {
+		return nil, fmt.Errorf("rowtxn: %q is not a party of this cluster", env.Self)
+	}
+	st, err := newState(p.Dim(), opt.ShareSize, p.Mu(), p.ClusterID(), opt.NewShares)
+	if err != nil {
+		return nil, err
+	}
+	c := &Core[S]{env: env, p: p, opt: opt, self: self, st: st, outbox: engine.NewOutbox(env),
+		replay: &replayState{erased: map[rowmap.Ref]int64{}, bad: map[rowmap.Ref]int64{}}}
+	for _, m := range []struct {
+		c          *prometheus.Counter
+		name, help string
+	}{
+		{&c.m.enrolled, "idface_enrolled_rows_total", "Rows enrolled through this party."},
+		{&c.m.deleted, "idface_deleted_rows_total", "Rows deleted through this party."},
+		{&c.m.aborts, "idface_txn_aborts_total", "Transactions originated here and rolled back."},
+	} {
+		*m.c = prometheus.NewCounter(prometheus.CounterOpts{Name: m.name, Help: m.help})
+		env.Metrics.MustRegister(*m.c)
+	}
+	return c, nil
+}
+
+// Self is this party's index.
+func (c *Core[S]) Self() int { return c.self }
+
+// Replay applies one record of the party's log.
+func (c *Core[S]) Replay(en store.Entry) error {
+	r, st := c.replay, c.st
+	switch en.Type {
+	case recPrepare:
+		prep, units, err := decodePrepare(en, c.opt.ShareSize)
+		if err != nil {
+			return err
+		}
+		if int(prep.Origin) >= len(st.segs) {
+			return fmt.Errorf("prepare of origin %d in a cluster of %d parties", prep.Origin, len(st.segs))
+		}
+		i := 0
+		for _, op := range prep.Ops {
+			if op.Kind != protocol.OpPut {
+				continue
+			}
+			switch units[i] {
+			case unitBad:
+				if en.Last {
+					return store.ErrTorn // a crash while the record was written
+				}
+				r.bad[rowmap.Ref{Seg: int(prep.Origin), Seq: int(op.Seq)}] = en.Offset
+			case unitErased:
+				r.erased[rowmap.Ref{Seg: int(prep.Origin), Seq: int(op.Seq)}] = en.Offset
+			}
+			i++
+		}
+		st.pending[prep.Txn] = &pendingTxn{prep: prep, tail: en.TailOffset}
+		if int(prep.Origin) == c.self {
+			r.lastOwn, r.lastOwnDecided = prep, false
+		}
+	case recDecide:
+		d, err := decodeDecide(en)
+		if err != nil {
+			return err
+		}
+		t := st.pending[d.Txn]
+		if t == nil {
+			return nil // decided twice (a re-sent decision): already applied
+		}
+		delete(st.pending, d.Txn)
+		if err := c.settle(t, d.Commit, true); err != nil {
+			return err
+		}
+		if r.lastOwn != nil && d.Txn == r.lastOwn.Txn {
+			r.lastOwnDecided, r.lastOwnCommit = true, d.Commit
+		}
+	default:
+		return fmt.Errorf("rowtxn: record type %d in a party's log", en.Type)
+	}
+	return nil
+}
+
+// settle applies a decision to a pending transaction (caller holds the
+// state's write lock, or replays). On abort the prepared shares are erased
+// from the log; on commit, deleted rows' shares are.
+func (c *Core[S]) settle(t *pendingTxn, commit, replaying bool) error {
+	us := unitSize(c.opt.ShareSize)
+	puts := 0
+	for _, op := range t.prep.Ops {
+		if op.Kind == protocol.OpPut {
+			puts++
+		}
+	}
+	if !commit {
+		if puts > 0 && t.tail >= 0 {
+			if replaying {
+				c.replay.tails = append(c.replay.tails, tail{t.tail, puts * us})
+			} else if err := c.log.Overwrite(t.tail, make([]byte, puts*us)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	deleted, err := c.st.apply(t)
+	if err != nil {
+		return err
+	}
+	for _, ref := range deleted {
+		if replaying {
+			if _, done := c.replay.erased[ref]; !done {
+				c.replay.toErase = append(c.replay.toErase, ref)
+			}
+			delete(c.replay.bad, ref) // a torn erasure of a deleted row is harmless
+			continue
+		}
+		if err := c.erase(ref); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// erase overwrites a deleted row's share in the log.
+func (c *Core[S]) erase(ref rowmap.Ref) error {
+	us := unitSize(c.opt.ShareSize)
+	off := c.st.segs[ref.Seg].unitAt(ref.Seq, us)
+	if off < 0 {
+		return nil
+	}
+	return c.log.Overwrite(off, make([]byte, us))
+}
+
+// Start finishes recovery with the log open for appending: shares that
+// damage destroyed must belong to deleted rows, unfinished erasures are
+// redone, and this party's own last transaction is decided (presumed
+// abort) and its decision queued for every other party.
+func (c *Core[S]) Start(log engine.Log) error {
+	c.log = log
+	r := c.replay
+	c.replay = nil
+	for ref, off := range r.bad {
+		if c.st.segs[ref.Seg].shares.IsLive(ref.Seq) {
+			return &store.DamageError{Offset: off, NextValid: -1,
+				Reason: fmt.Sprintf("the share of live row %d of origin %s fails its checksum", ref.Seq, c.p.Party(ref.Seg).Name)}
+		}
+	}
+	for _, t := range c.st.pending {
+		for _, op := range t.prep.Ops {
+			if op.Kind == protocol.OpPut && op.Share == nil {
+				return &store.DamageError{Offset: t.tail, NextValid: -1,
+					Reason: fmt.Sprintf("the share of undecided row %d of origin %s is damaged", op.Seq, c.p.Party(int(t.prep.Origin)).Name)}
+			}
+		}
+	}
+	for _, ref := range r.toErase {
+		if err := c.erase(ref); err != nil {
+			return err
+		}
+	}
+	for _, t := range r.tails {
+		if err := log.Overwrite(t.off, make([]byte, t.n)); err != nil {
+			return err
+		}
+	}
+	if own := r.lastOwn; own != nil {
+		if !r.lastOwnDecided {
+			d := &protocol.Decide{Txn: own.Txn, Origin: uint8(c.self), Commit: false}
+			if _, err := log.Append(encodeDecide(d)); err != nil {
+				return err
+			}
+			c.st.mu.Lock()
+			t := c.st.pending[own.Txn]
+			delete(c.st.pending, own.Txn)
+			err := c.settle(t, false, false)
+			c.st.mu.Unlock()
+			if err != nil {
+				return err
+			}
+			c.env.Log.Info("aborted an enrollment left undecided by a crash")
+		}
+		for _, name := range c.Peers() {
+			c.outbox.Add(name, &protocol.Decide{Txn: own.Txn, Origin: uint8(c.self), Commit: r.lastOwnDecided && r.lastOwnCommit})
+		}
+	}
+	rows, live := c.st.totals()
+	c.env.Log.Info("store loaded", "rows", rows, "live", live, "in_doubt", len(c.st.pending))
+	return nil
+}
+
+// Guard refuses requests once the log has failed.
+func (c *Core[S]) Guard(h engine.Handler) engine.Handler {
+	return func(ctx context.Context, r engine.Request) protocol.Msg {
+		if c.failed.Load() {
+			return protocol.Errorf(protocol.CodeUnavailable, "%s cannot write its log and is stopping", c.env.Self)
+		}
+		return h(ctx, r)
+	}
+}
+
+// fatal stops the party: continuing could acknowledge what is not durable
+// or diverge from the other parties.
+func (c *Core[S]) fatal(err error) *protocol.Error {
+	c.failed.Store(true)
+	c.env.Fatal(fmt.Errorf("rowtxn: cannot write the log: %w", err))
+	return protocol.Errorf(protocol.CodeUnavailable, "%s cannot write its log and is stopping", c.env.Self)
+}
+
+// Run retries undelivered decisions until ctx ends.
+func (c *Core[S]) Run(ctx context.Context) {
+	c.outbox.Run(ctx, &c.txnMu, c.p.Timeouts().OutboxRetry)
+}
+
+// Stats reports the row map.
+func (c *Core[S]) Stats() engine.Stats {
+	c.st.mu.RLock()
+	rows, live := c.st.totals()
+	pending := len(c.st.pending)
+	c.st.mu.RUnlock()
+	return engine.Stats{Rows: rows, Live: live, Unsettled: pending + c.outbox.Len()}
+}
+
+// Health reports the row map and how many transactions are unsettled: not
+// yet decided here, or decided here but not yet acknowledged by a party.
+func (c *Core[S]) Health(context.Context, engine.Request) protocol.Msg {
+	undelivered := c.outbox.Len()
+	c.st.mu.RLock()
+	defer c.st.mu.RUnlock()
+	return &protocol.HealthOK{Name: c.env.Self, Mode: string(c.p.Mode()), Digest: c.st.digest(), InDoubt: uint32(len(c.st.pending) + undelivered)}
+}
+
+// Peers lists the names of every other party, in party order.
+func (c *Core[S]) Peers() []string {
+	var out []string
+	for k, m := range c.p.Parties() {
+		if k != c.self {
+			out = append(out, m.Name)
+		}
+	}
+	return out
+}
+
+// RLock and RUnlock hold the row map still (while a query reads shares).
+func (c *Core[S]) RLock()   { c.st.mu.RLock() }
+func (c *Core[S]) RUnlock() { c.st.mu.RUnlock() }
+
+// Digest is the committed row map (caller holds the read lock).
+func (c *Core[S]) Digest() protocol.Digest { return c.st.digest() }
+
+// Shares is origin k's segment store (caller holds the read lock).
+func (c *Core[S]) Shares(k int) S { return c.st.segs[k].shares }
+
+// ID is the id of row seq of origin k's segment (caller holds the read
+// lock).
+func (c *Core[S]) ID(k, seq int) string { return c.st.segs[k].ids.At(seq) }
+
+// AwaitDigest waits until this party's row map equals the entry's, for at
+// most the digest wait; a lasting difference is refused, never answered.
+func (c *Core[S]) AwaitDigest(ctx context.Context, want protocol.Digest) *protocol.Error {
+	t := time.NewTimer(c.p.Timeouts().DigestWait)
+	defer t.Stop()
+	for {
+		c.st.mu.RLock()
+		have, changed := c.st.digest(), c.st.changed
+		c.st.mu.RUnlock()
+		if have.Equal(want) {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-t.C:
+			return protocol.Errorf(protocol.CodeInconsistent, "%s's rows differ from the entry's (%s); refusing to answer. If a party was restarted, it catches up within seconds; otherwise check 'idface cluster status'", c.env.Self, have.Diff(want))
+		case <-ctx.Done():
+			return protocol.Errorf(protocol.CodeUnavailable, "%s: %v", c.env.Self, ctx.Err())
+		}
+	}
+}
+
+// Enroll handles a batch at its entry party: validate the ids, make every
+// party's shares (share returns ops[k] for party k, shares in full for
+// this party), then one two-phase transaction: the batch is enrolled at
+// every party or at none.
+func (c *Core[S]) Enroll(ctx context.Context, items []protocol.Item, share func([]protocol.Item) ([][]protocol.Op, error)) protocol.Msg {
+	if err := engine.CheckItems(items); err != nil {
+		return err
+	}
+	c.st.mu.RLock()
+	for i, it := range items {
+		if _, dup := c.st.ids.Lookup(it.ID); dup {
+			c.st.mu.RUnlock()
+			return protocol.Errorf(protocol.CodeDuplicate, "id %q is already enrolled (item %d)", it.ID, i)
+		}
+	}
+	c.st.mu.RUnlock()
+	ops, err := share(items)
+	if err != nil {
+		return engine.AsError(err, protocol.CodeBadRequest)
+	}
+	if err := c.runTxn(ctx, ops); err != nil {
+		return err
+	}
+	c.m.enrolled.Add(float64(len(items)))
+	return &protocol.EnrollOK{Count: uint32(len(items))}
+}
+
+// Delete revokes an id. Rows belong to their origin's segment and only the
+// origin changes its segment, so a request for another origin's row is
+// forwarded there.
+func (c *Core[S]) Delete(ctx context.Context, r engine.Request) protocol.Msg {
+	m := r.Msg.(*protocol.Delete)
+	c.st.mu.RLock()
+	ref, ok := c.st.ids.Lookup(m.ID)
+	c.st.mu.RUnlock()
+	if !ok {
+		return protocol.Errorf(protocol.CodeUnknownID, "id %q is not enrolled", m.ID)
+	}
+	if ref.Seg != c.self {
+		if r.From.Role == network.RoleServer {
+			return protocol.Errorf(protocol.CodeInconsistent, "id %q belongs to %s, not %s", m.ID, c.p.Party(ref.Seg).Name, c.env.Self)
+		}
+		resp, err := network.Call(ctx, c.env.Net, c.p.Party(ref.Seg).Name, m)
+		if err != nil {
+			return engine.AsError(err, protocol.CodeUnavailable)
+		}
+		return resp
+	}
+	ops := make([][]protocol.Op, c.p.Mu())
+	for k := range ops {
+		ops[k] = []protocol.Op{{Kind: protocol.OpDelete, Seq: uint32(ref.Seq), ID: m.ID}}
+	}
+	if err := c.runTxn(ctx, ops); err != nil {
+		return err
+	}
+	c.m.deleted.Inc()
+	return &protocol.DeleteOK{}
+}
+
+// runTxn runs one two-phase transaction originated here: log and hold the
+// Prepare locally, collect every party's vote, log the decision (the
+// commit point), apply it, then tell everyone. It returns nil only if
+// every party voted yes, i.e. made the ops durable.
+func (c *Core[S]) runTxn(ctx context.Context, ops [][]protocol.Op) *protocol.Error {
+	c.txnMu.Lock()
+	defer c.txnMu.Unlock()
+	if err := c.outbox.Flush(ctx); err != nil {
+		return protocol.Errorf(protocol.CodeUnavailable, "%v", err)
+	}
+	txn, err := c.env.NewTxnID()
+	if err != nil {
+		return protocol.Errorf(protocol.CodeInternal, "%v", err)
+	}
+	c.st.mu.Lock()
+	base := c.st.segs[c.self].shares.Rows()
+	preps := make([]*protocol.Prepare, len(ops))
+	for k := range ops {
+		seq := base
+		for i := range ops[k] {
+			if ops[k][i].Kind == protocol.OpPut {
+				ops[k][i].Seq = uint32(seq)
+				seq++
+			}
+		}
+		preps[k] = &protocol.Prepare{Txn: txn, Origin: uint8(c.self), Dim: uint16(c.p.Dim()), Base: uint32(base), Ops: ops[k]}
+	}
+	if perr := c.st.validate(preps[c.self]); perr != nil {
+		c.st.mu.Unlock()
+		return perr
+	}
+	pos, err := c.log.Append(encodePrepare(preps[c.self]))
+	if err != nil {
+		c.st.mu.Unlock()
+		return c.fatal(err)
+	}
+	c.st.pending[txn] = &pendingTxn{prep: preps[c.self], tail: pos[0].TailOffset}
+	c.st.mu.Unlock()
+
+	peers := c.Peers()
+	idx := make([]int, 0, len(peers)) // party index of each peer
+	for k := range c.p.Mu() {
+		if k != c.self {
+			idx = append(idx, k)
+		}
+	}
+	errs := engine.Broadcast(ctx, c.env.Net, peers, func(i int) protocol.Msg { return preps[idx[i]] }, func(m protocol.Msg) error {
+		if v, ok := m.(*protocol.Vote); !ok || v.Txn != txn {
+			return fmt.Errorf("answered the prepare with %v", m.Type())
+		}
+		return nil
+	})
+	var first *protocol.Error
+	var failed []string
+	for i, err := range errs {
+		if err != nil {
+			if first == nil {
+				first = engine.AsError(err, protocol.CodeUnavailable)
+			}
+			failed = append(failed, fmt.Sprintf("%s: %v", peers[i], err))
+		}
+	}
+	d := &protocol.Decide{Txn: txn, Origin: uint8(c.self), Commit: first == nil}
+	if perr := c.decide(d); perr != nil {
+		return perr
+	}
+	for i, err := range engine.Broadcast(ctx, c.env.Net, peers, func(int) protocol.Msg { return d }, engine.Expect(protocol.TDecideOK)) {
+		if err != nil {
+			c.outbox.Add(peers[i], d)
+		}
+	}
+	if first != nil {
+		c.m.aborts.Inc()
+		code := first.Code
+		if code != protocol.CodeDuplicate && code != protocol.CodeUnknownID && code != protocol.CodeBadRequest {
+			code = protocol.CodeAborted
+		}
+		return protocol.Errorf(code, "rolled back at every party: %s", strings.Join(failed, "; "))
+	}
+	return nil
+}
+
+// decide logs a decision on a pending transaction (the commit point at the
+// origin, idempotent at the others) and applies it.
+func (c *Core[S]) decide(d *protocol.Decide) *protocol.Error {
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	t := c.st.pending[d.Txn]
+	if t == nil {
+		return nil
+	}
+	if _, err := c.log.Append(encodeDecide(d)); err != nil {
+		return c.fatal(err)
+	}
+	delete(c.st.pending, d.Txn)
+	if err := c.settle(t, d.Commit, false); err != nil {
+		return c.fatal(err)
+	}
+	return nil
+}
+
+// Prepare is phase one at a non-origin party: validate, log durably, vote.
+// Only the origin party itself may prepare a change of its segment.
+func (c *Core[S]) Prepare(_ context.Context, r engine.Request) protocol.Msg {
+	m := r.Msg.(*protocol.Prepare)
+	if int(m.Origin) >= c.p.Mu() || c.p.Party(int(m.Origin)).Name != r.From.Name {
+		return protocol.Errorf(protocol.CodeForbidden, "%s may not prepare a transaction of origin %d", r.From.Name, m.Origin)
+	}
+	if int(m.Origin) == c.self {
+		return protocol.Errorf(protocol.CodeBadRequest, "a prepare for my own segment must come from me")
+	}
+	for i := range m.Ops {
+		op := &m.Ops[i]
+		if op.Kind == protocol.OpPut && op.Seeded {
+			if c.opt.Expand == nil {
+				return protocol.Errorf(protocol.CodeBadRequest, "this cluster's shares travel in full, not as seeds")
+			}
+			if err := c.opt.Expand(op); err != nil {
+				return protocol.Errorf(protocol.CodeBadRequest, "%v", err)
+			}
+		}
+	}
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	if err := c.st.validate(m); err != nil {
+		return err
+	}
+	pos, err := c.log.Append(encodePrepare(m))
+	if err != nil {
+		return c.fatal(err)
+	}
+	c.st.pending[m.Txn] = &pendingTxn{prep: m, tail: pos[0].TailOffset}
+	return &protocol.Vote{Txn: m.Txn}
+}
+
+// OnDecide is phase two at a non-origin party; idempotent. Only the
+// transaction's origin may decide it.
+func (c *Core[S]) OnDecide(_ context.Context, r engine.Request) protocol.Msg {
+	m := r.Msg.(*protocol.Decide)
+	if int(m.Origin) >= c.p.Mu() || c.p.Party(int(m.Origin)).Name != r.From.Name {
+		return protocol.Errorf(protocol.CodeForbidden, "%s may not decide a transaction of origin %d", r.From.Name, m.Origin)
+	}
+	c.st.mu.RLock()
+	t, ok := c.st.pending[m.Txn]
+	c.st.mu.RUnlock()
+	if !ok {
+		return &protocol.DecideOK{}
+	}
+	if t.prep.Origin != m.Origin {
+		return protocol.Errorf(protocol.CodeForbidden, "only the origin decides its transaction")
+	}
+	if err := c.decide(m); err != nil {
+		return err
+	}
+	return &protocol.DecideOK{}
+}
+
+// Routes are the routes every share holder answers alike; engines add
+// their enrollment and identification.
+func (c *Core[S]) Routes() map[protocol.Type]engine.Route {
+	return map[protocol.Type]engine.Route{
+		protocol.THealth:  {Op: "health", From: engine.Anyone, Handle: c.Health},
+		protocol.TDelete:  {Op: "delete", From: engine.Operators, Handle: c.Guard(c.Delete)},
+		protocol.TPrepare: {Op: "prepare", From: engine.Servers, Handle: c.Guard(c.Prepare)},
+		protocol.TDecide:  {Op: "decide", From: engine.Servers, Handle: c.Guard(c.OnDecide)},
+	}
+}
+
+// Inspection is what a party's log holds, for fsck.
+type Inspection struct {
+	Segments []SegmentInfo
+	Pending  int // undecided transactions
+	// LostLive lists live rows whose shares fail their checksums: no one
+	// can rebuild them; they must be revoked at every party and enrolled
+	// again. LostDeleted counts deleted rows in the same state (harmless).
+	LostLive    []LostRow
+	LostDeleted int
+	Erased      int // units overwritten after a deletion or an abort
+}
+
+// SegmentInfo summarises one origin's rows.
+type SegmentInfo struct {
+	Origin     string
+	Rows, Live int
+}
+
+// LostRow names a row whose share is damaged.
+type LostRow struct {
+	Origin string
+	Seq    int
+	ID     string
+}
+
+// Inspect reports what the replayed log holds (call after Replay, instead
+// of Start).
+func (c *Core[S]) Inspect() Inspection {
+	var in Inspection
+	for k, s := range c.st.segs {
+		in.Segments = append(in.Segments, SegmentInfo{Origin: c.p.Party(k).Name, Rows: s.shares.Rows(), Live: s.shares.Live()})
+	}
+	in.Pending = len(c.st.pending)
+	in.Erased = len(c.replay.erased)
+	for ref := range c.replay.bad {
+		seg := c.st.segs[ref.Seg]
+		if seg.shares.IsLive(ref.Seq) {
+			in.LostLive = append(in.LostLive, LostRow{Origin: c.p.Party(ref.Seg).Name, Seq: ref.Seq, ID: seg.ids.At(ref.Seq)})
+		} else {
+			in.LostDeleted++
+		}
+	}
+	return in
+}
+
+// RowIDs returns the ids of rows [lo, hi) of origin k's segment, with
+// their liveness (fsck on a healthy party names the rows another lost).
+func (c *Core[S]) RowIDs(k, lo, hi int) (ids []string, live []bool) {
+	seg := c.st.segs[k]
+	for r := max(lo, 0); r < min(hi, seg.ids.Len()); r++ {
+		ids = append(ids, seg.ids.At(r))
+		live = append(live, seg.shares.IsLive(r))
+	}
+	return ids, live
+}
