@@ -8,7 +8,7 @@ import (
 	"github.com/idface/idface/heidface"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
-	"github.com/idface/idface/sharing"
+	"github.com/idface/idface/sharing/additive"
 	"github.com/idface/idface/template"
 )
 
@@ -28,7 +28,7 @@ type Params struct {
 	cluster   [16]byte
 	gallery   template.Levels // mode blind
 	query     template.Levels
-	ring      sharing.Ring
+	ring      additive.Ring
 	he        *heidface.Params // mode he only
 }
 
@@ -47,7 +47,7 @@ func (p *Params) derive() error {
 				return err
 			}
 		}
-		if p.ring, err = sharing.RingFor(p.gallery, p.query); err != nil {
+		if p.ring, err = additive.RingFor(p.gallery, p.query); err != nil {
 			return err
 		}
 		p.threshold = template.LevelsMinAcceptScore(*p.lit.Tau, p.gallery, p.query)
@@ -125,7 +125,7 @@ func (p *Params) QueryLevels() template.Levels   { return p.query }
 
 // Ring is blind mode's share ring Z_(2^k): the smallest k that holds every
 // score.
-func (p *Params) Ring() sharing.Ring { return p.ring }
+func (p *Params) Ring() additive.Ring { return p.ring }
 
 // Decider returns the decider (mode blind).
 func (p *Params) Decider() (Member, bool) {

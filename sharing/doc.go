@@ -5,11 +5,7 @@
 // the bit-sliced scoring the entry party runs over the XOR of all parties'
 // gathered columns.
 //
-// It also implements the additive sharing of blind mode (SPEC 7): shares
-// over Z_(2^k) (k = 8 or 16; GenAdditive, seeded shares), the column store
-// with one k-bit column per position (AdditiveStore), the score-share
-// kernel (column sums with packed arithmetic), and the permute-and-mask
-// step with the decider's sum and top-K (docs/BLIND-NOTES.md).
+// The additive sharing of blind mode (SPEC 7) is in sharing/additive.
 //
 // # Security model
 //
@@ -17,7 +13,5 @@
 // of a template are independent of it. A Store holds one party's shares
 // only. Gathered columns reveal nothing on their own; their XOR over all mu
 // parties, which the entry computes, is the enrolled templates' ternary bits
-// at the query's nonzero positions (see docs/SECURITY.md). Additive shares
-// are uniform too; score shares are, and the permuted, masked vectors a
-// decider receives reveal only the multiset of scores.
+// at the query's nonzero positions (see docs/SECURITY.md).
 package sharing

@@ -15,9 +15,9 @@ type Match struct {
 	Score int
 }
 
-// better orders matches: higher score first, lower row on ties. Every mode
+// Better orders matches: higher score first, lower row on ties. Every mode
 // breaks ties this way, so results are identical across modes and runs.
-func better(a, b Match) bool { return a.Score > b.Score || (a.Score == b.Score && a.Row < b.Row) }
+func Better(a, b Match) bool { return a.Score > b.Score || (a.Score == b.Score && a.Row < b.Row) }
 
 // maxPlanes bounds the counter planes: counts go up to 2*MaxDim = 2^13.
 const maxPlanes = 14
@@ -208,7 +208,7 @@ func greater(planes []uint64, k int) uint64 {
 func (s *Scorer) offer(m Match) {
 	if len(s.top) < s.k {
 		heap.Push(&s.top, m)
-	} else if better(m, s.top[0]) {
+	} else if Better(m, s.top[0]) {
 		s.top[0] = m
 		heap.Fix(&s.top, 0)
 	} else {
@@ -222,7 +222,7 @@ func (s *Scorer) offer(m Match) {
 // Result returns the k best rows seen, best first.
 func (s *Scorer) Result() []Match {
 	out := slices.Clone([]Match(s.top))
-	slices.SortFunc(out, cmpMatch)
+	slices.SortFunc(out, CompareMatches)
 	return out
 }
 
@@ -232,11 +232,12 @@ func (s *Scorer) Reset(floor int) {
 	s.cut = max(floor+s.beta-1, -1)
 }
 
-func cmpMatch(a, b Match) int {
+// CompareMatches is Better as a sort order (slices.SortFunc).
+func CompareMatches(a, b Match) int {
 	switch {
-	case better(a, b):
+	case Better(a, b):
 		return -1
-	case better(b, a):
+	case Better(b, a):
 		return 1
 	}
 	return 0
@@ -248,7 +249,7 @@ func Merge(k int, lists ...[]Match) []Match {
 	for _, l := range lists {
 		all = append(all, l...)
 	}
-	slices.SortFunc(all, cmpMatch)
+	slices.SortFunc(all, CompareMatches)
 	return all[:min(k, len(all))]
 }
 
@@ -307,7 +308,7 @@ func SliceWords(cols [][][]uint64, lo, hi int) [][][]uint64 {
 type matchHeap []Match
 
 func (h matchHeap) Len() int           { return len(h) }
-func (h matchHeap) Less(i, j int) bool { return better(h[j], h[i]) }
+func (h matchHeap) Less(i, j int) bool { return Better(h[j], h[i]) }
 func (h matchHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
 func (h *matchHeap) Push(x any)        { *h = append(*h, x.(Match)) }
 func (h *matchHeap) Pop() any {

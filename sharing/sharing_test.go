@@ -190,7 +190,7 @@ func naiveTop(plain []template.Ternary, live func(int) bool, y template.Ternary,
 			all = append(all, Match{Row: i, Score: s})
 		}
 	}
-	slices.SortFunc(all, cmpMatch)
+	slices.SortFunc(all, CompareMatches)
 	return all[:min(k, len(all))]
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/sharing"
+	"github.com/idface/idface/sharing/additive"
 )
 
 // maxQueries bounds the queries a decider holds shares of at once (memory:
@@ -230,10 +231,10 @@ func (d *Decider) decide(q *pendingQuery) (*protocol.DecideResult, error) {
 	return res, nil
 }
 
-func decideVecs[E sharing.Elem](q *pendingQuery, thr int) ([]sharing.Match, error) {
+func decideVecs[E additive.Elem](q *pendingQuery, thr int) ([]sharing.Match, error) {
 	vecs := make([][]E, len(q.vecs))
 	for k, v := range q.vecs {
-		vecs[k] = sharing.ViewElems[E](v)
+		vecs[k] = additive.ViewElems[E](v)
 	}
-	return sharing.Decide(q.topK, thr, 0, vecs...)
+	return additive.Decide(q.topK, thr, 0, vecs...)
 }

@@ -36,30 +36,31 @@ import (
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/sharing"
+	"github.com/idface/idface/sharing/additive"
 	"github.com/idface/idface/template"
 )
 
 // shares adapts an additive column store to rowtxn.Shares: a share is d
 // elements of k bits, little-endian.
-type shares[E sharing.Elem] struct{ *sharing.AdditiveStore[E] }
+type shares[E additive.Elem] struct{ *additive.Store[E] }
 
 func (s shares[E]) Put(seq int, share []byte, live bool) error {
 	if share == nil { // lost to damage: zeros, and the row must be deleted
-		return s.AdditiveStore.Put(seq, make([]E, s.Dim()), live)
+		return s.Store.Put(seq, make([]E, s.Dim()), live)
 	}
-	return s.AdditiveStore.Put(seq, sharing.ViewElems[E](share), live)
+	return s.Store.Put(seq, additive.ViewElems[E](share), live)
 }
 
 func (s shares[E]) Erase(seq int) error { return s.Delete(seq) }
 
 // Holder is one share holder of a blind cluster.
-type Holder[E sharing.Elem] struct {
+type Holder[E additive.Elem] struct {
 	*rowtxn.Core[shares[E]]
 	env     engine.Env
 	p       *config.Params
 	gallery *engine.LevelTransformers
 	query   *engine.LevelTransformers
-	perms   sync.Pool // *sharing.Permuter
+	perms   sync.Pool // *additive.Permuter
 	bufs    sync.Pool // *[]E, a score vector
 }
 
@@ -84,26 +85,26 @@ type Engine interface {
 	RowIDs(k, lo, hi int) ([]string, []bool)
 }
 
-func newHolder[E sharing.Elem](env engine.Env) (*Holder[E], error) {
+func newHolder[E additive.Elem](env engine.Env) (*Holder[E], error) {
 	p := env.Params
 	d := p.Dim()
 	core, err := rowtxn.New(env, rowtxn.Options[shares[E]]{
-		ShareSize: d * sharing.RingOf[E]().Bits / 8,
+		ShareSize: d * additive.RingOf[E]().Bits / 8,
 		NewShares: func() (shares[E], error) {
-			s, err := sharing.NewAdditiveStore[E](d, 0)
+			s, err := additive.NewStore[E](d, 0)
 			return shares[E]{s}, err
 		},
 		Expand: func(op *protocol.Op) error {
-			if len(op.Share) != sharing.SeedSize {
-				return fmt.Errorf("a seeded share of %d bytes, want %d", len(op.Share), sharing.SeedSize)
+			if len(op.Share) != additive.SeedSize {
+				return fmt.Errorf("a seeded share of %d bytes, want %d", len(op.Share), additive.SeedSize)
 			}
-			var seed sharing.Seed
+			var seed additive.Seed
 			copy(seed[:], op.Share)
 			full := make([]E, d)
-			if err := sharing.ExpandShare(full, &seed); err != nil {
+			if err := additive.ExpandShare(full, &seed); err != nil {
 				return err
 			}
-			op.Share, op.Seeded = sharing.ElemBytes(full), false
+			op.Share, op.Seeded = additive.ElemBytes(full), false
 			return nil
 		},
 	})
@@ -153,26 +154,26 @@ func (h *Holder[E]) share(items []protocol.Item) ([][]protocol.Op, error) {
 		}
 		v := make([]int8, d)
 		defer clear(v)
-		seeds := make([]sharing.Seed, mu-1)
+		seeds := make([]additive.Seed, mu-1)
 		for i := lo; i < hi; i++ {
 			if err := template.ApplyLevels(tr, items[i].Template, v); err != nil {
 				return fmt.Errorf("item %d (%s): %w", i, items[i].ID, err)
 			}
 			last := make([]E, d)
-			if err := sharing.GenSeededShares(seeds, last, v, rnd); err != nil {
+			if err := additive.GenSeededShares(seeds, last, v, rnd); err != nil {
 				return err
 			}
 			for k := range ops {
 				op := protocol.Op{Kind: protocol.OpPut, ID: items[i].ID}
 				switch {
 				case k == mu-1:
-					op.Share = sharing.ElemBytes(last)
+					op.Share = additive.ElemBytes(last)
 				case k == self: // its own share in full: it is logged
 					full := make([]E, d)
-					if err := sharing.ExpandShare(full, &seeds[k]); err != nil {
+					if err := additive.ExpandShare(full, &seeds[k]); err != nil {
 						return err
 					}
-					op.Share = sharing.ElemBytes(full)
+					op.Share = additive.ElemBytes(full)
 				default:
 					op.Share, op.Seeded = append([]byte(nil), seeds[k][:]...), true
 				}
@@ -225,7 +226,7 @@ func appendBits(dst []uint64, at int, src []uint64, n int) {
 
 // scoreVector computes this holder's permuted, masked score shares for
 // the query over the snapshot's rows.
-func (h *Holder[E]) scoreVector(q *sharing.Query, v view, sigma *sharing.Seed) ([]E, func(), error) {
+func (h *Holder[E]) scoreVector(q *additive.Query, v view, sigma *additive.Seed) ([]E, func(), error) {
 	n := v.off[len(v.off)-1]
 	src, dst := h.buf(n), h.buf(n)
 	release := func() { h.bufs.Put(&src); h.bufs.Put(&dst) }
@@ -247,7 +248,7 @@ func (h *Holder[E]) scoreVector(q *sharing.Query, v view, sigma *sharing.Seed) (
 	}
 	perm := h.permuter()
 	defer h.perms.Put(perm)
-	if err := sharing.PermuteMask(perm, dst, src, v.live, sigma, h.Self(), h.p.Mu()); err != nil {
+	if err := additive.PermuteMask(perm, dst, src, v.live, sigma, h.Self(), h.p.Mu()); err != nil {
 		release()
 		return nil, nil, err
 	}
@@ -261,11 +262,11 @@ func (h *Holder[E]) buf(n int) []E {
 	return make([]E, n)
 }
 
-func (h *Holder[E]) permuter() *sharing.Permuter {
-	if p, ok := h.perms.Get().(*sharing.Permuter); ok {
+func (h *Holder[E]) permuter() *additive.Permuter {
+	if p, ok := h.perms.Get().(*additive.Permuter); ok {
 		return p
 	}
-	return &sharing.Permuter{}
+	return &additive.Permuter{}
 }
 
 // sendShare sends a holder's vector to the decider; the entry's stream
@@ -279,9 +280,9 @@ func (h *Holder[E]) sendShare(ctx context.Context, qid [16]byte, vec []E, topK i
 	if dl, ok := ctx.Deadline(); ok {
 		s.SetDeadline(dl)
 	}
-	m := &protocol.DecideShare{Query: qid, Rows: uint32(len(vec)), Bits: uint8(sharing.RingOf[E]().Bits), TopK: uint16(topK), Entry: entry}
+	m := &protocol.DecideShare{Query: qid, Rows: uint32(len(vec)), Bits: uint8(additive.RingOf[E]().Bits), TopK: uint16(topK), Entry: entry}
 	if err := s.WriteFrame(protocol.Marshal(m)); err == nil {
-		_, err = s.Write(sharing.ElemBytes(vec))
+		_, err = s.Write(additive.ElemBytes(vec))
 	}
 	s.CloseWrite()
 	if err != nil {
@@ -308,12 +309,12 @@ func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg
 	if err != nil {
 		return protocol.Errorf(protocol.CodeBadRequest, "%v", err)
 	}
-	q, err := sharing.DenseQuery(y)
+	q, err := additive.DenseQuery(y)
 	if err != nil {
 		return protocol.Errorf(protocol.CodeInternal, "%v", err)
 	}
 	pos, coef := q.Coefficients()
-	sigma, err := sharing.NewSeed(h.env.RandReader())
+	sigma, err := additive.NewSeed(h.env.RandReader())
 	if err != nil {
 		return protocol.Errorf(protocol.CodeInternal, "%v", err)
 	}
@@ -393,7 +394,7 @@ func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg
 }
 
 // answer maps the decider's permuted positions back to ids.
-func (h *Holder[E]) answer(res *protocol.DecideResult, v view, sigma *sharing.Seed, n int, own uint64, helpers []uint64) protocol.Msg {
+func (h *Holder[E]) answer(res *protocol.DecideResult, v view, sigma *additive.Seed, n int, own uint64, helpers []uint64) protocol.Msg {
 	reveal := h.p.RevealScores()
 	out := &protocol.IdentifyOK{Alpha: uint16(h.p.Alpha()), Beta: uint16(h.p.Beta()), ScoresHidden: !reveal}
 	out.BytesTotal = own + res.Bytes
@@ -439,7 +440,7 @@ func (h *Holder[E]) answer(res *protocol.DecideResult, v view, sigma *sharing.Se
 // masked score shares to the decider.
 func (h *Holder[E]) serveQuery(ctx context.Context, r engine.Request) protocol.Msg {
 	m := r.Msg.(*protocol.BlindQuery)
-	q, err := sharing.NewQuery(h.p.Dim(), m.Pos, m.Coef)
+	q, err := additive.NewQuery(h.p.Dim(), m.Pos, m.Coef)
 	if err != nil {
 		return protocol.Errorf(protocol.CodeBadRequest, "query: %v", err)
 	}
@@ -455,7 +456,7 @@ func (h *Holder[E]) serveQuery(ctx context.Context, r engine.Request) protocol.M
 	if !v.digest.Equal(m.Digest) {
 		return protocol.Errorf(protocol.CodeInconsistent, "%s's rows changed during the query; retry", h.env.Self)
 	}
-	sigma := sharing.Seed(m.Sigma)
+	sigma := additive.Seed(m.Sigma)
 	vec, release, err := h.scoreVector(q, v, &sigma)
 	if err != nil {
 		return protocol.Errorf(protocol.CodeInternal, "%v", err)

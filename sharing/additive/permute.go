@@ -1,4 +1,4 @@
-package sharing
+package additive
 
 // Permute-and-mask (SPEC 7 "Identify"): from a per-query seed sigma every
 // share holder derives the same uniform permutation pi of the n rows and
@@ -22,6 +22,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/idface/idface/sharing"
 	"github.com/idface/idface/template"
 )
 
@@ -347,7 +348,7 @@ func (p *Permuter) Unpermute(rows, positions []int, seed *Seed, n int) error {
 	}
 	for _, q := range positions {
 		if q < 0 || q >= n {
-			return fmt.Errorf("%w: position %d of %d", ErrRow, q, n)
+			return fmt.Errorf("%w: position %d of %d", sharing.ErrRow, q, n)
 		}
 	}
 	if len(positions) == 0 {
@@ -526,7 +527,7 @@ func checkShares[E Elem](shares [][]E, n int) error {
 // TopK returns the (at most) k best positions of scores, read as signed
 // k-bit values, whose score is at least threshold: best first, ties to the
 // lower position. DeadScore is never returned.
-func TopK[E Elem](scores []E, k, threshold int) ([]Match, error) {
+func TopK[E Elem](scores []E, k, threshold int) ([]sharing.Match, error) {
 	return Decide(k, threshold, 1, scores)
 }
 
@@ -538,7 +539,7 @@ const decideTile = 4096
 // threshold, as TopK on their sum, on `workers` goroutines (GOMAXPROCS
 // when <= 0) over position ranges. Words whose lanes all fall below the
 // current cut are skipped with one SWAR comparison.
-func Decide[E Elem](k, threshold, workers int, shares ...[]E) ([]Match, error) {
+func Decide[E Elem](k, threshold, workers int, shares ...[]E) ([]sharing.Match, error) {
 	if len(shares) < 1 {
 		return nil, fmt.Errorf("sharing: no score shares")
 	}
@@ -557,7 +558,7 @@ func Decide[E Elem](k, threshold, workers int, shares ...[]E) ([]Match, error) {
 		workers = runtime.GOMAXPROCS(0)
 	}
 	workers = max(min(workers, n/(4*decideTile)), 1)
-	results := make([][]Match, workers)
+	results := make([][]sharing.Match, workers)
 	var wg sync.WaitGroup
 	for g := range workers {
 		a, b := n*g/workers, n*(g+1)/workers
@@ -571,12 +572,12 @@ func Decide[E Elem](k, threshold, workers int, shares ...[]E) ([]Match, error) {
 	if workers == 1 {
 		return results[0], nil
 	}
-	return Merge(k, results...), nil
+	return sharing.Merge(k, results...), nil
 }
 
 // decideRange is Decide over positions [a, b) on one goroutine.
-func decideRange[E Elem](shares [][]E, a, b, k, threshold int) []Match {
-	top := make([]Match, 0, k)
+func decideRange[E Elem](shares [][]E, a, b, k, threshold int) []sharing.Match {
+	top := make([]sharing.Match, 0, k)
 	cut := threshold // a position is a candidate when its score >= cut
 	h := hiBits[E]()
 	bitsE := elemBits[E]()
@@ -616,17 +617,17 @@ func decideRange[E Elem](shares [][]E, a, b, k, threshold int) []Match {
 			for l := range lanesPerWord {
 				q := t0 + i*lanesPerWord + l
 				if v := sumAt(shares, q); v >= cut {
-					offer(&top, k, Match{Row: q, Score: v}, &cut)
+					offer(&top, k, sharing.Match{Row: q, Score: v}, &cut)
 				}
 			}
 		}
 		for q := t0 + nw*8/size; q < t1; q++ {
 			if v := sumAt(shares, q); v >= cut {
-				offer(&top, k, Match{Row: q, Score: v}, &cut)
+				offer(&top, k, sharing.Match{Row: q, Score: v}, &cut)
 			}
 		}
 	}
-	slices.SortFunc(top, cmpMatch)
+	slices.SortFunc(top, sharing.CompareMatches)
 	return top
 }
 
@@ -642,28 +643,28 @@ func sumAt[E Elem](shares [][]E, q int) int {
 // offer keeps m if it is among the k best so far (top is a heap with the
 // worst on top) and raises the cut once k are held: later positions must
 // beat the worst strictly, as they lose ties to the lower positions held.
-func offer(top *[]Match, k int, m Match, cut *int) {
+func offer(top *[]sharing.Match, k int, m sharing.Match, cut *int) {
 	h := *top
 	switch {
 	case len(h) < k:
 		h = append(h, m)
 		for i := len(h) - 1; i > 0; { // sift up
 			up := (i - 1) / 2
-			if !better(h[up], h[i]) {
+			if !sharing.Better(h[up], h[i]) {
 				break
 			}
 			h[up], h[i] = h[i], h[up]
 			i = up
 		}
 		*top = h
-	case better(m, h[0]):
+	case sharing.Better(m, h[0]):
 		h[0] = m
 		for i := 0; ; { // sift down
 			w, l, r := i, 2*i+1, 2*i+2
-			if l < len(h) && better(h[w], h[l]) {
+			if l < len(h) && sharing.Better(h[w], h[l]) {
 				w = l
 			}
-			if r < len(h) && better(h[w], h[r]) {
+			if r < len(h) && sharing.Better(h[w], h[r]) {
 				w = r
 			}
 			if w == i {

@@ -1,18 +1,19 @@
-package sharing
+package additive
 
 import (
 	"fmt"
 	"unsafe"
 
+	"github.com/idface/idface/sharing"
 	"github.com/idface/idface/template"
 )
 
-// AdditiveChunkRows is the number of rows per chunk of an AdditiveStore
+// ChunkRows is the number of rows per chunk of an Store
 // (32 MiB per chunk at d = 512, k = 8). As in Store, growth appends a chunk
 // and never copies, and a column run never crosses a chunk.
-const AdditiveChunkRows = 1 << 16
+const ChunkRows = 1 << 16
 
-// AdditiveStore is one share holder's additive shares in column-major
+// Store is one share holder's additive shares in column-major
 // form (SPEC 7 "Enrollment"): for every position j, one k-bit column over
 // all rows, so a query reads only the columns of its support. Each column
 // is uint64 words holding 64/k consecutive rows (the elements' memory
@@ -21,50 +22,50 @@ const AdditiveChunkRows = 1 << 16
 // Rows are addressed by index, equal at every holder. Delete erases the
 // row's share and marks it dead. Not safe for concurrent mutation; readers
 // need the caller's lock while a writer runs.
-type AdditiveStore[E Elem] struct {
+type Store[E Elem] struct {
 	dim    int
 	rows   int
-	chunks [][][]uint64 // chunks[c][j]: column j, rows c*AdditiveChunkRows..
+	chunks [][][]uint64 // chunks[c][j]: column j, rows c*ChunkRows..
 	live   []uint64
 	nlive  int
 }
 
-// NewAdditiveStore returns an empty store of dimension d; capacity is a
+// NewStore returns an empty store of dimension d; capacity is a
 // hint of the rows to expect.
-func NewAdditiveStore[E Elem](d, capacity int) (*AdditiveStore[E], error) {
+func NewStore[E Elem](d, capacity int) (*Store[E], error) {
 	if d < 1 || d > template.MaxDim {
 		return nil, fmt.Errorf("%w: d = %d", template.ErrDimension, d)
 	}
-	return &AdditiveStore[E]{dim: d, live: make([]uint64, 0, template.Words(max(capacity, 64)))}, nil
+	return &Store[E]{dim: d, live: make([]uint64, 0, template.Words(max(capacity, 64)))}, nil
 }
 
 // lanes is the number of rows per column word: 8 for k = 8, 4 for k = 16.
 func lanes[E Elem]() int { return 64 / elemBits[E]() }
 
 // chunkWords is the number of column words per chunk.
-func chunkWords[E Elem]() int { return AdditiveChunkRows / lanes[E]() }
+func chunkWords[E Elem]() int { return ChunkRows / lanes[E]() }
 
 // Dim returns d; Rows the row slots (live or deleted); Live the live rows;
 // Words the column words covering Rows (64/k rows per word).
-func (s *AdditiveStore[E]) Dim() int   { return s.dim }
-func (s *AdditiveStore[E]) Rows() int  { return s.rows }
-func (s *AdditiveStore[E]) Live() int  { return s.nlive }
-func (s *AdditiveStore[E]) Words() int { return (s.rows + lanes[E]() - 1) / lanes[E]() }
+func (s *Store[E]) Dim() int   { return s.dim }
+func (s *Store[E]) Rows() int  { return s.rows }
+func (s *Store[E]) Live() int  { return s.nlive }
+func (s *Store[E]) Words() int { return (s.rows + lanes[E]() - 1) / lanes[E]() }
 
 // Ring returns the store's ring.
-func (s *AdditiveStore[E]) Ring() Ring { return RingOf[E]() }
+func (s *Store[E]) Ring() Ring { return RingOf[E]() }
 
 // IsLive reports whether row r holds an enrolled, undeleted share.
-func (s *AdditiveStore[E]) IsLive(r int) bool {
+func (s *Store[E]) IsLive(r int) bool {
 	return r >= 0 && r < s.rows && s.live[r>>6]>>uint(r&63)&1 == 1
 }
 
 // LiveBits returns the live bitset (bit r&63 of word r>>6 for row r) over
 // template.Words(Rows()) words; it aliases the store.
-func (s *AdditiveStore[E]) LiveBits() []uint64 { return s.live[:template.Words(s.rows)] }
+func (s *Store[E]) LiveBits() []uint64 { return s.live[:template.Words(s.rows)] }
 
-func (s *AdditiveStore[E]) ensure(r int) {
-	for len(s.chunks)*AdditiveChunkRows <= r {
+func (s *Store[E]) ensure(r int) {
+	for len(s.chunks)*ChunkRows <= r {
 		cw := chunkWords[E]()
 		slab := make([]uint64, s.dim*cw)
 		cols := make([][]uint64, s.dim)
@@ -80,13 +81,13 @@ func (s *AdditiveStore[E]) ensure(r int) {
 
 // column returns the elements of column j in the chunk of row r and the
 // offset of r in it.
-func (s *AdditiveStore[E]) column(j, r int) ([]E, int) {
-	w := s.chunks[r/AdditiveChunkRows][j]
-	return unsafe.Slice((*E)(unsafe.Pointer(&w[0])), AdditiveChunkRows), r % AdditiveChunkRows
+func (s *Store[E]) column(j, r int) ([]E, int) {
+	w := s.chunks[r/ChunkRows][j]
+	return unsafe.Slice((*E)(unsafe.Pointer(&w[0])), ChunkRows), r % ChunkRows
 }
 
 // Append stores share as a new live row and returns its index.
-func (s *AdditiveStore[E]) Append(share []E) (int, error) {
+func (s *Store[E]) Append(share []E) (int, error) {
 	r := s.rows
 	return r, s.Put(r, share, true)
 }
@@ -96,9 +97,9 @@ func (s *AdditiveStore[E]) Append(share []E) (int, error) {
 // live says whether the row takes part in identification. Growth
 // allocates every chunk up to r, so the caller bounds r (the party layer
 // accepts only its next rows).
-func (s *AdditiveStore[E]) Put(r int, share []E, live bool) error {
+func (s *Store[E]) Put(r int, share []E, live bool) error {
 	if r < 0 || r > 1<<31-1 {
-		return fmt.Errorf("%w: %d", ErrRow, r)
+		return fmt.Errorf("%w: %d", sharing.ErrRow, r)
 	}
 	if len(share) != s.dim {
 		return fmt.Errorf("sharing: share has %d entries, want d = %d", len(share), s.dim)
@@ -114,9 +115,9 @@ func (s *AdditiveStore[E]) Put(r int, share []E, live bool) error {
 }
 
 // Row copies row r's share (live or not) into dst (d entries) and returns it.
-func (s *AdditiveStore[E]) Row(r int, dst []E) ([]E, error) {
+func (s *Store[E]) Row(r int, dst []E) ([]E, error) {
 	if r < 0 || r >= s.rows {
-		return nil, fmt.Errorf("%w: %d of %d", ErrRow, r, s.rows)
+		return nil, fmt.Errorf("%w: %d of %d", sharing.ErrRow, r, s.rows)
 	}
 	if len(dst) != s.dim {
 		return nil, fmt.Errorf("sharing: row buffer has %d entries, want d = %d", len(dst), s.dim)
@@ -131,9 +132,9 @@ func (s *AdditiveStore[E]) Row(r int, dst []E) ([]E, error) {
 // Delete erases live row r's share (every column entry becomes zero) and
 // marks it dead: the index stays, its score shares are zero, and the
 // permute step hands the decider DeadScore for it.
-func (s *AdditiveStore[E]) Delete(r int) error {
+func (s *Store[E]) Delete(r int) error {
 	if !s.IsLive(r) {
-		return fmt.Errorf("%w: %d is not a live row", ErrRow, r)
+		return fmt.Errorf("%w: %d is not a live row", sharing.ErrRow, r)
 	}
 	for j := range s.dim {
 		col, off := s.column(j, r)
@@ -143,7 +144,7 @@ func (s *AdditiveStore[E]) Delete(r int) error {
 	return nil
 }
 
-func (s *AdditiveStore[E]) setLive(r int, live bool) {
+func (s *Store[E]) setLive(r int, live bool) {
 	wi, bit := r>>6, uint64(1)<<uint(r&63)
 	was := s.live[wi]&bit != 0
 	switch {

@@ -1,4 +1,4 @@
-package sharing
+package additive
 
 import (
 	"fmt"
@@ -6,14 +6,15 @@ import (
 	"testing"
 
 	"github.com/idface/idface/internal/testutil"
+	"github.com/idface/idface/sharing"
 	"github.com/idface/idface/template"
 )
 
 // randomAdditiveStore fills a store's chunks with random words directly:
 // the layout and statistics of real shares, built in a fraction of a
 // second at 10^6 rows (benchmark data, not shares).
-func randomAdditiveStore[E Elem](b *testing.B, d, rows int) *AdditiveStore[E] {
-	s, err := NewAdditiveStore[E](d, rows)
+func randomAdditiveStore[E Elem](b *testing.B, d, rows int) *Store[E] {
+	s, err := NewStore[E](d, rows)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -80,14 +81,14 @@ func benchGenAdditive[E Elem](b *testing.B) {
 	v := randInt8(r, 512, 1)
 	for _, mu := range []int{2, 3} {
 		b.Run(fmt.Sprintf("k=%d/d=512/mu=%d", elemBits[E](), mu), func(b *testing.B) {
-			stream, _ := NewStream(nil)
+			stream, _ := sharing.NewStream(nil)
 			dst := make([][]E, mu)
 			for i := range dst {
 				dst[i] = make([]E, 512)
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := GenAdditive(dst, v, stream); err != nil {
+				if err := GenShare(dst, v, stream); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -128,8 +129,8 @@ func BenchmarkAdditiveAppend(b *testing.B) {
 	r := rand.New(rand.NewPCG(7, 8))
 	sh := make([][]uint8, 2)
 	sh[0], sh[1] = make([]uint8, 512), make([]uint8, 512)
-	GenAdditive(sh, randInt8(r, 512, 1), nil)
-	s, _ := NewAdditiveStore[uint8](512, 0)
+	GenShare(sh, randInt8(r, 512, 1), nil)
+	s, _ := NewStore[uint8](512, 0)
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := s.Append(sh[0]); err != nil {

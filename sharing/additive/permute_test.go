@@ -1,4 +1,4 @@
-package sharing
+package additive
 
 import (
 	"encoding/binary"
@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/idface/idface/sharing"
 )
 
 // testSeed is a fixed per-query seed for reproducible tests.
@@ -257,14 +259,14 @@ func TestMaskUniform(t *testing.T) {
 	}
 }
 
-func naiveTopK[E Elem](scores []E, k, thr int) []Match {
-	var all []Match
+func naiveTopK[E Elem](scores []E, k, thr int) []sharing.Match {
+	var all []sharing.Match
 	for q, v := range scores {
 		if s := Signed(v); s >= thr && s != DeadScore[E]() {
-			all = append(all, Match{Row: q, Score: s})
+			all = append(all, sharing.Match{Row: q, Score: s})
 		}
 	}
-	slices.SortFunc(all, cmpMatch)
+	slices.SortFunc(all, sharing.CompareMatches)
 	return all[:min(k, len(all))]
 }
 
@@ -303,7 +305,7 @@ func testDecide[E Elem](t *testing.T) {
 					all := naiveTopK(sum, n, -1<<20) // sorted once, filtered per threshold
 					for _, k := range []int{1, 3, 50} {
 						for _, thr := range []int{-1 << 20, -5, 0, 3, 19, maxS, maxS + 1} {
-							var want []Match
+							var want []sharing.Match
 							for _, m := range all {
 								if m.Score >= thr && len(want) < k {
 									want = append(want, m)

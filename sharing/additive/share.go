@@ -1,9 +1,20 @@
-package sharing
-
-// Blind mode (SPEC 7): additive shares over Z_(2^k), k = 8 or 16. A gallery
-// vector v in Z^d (template.ApplyLevels) is split into mu shares that sum to
-// v mod 2^k; every share holder scores its share column by column and only
-// the decider sees the (permuted, masked) sum.
+// Package additive is the sharing of blind mode (SPEC 7): additive shares
+// over Z_(2^k), k = 8 or 16. A gallery vector v in Z^d
+// (template.ApplyLevels) is split into mu shares that sum to v mod 2^k
+// (GenShare, or seeds that expand to shares); every share holder keeps its
+// shares column-major (Store, one k-bit column per position, erased on
+// delete), computes its score share of every row with packed arithmetic
+// (Store.ScoreShares), then permutes and masks it from the query's seed
+// (PermuteMask); the decider adds the mu vectors and keeps the best
+// positions (Decide), and the entry maps them back (Permuter.Unpermute).
+// docs/BLIND-NOTES.md has the construction and its measurements.
+//
+// # Security model
+//
+// Any mu-1 shares are uniform and independent of v. Score shares are too;
+// with fresh per-query masks and permutation the vectors a decider
+// receives reveal only the multiset of the query's scores.
+package additive
 
 import (
 	"crypto/aes"
@@ -98,12 +109,12 @@ func viewElems[E Elem](b []byte) []E {
 	return unsafe.Slice((*E)(unsafe.Pointer(&b[0])), len(b)/(elemBits[E]()/8))
 }
 
-// GenAdditive splits v into len(dst) >= 2 additive shares over the ring of
+// GenShare splits v into len(dst) >= 2 additive shares over the ring of
 // E: dst[0..mu-2] are drawn uniformly from rnd, dst[mu-1] = v - their sum
 // mod 2^k. rnd must be a CSPRNG: crypto/rand.Reader when nil, or NewStream
 // for bulk enrollment (never math/rand). Each dst[i] must have len(v)
 // entries; nothing is allocated.
-func GenAdditive[E Elem](dst [][]E, v []int8, rnd io.Reader) error {
+func GenShare[E Elem](dst [][]E, v []int8, rnd io.Reader) error {
 	if len(dst) < 2 {
 		return fmt.Errorf("sharing: %d share holders, want at least 2", len(dst))
 	}
@@ -131,9 +142,9 @@ func GenAdditive[E Elem](dst [][]E, v []int8, rnd io.Reader) error {
 	return nil
 }
 
-// CombineAdditive adds shares mod 2^k into dst (len d) and returns the
+// Combine adds shares mod 2^k into dst (len d) and returns the
 // signed values: the gallery vector v, when given all mu shares.
-func CombineAdditive[E Elem](dst []int, shares ...[]E) error {
+func Combine[E Elem](dst []int, shares ...[]E) error {
 	for i, s := range shares {
 		if len(s) != len(dst) {
 			return fmt.Errorf("sharing: share %d has %d entries, want %d", i, len(s), len(dst))
@@ -226,7 +237,7 @@ func ExpandShare[E Elem](dst []E, seed *Seed) error {
 	return nil
 }
 
-// GenSeededShares is GenAdditive where the first mu-1 shares travel as
+// GenSeededShares is GenShare where the first mu-1 shares travel as
 // seeds: it draws len(seeds) seeds from rnd (crypto/rand.Reader when nil)
 // and sets last = v - sum ExpandShare(seed) mod 2^k, the share of holder mu.
 func GenSeededShares[E Elem](seeds []Seed, last []E, v []int8, rnd io.Reader) error {

@@ -1,4 +1,4 @@
-package sharing
+package additive
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/idface/idface/sharing"
 	"github.com/idface/idface/template"
 )
 
@@ -151,7 +152,7 @@ func swarOf[E Elem]() swar {
 // ScoreShares computes this holder's score share of every row in [r0, r1):
 // out[i-r0] = sum_j y_j * v[i][j] mod 2^k (SPEC 7 "Identify"). Deleted
 // rows have zero shares and so zero score shares. out needs r1-r0 entries.
-func (s *AdditiveStore[E]) ScoreShares(out []E, q *Query, r0, r1 int) error {
+func (s *Store[E]) ScoreShares(out []E, q *Query, r0, r1 int) error {
 	if err := s.checkScore(out, q, r0, r1); err != nil {
 		return err
 	}
@@ -161,7 +162,7 @@ func (s *AdditiveStore[E]) ScoreShares(out []E, q *Query, r0, r1 int) error {
 
 // ScoreSharesParallel is ScoreShares on `workers` goroutines (GOMAXPROCS
 // when <= 0), each taking a contiguous run of tiles.
-func (s *AdditiveStore[E]) ScoreSharesParallel(out []E, q *Query, r0, r1, workers int) error {
+func (s *Store[E]) ScoreSharesParallel(out []E, q *Query, r0, r1, workers int) error {
 	if err := s.checkScore(out, q, r0, r1); err != nil {
 		return err
 	}
@@ -184,12 +185,12 @@ func (s *AdditiveStore[E]) ScoreSharesParallel(out []E, q *Query, r0, r1, worker
 	return nil
 }
 
-func (s *AdditiveStore[E]) checkScore(out []E, q *Query, r0, r1 int) error {
+func (s *Store[E]) checkScore(out []E, q *Query, r0, r1 int) error {
 	switch {
 	case q == nil || q.dim != s.dim:
 		return fmt.Errorf("%w: query does not have d = %d", template.ErrDimension, s.dim)
 	case r0 < 0 || r1 < r0 || r1 > s.rows:
-		return fmt.Errorf("%w: rows [%d, %d) of %d", ErrRow, r0, r1, s.rows)
+		return fmt.Errorf("%w: rows [%d, %d) of %d", sharing.ErrRow, r0, r1, s.rows)
 	case len(out) < r1-r0:
 		return fmt.Errorf("sharing: score buffer holds %d entries, want %d", len(out), r1-r0)
 	}
@@ -198,7 +199,7 @@ func (s *AdditiveStore[E]) checkScore(out []E, q *Query, r0, r1 int) error {
 
 // score runs the kernel over rows [r0, r1) in tiles that never cross a
 // chunk.
-func (s *AdditiveStore[E]) score(out []E, q *Query, r0, r1 int) {
+func (s *Store[E]) score(out []E, q *Query, r0, r1 int) {
 	if r0 == r1 {
 		return
 	}

@@ -1,4 +1,4 @@
-package sharing
+package additive
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idface/idface/sharing"
 	"github.com/idface/idface/template"
 )
 
@@ -62,7 +63,7 @@ func randInt8(r *rand.Rand, d, L int) []int8 {
 
 func testGenAdditive[E Elem](t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	stream, _ := NewStream(nil)
+	stream, _ := sharing.NewStream(nil)
 	for _, d := range []int{1, 128, 512} {
 		for _, mu := range []int{2, 3, 5} {
 			t.Run(fmt.Sprintf("k=%d/d=%d/mu=%d", elemBits[E](), d, mu), func(t *testing.T) {
@@ -75,15 +76,15 @@ func testGenAdditive[E Elem](t *testing.T) {
 				for _, rnd := range []any{nil, stream} {
 					var err error
 					if rnd == nil {
-						err = GenAdditive(sh, v, nil)
+						err = GenShare(sh, v, nil)
 					} else {
-						err = GenAdditive(sh, v, stream)
+						err = GenShare(sh, v, stream)
 					}
 					if err != nil {
 						t.Fatal(err)
 					}
 					got := make([]int, d)
-					if err := CombineAdditive(got, sh...); err != nil {
+					if err := Combine(got, sh...); err != nil {
 						t.Fatal(err)
 					}
 					for j := range v {
@@ -95,16 +96,16 @@ func testGenAdditive[E Elem](t *testing.T) {
 			})
 		}
 	}
-	if err := GenAdditive([][]E{make([]E, 4)}, make([]int8, 4), nil); err == nil {
+	if err := GenShare([][]E{make([]E, 4)}, make([]int8, 4), nil); err == nil {
 		t.Error("mu = 1 accepted")
 	}
-	if err := GenAdditive([][]E{make([]E, 4), make([]E, 3)}, make([]int8, 4), nil); err == nil {
+	if err := GenShare([][]E{make([]E, 4), make([]E, 3)}, make([]int8, 4), nil); err == nil {
 		t.Error("short share accepted")
 	}
-	if err := GenAdditive([][]E{nil, nil}, nil, nil); err == nil {
+	if err := GenShare([][]E{nil, nil}, nil, nil); err == nil {
 		t.Error("d = 0 accepted")
 	}
-	if err := GenAdditive([][]E{make([]E, 4), make([]E, 4)}, make([]int8, 4), bytes.NewReader(nil)); err == nil {
+	if err := GenShare([][]E{make([]E, 4), make([]E, 4)}, make([]int8, 4), bytes.NewReader(nil)); err == nil {
 		t.Error("empty randomness accepted")
 	}
 }
@@ -119,7 +120,7 @@ func TestGenAdditive(t *testing.T) {
 // of an extreme and a zero template, for every holder).
 func TestAdditiveShareUniform(t *testing.T) {
 	const d, trials = 64, 1200
-	stream, _ := NewStream(nil)
+	stream, _ := sharing.NewStream(nil)
 	for name, v := range map[string][]int8{"all-127": bytes127(d), "zero": make([]int8, d)} {
 		for _, mu := range []int{2, 3} {
 			for h := range mu {
@@ -130,7 +131,7 @@ func TestAdditiveShareUniform(t *testing.T) {
 					}
 					var hist [256]int
 					for range trials {
-						if err := GenAdditive(sh, v, stream); err != nil {
+						if err := GenShare(sh, v, stream); err != nil {
 							t.Fatal(err)
 						}
 						for _, x := range sh[h] {
@@ -230,7 +231,7 @@ func checkSeeded[E Elem](t *testing.T, seeds []Seed, v []int8) {
 		sh = append(sh, x)
 	}
 	got := make([]int, len(v))
-	CombineAdditive(got, sh...)
+	Combine(got, sh...)
 	for j := range v {
 		if got[j] != int(v[j]) {
 			t.Fatalf("entry %d: %d, want %d", j, got[j], v[j])
@@ -241,7 +242,7 @@ func checkSeeded[E Elem](t *testing.T, seeds []Seed, v []int8) {
 func testAdditiveStore[E Elem](t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	const d = 24
-	s, err := NewAdditiveStore[E](d, 0)
+	s, err := NewStore[E](d, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,12 +260,12 @@ func testAdditiveStore[E Elem](t *testing.T) {
 	for i := range 100 {
 		put(i, true)
 	}
-	put(AdditiveChunkRows+5, true) // grows by two chunks, rows between are dead
-	put(50, false)                 // overwrite, not live
-	if s.Rows() != AdditiveChunkRows+6 || s.Live() != 100 || s.Words() != (s.Rows()+lanes[E]()-1)/lanes[E]() {
+	put(ChunkRows+5, true) // grows by two chunks, rows between are dead
+	put(50, false)         // overwrite, not live
+	if s.Rows() != ChunkRows+6 || s.Live() != 100 || s.Words() != (s.Rows()+lanes[E]()-1)/lanes[E]() {
 		t.Fatalf("rows %d live %d words %d", s.Rows(), s.Live(), s.Words())
 	}
-	if s.IsLive(50) || !s.IsLive(49) || s.IsLive(200) || !s.IsLive(AdditiveChunkRows+5) {
+	if s.IsLive(50) || !s.IsLive(49) || s.IsLive(200) || !s.IsLive(ChunkRows+5) {
 		t.Fatal("live bits")
 	}
 	buf := make([]E, d)
@@ -298,7 +299,7 @@ func testAdditiveStore[E Elem](t *testing.T) {
 			t.Errorf("bad input: %v", err)
 		}
 	}
-	if _, err := NewAdditiveStore[E](0, 0); !errors.Is(err, template.ErrDimension) {
+	if _, err := NewStore[E](0, 0); !errors.Is(err, template.ErrDimension) {
 		t.Error("d = 0 accepted")
 	}
 }
@@ -309,8 +310,8 @@ func TestAdditiveStore(t *testing.T) {
 }
 
 // fillStore puts rows random shares (or an extreme pattern) into a store.
-func fillStore[E Elem](t testing.TB, r *rand.Rand, d, rows int, pattern string) (*AdditiveStore[E], [][]E) {
-	s, err := NewAdditiveStore[E](d, rows)
+func fillStore[E Elem](t testing.TB, r *rand.Rand, d, rows int, pattern string) (*Store[E], [][]E) {
+	s, err := NewStore[E](d, rows)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -511,11 +512,11 @@ func TestBlindEndToEnd(t *testing.T) {
 func blindEndToEnd[E Elem](t *testing.T, r *rand.Rand, g, ql template.Levels, mu, rows int, tau float64) {
 	const d = 128
 	gt, _ := template.NewLevelTransformer(d, g)
-	stores := make([]*AdditiveStore[E], mu)
+	stores := make([]*Store[E], mu)
 	for k := range stores {
-		stores[k], _ = NewAdditiveStore[E](d, rows)
+		stores[k], _ = NewStore[E](d, rows)
 	}
-	stream, _ := NewStream(nil)
+	stream, _ := sharing.NewStream(nil)
 	plain := make([][]int8, rows)
 	xs := make([][]float64, rows)
 	sh := make([][]E, mu)
@@ -533,7 +534,7 @@ func blindEndToEnd[E Elem](t *testing.T, r *rand.Rand, g, ql template.Levels, mu
 			t.Fatal(err)
 		}
 		if i%2 == 0 {
-			if err := GenAdditive(sh, plain[i], stream); err != nil {
+			if err := GenShare(sh, plain[i], stream); err != nil {
 				t.Fatal(err)
 			}
 		} else { // holders 1..mu-1 get seeds
@@ -597,13 +598,13 @@ func blindEndToEnd[E Elem](t *testing.T, r *rand.Rand, g, ql template.Levels, mu
 		if err := perm.Unpermute(back, positions, &seed, rows); err != nil {
 			t.Fatal(err)
 		}
-		var want []Match
+		var want []sharing.Match
 		for i := range rows {
 			if s := template.DotInt8(plain[i], y); stores[0].IsLive(i) && s >= thr {
-				want = append(want, Match{Row: i, Score: s})
+				want = append(want, sharing.Match{Row: i, Score: s})
 			}
 		}
-		slices.SortFunc(want, cmpMatch)
+		slices.SortFunc(want, sharing.CompareMatches)
 		want = want[:min(K, len(want))]
 		if len(top) != len(want) {
 			t.Fatalf("trial %d: %d matches, want %d", trial, len(top), len(want))
@@ -625,15 +626,15 @@ func blindEndToEnd[E Elem](t *testing.T, r *rand.Rand, g, ql template.Levels, mu
 func TestScoreSharesSum(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
 	const d, rows, mu = 64, 200, 3
-	stores := make([]*AdditiveStore[uint16], mu)
+	stores := make([]*Store[uint16], mu)
 	for k := range stores {
-		stores[k], _ = NewAdditiveStore[uint16](d, 0)
+		stores[k], _ = NewStore[uint16](d, 0)
 	}
 	plain := make([][]int8, rows)
 	sh := [][]uint16{make([]uint16, d), make([]uint16, d), make([]uint16, d)}
 	for i := range rows {
 		plain[i] = randInt8(r, d, 5)
-		GenAdditive(sh, plain[i], nil)
+		GenShare(sh, plain[i], nil)
 		for k, s := range stores {
 			s.Append(sh[k])
 		}
