@@ -332,12 +332,10 @@ func (m *DecideShareOK) unmarshal(*wire.Dec) {}
 
 // DecideResult is the decider's answer to the entry: the permuted
 // positions of the best rows whose score reaches the threshold, best
-// first (their scores only in clusters that reveal scores), and the bytes
-// the decider moved with the entry.
+// first (their scores only in clusters that reveal scores).
 type DecideResult struct {
 	Positions []uint32
 	Scores    []int32
-	Bytes     uint64
 }
 
 func (m *DecideResult) Type() Type { return TDecideResult }
@@ -350,7 +348,6 @@ func (m *DecideResult) marshal(e *wire.Enc) {
 	for _, s := range m.Scores {
 		e.U32(uint32(s))
 	}
-	e.U64(m.Bytes)
 }
 func (m *DecideResult) unmarshal(d *wire.Dec) {
 	n := d.Count(MaxTopK, 4)
@@ -364,5 +361,4 @@ func (m *DecideResult) unmarshal(d *wire.Dec) {
 	if d.Err == nil && k != 0 && k != n {
 		d.Fail("%d scores for %d positions", k, n)
 	}
-	m.Bytes = d.U64()
 }

@@ -28,7 +28,7 @@ func samples() []Msg {
 		&BlindQueryOK{Bytes: 1234},
 		&DecideShare{Query: [16]byte{3}, Rows: 1000, Bits: 8, TopK: 2, Entry: true},
 		&DecideShareOK{},
-		&DecideResult{Positions: []uint32{5, 9}, Bytes: 99},
+		&DecideResult{Positions: []uint32{5, 9}},
 		&DecideResult{Positions: []uint32{5}, Scores: []int32{-3}},
 		&Vote{Txn: TxnID{1, 2}},
 		&Decide{Txn: TxnID{3}, Origin: 2, Commit: true},

@@ -136,9 +136,7 @@ func (d *Decider) share(ctx context.Context, r engine.Request) protocol.Msg {
 	if q.err != nil {
 		return engine.AsError(q.err, protocol.CodeUnavailable)
 	}
-	res := *q.res
-	res.Bytes = uint64(r.Stream.Received()) + 64 // and this answer, about
-	return &res
+	return q.res
 }
 
 // maxRows bounds the rows of one query (n*k/8 bytes per vector).

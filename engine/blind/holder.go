@@ -28,6 +28,9 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
@@ -62,6 +65,9 @@ type Holder[E additive.Elem] struct {
 	query   *engine.LevelTransformers
 	perms   sync.Pool // *additive.Permuter
 	bufs    sync.Pool // *[]E, a score vector
+	m       struct {
+		score, permute, decider prometheus.Counter
+	}
 }
 
 // New makes share holder env.Self for the cluster's ring: feed it the log
@@ -94,18 +100,13 @@ func newHolder[E additive.Elem](env engine.Env) (*Holder[E], error) {
 			s, err := additive.NewStore[E](d, 0)
 			return shares[E]{s}, err
 		},
-		Expand: func(op *protocol.Op) error {
-			if len(op.Share) != additive.SeedSize {
-				return fmt.Errorf("a seeded share of %d bytes, want %d", len(op.Share), additive.SeedSize)
-			}
+		SeedSize: additive.SeedSize,
+		Expand: func(b []byte) ([]byte, error) {
 			var seed additive.Seed
-			copy(seed[:], op.Share)
+			copy(seed[:], b)
 			full := make([]E, d)
-			if err := additive.ExpandShare(full, &seed); err != nil {
-				return err
-			}
-			op.Share, op.Seeded = additive.ElemBytes(full), false
-			return nil
+			err := additive.ExpandShare(full, &seed)
+			return additive.ElemBytes(full), err
 		},
 	})
 	if err != nil {
@@ -119,7 +120,19 @@ func newHolder[E additive.Elem](env engine.Env) (*Holder[E], error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Holder[E]{Core: core, env: env, p: p, gallery: g, query: q}, nil
+	h := &Holder[E]{Core: core, env: env, p: p, gallery: g, query: q}
+	for _, c := range []struct {
+		c          *prometheus.Counter
+		name, help string
+	}{
+		{&h.m.score, "idface_blind_score_seconds_total", "Time computing score shares (column sums over every row)."},
+		{&h.m.permute, "idface_blind_permute_seconds_total", "Time permuting and masking score shares."},
+		{&h.m.decider, "idface_blind_decider_wait_seconds_total", "Entry: time from sending its shares to the decider's answer (the other holders' work, the wire, the decider)."},
+	} {
+		*c.c = prometheus.NewCounter(prometheus.CounterOpts{Name: c.name, Help: c.help})
+		env.Metrics.MustRegister(*c.c)
+	}
+	return h, nil
 }
 
 // Routes lists the requests a share holder answers.
@@ -137,8 +150,9 @@ func (h *Holder[E]) enroll(ctx context.Context, r engine.Request) protocol.Msg {
 	return h.Enroll(ctx, r.Msg.(*protocol.Enroll).Items, h.share)
 }
 
-// share makes every holder's op for each item: holders 0..mu-2 a seed (the
-// entry expands its own), holder mu-1 the full share.
+// share makes every holder's op for each item: the entry keeps the full
+// share (it is logged here), every other holder gets a 32-byte seed that
+// it expands, so enrollment moves 32 bytes per row and holder.
 func (h *Holder[E]) share(items []protocol.Item) ([][]protocol.Op, error) {
 	mu, d, self := h.p.Mu(), h.p.Dim(), h.Self()
 	ops := make([][]protocol.Op, mu)
@@ -159,23 +173,18 @@ func (h *Holder[E]) share(items []protocol.Item) ([][]protocol.Op, error) {
 			if err := template.ApplyLevels(tr, items[i].Template, v); err != nil {
 				return fmt.Errorf("item %d (%s): %w", i, items[i].ID, err)
 			}
-			last := make([]E, d)
-			if err := additive.GenSeededShares(seeds, last, v, rnd); err != nil {
+			own := make([]E, d)
+			if err := additive.GenSeededShares(seeds, own, v, rnd); err != nil {
 				return err
 			}
+			next := 0
 			for k := range ops {
 				op := protocol.Op{Kind: protocol.OpPut, ID: items[i].ID}
-				switch {
-				case k == mu-1:
-					op.Share = additive.ElemBytes(last)
-				case k == self: // its own share in full: it is logged
-					full := make([]E, d)
-					if err := additive.ExpandShare(full, &seeds[k]); err != nil {
-						return err
-					}
-					op.Share = additive.ElemBytes(full)
-				default:
-					op.Share, op.Seeded = append([]byte(nil), seeds[k][:]...), true
+				if k == self {
+					op.Share = additive.ElemBytes(own)
+				} else {
+					op.Share, op.Seeded = append([]byte(nil), seeds[next][:]...), true
+					next++
 				}
 				ops[k][i] = op
 			}
@@ -230,6 +239,7 @@ func (h *Holder[E]) scoreVector(q *additive.Query, v view, sigma *additive.Seed)
 	n := v.off[len(v.off)-1]
 	src, dst := h.buf(n), h.buf(n)
 	release := func() { h.bufs.Put(&src); h.bufs.Put(&dst) }
+	t0 := time.Now()
 	h.RLock()
 	var err error
 	for s := range v.digest {
@@ -246,12 +256,15 @@ func (h *Holder[E]) scoreVector(q *additive.Query, v view, sigma *additive.Seed)
 		release()
 		return nil, nil, err
 	}
+	t1 := time.Now()
 	perm := h.permuter()
 	defer h.perms.Put(perm)
 	if err := additive.PermuteMask(perm, dst, src, v.live, sigma, h.Self(), h.p.Mu()); err != nil {
 		release()
 		return nil, nil, err
 	}
+	h.m.score.Add(t1.Sub(t0).Seconds())
+	h.m.permute.Add(time.Since(t1).Seconds())
 	return dst, release, nil
 }
 
@@ -368,6 +381,7 @@ func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg
 		wg.Wait()
 		return protocol.Errorf(protocol.CodeInternal, "%v", err)
 	}
+	sent := time.Now()
 	s, err := h.sendShare(ctx, qid, vec, topK, true)
 	release()
 	if err != nil {
@@ -377,6 +391,7 @@ func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg
 	}
 	defer s.Finish()
 	resp, derr := network.ReadReply(ctx, s, h.p.DeciderName())
+	h.m.decider.Add(time.Since(sent).Seconds())
 	wg.Wait()
 	for i, err := range errs { // a helper's failure explains the decider's wait
 		if err != nil {
@@ -397,7 +412,7 @@ func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg
 func (h *Holder[E]) answer(res *protocol.DecideResult, v view, sigma *additive.Seed, n int, own uint64, helpers []uint64) protocol.Msg {
 	reveal := h.p.RevealScores()
 	out := &protocol.IdentifyOK{Alpha: uint16(h.p.Alpha()), Beta: uint16(h.p.Beta()), ScoresHidden: !reveal}
-	out.BytesTotal = own + res.Bytes
+	out.BytesTotal = own // the entry's stream with the decider, both ways
 	for _, b := range helpers {
 		out.BytesTotal += b
 	}

@@ -25,9 +25,11 @@ type Options[S Shares] struct {
 	ShareSize int
 	// NewShares makes an empty segment store.
 	NewShares func() (S, error)
-	// Expand turns a seeded share received in a Prepare into its full
-	// bytes; nil when shares always travel in full.
-	Expand func(op *protocol.Op) error
+	// SeedSize is the bytes of a seed that a share may travel (and be
+	// logged) as, and Expand makes the share a seed stands for; zero and
+	// nil when shares always travel in full.
+	SeedSize int
+	Expand   func(seed []byte) ([]byte, error)
 }
 
 // Core is one party's rows and transactions.
@@ -74,6 +76,9 @@ func New[S Shares](env engine.Env, opt Options[S]) (*Core[S], error) {
 	if err != nil {
 		return nil, err
 	}
+	if opt.SeedSize > 0 {
+		st.seed, st.expand = opt.SeedSize, opt.Expand
+	}
 	c := &Core[S]{env: env, p: p, opt: opt, self: self, st: st, outbox: engine.NewOutbox(env),
 		replay: &replayState{erased: map[rowmap.Ref]int64{}, bad: map[rowmap.Ref]int64{}}}
 	for _, m := range []struct {
@@ -98,7 +103,7 @@ func (c *Core[S]) Replay(en store.Entry) error {
 	r, st := c.replay, c.st
 	switch en.Type {
 	case recPrepare:
-		prep, units, err := decodePrepare(en, c.opt.ShareSize)
+		prep, units, err := decodePrepare(en, c.opt.ShareSize, c.opt.SeedSize)
 		if err != nil {
 			return err
 		}
@@ -151,7 +156,7 @@ func (c *Core[S]) Replay(en store.Entry) error {
 // state's write lock, or replays). On abort the prepared shares are erased
 // from the log; on commit, deleted rows' shares are.
 func (c *Core[S]) settle(t *pendingTxn, commit, replaying bool) error {
-	us := unitSize(c.opt.ShareSize)
+	us := c.st.unit(t.prep)
 	puts := 0
 	for _, op := range t.prep.Ops {
 		if op.Kind == protocol.OpPut {
@@ -187,10 +192,9 @@ func (c *Core[S]) settle(t *pendingTxn, commit, replaying bool) error {
 	return nil
 }
 
-// erase overwrites a deleted row's share in the log.
+// erase overwrites a deleted row's share (or seed) in the log.
 func (c *Core[S]) erase(ref rowmap.Ref) error {
-	us := unitSize(c.opt.ShareSize)
-	off := c.st.segs[ref.Seg].unitAt(ref.Seq, us)
+	off, us := c.st.segs[ref.Seg].unitAt(ref.Seq)
 	if off < 0 {
 		return nil
 	}
@@ -511,17 +515,6 @@ func (c *Core[S]) Prepare(_ context.Context, r engine.Request) protocol.Msg {
 	}
 	if int(m.Origin) == c.self {
 		return protocol.Errorf(protocol.CodeBadRequest, "a prepare for my own segment must come from me")
-	}
-	for i := range m.Ops {
-		op := &m.Ops[i]
-		if op.Kind == protocol.OpPut && op.Seeded {
-			if c.opt.Expand == nil {
-				return protocol.Errorf(protocol.CodeBadRequest, "this cluster's shares travel in full, not as seeds")
-			}
-			if err := c.opt.Expand(op); err != nil {
-				return protocol.Errorf(protocol.CodeBadRequest, "%v", err)
-			}
-		}
 	}
 	c.st.mu.Lock()
 	defer c.st.mu.Unlock()

@@ -19,18 +19,29 @@ const (
 )
 
 // Each put's share is one unit of the prepare record's tail: the share's
-// bytes, then a CRC-32C of them. An erased unit is all zero bytes (a
-// CRC-32C of zero bytes is never zero).
+// bytes (or the seed it expands from), then a CRC-32C of them. An erased
+// unit is all zero bytes (a CRC-32C of zero bytes is never zero).
 func unitSize(share int) int { return share + 4 }
 
-// encodePrepare makes the log record of a Prepare whose puts carry full
-// shares of the same size.
+// seeded reports whether a prepare's puts carry seeds (all or none do).
+func seeded(p *protocol.Prepare) bool {
+	for _, op := range p.Ops {
+		if op.Kind == protocol.OpPut {
+			return op.Seeded
+		}
+	}
+	return false
+}
+
+// encodePrepare makes the log record of a Prepare whose puts carry shares
+// (or seeds) of one size.
 func encodePrepare(p *protocol.Prepare) store.Record {
 	e := wire.Enc{B: make([]byte, 0, 32+len(p.Ops)*24)}
 	e.Raw(p.Txn[:])
 	e.U8(p.Origin)
 	e.U16(p.Dim)
 	e.U32(p.Base)
+	e.Bool(seeded(p))
 	e.U32(uint32(len(p.Ops)))
 	var tail []byte
 	for _, op := range p.Ops {
@@ -58,14 +69,21 @@ const (
 	unitBad         // neither: damage, or an erasure torn by a crash
 )
 
-// decodePrepare parses a prepare record of shares of share bytes; shares
-// of erased or bad units are left nil and reported in units (one per put,
-// in op order).
-func decodePrepare(en store.Entry, share int) (*protocol.Prepare, []unit, error) {
+// decodePrepare parses a prepare record of shares of share bytes (seeds of
+// seed bytes); shares of erased or bad units are left nil and reported in
+// units (one per put, in op order).
+func decodePrepare(en store.Entry, share, seed int) (*protocol.Prepare, []unit, error) {
 	d := wire.Dec{B: en.Sealed}
 	p := &protocol.Prepare{}
 	d.Fixed(p.Txn[:])
 	p.Origin, p.Dim, p.Base = d.U8(), d.U16(), d.U32()
+	isSeeded := d.Bool()
+	if isSeeded {
+		if seed == 0 {
+			return nil, nil, fmt.Errorf("a prepare record of seeds in a log whose shares are never seeded")
+		}
+		share = seed
+	}
 	if d.Err == nil && (p.Dim < 1 || int(p.Dim) > template.MaxDim) {
 		return nil, nil, fmt.Errorf("prepare record of dimension %d", p.Dim)
 	}
@@ -75,6 +93,7 @@ func decodePrepare(en store.Entry, share int) (*protocol.Prepare, []unit, error)
 		op := protocol.Op{Kind: protocol.OpKind(d.U8()), Seq: d.U32(), ID: d.Str(protocol.MaxIDLen)}
 		switch op.Kind {
 		case protocol.OpPut:
+			op.Seeded = isSeeded
 			puts++
 		case protocol.OpDelete:
 		default:

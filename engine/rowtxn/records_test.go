@@ -29,6 +29,8 @@ func sampleRecords() []store.Record {
 			{Kind: protocol.OpPut, Seq: 6, ID: "ÿ", Share: words([]uint64{0, 7}, []uint64{8, 0})},
 		}}),
 		encodePrepare(&protocol.Prepare{Txn: protocol.TxnID{1}, Origin: 0, Dim: 512, Base: 9, Ops: []protocol.Op{{Kind: protocol.OpDelete, Seq: 3, ID: "gone"}}}),
+		encodePrepare(&protocol.Prepare{Txn: protocol.TxnID{5}, Origin: 2, Dim: 64, Base: 0, Ops: []protocol.Op{
+			{Kind: protocol.OpPut, Seq: 0, ID: "seeded", Seeded: true, Share: make([]byte, 32)}}}),
 		encodeDecide(&protocol.Decide{Txn: protocol.TxnID{3}, Origin: 2, Commit: true}),
 		encodeDecide(&protocol.Decide{Txn: protocol.TxnID{4}, Origin: 0, Commit: false}),
 	}
@@ -47,7 +49,7 @@ func TestRecordGolden(t *testing.T) {
 func TestRecordRoundTrip(t *testing.T) {
 	recs := sampleRecords()
 	const share = 32 // d = 70: 2 words each
-	p, units, err := decodePrepare(store.Entry{Record: recs[0], TailIntact: true}, share)
+	p, units, err := decodePrepare(store.Entry{Record: recs[0], TailIntact: true}, share, 0)
 	if err != nil || len(units) != 2 || units[0] != unitIntact || !reflect.DeepEqual(p.Ops[1].Share, words([]uint64{0, 7}, []uint64{8, 0})) {
 		t.Fatalf("%v %v %+v", err, units, p)
 	}
@@ -56,14 +58,14 @@ func TestRecordRoundTrip(t *testing.T) {
 	us := unitSize(share)
 	clear(tail[:us])
 	tail[us+3] ^= 1
-	_, units, err = decodePrepare(store.Entry{Record: store.Record{Type: recPrepare, Sealed: recs[0].Sealed, Tail: tail}}, share)
+	_, units, err = decodePrepare(store.Entry{Record: store.Record{Type: recPrepare, Sealed: recs[0].Sealed, Tail: tail}}, share, 0)
 	if err != nil || units[0] != unitErased || units[1] != unitBad {
 		t.Fatalf("units %v, %v", units, err)
 	}
-	if _, _, err := decodePrepare(store.Entry{Record: store.Record{Type: recPrepare, Sealed: recs[0].Sealed, Tail: tail[:us]}}, share); err == nil {
+	if _, _, err := decodePrepare(store.Entry{Record: store.Record{Type: recPrepare, Sealed: recs[0].Sealed, Tail: tail[:us]}}, share, 0); err == nil {
 		t.Fatal("a short tail was accepted")
 	}
-	d, err := decodeDecide(store.Entry{Record: recs[2]})
+	d, err := decodeDecide(store.Entry{Record: recs[3]})
 	if err != nil || !d.Commit || d.Origin != 2 {
 		t.Fatalf("%+v %v", d, err)
 	}

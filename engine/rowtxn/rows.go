@@ -45,16 +45,18 @@ type segment[S Shares] struct {
 type batch struct {
 	seq0, n int
 	tail    int64
+	unit    int // bytes of one unit: a share or a seed, and its checksum
 }
 
-// unitAt returns the log offset of row seq's share, or -1 if unknown.
-func (s *segment[S]) unitAt(seq, unitBytes int) int64 {
+// unitAt returns the log offset and size of row seq's share, or -1 if
+// unknown.
+func (s *segment[S]) unitAt(seq int) (int64, int) {
 	i := sort.Search(len(s.batches), func(i int) bool { return s.batches[i].seq0+s.batches[i].n > seq })
 	if i == len(s.batches) || s.batches[i].seq0 > seq {
-		return -1
+		return -1, 0
 	}
 	b := s.batches[i]
-	return b.tail + int64((seq-b.seq0)*unitBytes)
+	return b.tail + int64((seq-b.seq0)*b.unit), b.unit
 }
 
 // pendingTxn is a prepared, undecided transaction and where its prepare
@@ -70,7 +72,9 @@ type state[S Shares] struct {
 	mu      sync.RWMutex
 	changed chan struct{} // closed (and replaced) on every commit
 	dim     int
-	share   int // bytes of one share
+	share   int                          // bytes of one share
+	seed    int                          // bytes of a seed that expands to a share (0: none)
+	expand  func([]byte) ([]byte, error) // a seed's share
 	cluster [16]byte
 	segs    []*segment[S]
 	ids     *rowmap.Index // live ids
@@ -79,6 +83,7 @@ type state[S Shares] struct {
 
 func newState[S Shares](dim, share, mu int, cluster [16]byte, newShares func() (S, error)) (*state[S], error) {
 	st := &state[S]{dim: dim, share: share, cluster: cluster, changed: make(chan struct{}), pending: map[protocol.TxnID]*pendingTxn{}}
+	st.expand = func(b []byte) ([]byte, error) { return b, nil }
 	st.ids = rowmap.NewIndex(func(r rowmap.Ref) string { return st.segs[r.Seg].ids.At(r.Seq) })
 	for range mu {
 		s, err := newShares()
@@ -135,6 +140,7 @@ func (st *state[S]) validate(p *protocol.Prepare) *protocol.Error {
 		}
 	}
 	next := int(p.Base)
+	isSeeded := seeded(p)
 	for _, op := range p.Ops {
 		if err := protocol.CheckID(op.ID); err != nil {
 			return protocol.Errorf(protocol.CodeBadRequest, "%v", err)
@@ -152,8 +158,12 @@ func (st *state[S]) validate(p *protocol.Prepare) *protocol.Error {
 			if _, ok := st.ids.Lookup(op.ID); ok {
 				return protocol.Errorf(protocol.CodeDuplicate, "id %q is already enrolled", op.ID)
 			}
-			if len(op.Share) != st.share {
-				return protocol.Errorf(protocol.CodeBadRequest, "a share of %d bytes, this cluster's are %d", len(op.Share), st.share)
+			want := st.share
+			if op.Seeded {
+				want = st.seed
+			}
+			if op.Seeded != isSeeded || want == 0 || len(op.Share) != want {
+				return protocol.Errorf(protocol.CodeBadRequest, "a share of %d bytes (seeded %v); this cluster's are %d (seeds %d, all or none)", len(op.Share), op.Seeded, st.share, st.seed)
 			}
 		case protocol.OpDelete:
 			ref, ok := st.ids.Lookup(op.ID)
@@ -183,7 +193,14 @@ func (st *state[S]) apply(t *pendingTxn) (deleted []rowmap.Ref, err error) {
 			if int(op.Seq) != seg.ids.Len() {
 				return nil, fmt.Errorf("rowtxn: row %d of origin %d applied out of order (%d rows)", op.Seq, p.Origin, seg.ids.Len())
 			}
-			if err := seg.shares.Put(int(op.Seq), op.Share, true); err != nil {
+			share := op.Share
+			if op.Seeded && share != nil {
+				var err error
+				if share, err = st.expand(share); err != nil {
+					return nil, err
+				}
+			}
+			if err := seg.shares.Put(int(op.Seq), share, true); err != nil {
 				return nil, err
 			}
 			seg.ids.Append(op.ID)
@@ -199,9 +216,17 @@ func (st *state[S]) apply(t *pendingTxn) (deleted []rowmap.Ref, err error) {
 		seg.hash.Toggle(rowmap.RowHash(st.cluster, int(p.Origin), int(op.Seq), op.ID))
 	}
 	if puts > 0 && t.tail >= 0 {
-		seg.batches = append(seg.batches, batch{seq0: int(p.Base), n: puts, tail: t.tail})
+		seg.batches = append(seg.batches, batch{seq0: int(p.Base), n: puts, tail: t.tail, unit: st.unit(p)})
 	}
 	close(st.changed)
 	st.changed = make(chan struct{})
 	return deleted, nil
+}
+
+// unit is the bytes of one of a prepare's tail units.
+func (st *state[S]) unit(p *protocol.Prepare) int {
+	if seeded(p) {
+		return unitSize(st.seed)
+	}
+	return unitSize(st.share)
 }
