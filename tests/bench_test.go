@@ -19,7 +19,7 @@ func BenchmarkCluster(b *testing.B) {
 		mode    string
 		parties int
 		beta    int
-	}{{"2pc", 2, 63}, {"mpc", 3, 63}, {"he", 1, 63}, {"he", 1, 341}} {
+	}{{"2pc", 2, 63}, {"mpc", 3, 63}, {"blind", 2, 63}, {"he", 1, 63}, {"he", 1, 341}} {
 		b.Run(fmt.Sprintf("mode=%s/mu=%d/rows=%d/beta=%d", c.mode, c.parties, rows, c.beta), func(b *testing.B) {
 			res, err := experiments.RunClusterBench(context.Background(), experiments.BenchOptions{
 				Exe: idfaceBin, Mode: c.mode, Parties: c.parties, Beta: c.beta, IDs: rows, Queries: max(b.N, 15), Seed: 1,

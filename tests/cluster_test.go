@@ -246,7 +246,7 @@ func TestKillDuringBulkEnrollment(t *testing.T) {
 		mode   string
 		mu     int
 		victim string
-	}{{"2pc", 2, "p2"}, {"mpc", 3, "p1"}} {
+	}{{"2pc", 2, "p2"}, {"mpc", 3, "p1"}, {"blind", 2, "p2"}, {"blind", 3, "p1"}} {
 		t.Run(fmt.Sprintf("mode=%s/mu=%d/kill=%s", c.mode, c.mu, c.victim), func(t *testing.T) {
 			dir, cfg := newCluster(t, c.mode, c.mu)
 			d := newDataset(t, t.TempDir(), 30000, 11)

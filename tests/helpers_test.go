@@ -158,6 +158,7 @@ type result struct {
 	Accepted   bool     `json:"accepted"`
 	BytesSent  uint64   `json:"bytes_sent"`
 	BytesRecv  uint64   `json:"bytes_received"`
+	BytesTotal uint64   `json:"bytes_total"`
 	Ms         float64  `json:"ms"`
 	Candidates []struct {
 		ID    string `json:"id"`
