@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -21,7 +22,7 @@ func randVec(r *rand.Rand, d int) []float64 {
 // tiedVec draws coordinates from a handful of values (ties everywhere),
 // zeros and -0 included.
 func tiedVec(r *rand.Rand, d int) []float64 {
-	vals := []float64{0, -0.0, 0.5, -0.5, 1, -1, 2}
+	vals := []float64{0, math.Copysign(0, -1), 0.5, -0.5, 1, -1, 2}
 	x := make([]float64, d)
 	for j := range x {
 		x[j] = vals[r.IntN(len(vals))]
@@ -131,7 +132,7 @@ func TestLevelsTies(t *testing.T) {
 	}{
 		{[]float64{1, 1, 1, 1}, "2:1,2", []int8{2, 1, 1, 0}},
 		{[]float64{-1, 1, -1, 1}, "2:2,1", []int8{-2, 2, -1, 0}},
-		{[]float64{0, 3, 0, -0.0}, "3:1,1,1", []int8{2, 3, 1, 0}}, // zeros: lower index, positive
+		{[]float64{0, 3, 0, math.Copysign(0, -1)}, "3:1,1,1", []int8{2, 3, 1, 0}}, // zeros: lower index, positive
 		{[]float64{0.1, -5, 2, 2, 0.3}, "3:1,2,1", []int8{0, -3, 2, 2, 1}},
 	} {
 		t.Run(fmt.Sprintf("levels=%s/x=%v", c.spec, c.x), func(t *testing.T) {

@@ -294,7 +294,8 @@ func (h *Holder[E]) sendShare(ctx context.Context, qid [16]byte, vec []E, topK i
 		s.SetDeadline(dl)
 	}
 	m := &protocol.DecideShare{Query: qid, Rows: uint32(len(vec)), Bits: uint8(additive.RingOf[E]().Bits), TopK: uint16(topK), Entry: entry}
-	if err := s.WriteFrame(protocol.Marshal(m)); err == nil {
+	err = s.WriteFrame(protocol.Marshal(m))
+	if err == nil {
 		_, err = s.Write(additive.ElemBytes(vec))
 	}
 	s.CloseWrite()
