@@ -251,3 +251,52 @@ func BlockColumns(block []uint64, n int, out [][]uint64) [][]uint64 {
 	}
 	return out
 }
+
+// PutRows stores len(shares) new live rows at r0, r0+1, ... (a bulk
+// enrollment). Rows are gathered 64 at a time into one word per column in
+// a small buffer, then each column gets one word per 64 rows, instead of
+// one scattered bit per set bit of every row.
+func (s *Store) PutRows(r0 int, shares []Share) error {
+	if r0 < 0 {
+		return fmt.Errorf("%w: %d", ErrRow, r0)
+	}
+	for i, sh := range shares {
+		if err := sh.Check(s.dim); err != nil {
+			return fmt.Errorf("row %d: %w", r0+i, err)
+		}
+	}
+	if len(shares) == 0 {
+		return nil
+	}
+	s.ensure((r0 + len(shares) - 1) >> 6)
+	words := make([]uint64, 2*s.dim)
+	for i := 0; i < len(shares); {
+		r := r0 + i
+		wi := r >> 6
+		end := min(len(shares), i+64-(r&63)) // the rows of word wi
+		clear(words)
+		var mask uint64
+		for ; i < end; i++ {
+			bit := uint64(1) << uint((r0+i)&63)
+			mask |= bit
+			sh := shares[i]
+			for k := range sh.Plus {
+				for b := sh.Plus[k]; b != 0; b &= b - 1 {
+					words[k*64+bits.TrailingZeros64(b)] |= bit
+				}
+				for b := sh.Minus[k]; b != 0; b &= b - 1 {
+					words[s.dim+k*64+bits.TrailingZeros64(b)] |= bit
+				}
+			}
+		}
+		cols, off := s.chunks[wi/ChunkWords], wi%ChunkWords
+		for c, w := range words {
+			cols[c][off] = cols[c][off]&^mask | w
+		}
+	}
+	s.rows = max(s.rows, r0+len(shares))
+	for r := r0; r < r0+len(shares); r++ {
+		s.setLive(r, true)
+	}
+	return nil
+}

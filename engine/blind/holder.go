@@ -56,6 +56,15 @@ func (s shares[E]) Put(seq int, share []byte, live bool) error {
 
 func (s shares[E]) Erase(seq int) error { return s.Delete(seq) }
 
+// PutRows stores a batch of new rows column by column.
+func (s shares[E]) PutRows(seq0 int, shares [][]byte) error {
+	rows := make([][]E, len(shares))
+	for i, b := range shares {
+		rows[i] = additive.ViewElems[E](b)
+	}
+	return s.Store.PutRows(seq0, rows)
+}
+
 // Holder is one share holder of a blind cluster.
 type Holder[E additive.Elem] struct {
 	*rowtxn.Core[shares[E]]

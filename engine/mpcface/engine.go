@@ -53,6 +53,22 @@ func (b bits) Put(seq int, share []byte, live bool) error {
 // Erase zeroes the row's bits and marks it dead.
 func (b bits) Erase(seq int) error { return b.Store.Put(seq, sharing.NewShare(b.Dim()), false) }
 
+// PutRows stores a batch of new rows, 64 rows to a word.
+func (b bits) PutRows(seq0 int, shares [][]byte) error {
+	w := template.Words(b.Dim())
+	rows := make([]sharing.Share, len(shares))
+	buf := make([]uint64, 2*w*len(shares))
+	for i, sh := range shares {
+		if len(sh) != 16*w {
+			return fmt.Errorf("mpcface: a share of %d bytes, want %d", len(sh), 16*w)
+		}
+		words := buf[2*w*i : 2*w*(i+1)]
+		copy(network.WordBytes(words), sh)
+		rows[i] = sharing.Share{Plus: words[:w:w], Minus: words[w:]}
+	}
+	return b.Store.PutRows(seq0, rows)
+}
+
 // shareBytes is the wire and log form of a share.
 func shareBytes(sh sharing.Share) []byte {
 	return append(append([]byte(nil), network.WordBytes(sh.Plus)...), network.WordBytes(sh.Minus)...)

@@ -30,6 +30,12 @@ type Shares interface {
 	Erase(seq int) error
 }
 
+// RowsPutter is a Shares store that stores many new rows faster at once
+// (a batch's rows are consecutive).
+type RowsPutter interface {
+	PutRows(seq0 int, shares [][]byte) error
+}
+
 // segment is the rows one origin party enrolled, in its order. Only the
 // origin appends to or deletes from its segment, so every party applies a
 // segment's transactions in one order.
@@ -186,23 +192,13 @@ func (st *state[S]) validate(p *protocol.Prepare) *protocol.Error {
 func (st *state[S]) apply(t *pendingTxn) (deleted []rowmap.Ref, err error) {
 	p := t.prep
 	seg := st.segs[p.Origin]
+	if err := st.putAll(seg, p); err != nil {
+		return nil, err
+	}
 	puts := 0
 	for _, op := range p.Ops {
 		switch op.Kind {
 		case protocol.OpPut:
-			if int(op.Seq) != seg.ids.Len() {
-				return nil, fmt.Errorf("rowtxn: row %d of origin %d applied out of order (%d rows)", op.Seq, p.Origin, seg.ids.Len())
-			}
-			share := op.Share
-			if op.Seeded && share != nil {
-				var err error
-				if share, err = st.expand(share); err != nil {
-					return nil, err
-				}
-			}
-			if err := seg.shares.Put(int(op.Seq), share, true); err != nil {
-				return nil, err
-			}
 			seg.ids.Append(op.ID)
 			st.ids.Insert(op.ID, rowmap.Ref{Seg: int(p.Origin), Seq: int(op.Seq)})
 			puts++
@@ -229,4 +225,42 @@ func (st *state[S]) unit(p *protocol.Prepare) int {
 		return unitSize(st.seed)
 	}
 	return unitSize(st.share)
+}
+
+// putAll stores a transaction's new rows (consecutive, from Base), seeds
+// expanded, in one batch when the store can.
+func (st *state[S]) putAll(seg *segment[S], p *protocol.Prepare) error {
+	var shares [][]byte
+	next := seg.ids.Len()
+	for _, op := range p.Ops {
+		if op.Kind != protocol.OpPut {
+			continue
+		}
+		if int(op.Seq) != next {
+			return fmt.Errorf("rowtxn: row %d of origin %d applied out of order (%d rows)", op.Seq, p.Origin, next)
+		}
+		next++
+		share := op.Share
+		if share == nil { // lost to damage: zeros; the row must be deleted
+			share = make([]byte, st.share)
+		} else if op.Seeded {
+			var err error
+			if share, err = st.expand(share); err != nil {
+				return err
+			}
+		}
+		shares = append(shares, share)
+	}
+	if len(shares) == 0 {
+		return nil
+	}
+	if b, ok := any(seg.shares).(RowsPutter); ok {
+		return b.PutRows(int(p.Base), shares)
+	}
+	for i, sh := range shares {
+		if err := seg.shares.Put(int(p.Base)+i, sh, true); err != nil {
+			return err
+		}
+	}
+	return nil
 }

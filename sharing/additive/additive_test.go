@@ -653,3 +653,65 @@ func TestScoreSharesSum(t *testing.T) {
 		}
 	}
 }
+
+func TestPutRows(t *testing.T) {
+	for _, n := range []int{1, 63, 64, 200, ChunkRows + 70} {
+		a, _ := NewStore[uint16](33, 0)
+		b, _ := NewStore[uint16](33, 0)
+		a.Put(0, make([]uint16, 33), true) // start at row 1: tiles off the chunk grid
+		b.Put(0, make([]uint16, 33), true)
+		shares := make([][]uint16, n)
+		for i := range shares {
+			shares[i] = make([]uint16, 33)
+			for j := range shares[i] {
+				shares[i][j] = uint16(i*131 + j*7)
+			}
+			if err := a.Put(1+i, shares[i], true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := b.PutRows(1, shares); err != nil {
+			t.Fatal(err)
+		}
+		if a.Rows() != b.Rows() || a.Live() != b.Live() {
+			t.Fatalf("n = %d: %d/%d rows, %d/%d live", n, a.Rows(), b.Rows(), a.Live(), b.Live())
+		}
+		for r := range a.Rows() {
+			x, _ := a.Row(r, make([]uint16, 33))
+			y, _ := b.Row(r, make([]uint16, 33))
+			if !slices.Equal(x, y) {
+				t.Fatalf("n = %d: row %d differs", n, r)
+			}
+		}
+	}
+	s, _ := NewStore[uint8](4, 0)
+	if err := s.PutRows(0, [][]uint8{{1, 2, 3}}); err == nil {
+		t.Fatal("a short share accepted")
+	}
+}
+
+func BenchmarkPut(b *testing.B) {
+	const d, n = 512, 8192
+	shares := make([][]uint8, n)
+	for i := range shares {
+		shares[i] = make([]uint8, d)
+	}
+	b.Run("row_by_row", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(n * d)
+		for b.Loop() {
+			s, _ := NewStore[uint8](d, n)
+			for i, sh := range shares {
+				s.Put(i, sh, true)
+			}
+		}
+	})
+	b.Run("PutRows", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(n * d)
+		for b.Loop() {
+			s, _ := NewStore[uint8](d, n)
+			s.PutRows(0, shares)
+		}
+	})
+}

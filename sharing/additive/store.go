@@ -156,3 +156,42 @@ func (s *Store[E]) setLive(r int, live bool) {
 		s.nlive--
 	}
 }
+
+// PutRows stores len(shares) new live rows at r0, r0+1, ... (each share d
+// entries): a bulk enrollment. It writes column by column over tiles of 64
+// rows, so each column takes one short contiguous run per tile instead of
+// one scattered element per row.
+func (s *Store[E]) PutRows(r0 int, shares [][]E) error {
+	if r0 < 0 || r0+len(shares) > 1<<31-1 {
+		return fmt.Errorf("%w: %d", sharing.ErrRow, r0)
+	}
+	for i, sh := range shares {
+		if len(sh) != s.dim {
+			return fmt.Errorf("sharing: share %d has %d entries, want d = %d", i, len(sh), s.dim)
+		}
+	}
+	if len(shares) == 0 {
+		return nil
+	}
+	s.ensure(r0 + len(shares) - 1)
+	const tile = 64
+	for t0 := 0; t0 < len(shares); t0 += tile {
+		t1 := min(t0+tile, len(shares))
+		for r := r0 + t0; r < r0+t1; { // a tile may cross a chunk
+			end := min(r0+t1, (r/ChunkRows+1)*ChunkRows)
+			for j := range s.dim {
+				col, off := s.column(j, r)
+				run := col[off : off+end-r]
+				for i := range run {
+					run[i] = shares[r-r0+i][j]
+				}
+			}
+			r = end
+		}
+	}
+	s.rows = max(s.rows, r0+len(shares))
+	for r := r0; r < r0+len(shares); r++ {
+		s.setLive(r, true)
+	}
+	return nil
+}
