@@ -1,0 +1,145 @@
+package tests
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestDeployFromDescriptors sets a cluster up the way separate
+// organisations do, on loopback: every member creates its own home (its key
+// never leaves it), the configuration is assembled from public descriptors
+// only, servers run with --config and --home; then a key rotation and a new
+// device change the configuration, and servers that run different
+// configurations show up in 'cluster status'.
+func TestDeployFromDescriptors(t *testing.T) {
+	root := t.TempDir()
+	home := func(name string) string { return filepath.Join(root, name) }
+	pub := func(name string) string { return filepath.Join(home(name), name+".pub.json") }
+	for _, p := range []string{"orga", "orgb"} {
+		must(t, "party", "init", "--home", home(p), "--name", p, "--role", "share-holder", "--listen", "127.0.0.1:"+freePort(t))
+	}
+	must(t, "client", "init", "--home", home("ops"), "--name", "ops", "--role", "operator")
+	must(t, "client", "init", "--home", home("gate"), "--name", "gate", "--role", "device")
+	if st, _ := os.Stat(filepath.Join(home("orga"), "identity.key")); st.Mode().Perm() != 0o600 {
+		t.Fatalf("private key mode %v", st.Mode())
+	}
+	conf := filepath.Join(root, "cluster.json")
+	// Only public descriptors are accepted.
+	if _, errs, code := idface(t, "cluster", "assemble", "--out", conf, "--mode", "2pc", filepath.Join(home("orga"), "identity.key"), pub("orgb")); code == 0 || !strings.Contains(errs, "private key") {
+		t.Fatalf("assembled from a private key: %d %s", code, errs)
+	}
+	must(t, "cluster", "assemble", "--out", conf, "--mode", "2pc", "--tau", "0.2", pub("orga"), pub("orgb"), pub("ops"), pub("gate"))
+	b, _ := os.ReadFile(conf)
+	if strings.Contains(string(b), "PRIVATE") {
+		t.Fatal("the configuration holds a private key")
+	}
+
+	procs := map[string]*exec.Cmd{}
+	serve := func(name string) {
+		t.Helper()
+		cmd := exec.Command(idfaceBin, "serve", "--config", conf, "--home", home(name))
+		logf, _ := os.Create(filepath.Join(root, name+".log"))
+		cmd.Stdout, cmd.Stderr = logf, logf
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		procs[name] = cmd
+	}
+	stop := func(name string) {
+		if c := procs[name]; c != nil {
+			c.Process.Signal(syscall.SIGTERM)
+			c.Wait()
+			delete(procs, name)
+		}
+	}
+	t.Cleanup(func() {
+		for n := range procs {
+			stop(n)
+		}
+		if t.Failed() {
+			for _, n := range []string{"orga", "orgb"} {
+				b, _ := os.ReadFile(filepath.Join(root, n+".log"))
+				t.Logf("log of %s:\n%s", n, b)
+			}
+		}
+	})
+	serve("orga")
+	serve("orgb")
+	as := func(member string, args ...string) []string {
+		return append(args, "--config", conf, "--home", home(member))
+	}
+	waitUp := func() {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			out, _, code := idface(t, as("ops", "cluster", "status")...)
+			if code == 0 && strings.Contains(out, "all servers agree") {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("cluster not up:\n%s", out)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	waitUp()
+	d := newDataset(t, t.TempDir(), 40, 51)
+	must(t, as("ops", "enroll", "--ids", d.ids, "--templates", d.enroll, "--quiet")...)
+	q := filepath.Join(root, "q.npy")
+	writeNpy(t, q, d.queries[:3])
+	rs := parseResults(t, must(t, as("gate", "identify", "--templates", q, "--json")...))
+	if len(rs) != 3 || rs[0].ID == nil || *rs[0].ID != "person-0" {
+		t.Fatalf("identify through the deployment: %+v", rs)
+	}
+	if _, errs, code := idface(t, as("gate", "delete", "--id", "person-1")...); code == 0 || !strings.Contains(errs, "may not send Delete") {
+		t.Fatalf("a device deleted: %d %s", code, errs)
+	}
+
+	// orgb rotates its key: with the old configuration it refuses to start.
+	stop("orgb")
+	must(t, "party", "rotate", "--home", home("orgb"))
+	if _, errs, code := idface(t, "serve", "--config", conf, "--home", home("orgb")); code == 0 || !strings.Contains(errs, "pins another certificate") {
+		t.Fatalf("orgb started with the old configuration: %d %s", code, errs)
+	}
+	// A new configuration (serial 2, same cluster): orgb runs it, orga still
+	// the old one, which no longer knows orgb's certificate.
+	must(t, "client", "init", "--home", home("gate2"), "--name", "gate2", "--role", "device")
+	out := must(t, "cluster", "assemble", "--out", conf, "--mode", "2pc", "--tau", "0.2", pub("orga"), pub("orgb"), pub("ops"), pub("gate"), pub("gate2"))
+	if !strings.Contains(out, "serial 2") {
+		t.Fatalf("reassembly: %s", out)
+	}
+	serve("orgb")
+	time.Sleep(500 * time.Millisecond)
+	st, _, _ := idface(t, as("ops", "cluster", "status")...)
+	if !strings.Contains(st, "differs from this config") {
+		t.Fatalf("status does not show orga's old configuration:\n%s", st)
+	}
+	stop("orga")
+	serve("orga")
+	waitUp()
+	if st := must(t, as("ops", "cluster", "status")...); strings.Contains(st, "DIFFERENT") || !strings.Contains(st, "serial 2") {
+		t.Fatalf("status after the rolling restart:\n%s", st)
+	}
+	rs = parseResults(t, must(t, as("gate2", "identify", "--templates", q, "--json")...))
+	if rs[0].ID == nil || *rs[0].ID != "person-0" {
+		t.Fatalf("after the rotation: %+v", rs[0])
+	}
+}
+
+// freePort returns a free UDP port on 127.0.0.1.
+func freePort(t *testing.T) string {
+	t.Helper()
+	c, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, port, _ := net.SplitHostPort(c.LocalAddr().String())
+	return port
+}
