@@ -77,7 +77,7 @@ func CommCost(ids, d, alpha int, betas, mus []int) ([]CommRow, error) {
 			row("idface-paillier-paper", "identify", 1, alpha, beta, ids, idfaceBits(ids, 1, template.PackingFactor(alpha, beta, paillierBits), paillierCt)))
 		k := blindRingBits(alpha, beta)
 		for _, mu := range slices.Compact(slices.Sorted(slices.Values(append([]int{2}, mus...)))) {
-			rows = append(rows, row("blind", "enroll", mu, alpha, beta, ids, BlindEnrollBits(d, mu, k)),
+			rows = append(rows, row("blind", "enroll", mu, alpha, beta, ids, BlindEnrollBits(mu)),
 				row("blind", "identify", mu, alpha, beta, ids, BlindIdentifyBits(ids, beta, mu, k)))
 		}
 		hp, err := heidface.NewParams(d, alpha, beta)
@@ -100,9 +100,9 @@ func blindRingBits(alpha, beta int) int {
 	return 16
 }
 
-// BlindEnrollBits is blind mode's enrollment traffic per template: a
-// 256-bit seed to mu-2 holders and the full share (d*k bits) to the last.
-func BlindEnrollBits(d, mu, k int) float64 { return float64((mu-2)*256 + d*k) }
+// BlindEnrollBits is blind mode's enrollment traffic per template: the
+// entry keeps the full share and sends every other holder a 256-bit seed.
+func BlindEnrollBits(mu int) float64 { return float64((mu - 1) * 256) }
 
 // BlindIdentifyBits is blind mode's identification traffic: mu vectors of
 // D k-bit score shares into the decider, and the query (beta positions of
