@@ -49,6 +49,12 @@ func TestBlindCLI(t *testing.T) {
 			live := append(append([]plainRow{}, rows[:3]...), rows[4:]...)
 			check(live, "p1")
 			must(t, "cluster", "down", "--dir", dir)
+			if out := must(t, "fsck", "--cluster", dir, "--party", "p2"); !strings.Contains(out, "intact") || !strings.Contains(out, "erased shares 1") {
+				t.Fatalf("fsck of a holder:\n%s", out)
+			}
+			if out := must(t, "fsck", "--cluster", dir, "--party", "decider"); !strings.Contains(out, "keeps no data") {
+				t.Fatalf("fsck of the decider:\n%s", out)
+			}
 			must(t, "cluster", "up", "--dir", dir)
 			check(live, "p1")
 			if st := must(t, "cluster", "status", "--dir", dir); !strings.Contains(st, "decider") || !strings.Contains(st, "all servers agree") {

@@ -15,8 +15,10 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
+	"github.com/idface/idface/engine/blind"
 	"github.com/idface/idface/engine/hemode"
 	"github.com/idface/idface/engine/mpcface"
+	"github.com/idface/idface/engine/rowtxn"
 	"github.com/idface/idface/internal/store"
 )
 
@@ -69,8 +71,18 @@ func cmdFsck(args []string, stdout, stderr io.Writer) error {
 		}
 	case p.Mode() == config.ModeHE:
 		problems, err = fsckHE(env, data, stdout)
+	case p.Mode() == config.ModeBlind && *name == p.DeciderName():
+		fmt.Fprintln(stdout, "the decider keeps no data")
+	case p.Mode() == config.ModeBlind:
+		var e holder
+		if e, err = blind.New(env); err == nil {
+			problems, err = fsckShares(env, e, data, store.KindBlind, *rows, stdout)
+		}
 	default:
-		problems, err = fsckMPC(env, data, *rows, stdout)
+		var e holder
+		if e, err = mpcface.New(env); err == nil {
+			problems, err = fsckShares(env, e, data, store.KindShares, *rows, stdout)
+		}
 	}
 	if err != nil {
 		return err
@@ -101,16 +113,20 @@ func logReport(path string, rep store.Report, stdout io.Writer) []string {
 	return problems
 }
 
-func fsckMPC(env engine.Env, data, rows string, stdout io.Writer) ([]string, error) {
-	e, err := mpcface.New(env)
-	if err != nil {
-		return nil, err
-	}
+// holder is a share holder's engine as fsck sees it.
+type holder interface {
+	Replay(store.Entry) error
+	Inspect() rowtxn.Inspection
+	RowIDs(k, lo, hi int) ([]string, []bool)
+}
+
+// fsckShares reports a share holder's log (2PC/MPC or blind).
+func fsckShares(env engine.Env, e holder, data string, kind store.Kind, rows string, stdout io.Writer) ([]string, error) {
 	path := filepath.Join(data, "shares.log")
 	if _, err := os.Stat(path); err != nil {
 		return []string{fmt.Sprintf("no log: %v (a party that never started has none)", err)}, nil
 	}
-	rep, err := store.ScanAll(path, store.KindShares, e.Replay)
+	rep, err := store.ScanAll(path, kind, e.Replay)
 	if err != nil {
 		return nil, err
 	}
@@ -192,8 +208,11 @@ func fsckHE(env engine.Env, data string, stdout io.Writer) ([]string, error) {
 // is cut and kept aside; a damaged log is left alone.
 func cutTornTail(p *config.Params, data string, stdout io.Writer) error {
 	path, kind := filepath.Join(data, "shares.log"), store.KindShares
-	if p.Mode() == config.ModeHE {
+	switch p.Mode() {
+	case config.ModeHE:
 		path, kind = filepath.Join(data, "rows.log"), store.KindHERows
+	case config.ModeBlind:
+		kind = store.KindBlind
 	}
 	if _, err := os.Stat(path); err != nil {
 		return nil
