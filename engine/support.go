@@ -148,6 +148,19 @@ func (o *Outbox) Flush(ctx context.Context) error {
 // Run retries every interval while ctx lives, whenever txn (the lock that
 // serialises this server's transactions) is free.
 func (o *Outbox) Run(ctx context.Context, txn *sync.Mutex, every time.Duration) {
+	Every(ctx, every, func() {
+		if o.Len() > 0 && txn.TryLock() {
+			if o.Flush(ctx) == nil {
+				o.log.Info("outstanding decisions delivered")
+			}
+			txn.Unlock()
+		}
+	})
+}
+
+// Every calls f at every tick of the interval until ctx ends (an engine's
+// background work).
+func Every(ctx context.Context, every time.Duration, f func()) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -155,12 +168,7 @@ func (o *Outbox) Run(ctx context.Context, txn *sync.Mutex, every time.Duration) 
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if o.Len() > 0 && txn.TryLock() {
-				if o.Flush(ctx) == nil {
-					o.log.Info("outstanding decisions delivered")
-				}
-				txn.Unlock()
-			}
+			f()
 		}
 	}
 }

@@ -2,17 +2,16 @@ package protocol
 
 import (
 	"encoding/hex"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/idface/idface/internal/golden"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
-
-// TestGolden pins the encoding of every message type: testdata/<Type>.hex
+// TestGolden pins the encoding of every message type: testdata/NN-Type.hex
 // holds the bytes of the samples of that type (one hex line each), written
 // by `go test ./protocol -run Golden -update`. A change of encoding changes
 // a golden file, on purpose and visibly in review; a wire change that is
@@ -28,25 +27,13 @@ func TestGolden(t *testing.T) {
 			t.Errorf("no sample of %v: add one to samples()", typ)
 			continue
 		}
-		path := filepath.Join("testdata", fmt.Sprintf("%02d-%v.hex", uint8(typ), typ))
-		want := "# " + typ.String() + ": produced by TestGolden from samples() (go test ./protocol -run Golden -update)\n" + strings.Join(lines, "\n") + "\n"
-		if *update {
-			if err := os.MkdirAll("testdata", 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		got, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatalf("%v (run with -update to create it)", err)
-		}
-		if string(got) != want {
-			t.Errorf("%s: the encoding of %v changed; if that is intended, raise protocol.Version when old peers can no longer read it, and run with -update", path, typ)
-		}
+		name := fmt.Sprintf("%02d-%v.hex", uint8(typ), typ)
+		golden.Check(t, name, "TestGolden from samples() of type "+typ.String(), strings.Join(lines, "\n")+"\n")
 		// The golden bytes decode and re-encode to themselves.
+		got, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, line := range strings.Split(strings.TrimSpace(string(got)), "\n")[1:] {
 			b, err := hex.DecodeString(line)
 			if err != nil {
@@ -54,10 +41,10 @@ func TestGolden(t *testing.T) {
 			}
 			m, err := Decode(b)
 			if err != nil {
-				t.Fatalf("%s: %v", path, err)
+				t.Fatalf("%s: %v", name, err)
 			}
 			if hex.EncodeToString(Marshal(m)) != line {
-				t.Fatalf("%s: not canonical", path)
+				t.Fatalf("%s: not canonical", name)
 			}
 		}
 	}

@@ -163,7 +163,7 @@ type replayer interface {
 	Start(engine.Log) error
 }
 
-// openShares replays a share holder's log into eng and starts it.
+// openShares replays an engine's log into eng and starts it.
 func openShares(env engine.Env, eng replayer, path string, kind store.Kind, wrap func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
 	l, err := openLog(env, path, kind, eng.Replay)
 	if err != nil {
@@ -185,15 +185,7 @@ func openHELocal(ctx context.Context, env engine.Env, dir string, wrap func(engi
 	if err != nil {
 		return nil, nil, err
 	}
-	l, err := openLog(env, filepath.Join(dir, "rows.log"), store.KindHERows, eng.Replay)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := eng.Start(wrap(l)); err != nil {
-		l.Close()
-		return nil, nil, withFile(err, l.Path())
-	}
-	return eng, []func() error{l.Close}, nil
+	return openShares(env, eng, filepath.Join(dir, "rows.log"), store.KindHERows, wrap)
 }
 
 // withFile names the log in a damage report from an engine's recovery.

@@ -70,7 +70,7 @@ func call(t *testing.T, n *memnet.Network, who network.Peer, frame []byte) (prot
 		return nil, err
 	}
 	defer s.Finish()
-	s.SetDeadline(time.Now().Add(5 * time.Second))
+	s.SetDeadline(time.Now().Add(30 * time.Second))
 	s.Write(frame)
 	s.CloseWrite()
 	return network.ReadReply(context.Background(), s, "p1")
@@ -125,7 +125,7 @@ func TestDispatchAndLimits(t *testing.T) {
 		wg.Go(func() { call(t, n, dev, frame(&protocol.Identify{TopK: 1, Template: []float32{1}})) })
 	}
 	<-f.started
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		s.mu.Lock()
 		busy := s.active["dev"]

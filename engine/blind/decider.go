@@ -68,16 +68,7 @@ func (d *Decider) Routes() map[protocol.Type]engine.Route {
 
 // Run drops the shares of queries whose other shares never came.
 func (d *Decider) Run(ctx context.Context) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			d.expire(time.Now().Add(-2 * d.p.Timeouts().Request))
-		}
-	}
+	engine.Every(ctx, time.Second, func() { d.expire(time.Now().Add(-2 * d.p.Timeouts().Request)) })
 }
 
 func (d *Decider) expire(before time.Time) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -22,31 +21,11 @@ import (
 
 const dim = 128
 
-func templates(n int, seed uint64) [][]float32 {
-	r := rand.New(rand.NewPCG(seed, 11))
-	out := make([][]float32, n)
-	for i := range out {
-		out[i] = make([]float32, dim)
-		for j := range out[i] {
-			out[i][j] = float32(r.NormFloat64())
-		}
-	}
-	return out
-}
+func templates(n int, seed uint64) [][]float32 { return inproc.Templates(n, dim, seed) }
 
-func items(xs [][]float32, prefix string) []protocol.Item {
-	var it []protocol.Item
-	for i, x := range xs {
-		it = append(it, protocol.Item{ID: fmt.Sprintf("%s-%d", prefix, i), Template: x})
-	}
-	return it
-}
+func items(xs [][]float32, prefix string) []protocol.Item { return inproc.Items(xs, prefix) }
 
-func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return c
-}
+func ctx(t *testing.T) context.Context { return inproc.Ctx(t, 30*time.Second) }
 
 func start(t *testing.T, mu int, lit config.Literal) *inproc.Cluster {
 	lit.Mode = config.ModeBlind

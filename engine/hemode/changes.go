@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
@@ -65,29 +64,22 @@ func (l *Local) fatal(err error) *protocol.Error {
 // the sequencer to bring this one up to date (at a participant that has
 // not caught up since it started), until ctx ends.
 func (l *Local) Run(ctx context.Context) {
-	t := time.NewTicker(l.p.Timeouts().OutboxRetry)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
+	engine.Every(ctx, l.p.Timeouts().OutboxRetry, func() {
+		if !l.sequencer() {
+			if !l.caughtUp.Load() {
+				l.askSync(ctx)
+			}
 			return
-		case <-t.C:
-			if !l.sequencer() {
-				if !l.caughtUp.Load() {
-					l.askSync(ctx)
-				}
-				continue
-			}
-			if l.lagging() > 0 && l.changeMu.TryLock() {
-				if err := l.syncAll(ctx); err != nil {
-					l.env.Log.Debug("local servers still lag", "err", err)
-				} else {
-					l.env.Log.Info("every local server is up to date")
-				}
-				l.changeMu.Unlock()
-			}
 		}
-	}
+		if l.lagging() > 0 && l.changeMu.TryLock() {
+			if err := l.syncAll(ctx); err != nil {
+				l.env.Log.Debug("local servers still lag", "err", err)
+			} else {
+				l.env.Log.Info("every local server is up to date")
+			}
+			l.changeMu.Unlock()
+		}
+	})
 }
 
 // lagging counts the other local servers not known to be up to date (at

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -25,25 +24,9 @@ import (
 
 const dim = 64
 
-func templates(n int, seed uint64) [][]float32 {
-	r := rand.New(rand.NewPCG(seed, 3))
-	out := make([][]float32, n)
-	for i := range out {
-		out[i] = make([]float32, dim)
-		for j := range out[i] {
-			out[i][j] = float32(r.NormFloat64())
-		}
-	}
-	return out
-}
+func templates(n int, seed uint64) [][]float32 { return inproc.Templates(n, dim, seed) }
 
-func items(xs [][]float32, prefix string) []protocol.Item {
-	var it []protocol.Item
-	for i, x := range xs {
-		it = append(it, protocol.Item{ID: fmt.Sprintf("%s-%d", prefix, i), Template: x})
-	}
-	return it
-}
+func items(xs [][]float32, prefix string) []protocol.Item { return inproc.Items(xs, prefix) }
 
 func start(t *testing.T, mu int) *inproc.Cluster {
 	return startWith(t, mu, 15*time.Second)
@@ -55,11 +38,7 @@ func startWith(t *testing.T, mu int, timeout time.Duration) *inproc.Cluster {
 		Timeout: config.Duration(timeout)}, mu))
 }
 
-func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return c
-}
+func ctx(t *testing.T) context.Context { return inproc.Ctx(t, 60*time.Second) }
 
 // best is the plaintext answer: the ids above the threshold, best first
 // (lower row on ties), at most k.

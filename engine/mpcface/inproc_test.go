@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"slices"
 	"strings"
@@ -26,25 +25,9 @@ import (
 
 const dim = 128
 
-func templates(n int, seed uint64) [][]float32 {
-	r := rand.New(rand.NewPCG(seed, 7))
-	out := make([][]float32, n)
-	for i := range out {
-		out[i] = make([]float32, dim)
-		for j := range out[i] {
-			out[i][j] = float32(r.NormFloat64())
-		}
-	}
-	return out
-}
+func templates(n int, seed uint64) [][]float32 { return inproc.Templates(n, dim, seed) }
 
-func items(xs [][]float32, prefix string) []protocol.Item {
-	var it []protocol.Item
-	for i, x := range xs {
-		it = append(it, protocol.Item{ID: fmt.Sprintf("%s-%d", prefix, i), Template: x})
-	}
-	return it
-}
+func items(xs [][]float32, prefix string) []protocol.Item { return inproc.Items(xs, prefix) }
 
 // plainScores is the plaintext ternary score of y against every row.
 func plainScores(t *testing.T, p *config.Params, rows [][]float32, y []float32) []int {
@@ -71,11 +54,7 @@ func start(t *testing.T, mu int, timeout time.Duration) *inproc.Cluster {
 		Timeout: config.Duration(timeout), MaxTopK: 1000, Block: 4096, RevealScores: true}, mu))
 }
 
-func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	return c
-}
+func ctx(t *testing.T) context.Context { return inproc.Ctx(t, 20*time.Second) }
 
 func digests(t *testing.T, c *inproc.Cluster) []protocol.Digest {
 	t.Helper()
