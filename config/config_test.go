@@ -36,7 +36,7 @@ func TestDefaults(t *testing.T) {
 	if c, ok := p.Client(""); !ok || c.Name != "client" || ClientRole(c) != RoleOperator {
 		t.Fatal("the role-less client is not the operator")
 	}
-	if p.Pins()["pin-client"].Role != network.RoleOperator || p.Pins()["pin-p2"].Role != network.RoleServer {
+	if p.Pins()["pin-client"].Role != network.RoleOperator || p.Pins()["pin-p2"].Role != network.RoleParty {
 		t.Fatal("pins")
 	}
 	// Zero is a threshold, not "unset".
@@ -125,7 +125,7 @@ func TestMaxRequest(t *testing.T) {
 			t.Errorf("%v from a %v: bound %d, want refused", c.t, c.r, n)
 		}
 	}
-	if p.MaxRequest(protocol.TPrepare, network.RoleServer) < protocol.MaxBatch*(7+16*8) {
+	if p.MaxRequest(protocol.TPrepare, network.RoleParty) < protocol.MaxBatch*(7+16*8) {
 		t.Fatal("a full batch of shares does not fit a prepare")
 	}
 }

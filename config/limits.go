@@ -31,14 +31,16 @@ const small = 4096
 func (p *Params) MaxRequest(t protocol.Type, r network.Role) int {
 	d := p.lit.Dim
 	w := template.Words(d)
-	server := r == network.RoleServer
 	switch t {
 	case protocol.THealth:
 		return small
-	case protocol.TIdentify: // a template: a few KB
+	case protocol.TIdentify: // a template from a client: a few KB
+		if r != network.RoleOperator && r != network.RoleDevice {
+			return 0
+		}
 		return 2 + 2 + 4 + 4*d
-	case protocol.TEnroll, protocol.TDelete:
-		if r == network.RoleDevice {
+	case protocol.TEnroll, protocol.TDelete: // from an operator, or forwarded by a party
+		if r != network.RoleOperator && r != network.RoleParty {
 			return 0
 		}
 		if t == protocol.TDelete {
@@ -46,7 +48,7 @@ func (p *Params) MaxRequest(t protocol.Type, r network.Role) int {
 		}
 		return 2 + 4 + protocol.MaxBatch*(2+protocol.MaxIDLen+4+4*d)
 	}
-	if !server {
+	if r != network.RoleParty { // helpers and clients send nothing else
 		return 0
 	}
 	switch t {

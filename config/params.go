@@ -219,7 +219,11 @@ func ClientRole(m Member) string {
 func (p *Params) Pins() map[string]network.Peer {
 	pins := map[string]network.Peer{}
 	for _, m := range p.Servers() {
-		pins[m.Pin] = network.Peer{Name: m.Name, Role: network.RoleServer}
+		r := network.RoleParty
+		if p.PartyIndex(m.Name) < 0 { // the key server or the decider
+			r = network.RoleHelper
+		}
+		pins[m.Pin] = network.Peer{Name: m.Name, Role: r}
 	}
 	for _, m := range p.lit.Clients {
 		r := network.RoleOperator
@@ -250,6 +254,7 @@ type Timeouts struct {
 	Request     time.Duration // one request between servers
 	Identify    time.Duration // a whole identify at the entry (HE sums every group)
 	DigestWait  time.Duration // a helper waits this long for its row map to catch up
+	DeciderWait time.Duration // blind: the decider holds a query's shares this long for the rest
 	OutboxRetry time.Duration // undelivered decisions are retried this often
 	OutboxSend  time.Duration // one retry's deadline
 	Shutdown    time.Duration // in-flight requests finish within this on SIGTERM
@@ -267,6 +272,7 @@ func (p *Params) Timeouts() Timeouts {
 		Request:     t,
 		Identify:    id,
 		DigestWait:  min(2*time.Second, t/4),
+		DeciderWait: t / 3,
 		OutboxRetry: 500 * time.Millisecond,
 		OutboxSend:  min(5*time.Second, t),
 		Shutdown:    10 * time.Second,

@@ -52,9 +52,10 @@ func (s Roles) Has(r network.Role) bool { return s&(1<<r) != 0 }
 
 // Common role sets.
 var (
-	Servers   = Allow(network.RoleServer)
-	Operators = Allow(network.RoleServer, network.RoleOperator) // servers forward
-	Anyone    = Allow(network.RoleServer, network.RoleOperator, network.RoleDevice)
+	Parties   = Allow(network.RoleParty)
+	Operators = Allow(network.RoleParty, network.RoleOperator) // parties forward
+	Clients   = Allow(network.RoleOperator, network.RoleDevice)
+	Anyone    = Allow(network.RoleParty, network.RoleHelper, network.RoleOperator, network.RoleDevice)
 )
 
 // Route says who may send a message type and which handler answers it.

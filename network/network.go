@@ -28,15 +28,18 @@ import (
 type Role uint8
 
 const (
-	RoleServer   Role = iota + 1 // a server of the cluster: party, key server, decider
+	RoleParty    Role = iota + 1 // a party holding the database: share holder, local server
+	RoleHelper                   // a server holding no rows: key server, decider
 	RoleOperator                 // a client that may enroll, delete and identify
 	RoleDevice                   // a client that may only identify
 )
 
 func (r Role) String() string {
 	switch r {
-	case RoleServer:
-		return "server"
+	case RoleParty:
+		return "party"
+	case RoleHelper:
+		return "helper"
 	case RoleOperator:
 		return "operator"
 	case RoleDevice:
@@ -51,7 +54,8 @@ func Pin(der []byte) string {
 	return "sha256:" + hex.EncodeToString(h[:])
 }
 
-// Peer is an authenticated remote: who its credentials say it is.
+// Peer is an authenticated remote: who its credentials say it is. On a
+// dialed stream only Name is set: the server's role is the configuration's.
 type Peer struct {
 	Name string
 	Role Role
@@ -94,16 +98,13 @@ type Listener interface {
 type Stream struct {
 	raw  Raw
 	peer Peer
-	// broken, when set, is told about an I/O failure so that a dialer can
-	// forget a dead connection (the server may have restarted).
-	broken func()
-	sent   atomic.Int64
-	recv   atomic.Int64
+	sent atomic.Int64
+	recv atomic.Int64
 }
 
-// NewStream wraps a transport's stream; broken may be nil.
-func NewStream(raw Raw, peer Peer, broken func()) *Stream {
-	return &Stream{raw: raw, peer: peer, broken: broken}
+// NewStream wraps a transport's stream.
+func NewStream(raw Raw, peer Peer) *Stream {
+	return &Stream{raw: raw, peer: peer}
 }
 
 // Peer is who is at the other end.
@@ -116,25 +117,13 @@ func (s *Stream) Received() int64 { return s.recv.Load() }
 func (s *Stream) Write(p []byte) (int, error) {
 	n, err := s.raw.Write(p)
 	s.sent.Add(int64(n))
-	if err != nil {
-		s.fail()
-	}
 	return n, err
 }
 
 func (s *Stream) Read(p []byte) (int, error) {
 	n, err := s.raw.Read(p)
 	s.recv.Add(int64(n))
-	if err != nil && err != io.EOF {
-		s.fail()
-	}
 	return n, err
-}
-
-func (s *Stream) fail() {
-	if s.broken != nil {
-		s.broken()
-	}
 }
 
 // CloseWrite ends the sending direction (the peer reads io.EOF).
@@ -189,7 +178,8 @@ func (s *Stream) ReadFrameLimit(ceiling int, limit func(head []byte) (int, error
 	if n > ceiling {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrFrameTooLarge, n, ceiling)
 	}
-	head := make([]byte, min(n, 2), min(n, frameChunk))
+	var hb [2]byte
+	head := hb[:min(n, 2)]
 	if _, err := io.ReadFull(s, head); err != nil {
 		return nil, fmt.Errorf("network: truncated frame: %w", err)
 	}
@@ -200,18 +190,28 @@ func (s *Stream) ReadFrameLimit(ceiling int, limit func(head []byte) (int, error
 	if n > bound {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrFrameTooLarge, n, bound)
 	}
-	b := head
+	b, err := ReadGrowing(s, append(make([]byte, 0, min(n, frameChunk)), head...), n)
+	if err != nil {
+		return nil, fmt.Errorf("network: truncated frame: %w", err)
+	}
+	return b, nil
+}
+
+// ReadGrowing reads from r until b holds n bytes, growing b as bytes
+// arrive (doubling, from frameChunk): a peer that announces n bytes and
+// sends fewer gets memory only for what it sent.
+func ReadGrowing(r io.Reader, b []byte, n int) ([]byte, error) {
 	for len(b) < n {
 		if len(b) == cap(b) {
 			b = append(b, make([]byte, min(n-len(b), max(cap(b), frameChunk)))...)[:len(b)]
 		}
-		m, err := s.Read(b[len(b):min(n, cap(b))])
+		m, err := r.Read(b[len(b):min(n, cap(b))])
 		b = b[:len(b)+m]
 		if err != nil && len(b) < n {
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF
 			}
-			return nil, fmt.Errorf("network: truncated frame: %w", err)
+			return nil, err
 		}
 	}
 	return b, nil

@@ -34,6 +34,22 @@ func (g Digest) Equal(h Digest) bool {
 	return true
 }
 
+// DeletedSince reports whether a row of g's segments was deleted (or
+// lost) after the row map old: a query that scored rows of old cannot
+// trust a row whose shares were erased while it ran. Appended rows do not
+// count; they lie beyond every query's snapshot.
+func (g Digest) DeletedSince(old Digest) bool {
+	if len(g) != len(old) {
+		return true
+	}
+	for i := range g {
+		if g[i].Rows-g[i].Live != old[i].Rows-old[i].Live {
+			return true
+		}
+	}
+	return false
+}
+
 // Diff names the first difference, for error messages.
 func (g Digest) Diff(h Digest) string {
 	if len(g) != len(h) {

@@ -68,7 +68,7 @@ func New(p *config.Params, name string, eng engine.Engine, ln network.Listener, 
 	}
 	s.ceil = map[network.Role]int{}
 	for t := range s.routes {
-		for _, r := range []network.Role{network.RoleServer, network.RoleOperator, network.RoleDevice} {
+		for _, r := range []network.Role{network.RoleParty, network.RoleHelper, network.RoleOperator, network.RoleDevice} {
 			s.ceil[r] = max(s.ceil[r], p.MaxRequest(t, r))
 		}
 	}

@@ -3,20 +3,27 @@ package blind
 import (
 	"context"
 	"fmt"
-	"io"
 	"sync"
 	"time"
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
+	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/sharing"
 	"github.com/idface/idface/sharing/additive"
 )
 
-// maxQueries bounds the queries a decider holds shares of at once (memory:
-// mu vectors of n*k/8 bytes each).
-const maxQueries = 32
+// Bounds on what the decider holds at once: queries, and bytes of score
+// shares (mu vectors of n*k/8 bytes per query, 2 MB per holder at 1M
+// rows of a 16-bit ring). A holder may have at most half the queries
+// waiting for the other holders (orphans), so one holder that sends
+// shares of queries nobody else joins cannot fill the table; orphans and
+// unanswered queries expire after Timeouts().DeciderWait.
+const (
+	maxQueries      = 32
+	maxPendingBytes = 2 << 30
+)
 
 // Decider is the decider K: it holds no share; per query it receives one
 // permuted, masked score-share vector from every holder, adds them and
@@ -29,13 +36,17 @@ type Decider struct {
 
 	mu      sync.Mutex
 	queries map[[16]byte]*pendingQuery
+	bytes   int // score-share bytes reserved by pending queries
 }
 
 // pendingQuery collects the holders' vectors of one query.
 type pendingQuery struct {
 	rows, topK int
-	vecs       [][]byte // by holder
-	got        int
+	vecs       [][]byte      // by holder
+	joined     int           // holders that have announced their shares
+	got        int           // holders whose shares have arrived
+	creator    int           // the holder whose shares came first
+	bytes      int           // reserved of Decider.bytes
 	entry      int           // the entry's holder index, -1 until it has sent
 	done       chan struct{} // closed by finish, once
 	once       sync.Once
@@ -62,24 +73,30 @@ func NewDecider(env engine.Env) (*Decider, error) {
 func (d *Decider) Routes() map[protocol.Type]engine.Route {
 	return map[protocol.Type]engine.Route{
 		protocol.THealth:      {Op: "health", From: engine.Anyone, Handle: d.health},
-		protocol.TDecideShare: {Op: "decide", From: engine.Servers, Handle: d.share},
+		protocol.TDecideShare: {Op: "decide", From: engine.Parties, Handle: d.share},
 	}
 }
 
 // Run drops the shares of queries whose other shares never came.
 func (d *Decider) Run(ctx context.Context) {
-	engine.Every(ctx, time.Second, func() { d.expire(time.Now().Add(-2 * d.p.Timeouts().Request)) })
+	engine.Every(ctx, time.Second, func() { d.expire(time.Now().Add(-d.p.Timeouts().DeciderWait)) })
 }
 
 func (d *Decider) expire(before time.Time) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	for id, q := range d.queries {
+	var old []*pendingQuery
+	for _, q := range d.queries {
 		if q.created.Before(before) {
-			delete(d.queries, id)
+			old = append(old, q)
 		}
 	}
+	d.mu.Unlock()
+	for _, q := range old {
+		d.fail(q, errMissing)
+	}
 }
+
+var errMissing = fmt.Errorf("the other holders' score shares did not arrive in time")
 
 // Stats: the decider keeps no rows.
 func (d *Decider) Stats() engine.Stats { return engine.Stats{} }
@@ -105,12 +122,12 @@ func (d *Decider) share(ctx context.Context, r engine.Request) protocol.Msg {
 	case m.Rows > maxRows:
 		return protocol.Errorf(protocol.CodeBadRequest, "%d rows, a decider takes at most %d", m.Rows, maxRows)
 	}
-	q, err := d.join(m, holder)
-	if err != nil {
-		return engine.AsError(err, protocol.CodeBadRequest)
+	q, perr := d.join(m, holder)
+	if perr != nil {
+		return perr
 	}
-	vec := make([]byte, int(m.Rows)*bits/8)
-	if _, err := io.ReadFull(r.Stream, vec); err != nil {
+	vec, err := network.ReadGrowing(r.Stream, nil, int(m.Rows)*bits/8)
+	if err != nil {
 		d.fail(q, fmt.Errorf("%s's score shares: %w", r.From.Name, err))
 		return protocol.Errorf(protocol.CodeBadRequest, "reading the score shares: %v", err)
 	}
@@ -118,11 +135,14 @@ func (d *Decider) share(ctx context.Context, r engine.Request) protocol.Msg {
 	if !m.Entry {
 		return &protocol.DecideShareOK{}
 	}
+	wait := time.NewTimer(time.Until(q.created.Add(d.p.Timeouts().DeciderWait)))
+	defer wait.Stop()
 	select {
 	case <-q.done:
+	case <-wait.C:
+		d.fail(q, errMissing)
 	case <-ctx.Done():
-		d.fail(q, fmt.Errorf("the other holders' score shares did not arrive in time"))
-		<-q.done
+		d.fail(q, errMissing)
 	}
 	if q.err != nil {
 		return engine.AsError(q.err, protocol.CodeUnavailable)
@@ -133,36 +153,67 @@ func (d *Decider) share(ctx context.Context, r engine.Request) protocol.Msg {
 // maxRows bounds the rows of one query (n*k/8 bytes per vector).
 const maxRows = 1 << 27
 
-// join registers a holder's share of a query.
-func (d *Decider) join(m *protocol.DecideShare, holder int) (*pendingQuery, error) {
+// join registers a holder's share of a query and reserves the bytes its
+// vector will take. A share that contradicts the query's others ends the
+// query: it cannot be answered.
+func (d *Decider) join(m *protocol.DecideShare, holder int) (*pendingQuery, *protocol.Error) {
+	size := int(m.Rows) * d.p.Ring().Bits / 8
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	q := d.queries[m.Query]
 	if q == nil {
 		if len(d.queries) >= maxQueries {
-			return nil, fmt.Errorf("the decider holds %d queries, its limit; retry shortly", maxQueries)
+			d.mu.Unlock()
+			return nil, protocol.Errorf(protocol.CodeUnavailable, "the decider holds %d queries, its limit; retry shortly", maxQueries)
 		}
-		q = &pendingQuery{rows: int(m.Rows), topK: 1, vecs: make([][]byte, d.p.Mu()), entry: -1, done: make(chan struct{}), created: time.Now()}
+		orphans := 0
+		for _, o := range d.queries {
+			if o.creator == holder && o.joined == 1 {
+				orphans++
+			}
+		}
+		if orphans >= maxQueries/2 {
+			d.mu.Unlock()
+			return nil, protocol.Errorf(protocol.CodeUnavailable, "%d queries from %s wait for the other holders' shares; retry shortly", orphans, d.p.Party(holder).Name)
+		}
+		q = &pendingQuery{rows: int(m.Rows), topK: 1, vecs: make([][]byte, d.p.Mu()), creator: holder, entry: -1, done: make(chan struct{}), created: time.Now()}
 		d.queries[m.Query] = q
 	}
+	var err error
 	switch {
 	case q.rows != int(m.Rows):
-		return nil, fmt.Errorf("%d rows where another holder sent %d: the holders' row maps differ", m.Rows, q.rows)
+		err = fmt.Errorf("%d rows where another holder sent %d: the holders' row maps differ", m.Rows, q.rows)
 	case q.vecs[holder] != nil:
-		return nil, fmt.Errorf("holder %d sent its shares of this query twice", holder)
+		err = fmt.Errorf("holder %d sent its shares of this query twice", holder)
 	case m.Entry && q.entry >= 0:
-		return nil, fmt.Errorf("two entries for one query")
+		err = fmt.Errorf("two entries for one query")
+	case d.bytes+size > maxPendingBytes:
+		err = fmt.Errorf("the decider holds %d MB of score shares, its limit; retry shortly", d.bytes>>20)
+	}
+	if err != nil {
+		d.mu.Unlock()
+		d.fail(q, err)
+		return nil, protocol.Errorf(protocol.CodeBadRequest, "%v", err)
 	}
 	q.vecs[holder] = []byte{} // taken
+	q.joined++
+	q.bytes += size
+	d.bytes += size
 	if m.Entry {
 		q.entry, q.topK = holder, int(m.TopK)
 	}
+	d.mu.Unlock()
 	return q, nil
 }
 
 // add stores a vector and decides once every holder's has come.
 func (d *Decider) add(q *pendingQuery, holder int, vec []byte) {
 	d.mu.Lock()
+	select {
+	case <-q.done: // failed or expired meanwhile
+		d.mu.Unlock()
+		return
+	default:
+	}
 	q.vecs[holder] = vec
 	q.got++
 	complete := q.got == len(q.vecs) && q.entry >= 0
@@ -187,6 +238,8 @@ func (d *Decider) drop(q *pendingQuery) {
 	for id, p := range d.queries {
 		if p == q {
 			delete(d.queries, id)
+			d.bytes -= q.bytes
+			q.bytes = 0
 		}
 	}
 }

@@ -148,8 +148,8 @@ func newHolder[E additive.Elem](env engine.Env) (*Holder[E], error) {
 func (h *Holder[E]) Routes() map[protocol.Type]engine.Route {
 	r := h.Core.Routes()
 	r[protocol.TEnroll] = engine.Route{Op: "enroll", From: engine.Operators, Handle: h.Guard(h.enroll)}
-	r[protocol.TIdentify] = engine.Route{Op: "identify", From: engine.Anyone, Handle: h.Guard(h.identify)}
-	r[protocol.TBlindQuery] = engine.Route{Op: "query", From: engine.Servers, Handle: h.Guard(h.serveQuery)}
+	r[protocol.TIdentify] = engine.Route{Op: "identify", From: engine.Clients, Handle: h.Guard(h.identify)}
+	r[protocol.TBlindQuery] = engine.Route{Op: "query", From: engine.Parties, Handle: h.Guard(h.serveQuery)}
 	return r
 }
 
@@ -211,10 +211,11 @@ type view struct {
 	live   []uint64
 }
 
-// snapshot takes the committed row map (rows never change below it).
+// snapshot takes the committed row map; the caller holds the read lock
+// until it has scored the rows, so that the scores and the live bits are
+// of one state (a deletion between them would leave a row live here whose
+// share another holder has erased).
 func (h *Holder[E]) snapshot() view {
-	h.RLock()
-	defer h.RUnlock()
 	v := view{digest: h.Digest(), off: []int{0}}
 	for s, sd := range v.digest {
 		v.off = append(v.off, v.off[s]+int(sd.Rows))
@@ -243,13 +244,23 @@ func appendBits(dst []uint64, at int, src []uint64, n int) {
 }
 
 // scoreVector computes this holder's permuted, masked score shares for
-// the query over the snapshot's rows.
-func (h *Holder[E]) scoreVector(q *additive.Query, v view, sigma *additive.Seed) ([]E, func(), error) {
+// the query over its committed rows. A helper passes the entry's digest
+// (want) and is refused if its rows differ; the entry passes started, which
+// sees the snapshot before the scoring (to send the helpers the digest).
+func (h *Holder[E]) scoreVector(q *additive.Query, sigma *additive.Seed, want protocol.Digest, started func(view)) (view, []E, func(), error) {
+	t0 := time.Now()
+	h.RLock()
+	v := h.snapshot()
+	if want != nil && !v.digest.Equal(want) {
+		h.RUnlock()
+		return v, nil, nil, protocol.Errorf(protocol.CodeInconsistent, "%s's rows changed during the query; retry", h.env.Self)
+	}
+	if started != nil {
+		started(v)
+	}
 	n := v.off[len(v.off)-1]
 	src, dst := h.buf(n), h.buf(n)
 	release := func() { h.bufs.Put(&src); h.bufs.Put(&dst) }
-	t0 := time.Now()
-	h.RLock()
 	var err error
 	for s := range v.digest {
 		rows := int(v.digest[s].Rows)
@@ -263,18 +274,18 @@ func (h *Holder[E]) scoreVector(q *additive.Query, v view, sigma *additive.Seed)
 	h.RUnlock()
 	if err != nil {
 		release()
-		return nil, nil, err
+		return v, nil, nil, err
 	}
 	t1 := time.Now()
 	perm := h.permuter()
 	defer h.perms.Put(perm)
 	if err := additive.PermuteMask(perm, dst, src, v.live, sigma, h.Self(), h.p.Mu()); err != nil {
 		release()
-		return nil, nil, err
+		return v, nil, nil, err
 	}
 	h.m.score.Add(t1.Sub(t0).Seconds())
 	h.m.permute.Add(time.Since(t1).Seconds())
-	return dst, release, nil
+	return v, dst, release, nil
 }
 
 func (h *Holder[E]) buf(n int) []E {
@@ -345,82 +356,107 @@ func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg
 	if _, err := h.env.RandReader().Read(qid[:]); err != nil {
 		return protocol.Errorf(protocol.CodeInternal, "%v", err)
 	}
-	v := h.snapshot()
-	n := v.off[len(v.off)-1]
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	// The helpers: (y, sigma) out, their share of the traffic back.
+	// The helpers: (y, sigma) out, their share of the traffic back. The
+	// first failure, a helper's or the decider's, ends the query and is
+	// the answer: the decider will not answer without every share.
 	peers := h.Peers()
 	helperBytes := make([]uint64, len(peers))
-	errs := make([]error, len(peers))
 	var wg sync.WaitGroup
-	bq := &protocol.BlindQuery{Query: qid, Sigma: sigma, Digest: v.digest, Pos: pos, Coef: coef}
-	for i, name := range peers {
-		wg.Go(func() {
-			s, err := h.env.Net.Open(ctx, name)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			defer s.Finish()
-			if dl, ok := ctx.Deadline(); ok {
-				s.SetDeadline(dl)
-			}
-			if err := s.WriteFrame(protocol.Marshal(bq)); err != nil {
-				errs[i] = err
-				return
-			}
-			s.CloseWrite()
-			resp, err := network.ReadReply(ctx, s, name)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			ok, isOK := resp.(*protocol.BlindQueryOK)
-			if !isOK {
-				errs[i] = fmt.Errorf("%s answered the query with %v", name, resp.Type())
-				return
-			}
-			helperBytes[i] = ok.Bytes + uint64(s.Sent()+s.Received())
+	var once sync.Once
+	var cause *protocol.Error
+	fail := func(who string, err error) {
+		once.Do(func() {
+			e := engine.AsError(err, protocol.CodeUnavailable)
+			cause = protocol.Errorf(e.Code, "%s: %s", who, e.Msg)
+			cancel()
 		})
 	}
-	vec, release, err := h.scoreVector(q, v, &sigma)
-	if err != nil {
-		cancel()
-		wg.Wait()
-		return protocol.Errorf(protocol.CodeInternal, "%v", err)
+	ask := func(v view) {
+		bq := &protocol.BlindQuery{Query: qid, Sigma: sigma, Digest: v.digest, Pos: pos, Coef: coef}
+		for i, name := range peers {
+			wg.Go(func() {
+				if err := h.ask(ctx, name, bq, &helperBytes[i]); err != nil {
+					fail(name, err)
+				}
+			})
+		}
 	}
+	v, vec, release, err := h.scoreVector(q, &sigma, nil, ask)
+	if err != nil {
+		fail(h.env.Self, err)
+		wg.Wait()
+		return cause
+	}
+	n := v.off[len(v.off)-1]
 	sent := time.Now()
+	dec := h.p.DeciderName()
 	s, err := h.sendShare(ctx, qid, vec, topK, true)
 	release()
 	if err != nil {
-		cancel()
+		fail(dec, err)
 		wg.Wait()
-		return engine.AsError(fmt.Errorf("decider: %w", err), protocol.CodeUnavailable)
+		return cause
 	}
 	defer s.Finish()
-	resp, derr := network.ReadReply(ctx, s, h.p.DeciderName())
+	stop := context.AfterFunc(ctx, func() { s.SetDeadline(time.Now()) }) // a helper failed
+	resp, err := network.ReadReply(ctx, s, dec)
+	stop()
 	h.m.decider.Add(time.Since(sent).Seconds())
-	wg.Wait()
-	for i, err := range errs { // a helper's failure explains the decider's wait
-		if err != nil {
-			return engine.AsError(fmt.Errorf("%s: %w", peers[i], err), protocol.CodeUnavailable)
-		}
+	if err != nil {
+		fail(dec, err)
 	}
-	if derr != nil {
-		return engine.AsError(derr, protocol.CodeUnavailable)
+	wg.Wait()
+	if cause != nil {
+		return cause
 	}
 	res, ok := resp.(*protocol.DecideResult)
 	if !ok {
 		return protocol.Errorf(protocol.CodeInternal, "the decider answered %v", resp.Type())
 	}
-	return h.answer(res, v, &sigma, n, uint64(s.Sent()+s.Received()), helperBytes)
+	return h.answer(res, v, &sigma, n, topK, uint64(s.Sent()+s.Received()), helperBytes)
+}
+
+// ask sends a helper the query and waits for its acknowledgement (its
+// shares are at the decider); bytes counts its traffic for the answer.
+func (h *Holder[E]) ask(ctx context.Context, name string, bq *protocol.BlindQuery, bytes *uint64) error {
+	s, err := h.env.Net.Open(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer s.Finish()
+	if dl, ok := ctx.Deadline(); ok {
+		s.SetDeadline(dl)
+	}
+	if err := s.WriteFrame(protocol.Marshal(bq)); err != nil {
+		return err
+	}
+	s.CloseWrite()
+	resp, err := network.ReadReply(ctx, s, name)
+	if err != nil {
+		return err
+	}
+	ok, isOK := resp.(*protocol.BlindQueryOK)
+	if !isOK {
+		return fmt.Errorf("%s answered the query with %v", name, resp.Type())
+	}
+	*bytes = ok.Bytes + uint64(s.Sent()+s.Received())
+	return nil
 }
 
 // answer maps the decider's permuted positions back to ids.
-func (h *Holder[E]) answer(res *protocol.DecideResult, v view, sigma *additive.Seed, n int, own uint64, helpers []uint64) protocol.Msg {
+func (h *Holder[E]) answer(res *protocol.DecideResult, v view, sigma *additive.Seed, n, topK int, own uint64, helpers []uint64) protocol.Msg {
 	reveal := h.p.RevealScores()
+	switch {
+	case len(res.Positions) > topK:
+		return protocol.Errorf(protocol.CodeInternal, "the decider answered %d positions for top %d", len(res.Positions), topK)
+	case reveal && len(res.Scores) != len(res.Positions):
+		return protocol.Errorf(protocol.CodeInternal, "the decider answered %d scores for %d positions", len(res.Scores), len(res.Positions))
+	case !reveal && len(res.Scores) != 0:
+		return protocol.Errorf(protocol.CodeInternal, "the decider sent scores to a cluster that hides them")
+	}
 	out := &protocol.IdentifyOK{Alpha: uint16(h.p.Alpha()), Beta: uint16(h.p.Beta()), ScoresHidden: !reveal}
 	out.BytesTotal = own // the entry's stream with the decider, both ways
 	for _, b := range helpers {
@@ -452,10 +488,10 @@ func (h *Holder[E]) answer(res *protocol.DecideResult, v view, sigma *additive.S
 		if reveal {
 			c.Score = res.Scores[i]
 		}
-		out.Candidates = append(out.Candidates, c)
-		if i == 0 {
-			out.Accepted = !reveal || int(res.Scores[0]) >= thr
+		if len(out.Candidates) == 0 { // the best kept candidate decides
+			out.Accepted = !reveal || int(c.Score) >= thr
 		}
+		out.Candidates = append(out.Candidates, c)
 	}
 	return out
 }
@@ -474,26 +510,36 @@ func (h *Holder[E]) serveQuery(ctx context.Context, r engine.Request) protocol.M
 		// a probe, or the entry more than its protocol gives it.
 		return protocol.Errorf(protocol.CodeBadRequest, "query: %v; this cluster queries with levels %s", err, h.p.QueryLevels())
 	}
+	if r.From.Name == h.env.Self {
+		return protocol.Errorf(protocol.CodeForbidden, "a holder does not query itself")
+	}
 	if err := h.AwaitDigest(ctx, m.Digest); err != nil {
 		return err
 	}
-	v := h.snapshot()
-	if !v.digest.Equal(m.Digest) {
-		return protocol.Errorf(protocol.CodeInconsistent, "%s's rows changed during the query; retry", h.env.Self)
-	}
 	sigma := additive.Seed(m.Sigma)
-	vec, release, err := h.scoreVector(q, v, &sigma)
+	_, vec, release, err := h.scoreVector(q, &sigma, m.Digest, nil)
 	if err != nil {
-		return protocol.Errorf(protocol.CodeInternal, "%v", err)
+		return engine.AsError(err, protocol.CodeInternal)
 	}
 	s, err := h.sendShare(ctx, m.Query, vec, 1, false)
 	release()
 	if err != nil {
 		return engine.AsError(fmt.Errorf("decider: %w", err), protocol.CodeUnavailable)
 	}
-	defer s.Finish()
-	if _, err := network.ReadReply(ctx, s, h.p.DeciderName()); err != nil {
-		return engine.AsError(fmt.Errorf("decider: %w", err), protocol.CodeUnavailable)
-	}
-	return &protocol.BlindQueryOK{Bytes: uint64(s.Sent() + s.Received())}
+	// Answer the entry now, not after the decider's acknowledgement: the
+	// entry then waits 1.5 round trips (entry, helper, decider, entry), not
+	// 2. A share the decider refuses fails the query there, and the entry
+	// hears why from the decider.
+	sent := s.Sent()
+	go func() {
+		defer s.Finish()
+		if _, err := network.ReadReply(context.Background(), s, h.p.DeciderName()); err != nil {
+			h.env.Log.Warn("the decider refused this holder's score shares", "err", err)
+		}
+	}()
+	return &protocol.BlindQueryOK{Bytes: uint64(sent) + ackBytes}
 }
+
+// ackBytes is the decider's acknowledgement of a helper's shares on the
+// wire, counted in the query's traffic before it arrives.
+var ackBytes = uint64(4 + len(protocol.Marshal(&protocol.DecideShareOK{})))

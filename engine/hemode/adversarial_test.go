@@ -53,7 +53,7 @@ func crafted(t *testing.T, c *inproc.Cluster, key [32]byte, rows int, value uint
 		b, _ := x.MarshalBinary()
 		return b
 	}
-	s, err := c.Net.Dialer(network.Peer{Name: "p1", Role: network.RoleServer}).Open(ctx(t), "key")
+	s, err := c.Net.Dialer(network.Peer{Name: "p1", Role: network.RoleParty}).Open(ctx(t), "key")
 	if err != nil {
 		t.Fatal(err)
 	}

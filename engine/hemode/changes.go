@@ -26,12 +26,12 @@ func (l *Local) Routes() map[protocol.Type]engine.Route {
 	return map[protocol.Type]engine.Route{
 		protocol.THealth:   {Op: "health", From: engine.Anyone, Handle: l.health},
 		protocol.TEnroll:   {Op: "enroll", From: engine.Operators, Handle: l.guard(l.onEnroll)},
-		protocol.TIdentify: {Op: "identify", From: engine.Anyone, Handle: l.guard(l.identify)},
+		protocol.TIdentify: {Op: "identify", From: engine.Clients, Handle: l.guard(l.identify)},
 		protocol.TDelete:   {Op: "delete", From: engine.Operators, Handle: l.guard(l.onDelete)},
-		protocol.TPrepare:  {Op: "prepare", From: engine.Servers, Handle: l.guard(l.fromSequencer(l.prepare))},
-		protocol.THEDecide: {Op: "decide", From: engine.Servers, Handle: l.guard(l.fromSequencer(l.onChange))},
-		protocol.THEDelete: {Op: "decide", From: engine.Servers, Handle: l.guard(l.fromSequencer(l.onChange))},
-		protocol.THESync:   {Op: "sync", From: engine.Servers, Handle: l.guard(l.onSync)},
+		protocol.TPrepare:  {Op: "prepare", From: engine.Parties, Handle: l.guard(l.fromSequencer(l.prepare))},
+		protocol.THEDecide: {Op: "decide", From: engine.Parties, Handle: l.guard(l.fromSequencer(l.onChange))},
+		protocol.THEDelete: {Op: "decide", From: engine.Parties, Handle: l.guard(l.fromSequencer(l.onChange))},
+		protocol.THESync:   {Op: "sync", From: engine.Parties, Handle: l.guard(l.onSync)},
 	}
 }
 

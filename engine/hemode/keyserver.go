@@ -75,8 +75,8 @@ func NewKeyServer(env engine.Env, k *store.HEKey) (*KeyServer, error) {
 func (k *KeyServer) Routes() map[protocol.Type]engine.Route {
 	return map[protocol.Type]engine.Route{
 		protocol.THealth:           {Op: "health", From: engine.Anyone, Handle: k.health},
-		protocol.TPublicKeyRequest: {Op: "public_key", From: engine.Servers, Handle: k.localOnly(k.publicKey)},
-		protocol.THEQuery:          {Op: "decrypt", From: engine.Servers, Handle: k.localOnly(k.query)},
+		protocol.TPublicKeyRequest: {Op: "public_key", From: engine.Parties, Handle: k.localOnly(k.publicKey)},
+		protocol.THEQuery:          {Op: "decrypt", From: engine.Parties, Handle: k.localOnly(k.query)},
 	}
 }
 

@@ -111,7 +111,7 @@ func TestChosenProbesLearnNothing(t *testing.T) {
 
 // serverDialer speaks as server `as` (a compromised party).
 func serverDialer(c *inproc.Cluster, as string) network.Dialer {
-	return c.Net.Dialer(network.Peer{Name: as, Role: network.RoleServer})
+	return c.Net.Dialer(network.Peer{Name: as, Role: network.RoleParty})
 }
 
 // TestHelperRefusesWideQuery: in 0d4c0ae a helper served any query weight

@@ -111,8 +111,8 @@ func New(env engine.Env) (*Engine, error) {
 func (e *Engine) Routes() map[protocol.Type]engine.Route {
 	r := e.Core.Routes()
 	r[protocol.TEnroll] = engine.Route{Op: "enroll", From: engine.Operators, Handle: e.Guard(e.enroll)}
-	r[protocol.TIdentify] = engine.Route{Op: "identify", From: engine.Anyone, Handle: e.Guard(e.identify)}
-	r[protocol.TQuery] = engine.Route{Op: "query", From: engine.Servers, Handle: e.Guard(e.serveQuery)}
+	r[protocol.TIdentify] = engine.Route{Op: "identify", From: engine.Clients, Handle: e.Guard(e.identify)}
+	r[protocol.TQuery] = engine.Route{Op: "query", From: engine.Parties, Handle: e.Guard(e.serveQuery)}
 	return r
 }
 

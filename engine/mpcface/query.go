@@ -135,6 +135,10 @@ func (e *Engine) identify(ctx context.Context, r engine.Request) protocol.Msg {
 	matches := sharing.Merge(topK, scorers[0].Result(), scorers[1].Result())
 	resp := &protocol.IdentifyOK{Alpha: uint16(e.p.Alpha()), Beta: uint16(e.p.Beta()), ScoresHidden: !reveal}
 	e.RLock()
+	if e.Digest().DeletedSince(g) { // an erased share may have been scored
+		e.RUnlock()
+		return protocol.Errorf(protocol.CodeInconsistent, "a row was deleted during the query; retry")
+	}
 	for _, mt := range matches {
 		s := 0
 		for mt.Row >= segOff[s+1]*64 {
@@ -331,6 +335,12 @@ func (e *Engine) serveQuery(ctx context.Context, r engine.Request) protocol.Msg 
 		if err != nil {
 			return nil // the entry went away
 		}
+	}
+	e.RLock()
+	deleted := e.Digest().DeletedSince(q.Digest)
+	e.RUnlock()
+	if deleted { // a block may hold an erased share
+		return protocol.Errorf(protocol.CodeInconsistent, "%s: a row was deleted during the query; retry", e.env.Self)
 	}
 	return &protocol.BlocksEnd{}
 }

@@ -46,8 +46,18 @@ type Core[S Shares] struct {
 	failed atomic.Bool // the log could not be written: refuse everything
 
 	replay *replayState // during recovery only
+	// late remembers the last transactions decided before their prepare
+	// came (an abort that overtook a slow prepare), so that the prepare,
+	// when it comes, is refused instead of waiting for a decision that was
+	// already sent (guarded by st.mu).
+	late   [lateTxns]protocol.TxnID
+	lateAt int
 	m      struct{ enrolled, deleted, aborts prometheus.Counter }
 }
+
+// lateTxns bounds the remembered early decisions (an origin has one
+// transaction at a time, so a few suffice).
+const lateTxns = 64
 
 // replayState collects what recovery must do once the log is read.
 type replayState struct {
@@ -115,14 +125,19 @@ func (c *Core[S]) Replay(en store.Entry) error {
 			if op.Kind != protocol.OpPut {
 				continue
 			}
+			// An aborted prepare's rows are numbered again by the next one:
+			// only the latest unit of a row counts.
+			ref := rowmap.Ref{Seg: int(prep.Origin), Seq: int(op.Seq)}
+			delete(r.bad, ref)
+			delete(r.erased, ref)
 			switch units[i] {
 			case unitBad:
 				if en.Last {
 					return store.ErrTorn // a crash while the record was written
 				}
-				r.bad[rowmap.Ref{Seg: int(prep.Origin), Seq: int(op.Seq)}] = en.Offset
+				r.bad[ref] = en.Offset
 			case unitErased:
-				r.erased[rowmap.Ref{Seg: int(prep.Origin), Seq: int(op.Seq)}] = en.Offset
+				r.erased[ref] = en.Offset
 			}
 			i++
 		}
@@ -385,7 +400,7 @@ func (c *Core[S]) Delete(ctx context.Context, r engine.Request) protocol.Msg {
 		return protocol.Errorf(protocol.CodeUnknownID, "id %q is not enrolled", m.ID)
 	}
 	if ref.Seg != c.self {
-		if r.From.Role == network.RoleServer {
+		if r.From.Role == network.RoleParty { // forwarded once already
 			return protocol.Errorf(protocol.CodeInconsistent, "id %q belongs to %s, not %s", m.ID, c.p.Party(ref.Seg).Name, c.env.Self)
 		}
 		resp, err := network.Call(ctx, c.env.Net, c.p.Party(ref.Seg).Name, m)
@@ -492,6 +507,10 @@ func (c *Core[S]) runTxn(ctx context.Context, ops [][]protocol.Op) *protocol.Err
 func (c *Core[S]) decide(d *protocol.Decide) *protocol.Error {
 	c.st.mu.Lock()
 	defer c.st.mu.Unlock()
+	return c.decideLocked(d)
+}
+
+func (c *Core[S]) decideLocked(d *protocol.Decide) *protocol.Error {
 	t := c.st.pending[d.Txn]
 	if t == nil {
 		return nil
@@ -508,7 +527,13 @@ func (c *Core[S]) decide(d *protocol.Decide) *protocol.Error {
 
 // Prepare is phase one at a non-origin party: validate, log durably, vote.
 // Only the origin party itself may prepare a change of its segment.
-func (c *Core[S]) Prepare(_ context.Context, r engine.Request) protocol.Msg {
+//
+// An origin prepares a transaction only after every party has its
+// decision on the one before (runTxn flushes the outbox first), so a
+// transaction of the same origin still pending here was decided without
+// this party's vote, i.e. aborted, and its prepare came after the abort:
+// it is aborted here too.
+func (c *Core[S]) Prepare(ctx context.Context, r engine.Request) protocol.Msg {
 	m := r.Msg.(*protocol.Prepare)
 	if int(m.Origin) >= c.p.Mu() || c.p.Party(int(m.Origin)).Name != r.From.Name {
 		return protocol.Errorf(protocol.CodeForbidden, "%s may not prepare a transaction of origin %d", r.From.Name, m.Origin)
@@ -518,6 +543,22 @@ func (c *Core[S]) Prepare(_ context.Context, r engine.Request) protocol.Msg {
 	}
 	c.st.mu.Lock()
 	defer c.st.mu.Unlock()
+	if ctx.Err() != nil { // the origin has given up on this vote
+		return protocol.Errorf(protocol.CodeUnavailable, "%s: the prepare came too late", c.env.Self)
+	}
+	for _, id := range c.late {
+		if id == m.Txn {
+			return protocol.Errorf(protocol.CodeAborted, "%s: the transaction was decided before its prepare came", c.env.Self)
+		}
+	}
+	for txn, t := range c.st.pending {
+		if t.prep.Origin == m.Origin && txn != m.Txn {
+			if err := c.decideLocked(&protocol.Decide{Txn: txn, Origin: m.Origin, Commit: false}); err != nil {
+				return err
+			}
+			c.env.Log.Warn("aborted a transaction whose decision came before its prepare", "origin", c.p.Party(int(m.Origin)).Name)
+		}
+	}
 	if err := c.st.validate(m); err != nil {
 		return err
 	}
@@ -536,10 +577,17 @@ func (c *Core[S]) OnDecide(_ context.Context, r engine.Request) protocol.Msg {
 	if int(m.Origin) >= c.p.Mu() || c.p.Party(int(m.Origin)).Name != r.From.Name {
 		return protocol.Errorf(protocol.CodeForbidden, "%s may not decide a transaction of origin %d", r.From.Name, m.Origin)
 	}
-	c.st.mu.RLock()
+	c.st.mu.Lock()
 	t, ok := c.st.pending[m.Txn]
-	c.st.mu.RUnlock()
 	if !ok {
+		c.late[c.lateAt%lateTxns] = m.Txn
+		c.lateAt++
+	}
+	c.st.mu.Unlock()
+	if !ok {
+		if m.Commit { // a re-sent decision; a digest check catches a prepare lost from the log
+			c.env.Log.Debug("a commit of a transaction not pending here", "origin", r.From.Name)
+		}
 		return &protocol.DecideOK{}
 	}
 	if t.prep.Origin != m.Origin {
@@ -557,8 +605,8 @@ func (c *Core[S]) Routes() map[protocol.Type]engine.Route {
 	return map[protocol.Type]engine.Route{
 		protocol.THealth:  {Op: "health", From: engine.Anyone, Handle: c.Health},
 		protocol.TDelete:  {Op: "delete", From: engine.Operators, Handle: c.Guard(c.Delete)},
-		protocol.TPrepare: {Op: "prepare", From: engine.Servers, Handle: c.Guard(c.Prepare)},
-		protocol.TDecide:  {Op: "decide", From: engine.Servers, Handle: c.Guard(c.OnDecide)},
+		protocol.TPrepare: {Op: "prepare", From: engine.Parties, Handle: c.Guard(c.Prepare)},
+		protocol.TDecide:  {Op: "decide", From: engine.Parties, Handle: c.Guard(c.OnDecide)},
 	}
 }
 

@@ -126,7 +126,10 @@ func (c *Cluster) WaitSettled() {
 
 // Dialer returns a dialer presenting the identity of member name.
 func (c *Cluster) Dialer(name string) network.Dialer {
-	role := network.RoleServer
+	role := network.RoleHelper
+	if c.P.PartyIndex(name) >= 0 {
+		role = network.RoleParty
+	}
 	if m, ok := c.P.Client(name); ok && m.Name == name {
 		role = network.RoleOperator
 		if config.ClientRole(m) == config.RoleDevice {

@@ -102,10 +102,10 @@ func (d *dialer) Open(ctx context.Context, to string) (*network.Stream, error) {
 	up, down := newPipe(), newPipe() // client -> server, server -> client
 	client := &end{r: down, w: up, fault: d.net.fault(d.self.Name, to)}
 	server := &end{r: up, w: down, fault: d.net.fault(to, d.self.Name)}
-	if err := l.accept(ctx, network.NewStream(server, d.self, nil), client, server); err != nil {
+	if err := l.accept(ctx, network.NewStream(server, d.self), client, server); err != nil {
 		return nil, err
 	}
-	return network.NewStream(client, network.Peer{Name: to, Role: network.RoleServer}, nil), nil
+	return network.NewStream(client, network.Peer{Name: to}), nil
 }
 
 // Listener is a server's endpoint.

@@ -47,11 +47,48 @@ func Config() *quic.Config {
 	}
 }
 
-// raw adapts a QUIC stream to network.Raw.
-type raw struct{ s *quic.Stream }
+// dialConfig is Config for the dialing side, which receives the bulk
+// answers (a helper's blocks: 16 MB at 1M rows) from pinned servers only:
+// a new stream starts at the largest window instead of doubling up to it
+// over round trips. Listeners keep the small initial window: requests
+// are bounded, and a large one would let any client park that much per
+// stream.
+func dialConfig() *quic.Config {
+	c := Config()
+	c.InitialStreamReceiveWindow = streamWindow
+	c.InitialConnectionReceiveWindow = connWindow
+	return c
+}
 
-func (r raw) Read(p []byte) (int, error)    { return r.s.Read(p) }
-func (r raw) Write(p []byte) (int, error)   { return r.s.Write(p) }
+// raw adapts a QUIC stream to network.Raw. On a dialed stream, dead is
+// told when an I/O error came from the connection itself (closed, idle,
+// reset: the server may have restarted) so the dialer forgets it; a
+// stream's own reset or deadline leaves the connection to its other
+// streams.
+type raw struct {
+	s    *quic.Stream
+	conn *quic.Conn // nil on accepted streams
+	dead func()
+}
+
+func (r raw) Read(p []byte) (int, error) {
+	n, err := r.s.Read(p)
+	r.check(err)
+	return n, err
+}
+
+func (r raw) Write(p []byte) (int, error) {
+	n, err := r.s.Write(p)
+	r.check(err)
+	return n, err
+}
+
+func (r raw) check(err error) {
+	if err != nil && r.conn != nil && r.conn.Context().Err() != nil {
+		r.dead()
+	}
+}
+
 func (r raw) CloseWrite() error             { return r.s.Close() }
 func (r raw) CancelRead()                   { r.s.CancelRead(0) }
 func (r raw) SetDeadline(t time.Time) error { return r.s.SetDeadline(t) }
@@ -69,6 +106,7 @@ type ListenOptions struct {
 
 // Listener accepts QUIC connections whose certificate is pinned.
 type Listener struct {
+	udp    *net.UDPConn
 	tr     *quic.Transport
 	ln     *quic.Listener
 	pins   Pins
@@ -77,7 +115,8 @@ type Listener struct {
 	wg     sync.WaitGroup
 	closed atomic.Bool
 	mu     sync.Mutex
-	conns  map[string]int // open connections per pin
+	conns  map[string]int          // open connections per pin
+	open   map[*quic.Conn]struct{} // to close, telling the peers, on Close
 }
 
 // Listen opens a UDP listener on addr (host:port; port 0 picks one).
@@ -108,7 +147,7 @@ func Listen(addr string, cert tls.Certificate, pins Pins, opt ListenOptions, log
 		udp.Close()
 		return nil, fmt.Errorf("quicnet: listening on %s: %w", addr, err)
 	}
-	return &Listener{tr: tr, ln: ln, pins: pins, opt: opt, log: log, conns: map[string]int{}}, nil
+	return &Listener{udp: udp, tr: tr, ln: ln, pins: pins, opt: opt, log: log, conns: map[string]int{}, open: map[*quic.Conn]struct{}{}}, nil
 }
 
 func resetKey(cert tls.Certificate) (quic.StatelessResetKey, error) {
@@ -131,6 +170,7 @@ func (l *Listener) Addr() string { return l.ln.Addr().String() }
 const (
 	codeRefused      = 1
 	codeTooManyConns = 2
+	codeStopping     = 3
 )
 
 // Serve accepts connections and runs h for every stream until ctx ends or
@@ -157,7 +197,7 @@ func (l *Listener) Serve(ctx context.Context, h network.Handler) error {
 			conn.CloseWithError(codeRefused, "certificate not pinned")
 			continue
 		}
-		if !l.hold(pin) {
+		if !l.hold(pin, conn) {
 			l.log.Warn("refused a connection: too many from one peer", "peer", peer.Name, "limit", l.opt.ConnsPerPin)
 			conn.CloseWithError(codeTooManyConns, fmt.Sprintf("more than %d connections from %s", l.opt.ConnsPerPin, peer.Name))
 			continue
@@ -169,7 +209,7 @@ func (l *Listener) Serve(ctx context.Context, h network.Handler) error {
 				if err != nil {
 					return
 				}
-				s := network.NewStream(raw{qs}, peer, nil)
+				s := network.NewStream(raw{s: qs}, peer)
 				l.wg.Go(func() {
 					h(conn.Context(), s)
 					s.CloseWrite()
@@ -180,13 +220,19 @@ func (l *Listener) Serve(ctx context.Context, h network.Handler) error {
 	}
 }
 
-func (l *Listener) hold(pin string) bool {
+func (l *Listener) hold(pin string, c *quic.Conn) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.conns[pin] >= l.opt.ConnsPerPin {
 		return false
 	}
 	l.conns[pin]++
+	l.open[c] = struct{}{}
+	context.AfterFunc(c.Context(), func() { // closed by either side
+		l.mu.Lock()
+		delete(l.open, c)
+		l.mu.Unlock()
+	})
 	return true
 }
 
@@ -198,11 +244,23 @@ func (l *Listener) release(pin string) {
 	}
 }
 
-// Close stops accepting and closes every connection.
+// Close stops accepting and closes every connection, telling each peer
+// (quic-go's Transport.Close drops them silently: a peer would find out
+// only at its idle timeout, and its next request would fail).
 func (l *Listener) Close() error {
 	l.closed.Store(true)
 	err := l.ln.Close()
+	l.mu.Lock()
+	open := make([]*quic.Conn, 0, len(l.open))
+	for c := range l.open {
+		open = append(open, c)
+	}
+	l.mu.Unlock()
+	for _, c := range open { // outside mu: closing runs the AfterFunc
+		c.CloseWithError(codeStopping, "server stopping")
+	}
 	l.tr.Close()
+	l.udp.Close() // a Transport does not close the socket it was given
 	return err
 }
 
@@ -239,7 +297,7 @@ func (d *Dialer) Open(ctx context.Context, name string) (*network.Stream, error)
 		}
 		qs, err := conn.OpenStreamSync(ctx)
 		if err == nil {
-			return network.NewStream(raw{qs}, network.Peer{Name: name, Role: network.RoleServer}, func() { d.drop(key, conn) }), nil
+			return network.NewStream(raw{s: qs, conn: conn, dead: func() { d.drop(key, conn) }}, network.Peer{Name: name}), nil
 		}
 		d.drop(key, conn)
 		if attempt == 1 || ctx.Err() != nil {
@@ -255,7 +313,7 @@ func (d *Dialer) conn(ctx context.Context, key, name, addr, pin string) (*quic.C
 	if c != nil && c.Context().Err() == nil {
 		return c, nil
 	}
-	c, err := quic.DialAddr(ctx, addr, ClientTLS(d.cert, pin), Config())
+	c, err := quic.DialAddr(ctx, addr, ClientTLS(d.cert, pin), dialConfig())
 	if err != nil {
 		var idle *quic.IdleTimeoutError
 		var app *quic.ApplicationError

@@ -212,3 +212,70 @@ func TestConnectionsPerPin(t *testing.T) {
 		t.Fatalf("third connection: %v", errs)
 	}
 }
+
+// TestStoppedServerTellsItsPeers: a server that stops closes its
+// connections with a message, so a dialer's next request reaches the
+// restarted server at once instead of failing on the dead connection (or
+// waiting out the idle timeout). A stream's own failure (a deadline) does
+// not cost the other streams their connection.
+func TestStoppedServerTellsItsPeers(t *testing.T) {
+	srv, srvPin := ident(t, "p1")
+	cli, cliPin := ident(t, "c")
+	pins := Pins{cliPin: {Name: "c", Role: network.RoleOperator}}
+	serve := func(addr string) *Listener {
+		ln, err := Listen(addr, srv, pins, ListenOptions{}, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		go ln.Serve(context.Background(), func(ctx context.Context, s *network.Stream) {
+			if b, err := s.ReadFrame(1 << 10); err == nil && string(b) != "hang" {
+				s.WriteFrame(b)
+			}
+			<-ctx.Done()
+		})
+		return ln
+	}
+	ln := serve("127.0.0.1:0")
+	addr := ln.Addr()
+	d := NewDialer(cli, dir("p1", addr, srvPin))
+	defer d.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	call := func(msg string) error {
+		s, err := d.Open(ctx, "p1")
+		if err != nil {
+			return err
+		}
+		defer s.Finish()
+		s.SetDeadline(time.Now().Add(time.Second))
+		s.WriteFrame([]byte(msg))
+		_, err = s.ReadFrame(1 << 10)
+		return err
+	}
+	if err := call("a"); err != nil {
+		t.Fatal(err)
+	}
+	d.mu.Lock()
+	first := len(d.conns)
+	d.mu.Unlock()
+	if err := call("hang"); !network.IsTimeout(err) {
+		t.Fatalf("a hanging request: %v", err)
+	}
+	if err := call("b"); err != nil {
+		t.Fatalf("after one stream's deadline: %v", err)
+	}
+	d.mu.Lock()
+	if len(d.conns) != first {
+		t.Fatal("a stream's deadline dropped the connection")
+	}
+	d.mu.Unlock()
+
+	ln.Close()
+	ln = serve(addr)
+	defer ln.Close()
+	time.Sleep(50 * time.Millisecond) // the close reaches the dialer
+	start := time.Now()
+	if err := call("c"); err != nil || time.Since(start) > time.Second {
+		t.Fatalf("the restarted server: %v after %v", err, time.Since(start))
+	}
+}
