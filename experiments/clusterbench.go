@@ -38,6 +38,39 @@ type BenchOptions struct {
 	Seed    uint64
 	// Progress, when set, is told about enrollment progress.
 	Progress func(done, total int)
+	// Deploy, when set, replaces the local cluster on 127.0.0.1: it creates
+	// the cluster in dir with these options (member homes where
+	// cluster.HomeDir puts them, dir/cluster.json) and starts its servers,
+	// for instance each in its own network namespace (RunWANBench).
+	Deploy func(ctx context.Context, dir string, o cluster.Options) (*Deployment, error)
+}
+
+// Deployment is a running cluster that BenchOptions.Deploy started.
+type Deployment struct {
+	Config *config.Params
+	// Pid is a server's process id, 0 when unknown.
+	Pid func(name string) int
+	// Stop ends the servers.
+	Stop func()
+}
+
+// deployLocal starts a local cluster: every server a process on 127.0.0.1.
+func deployLocal(ctx context.Context, exe, dir string, o cluster.Options) (*Deployment, error) {
+	cfg, err := cluster.Init(dir, o)
+	if err != nil {
+		return nil, err
+	}
+	if err := cluster.Up(ctx, cfg, exe, 60*time.Second); err != nil {
+		cluster.Down(cfg)
+		return nil, err
+	}
+	pid := func(name string) int {
+		if pid, ok := cluster.Running(cfg, name); ok {
+			return pid
+		}
+		return 0
+	}
+	return &Deployment{Config: cfg, Pid: pid, Stop: func() { cluster.Down(cfg) }}, nil
 }
 
 // BenchResult is one line of "idface bench --json".
@@ -57,6 +90,15 @@ type BenchResult struct {
 	FormulaBytes  float64 `json:"formula_bytes"`
 	RSSMBPerParty float64 `json:"rss_mb_per_party"`
 	ShareMB       float64 `json:"share_mb_per_party"`
+	// WAN runs (RunWANBench, idface bench --link): the link between the
+	// servers and the least time an identify can take on it.
+	Link       string  `json:"link,omitempty"`
+	RTTMs      float64 `json:"rtt_ms,omitempty"`
+	RateMbit   float64 `json:"rate_mbit,omitempty"`
+	WANFloorMs float64 `json:"wan_floor_ms,omitempty"`
+	FloorRTTs  float64 `json:"wan_floor_rtts,omitempty"`
+	FloorBytes float64 `json:"wan_floor_bytes,omitempty"`
+	RelayDrops uint64  `json:"relay_drops,omitempty"`
 }
 
 // RandomTemplates fills an N x d row-major matrix with Gaussian entries on
@@ -81,7 +123,8 @@ func RandomTemplates(n, d int, seed uint64) []float32 {
 // enrolls o.IDs templates through the first party, times o.Queries
 // identifications, and, in the same process on the same templates, the
 // float32 brute-force search and the raw transfer of the same bytes over the
-// same QUIC transport. The cluster is removed afterwards.
+// same QUIC transport. The cluster is removed afterwards. o.Deploy runs
+// the servers elsewhere (RunWANBench: in network namespaces across a WAN).
 func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) {
 	mode, err := config.ParseMode(o.Mode)
 	if err != nil {
@@ -96,10 +139,18 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 	}
 	defer os.RemoveAll(dir)
 	tau := 0.3
-	cfg, err := cluster.Init(dir, cluster.Options{Mode: mode, Parties: o.Parties, Dim: o.Dim, Alpha: o.Alpha, Beta: o.Beta, Tau: &tau})
+	deploy := o.Deploy
+	if deploy == nil {
+		deploy = func(ctx context.Context, dir string, co cluster.Options) (*Deployment, error) {
+			return deployLocal(ctx, o.Exe, dir, co)
+		}
+	}
+	dep, err := deploy(ctx, dir, cluster.Options{Mode: mode, Parties: o.Parties, Dim: o.Dim, Alpha: o.Alpha, Beta: o.Beta, Tau: &tau})
 	if err != nil {
 		return nil, err
 	}
+	defer dep.Stop()
+	cfg := dep.Config
 	hp := cfg.HE()
 	if o.Batch == 0 {
 		o.Batch = 8192
@@ -107,11 +158,6 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 			o.Batch = min(hp.GroupRows(), protocol.MaxBatch) // one delta per group
 		}
 	}
-	if err := cluster.Up(ctx, cfg, o.Exe, 60*time.Second); err != nil {
-		cluster.Down(cfg)
-		return nil, err
-	}
-	defer cluster.Down(cfg)
 	res := &BenchResult{Mode: string(cfg.Mode()), Parties: cfg.Mu(), IDs: o.IDs, Alpha: cfg.Alpha(), Beta: cfg.Beta()}
 
 	d := cfg.Dim()
@@ -156,7 +202,7 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 		res.ShareMB = float64(2*d*((o.IDs+63)/64)*8) / 1e6
 	}
 	for _, p := range cfg.Parties() {
-		if pid, ok := cluster.Running(cfg, p.Name); ok {
+		if pid := dep.Pid(p.Name); pid > 0 {
 			res.RSSMBPerParty = max(res.RSSMBPerParty, RSSMB(pid))
 		}
 	}

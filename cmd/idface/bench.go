@@ -18,12 +18,16 @@ func init() {
 }
 
 func cmdBench(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench", "idface bench --mode plain|2pc|mpc|he|blind [--parties MU] --ids N[,N...] [--alpha 341] [--beta 63] [--queries 20] [--json] [--plot out.png]\n\n"+
+	fs := newFlags("bench", "idface bench --mode plain|2pc|mpc|he|blind [--parties MU] --ids N[,N...] [--alpha 341] [--beta 63] [--queries 20] [--link rtt=20ms,rate=1gbit] [--json] [--plot out.png]\n\n"+
 		"For each size: synthetic templates, a fresh local cluster of that mode (real\n"+
 		"processes; in-process for plain), enrollment time and identification latency,\n"+
 		"plus in the same process the float32 brute-force search and the raw QUIC\n"+
 		"transfer of the same bytes. --plot draws both times against the size (the\n"+
-		"paper's figure enr_and_idf); without --ids it uses 2^13..2^20.", stderr)
+		"paper's figure enr_and_idf); without --ids it uses 2^13..2^20.\n\n"+
+		"--link runs every server in its own network namespace (needs root): any two\n"+
+		"servers are rtt apart (a delay relay in a router namespace), each server's\n"+
+		"link is limited to rate both ways (tc tbf), and the client sits beside the\n"+
+		"entry server; the identify latency is shown next to its floor on that link.", stderr)
 	mode := fs.String("mode", "2pc", "plain, 2pc, mpc, he or blind")
 	parties := fs.Int("parties", 0, "servers (default 2; 3 for mpc; 1 for he; 2 share holders for blind)")
 	idsFlag := fs.String("ids", "", "database sizes, comma-separated")
@@ -32,8 +36,23 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	queries := fs.Int("queries", 20, "identifications per size")
 	asJSON := fs.Bool("json", false, "one JSON object per size")
 	plotPath := fs.String("plot", "", "write a plot (PNG) of the times")
+	linkFlag := fs.String("link", "", "run the servers across a WAN: rtt=DURATION,rate=RATE (as rtt=20ms,rate=1gbit; rates 100mbit, 1gbit, 10gbit)")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	var link *experiments.Link
+	if *linkFlag != "" {
+		l, err := experiments.ParseLink(*linkFlag)
+		if err != nil {
+			return fmt.Errorf("--link: %w", err)
+		}
+		if *mode == "plain" {
+			return fmt.Errorf("--link: mode plain has no servers to put across a WAN")
+		}
+		if err := experiments.CheckWAN(l); err != nil {
+			return err
+		}
+		link = &l
 	}
 	sizes := []int{}
 	if *idsFlag == "" {
@@ -73,9 +92,12 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		o := experiments.BenchOptions{Exe: exe, Mode: *mode, Parties: *parties, Alpha: *alpha, Beta: *beta,
 			IDs: n, Queries: *queries, Seed: 1, Progress: func(done, _ int) { bar.Set(done) }}
 		var res *experiments.BenchResult
-		if *mode == "plain" {
+		switch {
+		case *mode == "plain":
 			res, err = experiments.RunPlainBench(o)
-		} else {
+		case link != nil:
+			res, err = experiments.RunWANBench(context.Background(), o, *link)
+		default:
 			res, err = experiments.RunClusterBench(context.Background(), o)
 		}
 		bar.Finish()
@@ -91,6 +113,10 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		} else {
 			fmt.Fprintf(stdout, "%s mu=%d ids=%d alpha=%d beta=%d: enroll %.2f s, identify p50 %.2f ms (p90 %.2f), float32 %.2f ms, wire floor %.2f ms, %.0f bytes/identify, %.0f MB RSS/party\n",
 				res.Mode, res.Parties, res.IDs, res.Alpha, res.Beta, res.EnrollS, res.IdentifyP50, res.IdentifyP90, res.PlainFloatP50, res.WireFloorMs, res.BytesPerIdent, res.RSSMBPerParty)
+			if link != nil {
+				fmt.Fprintf(stdout, "  link %s: identify p50 %.2f ms, min %.2f ms; floor %.2f ms (%.1f RTT + %.0f bytes at the rate); relay drops %d\n",
+					res.Link, res.IdentifyP50, res.IdentifyMin, res.WANFloorMs, res.FloorRTTs, res.FloorBytes, res.RelayDrops)
+			}
 		}
 	}
 	if *plotPath != "" {
