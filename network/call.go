@@ -12,6 +12,19 @@ import (
 // a public key), bulk data travels as raw words on streams.
 const MaxReply = 8 << 20
 
+// Bulk marks ctx's streams as carrying bulk answers (a helper's blocks):
+// a transport may keep them on connections of their own, so that their
+// congestion control is not shaped by the small, queued messages of
+// enrollments on the same path (QUIC's slow start ends early when a
+// bulk load's queue inflates its round-trip samples, and the window then
+// grows slowly between bursty answers).
+func Bulk(ctx context.Context) context.Context { return context.WithValue(ctx, bulkKey{}, true) }
+
+// IsBulk reports whether ctx was marked by Bulk.
+func IsBulk(ctx context.Context) bool { b, _ := ctx.Value(bulkKey{}).(bool); return b }
+
+type bulkKey struct{}
+
 // Call sends one request to the named server and returns its decoded
 // reply. An Error reply is returned as a *protocol.Error. The stream ends
 // with the call; ctx's deadline bounds every read and write.

@@ -79,7 +79,7 @@ func (e *Engine) identify(ctx context.Context, r engine.Request) protocol.Msg {
 	defer cancel()
 	var peers []*peerStream
 	for _, name := range e.Peers() {
-		ps, err := openQuery(ctx, e.env.Net, name, q, blocks, n, bw)
+		ps, err := openQuery(network.Bulk(ctx), e.env.Net, name, q, blocks, n, bw)
 		if err != nil {
 			return engine.AsError(err, protocol.CodeUnavailable)
 		}

@@ -290,6 +290,9 @@ func (d *Dialer) Open(ctx context.Context, name string) (*network.Stream, error)
 		return nil, fmt.Errorf("quicnet: no server %q in the configuration", name)
 	}
 	key := name + "|" + addr + "|" + pin
+	if network.IsBulk(ctx) {
+		key += "|bulk"
+	}
 	for attempt := 0; ; attempt++ {
 		conn, err := d.conn(ctx, key, name, addr, pin)
 		if err != nil {

@@ -279,3 +279,33 @@ func TestStoppedServerTellsItsPeers(t *testing.T) {
 		t.Fatalf("the restarted server: %v after %v", err, time.Since(start))
 	}
 }
+
+// TestBulkStreamsHaveTheirOwnConnection: streams opened with a Bulk
+// context (a helper's blocks) travel on a connection of their own to the
+// same server, so enrollment traffic does not shape their congestion
+// window.
+func TestBulkStreamsHaveTheirOwnConnection(t *testing.T) {
+	srv, srvPin := ident(t, "p1")
+	cli, cliPin := ident(t, "c")
+	ln := echo(t, srv, Pins{cliPin: {Name: "c", Role: network.RoleOperator}})
+	d := NewDialer(cli, dir("p1", ln.Addr(), srvPin))
+	defer d.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, c := range []context.Context{ctx, network.Bulk(ctx), ctx, network.Bulk(ctx)} {
+		s, err := d.Open(c, "p1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.WriteFrame([]byte("x"))
+		if _, err := s.ReadFrame(100); err != nil {
+			t.Fatal(err)
+		}
+		s.Finish()
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.conns) != 2 {
+		t.Fatalf("%d connections for plain and bulk streams to one server, want 2", len(d.conns))
+	}
+}
