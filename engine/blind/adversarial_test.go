@@ -76,6 +76,18 @@ func TestHelperFailureEndsTheQuery(t *testing.T) {
 		t.Fatalf("the entry waited %v for a query a helper had failed", d)
 	}
 	cl.Net.SetFault("p3", dec, memnet.Fault{})
+
+	// One helper fails while another is slow to acknowledge: the failure
+	// ends the entry's wait for the slow one too.
+	cl.Net.SetFault("p2", dec, memnet.Fault{Refuse: true})
+	cl.Net.SetFault("p3", "p1", memnet.Fault{Delay: 5 * time.Second})
+	t0 = time.Now()
+	_, err = cl.Client("device", "p1").Identify(ctx(t), xs[0], 1)
+	if err == nil || !strings.Contains(err.Error(), "p2") || time.Since(t0) > 2*time.Second {
+		t.Fatalf("a failed and a slow helper: %v after %v", err, time.Since(t0))
+	}
+	cl.Net.SetFault("p2", dec, memnet.Fault{})
+	cl.Net.SetFault("p3", "p1", memnet.Fault{})
 	r, err := cl.Client("device", "p1").Identify(ctx(t), xs[0], 1)
 	if err != nil || !r.Accepted || r.Candidates[0].ID != "a-0" {
 		t.Fatalf("after the helper recovered: %+v %v", r, err)

@@ -420,7 +420,8 @@ func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg
 }
 
 // ask sends a helper the query and waits for its acknowledgement (its
-// shares are at the decider); bytes counts its traffic for the answer.
+// shares are on their way to the decider); bytes counts its traffic for
+// the answer. A cancelled query stops waiting at once.
 func (h *Holder[E]) ask(ctx context.Context, name string, bq *protocol.BlindQuery, bytes *uint64) error {
 	s, err := h.env.Net.Open(ctx, name)
 	if err != nil {
@@ -430,6 +431,7 @@ func (h *Holder[E]) ask(ctx context.Context, name string, bq *protocol.BlindQuer
 	if dl, ok := ctx.Deadline(); ok {
 		s.SetDeadline(dl)
 	}
+	defer context.AfterFunc(ctx, func() { s.SetDeadline(time.Now()) })()
 	if err := s.WriteFrame(protocol.Marshal(bq)); err != nil {
 		return err
 	}
