@@ -41,7 +41,7 @@ type BenchOptions struct {
 	// Deploy, when set, replaces the local cluster on 127.0.0.1: it creates
 	// the cluster in dir with these options (member homes where
 	// cluster.HomeDir puts them, dir/cluster.json) and starts its servers,
-	// for instance each in its own network namespace (RunWANBench).
+	// for instance each in its own network namespace (experiments/wan).
 	Deploy func(ctx context.Context, dir string, o cluster.Options) (*Deployment, error)
 }
 
@@ -90,7 +90,7 @@ type BenchResult struct {
 	FormulaBytes  float64 `json:"formula_bytes"`
 	RSSMBPerParty float64 `json:"rss_mb_per_party"`
 	ShareMB       float64 `json:"share_mb_per_party"`
-	// WAN runs (RunWANBench, idface bench --link): the link between the
+	// WAN runs (experiments/wan, idface bench --link): the link between the
 	// servers and the least time an identify can take on it.
 	Link       string  `json:"link,omitempty"`
 	RTTMs      float64 `json:"rtt_ms,omitempty"`
@@ -124,7 +124,7 @@ func RandomTemplates(n, d int, seed uint64) []float32 {
 // identifications, and, in the same process on the same templates, the
 // float32 brute-force search and the raw transfer of the same bytes over the
 // same QUIC transport. The cluster is removed afterwards. o.Deploy runs
-// the servers elsewhere (RunWANBench: in network namespaces across a WAN).
+// the servers elsewhere (experiments/wan: in network namespaces across a WAN).
 func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) {
 	mode, err := config.ParseMode(o.Mode)
 	if err != nil {

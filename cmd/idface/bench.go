@@ -11,6 +11,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/idface/idface/experiments"
+	"github.com/idface/idface/experiments/wan"
 )
 
 func init() {
@@ -40,16 +41,16 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	var link *experiments.Link
+	var link *wan.Link
 	if *linkFlag != "" {
-		l, err := experiments.ParseLink(*linkFlag)
+		l, err := wan.ParseLink(*linkFlag)
 		if err != nil {
 			return fmt.Errorf("--link: %w", err)
 		}
 		if *mode == "plain" {
 			return fmt.Errorf("--link: mode plain has no servers to put across a WAN")
 		}
-		if err := experiments.CheckWAN(l); err != nil {
+		if err := wan.Check(l); err != nil {
 			return err
 		}
 		link = &l
@@ -96,7 +97,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		case *mode == "plain":
 			res, err = experiments.RunPlainBench(o)
 		case link != nil:
-			res, err = experiments.RunWANBench(context.Background(), o, *link)
+			res, err = wan.Run(context.Background(), o, *link)
 		default:
 			res, err = experiments.RunClusterBench(context.Background(), o)
 		}

@@ -1,4 +1,7 @@
-package experiments
+// Package wan runs the cluster benchmark across an emulated WAN: every
+// server in its own network namespace (internal/netlab), a delay relay
+// between them and a rate limit on each server's link (idface bench --link).
+package wan
 
 import (
 	"context"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/idface/idface/cluster"
 	"github.com/idface/idface/config"
+	"github.com/idface/idface/experiments"
 	"github.com/idface/idface/internal/home"
 	"github.com/idface/idface/internal/netlab"
 )
@@ -122,7 +126,7 @@ func IdentifyFloor(mode config.Mode, mu int, bytes float64, l Link) (Floor, erro
 // wanPort is where every server listens, each in its own namespace.
 const wanPort = 7443
 
-// RunWANBench is RunClusterBench with every server in its own network
+// Run is experiments.RunClusterBench with every server in its own network
 // namespace (a host of a netlab lab) across a WAN: the round trip between
 // any two servers is link.RTT (a relay in a router namespace adds half of
 // it each way), each server's link is limited to link.Rate both ways (tc
@@ -130,8 +134,8 @@ const wanPort = 7443
 // first party), whose link has no added delay. It needs root; the
 // result carries the link, the identify floor on it and the datagrams the
 // relays dropped.
-func RunWANBench(ctx context.Context, o BenchOptions, link Link) (*BenchResult, error) {
-	if err := CheckWAN(link); err != nil {
+func Run(ctx context.Context, o experiments.BenchOptions, link Link) (*experiments.BenchResult, error) {
+	if err := Check(link); err != nil {
 		return nil, err
 	}
 	lab, err := netlab.New()
@@ -143,10 +147,10 @@ func RunWANBench(ctx context.Context, o BenchOptions, link Link) (*BenchResult, 
 	if err != nil {
 		return nil, err
 	}
-	o.Deploy = func(ctx context.Context, dir string, co cluster.Options) (*Deployment, error) {
+	o.Deploy = func(ctx context.Context, dir string, co cluster.Options) (*experiments.Deployment, error) {
 		return deployWAN(ctx, lab, wan, link, o.Exe, dir, co)
 	}
-	res, err := RunClusterBench(ctx, o)
+	res, err := experiments.RunClusterBench(ctx, o)
 	if err != nil {
 		return nil, err
 	}
@@ -161,9 +165,9 @@ func RunWANBench(ctx context.Context, o BenchOptions, link Link) (*BenchResult, 
 	return res, nil
 }
 
-// CheckWAN reports why this machine cannot run a WAN bench on link (it
+// Check reports why this machine cannot run a WAN bench on link (it
 // needs root, network namespaces, and tc's tbf for a rate), or nil.
-func CheckWAN(link Link) error {
+func Check(link Link) error {
 	check := netlab.Check
 	if link.Rate > 0 {
 		check = netlab.CheckShaping
@@ -185,7 +189,7 @@ type wanMember struct {
 // per server, a home per member made with its own key, the configuration
 // assembled from the public descriptors; then starts each server in its
 // host and waits until all are healthy.
-func deployWAN(ctx context.Context, lab *netlab.Lab, wan *netlab.WAN, link Link, exe, dir string, o cluster.Options) (*Deployment, error) {
+func deployWAN(ctx context.Context, lab *netlab.Lab, wan *netlab.WAN, link Link, exe, dir string, o cluster.Options) (*experiments.Deployment, error) {
 	if o.Parties < 1 || o.Parties > config.MaxParties {
 		return nil, fmt.Errorf("%d parties: want 1..%d", o.Parties, config.MaxParties)
 	}
@@ -249,7 +253,7 @@ func deployWAN(ctx context.Context, lab *netlab.Lab, wan *netlab.WAN, link Link,
 	if err != nil {
 		return nil, err
 	}
-	dep := &Deployment{Config: cfg, Pid: func(name string) int {
+	dep := &experiments.Deployment{Config: cfg, Pid: func(name string) int {
 		for _, m := range members {
 			if m.name == name && m.proc != nil {
 				return m.proc.Pid()
