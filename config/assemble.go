@@ -5,10 +5,12 @@ import "fmt"
 // Assemble builds a configuration from cluster settings (a Literal without
 // members) and the members' public descriptors: servers as parties in the
 // order given (the first is the HE sequencer), the key server, the
-// clients. It is checked like any configuration.
+// decider, the clients. It is checked like any configuration. Members in
+// settings are dropped: a literal loaded from an earlier configuration may
+// serve as settings.
 func Assemble(settings Literal, descs []Descriptor) (Literal, error) {
 	lit := settings.clone()
-	lit.Parties, lit.Clients, lit.KeyServer = nil, nil, nil
+	lit.Parties, lit.Clients, lit.KeyServer, lit.Decider = nil, nil, nil, nil
 	seen := map[string]bool{}
 	for _, d := range descs {
 		if err := d.Check(); err != nil {

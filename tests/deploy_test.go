@@ -130,6 +130,40 @@ func TestDeployFromDescriptors(t *testing.T) {
 	if rs[0].ID == nil || *rs[0].ID != "person-0" {
 		t.Fatalf("after the rotation: %+v", rs[0])
 	}
+
+	// The device gate is removed: the configuration is assembled again
+	// without its descriptor (serial 3) and the servers restart one at a
+	// time. gate still holds its key and the old configuration, and is
+	// refused by every server; gate2 goes on.
+	old := filepath.Join(root, "cluster-serial2.json")
+	if b, err := os.ReadFile(conf); err != nil || os.WriteFile(old, b, 0o644) != nil {
+		t.Fatal(err)
+	}
+	out = must(t, "cluster", "assemble", "--out", conf, "--mode", "2pc", "--tau", "0.2", pub("orga"), pub("orgb"), pub("ops"), pub("gate2"))
+	if !strings.Contains(out, "serial 3") || !strings.Contains(out, "2 clients") {
+		t.Fatalf("reassembly without gate: %s", out)
+	}
+	for _, s := range []string{"orga", "orgb"} {
+		stop(s)
+		serve(s)
+	}
+	waitUp()
+	for _, entry := range []string{"orga", "orgb"} {
+		out, errs, code := idface(t, "identify", "--config", old, "--home", home("gate"), "--entry", entry, "--templates", q, "--json")
+		if code == 0 || !strings.Contains(errs, entry) || !strings.Contains(errs, "certificate") {
+			t.Fatalf("removed device through %s: exit %d\n%s%s", entry, code, out, errs)
+		}
+		t.Logf("removed device through %s: %s", entry, strings.TrimSpace(errs))
+	}
+	// With the new configuration gate is told at once that it is not a
+	// member.
+	if _, errs, code := idface(t, as("gate", "identify", "--templates", q, "--json")...); code == 0 || !strings.Contains(errs, "does not list gate") {
+		t.Fatalf("removed device with the new configuration: exit %d %s", code, errs)
+	}
+	rs = parseResults(t, must(t, as("gate2", "identify", "--templates", q, "--json")...))
+	if rs[0].ID == nil || *rs[0].ID != "person-0" {
+		t.Fatalf("a remaining device after gate's removal: %+v", rs[0])
+	}
 }
 
 // freePort returns a free UDP port on 127.0.0.1.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/sha256"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -97,14 +98,15 @@ func cmdCluster(args []string, stdout, stderr io.Writer) error {
 }
 
 func clusterInit(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("cluster init", "idface cluster init --dir DIR --mode 2pc|mpc|he --parties MU [--dim 512] [--alpha 341] [--beta 63] [--tau 0.3]\n\n"+
+	fs := newFlags("cluster init", "idface cluster init --dir DIR --mode 2pc|mpc|he|blind --parties MU [--dim 512] [--alpha 341] [--beta 63] [--tau 0.3]\n"+
+		"                   [--gallery-levels L:a1,... --query-levels L:a1,...] (mode blind)\n\n"+
 		"A local test cluster built like a deployment: every server and client gets\n"+
 		"its own home DIR/homes/NAME (key, certificate, public descriptor, data) and\n"+
 		"DIR/cluster.json is assembled from the public descriptors. Each server gets\n"+
 		"a free UDP port on --host.", stderr)
 	dir := fs.String("dir", "", "cluster directory (created)")
 	mode := fs.String("mode", "2pc", "2pc (two parties), mpc (mu parties), he (local servers and a key server) or blind (share holders and a decider)")
-	parties := fs.Int("parties", 0, "number of parties mu (default 2; 1 local server in mode he)")
+	parties := fs.Int("parties", 0, "number of parties mu: share holders in 2pc, mpc and blind (default 2), local servers in he (default 1)")
 	devices := fs.Int("devices", 1, "number of device identities (identify only) besides the operator")
 	dim := fs.Int("dim", 0, fmt.Sprintf("template dimension d (default %d)", config.DefaultDim))
 	alpha := fs.Int("alpha", 0, "enrollment weight (default floor(2d/3))")
@@ -114,8 +116,7 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 	force := fs.Bool("force", false, "replace an existing cluster config")
 	metrics := fs.Bool("metrics", false, "give every server a loopback /metrics address")
 	reveal := fs.Bool("reveal-scores", false, "research cluster: identify answers with scores and candidates below the threshold (never for a deployment: scores for chosen probes reconstruct templates)")
-	galleryLv := fs.String("gallery-levels", "", "mode blind: the gallery transform \"L:a1,...\" (default the paper's T_alpha, \"1:alpha\")")
-	queryLv := fs.String("query-levels", "", "mode blind: the query transform \"L:a1,...\" (default T_beta, \"1:beta\")")
+	levels := addLevelFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -131,7 +132,7 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 	}
 	cfg, err := cluster.Init(*dir, cluster.Options{Mode: m, Parties: *parties, Devices: *devices, Dim: *dim,
 		Alpha: *alpha, Beta: *beta, Tau: tau, Host: *host, Force: *force, Metrics: *metrics, RevealScores: *reveal,
-		GalleryLevels: *galleryLv, QueryLevels: *queryLv})
+		GalleryLevels: *levels.gallery, QueryLevels: *levels.query})
 	if err != nil {
 		return err
 	}
@@ -145,6 +146,19 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "start it with: idface cluster up --dir %s\n", *dir)
 	return nil
+}
+
+// levelFlags are blind mode's transforms, the same for 'cluster init' and
+// 'cluster assemble': both hand them to config.Assemble, which parses and
+// checks them (config.New: levels are for mode blind only, their supports
+// set alpha and beta).
+type levelFlags struct{ gallery, query *string }
+
+func addLevelFlags(fs *flag.FlagSet) levelFlags {
+	return levelFlags{
+		gallery: fs.String("gallery-levels", "", "mode blind: the gallery transform \"L:a1,...\" (default the paper's T_alpha, \"1:alpha\")"),
+		query:   fs.String("query-levels", "", "mode blind: the query transform \"L:a1,...\" (default T_beta, \"1:beta\")"),
+	}
 }
 
 // defaultParties is the number of parties a mode starts with.

@@ -32,9 +32,10 @@ func cmdCommCost(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("commcost", "idface commcost [--ids 1000000] [--dim 512] [--alpha 341] [--beta 63,127,341] [--mu 2,3,6,11,21] [--json] [--measure]\n\n"+
 		"Prints the analytic bits exchanged between servers per enrollment and per\n"+
 		"identification for 2PCFace, MPCFace, IDFace with the paper's CKKS and\n"+
-		"Paillier parameters, and IDFace with this project's BGV parameters.\n"+
-		"With --measure it also runs local clusters of --ids rows (2pc, mpc for\n"+
-		"each mu > 2 up to 6, he) and prints the bytes actually moved.", stderr)
+		"Paillier parameters, IDFace with this project's BGV parameters, and blind\n"+
+		"mode. With --measure it also runs local clusters of --ids rows (2pc, mpc\n"+
+		"for each mu > 2 up to 6, he, blind for mu <= 3) and prints the bytes\n"+
+		"actually moved.", stderr)
 	ids := fs.Int("ids", 1_000_000, "database size D")
 	dim := fs.Int("dim", 512, "template dimension d")
 	alpha := fs.Int("alpha", 341, "enrollment weight")

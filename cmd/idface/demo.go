@@ -26,7 +26,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 		"(genuine) and every sample of the rest (impostors), prints accuracy,\n"+
 		"latency and bytes per query, and removes everything.", stderr)
 	mode := fs.String("mode", "2pc", "2pc, mpc, he or blind")
-	parties := fs.Int("parties", 0, "number of parties (default 2; 1 local server in mode he)")
+	parties := fs.Int("parties", 0, "number of parties: share holders in 2pc, mpc and blind (default 2), local servers in he (default 1)")
 	people := fs.Int("people", 500, "synthetic people")
 	samples := fs.Int("samples", 3, "samples per person (>= 2)")
 	intra := fs.Float64("intra", 0.6, "mean cosine between samples of one person")

@@ -96,10 +96,11 @@ func cmdParty(args []string, stdout, stderr io.Writer) error {
 		"Creates a server's home on its own host: a private key (mode 0600, never\n"+
 		"leaves DIR), a self-signed certificate, and DIR/NAME.pub.json (name, role,\n"+
 		"advertised address, certificate, pin), the only file to hand out. ROLE is\n"+
-		"share-holder (2pc, mpc), local-server or key-server (he).", stderr)
+		"share-holder (2pc, mpc, blind), local-server or key-server (he), or\n"+
+		"decider (blind).", stderr)
 	dir := fs.String("home", "", "home directory (created)")
 	name := fs.String("name", "", "server name, unique in the cluster")
-	role := fs.String("role", "", "share-holder, local-server or key-server")
+	role := fs.String("role", "", "share-holder (2pc, mpc, blind), local-server or key-server (he), decider (blind)")
 	listen := fs.String("listen", "", "UDP address to bind")
 	advertise := fs.String("advertise", "", "address the others reach it at (default: --listen)")
 	force := fs.Bool("force", false, "replace an existing home's key")
@@ -110,7 +111,7 @@ func cmdParty(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if !config.ServerRole(*role) {
-		return fmt.Errorf("--role %q: a server is a %s, %s or %s (clients: idface client init)", *role, config.RoleShareHolder, config.RoleLocalServer, config.RoleKeyServer)
+		return fmt.Errorf("--role %q: a server is a %s, %s, %s or %s (clients: idface client init)", *role, config.RoleShareHolder, config.RoleLocalServer, config.RoleKeyServer, config.RoleDecider)
 	}
 	h, err := home.Init(*dir, *name, *role, *listen, *advertise, *force)
 	if err != nil {
@@ -152,14 +153,17 @@ func cmdClientInit(args []string, stdout, stderr io.Writer) error {
 
 // clusterAssemble builds a configuration from public descriptors only.
 func clusterAssemble(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("cluster assemble", "idface cluster assemble --out cluster.json --mode MODE [--dim --alpha --beta --tau ...] A.pub.json B.pub.json ...\n\n"+
+	fs := newFlags("cluster assemble", "idface cluster assemble --out cluster.json --mode 2pc|mpc|he|blind [--dim --alpha --beta --tau ...]\n"+
+		"                       [--gallery-levels L:a1,... --query-levels L:a1,...] (mode blind) A.pub.json B.pub.json ...\n\n"+
 		"Builds the shared cluster configuration from the members' public\n"+
 		"descriptors (servers in the order given; in mode he the first local server\n"+
-		"is the sequencer). Refuses any input that holds a private key. When --out\n"+
-		"exists, its cluster id is kept and the serial raised: a new version of the\n"+
-		"same cluster (a rotated key, a device added or removed).", stderr)
+		"is the sequencer; mode blind needs one decider). Refuses any input that\n"+
+		"holds a private key. When --out exists, its cluster id is kept and the\n"+
+		"serial raised: a new version of the same cluster (a rotated key, a device\n"+
+		"added or removed). The settings are not read back from --out: give the\n"+
+		"same mode, weights and levels again.", stderr)
 	out := fs.String("out", "", "configuration file to write")
-	mode := fs.String("mode", "", "2pc, mpc or he")
+	mode := fs.String("mode", "", "2pc (two share holders), mpc (mu share holders), he (local servers and a key server) or blind (share holders and a decider)")
 	dim := fs.Int("dim", 0, fmt.Sprintf("template dimension d (default %d)", config.DefaultDim))
 	alpha := fs.Int("alpha", 0, "enrollment weight (default floor(2d/3))")
 	beta := fs.Int("beta", 0, fmt.Sprintf("query weight (default min(%d, alpha))", config.DefaultBeta))
@@ -167,6 +171,7 @@ func clusterAssemble(args []string, stdout, stderr io.Writer) error {
 	reveal := fs.Bool("reveal-scores", false, "research cluster: answers carry scores")
 	timeout := fs.Duration("timeout", config.DefaultTimeout, "request timeout between servers")
 	topK := fs.Int("max-top-k", config.DefaultMaxTopK, "most candidates one identify may return")
+	levels := addLevelFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -192,7 +197,7 @@ func clusterAssemble(args []string, stdout, stderr io.Writer) error {
 		descs = append(descs, d)
 	}
 	settings := config.Literal{Mode: m, Dim: *dim, Alpha: *alpha, Beta: *beta, Tau: tau, RevealScores: *reveal,
-		Timeout: config.Duration(*timeout), MaxTopK: *topK, Serial: 1}
+		Timeout: config.Duration(*timeout), MaxTopK: *topK, GalleryLevels: *levels.gallery, QueryLevels: *levels.query, Serial: 1}
 	if prev, err := config.LoadFile(*out); err == nil {
 		old := prev.Literal()
 		settings.ClusterID, settings.Serial = old.ClusterID, old.Serial+1

@@ -1,0 +1,49 @@
+package config_test
+
+import (
+	"testing"
+
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/network/quicnet"
+)
+
+func descriptor(t *testing.T, name, role, addr string) config.Descriptor {
+	t.Helper()
+	id, err := quicnet.GenerateIdentity(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return config.Descriptor{Name: name, Role: role, Addr: addr, Cert: string(id.CertPEM), Pin: id.Pin}
+}
+
+// TestAssembleDropsOldMembers: settings taken from an earlier configuration
+// (members included) are assembled with the descriptors given now only:
+// the old decider does not count as a second one, and a member left out
+// (a removed device) is gone.
+func TestAssembleDropsOldMembers(t *testing.T) {
+	descs := []config.Descriptor{
+		descriptor(t, "h1", config.RoleShareHolder, "127.0.0.1:1"),
+		descriptor(t, "h2", config.RoleShareHolder, "127.0.0.1:2"),
+		descriptor(t, "k", config.RoleDecider, "127.0.0.1:3"),
+		descriptor(t, "ops", config.RoleOperator, ""),
+		descriptor(t, "gate", config.RoleDevice, ""),
+	}
+	first, err := config.Assemble(config.Literal{Mode: config.ModeBlind, Dim: 128, GalleryLevels: "4:2,6,19,58", ClusterID: "00112233445566778899aabbccddeeff"}, descs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Decider == nil || first.Decider.Name != "k" || len(first.Clients) != 2 {
+		t.Fatalf("assembled %+v", first)
+	}
+	first.Serial++
+	second, err := config.Assemble(first, descs[:4])
+	if err != nil {
+		t.Fatalf("re-assembling from the earlier literal: %v", err)
+	}
+	if second.Decider == nil || second.Decider.Name != "k" || len(second.Parties) != 2 || len(second.Clients) != 1 || second.Clients[0].Name != "ops" {
+		t.Fatalf("re-assembled parties %v decider %v clients %v", second.Parties, second.Decider, second.Clients)
+	}
+	if second.GalleryLevels != "4:2,6,19,58" {
+		t.Fatalf("gallery levels %q", second.GalleryLevels)
+	}
+}
