@@ -129,3 +129,54 @@ func TestMaxRequest(t *testing.T) {
 		t.Fatal("a full batch of shares does not fit a prepare")
 	}
 }
+
+// TestKeyFetchTimeouts: the public-key fetch's attempt and pause are
+// configuration, with their documented defaults, and fit the whole wait.
+func TestKeyFetchTimeouts(t *testing.T) {
+	p, err := New(twoParty(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := p.Timeouts()
+	if to.KeyFetchTry != DefaultKeyFetchTry || to.KeyFetchPause != DefaultKeyFetchPause {
+		t.Fatalf("key fetch attempt %v, pause %v; defaults %v, %v", to.KeyFetchTry, to.KeyFetchPause, DefaultKeyFetchTry, DefaultKeyFetchPause)
+	}
+	if DefaultKeyFetchTry != 5*time.Second || DefaultKeyFetchPause != 200*time.Millisecond {
+		t.Fatalf("the documented defaults are 5 s and 200 ms, not %v and %v", DefaultKeyFetchTry, DefaultKeyFetchPause)
+	}
+	if to.KeyFetchTry <= 0 || to.KeyFetchPause <= 0 || to.KeyFetchTry+to.KeyFetchPause > to.KeyFetch {
+		t.Fatalf("attempt %v + pause %v do not fit the key fetch of %v", to.KeyFetchTry, to.KeyFetchPause, to.KeyFetch)
+	}
+}
+
+// TestCheckLoopback: what 'idface serve --pprof' accepts as its metrics
+// address (profiles only on loopback), and what a configuration accepts
+// as a member's metrics address.
+func TestCheckLoopback(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1:9100", "127.1.2.3:0", "[::1]:9100", "localhost:9100", "[::ffff:127.0.0.1]:1"} {
+		if err := CheckLoopback(addr); err != nil {
+			t.Errorf("%s refused: %v", addr, err)
+		}
+	}
+	for _, addr := range []string{
+		"0.0.0.0:9100", "[::]:9100", ":9100", // every interface
+		"10.0.0.5:9100", "192.168.1.1:6060", "[2001:db8::1]:9100", "8.8.8.8:80",
+		"example.com:9100", "localhost.example.com:9100", "LOCALHOST.evil:1", // names other than localhost are not resolved
+		"127.0.0.1", "localhost", "", // no port
+		"[fe80::1%lo]:9100", // a zone is not a loopback address
+	} {
+		if err := CheckLoopback(addr); err == nil {
+			t.Errorf("%q accepted as a loopback address", addr)
+		}
+	}
+	// A configuration refuses a public metrics address the same way.
+	lit := twoParty()
+	lit.Parties[0].Metrics = "127.0.0.1:9100"
+	if _, err := New(lit, ""); err != nil {
+		t.Fatalf("loopback metrics address refused: %v", err)
+	}
+	lit.Parties[0].Metrics = "[::]:9100"
+	if _, err := New(lit, ""); err == nil || !strings.Contains(err.Error(), "loopback") {
+		t.Fatalf("public metrics address: %v", err)
+	}
+}

@@ -259,7 +259,19 @@ type Timeouts struct {
 	OutboxSend  time.Duration // one retry's deadline
 	Shutdown    time.Duration // in-flight requests finish within this on SIGTERM
 	KeyFetch    time.Duration // a new local server waits this long for the key server
+	// KeyFetchTry bounds one attempt to fetch the public key, and
+	// KeyFetchPause separates attempts while the key server starts
+	// (defaults DefaultKeyFetchTry and DefaultKeyFetchPause).
+	KeyFetchTry   time.Duration
+	KeyFetchPause time.Duration
 }
+
+// Defaults of a new local server's public-key fetch (mode he): one attempt
+// may take 5 s, and attempts are 200 ms apart until KeyFetch has passed.
+const (
+	DefaultKeyFetchTry   = 5 * time.Second
+	DefaultKeyFetchPause = 200 * time.Millisecond
+)
 
 // Timeouts returns the derived timeouts.
 func (p *Params) Timeouts() Timeouts {
@@ -269,13 +281,15 @@ func (p *Params) Timeouts() Timeouts {
 		id = 4 * t
 	}
 	return Timeouts{
-		Request:     t,
-		Identify:    id,
-		DigestWait:  min(2*time.Second, t/4),
-		DeciderWait: t / 3,
-		OutboxRetry: 500 * time.Millisecond,
-		OutboxSend:  min(5*time.Second, t),
-		Shutdown:    10 * time.Second,
-		KeyFetch:    30 * time.Second,
+		Request:       t,
+		Identify:      id,
+		DigestWait:    min(2*time.Second, t/4),
+		DeciderWait:   t / 3,
+		OutboxRetry:   500 * time.Millisecond,
+		OutboxSend:    min(5*time.Second, t),
+		Shutdown:      10 * time.Second,
+		KeyFetch:      30 * time.Second,
+		KeyFetchTry:   DefaultKeyFetchTry,
+		KeyFetchPause: DefaultKeyFetchPause,
 	}
 }

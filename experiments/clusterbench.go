@@ -138,7 +138,7 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	tau := 0.3
+	tau := config.DefaultTau
 	deploy := o.Deploy
 	if deploy == nil {
 		deploy = func(ctx context.Context, dir string, co cluster.Options) (*Deployment, error) {

@@ -1,8 +1,8 @@
 package hemode_test
 
 import (
-	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,11 +14,13 @@ import (
 	"github.com/tuneinsight/lattigo/v5/schemes/bgv"
 
 	"github.com/idface/idface/config"
+	"github.com/idface/idface/engine/hemode"
 	"github.com/idface/idface/heidface"
 	"github.com/idface/idface/internal/inproc"
 	"github.com/idface/idface/internal/store"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/template"
 )
 
 // Adversarial tests of the HE mode (issue "close the leaks"), each one
@@ -193,41 +195,170 @@ func TestDeletionSurvivesSequencerRestart(t *testing.T) {
 
 // TestIdentifyWhileAGroupIsEncrypted: in 0d4c0ae an identification during
 // an enrollment that opened a new group failed (slots were reserved before
-// the group existed). Now identify looks at settled slots only.
+// the group existed). Now identify looks at settled slots only. The
+// enrollment is held where the sequencer has reserved its slots and not
+// yet encrypted the new group, so every identification here overlaps it.
 func TestIdentifyWhileAGroupIsEncrypted(t *testing.T) {
 	tau := 0.25
 	c := inproc.Start(t, inproc.Literal(config.Literal{Mode: config.ModeHE, Dim: dim, Beta: 16, Tau: &tau,
 		Timeout: config.Duration(30 * time.Second), KeyServerRate: 1e6}, 1))
 	xs := templates(10, 7)
+	ids := make([]string, len(xs))
+	for i := range ids {
+		ids[i] = fmt.Sprintf("a-%d", i)
+	}
 	cl := c.Client("client", "")
 	if err := cl.Enroll(ctx(t), items(xs, "a")); err != nil {
 		t.Fatal(err)
 	}
-	big := templates(c.P.HE().GroupRows(), 8) // crosses into a new group
-	var wg sync.WaitGroup
-	done := make(chan struct{})
-	wg.Go(func() {
-		defer close(done)
-		if err := cl.Enroll(ctx(t), items(big, "b")); err != nil {
-			t.Error(err)
-		}
+	gr := c.P.HE().GroupRows()
+	big := templates(gr, 8) // crosses into a new group
+	reached, release := make(chan struct{}), make(chan struct{})
+	var held, released sync.Once
+	restore := hemode.SetAfterReserve(func(string) {
+		held.Do(func() { close(reached) })
+		<-release
 	})
-	n := 0
-	for {
-		select {
-		case <-done:
-			wg.Wait()
-			if n == 0 {
-				t.Log("the enrollment finished before any identification overlapped it")
-			}
-			return
-		default:
+	defer restore()
+	let := func() { released.Do(func() { close(release) }) }
+	defer let() // never leave the enrollment held
+	done := make(chan error, 1)
+	go func() { done <- cl.Enroll(ctx(t), items(big, "b")) }()
+	select {
+	case <-reached:
+	case err := <-done:
+		t.Fatalf("the enrollment ended (%v) before reserving its slots", err)
+	}
+	// Held: the slots are reserved, the group they open is not encrypted.
+	h, err := cl.Health(ctx(t), "p1")
+	if err != nil || h.Digest[0].Rows != uint32(len(xs)+len(big)) || h.Digest[0].Live != uint32(len(xs)) {
+		t.Fatalf("the held enrollment: %+v %v", h, err)
+	}
+	dev := c.Client("device", "")
+	for i := range 3 {
+		r, err := dev.Identify(ctx(t), xs[i], 1)
+		if err != nil {
+			t.Fatalf("identify %d during the enrollment: %v", i, err)
 		}
-		cctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		if _, err := c.Client("device", "").Identify(cctx, xs[n%10], 1); err != nil {
-			t.Fatalf("identify %d during the enrollment: %v", n, err)
+		var got []string
+		for _, cd := range r.Candidates {
+			got = append(got, cd.ID)
 		}
-		cancel()
-		n++
+		if want := best(t, c.P, xs, ids, xs[i], 1); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("identify %d during the enrollment: %v, plaintext %v", i, got, want)
+		}
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the enrollment finished while it was held (%v): nothing overlapped it", err)
+	default:
+	}
+	let()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	r, err := dev.Identify(ctx(t), big[gr-1], 1)
+	if err != nil || len(r.Candidates) != 1 || r.Candidates[0].ID != fmt.Sprintf("b-%d", gr-1) {
+		t.Fatalf("the last row of the new group after the enrollment: %+v %v", r, err)
+	}
+}
+
+// TestChangesOnlyFromTheSequencer (audit: HE origin binding): the
+// sequencer alone orders changes. A prepare, a decision or a deletion sent
+// by another local server, by the sequencer's own peers to the sequencer,
+// by a client or by the key server is refused as forbidden and changes
+// nothing anywhere; so is a fetch of the key or a query at the key server
+// by anything but a local server. The very same deletion from the
+// sequencer is applied, so the refusals are about the sender only.
+func TestChangesOnlyFromTheSequencer(t *testing.T) {
+	c := start(t, 3)
+	xs := templates(10, 9)
+	if err := c.Client("client", "").Enroll(ctx(t), items(xs, "a")); err != nil {
+		t.Fatal(err)
+	}
+	before := agree(t, c)
+	if before[0].Live != 10 || before[0].Rows != 10 {
+		t.Fatalf("after the enrollment: %+v", before)
+	}
+	// Each message would be the next change (one decision so far) or a
+	// well-formed enrollment of the next row.
+	z, err := template.Transform(templates(1, 10)[0], c.P.Alpha())
+	if err != nil {
+		t.Fatal(err)
+	}
+	share := append(append([]byte(nil), network.WordBytes(z.Plus)...), network.WordBytes(z.Minus)...)
+	del := &protocol.HEDelete{Seq: 2, ID: "a-3", Row: 3}
+	msgs := map[string]protocol.Msg{
+		"delete":  del,
+		"abort":   &protocol.HEDecide{Seq: 2, Txn: protocol.TxnID{7}, Base: 10, N: 4},
+		"prepare": &protocol.Prepare{Txn: protocol.TxnID{8}, Dim: dim, Base: 10, Ops: []protocol.Op{{Kind: protocol.OpPut, Seq: 10, ID: "forged", Share: share}}},
+		"sync":    &protocol.HESync{Seq: 9},
+	}
+	type sender struct {
+		name string
+		d    network.Dialer
+	}
+	senders := []sender{
+		{"p3 (a participant)", c.Dialer("p3")},
+		{"client (operator)", c.Dialer("client")},
+		{"device", c.Dialer("device")},
+		{"key (the key server)", c.Dialer("key")},
+		// No pin gives a client the party role; the engine checks the name
+		// all the same.
+		{"client claiming the party role", c.Net.Dialer(network.Peer{Name: "client", Role: network.RoleParty})},
+	}
+	refused := func(who, to, what string, err error) {
+		t.Helper()
+		var pe *protocol.Error
+		if !errors.As(err, &pe) || pe.Code != protocol.CodeForbidden {
+			t.Errorf("%s sent %s to %s: %v, want forbidden", who, what, to, err)
+		}
+	}
+	for _, s := range senders {
+		for what, m := range msgs {
+			_, err := network.Call(ctx(t), s.d, "p2", m)
+			refused(s.name, "p2", what, err)
+		}
+	}
+	// The sequencer takes no changes from anyone, its participants included.
+	for what, m := range msgs {
+		if what == "sync" {
+			continue // a participant may ask the sequencer to sync
+		}
+		_, err := network.Call(ctx(t), c.Dialer("p2"), "p1", m)
+		refused("p2", "p1", what, err)
+	}
+	// The key server answers local servers only, and only they sync with
+	// the sequencer.
+	for _, s := range senders[1:] {
+		_, err := network.Call(ctx(t), s.d, "key", &protocol.PublicKeyRequest{})
+		refused(s.name, "key", "a public key request", err)
+		_, err = network.Call(ctx(t), s.d, "p1", &protocol.HESync{})
+		refused(s.name, "p1", "sync", err)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	cl := c.Client("client", "")
+	for _, m := range c.P.Parties() {
+		h, err := cl.Health(ctx(t), m.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !h.Digest.Equal(before) || h.InDoubt != 0 {
+			t.Fatalf("%s changed after refusing: %s, in doubt %d", m.Name, before.Diff(h.Digest), h.InDoubt)
+		}
+	}
+	r, err := c.Client("device", "p2").Identify(ctx(t), xs[3], 1)
+	if err != nil || len(r.Candidates) != 1 || r.Candidates[0].ID != "a-3" {
+		t.Fatalf("a-3 after a forged deletion: %+v %v", r, err)
+	}
+	// The same deletion from the sequencer is applied at p2.
+	if resp, err := network.Call(ctx(t), c.Dialer("p1"), "p2", del); err != nil || resp.Type() != protocol.TDecideOK {
+		t.Fatalf("the sequencer's deletion: %v %v", resp, err)
+	}
+	h, err := cl.Health(ctx(t), "p2")
+	if err != nil || h.Digest[0].Live != 9 {
+		t.Fatalf("p2 after the sequencer's deletion: %+v %v", h, err)
 	}
 }

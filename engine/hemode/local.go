@@ -146,9 +146,10 @@ func (l *Local) publicKey(ctx context.Context, keys Keys) ([]byte, error) {
 	if err == nil || !errors.Is(err, fs.ErrNotExist) || l.env.Net == nil {
 		return b, err
 	}
-	deadline := time.Now().Add(l.p.Timeouts().KeyFetch)
+	to := l.p.Timeouts()
+	deadline := time.Now().Add(to.KeyFetch)
 	for {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		cctx, cancel := context.WithTimeout(ctx, to.KeyFetchTry)
 		resp, cerr := network.Call(cctx, l.env.Net, l.keySrv, &protocol.PublicKeyRequest{})
 		cancel()
 		if cerr == nil {
@@ -164,7 +165,7 @@ func (l *Local) publicKey(ctx context.Context, keys Keys) ([]byte, error) {
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return nil, fmt.Errorf("hemode: fetching the public key from %s: %w", l.keySrv, cerr)
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(to.KeyFetchPause)
 	}
 }
 
