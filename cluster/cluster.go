@@ -43,6 +43,8 @@ type Options struct {
 	RevealScores bool
 	// GalleryLevels and QueryLevels are blind mode's transforms ("L:a1,...").
 	GalleryLevels, QueryLevels string
+	// Scheme is mode he's encryption: "bgv" (default) or "paillier".
+	Scheme string
 }
 
 // Init writes a new local cluster into dir, built on the same pieces as a
@@ -114,7 +116,7 @@ func Init(dir string, o Options) (*config.Params, error) {
 	var id [16]byte
 	rand.Read(id[:])
 	lit, err := config.Assemble(config.Literal{Mode: o.Mode, Dim: o.Dim, Alpha: o.Alpha, Beta: o.Beta, Tau: o.Tau,
-		RevealScores: o.RevealScores, GalleryLevels: o.GalleryLevels, QueryLevels: o.QueryLevels, ClusterID: hex.EncodeToString(id[:])}, descs)
+		RevealScores: o.RevealScores, GalleryLevels: o.GalleryLevels, QueryLevels: o.QueryLevels, Scheme: o.Scheme, ClusterID: hex.EncodeToString(id[:])}, descs)
 	if err != nil {
 		return nil, err
 	}

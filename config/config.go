@@ -182,6 +182,9 @@ type Literal struct {
 	// T_alpha and T_beta. A gallery level set makes alpha its support.
 	GalleryLevels string `json:"gallery_levels,omitempty"`
 	QueryLevels   string `json:"query_levels,omitempty"`
+	// Scheme is mode he's encryption: "bgv" (Lattigo, the default when
+	// empty) or "paillier" (2048-bit, the paper's other setting).
+	Scheme string `json:"scheme,omitempty"`
 	// Block is the bytes per streamed block; default 256 KiB.
 	Block int `json:"block,omitempty"`
 	// Timeout bounds one request between servers; default 30 s.
@@ -281,6 +284,9 @@ func New(lit Literal, dir string) (*Params, error) {
 	}
 	if lit.Mode != ModeBlind && (lit.GalleryLevels != "" || lit.QueryLevels != "") {
 		return nil, fmt.Errorf("gallery and query levels are for mode blind")
+	}
+	if lit.Mode != ModeHE && lit.Scheme != "" {
+		return nil, fmt.Errorf("scheme %q: an encryption scheme is for mode he", lit.Scheme)
 	}
 	if lit.Mode == ModeBlind { // the levels' supports are alpha and beta
 		for _, f := range []struct {

@@ -29,7 +29,7 @@ type Params struct {
 	gallery   template.Levels // mode blind
 	query     template.Levels
 	ring      additive.Ring
-	he        *heidface.Params // mode he only
+	he        heidface.Scheme // mode he only
 }
 
 func (p *Params) derive() error {
@@ -53,7 +53,7 @@ func (p *Params) derive() error {
 		p.threshold = template.LevelsMinAcceptScore(*p.lit.Tau, p.gallery, p.query)
 	}
 	if p.lit.Mode == ModeHE {
-		he, err := heidface.NewParams(p.lit.Dim, p.lit.Alpha, p.lit.Beta)
+		he, err := heidface.New(p.lit.Scheme, p.lit.Dim, p.lit.Alpha, p.lit.Beta)
 		if err != nil {
 			return err
 		}
@@ -141,8 +141,9 @@ func (p *Params) DeciderName() string {
 	return d.Name
 }
 
-// HE returns the homomorphic-encryption parameters (mode he; nil otherwise).
-func (p *Params) HE() *heidface.Params { return p.he }
+// HE returns the homomorphic-encryption scheme with its parameters (mode
+// he; nil otherwise).
+func (p *Params) HE() heidface.Scheme { return p.he }
 
 // Mu is the number of parties (local servers in mode he).
 func (p *Params) Mu() int { return len(p.lit.Parties) }

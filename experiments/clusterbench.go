@@ -34,7 +34,8 @@ type BenchOptions struct {
 	Beta    int
 	IDs     int
 	Queries int
-	Batch   int // templates per enrollment request
+	Batch   int    // templates per enrollment request
+	Scheme  string // mode he: "bgv" (default) or "paillier"
 	Seed    uint64
 	// Progress, when set, is told about enrollment progress.
 	Progress func(done, total int)
@@ -76,6 +77,8 @@ func deployLocal(ctx context.Context, exe, dir string, o cluster.Options) (*Depl
 // BenchResult is one line of "idface bench --json".
 type BenchResult struct {
 	Mode          string  `json:"mode"`
+	Scheme        string  `json:"scheme,omitempty"`     // mode he's encryption (and hers)
+	GroupRows     int     `json:"group_rows,omitempty"` // rows of one column group (he, hers)
 	Parties       int     `json:"parties"`
 	IDs           int     `json:"ids"`
 	Alpha         int     `json:"alpha"`
@@ -99,6 +102,31 @@ type BenchResult struct {
 	FloorRTTs  float64 `json:"wan_floor_rtts,omitempty"`
 	FloorBytes float64 `json:"wan_floor_bytes,omitempty"`
 	RelayDrops uint64  `json:"relay_drops,omitempty"`
+	// Extrapolated, when set, scales this run to a larger database (bench
+	// --extrapolate): marked as such, never a measurement.
+	Extrapolated *Extrapolation `json:"extrapolated,omitempty"`
+}
+
+// Extrapolation is a run scaled linearly to IDs rows: enrollment, identify
+// (minus the float32 and wire references), storage and bytes grow with
+// the number of column groups (HE, HERS) or of rows.
+type Extrapolation struct {
+	IDs           int     `json:"ids"`
+	Factor        float64 `json:"factor"`
+	EnrollS       float64 `json:"enroll_s"`
+	IdentifyP50   float64 `json:"identify_ms_p50"`
+	ShareMB       float64 `json:"share_mb_per_party"`
+	BytesPerIdent float64 `json:"bytes_per_identify"`
+}
+
+// Extrapolate scales res to ids rows by its column groups (HE, HERS) or
+// rows. Fixed costs (a query's transform, round trips) scale too, so the
+// figure errs high.
+func Extrapolate(res *BenchResult, ids int) {
+	groupRows := max(res.GroupRows, 1)
+	f := float64((ids+groupRows-1)/groupRows) / float64((res.IDs+groupRows-1)/groupRows)
+	res.Extrapolated = &Extrapolation{IDs: ids, Factor: f, EnrollS: res.EnrollS * f, IdentifyP50: res.IdentifyP50 * f,
+		ShareMB: res.ShareMB * f, BytesPerIdent: res.BytesPerIdent * f}
 }
 
 // RandomTemplates fills an N x d row-major matrix with Gaussian entries on
@@ -145,7 +173,7 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 			return deployLocal(ctx, o.Exe, dir, co)
 		}
 	}
-	dep, err := deploy(ctx, dir, cluster.Options{Mode: mode, Parties: o.Parties, Dim: o.Dim, Alpha: o.Alpha, Beta: o.Beta, Tau: &tau})
+	dep, err := deploy(ctx, dir, cluster.Options{Mode: mode, Parties: o.Parties, Dim: o.Dim, Alpha: o.Alpha, Beta: o.Beta, Tau: &tau, Scheme: o.Scheme})
 	if err != nil {
 		return nil, err
 	}
@@ -159,6 +187,9 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 		}
 	}
 	res := &BenchResult{Mode: string(cfg.Mode()), Parties: cfg.Mu(), IDs: o.IDs, Alpha: cfg.Alpha(), Beta: cfg.Beta()}
+	if hp != nil {
+		res.Scheme, res.GroupRows = hp.Name(), hp.GroupRows()
+	}
 
 	d := cfg.Dim()
 	data := RandomTemplates(o.IDs+o.Queries, d, o.Seed)
@@ -208,22 +239,30 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 	}
 
 	// The non-protected reference on the same templates.
-	fdb, err := baseline.NewFloatDBFrom(d, data[:o.IDs*d])
-	if err != nil {
+	if res.PlainFloatP50, err = FloatReference(d, data, o.IDs, o.Queries); err != nil {
 		return nil, err
 	}
+	res.WireFloorMs, err = WireFloor(ctx, int(bytes), 7)
+	return res, err
+}
+
+// FloatReference is the non-protected reference of a benchmark: the median
+// time of the float32 brute-force search over the first ids rows of data
+// (d columns) for up to 10 of the queries that follow them.
+func FloatReference(d int, data []float32, ids, queries int) (float64, error) {
+	fdb, err := baseline.NewFloatDBFrom(d, data[:ids*d])
+	if err != nil {
+		return 0, err
+	}
 	var flat []float64
-	for q := range min(o.Queries, 10) {
-		x := data[(o.IDs+q)*d : (o.IDs+q+1)*d]
+	for q := range min(queries, 10) {
 		t0 := time.Now()
-		if _, err := fdb.Search(x, 1); err != nil {
-			return nil, err
+		if _, err := fdb.Search(data[(ids+q)*d:(ids+q+1)*d], 1); err != nil {
+			return 0, err
 		}
 		flat = append(flat, ms(time.Since(t0)))
 	}
-	res.PlainFloatP50 = Median(flat)
-	res.WireFloorMs, err = WireFloor(ctx, int(bytes), 7)
-	return res, err
+	return Median(flat), nil
 }
 
 // WireFloor is the median time to move n bytes in one stream over the

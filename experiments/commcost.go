@@ -84,9 +84,14 @@ func CommCost(ids, d, alpha int, betas, mus []int) ([]CommRow, error) {
 		if err != nil {
 			return nil, err
 		}
+		pp, err := heidface.NewPaillier(d, alpha, beta)
+		if err != nil {
+			return nil, err
+		}
 		rows = append(rows,
 			row("idface-he", "enroll", 1, alpha, beta, ids, 0),
-			row("idface-he", "identify", 1, alpha, beta, ids, idfaceBits(ids, hp.N(), hp.Encoder.M, hp.CiphertextBytes())))
+			row("idface-he", "identify", 1, alpha, beta, ids, idfaceBits(ids, hp.N(), hp.Enc.M, hp.CiphertextBytes())),
+			row("idface-paillier", "identify", 1, alpha, beta, ids, idfaceBits(ids, 1, pp.Enc.M, pp.CiphertextBytes())))
 	}
 	return rows, nil
 }

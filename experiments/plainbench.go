@@ -66,20 +66,8 @@ func RunPlainBench(o BenchOptions) (*BenchResult, error) {
 	}
 	res.IdentifyP50, res.IdentifyP90, res.IdentifyMin = Median(lat), quantile(lat, 0.9), slices.Min(lat)
 	res.ShareMB = float64(2*d*template.Words(o.IDs)*8) / 1e6
-	fdb, err := baseline.NewFloatDBFrom(d, data[:o.IDs*d])
-	if err != nil {
-		return nil, err
-	}
-	var flat []float64
-	for q := range min(o.Queries, 10) {
-		t0 := time.Now()
-		if _, err := fdb.Search(data[(o.IDs+q)*d:(o.IDs+q+1)*d], 1); err != nil {
-			return nil, err
-		}
-		flat = append(flat, ms(time.Since(t0)))
-	}
-	res.PlainFloatP50 = Median(flat)
-	return res, nil
+	res.PlainFloatP50, err = FloatReference(d, data, o.IDs, o.Queries)
+	return res, err
 }
 
 // SizeLabel formats a database size as a power of two when it is one.

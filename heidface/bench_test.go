@@ -99,3 +99,63 @@ func BenchmarkHERS(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkScheme measures one column group of each scheme through the
+// interface the engines use: a delta (2d fresh encryptions, the cost of
+// enrolling a batch into a group), IP_DB and the key server's Scores.
+// Per 10^6 rows multiply by ceil(10^6 / group_rows).
+func BenchmarkScheme(b *testing.B) {
+	for _, c := range []struct {
+		scheme string
+		beta   int
+	}{{"bgv", 63}, {"paillier", 63}, {"paillier", 127}, {"paillier", 341}} {
+		b.Run(fmt.Sprintf("scheme=%s/alpha=341/beta=%d", c.scheme, c.beta), func(b *testing.B) {
+			r := rand.New(rand.NewPCG(4, uint64(c.beta)))
+			s, err := New(c.scheme, 512, 341, c.beta)
+			if err != nil {
+				b.Fatal(err)
+			}
+			sk, pk := schemeKeys(b, s)
+			enc, _ := s.NewEncryptor(pk)
+			dec, _ := s.NewDecryptor(sk, pk)
+			rows := make([]template.Ternary, s.GroupRows())
+			slots := make([]int, len(rows))
+			for i := range rows {
+				rows[i], slots[i] = testutil.RandTernary(r, 512, 341), i
+			}
+			g, err := enc.Delta(slots, rows)
+			if err != nil {
+				b.Fatal(err)
+			}
+			y := testutil.RandTernary(r, 512, c.beta)
+			out := make([]byte, 2*s.CiphertextBytes())
+			scores := make([]int, s.GroupRows())
+			b.Run("delta", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := enc.Delta(slots[:1], rows[:1]); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run("ipdb", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := enc.IPDB(g, y, out); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			enc.IPDB(g, y, out)
+			b.Run("scores", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := dec.Scores(out, scores); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.ReportMetric(float64(s.GroupRows()), "group_rows")
+		})
+	}
+}

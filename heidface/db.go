@@ -17,6 +17,7 @@ import (
 // X+_j and X-_j, whose coefficient c holds digit i of row i*N + c.
 type Group struct {
 	Plus, Minus []*rlwe.Ciphertext
+	p           *Params
 }
 
 // Local is what the local server computes with: the public key only.
@@ -52,25 +53,17 @@ func (l *Local) EncryptGroup(rows []template.Ternary) (*Group, error) {
 // group; a new group is just its first delta.
 func (l *Local) Delta(slots []int, zs []template.Ternary) (*Group, error) {
 	p := l.P
-	if len(slots) != len(zs) {
-		return nil, fmt.Errorf("heidface: %d slots for %d rows", len(slots), len(zs))
+	if err := checkSlots(slots, zs, p.Dim, p.GroupRows()); err != nil {
+		return nil, err
 	}
 	n := p.N()
 	vals := make([][]uint64, 2*p.Dim) // vals[j] for X+_j, vals[d+j] for X-_j
 	for j := range vals {
 		vals[j] = make([]uint64, n)
 	}
-	seen := make(map[int]bool, len(slots))
 	for k, z := range zs {
-		if z.Dim != p.Dim {
-			return nil, fmt.Errorf("%w: row %d has d = %d", template.ErrDimension, k, z.Dim)
-		}
-		if slots[k] < 0 || slots[k] >= p.GroupRows() || seen[slots[k]] {
-			return nil, fmt.Errorf("heidface: slot %d outside a group of %d or used twice", slots[k], p.GroupRows())
-		}
-		seen[slots[k]] = true
 		digit, c := p.Slot(slots[k])
-		v := uint64(1) << uint(digit*p.Encoder.LogP)
+		v := uint64(1) << uint(digit*p.Enc.LogP)
 		for w := range z.Plus {
 			for b := z.Plus[w]; b != 0; b &= b - 1 {
 				vals[w*64+bits.TrailingZeros64(b)][c] += v
@@ -84,11 +77,31 @@ func (l *Local) Delta(slots []int, zs []template.Ternary) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Group{Plus: cts[:p.Dim], Minus: cts[p.Dim:]}, nil
+	return &Group{Plus: cts[:p.Dim], Minus: cts[p.Dim:], p: p}, nil
 }
 
-// Add adds delta into g, column by column.
-func (g *Group) Add(p *Params, delta *Group) {
+// checkSlots verifies a delta's rows: one slot each, inside the group,
+// none twice, every row of dimension dim.
+func checkSlots(slots []int, zs []template.Ternary, dim, groupRows int) error {
+	if len(slots) != len(zs) {
+		return fmt.Errorf("heidface: %d slots for %d rows", len(slots), len(zs))
+	}
+	seen := make(map[int]bool, len(slots))
+	for k, z := range zs {
+		if z.Dim != dim {
+			return fmt.Errorf("%w: row %d has d = %d", template.ErrDimension, k, z.Dim)
+		}
+		if slots[k] < 0 || slots[k] >= groupRows || seen[slots[k]] {
+			return fmt.Errorf("heidface: slot %d outside a group of %d or used twice", slots[k], groupRows)
+		}
+		seen[slots[k]] = true
+	}
+	return nil
+}
+
+// add adds delta into g, column by column.
+func (g *Group) add(delta *Group) {
+	p := g.p
 	rq := p.BGV.RingQ().AtLevel(p.BGV.MaxLevel())
 	for j := range g.Plus {
 		for _, pair := range [2][2]*rlwe.Ciphertext{{g.Plus[j], delta.Plus[j]}, {g.Minus[j], delta.Minus[j]}} {
@@ -153,7 +166,7 @@ func (l *Local) AddRow(g *Group, row int, z template.Ternary) error {
 	if err != nil {
 		return err
 	}
-	g.Add(l.P, delta)
+	g.add(delta)
 	return nil
 }
 

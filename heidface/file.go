@@ -43,22 +43,56 @@ func (c *crcReader) Read(p []byte) (int, error) {
 //
 //	"IDFG" 0 0 0 2 | d u32 | 2d ciphertexts (Lattigo binary) | CRC-32C u32 of all before
 func WriteGroup(w io.Writer, p *Params, g *Group) error {
-	bw := bufio.NewWriterSize(w, 1<<20)
-	cw := &crcWriter{w: bw}
-	cw.Write(groupMagic[:])
-	var h [4]byte
-	binary.BigEndian.PutUint32(h[:], uint32(p.Dim))
-	cw.Write(h[:])
-	for _, cts := range [2][]*rlwe.Ciphertext{g.Plus, g.Minus} {
-		for _, ct := range cts {
-			if _, err := ct.WriteTo(cw); err != nil {
-				return err
+	return writeGroupFile(w, groupMagic, p.Dim, func(cw io.Writer) error {
+		for _, cts := range [2][]*rlwe.Ciphertext{g.Plus, g.Minus} {
+			for _, ct := range cts {
+				if _, err := ct.WriteTo(cw); err != nil {
+					return err
+				}
 			}
 		}
+		return nil
+	})
+}
+
+// writeGroupFile frames a group file of either scheme:
+//
+//	magic (8 bytes) | d u32 | body | CRC-32C u32 of all before
+func writeGroupFile(w io.Writer, magic [8]byte, dim int, body func(io.Writer) error) error {
+	bw := bufio.NewWriterSize(w, 1<<20)
+	cw := &crcWriter{w: bw}
+	cw.Write(magic[:])
+	var h [4]byte
+	binary.BigEndian.PutUint32(h[:], uint32(dim))
+	cw.Write(h[:])
+	if err := body(cw); err != nil {
+		return err
 	}
 	binary.BigEndian.PutUint32(h[:], cw.sum)
 	bw.Write(h[:])
 	return bw.Flush()
+}
+
+// checkTrailer verifies that exactly the 4-byte checksum of everything
+// read so far follows: a damaged, truncated or extended file is refused.
+func (c *crcReader) checkTrailer() error {
+	sum := c.sum
+	var tr [5]byte
+	if n, _ := io.ReadFull(c.r, tr[:]); n != 4 {
+		return fmt.Errorf("heidface: group file has %d bytes where its 4-byte checksum belongs", n)
+	}
+	if binary.BigEndian.Uint32(tr[:4]) != sum {
+		return fmt.Errorf("heidface: group file checksum mismatch: the file is damaged")
+	}
+	return nil
+}
+
+// checkDim reads the dimension that follows a group file's magic.
+func checkDim(hdr []byte, dim int) error {
+	if got := int(binary.BigEndian.Uint32(hdr)); got != dim {
+		return fmt.Errorf("heidface: group file for d = %d, not %d", got, dim)
+	}
+	return nil
 }
 
 // ReadGroup reads a group written by WriteGroup, verifies its checksum and
@@ -81,10 +115,10 @@ func ReadGroup(r io.Reader, p *Params) (g *Group, err error) {
 	if [8]byte(hdr[:8]) != groupMagic {
 		return nil, fmt.Errorf("heidface: group file of format %d; this build reads format %d (written by an earlier idface: re-enroll into a new cluster)", binary.BigEndian.Uint32(hdr[4:8]), groupMagic[7])
 	}
-	if int(binary.BigEndian.Uint32(hdr[8:])) != p.Dim {
-		return nil, fmt.Errorf("heidface: group file for d = %d, not %d", binary.BigEndian.Uint32(hdr[8:]), p.Dim)
+	if err := checkDim(hdr[8:], p.Dim); err != nil {
+		return nil, err
 	}
-	g = &Group{}
+	g = &Group{p: p}
 	buf := make([]byte, p.CiphertextBytes())
 	for i := 0; i < 2*p.Dim; i++ {
 		if _, err := io.ReadFull(cr, buf); err != nil {
@@ -100,13 +134,8 @@ func ReadGroup(r io.Reader, p *Params) (g *Group, err error) {
 			g.Minus = append(g.Minus, ct)
 		}
 	}
-	sum := cr.sum
-	var tr [5]byte
-	if n, _ := io.ReadFull(cr.r, tr[:]); n != 4 {
-		return nil, fmt.Errorf("heidface: group file has %d bytes where its 4-byte checksum belongs", n)
-	}
-	if binary.BigEndian.Uint32(tr[:4]) != sum {
-		return nil, fmt.Errorf("heidface: group file checksum mismatch: the file is damaged")
+	if err := cr.checkTrailer(); err != nil {
+		return nil, err
 	}
 	return g, nil
 }

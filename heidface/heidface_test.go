@@ -26,8 +26,8 @@ func TestParamsSecurityAndPacking(t *testing.T) {
 	}
 	for _, c := range []struct{ beta, m int }{{63, 9}, {127, 8}, {341, 6}} {
 		q, _ := NewParams(512, 341, c.beta)
-		if q.Encoder.M != c.m {
-			t.Errorf("beta = %d: m = %d, want %d", c.beta, q.Encoder.M, c.m)
+		if q.Enc.M != c.m {
+			t.Errorf("beta = %d: m = %d, want %d", c.beta, q.Enc.M, c.m)
 		}
 	}
 }

@@ -119,3 +119,8 @@ func (k *Key) HERSScores(ct *rlwe.Ciphertext, rows int, scores []int64) error {
 	}
 	return nil
 }
+
+// Copy returns a context for another goroutine.
+func (h *HERS) Copy() *HERS {
+	return &HERS{P: h.P, Scale: h.Scale, enc: h.enc.ShallowCopy(), ecd: h.ecd.ShallowCopy()}
+}

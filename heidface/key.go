@@ -65,7 +65,7 @@ func (k *Key) Scores(ctPlus, ctMinus *rlwe.Ciphertext, scores []int) error {
 			return err
 		}
 	}
-	e := p.Encoder
+	e := p.Enc
 	mask := e.P - 1
 	n := p.N()
 	for c := 0; c < n; c++ {

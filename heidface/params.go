@@ -1,6 +1,8 @@
 // Package heidface is the HE mode of idface: IDFace's additively encrypted,
-// packed database (paper 4.3) on Lattigo v5 BGV, and the HERS baseline
-// (paper 3.1) on the same library.
+// packed database (paper 4.3) behind one interface, Scheme, with two
+// implementations: Lattigo v5 BGV (the default, below) and Paillier with a
+// 2048-bit modulus (paillierscheme.go, on package heidface/paillier: the
+// paper's other row), plus the HERS baseline (paper 3.1) on BGV.
 //
 // Scheme. BGV with coefficient encoding and additions only: LogN = 12
 // (N = 4096 coefficients), Q = one 60-bit and one 48-bit prime (108 bits,
@@ -49,7 +51,7 @@ type Params struct {
 	Dim      int
 	Alpha    int
 	Beta     int
-	Encoder  template.Encoder // p and m for the slot bits of t
+	Enc      template.Encoder // p and m for the slot bits of t
 	SlotBits int              // floor(log2 t)
 }
 
@@ -91,14 +93,14 @@ func NewParams(d, alpha, beta int) (*Params, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Params{BGV: p, Dim: d, Alpha: alpha, Beta: beta, Encoder: enc, SlotBits: slotBits}, nil
+	return &Params{BGV: p, Dim: d, Alpha: alpha, Beta: beta, Enc: enc, SlotBits: slotBits}, nil
 }
 
 // N is the number of coefficients per plaintext (N_s).
 func (p *Params) N() int { return p.BGV.N() }
 
 // GroupRows is the number of templates one column group holds: N*m.
-func (p *Params) GroupRows() int { return p.N() * p.Encoder.M }
+func (p *Params) GroupRows() int { return p.N() * p.Enc.M }
 
 // CiphertextBytes is the size of one serialised ciphertext (S_ct).
 func (p *Params) CiphertextBytes() int {

@@ -22,3 +22,20 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("demo identified only %v%% of genuine queries:\n%s", v, out)
 	}
 }
+
+// TestDemoModes runs the demo in blind mode and in HE mode over Paillier,
+// smaller: the same summary, the genuine queries identified.
+func TestDemoModes(t *testing.T) {
+	for _, args := range [][]string{{"--mode", "blind"}, {"--mode", "he", "--scheme", "paillier"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			out := must(t, append([]string{"demo", "--people", "60", "--seed", "7"}, args...)...)
+			m := regexp.MustCompile(`correctly identified\s+([0-9.]+)%`).FindStringSubmatch(out)
+			if m == nil || !strings.Contains(out, "cluster stopped and removed") {
+				t.Fatalf("demo output:\n%s", out)
+			}
+			if v, _ := strconv.ParseFloat(m[1], 64); v < 90 {
+				t.Fatalf("demo identified only %v%% of genuine queries:\n%s", v, out)
+			}
+		})
+	}
+}

@@ -19,7 +19,8 @@ func init() {
 }
 
 func cmdBench(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench", "idface bench --mode plain|2pc|mpc|he|blind [--parties MU] --ids N[,N...] [--alpha 341] [--beta 63] [--queries 20] [--link rtt=20ms,rate=1gbit] [--json] [--plot out.png]\n\n"+
+	fs := newFlags("bench", "idface bench --mode plain|2pc|mpc|he|blind|hers [--parties MU] --ids N[,N...] [--alpha 341] [--beta 63] [--queries 20]\n"+
+		"             [--scheme bgv|paillier] [--extrapolate N] [--link rtt=20ms,rate=1gbit] [--json] [--plot out.png]\n\n"+
 		"For each size: synthetic templates, a fresh local cluster of that mode (real\n"+
 		"processes; in-process for plain), enrollment time and identification latency,\n"+
 		"plus in the same process the float32 brute-force search and the raw QUIC\n"+
@@ -28,8 +29,14 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		"--link runs every server in its own network namespace (needs root): any two\n"+
 		"servers are rtt apart (a delay relay in a router namespace), each server's\n"+
 		"link is limited to rate both ways (tc tbf), and the client sits beside the\n"+
-		"entry server; the identify latency is shown next to its floor on that link.", stderr)
-	mode := fs.String("mode", "2pc", "plain, 2pc, mpc, he or blind")
+		"entry server; the identify latency is shown next to its floor on that link.\n\n"+
+		"--mode hers is the paper's HERS baseline (column-wise encrypted matrix, d\n"+
+		"scalar multiplications per 4096 identities) in this process. --extrapolate\n"+
+		"adds a linear extrapolation to N rows, marked as such (for sizes that do\n"+
+		"not fit in memory or time here).", stderr)
+	mode := fs.String("mode", "2pc", "plain, 2pc, mpc, he, blind or hers")
+	scheme := addSchemeFlag(fs)
+	extrapolate := fs.Int("extrapolate", 0, "also report the run scaled linearly to this many rows (marked extrapolated)")
 	parties := fs.Int("parties", 0, "servers (default 2; 3 for mpc; 1 for he; 2 share holders for blind)")
 	idsFlag := fs.String("ids", "", "database sizes, comma-separated")
 	alpha := fs.Int("alpha", 341, "enrollment weight")
@@ -70,12 +77,18 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if *parties == 0 {
-		*parties = map[string]int{"plain": 1, "2pc": 2, "mpc": 3, "he": 1, "blind": 2}[*mode]
+		*parties = map[string]int{"plain": 1, "2pc": 2, "mpc": 3, "he": 1, "blind": 2, "hers": 1}[*mode]
 	}
 	switch *mode {
-	case "plain", "2pc", "mpc", "he", "blind":
+	case "plain", "2pc", "mpc", "he", "blind", "hers":
 	default:
-		return fmt.Errorf("--mode %q: want plain, 2pc, mpc, he or blind", *mode)
+		return fmt.Errorf("--mode %q: want plain, 2pc, mpc, he, blind or hers", *mode)
+	}
+	if *scheme != "" && *mode != "he" {
+		return fmt.Errorf("--scheme is for --mode he")
+	}
+	if *mode == "hers" && link != nil {
+		return fmt.Errorf("--link: mode hers runs in this process")
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -91,11 +104,13 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			progressbar.OptionSetDescription(fmt.Sprintf("%s %s: enrolling", *mode, experiments.SizeLabel(n))),
 			progressbar.OptionThrottle(200*time.Millisecond))
 		o := experiments.BenchOptions{Exe: exe, Mode: *mode, Parties: *parties, Alpha: *alpha, Beta: *beta,
-			IDs: n, Queries: *queries, Seed: 1, Progress: func(done, _ int) { bar.Set(done) }}
+			IDs: n, Queries: *queries, Seed: 1, Scheme: *scheme, Progress: func(done, _ int) { bar.Set(done) }}
 		var res *experiments.BenchResult
 		switch {
 		case *mode == "plain":
 			res, err = experiments.RunPlainBench(o)
+		case *mode == "hers":
+			res, err = experiments.RunHERSBench(o)
 		case link != nil:
 			res, err = wan.Run(context.Background(), o, *link)
 		default:
@@ -106,6 +121,9 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
+		if *extrapolate > 0 {
+			experiments.Extrapolate(res, *extrapolate)
+		}
 		results = append(results, res)
 		if *asJSON {
 			if err := enc.Encode(res); err != nil {
@@ -114,6 +132,13 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		} else {
 			fmt.Fprintf(stdout, "%s mu=%d ids=%d alpha=%d beta=%d: enroll %.2f s, identify p50 %.2f ms (p90 %.2f), float32 %.2f ms, wire floor %.2f ms, %.0f bytes/identify, %.0f MB RSS/party\n",
 				res.Mode, res.Parties, res.IDs, res.Alpha, res.Beta, res.EnrollS, res.IdentifyP50, res.IdentifyP90, res.PlainFloatP50, res.WireFloorMs, res.BytesPerIdent, res.RSSMBPerParty)
+			if res.Scheme != "" {
+				fmt.Fprintf(stdout, "  scheme %s, %d rows per column group, storage %.1f MB\n", res.Scheme, res.GroupRows, res.ShareMB)
+			}
+			if x := res.Extrapolated; x != nil {
+				fmt.Fprintf(stdout, "  EXTRAPOLATED to %d rows (x%.1f, not measured): enroll %.0f s, identify %.0f ms, storage %.0f MB, %.0f bytes/identify\n",
+					x.IDs, x.Factor, x.EnrollS, x.IdentifyP50, x.ShareMB, x.BytesPerIdent)
+			}
 			if link != nil {
 				fmt.Fprintf(stdout, "  link %s: identify p50 %.2f ms, min %.2f ms; floor %.2f ms (%.1f RTT + %.0f bytes at the rate); relay drops %d\n",
 					res.Link, res.IdentifyP50, res.IdentifyMin, res.WANFloorMs, res.FloorRTTs, res.FloorBytes, res.RelayDrops)

@@ -99,7 +99,7 @@ func cmdCluster(args []string, stdout, stderr io.Writer) error {
 
 func clusterInit(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("cluster init", "idface cluster init --dir DIR --mode 2pc|mpc|he|blind --parties MU [--dim 512] [--alpha 341] [--beta 63] [--tau 0.3]\n"+
-		"                   [--gallery-levels L:a1,... --query-levels L:a1,...] (mode blind)\n\n"+
+		"                   [--gallery-levels L:a1,... --query-levels L:a1,...] (mode blind) [--scheme bgv|paillier] (mode he)\n\n"+
 		"A local test cluster built like a deployment: every server and client gets\n"+
 		"its own home DIR/homes/NAME (key, certificate, public descriptor, data) and\n"+
 		"DIR/cluster.json is assembled from the public descriptors. Each server gets\n"+
@@ -117,6 +117,7 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 	metrics := fs.Bool("metrics", false, "give every server a loopback /metrics address")
 	reveal := fs.Bool("reveal-scores", false, "research cluster: identify answers with scores and candidates below the threshold (never for a deployment: scores for chosen probes reconstruct templates)")
 	levels := addLevelFlags(fs)
+	scheme := addSchemeFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -132,12 +133,15 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 	}
 	cfg, err := cluster.Init(*dir, cluster.Options{Mode: m, Parties: *parties, Devices: *devices, Dim: *dim,
 		Alpha: *alpha, Beta: *beta, Tau: tau, Host: *host, Force: *force, Metrics: *metrics, RevealScores: *reveal,
-		GalleryLevels: *levels.gallery, QueryLevels: *levels.query})
+		GalleryLevels: *levels.gallery, QueryLevels: *levels.query, Scheme: *scheme})
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "cluster %s: mode %s, %d parties, d = %d, alpha = %d, beta = %d, tau = %.3f\n",
 		*dir, cfg.Mode(), cfg.Mu(), cfg.Dim(), cfg.Alpha(), cfg.Beta(), cfg.Tau())
+	if he := cfg.HE(); he != nil {
+		fmt.Fprintf(stdout, "  encryption %s: %d templates per column group, %d-byte ciphertexts\n", he.Name(), he.GroupRows(), he.CiphertextBytes())
+	}
 	for _, p := range cfg.Servers() {
 		fmt.Fprintf(stdout, "  %-8s %-22s %s\n", p.Name, p.Addr, p.Pin[:23]+"...")
 	}
@@ -159,6 +163,12 @@ func addLevelFlags(fs *flag.FlagSet) levelFlags {
 		gallery: fs.String("gallery-levels", "", "mode blind: the gallery transform \"L:a1,...\" (default the paper's T_alpha, \"1:alpha\")"),
 		query:   fs.String("query-levels", "", "mode blind: the query transform \"L:a1,...\" (default T_beta, \"1:beta\")"),
 	}
+}
+
+// addSchemeFlag is mode he's encryption scheme, for 'cluster init',
+// 'cluster assemble', 'demo' and 'bench'.
+func addSchemeFlag(fs *flag.FlagSet) *string {
+	return fs.String("scheme", "", "mode he: the encryption, bgv (Lattigo BGV, the default) or paillier (2048-bit, the paper's other setting; slower)")
 }
 
 // defaultParties is the number of parties a mode starts with.

@@ -71,8 +71,10 @@ func cmdCommCost(args []string, stdout, stderr io.Writer) error {
 			if r.Phase != "identify" || strings.HasSuffix(r.Protocol, "-paper") || (r.Protocol == "mpcface" && (r.Mu == 2 || r.Mu > 6)) {
 				continue
 			}
-			mode, parties := "2pc", 2
+			mode, parties, scheme := "2pc", 2, ""
 			switch r.Protocol {
+			case "idface-paillier":
+				mode, parties, scheme = "he", 1, "paillier"
 			case "mpcface":
 				mode, parties = "mpc", r.Mu
 			case "idface-he":
@@ -85,7 +87,7 @@ func cmdCommCost(args []string, stdout, stderr io.Writer) error {
 			}
 			fmt.Fprintf(stderr, "measuring %s, mu = %d, beta = %d on %d rows...\n", mode, parties, r.Beta, *ids)
 			res, err := experiments.RunClusterBench(context.Background(), experiments.BenchOptions{
-				Exe: exe, Mode: mode, Parties: parties, Dim: *dim, Alpha: *alpha, Beta: r.Beta, IDs: *ids, Queries: 3, Seed: 1})
+				Exe: exe, Mode: mode, Parties: parties, Dim: *dim, Alpha: *alpha, Beta: r.Beta, IDs: *ids, Queries: 3, Seed: 1, Scheme: scheme})
 			if err != nil {
 				return err
 			}

@@ -20,7 +20,7 @@ func init() {
 }
 
 func cmdDemo(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("demo", "idface demo [--mode 2pc|mpc|he|blind] [--parties MU] [--people 500] [--samples 3]\n\n"+
+	fs := newFlags("demo", "idface demo [--mode 2pc|mpc|he|blind] [--parties MU] [--people 500] [--samples 3] [--scheme bgv|paillier]\n\n"+
 		"Starts a temporary cluster of real party processes on 127.0.0.1, enrolls\n"+
 		"synthetic people (sample 0 of 80% of them), identifies the other samples\n"+
 		"(genuine) and every sample of the rest (impostors), prints accuracy,\n"+
@@ -34,6 +34,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 	beta := fs.Int("beta", 63, "query weight")
 	keep := fs.Bool("keep", false, "keep the cluster directory and leave the parties running")
 	seed := fs.Uint64("seed", 0, "seed of the synthetic people (default: from the clock)")
+	scheme := addSchemeFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -60,7 +61,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 		procs++ // the key server or the decider
 	}
 	fmt.Fprintf(stdout, "idface demo: %s cluster of %d server processes in %s\n", *mode, procs, dir)
-	cfg, err := cluster.Init(dir, cluster.Options{Mode: m, Parties: *parties, Beta: *beta, Tau: tau})
+	cfg, err := cluster.Init(dir, cluster.Options{Mode: m, Parties: *parties, Beta: *beta, Tau: tau, Scheme: *scheme})
 	if err != nil {
 		return err
 	}

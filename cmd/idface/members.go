@@ -172,6 +172,7 @@ func clusterAssemble(args []string, stdout, stderr io.Writer) error {
 	timeout := fs.Duration("timeout", config.DefaultTimeout, "request timeout between servers")
 	topK := fs.Int("max-top-k", config.DefaultMaxTopK, "most candidates one identify may return")
 	levels := addLevelFlags(fs)
+	scheme := addSchemeFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -197,7 +198,7 @@ func clusterAssemble(args []string, stdout, stderr io.Writer) error {
 		descs = append(descs, d)
 	}
 	settings := config.Literal{Mode: m, Dim: *dim, Alpha: *alpha, Beta: *beta, Tau: tau, RevealScores: *reveal,
-		Timeout: config.Duration(*timeout), MaxTopK: *topK, GalleryLevels: *levels.gallery, QueryLevels: *levels.query, Serial: 1}
+		Timeout: config.Duration(*timeout), MaxTopK: *topK, GalleryLevels: *levels.gallery, QueryLevels: *levels.query, Scheme: *scheme, Serial: 1}
 	if prev, err := config.LoadFile(*out); err == nil {
 		old := prev.Literal()
 		settings.ClusterID, settings.Serial = old.ClusterID, old.Serial+1

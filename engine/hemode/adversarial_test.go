@@ -30,7 +30,7 @@ import (
 // encrypts value in every coefficient and ct- zero, for rows rows.
 func crafted(t *testing.T, c *inproc.Cluster, key [32]byte, rows int, value uint64) error {
 	t.Helper()
-	hp := c.P.HE()
+	hp := c.P.HE().(*heidface.Params) // the crafted ciphertexts are BGV
 	pkb, err := store.KeyFile(filepath.Join(c.DataDir("p1"), "public.key")).Load(heidface.PublicKeyFile)
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +88,7 @@ func TestKeyServerRefusesCraftedQueries(t *testing.T) {
 		Timeout: config.Duration(15 * time.Second), KeyServerRate: 2}, 1))
 	pkb, _ := store.KeyFile(filepath.Join(c.DataDir("p1"), "public.key")).Load(heidface.PublicKeyFile)
 	fp := heidface.Fingerprint(pkb)
-	e := c.P.HE().Encoder
+	e := c.P.HE().Encoder()
 	allPass := uint64(1)<<(uint(e.LogP)*uint(e.M)) - 1 // every digit p-1: every row scores p-1
 	var pe *protocol.Error
 	err := crafted(t, c, fp, 1000, allPass)

@@ -374,8 +374,9 @@ func (l *Local) addRows(txn protocol.TxnID, base int, ids []string, zs []templat
 		}
 		if l.groups[g] == nil {
 			l.groups[g] = delta
-		} else {
-			l.groups[g].Add(l.he, delta)
+		} else if err := l.groups[g].Add(delta); err != nil {
+			l.mu.Unlock()
+			return err
 		}
 		grp := l.groups[g]
 		l.mu.Unlock()

@@ -26,8 +26,8 @@ import (
 type KeyServer struct {
 	env engine.Env
 	p   *config.Params
-	he  *heidface.Params
-	key *heidface.Key
+	he  heidface.Scheme
+	key heidface.Decryptor
 	pk  []byte
 	fp  [32]byte
 
@@ -66,7 +66,11 @@ func NewKeyServer(env engine.Env, k *store.HEKey) (*KeyServer, error) {
 	if ks, ok := p.KeyServer(); !ok || ks.Name != env.Self {
 		return nil, fmt.Errorf("hemode: %q is not the key server of this cluster", env.Self)
 	}
-	return &KeyServer{env: env, p: p, he: p.HE(), key: heidface.NewKey(p.HE(), k.Secret), pk: k.Public,
+	key, err := p.HE().NewDecryptor(k.Secret, k.Public)
+	if err != nil {
+		return nil, err
+	}
+	return &KeyServer{env: env, p: p, he: p.HE(), key: key, pk: k.Public,
 		fp: heidface.Fingerprint(k.Public), buckets: map[string]*bucket{}}, nil
 }
 
@@ -155,8 +159,8 @@ func (k *KeyServer) decide(s io.Reader, q *protocol.HEQuery) ([]uint32, error) {
 	limit := k.p.KeyServerMaxPass(int(q.Rows))
 	var passing atomic.Int64
 	type job struct {
-		g      int
-		cp, cm []byte
+		g    int
+		pair []byte // ct+ || ct-
 	}
 	jobs := make(chan job, 2)
 	var mu sync.Mutex
@@ -164,23 +168,12 @@ func (k *KeyServer) decide(s io.Reader, q *protocol.HEQuery) ([]uint32, error) {
 	var firstErr error
 	var wg sync.WaitGroup
 	for range 2 {
-		key := k.key.ShallowCopy()
+		key := k.key.Copy()
 		scores := make([]int, gr)
 		wg.Go(func() {
 			var local []sharing.Match
 			for j := range jobs {
-				err := func() error {
-					cp, err := p.UnmarshalCiphertext(j.cp)
-					if err != nil {
-						return err
-					}
-					cm, err := p.UnmarshalCiphertext(j.cm)
-					if err != nil {
-						return err
-					}
-					return key.Scores(cp, cm, scores)
-				}()
-				if err != nil {
+				if err := key.Scores(j.pair, scores); err != nil {
 					mu.Lock()
 					if firstErr == nil {
 						firstErr = fmt.Errorf("group %d: %w", j.g, err)
@@ -215,7 +208,7 @@ func (k *KeyServer) decide(s io.Reader, q *protocol.HEQuery) ([]uint32, error) {
 			readErr = fmt.Errorf("reading group %d: %w", g, err)
 			break
 		}
-		jobs <- job{g, buf[:ctb], buf[ctb:]}
+		jobs <- job{g, buf}
 	}
 	close(jobs)
 	wg.Wait()

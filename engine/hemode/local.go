@@ -44,9 +44,9 @@ import (
 // Groups stores the encrypted column groups (internal/store.Groups).
 type Groups interface {
 	// Load reads group g; a group never written is (nil, nil).
-	Load(g int) (*heidface.Group, error)
+	Load(g int) (heidface.EncGroup, error)
 	// Save replaces group g durably.
-	Save(g int, grp *heidface.Group) error
+	Save(g int, grp heidface.EncGroup) error
 }
 
 // Keys stores a key (internal/store.KeyFile); Load fails with
@@ -62,17 +62,17 @@ type Keys interface {
 type Local struct {
 	env    engine.Env
 	p      *config.Params
-	he     *heidface.Params
-	local  *heidface.Local
+	he     heidface.Scheme
+	local  heidface.Encryptor // enrollment (under changeMu); identify copies it per worker
 	pkHash [32]byte
 	log    engine.Log
 	store  Groups
 	self   int
 	keySrv string
 
-	mu      sync.RWMutex // guards everything below
-	groups  []*heidface.Group
-	ids     rowmap.IDs // ids of every slot, in the sequencer's order
+	mu      sync.RWMutex        // guards everything below
+	groups  []heidface.EncGroup // nil: a group whose slots were all burned
+	ids     rowmap.IDs          // ids of every slot, in the sequencer's order
 	index   *rowmap.Index
 	live    *bitset.BitSet // the rows that take part in identification
 	nlive   int
@@ -119,11 +119,10 @@ func NewLocal(ctx context.Context, env engine.Env, groups Groups, keys Keys) (*L
 	if err != nil {
 		return nil, err
 	}
-	pk, err := heidface.UnmarshalPublicKey(l.he, pkb)
-	if err != nil {
+	if l.local, err = l.he.NewEncryptor(pkb); err != nil {
 		return nil, err
 	}
-	l.local, l.pkHash = heidface.NewLocal(l.he, pk), heidface.Fingerprint(pkb)
+	l.pkHash = heidface.Fingerprint(pkb)
 	for _, c := range []struct {
 		f    *prometheus.Counter
 		name string
@@ -157,7 +156,7 @@ func (l *Local) publicKey(ctx context.Context, keys Keys) ([]byte, error) {
 			if !ok {
 				return nil, fmt.Errorf("hemode: key server answered %v", resp.Type())
 			}
-			if _, err := heidface.UnmarshalPublicKey(l.he, m.Key); err != nil {
+			if err := l.he.CheckPublicKey(m.Key); err != nil {
 				return nil, fmt.Errorf("hemode: public key from the key server: %w", err)
 			}
 			return m.Key, keys.Save(heidface.PublicKeyFile, m.Key)

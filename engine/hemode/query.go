@@ -4,8 +4,6 @@ import (
 	"context"
 	"runtime"
 
-	"github.com/tuneinsight/lattigo/v5/core/rlwe"
-
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/heidface"
 	"github.com/idface/idface/network"
@@ -30,7 +28,7 @@ func (l *Local) identify(ctx context.Context, r engine.Request) protocol.Msg {
 	l.mu.RLock()
 	rows, nlive := l.settled, l.nlive
 	gr := l.he.GroupRows()
-	groups := make([]*heidface.Group, (rows+gr-1)/gr) // nil: a group whose slots were all burned
+	groups := make([]heidface.EncGroup, (rows+gr-1)/gr) // nil: a group whose slots were all burned
 	copy(groups, l.groups)
 	live := make([]uint64, template.Words(rows)) // the key server's copy
 	copy(live, l.live.Words())
@@ -82,34 +80,17 @@ func (l *Local) identify(ctx context.Context, r engine.Request) protocol.Msg {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	for range runtime.GOMAXPROCS(0) {
+		enc := l.local.Copy()
 		go func() {
-			cp := rlwe.NewCiphertext(l.he.BGV, 1, l.he.BGV.MaxLevel())
-			cm := rlwe.NewCiphertext(l.he.BGV, 1, l.he.BGV.MaxLevel())
 			for g := range next {
 				if wctx.Err() != nil {
 					results[g] <- out{err: wctx.Err()}
 					continue
 				}
-				var err error
-				if groups[g] == nil { // every slot burned: nothing is live there
-					if err = l.local.EncryptZero(cp); err == nil {
-						err = l.local.EncryptZero(cm)
-					}
-				} else {
-					l.mu.RLock()
-					err = l.local.IPDB(groups[g], y, cp, cm)
-					l.mu.RUnlock()
-				}
-				var b []byte
-				if err == nil {
-					b = make([]byte, 0, 2*ctb)
-					var bp, bm []byte
-					if bp, err = cp.MarshalBinary(); err == nil {
-						if bm, err = cm.MarshalBinary(); err == nil {
-							b = append(append(b, bp...), bm...)
-						}
-					}
-				}
+				b := make([]byte, 2*ctb)
+				l.mu.RLock() // enrollment adds into groups under the write lock
+				err := enc.IPDB(groups[g], y, b)
+				l.mu.RUnlock()
 				results[g] <- out{b, err}
 			}
 		}()

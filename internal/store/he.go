@@ -1,26 +1,25 @@
 package store
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 
-	"github.com/tuneinsight/lattigo/v5/core/rlwe"
-
 	"github.com/idface/idface/heidface"
 )
 
 // Groups stores an HE local server's encrypted column groups, one file per
-// group (heidface's checksummed format), each replaced atomically.
+// group (the scheme's checksummed format), each replaced atomically.
 type Groups struct {
 	dir string
-	p   *heidface.Params
+	p   heidface.Scheme
 }
 
 // OpenGroups uses (creating) dir for the group files.
-func OpenGroups(dir string, p *heidface.Params) (*Groups, error) {
+func OpenGroups(dir string, p heidface.Scheme) (*Groups, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -30,7 +29,7 @@ func OpenGroups(dir string, p *heidface.Params) (*Groups, error) {
 func (g *Groups) path(i int) string { return filepath.Join(g.dir, fmt.Sprintf("g%06d.ct", i)) }
 
 // Load reads group i; a group never written is (nil, nil).
-func (g *Groups) Load(i int) (*heidface.Group, error) {
+func (g *Groups) Load(i int) (heidface.EncGroup, error) {
 	f, err := os.Open(g.path(i))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -39,7 +38,7 @@ func (g *Groups) Load(i int) (*heidface.Group, error) {
 		return nil, err
 	}
 	defer f.Close()
-	grp, err := heidface.ReadGroup(f, g.p)
+	grp, err := g.p.ReadGroup(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", g.path(i), err)
 	}
@@ -47,8 +46,8 @@ func (g *Groups) Load(i int) (*heidface.Group, error) {
 }
 
 // Save replaces group i's file durably.
-func (g *Groups) Save(i int, grp *heidface.Group) error {
-	return WriteFileFunc(g.path(i), 0o600, func(f *os.File) error { return heidface.WriteGroup(f, g.p, grp) })
+func (g *Groups) Save(i int, grp heidface.EncGroup) error {
+	return WriteFileFunc(g.path(i), 0o600, func(f *os.File) error { return g.p.WriteGroup(f, grp) })
 }
 
 // KeyFile holds one key in heidface's checksummed key-file format.
@@ -76,10 +75,10 @@ func (k KeyFile) Save(kind heidface.KeyKind, key []byte) error {
 	return WriteFile(string(k), heidface.MarshalKeyFile(kind, key), perm)
 }
 
-// HEKey is the key server's key pair.
+// HEKey is the key server's key pair in the scheme's binary forms.
 type HEKey struct {
-	Secret *rlwe.SecretKey
-	Public []byte // binary form, as sent to local servers
+	Secret []byte // never leaves the key server
+	Public []byte // as sent to local servers
 }
 
 // LoadHEKey reads the key server's key pair from dir. Keys are generated
@@ -87,27 +86,22 @@ type HEKey struct {
 // damaged key is never replaced, because a new key cannot decrypt the
 // databases encrypted under the old one (the key server would answer
 // with random rows).
-func LoadHEKey(dir string, p *heidface.Params, log *slog.Logger) (*HEKey, error) {
+func LoadHEKey(dir string, p heidface.Scheme, log *slog.Logger) (*HEKey, error) {
 	return loadHEKey(dir, p, log, true)
 }
 
 // CheckHEKey reads and checks the key server's key pair in dir, never
 // creating one (fsck).
-func CheckHEKey(dir string, p *heidface.Params, log *slog.Logger) (*HEKey, error) {
+func CheckHEKey(dir string, p heidface.Scheme, log *slog.Logger) (*HEKey, error) {
 	return loadHEKey(dir, p, log, false)
 }
 
-func loadHEKey(dir string, p *heidface.Params, log *slog.Logger, create bool) (*HEKey, error) {
+func loadHEKey(dir string, p heidface.Scheme, log *slog.Logger, create bool) (*HEKey, error) {
 	skf, pkf := KeyFile(filepath.Join(dir, "secret.key")), KeyFile(filepath.Join(dir, "public.key"))
 	skb, skErr := skf.Load(heidface.SecretKeyFile)
 	pkb, pkErr := pkf.Load(heidface.PublicKeyFile)
 	if create && errors.Is(skErr, os.ErrNotExist) && errors.Is(pkErr, os.ErrNotExist) {
-		sk, pk := heidface.GenKeys(p)
-		skb, err := sk.MarshalBinary()
-		if err != nil {
-			return nil, err
-		}
-		pkb, err := pk.MarshalBinary()
+		skb, pkb, err := p.GenKeys(rand.Reader)
 		if err != nil {
 			return nil, err
 		}
@@ -117,8 +111,8 @@ func loadHEKey(dir string, p *heidface.Params, log *slog.Logger, create bool) (*
 		if err := pkf.Save(heidface.PublicKeyFile, pkb); err != nil {
 			return nil, err
 		}
-		log.Info("first start: new key pair generated", "logN", heidface.LogN, "logQ", p.LogQ(), "t_bits", p.SlotBits+1)
-		return &HEKey{Secret: sk, Public: pkb}, nil
+		log.Info("first start: new key pair generated", p.Describe()...)
+		return &HEKey{Secret: skb, Public: pkb}, nil
 	}
 	refuse := func(what string, err error) error {
 		return fmt.Errorf("key server: %s: %v. It will not generate a new key pair, which could not decrypt the local servers' databases: restore %s and public.key from your backup. To start a new cluster instead, remove both key files and every local server's data", what, err, filepath.Join(dir, "secret.key"))
@@ -129,18 +123,13 @@ func loadHEKey(dir string, p *heidface.Params, log *slog.Logger, create bool) (*
 	if pkErr != nil {
 		return nil, refuse("the public key cannot be read", pkErr)
 	}
-	sk, err := heidface.UnmarshalSecretKey(p, skb)
-	if err != nil {
-		return nil, refuse("the secret key is damaged", err)
+	if err := p.CheckPublicKey(pkb); err != nil {
+		return nil, refuse(fmt.Sprintf("the public key is damaged or not a %s key", p.Name()), err)
 	}
-	pk, err := heidface.UnmarshalPublicKey(p, pkb)
-	if err != nil {
-		return nil, refuse("the public key is damaged", err)
-	}
-	if err := heidface.CheckKeyPair(p, sk, pk); err != nil {
-		return nil, refuse("the key files do not match", err)
+	if err := p.CheckKeyPair(skb, pkb); err != nil {
+		return nil, refuse(fmt.Sprintf("the secret key is damaged, not a %s key, or not the public key's", p.Name()), err)
 	}
 	fp := heidface.Fingerprint(pkb)
 	log.Info("key pair loaded", "public_key", fmt.Sprintf("%x", fp[:8]))
-	return &HEKey{Secret: sk, Public: pkb}, nil
+	return &HEKey{Secret: skb, Public: pkb}, nil
 }

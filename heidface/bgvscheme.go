@@ -1,0 +1,192 @@
+package heidface
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/tuneinsight/lattigo/v5/core/rlwe"
+
+	"github.com/idface/idface/template"
+)
+
+// *Params is the BGV Scheme. Its methods below adapt the Lattigo types
+// (Group, Local, Key) to the scheme-neutral interfaces.
+
+// Name is "bgv".
+func (p *Params) Name() string { return "bgv" }
+
+// Encoder is the base-p packing of a coefficient.
+func (p *Params) Encoder() template.Encoder { return p.Enc }
+
+// GenKeys draws a key pair. Lattigo draws its own randomness (a CSPRNG
+// keyed from crypto/rand); rand is not used.
+func (p *Params) GenKeys(io.Reader) (sk, pk []byte, err error) {
+	s, k := GenKeys(p)
+	if sk, err = s.MarshalBinary(); err != nil {
+		return nil, nil, err
+	}
+	if pk, err = k.MarshalBinary(); err != nil {
+		return nil, nil, err
+	}
+	return sk, pk, nil
+}
+
+// CheckPublicKey parses a public key for these parameters.
+func (p *Params) CheckPublicKey(pk []byte) error {
+	_, err := UnmarshalPublicKey(p, pk)
+	return err
+}
+
+// CheckKeyPair verifies that sk decrypts what pk encrypts.
+func (p *Params) CheckKeyPair(skb, pkb []byte) error {
+	sk, err := UnmarshalSecretKey(p, skb)
+	if err != nil {
+		return err
+	}
+	pk, err := UnmarshalPublicKey(p, pkb)
+	if err != nil {
+		return err
+	}
+	return CheckKeyPair(p, sk, pk)
+}
+
+// NewEncryptor returns the local server's context for pk.
+func (p *Params) NewEncryptor(pkb []byte) (Encryptor, error) {
+	pk, err := UnmarshalPublicKey(p, pkb)
+	if err != nil {
+		return nil, err
+	}
+	return newBGVEncryptor(NewLocal(p, pk)), nil
+}
+
+// NewDecryptor returns the key server's context for sk.
+func (p *Params) NewDecryptor(skb, _ []byte) (Decryptor, error) {
+	sk, err := UnmarshalSecretKey(p, skb)
+	if err != nil {
+		return nil, err
+	}
+	return &bgvDecryptor{key: NewKey(p, sk)}, nil
+}
+
+// Describe names the parameters for a log line.
+func (p *Params) Describe() []any {
+	return []any{"scheme", "bgv", "logN", LogN, "logQ", p.LogQ(), "t_bits", p.SlotBits + 1, "m", p.Enc.M}
+}
+
+// WriteGroup writes a BGV group.
+func (p *Params) WriteGroup(w io.Writer, g EncGroup) error {
+	bg, ok := g.(*Group)
+	if !ok {
+		return fmt.Errorf("heidface: %T is not a BGV group", g)
+	}
+	return WriteGroup(w, p, bg)
+}
+
+// ReadGroup reads a BGV group.
+func (p *Params) ReadGroup(r io.Reader) (EncGroup, error) {
+	g, err := ReadGroup(r, p)
+	if err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// bgvEncryptor keeps its two output ciphertexts between queries.
+type bgvEncryptor struct {
+	l      *Local
+	cp, cm *rlwe.Ciphertext
+}
+
+func newBGVEncryptor(l *Local) *bgvEncryptor {
+	p := l.P
+	return &bgvEncryptor{l: l, cp: rlwe.NewCiphertext(p.BGV, 1, p.BGV.MaxLevel()), cm: rlwe.NewCiphertext(p.BGV, 1, p.BGV.MaxLevel())}
+}
+
+func (e *bgvEncryptor) Copy() Encryptor {
+	return newBGVEncryptor(&Local{P: e.l.P, enc: e.l.enc.ShallowCopy(), ecd: e.l.ecd.ShallowCopy()})
+}
+
+func (e *bgvEncryptor) Delta(slots []int, zs []template.Ternary) (EncGroup, error) {
+	g, err := e.l.Delta(slots, zs)
+	if err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+func (e *bgvEncryptor) IPDB(g EncGroup, y template.Ternary, out []byte) error {
+	ctb := e.l.P.CiphertextBytes()
+	if len(out) != 2*ctb {
+		return fmt.Errorf("heidface: output of %d bytes, want %d", len(out), 2*ctb)
+	}
+	cp, cm := e.cp, e.cm
+	if g == nil {
+		if err := e.l.enc.EncryptZero(cp); err != nil {
+			return err
+		}
+		if err := e.l.enc.EncryptZero(cm); err != nil {
+			return err
+		}
+	} else {
+		bg, ok := g.(*Group)
+		if !ok {
+			return fmt.Errorf("heidface: %T is not a BGV group", g)
+		}
+		if err := e.l.IPDB(bg, y, cp, cm); err != nil {
+			return err
+		}
+	}
+	for i, ct := range []*rlwe.Ciphertext{cp, cm} {
+		w := sliceWriter{b: out[i*ctb : i*ctb : (i+1)*ctb]}
+		if _, err := ct.WriteTo(&w); err != nil {
+			return err
+		}
+		if len(w.b) != ctb {
+			return fmt.Errorf("heidface: ciphertext of %d bytes, want %d", len(w.b), ctb)
+		}
+	}
+	return nil
+}
+
+// Add adds a BGV delta into g.
+func (g *Group) Add(delta EncGroup) error {
+	d, ok := delta.(*Group)
+	if !ok || len(d.Plus) != len(g.Plus) {
+		return fmt.Errorf("heidface: adding a %T to a BGV group", delta)
+	}
+	g.add(d)
+	return nil
+}
+
+type bgvDecryptor struct{ key *Key }
+
+func (d *bgvDecryptor) Copy() Decryptor { return &bgvDecryptor{key: d.key.ShallowCopy()} }
+
+func (d *bgvDecryptor) Scores(pair []byte, scores []int) error {
+	p := d.key.P
+	ctb := p.CiphertextBytes()
+	if len(pair) != 2*ctb {
+		return fmt.Errorf("heidface: %d bytes of ciphertexts, want %d", len(pair), 2*ctb)
+	}
+	cp, err := p.UnmarshalCiphertext(pair[:ctb])
+	if err != nil {
+		return err
+	}
+	cm, err := p.UnmarshalCiphertext(pair[ctb:])
+	if err != nil {
+		return err
+	}
+	return d.key.Scores(cp, cm, scores)
+}
+
+// sliceWriter appends into a slice of fixed capacity: serialising into the
+// output buffer without a copy.
+type sliceWriter struct{ b []byte }
+
+func (w *sliceWriter) Write(p []byte) (int, error) {
+	if len(w.b)+len(p) > cap(w.b) {
+		return 0, fmt.Errorf("heidface: ciphertext larger than %d bytes", cap(w.b))
+	}
+	w.b = append(w.b, p...)
+	return len(p), nil
+}
