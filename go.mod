@@ -3,6 +3,7 @@ module github.com/idface/idface
 go 1.26.8
 
 require (
+	filippo.io/bigmod v0.1.0
 	github.com/bits-and-blooms/bitset v1.24.1
 	github.com/prometheus/client_golang v1.23.2
 	github.com/quic-go/quic-go v0.65.0
@@ -15,7 +16,6 @@ require (
 	codeberg.org/go-fonts/liberation v0.5.0 // indirect
 	codeberg.org/go-latex/latex v0.2.0 // indirect
 	codeberg.org/go-pdf/fpdf v0.11.1 // indirect
-	filippo.io/bigmod v0.1.0 // indirect
 	git.sr.ht/~sbinet/gg v0.7.0 // indirect
 	github.com/ALTree/bigfloat v0.0.0-20220102081255-38c8b72a9924 // indirect
 	github.com/ajstarks/svgo v0.0.0-20211024235047-1546f124cd8b // indirect

@@ -147,6 +147,7 @@ func (c *Client) EnrollAll(ctx context.Context, n int, item func(i int) protocol
 	if o.Batch < 1 || o.Batch > protocol.MaxBatch {
 		return 0, fmt.Errorf("batch of %d: want 1..%d", o.Batch, protocol.MaxBatch)
 	}
+	o.Batch = min(o.Batch, c.p.MaxEnrollBatch()) // what the cluster takes in one request
 	var mu sync.Mutex
 	var failed *BulkError
 	done := 0

@@ -180,3 +180,36 @@ func TestCheckLoopback(t *testing.T) {
 		t.Fatalf("public metrics address: %v", err)
 	}
 }
+
+// TestSchemeAndBatchCap: mode he takes a scheme ("" is BGV), other modes
+// refuse one, an unknown scheme is refused, and an enrollment request
+// carries at most four of the scheme's column groups.
+func TestSchemeAndBatchCap(t *testing.T) {
+	he := func(scheme string) Literal {
+		return Literal{Mode: ModeHE, Parties: []Member{member("p1", "127.0.0.1:1")}, KeyServer: &Member{Name: "key", Addr: "127.0.0.1:2", Cert: "-", Pin: "pin-key"},
+			Clients: []Member{member("client", "")}, Scheme: scheme}
+	}
+	for scheme, want := range map[string]struct {
+		name  string
+		batch int
+	}{"": {"bgv", protocol.MaxBatch}, "bgv": {"bgv", protocol.MaxBatch}, "paillier": {"paillier", 4 * 341}} {
+		p, err := New(he(scheme), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.HE().Name() != want.name || p.MaxEnrollBatch() != want.batch {
+			t.Errorf("scheme %q: %s, batch cap %d; want %s, %d", scheme, p.HE().Name(), p.MaxEnrollBatch(), want.name, want.batch)
+		}
+	}
+	if _, err := New(he("ckks"), ""); err == nil {
+		t.Error("scheme ckks accepted")
+	}
+	lit := twoParty()
+	lit.Scheme = "paillier"
+	if _, err := New(lit, ""); err == nil {
+		t.Error("a scheme outside mode he accepted")
+	}
+	if p, _ := New(twoParty(), ""); p.MaxEnrollBatch() != protocol.MaxBatch {
+		t.Error("2pc batch cap")
+	}
+}

@@ -141,6 +141,18 @@ func (p *Params) DeciderName() string {
 	return d.Name
 }
 
+// MaxEnrollBatch is the most templates one enrollment request may carry:
+// protocol.MaxBatch, and in mode he at most four column groups, because
+// every group a batch touches costs 2d fresh encryptions at every local
+// server within one request's timeout (Paillier: about 0.6 s a group on
+// two cores, 341 rows; BGV's groups hold tens of thousands of rows).
+func (p *Params) MaxEnrollBatch() int {
+	if p.he != nil {
+		return min(protocol.MaxBatch, 4*p.he.GroupRows())
+	}
+	return protocol.MaxBatch
+}
+
 // HE returns the homomorphic-encryption scheme with its parameters (mode
 // he; nil otherwise).
 func (p *Params) HE() heidface.Scheme { return p.he }

@@ -77,7 +77,7 @@ func (l *Local) Delta(slots []int, zs []template.Ternary) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Group{Plus: cts[:p.Dim], Minus: cts[p.Dim:], p: p}, nil
+	return &Group{Plus: cts[:p.Dim:p.Dim], Minus: cts[p.Dim:], p: p}, nil
 }
 
 // checkSlots verifies a delta's rows: one slot each, inside the group,

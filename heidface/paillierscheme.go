@@ -164,7 +164,7 @@ func (e *paillierEncryptor) Delta(slots []int, zs []template.Ternary) (EncGroup,
 			return nil, fmt.Errorf("heidface: encrypting: %w", err)
 		}
 	}
-	return &PaillierGroup{Plus: cts[:s.Dim], Minus: cts[s.Dim:], pk: e.pk}, nil
+	return &PaillierGroup{Plus: cts[:s.Dim:s.Dim], Minus: cts[s.Dim:], pk: e.pk}, nil
 }
 
 // IPDB multiplies the columns the query selects: ct+ = prod_{y_j=+1} C+_j

@@ -220,8 +220,8 @@ func (s *Server) handle(ctx context.Context, st *network.Stream) {
 		return
 	}
 	limit := tm.Request
-	if m.Type() == protocol.TIdentify {
-		limit = tm.Identify
+	if t := m.Type(); t == protocol.TIdentify || t == protocol.THEQuery {
+		limit = tm.Identify // the key server's part of an identify may take as long
 	}
 	st.SetDeadline(start.Add(limit))
 	rctx, cancel := context.WithDeadline(ctx, start.Add(limit))

@@ -11,6 +11,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/idface/idface/experiments"
+	"github.com/idface/idface/experiments/hers"
 	"github.com/idface/idface/experiments/wan"
 )
 
@@ -110,7 +111,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		case *mode == "plain":
 			res, err = experiments.RunPlainBench(o)
 		case *mode == "hers":
-			res, err = experiments.RunHERSBench(o)
+			res, err = hers.Run(o)
 		case link != nil:
 			res, err = wan.Run(context.Background(), o, *link)
 		default:

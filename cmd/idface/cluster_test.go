@@ -92,13 +92,16 @@ func TestAssembleLevels(t *testing.T) {
 	pubs = append(pubs, filepath.Join(h, "ops.pub.json"))
 
 	out := filepath.Join(root, "cluster.json")
-	assemble := func(flags ...string) (int, string) {
+	assembleTo := func(out string, flags ...string) (int, string) {
 		code, _, errs := idface(append(append([]string{"cluster", "assemble", "--out", out}, flags...), pubs...)...)
 		return code, errs
 	}
-	for serial, lv := range []struct{ gallery, query string }{{"4:2,6,19,58", "1:16"}, {"2:21,64", "2:8,8"}} {
-		if code, errs := assemble("--mode", "blind", "--dim", "128", "--gallery-levels", lv.gallery, "--query-levels", lv.query); code != 0 {
-			t.Fatalf("assemble with levels %v: exit %d\n%s", lv, code, errs)
+	assemble := func(flags ...string) (int, string) { return assembleTo(out, flags...) }
+	lv := struct{ gallery, query string }{"4:2,6,19,58", "1:16"}
+	// A new version (serial 2) carries the levels over when they are left out.
+	for serial, flags := range [][]string{{"--gallery-levels", lv.gallery, "--query-levels", lv.query}, {"--tau", "0.25"}} {
+		if code, errs := assemble(append([]string{"--mode", "blind", "--dim", "128"}, flags...)...); code != 0 {
+			t.Fatalf("assemble %v: exit %d\n%s", flags, code, errs)
 		}
 		p, err := config.LoadFile(out)
 		if err != nil {
@@ -114,8 +117,17 @@ func TestAssembleLevels(t *testing.T) {
 		}
 	}
 
-	// Refusals: the same as cluster init's, since both go through
-	// config.Assemble.
+	if p, _ := config.LoadFile(out); p.Tau() != 0.25 {
+		t.Fatalf("--tau 0.25 not taken: %v", p.Tau())
+	}
+	// Other levels for the same cluster would change the servers' data:
+	// refused, the configuration untouched.
+	if code, errs := assemble("--mode", "blind", "--dim", "128", "--gallery-levels", "2:21,64"); code == 0 || !strings.Contains(errs, "differs") {
+		t.Fatalf("assemble with other levels: exit %d %q", code, errs)
+	}
+
+	// Refusals of bad settings: the same as cluster init's, since both go
+	// through config.Assemble.
 	errLine := func(errs string) string {
 		_, msg, _ := strings.Cut(strings.TrimSpace(errs), ": ")
 		return msg
@@ -125,7 +137,7 @@ func TestAssembleLevels(t *testing.T) {
 		{"--mode", "blind", "--dim", "128", "--query-levels", "1"},           // not L:a1,...
 		{"--mode", "2pc", "--dim", "128", "--gallery-levels", "1:85"},        // levels outside mode blind
 	} {
-		code, errs := assemble(bad...)
+		code, errs := assembleTo(filepath.Join(t.TempDir(), "cluster.json"), bad...)
 		icode, _, ierrs := idface(append([]string{"cluster", "init", "--dir", t.TempDir(), "--parties", "2"}, bad...)...)
 		if code != 1 || icode != 1 || errLine(errs) == "" || errLine(errs) != errLine(ierrs) {
 			t.Fatalf("%v: assemble exit %d %q, init exit %d %q: want the same refusal", bad, code, errs, icode, ierrs)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/idface/idface/cluster"
 	"github.com/idface/idface/config"
@@ -151,6 +152,46 @@ func cmdClientInit(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// carryOver makes the settings of a new version of the configuration in
+// path: the old literal with the explicitly given replaceable options, the
+// same cluster id and the serial raised. A given option that would change
+// the servers' data (a transform, the scheme) is refused: the data follows
+// the old value.
+func carryOver(old, given config.Literal, set map[string]bool, path string) (config.Literal, error) {
+	scheme := func(s string) string { return strings.TrimSuffix(s, "bgv") } // "" is bgv
+	for _, f := range []struct {
+		flag string
+		same bool
+	}{
+		{"mode", given.Mode == old.Mode},
+		{"dim", given.Dim == old.Dim},
+		{"alpha", given.Alpha == old.Alpha},
+		{"beta", given.Beta == old.Beta},
+		{"gallery-levels", given.GalleryLevels == old.GalleryLevels},
+		{"query-levels", given.QueryLevels == old.QueryLevels},
+		{"scheme", scheme(given.Scheme) == scheme(old.Scheme)},
+	} {
+		if set[f.flag] && !f.same {
+			return config.Literal{}, fmt.Errorf("--%s differs from %s: the servers' data follows the old value. Leave it out to keep it, or move %s away to start a new cluster", f.flag, path, path)
+		}
+	}
+	lit := old
+	if set["tau"] {
+		lit.Tau = given.Tau
+	}
+	if set["reveal-scores"] {
+		lit.RevealScores = given.RevealScores
+	}
+	if set["timeout"] {
+		lit.Timeout = given.Timeout
+	}
+	if set["max-top-k"] {
+		lit.MaxTopK = given.MaxTopK
+	}
+	lit.Serial = old.Serial + 1
+	return lit, nil
+}
+
 // clusterAssemble builds a configuration from public descriptors only.
 func clusterAssemble(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("cluster assemble", "idface cluster assemble --out cluster.json --mode 2pc|mpc|he|blind [--dim --alpha --beta --tau ...]\n"+
@@ -160,8 +201,10 @@ func clusterAssemble(args []string, stdout, stderr io.Writer) error {
 		"is the sequencer; mode blind needs one decider). Refuses any input that\n"+
 		"holds a private key. When --out exists, its cluster id is kept and the\n"+
 		"serial raised: a new version of the same cluster (a rotated key, a device\n"+
-		"added or removed). The settings are not read back from --out: give the\n"+
-		"same mode, weights and levels again.", stderr)
+		"added or removed). Its settings are carried over: options that define the\n"+
+		"servers' data (--mode, --dim, --alpha, --beta, the levels, --scheme) must\n"+
+		"match it or be left out; --tau, --reveal-scores, --timeout and --max-top-k\n"+
+		"replace the old values when given.", stderr)
 	out := fs.String("out", "", "configuration file to write")
 	mode := fs.String("mode", "", "2pc (two share holders), mpc (mu share holders), he (local servers and a key server) or blind (share holders and a decider)")
 	dim := fs.Int("dim", 0, fmt.Sprintf("template dimension d (default %d)", config.DefaultDim))
@@ -200,8 +243,11 @@ func clusterAssemble(args []string, stdout, stderr io.Writer) error {
 	settings := config.Literal{Mode: m, Dim: *dim, Alpha: *alpha, Beta: *beta, Tau: tau, RevealScores: *reveal,
 		Timeout: config.Duration(*timeout), MaxTopK: *topK, GalleryLevels: *levels.gallery, QueryLevels: *levels.query, Scheme: *scheme, Serial: 1}
 	if prev, err := config.LoadFile(*out); err == nil {
-		old := prev.Literal()
-		settings.ClusterID, settings.Serial = old.ClusterID, old.Serial+1
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if settings, err = carryOver(prev.Literal(), settings, set, *out); err != nil {
+			return err
+		}
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("%s exists but cannot be read (%v): move it away to start a new cluster", *out, err)
 	} else {

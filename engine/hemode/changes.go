@@ -254,6 +254,10 @@ func (l *Local) enroll(ctx context.Context, m *protocol.Enroll) protocol.Msg {
 	if err := engine.CheckItems(m.Items); err != nil {
 		return err
 	}
+	if max := l.p.MaxEnrollBatch(); len(m.Items) > max {
+		return protocol.Errorf(protocol.CodeBadRequest, "a batch of %d templates; this cluster (%s, %d rows a group) takes at most %d in one request: send smaller batches (idface enroll --batch %d)",
+			len(m.Items), l.he.Name(), l.he.GroupRows(), max, max)
+	}
 	zs, err := engine.TransformBatch(m.Items, l.p.Dim(), l.p.Alpha())
 	if err != nil {
 		return protocol.Errorf(protocol.CodeBadRequest, "%v", err)

@@ -151,10 +151,14 @@ func (k *KeyServer) decide(s io.Reader, q *protocol.HEQuery) ([]uint32, error) {
 	if int(q.TopK) > k.p.MaxTopK() {
 		return nil, fmt.Errorf("top %d, the cluster allows %d", q.TopK, k.p.MaxTopK())
 	}
-	live := make([]uint64, template.Words(int(q.Rows)))
-	if _, err := io.ReadFull(s, network.WordBytes(live)); err != nil {
+	// The live-row map grows as its bytes arrive: a local server that
+	// announces 2^31 rows and sends less gets no 256 MiB.
+	lb, err := network.ReadGrowing(s, nil, 8*template.Words(int(q.Rows)))
+	if err != nil {
 		return nil, fmt.Errorf("reading the live rows: %w", err)
 	}
+	live := make([]uint64, template.Words(int(q.Rows)))
+	copy(network.WordBytes(live), lb)
 	threshold := k.p.Threshold()
 	limit := k.p.KeyServerMaxPass(int(q.Rows))
 	var passing atomic.Int64
@@ -166,6 +170,7 @@ func (k *KeyServer) decide(s io.Reader, q *protocol.HEQuery) ([]uint32, error) {
 	var mu sync.Mutex
 	var best []sharing.Match
 	var firstErr error
+	var failed atomic.Bool // after the first bad group nothing more is decrypted or read
 	var wg sync.WaitGroup
 	for range 2 {
 		key := k.key.Copy()
@@ -173,12 +178,16 @@ func (k *KeyServer) decide(s io.Reader, q *protocol.HEQuery) ([]uint32, error) {
 		wg.Go(func() {
 			var local []sharing.Match
 			for j := range jobs {
+				if failed.Load() {
+					continue
+				}
 				if err := key.Scores(j.pair, scores); err != nil {
 					mu.Lock()
 					if firstErr == nil {
 						firstErr = fmt.Errorf("group %d: %w", j.g, err)
 					}
 					mu.Unlock()
+					failed.Store(true)
 					continue
 				}
 				for r, sc := range scores {
@@ -202,7 +211,7 @@ func (k *KeyServer) decide(s io.Reader, q *protocol.HEQuery) ([]uint32, error) {
 	}
 	ctb := int(q.CtBytes)
 	var readErr error
-	for g := 0; g < int(q.Groups); g++ {
+	for g := 0; g < int(q.Groups) && !failed.Load(); g++ {
 		buf := make([]byte, 2*ctb)
 		if _, err := io.ReadFull(s, buf); err != nil {
 			readErr = fmt.Errorf("reading group %d: %w", g, err)

@@ -66,7 +66,8 @@ type PublicKey struct {
 	table [][]*big.Int // table[i][v-1] = Hs^(v * 2^(window*i)) mod n^2
 }
 
-// SecretKey decrypts. Not safe for concurrent use: Copy per goroutine.
+// SecretKey decrypts. Nothing in it changes after it is made; Copy exists
+// for symmetry with BGV's decryption contexts.
 type SecretKey struct {
 	Pub        *PublicKey
 	p, q       []byte // big-endian, primeBytes each
@@ -80,7 +81,9 @@ type SecretKey struct {
 	pInv, qInv [limbs]uint64
 }
 
-// GenerateKey draws two 1024-bit primes from rand and returns the key pair.
+// GenerateKey draws two 1024-bit primes (crypto/rand.Prime, which since Go
+// 1.26 reads the system's CSPRNG whatever reader it is given) and the
+// randomiser base from rand, and returns the key pair.
 func GenerateKey(rand io.Reader) (*SecretKey, error) {
 	for {
 		p, err := primeFrom(rand)
@@ -144,6 +147,14 @@ func newPublicKey(n, hs *big.Int) (*PublicKey, error) {
 	n2 := new(big.Int).Mul(n, n)
 	if hs.Sign() <= 0 || hs.Cmp(n2) >= 0 || new(big.Int).GCD(nil, nil, hs, n).Cmp(big.NewInt(1)) != 0 {
 		return nil, errors.New("paillier: the randomiser base is not a unit modulo n^2")
+	}
+	// A base that is +-1 modulo p or q (1 and n^2 - 1 among them) would
+	// give randomisers anyone can strip: refused. (A key server could still
+	// choose a base of other small order; it holds the secret key anyway.)
+	for _, d := range []int64{-1, 1} {
+		if new(big.Int).GCD(nil, nil, new(big.Int).Add(hs, big.NewInt(d)), n).Cmp(big.NewInt(1)) != 0 {
+			return nil, errors.New("paillier: the randomiser base is +-1 modulo a factor of n: a weak key")
+		}
 	}
 	return &PublicKey{N: n, N2: n2, Hs: hs}, nil
 }
@@ -229,7 +240,7 @@ func ParseSecretKey(b []byte, pub *PublicKey) (*SecretKey, error) {
 func (sk *SecretKey) Copy() *SecretKey { c := *sk; return &c }
 
 func natOf(b []byte) *bigmod.Nat {
-	m, err := bigmod.NewModulus(append([]byte{0x80}, make([]byte, len(b))...)) // 2^(8 len): any b fits
+	m, err := bigmod.NewModulus(append([]byte{0x80}, make([]byte, len(b))...)) // 2^(8 len + 7): any b fits
 	if err != nil {
 		panic(err)
 	}

@@ -117,6 +117,13 @@ func TestKeysParseAndRefuse(t *testing.T) {
 	if _, err := ParsePublicKey(zeroHs); err == nil {
 		t.Fatal("h_s = 0 accepted")
 	}
+	for _, hs := range []*big.Int{big.NewInt(1), new(big.Int).Sub(sk.Pub.N2, big.NewInt(1))} {
+		weak := sk.Pub.Bytes()
+		hs.FillBytes(weak[ModulusBits/8:])
+		if _, err := ParsePublicKey(weak); err == nil {
+			t.Fatalf("h_s = %v accepted: its randomisers are +-1, so 1 + m n is readable without the key", hs)
+		}
+	}
 	skb := sk.Bytes()
 	skb[10] ^= 0x40
 	if _, err := ParseSecretKey(skb, pk); err == nil {
