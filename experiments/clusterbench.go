@@ -220,7 +220,7 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 		lat = append(lat, ms(time.Since(t0)))
 		bytes = r.BytesTotal
 	}
-	res.IdentifyP50, res.IdentifyP90, res.IdentifyMin = Median(lat), quantile(lat, 0.9), slices.Min(lat)
+	res.SetLatencies(lat)
 	res.BytesPerIdent = float64(bytes)
 	_, res.FormulaBytes = IdentifyFormula(cfg, o.IDs)
 	switch {
@@ -318,7 +318,15 @@ func WireFloor(ctx context.Context, n, reps int) (float64, error) {
 	return Median(times), nil
 }
 
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+func ms(d time.Duration) float64 { return Millis(d) }
+
+// Millis is d in milliseconds, to the microsecond.
+func Millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// SetLatencies records the identify latencies (ms) of a run: p50, p90, min.
+func (res *BenchResult) SetLatencies(lat []float64) {
+	res.IdentifyP50, res.IdentifyP90, res.IdentifyMin = Median(lat), quantile(lat, 0.9), slices.Min(lat)
+}
 
 // Median of a sample (the sample is sorted in place).
 func Median(v []float64) float64 { return quantile(v, 0.5) }

@@ -2,7 +2,6 @@ package experiments
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -64,7 +63,7 @@ func RunPlainBench(o BenchOptions) (*BenchResult, error) {
 		}
 		lat = append(lat, ms(time.Since(t0)))
 	}
-	res.IdentifyP50, res.IdentifyP90, res.IdentifyMin = Median(lat), quantile(lat, 0.9), slices.Min(lat)
+	res.SetLatencies(lat)
 	res.ShareMB = float64(2*d*template.Words(o.IDs)*8) / 1e6
 	res.PlainFloatP50, err = FloatReference(d, data, o.IDs, o.Queries)
 	return res, err

@@ -1,19 +1,22 @@
-package experiments
+// Package hers is the paper's HERS baseline as a benchmark mode (idface
+// bench --mode hers), in this process.
+package hers
 
 import (
 	"fmt"
+	"os"
 	"runtime"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/tuneinsight/lattigo/v5/core/rlwe"
 
 	"github.com/idface/idface/config"
+	"github.com/idface/idface/experiments"
 	"github.com/idface/idface/heidface"
 )
 
-// RunHERSBench measures the paper's HERS baseline (section 3.1) in this
+// Run measures the paper's HERS baseline (section 3.1) in this
 // process, on the same scheme as our IDFace (Lattigo BGV, N = 4096, 8-bit
 // quantised templates): the N x d matrix encrypted column by column, one
 // ciphertext per position for every 4096 identities, and an
@@ -23,7 +26,7 @@ import (
 // shape of the work (d ciphertext operations per N identities) is the
 // same. Storage and the bytes of one identify (the score ciphertexts to
 // the key holder) follow from the number of ciphertexts.
-func RunHERSBench(o BenchOptions) (*BenchResult, error) {
+func Run(o experiments.BenchOptions) (*experiments.BenchResult, error) {
 	d, alpha, beta, err := config.Weights(o.Dim, o.Alpha, o.Beta)
 	if err != nil {
 		return nil, err
@@ -37,12 +40,12 @@ func RunHERSBench(o BenchOptions) (*BenchResult, error) {
 	}
 	n := p.N()
 	groups := (o.IDs + n - 1) / n
-	data := RandomTemplates(o.IDs+o.Queries, d, o.Seed)
+	data := experiments.RandomTemplates(o.IDs+o.Queries, d, o.Seed)
 	sk, pk := heidface.GenKeys(p)
 	hers, key := heidface.NewHERS(p, pk), heidface.NewKey(p, sk)
 	quant := func(i int) []int64 { return hers.Quantize(data[i*d : (i+1)*d]) }
 
-	res := &BenchResult{Mode: "hers", Scheme: "bgv", GroupRows: n, Parties: 1, IDs: o.IDs, Alpha: alpha, Beta: beta}
+	res := &experiments.BenchResult{Mode: "hers", Scheme: "bgv", GroupRows: n, Parties: 1, IDs: o.IDs, Alpha: alpha, Beta: beta}
 	db := make([]*heidface.HERSGroup, groups)
 	workers := runtime.GOMAXPROCS(0)
 	start := time.Now()
@@ -80,14 +83,15 @@ func RunHERSBench(o BenchOptions) (*BenchResult, error) {
 		if _, err := hersIdentify(p, hers, key, db, o.IDs, y); err != nil {
 			return nil, err
 		}
-		lat = append(lat, ms(time.Since(t0)))
+		lat = append(lat, experiments.Millis(time.Since(t0)))
 	}
-	res.IdentifyP50, res.IdentifyP90, res.IdentifyMin = Median(lat), quantile(lat, 0.9), slices.Min(lat)
+	res.SetLatencies(lat)
 	ctb := p.CiphertextBytes()
 	res.ShareMB = float64(groups*d*ctb) / 1e6
 	res.BytesPerIdent = float64(groups * ctb) // one score ciphertext per group to the key holder
 	res.FormulaBytes = res.BytesPerIdent
-	res.PlainFloatP50, err = FloatReference(d, data, o.IDs, o.Queries)
+	res.RSSMBPerParty = experiments.RSSMB(os.Getpid()) // the database lives in this process
+	res.PlainFloatP50, err = experiments.FloatReference(d, data, o.IDs, o.Queries)
 	return res, err
 }
 
