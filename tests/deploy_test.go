@@ -150,7 +150,7 @@ func TestDeployFromDescriptors(t *testing.T) {
 	waitUp()
 	for _, entry := range []string{"orga", "orgb"} {
 		out, errs, code := idface(t, "identify", "--config", old, "--home", home("gate"), "--entry", entry, "--templates", q, "--json")
-		if code == 0 || !strings.Contains(errs, entry) || !strings.Contains(errs, "certificate") {
+		if code == 0 || !strings.Contains(errs, entry+" refused this member's certificate") {
 			t.Fatalf("removed device through %s: exit %d\n%s%s", entry, code, out, errs)
 		}
 		t.Logf("removed device through %s: %s", entry, strings.TrimSpace(errs))

@@ -52,3 +52,19 @@ func TestMetricsEndpoints(t *testing.T) {
 		}
 	}
 }
+
+// TestPprofNeedsAMetricsAddress: --pprof on a server without a metrics
+// address is refused with what to do, instead of serving nothing; on an
+// address that is not loopback it is refused too.
+func TestPprofNeedsAMetricsAddress(t *testing.T) {
+	dir := t.TempDir()
+	must(t, "cluster", "init", "--dir", dir, "--mode", "2pc", "--dim", "64", "--beta", "16")
+	_, errs, code := idface(t, "serve", "--cluster", dir, "--party", "p1", "--pprof")
+	if code == 0 || !strings.Contains(errs, "--metrics-addr") {
+		t.Fatalf("--pprof without a metrics address: exit %d %q", code, errs)
+	}
+	_, errs, code = idface(t, "serve", "--cluster", dir, "--party", "p1", "--pprof", "--metrics-addr", "0.0.0.0:0")
+	if code == 0 || !strings.Contains(errs, "loopback") {
+		t.Fatalf("--pprof on 0.0.0.0: exit %d %q", code, errs)
+	}
+}

@@ -287,13 +287,16 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 	if !ok {
 		return fmt.Errorf("%s is not a server of this cluster", *name)
 	}
-	srv, err := server.Open(ctx, cfg, h, log)
-	if err != nil {
-		return err
-	}
 	addr := *metricsAddr
 	if addr == "" {
 		addr = me.Metrics
+	}
+	if addr == "" && *pprofOn {
+		return fmt.Errorf("--pprof serves profiles beside the metrics, and %s has no metrics address: give --metrics-addr 127.0.0.1:PORT (or 'cluster init --metrics')", *name)
+	}
+	srv, err := server.Open(ctx, cfg, h, log)
+	if err != nil {
+		return err
 	}
 	if addr != "" {
 		h := srv.MetricsHandler()

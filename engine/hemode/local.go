@@ -164,7 +164,11 @@ func (l *Local) publicKey(ctx context.Context, keys Keys) ([]byte, error) {
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return nil, fmt.Errorf("hemode: fetching the public key from %s: %w", l.keySrv, cerr)
 		}
-		time.Sleep(to.KeyFetchPause)
+		select { // the key server may still be starting
+		case <-time.After(to.KeyFetchPause):
+		case <-ctx.Done():
+			return nil, fmt.Errorf("hemode: fetching the public key from %s: %w", l.keySrv, ctx.Err())
+		}
 	}
 }
 

@@ -69,24 +69,40 @@ type raw struct {
 	s    *quic.Stream
 	conn *quic.Conn // nil on accepted streams
 	dead func()
+	name string // the server dialed; "" on accepted streams
 }
 
 func (r raw) Read(p []byte) (int, error) {
 	n, err := r.s.Read(p)
-	r.check(err)
-	return n, err
+	return n, r.check(err)
 }
 
 func (r raw) Write(p []byte) (int, error) {
 	n, err := r.s.Write(p)
-	r.check(err)
-	return n, err
+	return n, r.check(err)
 }
 
-func (r raw) check(err error) {
+func (r raw) check(err error) error {
 	if err != nil && r.conn != nil && r.conn.Context().Err() != nil {
 		r.dead()
 	}
+	return refusedCertificate(err, r.name)
+}
+
+// TLS alerts a server sends when it does not accept the client's
+// certificate (RFC 8446 6.2); QUIC carries them as 0x100 + alert.
+var certAlerts = map[uint8]bool{42: true, 43: true, 44: true, 45: true, 46: true, 48: true}
+
+// refusedCertificate explains a server's refusal of this member's
+// certificate. With TLS 1.3 the client finishes its handshake before the
+// server checks the client's certificate, so the refusal arrives on the
+// first read or write, as a bare "tls: bad certificate".
+func refusedCertificate(err error, name string) error {
+	var te *quic.TransportError
+	if err == nil || name == "" || !errors.As(err, &te) || !te.Remote || !te.ErrorCode.IsCryptoError() || !certAlerts[uint8(te.ErrorCode)] {
+		return err
+	}
+	return fmt.Errorf("%s refused this member's certificate (%w): its configuration does not list this member's current key. Was this client removed from the cluster, or its key rotated into a configuration %s does not run yet? ('idface cluster status' shows each server's configuration serial)", name, err, name)
 }
 
 func (r raw) CloseWrite() error             { return r.s.Close() }
@@ -300,7 +316,7 @@ func (d *Dialer) Open(ctx context.Context, name string) (*network.Stream, error)
 		}
 		qs, err := conn.OpenStreamSync(ctx)
 		if err == nil {
-			return network.NewStream(raw{s: qs, conn: conn, dead: func() { d.drop(key, conn) }}, network.Peer{Name: name}), nil
+			return network.NewStream(raw{s: qs, conn: conn, dead: func() { d.drop(key, conn) }, name: name}, network.Peer{Name: name}), nil
 		}
 		d.drop(key, conn)
 		if attempt == 1 || ctx.Err() != nil {
