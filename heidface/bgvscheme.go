@@ -179,14 +179,20 @@ func (d *bgvDecryptor) Scores(pair []byte, scores []int) error {
 	return d.key.Scores(cp, cm, scores)
 }
 
-// sliceWriter appends into a slice of fixed capacity: serialising into the
-// output buffer without a copy.
+// sliceWriter appends into a slice of fixed capacity: it serialises a
+// ciphertext straight into the output buffer. It is a Lattigo
+// buffer.Writer (bufio's AvailableBuffer/Available/Flush), so that WriteTo
+// does not wrap it in a bufio.Writer of its own for every ciphertext.
 type sliceWriter struct{ b []byte }
 
 func (w *sliceWriter) Write(p []byte) (int, error) {
 	if len(w.b)+len(p) > cap(w.b) {
 		return 0, fmt.Errorf("heidface: ciphertext larger than %d bytes", cap(w.b))
 	}
-	w.b = append(w.b, p...)
+	w.b = append(w.b, p...) // p may be AvailableBuffer's tail of w.b: copied onto itself
 	return len(p), nil
 }
+
+func (w *sliceWriter) Flush() error            { return nil }
+func (w *sliceWriter) Available() int          { return cap(w.b) - len(w.b) }
+func (w *sliceWriter) AvailableBuffer() []byte { return w.b[len(w.b):len(w.b)] }

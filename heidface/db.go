@@ -181,16 +181,7 @@ func (l *Local) IPDB(g *Group, y template.Ternary, outPlus, outMinus *rlwe.Ciphe
 	}
 	rq := p.BGV.RingQ().AtLevel(p.BGV.MaxLevel())
 	first := true
-	for j := 0; j < p.Dim; j++ {
-		var a, b *rlwe.Ciphertext
-		switch y.At(j) {
-		case 1:
-			a, b = g.Plus[j], g.Minus[j]
-		case -1:
-			a, b = g.Minus[j], g.Plus[j]
-		default:
-			continue
-		}
+	if n := selectColumns(y, g.Plus, g.Minus, func(a, b *rlwe.Ciphertext) {
 		if first {
 			for i := range 2 {
 				outPlus.Value[i].CopyLvl(p.BGV.MaxLevel(), a.Value[i])
@@ -199,15 +190,37 @@ func (l *Local) IPDB(g *Group, y template.Ternary, outPlus, outMinus *rlwe.Ciphe
 			*outPlus.MetaData = *a.MetaData
 			*outMinus.MetaData = *b.MetaData
 			first = false
-			continue
+			return
 		}
 		for i := range 2 {
 			rq.Add(outPlus.Value[i], a.Value[i], outPlus.Value[i])
 			rq.Add(outMinus.Value[i], b.Value[i], outMinus.Value[i])
 		}
-	}
-	if first {
+	}); n == 0 {
 		return fmt.Errorf("heidface: empty query")
 	}
 	return nil
+}
+
+// selectColumns hands f, for every position the query y selects, the
+// column that goes into ct+ and the one that goes into ct- (paper
+// IDFace.IP_DB: C+_j and C-_j where y_j = +1, swapped where y_j = -1), and
+// returns how many positions it selected. Both schemes sum with it.
+func selectColumns[C any](y template.Ternary, plus, minus []C, f func(toPlus, toMinus C)) int {
+	n := 0
+	for w := range y.Plus {
+		for b := y.Plus[w]; b != 0; b &= b - 1 {
+			if j := w*64 + bits.TrailingZeros64(b); j < len(plus) { // a well-formed y has no bit past d
+				f(plus[j], minus[j])
+				n++
+			}
+		}
+		for b := y.Minus[w]; b != 0; b &= b - 1 {
+			if j := w*64 + bits.TrailingZeros64(b); j < len(plus) {
+				f(minus[j], plus[j])
+				n++
+			}
+		}
+	}
+	return n
 }

@@ -96,9 +96,10 @@ func (g *PaillierGroup) Add(delta EncGroup) error {
 	if !ok || d.pk == nil || len(d.Plus) != len(g.Plus) {
 		return fmt.Errorf("heidface: adding a %T that no Paillier encryptor made to a Paillier group", delta)
 	}
+	ad := d.pk.Adder()
 	for j := range g.Plus {
-		d.pk.Add(g.Plus[j], g.Plus[j], d.Plus[j])
-		d.pk.Add(g.Minus[j], g.Minus[j], d.Minus[j])
+		ad.Add(g.Plus[j], g.Plus[j], d.Plus[j])
+		ad.Add(g.Minus[j], g.Minus[j], d.Minus[j])
 	}
 	return nil
 }
@@ -109,16 +110,19 @@ func (s *Paillier) NewEncryptor(pkb []byte) (Encryptor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &paillierEncryptor{s: s, pk: pk}, nil
+	return &paillierEncryptor{s: s, pk: pk, ad: pk.Adder()}, nil
 }
 
 type paillierEncryptor struct {
 	s    *Paillier
 	pk   *paillier.PublicKey
-	a, b *big.Int // scratch
+	ad   *paillier.Adder // scratch of IPDB
+	a, b big.Int
 }
 
-func (e *paillierEncryptor) Copy() Encryptor { return &paillierEncryptor{s: e.s, pk: e.pk} }
+func (e *paillierEncryptor) Copy() Encryptor {
+	return &paillierEncryptor{s: e.s, pk: e.pk, ad: e.pk.Adder()}
+}
 
 // Delta encrypts the rows' contribution to every one of the 2d columns,
 // on all cores.
@@ -189,26 +193,11 @@ func (e *paillierEncryptor) IPDB(g EncGroup, y template.Ternary, out []byte) err
 	if !ok || len(pg.Plus) != s.Dim {
 		return fmt.Errorf("heidface: %T is not a Paillier group of d = %d", g, s.Dim)
 	}
-	if e.a == nil {
-		e.a, e.b = new(big.Int), new(big.Int)
-	}
 	a, b := e.a.SetInt64(1), e.b.SetInt64(1)
-	n := 0
-	for j := range s.Dim {
-		var x, z *big.Int
-		switch y.At(j) {
-		case 1:
-			x, z = pg.Plus[j], pg.Minus[j]
-		case -1:
-			x, z = pg.Minus[j], pg.Plus[j]
-		default:
-			continue
-		}
-		e.pk.Add(a, a, x)
-		e.pk.Add(b, b, z)
-		n++
-	}
-	if n == 0 {
+	if n := selectColumns(y, pg.Plus, pg.Minus, func(x, z *big.Int) {
+		e.ad.Add(a, a, x)
+		e.ad.Add(b, b, z)
+	}); n == 0 {
 		return fmt.Errorf("heidface: empty query")
 	}
 	a.FillBytes(out[:ctb])

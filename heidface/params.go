@@ -53,6 +53,7 @@ type Params struct {
 	Beta     int
 	Enc      template.Encoder // p and m for the slot bits of t
 	SlotBits int              // floor(log2 t)
+	ctBytes  int              // S_ct, computed once: the engines ask per group
 }
 
 // plaintextModulus is the largest prime below q0 congruent to 1 mod 2N.
@@ -93,7 +94,8 @@ func NewParams(d, alpha, beta int) (*Params, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Params{BGV: p, Dim: d, Alpha: alpha, Beta: beta, Enc: enc, SlotBits: slotBits}, nil
+	ctBytes := rlwe.NewCiphertext(p, 1, p.MaxLevel()).BinarySize()
+	return &Params{BGV: p, Dim: d, Alpha: alpha, Beta: beta, Enc: enc, SlotBits: slotBits, ctBytes: ctBytes}, nil
 }
 
 // N is the number of coefficients per plaintext (N_s).
@@ -103,9 +105,7 @@ func (p *Params) N() int { return p.BGV.N() }
 func (p *Params) GroupRows() int { return p.N() * p.Enc.M }
 
 // CiphertextBytes is the size of one serialised ciphertext (S_ct).
-func (p *Params) CiphertextBytes() int {
-	return rlwe.NewCiphertext(p.BGV, 1, p.BGV.MaxLevel()).BinarySize()
-}
+func (p *Params) CiphertextBytes() int { return p.ctBytes }
 
 // LogQ is the bit size of the ciphertext modulus.
 func (p *Params) LogQ() float64 { return p.BGV.LogQ() }

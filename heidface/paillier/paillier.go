@@ -347,13 +347,11 @@ func (pk *PublicKey) randomiser(rand io.Reader) (*big.Int, error) {
 		return nil, fmt.Errorf("paillier: randomness: %w", err)
 	}
 	r := big.NewInt(1)
-	t := new(big.Int)
+	ad := pk.Adder()
 	for i, v := range a { // a is big-endian: byte i weighs 2^(8 (len-1-i))
-		if v == 0 {
-			continue
+		if v != 0 {
+			ad.Add(r, r, pk.table[len(a)-1-i][v-1])
 		}
-		t.Mul(r, pk.table[len(a)-1-i][v-1])
-		r.Mod(t, pk.N2)
 	}
 	return r, nil
 }
@@ -376,8 +374,25 @@ func (pk *PublicKey) buildTable() {
 }
 
 // Add returns a+b as ciphertexts: a*b mod n^2, into dst (which may alias a
-// or b). Public values only.
-func (pk *PublicKey) Add(dst, a, b *big.Int) { dst.Mod(dst.Mul(a, b), pk.N2) }
+// or b). Public values only. Sums of many terms use an Adder.
+func (pk *PublicKey) Add(dst, a, b *big.Int) { pk.Adder().Add(dst, a, b) }
+
+// Adder multiplies modulo n^2 with scratch of its own, so that a sum of
+// many ciphertexts allocates nothing per term. Not safe for concurrent use.
+type Adder struct {
+	n2   *big.Int
+	t, q big.Int
+}
+
+// Adder returns an Adder for this key's ciphertexts.
+func (pk *PublicKey) Adder() *Adder { return &Adder{n2: pk.N2} }
+
+// Add sets dst = a*b mod n^2 (the ciphertext of the sum); dst may alias a
+// or b.
+func (s *Adder) Add(dst, a, b *big.Int) {
+	s.t.Mul(a, b)
+	s.q.QuoRem(&s.t, s.n2, dst)
+}
 
 // CheckCiphertext verifies that c is a unit modulo n^2, as every honest
 // ciphertext is: 0 < c < n^2 and gcd(c, n) = 1.
