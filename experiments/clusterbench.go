@@ -217,7 +217,7 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 		if err != nil {
 			return nil, fmt.Errorf("identifying: %w", err)
 		}
-		lat = append(lat, ms(time.Since(t0)))
+		lat = append(lat, Millis(time.Since(t0)))
 		bytes = r.BytesTotal
 	}
 	res.SetLatencies(lat)
@@ -260,7 +260,7 @@ func FloatReference(d int, data []float32, ids, queries int) (float64, error) {
 		if _, err := fdb.Search(data[(ids+q)*d:(ids+q+1)*d], 1); err != nil {
 			return 0, err
 		}
-		flat = append(flat, ms(time.Since(t0)))
+		flat = append(flat, Millis(time.Since(t0)))
 	}
 	return Median(flat), nil
 }
@@ -313,12 +313,10 @@ func WireFloor(ctx context.Context, n, reps int) (float64, error) {
 			return 0, err
 		}
 		s.Finish()
-		times = append(times, ms(time.Since(t0)))
+		times = append(times, Millis(time.Since(t0)))
 	}
 	return Median(times), nil
 }
-
-func ms(d time.Duration) float64 { return Millis(d) }
 
 // Millis is d in milliseconds, to the microsecond.
 func Millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -61,7 +61,7 @@ func RunPlainBench(o BenchOptions) (*BenchResult, error) {
 		if _, err := db.Search(y, 1); err != nil {
 			return nil, err
 		}
-		lat = append(lat, ms(time.Since(t0)))
+		lat = append(lat, Millis(time.Since(t0)))
 	}
 	res.SetLatencies(lat)
 	res.ShareMB = float64(2*d*template.Words(o.IDs)*8) / 1e6
