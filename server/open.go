@@ -119,7 +119,7 @@ func openEngine(ctx context.Context, env engine.Env, dir string, wrap func(engin
 		if err != nil {
 			return nil, nil, err
 		}
-		return openShares(env, eng, filepath.Join(dir, "shares.log"), store.KindBlind, wrap)
+		return openShares(env, eng, filepath.Join(dir, "shares.log"), Binding(p, env.Self, store.KindBlind, [32]byte{}), wrap)
 	case p.Mode() == config.ModeHE:
 		if k, _ := p.KeyServer(); k.Name == env.Self {
 			key, err := store.LoadHEKey(dir, p.HE(), env.Log)
@@ -135,9 +135,17 @@ func openEngine(ctx context.Context, env engine.Env, dir string, wrap func(engin
 	}
 }
 
+// Binding is what server name's data files must be bound to: this cluster,
+// this member, this mode, and for HE the key fingerprint (zero otherwise).
+// Any generation is accepted: the log holds the member's generation and
+// the other files are checked against it.
+func Binding(p *config.Params, name string, kind store.Kind, key [32]byte) store.Binding {
+	return store.Binding{Kind: kind, Cluster: p.ClusterID(), Member: name, Mode: string(p.Mode()), Key: key}
+}
+
 // openLog opens an engine's log, replaying it, and reports what it found.
-func openLog(env engine.Env, path string, kind store.Kind, replay func(store.Entry) error) (*store.Log, error) {
-	l, rep, err := store.Open(path, kind, replay)
+func openLog(env engine.Env, path string, b store.Binding, replay func(store.Entry) error) (*store.Log, error) {
+	l, rep, err := store.Open(path, b, replay)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +161,7 @@ func openMPC(env engine.Env, dir string, wrap func(engine.Log) engine.Log) (engi
 	if err != nil {
 		return nil, nil, err
 	}
-	return openShares(env, eng, filepath.Join(dir, "shares.log"), store.KindShares, wrap)
+	return openShares(env, eng, filepath.Join(dir, "shares.log"), Binding(env.Params, env.Self, store.KindShares, [32]byte{}), wrap)
 }
 
 // replayer is an engine recovered from a log.
@@ -164,8 +172,8 @@ type replayer interface {
 }
 
 // openShares replays an engine's log into eng and starts it.
-func openShares(env engine.Env, eng replayer, path string, kind store.Kind, wrap func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
-	l, err := openLog(env, path, kind, eng.Replay)
+func openShares(env engine.Env, eng replayer, path string, b store.Binding, wrap func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
+	l, err := openLog(env, path, b, eng.Replay)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -185,7 +193,7 @@ func openHELocal(ctx context.Context, env engine.Env, dir string, wrap func(engi
 	if err != nil {
 		return nil, nil, err
 	}
-	return openShares(env, eng, filepath.Join(dir, "rows.log"), store.KindHERows, wrap)
+	return openShares(env, eng, filepath.Join(dir, "rows.log"), Binding(env.Params, env.Self, store.KindHERows, [32]byte{}), wrap)
 }
 
 // withFile names the log in a damage report from an engine's recovery.

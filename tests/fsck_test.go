@@ -1,10 +1,13 @@
 package tests
 
 import (
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/idface/idface/internal/store"
 )
 
 // TestFsck: a stopped party's log with a damaged share of a live row, and
@@ -20,12 +23,44 @@ func TestFsck(t *testing.T) {
 	}
 	log := filepath.Join(dir, "homes", "p2", "data", "shares.log")
 	good, _ := os.ReadFile(log)
+	b, err := store.ReadBinding(log)
+	if err != nil || b.Member != "p2" || b.Mode != "2pc" || b.Generation != 1 {
+		t.Fatalf("p2's log is bound to %v (%v)", b, err)
+	}
+	hl := store.HeaderLen(b)
+
+	// p1's log restored into p2's home (issue 17 item 1): fsck names the
+	// owner, the server refuses to start.
+	p1log, _ := os.ReadFile(filepath.Join(dir, "homes", "p1", "data", "shares.log"))
+	os.WriteFile(log, p1log, 0o600)
+	out, _, code := idface(t, "fsck", "--cluster", dir, "--party", "p2")
+	if code == 0 || !strings.Contains(out, `belongs to member "p1"`) || !strings.Contains(out, "Restore p2's own backup") {
+		t.Fatalf("fsck of p1's log in p2's home: exit %d\n%s", code, out)
+	}
+	if _, errs, code := idface(t, "cluster", "up", "--dir", dir, "--timeout", "10s"); code == 0 || !strings.Contains(errs, "exited") {
+		t.Fatalf("p2 started on p1's log: %d %s", code, errs)
+	}
+	must(t, "cluster", "down", "--dir", dir)
+
+	// A log of format 1 (no binding): refused until 'fsck --adopt' binds it.
+	v1 := []byte("idfacelg\x00\x01\x00\x01") // magic, format 1, kind 1 (shares), CRC
+	v1 = append(binary.BigEndian.AppendUint32(v1, store.Checksum(v1)), good[hl:]...)
+	os.WriteFile(log, v1, 0o600)
+	if out, _, code := idface(t, "fsck", "--cluster", dir, "--party", "p2"); code == 0 || !strings.Contains(out, "--adopt") {
+		t.Fatalf("fsck of a format-1 log: exit %d\n%s", code, out)
+	}
+	if out := must(t, "fsck", "--cluster", dir, "--party", "p2", "--adopt"); !strings.Contains(out, `adopt: `+log+` is bound to member "p2"`) || !strings.Contains(out, "live         40") {
+		t.Fatalf("fsck --adopt:\n%s", out)
+	}
+	if again, _ := os.ReadFile(log); string(again) != string(good) {
+		t.Fatal("the adopted log differs from the log p2 wrote")
+	}
 
 	// A flipped share bit of a live row in the first record's tail.
 	bad := append([]byte(nil), good...)
-	bad[16+20+200] ^= 1
+	bad[hl+20+200] ^= 1
 	os.WriteFile(log, bad, 0o600)
-	out, _, code := idface(t, "fsck", "--cluster", dir, "--party", "p2")
+	out, _, code = idface(t, "fsck", "--cluster", dir, "--party", "p2")
 	if code == 0 || !strings.Contains(out, "fails its checksum") || !strings.Contains(out, "idface delete --id person-") {
 		t.Fatalf("fsck of a damaged share: exit %d\n%s", code, out)
 	}
@@ -35,7 +70,7 @@ func TestFsck(t *testing.T) {
 	must(t, "cluster", "down", "--dir", dir)
 
 	// A torn tail: half of a record appended by a crash.
-	os.WriteFile(log, append(append([]byte(nil), good...), good[16:60]...), 0o600)
+	os.WriteFile(log, append(append([]byte(nil), good...), good[hl:hl+44]...), 0o600)
 	out, _, code = idface(t, "fsck", "--cluster", dir, "--party", "p2")
 	if code == 0 || !strings.Contains(out, "torn tail of 44 bytes") {
 		t.Fatalf("fsck of a torn tail: exit %d\n%s", code, out)

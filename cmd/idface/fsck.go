@@ -20,6 +20,7 @@ import (
 	"github.com/idface/idface/engine/mpcface"
 	"github.com/idface/idface/engine/rowtxn"
 	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/server"
 )
 
 func init() {
@@ -35,10 +36,15 @@ func cmdFsck(args []string, stdout, stderr io.Writer) error {
 		"--repair cuts a torn tail (keeping its bytes aside) and nothing else: lost\n"+
 		"shares cannot be rebuilt by anyone; the report says what to do.\n"+
 		"--rows lists the ids at rows LO..HI-1 of an origin's segment (run it at a\n"+
-		"healthy party to name the rows another party lost).", stderr)
+		"healthy party to name the rows another party lost).\n"+
+		"Every log is bound to its cluster, member, mode, HE key and generation;\n"+
+		"fsck shows the binding and refuses a file bound elsewhere. --adopt binds a\n"+
+		"log of format 1 (written before bindings) to this server: only for the\n"+
+		"server's own log, never for one copied from another server.", stderr)
 	mf := addMemberFlags(fs, "party", "server name in a local cluster")
 	repair := fs.Bool("repair", false, "cut a torn tail")
 	rows := fs.String("rows", "", "list ids at ORIGIN:LO-HI")
+	adopt := fs.Bool("adopt", false, "bind this server's own format-1 log to it")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -56,8 +62,13 @@ func cmdFsck(args []string, stdout, stderr io.Writer) error {
 	data := h.DataDir()
 	env := engine.Env{Params: p, Self: *name, Log: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(), Fatal: func(error) {}}
 	fmt.Fprintf(stdout, "%s (%s), data in %s\n", *name, p.Mode(), data)
+	if *adopt {
+		if err := adoptLog(p, *name, data, stdout); err != nil {
+			return err
+		}
+	}
 	if *repair { // first, so that the report shows the state after it
-		if err := cutTornTail(p, data, stdout); err != nil {
+		if err := cutTornTail(p, *name, data, stdout); err != nil {
 			return err
 		}
 	}
@@ -101,6 +112,7 @@ func cmdFsck(args []string, stdout, stderr io.Writer) error {
 func logReport(path string, rep store.Report, stdout io.Writer) []string {
 	var problems []string
 	fmt.Fprintf(stdout, "log %s: %d intact records, %d bytes before any damage\n", path, rep.Records, rep.Bytes)
+	fmt.Fprintf(stdout, "  bound to %s: matches this server\n", rep.Binding)
 	if rep.TornBytes > 0 {
 		problems = append(problems, fmt.Sprintf("a torn tail of %d bytes (a crash during a write, never acknowledged): 'idface fsck --repair' or starting the server cuts it and keeps the bytes aside", rep.TornBytes))
 	}
@@ -126,9 +138,9 @@ func fsckShares(env engine.Env, e holder, data string, kind store.Kind, rows str
 	if _, err := os.Stat(path); err != nil {
 		return []string{fmt.Sprintf("no log: %v (a party that never started has none)", err)}, nil
 	}
-	rep, err := store.ScanAll(path, kind, e.Replay)
+	rep, err := store.ScanAll(path, server.Binding(env.Params, env.Self, kind, [32]byte{}), e.Replay)
 	if err != nil {
-		return nil, err
+		return bindingProblem(err)
 	}
 	problems := logReport(path, rep, stdout)
 	in := e.Inspect()
@@ -188,9 +200,9 @@ func fsckHE(env engine.Env, data string, stdout io.Writer) ([]string, error) {
 	if _, err := os.Stat(path); err != nil {
 		return []string{fmt.Sprintf("no log: %v (a server that never started has none)", err)}, nil
 	}
-	rep, err := store.ScanAll(path, store.KindHERows, l.Replay)
+	rep, err := store.ScanAll(path, server.Binding(env.Params, env.Self, store.KindHERows, [32]byte{}), l.Replay)
 	if err != nil {
-		return nil, err
+		return bindingProblem(err)
 	}
 	problems = append(problems, logReport(path, rep, stdout)...)
 	in := l.Inspect()
@@ -206,18 +218,12 @@ func fsckHE(env engine.Env, data string, stdout io.Writer) ([]string, error) {
 
 // cutTornTail opens the server's log the way the server does: a torn tail
 // is cut and kept aside; a damaged log is left alone.
-func cutTornTail(p *config.Params, data string, stdout io.Writer) error {
-	path, kind := filepath.Join(data, "shares.log"), store.KindShares
-	switch p.Mode() {
-	case config.ModeHE:
-		path, kind = filepath.Join(data, "rows.log"), store.KindHERows
-	case config.ModeBlind:
-		kind = store.KindBlind
-	}
+func cutTornTail(p *config.Params, name, data string, stdout io.Writer) error {
+	path, b := logOf(p, name, data)
 	if _, err := os.Stat(path); err != nil {
 		return nil
 	}
-	l, rep, err := store.Open(path, kind, func(store.Entry) error { return nil })
+	l, rep, err := store.Open(path, b, func(store.Entry) error { return nil })
 	if err != nil {
 		fmt.Fprintf(stdout, "repair: nothing changed (%v)\n", err)
 		return nil
@@ -229,4 +235,43 @@ func cutTornTail(p *config.Params, data string, stdout io.Writer) error {
 		fmt.Fprintln(stdout, "repair: nothing to cut")
 	}
 	return nil
+}
+
+// logOf is a server's log file and the binding it must carry.
+func logOf(p *config.Params, name, data string) (string, store.Binding) {
+	switch p.Mode() {
+	case config.ModeHE:
+		return filepath.Join(data, "rows.log"), server.Binding(p, name, store.KindHERows, [32]byte{})
+	case config.ModeBlind:
+		return filepath.Join(data, "shares.log"), server.Binding(p, name, store.KindBlind, [32]byte{})
+	}
+	return filepath.Join(data, "shares.log"), server.Binding(p, name, store.KindShares, [32]byte{})
+}
+
+// adoptLog binds a format-1 log to this server (--adopt).
+func adoptLog(p *config.Params, name, data string, stdout io.Writer) error {
+	path, b := logOf(p, name, data)
+	if _, err := os.Stat(path); err != nil {
+		return fmt.Errorf("--adopt: %w", err)
+	}
+	if err := store.Adopt(path, b); err != nil {
+		return fmt.Errorf("--adopt: %w", err)
+	}
+	got, err := store.ReadBinding(path)
+	if err != nil {
+		return fmt.Errorf("--adopt: %w", err)
+	}
+	fmt.Fprintf(stdout, "adopt: %s is bound to %s\n", path, got)
+	return nil
+}
+
+// bindingProblem turns a log bound elsewhere into a reported problem
+// (fsck goes on with the other checks); other errors stay errors.
+func bindingProblem(err error) ([]string, error) {
+	var be *store.BindingError
+	var fe *store.FormatError
+	if errors.As(err, &be) || errors.As(err, &fe) {
+		return []string{err.Error()}, nil
+	}
+	return nil, err
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/network/memnet"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/server"
 	"github.com/idface/idface/template"
 )
 
@@ -185,7 +186,7 @@ func TestDeletedRowsAreErased(t *testing.T) {
 	for _, m := range c.P.Parties() {
 		c.Stop(m.Name)
 		erased := false
-		_, err := store.Scan(filepath.Join(c.DataDir(m.Name), "shares.log"), store.KindShares, func(en store.Entry) error {
+		_, err := store.Scan(filepath.Join(c.DataDir(m.Name), "shares.log"), server.Binding(c.P, m.Name, store.KindShares, [32]byte{}), func(en store.Entry) error {
 			if en.Type == 1 && len(en.Tail) > 0 && !en.TailIntact {
 				u := en.Tail[:16*template.Words(dim)+4]
 				erased = true
@@ -236,18 +237,19 @@ func TestDamagedLogRefused(t *testing.T) {
 	c.Stop("p2")
 	path := filepath.Join(c.DataDir("p2"), "shares.log")
 	b, _ := os.ReadFile(path)
-	b[60] ^= 0x08 // inside the first prepare record's sealed part
+	hl := store.HeaderLen(server.Binding(c.P, "p2", store.KindShares, [32]byte{}))
+	b[hl+44] ^= 0x08 // inside the first prepare record's sealed part
 	os.WriteFile(path, b, 0o600)
 	err := c.TryRestart("p2")
 	var de *store.DamageError
-	if !errors.As(err, &de) || de.File != path || de.Offset != 16 || !strings.Contains(err.Error(), "fsck") {
+	if !errors.As(err, &de) || de.File != path || de.Offset != int64(hl) || !strings.Contains(err.Error(), "fsck") {
 		t.Fatalf("damaged log: %v", err)
 	}
 	if after, _ := os.ReadFile(path); len(after) != len(b) {
 		t.Fatal("the damaged log was changed")
 	}
 	// A flipped share bit (in a tail unit) of a live row is damage too.
-	b[60] ^= 0x08
+	b[hl+44] ^= 0x08
 	b[len(b)-200] ^= 0x01
 	os.WriteFile(path, b, 0o600)
 	if err := c.TryRestart("p2"); !errors.As(err, &de) || !strings.Contains(err.Error(), "live row") {

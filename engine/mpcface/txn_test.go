@@ -9,6 +9,7 @@ import (
 	"github.com/idface/idface/internal/store"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/server"
 	"github.com/idface/idface/template"
 )
 
@@ -93,7 +94,7 @@ func TestAbortedRowNumbersReplay(t *testing.T) {
 	c.Stop("p2")
 	path := filepath.Join(c.DataDir("p2"), "shares.log")
 	var at int64 = -1
-	if _, err := store.Scan(path, store.KindShares, func(en store.Entry) error {
+	if _, err := store.Scan(path, server.Binding(c.P, "p2", store.KindShares, [32]byte{}), func(en store.Entry) error {
 		if en.Type == 1 && !en.TailIntact && at < 0 {
 			at = en.TailOffset // the aborted prepare's erased unit
 		}

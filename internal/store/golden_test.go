@@ -12,7 +12,7 @@ import (
 // TestFileGolden pins the log's file and record framing.
 func TestFileGolden(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "g.log")
-	l, _, err := Open(path, KindHERows, func(Entry) error { return nil })
+	l, _, err := Open(path, bnd(KindHERows), func(Entry) error { return nil })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ import (
 func FuzzReplay(f *testing.F) {
 	rs := records(6)
 	path := filepath.Join(f.TempDir(), "valid.log")
-	l, _, err := Open(path, KindShares, func(Entry) error { return nil })
+	l, _, err := Open(path, bnd(KindShares), func(Entry) error { return nil })
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func FuzzReplay(f *testing.F) {
 		// Two flips in one record.
 		f.Add(append(flip(p.Offset+recHeaderLen, 0x01), flip(p.Offset+recHeaderLen+1, 0x01)...), uint32(0))
 	}
-	for _, k := range []int64{1, 5, fileHeaderLen - 1, fileHeaderLen, int64(len(valid)) - 1} {
+	for _, k := range []int64{1, 5, int64(testHeaderLen) - 1, int64(testHeaderLen), int64(len(valid)) - 1} {
 		f.Add([]byte(nil), uint32(k))
 	}
 	// A record's tail erased in place (as after a deletion): still replayed,
@@ -111,7 +111,7 @@ func FuzzReplay(f *testing.F) {
 			first = int64(len(valid)) + 1 // unchanged
 		}
 		intact := 0 // records before the first change
-		if first >= fileHeaderLen {
+		if first >= int64(testHeaderLen) {
 			for intact < len(pos) && end(intact) <= first {
 				intact++
 			}
@@ -121,7 +121,7 @@ func FuzzReplay(f *testing.F) {
 			t.Fatal(err)
 		}
 		var got []Entry
-		rep, err := Scan(p, KindShares, func(e Entry) error {
+		rep, err := Scan(p, bnd(KindShares), func(e Entry) error {
 			got = append(got, e)
 			return nil
 		})
@@ -165,7 +165,7 @@ func FuzzReplay(f *testing.F) {
 		}
 		// Opening cuts what was not replayed; the cut log replays the same
 		// records and nothing more.
-		ol, orep, err := Open(p, KindShares, func(Entry) error { return nil })
+		ol, orep, err := Open(p, bnd(KindShares), func(Entry) error { return nil })
 		if err != nil {
 			t.Fatalf("scanned, but does not open: %v", err)
 		}
@@ -174,7 +174,7 @@ func FuzzReplay(f *testing.F) {
 			t.Fatalf("opened with %d records, scanned %d", orep.Records, len(got))
 		}
 		n := 0
-		again, err := Scan(p, KindShares, func(e Entry) error {
+		again, err := Scan(p, bnd(KindShares), func(e Entry) error {
 			if e.Offset != got[n].Offset || !bytes.Equal(e.Sealed, got[n].Sealed) {
 				t.Fatalf("after the cut, record %d differs", n)
 			}

@@ -4,10 +4,13 @@
 // and encodings; this package only frames, checksums, syncs and verifies
 // them.
 //
-// A log file is a 16-byte file header followed by records:
+// A log file is a file header followed by records:
 //
-//	file header: "idfacelg" | format u16 | kind u16 | reserved u32 | CRC-32C u32 of the first 12 bytes
-//	record:      magic u16 (0x1DFA) | format u8 | type u8 | sealed length u32 | tail length u32 |
+//	file header: "idfacelg" | format u16 (2) | kind u16 | binding length u32 | binding |
+//	             CRC-32C u32 of everything before it
+//	binding:     cluster id [16] | generation u64 | key fingerprint [32] |
+//	             mode length u8 | mode | member length u8 | member
+//	record:      magic u16 (0x1DFA) | format u8 (1) | type u8 | sealed length u32 | tail length u32 |
 //	             CRC-32C u32 of the tail as written | CRC-32C u32 of the first 16 header bytes and the sealed bytes |
 //	             sealed bytes | tail bytes
 //
@@ -18,11 +21,16 @@
 // acknowledged): it is cut off at open and its bytes are kept aside in
 // FILE.torn-OFFSET. A damaged record followed by an intact one is damage:
 // the log refuses to open and names the file and offset.
+//
+// The binding ties a log to the one member whose data it is (see
+// Binding): a log restored into another member's home, another cluster's
+// or another mode's, or written under another HE key, is refused at open,
+// because replaying it would make the server answer with someone else's
+// shares (silent false accepts and rejects).
 package store
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -32,9 +40,13 @@ import (
 	"sync"
 )
 
-// Format is the version of the log file and record format this build
-// writes and reads.
-const Format = 1
+// Format is the version of the log file format this build writes and
+// reads. Format 1 (a header without a binding) is read only by Adopt,
+// which binds it.
+const Format = 2
+
+// recFormat is the version of the record framing (unchanged since format 1).
+const recFormat = 1
 
 // Kind says which engine's records a log holds, so that a data directory
 // of one mode is never replayed by another.
@@ -51,9 +63,11 @@ const (
 const MaxRecord = 128 << 20
 
 const (
-	fileHeaderLen = 16
-	recHeaderLen  = 20
-	recMagic      = 0x1DFA
+	v1HeaderLen  = 16 // format 1: magic, format, kind, reserved, CRC
+	headerFixed  = 16 // magic, format, kind, binding length
+	maxBinding   = 16 + 8 + 32 + 1 + 255 + 1 + 255
+	recHeaderLen = 20
+	recMagic     = 0x1DFA
 )
 
 var fileMagic = [8]byte{'i', 'd', 'f', 'a', 'c', 'e', 'l', 'g'}
@@ -113,15 +127,18 @@ func (e *FormatError) Error() string { return "store: " + e.File + ": " + e.Msg 
 
 // Log is an append-only log open for appending.
 type Log struct {
-	mu   sync.Mutex
-	path string
-	f    *os.File
-	w    *bufio.Writer
-	size int64
+	mu     sync.Mutex
+	path   string
+	f      *os.File
+	w      *bufio.Writer
+	size   int64
+	header int64 // bytes of the file header (no overwrite there)
 }
 
 // Report describes what Scan or Open found.
 type Report struct {
+	// Binding is the log's own (the expected one for a new log).
+	Binding   Binding
 	Records   int
 	Bytes     int64 // intact bytes, header included (up to the first damage)
 	TornBytes int64 // bytes of a torn tail (cut by Open)
@@ -131,6 +148,8 @@ type Report struct {
 	// replayed).
 	Damaged   []Span
 	ReplayErr error
+
+	header int64 // bytes of the file header
 }
 
 // Span is a damaged stretch of a log: [Offset, Next), Next being the next
@@ -142,26 +161,33 @@ type Span struct {
 
 // Open opens (creating) the log at path, replays every intact record in
 // order, cuts a torn tail (kept in a side file) and positions for appends.
-func Open(path string, kind Kind, replay func(Entry) error) (*Log, Report, error) {
+// A log bound to another member, cluster, mode, key or generation than b
+// is refused with a *BindingError; a new log is bound to b.
+func Open(path string, b Binding, replay func(Entry) error) (*Log, Report, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, Report{}, err
 	}
-	rep, err := scan(f, path, kind, replay)
+	rep, err := scan(f, path, b, replay)
 	if err != nil {
 		f.Close()
 		return nil, rep, err
 	}
+	header := rep.header
 	if rep.Bytes == 0 { // new log, or a torn header of a new one: write the file header
-		if err := f.Truncate(0); err != nil {
+		rep.Binding = withGeneration(b)
+		h, err := fileHeader(rep.Binding)
+		if err == nil {
+			err = f.Truncate(0)
+		}
+		if err == nil {
+			_, err = f.WriteAt(h, 0)
+		}
+		if err != nil {
 			f.Close()
 			return nil, rep, err
 		}
-		if _, err := f.WriteAt(fileHeader(kind), 0); err != nil {
-			f.Close()
-			return nil, rep, err
-		}
-		rep.Bytes = fileHeaderLen
+		rep.Bytes, header = int64(len(h)), int64(len(h))
 		if err := f.Sync(); err != nil {
 			f.Close()
 			return nil, rep, err
@@ -191,25 +217,25 @@ func Open(path string, kind Kind, replay func(Entry) error) (*Log, Report, error
 		f.Close()
 		return nil, rep, err
 	}
-	return &Log{path: path, f: f, w: bufio.NewWriterSize(f, 1<<20), size: rep.Bytes}, rep, nil
+	return &Log{path: path, f: f, w: bufio.NewWriterSize(f, 1<<20), size: rep.Bytes, header: header}, rep, nil
 }
 
 // Scan reads a log without changing it: replay sees every intact record;
 // the report says where a torn tail starts. A damaged record in the middle
-// is a *DamageError.
-func Scan(path string, kind Kind, replay func(Entry) error) (Report, error) {
+// is a *DamageError, a log bound elsewhere a *BindingError.
+func Scan(path string, b Binding, replay func(Entry) error) (Report, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return Report{}, err
 	}
 	defer f.Close()
-	return scan(f, path, kind, replay)
+	return scan(f, path, b, replay)
 }
 
 // ScanAll reads a whole log without changing it, past damage: every
 // damaged span is reported, the intact records around them are replayed
 // until replay fails (fsck's view of a log).
-func ScanAll(path string, kind Kind, replay func(Entry) error) (Report, error) {
+func ScanAll(path string, b Binding, replay func(Entry) error) (Report, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return Report{}, err
@@ -231,7 +257,8 @@ func ScanAll(path string, kind Kind, replay func(Entry) error) (Report, error) {
 		var r Report
 		var err error
 		if first {
-			r, err = scan(f, path, kind, wrapped)
+			r, err = scan(f, path, b, wrapped)
+			rep.Binding = r.Binding
 		} else {
 			r, err = scanFrom(f, path, rep.Damaged[len(rep.Damaged)-1].Next, wrapped)
 		}
@@ -256,16 +283,7 @@ func ScanAll(path string, kind Kind, replay func(Entry) error) (Report, error) {
 	}
 }
 
-func fileHeader(kind Kind) []byte {
-	h := make([]byte, fileHeaderLen)
-	copy(h, fileMagic[:])
-	binary.BigEndian.PutUint16(h[8:], Format)
-	binary.BigEndian.PutUint16(h[10:], uint16(kind))
-	binary.BigEndian.PutUint32(h[12:], Checksum(h[:12]))
-	return h
-}
-
-func scan(f *os.File, path string, kind Kind, replay func(Entry) error) (Report, error) {
+func scan(f *os.File, path string, want Binding, replay func(Entry) error) (Report, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return Report{}, err
@@ -275,24 +293,13 @@ func scan(f *os.File, path string, kind Kind, replay func(Entry) error) (Report,
 	if size == 0 {
 		return rep, nil
 	}
-	var h [fileHeaderLen]byte
-	n, _ := f.ReadAt(h[:], 0)
-	if size < fileHeaderLen && bytes.HasPrefix(fileHeader(kind), h[:n]) {
-		return rep, nil // a crash while a new log's header was written: nothing was appended
+	b, n, err := readHeader(f, path, size, want)
+	if err != nil || n == 0 {
+		return rep, err
 	}
-	if n < fileHeaderLen || [8]byte(h[:8]) != fileMagic {
-		return rep, &FormatError{path, fmt.Sprintf("not an idface log of format %d: it was written by an earlier idface (logs without a format header, wire version 1) or is another file. Run the earlier release to finish with that data directory, or move it away and re-enroll; this build reads log format %d", Format, Format)}
-	}
-	if Checksum(h[:12]) != binary.BigEndian.Uint32(h[12:]) {
-		return rep, &DamageError{File: path, Offset: 0, NextValid: -1, Reason: "file header checksum"}
-	}
-	if v := binary.BigEndian.Uint16(h[8:]); v != Format {
-		return rep, &FormatError{path, fmt.Sprintf("log format %d; this build reads format %d. Use the idface release that wrote it, or a newer one that migrates it", v, Format)}
-	}
-	if k := Kind(binary.BigEndian.Uint16(h[10:])); k != kind {
-		return rep, &FormatError{path, fmt.Sprintf("a log of kind %d, expected %d: this data directory belongs to another mode", k, kind)}
-	}
-	return scanRecords(f, path, fileHeaderLen, size, replay)
+	rep, err = scanRecords(f, path, n, size, replay)
+	rep.Binding, rep.header = b, n
+	return rep, err
 }
 
 // scanFrom scans records from offset off (after a damaged span).
@@ -363,7 +370,7 @@ func readRecord(r *bufio.Reader, off, size int64) (e Entry, n int64, reason stri
 }
 
 func parseHeader(h []byte, off, size int64) (sealed, tail int64, ok bool) {
-	if binary.BigEndian.Uint16(h) != recMagic || h[2] != Format {
+	if binary.BigEndian.Uint16(h) != recMagic || h[2] != recFormat {
 		return 0, 0, false
 	}
 	sealed, tail = int64(binary.BigEndian.Uint32(h[4:])), int64(binary.BigEndian.Uint32(h[8:]))
@@ -424,7 +431,7 @@ func (l *Log) Append(recs ...Record) ([]Pos, error) {
 		}
 		var h [recHeaderLen]byte
 		binary.BigEndian.PutUint16(h[0:], recMagic)
-		h[2], h[3] = Format, r.Type
+		h[2], h[3] = recFormat, r.Type
 		binary.BigEndian.PutUint32(h[4:], uint32(len(r.Sealed)))
 		binary.BigEndian.PutUint32(h[8:], uint32(len(r.Tail)))
 		binary.BigEndian.PutUint32(h[12:], Checksum(r.Tail))
@@ -450,7 +457,7 @@ func (l *Log) Append(recs ...Record) ([]Pos, error) {
 func (l *Log) Overwrite(off int64, b []byte) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if off < fileHeaderLen || off+int64(len(b)) > l.size {
+	if off < l.header || off+int64(len(b)) > l.size {
 		return fmt.Errorf("store: overwrite of [%d, %d) outside %s", off, off+int64(len(b)), l.path)
 	}
 	if _, err := l.f.WriteAt(b, off); err != nil {

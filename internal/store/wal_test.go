@@ -23,13 +23,13 @@ func records(n int) []Record {
 
 func collect(path string, kind Kind) ([]Entry, *Log, Report, error) {
 	var got []Entry
-	l, rep, err := Open(path, kind, func(e Entry) error { got = append(got, e); return nil })
+	l, rep, err := Open(path, bnd(kind), func(e Entry) error { got = append(got, e); return nil })
 	return got, l, rep, err
 }
 
 func writeLog(t *testing.T, path string, rs []Record) []Pos {
 	t.Helper()
-	l, _, err := Open(path, KindShares, func(Entry) error { return nil })
+	l, _, err := Open(path, bnd(KindShares), func(Entry) error { return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestTornTail(t *testing.T) {
 	}
 	// A torn file header of a new log.
 	path := filepath.Join(dir, "new.log")
-	os.WriteFile(path, fileHeader(KindShares)[:5], 0o600)
+	os.WriteFile(path, mustHeader(KindShares)[:5], 0o600)
 	if _, l, _, err := collect(path, KindShares); err != nil {
 		t.Fatal(err)
 	} else {
@@ -152,7 +152,8 @@ func TestFormatErrors(t *testing.T) {
 	path := filepath.Join(dir, "x.log")
 	writeLog(t, path, records(2))
 	var fe *FormatError
-	if _, _, _, err := collect(path, KindHERows); !errors.As(err, &fe) {
+	var be *BindingError
+	if _, _, _, err := collect(path, KindHERows); !errors.As(err, &be) {
 		t.Fatalf("kind mismatch: %v", err)
 	}
 	legacy := filepath.Join(dir, "legacy.wal")
@@ -172,7 +173,7 @@ func TestErrTornOnlyAtTheEnd(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "x.log")
 	writeLog(t, path, records(3))
 	n := 0
-	_, _, err := Open(path, KindShares, func(e Entry) error {
+	_, _, err := Open(path, bnd(KindShares), func(e Entry) error {
 		n++
 		if n == 2 {
 			return ErrTorn
@@ -182,7 +183,7 @@ func TestErrTornOnlyAtTheEnd(t *testing.T) {
 	if err == nil {
 		t.Fatal("ErrTorn accepted for a record in the middle")
 	}
-	l, rep, err := Open(path, KindShares, func(e Entry) error {
+	l, rep, err := Open(path, bnd(KindShares), func(e Entry) error {
 		if e.Last {
 			return ErrTorn
 		}
@@ -198,7 +199,7 @@ func TestOverwrite(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "x.log")
 	rs := records(3)
 	pos := writeLog(t, path, rs)
-	l, _, err := Open(path, KindShares, func(Entry) error { return nil })
+	l, _, err := Open(path, bnd(KindShares), func(Entry) error { return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,24 +222,24 @@ func TestOverwrite(t *testing.T) {
 func FuzzScan(f *testing.F) {
 	dir := f.TempDir()
 	path := filepath.Join(dir, "seed.log")
-	l, _, _ := Open(path, KindShares, func(Entry) error { return nil })
+	l, _, _ := Open(path, bnd(KindShares), func(Entry) error { return nil })
 	l.Append(records(3)...)
 	l.Close()
 	seed, _ := os.ReadFile(path)
-	f.Add(seed[fileHeaderLen:])
+	f.Add(seed[testHeaderLen:])
 	f.Add([]byte{0x1d, 0xfa, 1, 1, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		p := filepath.Join(t.TempDir(), "f.log")
-		os.WriteFile(p, append(fileHeader(KindShares), body...), 0o600)
+		os.WriteFile(p, append(mustHeader(KindShares), body...), 0o600)
 		n := 0
-		rep, err := Scan(p, KindShares, func(e Entry) error {
+		rep, err := Scan(p, bnd(KindShares), func(e Entry) error {
 			if len(e.Sealed)+len(e.Tail) > MaxRecord {
 				t.Fatal("oversized record accepted")
 			}
 			n++
 			return nil
 		})
-		if err == nil && (rep.Records != n || rep.Bytes+rep.TornBytes != int64(fileHeaderLen+len(body))) {
+		if err == nil && (rep.Records != n || rep.Bytes+rep.TornBytes != int64(testHeaderLen+len(body))) {
 			t.Fatalf("report %+v for %d records of %d bytes", rep, n, len(body))
 		}
 	})
@@ -254,7 +255,7 @@ func TestScanAll(t *testing.T) {
 	b[pos[4].Offset+recHeaderLen] ^= 1
 	os.WriteFile(path, b, 0o600)
 	n := 0
-	rep, err := ScanAll(path, KindShares, func(Entry) error { n++; return nil })
+	rep, err := ScanAll(path, bnd(KindShares), func(Entry) error { n++; return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,3 +264,20 @@ func TestScanAll(t *testing.T) {
 		t.Fatalf("%+v, %d replayed", rep, n)
 	}
 }
+
+// bnd is the binding of the test logs.
+func bnd(k Kind) Binding {
+	return Binding{Kind: k, Cluster: [16]byte{1, 2, 3}, Member: "p1", Mode: "2pc"}
+}
+
+// mustHeader is a new test log's file header.
+func mustHeader(k Kind) []byte {
+	h, err := fileHeader(withGeneration(bnd(k)))
+	if err != nil {
+		panic(err)
+	}
+	return h
+}
+
+// testHeaderLen is the length of the test logs' file header.
+var testHeaderLen = len(mustHeader(KindShares))
