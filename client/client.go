@@ -7,6 +7,7 @@ package client
 
 import (
 	"context"
+	"crypto"
 	"fmt"
 	"sync"
 	"time"
@@ -23,6 +24,9 @@ type Client struct {
 	p     *config.Params
 	d     network.Dialer
 	entry string
+	// name and key sign enrollments and deletions (operators only).
+	name string
+	key  crypto.Signer
 }
 
 // New returns a client that reaches the servers through d (any network)
@@ -51,8 +55,25 @@ func Open(p *config.Params, h *home.Home, entry string) (*Client, error) {
 	c, err := New(p, d, entry)
 	if err != nil {
 		d.Close()
+		return nil, err
 	}
-	return c, err
+	if key, ok := cert.PrivateKey.(crypto.Signer); ok {
+		c.SetSigner(h.Self.Name, key)
+	}
+	return c, nil
+}
+
+// SetSigner makes the client sign its enrollments and deletions as the
+// operator name with key (its certificate's key); every party checks the
+// signature against the certificate in the cluster configuration.
+func (c *Client) SetSigner(name string, key crypto.Signer) { c.name, c.key = name, key }
+
+// sign authorises op on ids, with a fresh nonce for each request.
+func (c *Client) sign(op protocol.OpKind, ids []string) (protocol.Auth, error) {
+	if c.key == nil {
+		return protocol.Auth{}, fmt.Errorf("this client has no operator key: only an operator (idface client init --role operator) may %s", op)
+	}
+	return protocol.Sign(c.key, c.name, c.p.ClusterID(), op, ids)
 }
 
 // Close closes the connections.
@@ -74,7 +95,13 @@ func (c *Client) call(ctx context.Context, to string, req protocol.Msg, want pro
 
 // Enroll enrolls a batch atomically: every id at every server, or none.
 func (c *Client) Enroll(ctx context.Context, items []protocol.Item) error {
-	resp, err := c.call(ctx, c.entry, &protocol.Enroll{Items: items}, protocol.TEnrollOK)
+	m := &protocol.Enroll{Items: items}
+	auth, err := c.sign(protocol.OpPut, m.IDs())
+	if err != nil {
+		return err
+	}
+	m.Auth = auth
+	resp, err := c.call(ctx, c.entry, m, protocol.TEnrollOK)
 	if err != nil {
 		return err
 	}
@@ -96,7 +123,11 @@ func (c *Client) Identify(ctx context.Context, tmpl []float32, k int) (*protocol
 
 // Delete revokes id at every server.
 func (c *Client) Delete(ctx context.Context, id string) error {
-	_, err := c.call(ctx, c.entry, &protocol.Delete{ID: id}, protocol.TDeleteOK)
+	auth, err := c.sign(protocol.OpDelete, []string{id})
+	if err != nil {
+		return err
+	}
+	_, err = c.call(ctx, c.entry, &protocol.Delete{Auth: auth, ID: id}, protocol.TDeleteOK)
 	return err
 }
 

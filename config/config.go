@@ -7,6 +7,7 @@
 package config
 
 import (
+	"crypto/ecdsa"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
@@ -135,22 +136,24 @@ func (d Descriptor) Check() error {
 	if ServerRole(d.Role) != (d.Addr != "") {
 		return fmt.Errorf("%s: a server has an address and a client has none", d.Name)
 	}
-	return checkCert(d.Name, d.Cert, d.Pin)
+	_, err := checkCert(d.Name, d.Cert, d.Pin)
+	return err
 }
 
 // checkCert verifies that a PEM certificate has the given pin.
-func checkCert(name, certPEM, pin string) error {
+func checkCert(name, certPEM, pin string) (any, error) {
 	blk, _ := pem.Decode([]byte(certPEM))
 	if blk == nil || blk.Type != "CERTIFICATE" {
-		return fmt.Errorf("%s: no PEM certificate", name)
+		return nil, fmt.Errorf("%s: no PEM certificate", name)
 	}
-	if _, err := x509.ParseCertificate(blk.Bytes); err != nil {
-		return fmt.Errorf("%s: certificate: %w", name, err)
+	c, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: certificate: %w", name, err)
 	}
 	if got := network.Pin(blk.Bytes); got != pin {
-		return fmt.Errorf("%s: the certificate's pin is %s, not %s", name, got, pin)
+		return nil, fmt.Errorf("%s: the certificate's pin is %s, not %s", name, got, pin)
 	}
-	return nil
+	return c.PublicKey, nil
 }
 
 // Member returns the descriptor's entry in a configuration.
@@ -410,7 +413,7 @@ func New(lit Literal, dir string) (*Params, error) {
 			return nil, err
 		}
 		if m.Cert != "-" { // "-": a test member without a certificate (in-process clusters)
-			if err := checkCert(m.Name, m.Cert, m.Pin); err != nil {
+			if _, err := checkCert(m.Name, m.Cert, m.Pin); err != nil {
 				return nil, err
 			}
 		}
@@ -423,6 +426,20 @@ func New(lit Literal, dir string) (*Params, error) {
 				return nil, fmt.Errorf("member %q: metrics address: %w (a public address must be named on the command line: idface serve --metrics-addr)", m.Name, err)
 			}
 		}
+	}
+	for _, m := range lit.Clients {
+		if ClientRole(m) != RoleOperator || m.Cert == "-" {
+			continue
+		}
+		pub, _ := checkCert(m.Name, m.Cert, m.Pin) // checked above
+		k, ok := pub.(*ecdsa.PublicKey)
+		if !ok {
+			return nil, fmt.Errorf("operator %q: its certificate's key is not ECDSA: create the operator with 'idface client init'", m.Name)
+		}
+		if p.operators == nil {
+			p.operators = map[string]*ecdsa.PublicKey{}
+		}
+		p.operators[m.Name] = k
 	}
 	partyRole := RoleShareHolder
 	if lit.Mode == ModeHE {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/ecdsa"
 	"crypto/sha256"
 	"encoding/json"
 	"time"
@@ -30,6 +31,16 @@ type Params struct {
 	query     template.Levels
 	ring      additive.Ring
 	he        heidface.Scheme // mode he only
+	operators map[string]*ecdsa.PublicKey
+}
+
+// OperatorKey is the named operator's signing key (its certificate's
+// public key), which every party checks enrollments and deletions
+// against. An operator without a certificate (an in-process test member)
+// has none, and its changes are refused.
+func (p *Params) OperatorKey(name string) (*ecdsa.PublicKey, bool) {
+	k, ok := p.operators[name]
+	return k, ok
 }
 
 func (p *Params) derive() error {

@@ -24,8 +24,9 @@ var ErrMalformed = wire.ErrMalformed
 // Version is the wire version; the ALPN (idface/2) carries the same
 // number, so peers of different versions refuse each other at the
 // handshake. Version 2: HEQuery carries the public key's fingerprint, HE
-// changes are numbered (HEDecide.Seq, HEDelete, HESync).
-const Version = 2
+// changes are numbered (HEDecide.Seq, HEDelete, HESync). Version 3:
+// enrollments, deletions and prepares carry the operator's Auth.
+const Version = 3
 
 // Limits on what a peer or a client may send.
 const (
@@ -232,11 +233,25 @@ type Item struct {
 	Template []float32
 }
 
-// Enroll asks the entry to enroll a batch atomically (all or none).
-type Enroll struct{ Items []Item }
+// Enroll asks the entry to enroll a batch atomically (all or none). Auth
+// is an operator's signature over the batch's ids.
+type Enroll struct {
+	Auth  Auth
+	Items []Item
+}
+
+// IDs lists the batch's ids in order (what Auth signs).
+func (m *Enroll) IDs() []string {
+	ids := make([]string, len(m.Items))
+	for i, it := range m.Items {
+		ids[i] = it.ID
+	}
+	return ids
+}
 
 func (m *Enroll) Type() Type { return TEnroll }
 func (m *Enroll) marshal(e *wire.Enc) {
+	MarshalAuth(e, m.Auth)
 	e.U32(uint32(len(m.Items)))
 	for _, it := range m.Items {
 		e.Str(it.ID)
@@ -244,6 +259,7 @@ func (m *Enroll) marshal(e *wire.Enc) {
 	}
 }
 func (m *Enroll) unmarshal(d *wire.Dec) {
+	m.Auth = UnmarshalAuth(d)
 	n := d.Count(MaxBatch, 6)
 	for range n {
 		id := d.Str(MaxIDLen)
@@ -327,11 +343,14 @@ func (m *IdentifyOK) unmarshal(d *wire.Dec) {
 }
 
 // Delete revokes an enrolled id at every party.
-type Delete struct{ ID string }
+type Delete struct {
+	Auth Auth // an operator's signature over the id
+	ID   string
+}
 
 func (m *Delete) Type() Type            { return TDelete }
-func (m *Delete) marshal(e *wire.Enc)   { e.Str(m.ID) }
-func (m *Delete) unmarshal(d *wire.Dec) { m.ID = d.Str(MaxIDLen) }
+func (m *Delete) marshal(e *wire.Enc)   { MarshalAuth(e, m.Auth); e.Str(m.ID) }
+func (m *Delete) unmarshal(d *wire.Dec) { m.Auth = UnmarshalAuth(d); m.ID = d.Str(MaxIDLen) }
 
 // DeleteOK acknowledges a deletion applied at every party.
 type DeleteOK struct{}

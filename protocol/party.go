@@ -121,7 +121,10 @@ type Prepare struct {
 	Origin uint8
 	Dim    uint16
 	Base   uint32
-	Ops    []Op
+	// Auth is the operator's signature over the ops' ids (every op of a
+	// transaction is of one kind).
+	Auth Auth
+	Ops  []Op
 }
 
 func (m *Prepare) Type() Type { return TPrepare }
@@ -130,6 +133,7 @@ func (m *Prepare) marshal(e *wire.Enc) {
 	e.U8(m.Origin)
 	e.U16(m.Dim)
 	e.U32(m.Base)
+	MarshalAuth(e, m.Auth)
 	e.U32(uint32(len(m.Ops)))
 	for _, op := range m.Ops {
 		e.U8(uint8(op.Kind))
@@ -146,6 +150,7 @@ func (m *Prepare) unmarshal(d *wire.Dec) {
 	m.Origin = d.U8()
 	m.Dim = d.U16()
 	m.Base = d.U32()
+	m.Auth = UnmarshalAuth(d)
 	if d.Err == nil && (m.Dim < 1 || int(m.Dim) > MaxDim) {
 		d.Fail("dimension %d", m.Dim)
 		return

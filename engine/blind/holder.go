@@ -156,7 +156,7 @@ func (h *Holder[E]) Routes() map[protocol.Type]engine.Route {
 // enroll runs at the entry: G(x) on all cores, GenShare for mu holders
 // (all but the last get a seed), then one transaction.
 func (h *Holder[E]) enroll(ctx context.Context, r engine.Request) protocol.Msg {
-	return h.Enroll(ctx, r.Msg.(*protocol.Enroll).Items, h.share)
+	return h.Enroll(ctx, r.Msg.(*protocol.Enroll), h.share)
 }
 
 // share makes every holder's op for each item: the entry keeps the full

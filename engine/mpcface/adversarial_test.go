@@ -2,6 +2,9 @@ package mpcface_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
@@ -187,7 +190,7 @@ func TestDeletedRowsAreErased(t *testing.T) {
 		c.Stop(m.Name)
 		erased := false
 		_, err := store.Scan(filepath.Join(c.DataDir(m.Name), "shares.log"), server.Binding(c.P, m.Name, store.KindShares, [32]byte{}), func(en store.Entry) error {
-			if en.Type == 1 && len(en.Tail) > 0 && !en.TailIntact {
+			if en.Type == 3 && len(en.Tail) > 0 && !en.TailIntact { // a prepare record
 				u := en.Tail[:16*template.Words(dim)+4]
 				erased = true
 				for _, b := range u {
@@ -275,5 +278,66 @@ func TestOversizedBlockRefused(t *testing.T) {
 	_, err := c.Client("client", "p1").Identify(context.Background(), templates(1, 41)[0], 1)
 	if err == nil || !strings.Contains(err.Error(), "was due") {
 		t.Fatalf("oversized block: %v", err)
+	}
+}
+
+// TestOnlyOperatorsChangeTheGallery is issue 17 item 5: at bfed9c1 p1 of a
+// 3-party MPC cluster sent Delete for rows of p2's and p3's segments and
+// both were removed, because a party may forward deletions. Now every
+// enrollment and deletion carries an operator's signature over (cluster,
+// operation, ids, nonce) that every party checks, and a nonce applies once.
+func TestOnlyOperatorsChangeTheGallery(t *testing.T) {
+	c := startDefault(t, 3)
+	xs := templates(6, 61)
+	for k, entry := range []string{"p2", "p3"} {
+		if err := c.Client("client", entry).Enroll(ctx(t), items(xs[3*k:3*k+3], entry)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p1 := serverDialer(c, "p1")
+	var pe *protocol.Error
+	forbidden := func(what, to string, m protocol.Msg) {
+		t.Helper()
+		if _, err := network.Call(ctx(t), p1, to, m); !errors.As(err, &pe) || pe.Code != protocol.CodeForbidden {
+			t.Fatalf("%s: %v, want forbidden", what, err)
+		}
+	}
+	forbidden("p1 deletes p2's row unsigned", "p2", &protocol.Delete{ID: "p2-0"})
+	forbidden("p1 deletes p3's row unsigned", "p3", &protocol.Delete{ID: "p3-0"})
+	// A signature for another id, or from a key that is not an operator's.
+	forbidden("a signature for another id", "p2", &protocol.Delete{Auth: c.Sign(protocol.OpDelete, "p2-1"), ID: "p2-0"})
+	stranger, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, _ := protocol.Sign(stranger, "client", c.P.ClusterID(), protocol.OpDelete, []string{"p2-0"})
+	forbidden("a forged signature", "p2", &protocol.Delete{Auth: forged, ID: "p2-0"})
+	// p1 originates an enrollment of its own (its segment) without an operator.
+	h, err := c.Client("client", "").Health(ctx(t), "p2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	forbidden("p1 enrolls on its own", "p2", &protocol.Prepare{Txn: protocol.TxnID{7, 0x9}, Origin: 0, Dim: dim, Base: h.Digest[0].Rows,
+		Ops: []protocol.Op{{Kind: protocol.OpPut, Seq: h.Digest[0].Rows, ID: "mallory", Share: make([]byte, 16*template.Words(dim))}}})
+
+	// The operator deletes p2-0; p1 keeps the signed request and replays it
+	// after p2-0 is enrolled again.
+	del := &protocol.Delete{Auth: c.Sign(protocol.OpDelete, "p2-0"), ID: "p2-0"}
+	if _, err := network.Call(ctx(t), c.Dialer("client"), "p2", del); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Client("client", "p2").Enroll(ctx(t), items(xs[:1], "p2")); err != nil {
+		t.Fatal(err)
+	}
+	forbidden("a replayed deletion", "p2", del)
+	c.Restart("p2") // the nonces come back from the log
+	forbidden("a replayed deletion after a restart", "p2", del)
+
+	for i, x := range xs {
+		r, err := c.Client("client", "").Identify(ctx(t), x, 1)
+		want := []string{"p2-0", "p2-1", "p2-2", "p3-0", "p3-1", "p3-2"}[i]
+		if err != nil || !r.Accepted || r.Candidates[0].ID != want {
+			t.Fatalf("%s after the attempts: %+v %v", want, r, err)
+		}
 	}
 }

@@ -118,7 +118,7 @@ func (e *Engine) Routes() map[protocol.Type]engine.Route {
 
 // enroll handles a batch at its entry party (MPCFace.Enroll).
 func (e *Engine) enroll(ctx context.Context, r engine.Request) protocol.Msg {
-	return e.Enroll(ctx, r.Msg.(*protocol.Enroll).Items, e.share)
+	return e.Enroll(ctx, r.Msg.(*protocol.Enroll), e.share)
 }
 
 // share transforms and splits a batch on all cores; ops[k] holds party k's

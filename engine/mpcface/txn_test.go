@@ -2,6 +2,7 @@ package mpcface_test
 
 import (
 	"errors"
+	"github.com/idface/idface/internal/inproc"
 	"os"
 	"path/filepath"
 	"testing"
@@ -18,8 +19,8 @@ import (
 
 // ghost is a one-row prepare of origin p1 for the next row of its segment
 // at p2.
-func ghost(txn byte, base uint32, id string) *protocol.Prepare {
-	return &protocol.Prepare{Txn: protocol.TxnID{txn, 0x9}, Origin: 0, Dim: dim, Base: base,
+func ghost(c *inproc.Cluster, txn byte, base uint32, id string) *protocol.Prepare {
+	return &protocol.Prepare{Txn: protocol.TxnID{txn, 0x9}, Origin: 0, Dim: dim, Base: base, Auth: c.Sign(protocol.OpPut, id),
 		Ops: []protocol.Op{{Kind: protocol.OpPut, Seq: base, ID: id, Share: make([]byte, 16*template.Words(dim))}}}
 }
 
@@ -44,10 +45,10 @@ func TestLatePrepareIsAborted(t *testing.T) {
 		t.Fatal(err)
 	}
 	var pe *protocol.Error
-	if _, err := network.Call(ctx(t), p1, "p2", ghost(1, base, "late")); !errors.As(err, &pe) || pe.Code != protocol.CodeAborted {
+	if _, err := network.Call(ctx(t), p1, "p2", ghost(c, 1, base, "late")); !errors.As(err, &pe) || pe.Code != protocol.CodeAborted {
 		t.Fatalf("a prepare after its abort: %v", err)
 	}
-	if _, err := network.Call(ctx(t), p1, "p2", ghost(2, base, "lost")); err != nil {
+	if _, err := network.Call(ctx(t), p1, "p2", ghost(c, 2, base, "lost")); err != nil {
 		t.Fatal(err)
 	}
 	if err := cl.Enroll(ctx(t), items(templates(5, 51), "b")); err != nil {
@@ -81,7 +82,7 @@ func TestAbortedRowNumbersReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	p1 := serverDialer(c, "p1")
-	if _, err := network.Call(ctx(t), p1, "p2", ghost(3, h.Digest[0].Rows, "ghost")); err != nil {
+	if _, err := network.Call(ctx(t), p1, "p2", ghost(c, 3, h.Digest[0].Rows, "ghost")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := network.Call(ctx(t), p1, "p2", &protocol.Decide{Txn: protocol.TxnID{3, 0x9}, Origin: 0}); err != nil {
@@ -95,7 +96,7 @@ func TestAbortedRowNumbersReplay(t *testing.T) {
 	path := filepath.Join(c.DataDir("p2"), "shares.log")
 	var at int64 = -1
 	if _, err := store.Scan(path, server.Binding(c.P, "p2", store.KindShares, [32]byte{}), func(en store.Entry) error {
-		if en.Type == 1 && !en.TailIntact && at < 0 {
+		if en.Type == 3 && !en.TailIntact && at < 0 { // a prepare record
 			at = en.TailOffset // the aborted prepare's erased unit
 		}
 		return nil

@@ -89,6 +89,7 @@ func New[S Shares](env engine.Env, opt Options[S]) (*Core[S], error) {
 	if opt.SeedSize > 0 {
 		st.seed, st.expand = opt.SeedSize, opt.Expand
 	}
+	st.operator = p.OperatorKey
 	c := &Core[S]{env: env, p: p, opt: opt, self: self, st: st, outbox: engine.NewOutbox(env),
 		replay: &replayState{erased: map[rowmap.Ref]int64{}, bad: map[rowmap.Ref]int64{}}}
 	for _, m := range []struct {
@@ -112,11 +113,12 @@ func (c *Core[S]) Self() int { return c.self }
 func (c *Core[S]) Replay(en store.Entry) error {
 	r, st := c.replay, c.st
 	switch en.Type {
-	case recPrepare:
+	case recPrepare, recPrepareV1:
 		prep, units, err := decodePrepare(en, c.opt.ShareSize, c.opt.SeedSize)
 		if err != nil {
 			return err
 		}
+		st.nonces[prep.Auth.Nonce] = struct{}{} // (a V1 record's zero nonce is never a signed one's)
 		if int(prep.Origin) >= len(st.segs) {
 			return fmt.Errorf("prepare of origin %d in a cluster of %d parties", prep.Origin, len(st.segs))
 		}
@@ -365,8 +367,12 @@ func (c *Core[S]) AwaitDigest(ctx context.Context, want protocol.Digest) *protoc
 // party's shares (share returns ops[k] for party k, shares in full for
 // this party), then one two-phase transaction: the batch is enrolled at
 // every party or at none.
-func (c *Core[S]) Enroll(ctx context.Context, items []protocol.Item, share func([]protocol.Item) ([][]protocol.Op, error)) protocol.Msg {
+func (c *Core[S]) Enroll(ctx context.Context, m *protocol.Enroll, share func([]protocol.Item) ([][]protocol.Op, error)) protocol.Msg {
+	items := m.Items
 	if err := engine.CheckItems(items); err != nil {
+		return err
+	}
+	if err := c.checkAuth(m.Auth, protocol.OpPut, m.IDs()); err != nil {
 		return err
 	}
 	c.st.mu.RLock()
@@ -381,7 +387,7 @@ func (c *Core[S]) Enroll(ctx context.Context, items []protocol.Item, share func(
 	if err != nil {
 		return engine.AsError(err, protocol.CodeBadRequest)
 	}
-	if err := c.runTxn(ctx, ops); err != nil {
+	if err := c.runTxn(ctx, m.Auth, ops); err != nil {
 		return err
 	}
 	c.m.enrolled.Add(float64(len(items)))
@@ -393,6 +399,9 @@ func (c *Core[S]) Enroll(ctx context.Context, items []protocol.Item, share func(
 // forwarded there.
 func (c *Core[S]) Delete(ctx context.Context, r engine.Request) protocol.Msg {
 	m := r.Msg.(*protocol.Delete)
+	if err := c.checkAuth(m.Auth, protocol.OpDelete, []string{m.ID}); err != nil {
+		return err
+	}
 	c.st.mu.RLock()
 	ref, ok := c.st.ids.Lookup(m.ID)
 	c.st.mu.RUnlock()
@@ -413,18 +422,28 @@ func (c *Core[S]) Delete(ctx context.Context, r engine.Request) protocol.Msg {
 	for k := range ops {
 		ops[k] = []protocol.Op{{Kind: protocol.OpDelete, Seq: uint32(ref.Seq), ID: m.ID}}
 	}
-	if err := c.runTxn(ctx, ops); err != nil {
+	if err := c.runTxn(ctx, m.Auth, ops); err != nil {
 		return err
 	}
 	c.m.deleted.Inc()
 	return &protocol.DeleteOK{}
 }
 
+// checkAuth is the early check of an operator's signature at the entry
+// (every party checks it again with the nonce when it prepares).
+func (c *Core[S]) checkAuth(a protocol.Auth, op protocol.OpKind, ids []string) *protocol.Error {
+	key, ok := c.p.OperatorKey(a.Signer)
+	if !ok || !a.Verify(key, c.p.ClusterID(), op, ids) {
+		return protocol.Errorf(protocol.CodeForbidden, "the %s request is not signed by an operator of this cluster (signer %q): only an operator's client, with its own key, may change the gallery", op, a.Signer)
+	}
+	return nil
+}
+
 // runTxn runs one two-phase transaction originated here: log and hold the
 // Prepare locally, collect every party's vote, log the decision (the
 // commit point), apply it, then tell everyone. It returns nil only if
 // every party voted yes, i.e. made the ops durable.
-func (c *Core[S]) runTxn(ctx context.Context, ops [][]protocol.Op) *protocol.Error {
+func (c *Core[S]) runTxn(ctx context.Context, auth protocol.Auth, ops [][]protocol.Op) *protocol.Error {
 	c.txnMu.Lock()
 	defer c.txnMu.Unlock()
 	if err := c.outbox.Flush(ctx); err != nil {
@@ -445,7 +464,7 @@ func (c *Core[S]) runTxn(ctx context.Context, ops [][]protocol.Op) *protocol.Err
 				seq++
 			}
 		}
-		preps[k] = &protocol.Prepare{Txn: txn, Origin: uint8(c.self), Dim: uint16(c.p.Dim()), Base: uint32(base), Ops: ops[k]}
+		preps[k] = &protocol.Prepare{Txn: txn, Origin: uint8(c.self), Dim: uint16(c.p.Dim()), Base: uint32(base), Auth: auth, Ops: ops[k]}
 	}
 	if perr := c.st.validate(preps[c.self]); perr != nil {
 		c.st.mu.Unlock()
@@ -457,6 +476,7 @@ func (c *Core[S]) runTxn(ctx context.Context, ops [][]protocol.Op) *protocol.Err
 		return c.fatal(err)
 	}
 	c.st.pending[txn] = &pendingTxn{prep: preps[c.self], tail: pos[0].TailOffset}
+	c.st.nonces[auth.Nonce] = struct{}{}
 	c.st.mu.Unlock()
 
 	peers := c.Peers()
@@ -567,6 +587,7 @@ func (c *Core[S]) Prepare(ctx context.Context, r engine.Request) protocol.Msg {
 		return c.fatal(err)
 	}
 	c.st.pending[m.Txn] = &pendingTxn{prep: m, tail: pos[0].TailOffset}
+	c.st.nonces[m.Auth.Nonce] = struct{}{}
 	return &protocol.Vote{Txn: m.Txn}
 }
 

@@ -14,8 +14,9 @@ import (
 // package's own, independent of the wire protocol; golden vectors in
 // testdata/ pin it.
 const (
-	recPrepare uint8 = 1 // a prepared transaction: ops, with this party's shares in the tail
-	recDecide  uint8 = 2 // the decision on a transaction
+	recPrepareV1 uint8 = 1 // a prepared transaction (before operator signatures): read only
+	recDecide    uint8 = 2 // the decision on a transaction
+	recPrepare   uint8 = 3 // a prepared transaction: the operator's Auth and ops, with this party's shares in the tail
 )
 
 // Each put's share is one unit of the prepare record's tail: the share's
@@ -42,6 +43,7 @@ func encodePrepare(p *protocol.Prepare) store.Record {
 	e.U16(p.Dim)
 	e.U32(p.Base)
 	e.Bool(seeded(p))
+	protocol.MarshalAuth(&e, p.Auth)
 	e.U32(uint32(len(p.Ops)))
 	var tail []byte
 	for _, op := range p.Ops {
@@ -78,6 +80,9 @@ func decodePrepare(en store.Entry, share, seed int) (*protocol.Prepare, []unit, 
 	d.Fixed(p.Txn[:])
 	p.Origin, p.Dim, p.Base = d.U8(), d.U16(), d.U32()
 	isSeeded := d.Bool()
+	if en.Type == recPrepare {
+		p.Auth = protocol.UnmarshalAuth(&d)
+	}
 	if isSeeded {
 		if seed == 0 {
 			return nil, nil, fmt.Errorf("a prepare record of seeds in a log whose shares are never seeded")

@@ -3,7 +3,9 @@ package rowtxn
 import (
 	"encoding/hex"
 	"fmt"
+	"os"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -22,17 +24,59 @@ func words(plus, minus []uint64) []byte {
 	return append(append([]byte(nil), network.WordBytes(plus)...), network.WordBytes(minus)...)
 }
 
+// sampleAuth is a fixed operator signature (the golden vectors pin its
+// place in the record, not its validity).
+var sampleAuth = protocol.Auth{Signer: "op", Nonce: [16]byte{7, 7}, Sig: []byte{0x30, 1, 2, 3}}
+
 func sampleRecords() []store.Record {
 	return []store.Record{
-		encodePrepare(&protocol.Prepare{Txn: protocol.TxnID{9, 8}, Origin: 1, Dim: 70, Base: 5, Ops: []protocol.Op{
+		encodePrepare(&protocol.Prepare{Txn: protocol.TxnID{9, 8}, Origin: 1, Dim: 70, Base: 5, Auth: sampleAuth, Ops: []protocol.Op{
 			{Kind: protocol.OpPut, Seq: 5, ID: "x", Share: words([]uint64{1, 2}, []uint64{3, 1 << 60})},
 			{Kind: protocol.OpPut, Seq: 6, ID: "ÿ", Share: words([]uint64{0, 7}, []uint64{8, 0})},
 		}}),
-		encodePrepare(&protocol.Prepare{Txn: protocol.TxnID{1}, Origin: 0, Dim: 512, Base: 9, Ops: []protocol.Op{{Kind: protocol.OpDelete, Seq: 3, ID: "gone"}}}),
-		encodePrepare(&protocol.Prepare{Txn: protocol.TxnID{5}, Origin: 2, Dim: 64, Base: 0, Ops: []protocol.Op{
+		encodePrepare(&protocol.Prepare{Txn: protocol.TxnID{1}, Origin: 0, Dim: 512, Base: 9, Auth: sampleAuth, Ops: []protocol.Op{{Kind: protocol.OpDelete, Seq: 3, ID: "gone"}}}),
+		encodePrepare(&protocol.Prepare{Txn: protocol.TxnID{5}, Origin: 2, Dim: 64, Base: 0, Auth: sampleAuth, Ops: []protocol.Op{
 			{Kind: protocol.OpPut, Seq: 0, ID: "seeded", Seeded: true, Share: make([]byte, 32)}}}),
 		encodeDecide(&protocol.Decide{Txn: protocol.TxnID{3}, Origin: 2, Commit: true}),
 		encodeDecide(&protocol.Decide{Txn: protocol.TxnID{4}, Origin: 0, Commit: false}),
+	}
+}
+
+// TestRecordV1Decodes: prepare records written before operator signatures
+// (type 1, testdata/records_v1.txt as bfed9c1 wrote it) still replay, with
+// no Auth.
+func TestRecordV1Decodes(t *testing.T) {
+	b, err := os.ReadFile("testdata/records_v1.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sampleRecords()
+	n := 0
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) != 3 || !strings.HasPrefix(f[0], "type=") {
+			continue // the comment line
+		}
+		typ, _ := strconv.Atoi(strings.TrimPrefix(f[0], "type="))
+		sb, _ := hex.DecodeString(strings.TrimPrefix(f[1], "sealed="))
+		tb, _ := hex.DecodeString(strings.TrimPrefix(f[2], "tail="))
+		en := store.Entry{Record: store.Record{Type: uint8(typ), Sealed: sb, Tail: tb}, TailIntact: true}
+		if typ == int(recPrepareV1) {
+			share, seed := 32, 32
+			old, _, err := decodePrepare(en, share, seed)
+			cur, _, err2 := decodePrepare(store.Entry{Record: want[n], TailIntact: true}, share, seed)
+			if err != nil || err2 != nil {
+				t.Fatalf("record %d: %v %v", n, err, err2)
+			}
+			cur.Auth = protocol.Auth{}
+			if !reflect.DeepEqual(old, cur) {
+				t.Fatalf("record %d: v1 %+v, now %+v", n, old, cur)
+			}
+		}
+		n++
+	}
+	if n != len(want) {
+		t.Fatalf("%d records in the v1 file, %d samples", n, len(want))
 	}
 }
 

@@ -10,6 +10,7 @@
 package rowtxn
 
 import (
+	"crypto/ecdsa"
 	"fmt"
 	"sort"
 	"sync"
@@ -85,10 +86,16 @@ type state[S Shares] struct {
 	segs    []*segment[S]
 	ids     *rowmap.Index // live ids
 	pending map[protocol.TxnID]*pendingTxn
+	// operator is the signing key of an operator (config.Params.OperatorKey).
+	operator func(name string) (*ecdsa.PublicKey, bool)
+	// nonces holds every operator nonce prepared here (from the log at
+	// start), so that no signed change applies twice.
+	nonces map[[16]byte]struct{}
 }
 
 func newState[S Shares](dim, share, mu int, cluster [16]byte, newShares func() (S, error)) (*state[S], error) {
-	st := &state[S]{dim: dim, share: share, cluster: cluster, changed: make(chan struct{}), pending: map[protocol.TxnID]*pendingTxn{}}
+	st := &state[S]{dim: dim, share: share, cluster: cluster, changed: make(chan struct{}), pending: map[protocol.TxnID]*pendingTxn{},
+		nonces: map[[16]byte]struct{}{}, operator: func(string) (*ecdsa.PublicKey, bool) { return nil, false }}
 	st.expand = func(b []byte) ([]byte, error) { return b, nil }
 	st.ids = rowmap.NewIndex(func(r rowmap.Ref) string { return st.segs[r.Seg].ids.At(r.Seq) })
 	for range mu {
@@ -131,6 +138,9 @@ func (st *state[S]) validate(p *protocol.Prepare) *protocol.Error {
 	}
 	if len(p.Ops) == 0 {
 		return protocol.Errorf(protocol.CodeBadRequest, "empty transaction")
+	}
+	if err := st.authorized(p); err != nil {
+		return err
 	}
 	seg := st.segs[p.Origin]
 	if int(p.Base) != seg.shares.Rows() {
@@ -180,6 +190,31 @@ func (st *state[S]) validate(p *protocol.Prepare) *protocol.Error {
 	}
 	if next > protocol.MaxRows {
 		return protocol.Errorf(protocol.CodeBadRequest, "segment full")
+	}
+	return nil
+}
+
+// authorized checks that an operator signed exactly the prepare's ops
+// (one kind, these ids in this order) for this cluster, with a nonce never
+// prepared here before (caller holds mu).
+func (st *state[S]) authorized(p *protocol.Prepare) *protocol.Error {
+	kind := p.Ops[0].Kind
+	ids := make([]string, len(p.Ops))
+	for i, op := range p.Ops {
+		if op.Kind != kind {
+			return protocol.Errorf(protocol.CodeBadRequest, "a transaction mixes enrollments and deletions")
+		}
+		ids[i] = op.ID
+	}
+	key, ok := st.operator(p.Auth.Signer)
+	if !ok {
+		return protocol.Errorf(protocol.CodeForbidden, "the %s of %d rows is not signed by an operator of this cluster (signer %q): only an operator's client may change the gallery", kind, len(ids), p.Auth.Signer)
+	}
+	if !p.Auth.Verify(key, st.cluster, kind, ids) {
+		return protocol.Errorf(protocol.CodeForbidden, "the %s of %d rows carries a signature of %s that does not match the rows", kind, len(ids), p.Auth.Signer)
+	}
+	if _, used := st.nonces[p.Auth.Nonce]; used {
+		return protocol.Errorf(protocol.CodeForbidden, "the %s of %d rows replays an operator signature that was used before (nonce %x): sign the request again", kind, len(ids), p.Auth.Nonce[:8])
 	}
 	return nil
 }

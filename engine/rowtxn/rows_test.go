@@ -2,6 +2,9 @@ package rowtxn
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"testing"
 
 	"github.com/idface/idface/protocol"
@@ -42,12 +45,37 @@ func (m *memShares) Erase(seq int) error {
 
 func newMem() (*memShares, error) { return &memShares{size: 2}, nil }
 
+// operatorKey makes st trust a fresh operator key "op" and returns a
+// function that signs a prepare's ops with it.
+func operatorKey(t *testing.T, st *state[*memShares]) func(p *protocol.Prepare) *protocol.Prepare {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.operator = func(name string) (*ecdsa.PublicKey, bool) { return &key.PublicKey, name == "op" }
+	return func(p *protocol.Prepare) *protocol.Prepare {
+		if len(p.Ops) == 0 {
+			return p
+		}
+		var ids []string
+		for _, op := range p.Ops {
+			ids = append(ids, op.ID)
+		}
+		p.Auth, err = protocol.Sign(key, "op", st.cluster, p.Ops[0].Kind, ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+}
+
 func TestValidateRefusesDivergence(t *testing.T) {
 	st, _ := newState(64, 2, 2, [16]byte{1}, newMem)
+	sign := operatorKey(t, st)
 	put := func(seq uint32, id string) protocol.Op {
 		return protocol.Op{Kind: protocol.OpPut, Seq: seq, ID: id, Share: []byte{1, 2}}
 	}
-	p := &protocol.Prepare{Txn: protocol.TxnID{1}, Origin: 1, Dim: 64, Base: 0, Ops: []protocol.Op{put(0, "a"), put(1, "b")}}
+	p := sign(&protocol.Prepare{Txn: protocol.TxnID{1}, Origin: 1, Dim: 64, Base: 0, Ops: []protocol.Op{put(0, "a"), put(1, "b")}})
 	if e := st.validate(p); e != nil {
 		t.Fatal(e)
 	}
@@ -68,9 +96,33 @@ func TestValidateRefusesDivergence(t *testing.T) {
 		"bad share":    {&protocol.Prepare{Origin: 1, Dim: 64, Base: 2, Ops: []protocol.Op{{Kind: protocol.OpPut, Seq: 2, ID: "c", Share: []byte{1, 2, 3}}}}, protocol.CodeBadRequest},
 		"bad id":       {&protocol.Prepare{Origin: 1, Dim: 64, Base: 2, Ops: []protocol.Op{put(2, "x\u202e")}}, protocol.CodeBadRequest},
 	} {
-		if e := st.validate(c.p); e == nil || e.Code != c.code {
+		if e := st.validate(sign(c.p)); e == nil || e.Code != c.code {
 			t.Errorf("%s: got %v, want code %v", name, e, c.code)
 		}
+	}
+	// Unsigned, signed by someone else, signed for other ids or another
+	// kind, or a nonce used before: refused (issue 17 item 5).
+	next := func() *protocol.Prepare {
+		return &protocol.Prepare{Txn: protocol.TxnID{2}, Origin: 1, Dim: 64, Base: 2, Ops: []protocol.Op{put(2, "c")}}
+	}
+	stranger, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	forged := next()
+	forged.Auth, _ = protocol.Sign(stranger, "op", st.cluster, protocol.OpPut, []string{"c"})
+	otherIDs := next()
+	otherIDs.Auth = sign(&protocol.Prepare{Ops: []protocol.Op{put(2, "d")}}).Auth
+	otherKind := next()
+	otherKind.Auth = sign(&protocol.Prepare{Ops: []protocol.Op{{Kind: protocol.OpDelete, ID: "c"}}}).Auth
+	mixed := sign(&protocol.Prepare{Txn: protocol.TxnID{2}, Origin: 1, Dim: 64, Base: 2, Ops: []protocol.Op{put(2, "c"), {Kind: protocol.OpDelete, Seq: 0, ID: "a"}}})
+	replayed := sign(next())
+	st.nonces[replayed.Auth.Nonce] = struct{}{}
+	for name, p := range map[string]*protocol.Prepare{"unsigned": next(), "forged": forged, "other ids": otherIDs,
+		"other kind": otherKind, "mixed": mixed, "replayed": replayed} {
+		if e := st.validate(p); e == nil || e.Code != protocol.CodeForbidden && name != "mixed" || e.Code != protocol.CodeBadRequest && name == "mixed" {
+			t.Errorf("%s: got %v", name, e)
+		}
+	}
+	if e := st.validate(sign(next())); e != nil {
+		t.Fatalf("a fresh signature: %v", e)
 	}
 	g1 := st.digest()
 	st.apply(&pendingTxn{prep: &protocol.Prepare{Origin: 1, Dim: 64, Ops: []protocol.Op{{Kind: protocol.OpDelete, Seq: 0, ID: "a"}}}, tail: -1})

@@ -6,6 +6,8 @@ package inproc
 
 import (
 	"context"
+	"crypto"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"os"
@@ -20,6 +22,8 @@ import (
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/network/memnet"
+	"github.com/idface/idface/network/quicnet"
+	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/server"
 )
 
@@ -63,10 +67,46 @@ func Literal(lit config.Literal, mu int) config.Literal {
 		lit.Decider = &d
 	}
 	op, dev := member("client"), member("device")
+	op.Cert, op.Pin = operatorIdentity()
 	op.Addr, dev.Addr = "", ""
 	op.Role, dev.Role = config.RoleOperator, config.RoleDevice
 	lit.Clients = []config.Member{op, dev}
 	return lit
+}
+
+// Sign authorises op on ids as the operator "client" (for tests that
+// send parties' messages by hand).
+func (c *Cluster) Sign(op protocol.OpKind, ids ...string) protocol.Auth {
+	m, _ := c.P.Client("client")
+	key, ok := operatorKeys.Load(m.Pin)
+	if !ok {
+		c.t.Fatal("no operator key for client")
+	}
+	a, err := protocol.Sign(key.(crypto.Signer), "client", c.P.ClusterID(), op, ids)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return a
+}
+
+// operatorKeys holds the private keys of the operators Literal made, by
+// pin: enrollments and deletions must carry an operator's signature that
+// the parties check against its certificate.
+var operatorKeys sync.Map
+
+// operatorIdentity makes a real certificate and key for an in-process
+// operator and returns the certificate (PEM) and pin.
+func operatorIdentity() (cert, pin string) {
+	id, err := quicnet.GenerateIdentity("client")
+	if err != nil {
+		panic(err) // crypto/rand failed: nothing in a test can go on
+	}
+	pair, err := tls.X509KeyPair(id.CertPEM, id.KeyPEM)
+	if err != nil {
+		panic(err)
+	}
+	operatorKeys.Store(id.Pin, pair.PrivateKey)
+	return string(id.CertPEM), id.Pin
 }
 
 // Start checks lit (see Literal) and starts every server; they stop at the
@@ -144,6 +184,11 @@ func (c *Cluster) Client(name, entry string) *client.Client {
 	cl, err := client.New(c.P, c.Dialer(name), entry)
 	if err != nil {
 		c.t.Fatal(err)
+	}
+	if m, ok := c.P.Client(name); ok && m.Name == name {
+		if key, ok := operatorKeys.Load(m.Pin); ok {
+			cl.SetSigner(name, key.(crypto.Signer))
+		}
 	}
 	return cl
 }
