@@ -1,6 +1,7 @@
 // Package engine is the contract between the server runtime (package
 // server) and the protocol engines, one per mode (engine/mpcface for
-// 2PCFace and (mu,nu)-MPCFace, engine/hemode for IDFace): an engine
+// 2PCFace and (mu,nu)-MPCFace, engine/blind for blind mode, engine/hemode
+// for IDFace): an engine
 // declares which message types it answers and who may send them, and does
 // its side effects through small interfaces, the network (network.Dialer)
 // and its log (Log), so that it holds no socket and opens no file. The

@@ -1,7 +1,10 @@
-// Package experiments holds the paper's measurements that need no cluster:
-// the isometry of T_a (App. B/C), and later the communication tables and the
-// accuracy evaluation. Randomness here generates synthetic data only, never
-// a share, so it is a seeded PRNG for reproducible figures.
+// Package experiments holds the paper's measurements and ours: the
+// isometry of T_a (App. B/C), the communication tables (2PCFace, MPCFace,
+// IDFace over BGV and Paillier, blind mode), the accuracy evaluation, and
+// the benchmarks of local clusters of every mode against the float32 and
+// plaintext baselines (experiments/wan across a WAN, experiments/hers the
+// HERS baseline). Randomness here generates synthetic data only, never a
+// share, so it is a seeded PRNG for reproducible figures.
 package experiments
 
 import (

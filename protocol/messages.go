@@ -32,7 +32,6 @@ const Version = 3
 const (
 	MaxIDLen     = 256
 	MaxBatch     = 65536           // templates per enrollment request (a whole HE group)
-	MaxFrame     = 160 << 20       // bytes per framed message
 	MaxMessage   = 1024            // bytes of error text
 	MaxParties   = 64              // mu
 	MaxTopK      = 1000            // candidates per identify

@@ -101,9 +101,6 @@ func (lv Levels) NormSq() int {
 	return n
 }
 
-// Norm returns ||v|| = sqrt(NormSq()).
-func (lv Levels) Norm() float64 { return math.Sqrt(float64(lv.NormSq())) }
-
 // String returns the CLI form "L:a1,...,aL".
 func (lv Levels) String() string {
 	var b strings.Builder
@@ -211,9 +208,8 @@ func NewLevelTransformer(d int, lv Levels) (*LevelTransformer, error) {
 	return tr, nil
 }
 
-// Dim returns d; Levels returns the levels.
-func (tr *LevelTransformer) Dim() int       { return tr.d }
-func (tr *LevelTransformer) Levels() Levels { return tr.lv }
+// Dim returns d.
+func (tr *LevelTransformer) Dim() int { return tr.d }
 
 // TransformLevels is a convenience wrapper: the levels transform of x.
 func TransformLevels[F Float](x []F, lv Levels) ([]int8, error) {

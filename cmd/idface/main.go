@@ -1,6 +1,7 @@
 // Command idface is the one CLI of the idface system: protected 1:N face
-// identification (IDFace, ICCV 2025) with 2PC/MPC secret sharing or
-// homomorphic encryption. Run "idface help" for the commands.
+// identification (IDFace, ICCV 2025) with 2PC/MPC secret sharing, blind
+// mode (additive shares and a decider) or homomorphic encryption. Run
+// "idface help" for the commands.
 package main
 
 import (

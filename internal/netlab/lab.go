@@ -238,13 +238,6 @@ func (l *Lab) AddHost(name string) (*Host, error) {
 	return h, nil
 }
 
-// Hosts lists the lab's hosts in the order they were added.
-func (l *Lab) Hosts() []*Host {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]*Host(nil), l.hosts...)
-}
-
 // IP runs "ip ARGS" inside the host's namespace ("ip -n NS ARGS").
 func (h *Host) IP(args ...string) error { return ip(append([]string{"-n", h.NS}, args...)...) }
 

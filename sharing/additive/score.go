@@ -96,14 +96,6 @@ func DenseQuery(y []int8) (*Query, error) {
 	return NewQuery(len(y), pos, coef)
 }
 
-// TernaryQuery builds the query of T_beta(y).
-func TernaryQuery(y template.Ternary) (*Query, error) {
-	if err := y.Validate(-1); err != nil {
-		return nil, err
-	}
-	return DenseQuery(y.Int8())
-}
-
 // Dim returns d; Weight the number of nonzero coefficients.
 func (q *Query) Dim() int    { return q.dim }
 func (q *Query) Weight() int { return len(q.cols) }
