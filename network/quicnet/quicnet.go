@@ -26,18 +26,19 @@ const (
 	connWindow   = 256 << 20
 )
 
-// Timeouts. A party that is down shows up as a handshake timeout, never a
-// hang.
-var (
-	HandshakeTimeout = 3 * time.Second
-	IdleTimeout      = 5 * time.Second
+// Timeouts of the transport itself (a connection, not a request: request
+// deadlines are config.Timeouts). A party that is down shows up as a
+// handshake timeout, never a hang.
+const (
+	handshakeTimeout = 3 * time.Second
+	idleTimeout      = 5 * time.Second
 )
 
 // Config returns the QUIC configuration used by every idface endpoint.
 func Config() *quic.Config {
 	return &quic.Config{
-		HandshakeIdleTimeout:           HandshakeTimeout,
-		MaxIdleTimeout:                 IdleTimeout,
+		HandshakeIdleTimeout:           handshakeTimeout,
+		MaxIdleTimeout:                 idleTimeout,
 		KeepAlivePeriod:                time.Second,
 		InitialStreamReceiveWindow:     4 << 20,
 		MaxStreamReceiveWindow:         streamWindow,
@@ -340,7 +341,7 @@ func (d *Dialer) conn(ctx context.Context, key, name, addr, pin string) (*quic.C
 		case errors.As(err, &app) && app.ErrorCode == codeTooManyConns:
 			return nil, fmt.Errorf("quicnet: %s refused the connection: %s", name, app.ErrorMessage)
 		case errors.As(err, &idle) || errors.Is(err, context.DeadlineExceeded):
-			return nil, fmt.Errorf("quicnet: %s (%s) did not answer within %v: is it running?", name, addr, HandshakeTimeout)
+			return nil, fmt.Errorf("quicnet: %s (%s) did not answer within %v: is it running?", name, addr, handshakeTimeout)
 		}
 		return nil, fmt.Errorf("quicnet: connecting to %s (%s): %w", name, addr, err)
 	}

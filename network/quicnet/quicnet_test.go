@@ -118,7 +118,7 @@ func TestFrameLimitAndDownParty(t *testing.T) {
 	// Nothing listens here: a clear error within the handshake timeout.
 	start := time.Now()
 	_, err = d.Open(ctx, "p9")
-	if err == nil || time.Since(start) > HandshakeTimeout+5*time.Second {
+	if err == nil || time.Since(start) > handshakeTimeout+5*time.Second {
 		t.Fatalf("dialing a dead party: %v after %v", err, time.Since(start))
 	}
 }
