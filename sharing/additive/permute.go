@@ -33,14 +33,11 @@ const (
 	minPermRows   = 1 << 15 // rows per worker worth a goroutine
 )
 
-// permBucketRows is bucketRows, lowered by tests to shuffle tiny n with
-// several buckets.
-var permBucketRows = bucketRows
-
-// bucketBits returns log2 B for n rows: the least B with n/B <= 4096.
-func bucketBits(n int) int {
+// bucketBits returns log2 B for n rows: the least B with n/B <= rows
+// (bucketRows; tests lower it to shuffle tiny n with several buckets).
+func bucketBits(n, rows int) int {
 	b := 0
-	for b < maxBucketBits && n>>b > permBucketRows {
+	for b < maxBucketBits && n>>b > rows {
 		b++
 	}
 	return b
@@ -51,6 +48,9 @@ func bucketBits(n int) int {
 // outputs never depend on it. Not safe for concurrent use.
 type Permuter struct {
 	Workers int
+	// bucketRows is the target rows per bucket: bucketRows when 0 (tests
+	// lower it; every party must use the same).
+	bucketRows int
 
 	n, bbits, workers int
 	ids               []byte  // bucket of each row: 1 byte (B <= 256) or 2, little-endian
@@ -176,7 +176,11 @@ func (p *Permuter) bucketRange(w int) (int, int) {
 // scatter cursors (its rows go after the earlier workers' rows of the
 // same bucket, so the scatter is stable whatever the number of workers).
 func (p *Permuter) layout(ks keystream, n int) {
-	p.n, p.bbits = n, bucketBits(n)
+	rows := p.bucketRows
+	if rows == 0 {
+		rows = bucketRows
+	}
+	p.n, p.bbits = n, bucketBits(n, rows)
 	p.workers = p.Workers
 	if p.workers <= 0 {
 		p.workers = runtime.GOMAXPROCS(0)

@@ -18,12 +18,6 @@ func testSeed(i uint64) Seed {
 	return s
 }
 
-// withBucketRows lowers the bucket size so small n use several buckets.
-func withBucketRows(t *testing.T, rows int) {
-	old := permBucketRows
-	permBucketRows = rows
-	t.Cleanup(func() { permBucketRows = old })
-}
 
 func TestPermutation(t *testing.T) {
 	for _, c := range []struct{ n, bucketRows int }{
@@ -31,8 +25,7 @@ func TestPermutation(t *testing.T) {
 		{70000, bucketRows}, {10000, 16}, {300, 1},
 	} {
 		t.Run(fmt.Sprintf("n=%d/bucket=%d", c.n, c.bucketRows), func(t *testing.T) {
-			withBucketRows(t, c.bucketRows)
-			var p, p1 Permuter
+			p, p1 := Permuter{bucketRows: c.bucketRows}, Permuter{bucketRows: c.bucketRows}
 			p1.Workers = 1
 			p.Workers = 3
 			s1, s2 := testSeed(1), testSeed(2)
@@ -95,9 +88,8 @@ func TestPermutation(t *testing.T) {
 // uniform permutation.
 func TestPermutationUniform(t *testing.T) {
 	for _, c := range []struct{ n, bucketRows, trials int }{{4, 4096, 12000}, {4, 1, 12000}, {5, 2, 24000}} {
-		t.Run(fmt.Sprintf("n=%d/buckets=%d", c.n, 1<<func() int { withBucketRows(t, c.bucketRows); return bucketBits(c.n) }()), func(t *testing.T) {
-			withBucketRows(t, c.bucketRows)
-			var p Permuter
+		t.Run(fmt.Sprintf("n=%d/buckets=%d", c.n, 1<<bucketBits(c.n, c.bucketRows)), func(t *testing.T) {
+			p := Permuter{bucketRows: c.bucketRows}
 			count := map[string]int{}
 			for i := range c.trials {
 				s := testSeed(uint64(i) + 1000)
