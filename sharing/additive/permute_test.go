@@ -18,7 +18,6 @@ func testSeed(i uint64) Seed {
 	return s
 }
 
-
 func TestPermutation(t *testing.T) {
 	for _, c := range []struct{ n, bucketRows int }{
 		{0, bucketRows}, {1, bucketRows}, {2, bucketRows}, {1000, bucketRows}, {4097, bucketRows},
