@@ -46,7 +46,7 @@ func (p *Params) MaxRequest(t protocol.Type, r network.Role) int {
 		if t == protocol.TDelete {
 			return small
 		}
-		return 2 + 4 + protocol.MaxBatch*(2+protocol.MaxIDLen+4+4*d)
+		return 2 + protocol.MaxAuth + 4 + protocol.MaxBatch*(2+protocol.MaxIDLen+4+4*d)
 	}
 	if r != network.RoleParty { // helpers and clients send nothing else
 		return 0
@@ -54,7 +54,7 @@ func (p *Params) MaxRequest(t protocol.Type, r network.Role) int {
 	switch t {
 	case protocol.TPrepare: // a batch of shares (or HE rows) for one peer
 		share := max(16*w, 2*d) // XOR bits or HE rows; blind shares of up to 16 bits
-		return 2 + 16 + 1 + 2 + 4 + 4 + protocol.MaxBatch*(1+4+2+protocol.MaxIDLen+1+4+share)
+		return 2 + 16 + 1 + 2 + 4 + protocol.MaxAuth + 4 + protocol.MaxBatch*(1+4+2+protocol.MaxIDLen+1+4+share)
 	case protocol.TQuery:
 		return 2 + 4 + 16*w + 4 + 24*MaxParties + 4
 	case protocol.TDecide, protocol.THEDecide, protocol.THEDelete, protocol.THESync, protocol.TPublicKeyRequest, protocol.THEQuery, protocol.TDecideShare:

@@ -29,6 +29,9 @@ type Auth struct {
 // 72 bytes).
 const MaxSig = 80
 
+// MaxAuth bounds an Auth's encoding: signer, nonce, signature.
+const MaxAuth = 2 + MaxIDLen + 16 + 4 + MaxSig
+
 // statement is what an operator signs: a domain label, the cluster, the
 // operation, the nonce and the ids in order.
 func statement(cluster [16]byte, op OpKind, nonce [16]byte, ids []string) []byte {
