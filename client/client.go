@@ -7,6 +7,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -74,6 +75,11 @@ func (c *Client) call(ctx context.Context, to string, req protocol.Msg, want pro
 
 // Enroll enrolls a batch atomically: every id at every server, or none.
 func (c *Client) Enroll(ctx context.Context, items []protocol.Item) error {
+	for i, it := range items { // the servers check again; this says so before the templates travel
+		if err := protocol.CheckID(it.ID); err != nil {
+			return fmt.Errorf("item %d: %w", i, err)
+		}
+	}
 	resp, err := c.call(ctx, c.entry, &protocol.Enroll{Items: items}, protocol.TEnrollOK)
 	if err != nil {
 		return err
@@ -96,7 +102,16 @@ func (c *Client) Identify(ctx context.Context, tmpl []float32, k int) (*protocol
 
 // Delete revokes id at every server.
 func (c *Client) Delete(ctx context.Context, id string) error {
+	if err := protocol.CheckStoredID(id); err != nil {
+		return err
+	}
 	_, err := c.call(ctx, c.entry, &protocol.Delete{ID: id}, protocol.TDeleteOK)
+	var pe *protocol.Error
+	if errors.As(err, &pe) && pe.Code == protocol.CodeUnknownID {
+		if nfc := protocol.CheckID(id); nfc != nil { // ids are enrolled in NFC
+			return fmt.Errorf("%w; %v", err, nfc)
+		}
+	}
 	return err
 }
 

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/idface/idface/internal/store"
@@ -113,5 +115,50 @@ func TestAbortedRowNumbersReplay(t *testing.T) {
 	r, err := cl.Identify(ctx(t), xs[0], 1)
 	if err != nil || !r.Accepted || r.Candidates[0].ID != "b-0" {
 		t.Fatalf("identify after: %+v %v", r, err)
+	}
+}
+
+// TestNonNFCIDRefused (review 17, item 9): one name in NFC and in NFD is
+// two byte strings; both used to enroll as two ids. A non-NFC id is now
+// refused by the client before the template travels, by the entry (a
+// client that skips the check), and by every other party in a prepare (an
+// entry that skips it), each time with the NFC form to use; the NFC form
+// enrolls and is found.
+func TestNonNFCIDRefused(t *testing.T) {
+	c := startDefault(t, 2)
+	nfc, nfd := "zo\u00eb.smith", "zoe\u0308.smith"
+	xs := templates(2, 77)
+	cl := c.Client("client", "p1")
+	refusedNFC := func(who string, err error) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), "NFC") || !strings.Contains(err.Error(), strconv.Quote(nfc)) {
+			t.Fatalf("%s: %v, want a refusal naming NFC and %q", who, err, nfc)
+		}
+	}
+	refusedNFC("client", cl.Enroll(ctx(t), []protocol.Item{{ID: nfd, Template: xs[0]}}))
+	_, err := network.Call(ctx(t), c.Dialer("client"), "p1", &protocol.Enroll{Items: []protocol.Item{{ID: nfd, Template: xs[0]}}})
+	var pe *protocol.Error
+	if !errors.As(err, &pe) || pe.Code != protocol.CodeBadRequest {
+		t.Fatalf("entry: %v, want bad request", err)
+	}
+	refusedNFC("entry", err)
+	_, err = network.Call(ctx(t), serverDialer(c, "p1"), "p2", ghost(7, 0, nfd))
+	if !errors.As(err, &pe) || pe.Code != protocol.CodeBadRequest {
+		t.Fatalf("participant: %v, want bad request", err)
+	}
+	refusedNFC("participant", err)
+	if err := cl.Enroll(ctx(t), []protocol.Item{{ID: nfc, Template: xs[0]}}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Client("device", "p2").Identify(ctx(t), xs[0], 1)
+	if err != nil || !r.Accepted || r.Candidates[0].ID != nfc {
+		t.Fatalf("identify the NFC id: %+v %v", r, err)
+	}
+	// Deleting by the NFD form finds nothing, and says why.
+	if err := cl.Delete(ctx(t), nfd); err == nil || !strings.Contains(err.Error(), "NFC") {
+		t.Fatalf("delete by the NFD form: %v", err)
+	}
+	if err := cl.Delete(ctx(t), nfc); err != nil {
+		t.Fatal(err)
 	}
 }
