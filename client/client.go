@@ -115,9 +115,23 @@ func (c *Client) Delete(ctx context.Context, id string) error {
 	return err
 }
 
-// Health asks any server of the cluster for its state.
+// Health asks any server of the cluster for its state: a client gets the
+// configuration the server runs and, as an operator, how many changes are
+// unsettled there; never row counts or digests (protocol.HealthOK).
 func (c *Client) Health(ctx context.Context, server string) (*protocol.HealthOK, error) {
-	resp, err := c.call(ctx, server, &protocol.Health{}, protocol.THealthOK)
+	return c.health(ctx, server, false)
+}
+
+// ComparePeers is Health that also has the server compare its row map with
+// every other server holding one and report each one's agreement
+// (HealthOK.Peers; operators only: a device gets none). It may take the
+// digest wait (at most 2 s) and a timed-out call to an unreachable peer.
+func (c *Client) ComparePeers(ctx context.Context, server string) (*protocol.HealthOK, error) {
+	return c.health(ctx, server, true)
+}
+
+func (c *Client) health(ctx context.Context, server string, peers bool) (*protocol.HealthOK, error) {
+	resp, err := c.call(ctx, server, &protocol.Health{Peers: peers}, protocol.THealthOK)
 	if err != nil {
 		return nil, err
 	}

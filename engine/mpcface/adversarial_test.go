@@ -122,15 +122,18 @@ func TestHelperRefusesWideQuery(t *testing.T) {
 	if err := c.Client("client", "").Enroll(ctx(t), items(templates(20, 22), "a")); err != nil {
 		t.Fatal(err)
 	}
-	h, _ := c.Client("client", "").Health(ctx(t), "p2")
+	g, err := c.RowMap("p2", "p1") // the row map as p1 sends it to p2
+	if err != nil {
+		t.Fatal(err)
+	}
 	w := template.Words(dim)
 	all := make([]uint64, w)
 	for j := range all {
 		all[j] = ^uint64(0)
 	}
 	for _, q := range []*protocol.Query{
-		{Dim: dim, Beta: dim, Plus: all, Minus: make([]uint64, w), Digest: h.Digest, BlockWords: uint32(c.P.BlockWords())},
-		{Dim: dim, Beta: uint16(c.P.Beta() + 1), Plus: probePlus(c.P.Beta() + 1), Minus: make([]uint64, w), Digest: h.Digest, BlockWords: uint32(c.P.BlockWords())},
+		{Dim: dim, Beta: dim, Plus: all, Minus: make([]uint64, w), Digest: g, BlockWords: uint32(c.P.BlockWords())},
+		{Dim: dim, Beta: uint16(c.P.Beta() + 1), Plus: probePlus(c.P.Beta() + 1), Minus: make([]uint64, w), Digest: g, BlockWords: uint32(c.P.BlockWords())},
 	} {
 		_, err := network.Call(ctx(t), serverDialer(c, "p1"), "p2", q)
 		var pe *protocol.Error
