@@ -255,6 +255,7 @@ func clusterStatus(cfg *config.Params, cl *client.Client, local, operator bool, 
 	} else {
 		fmt.Fprintln(stdout, "answers reveal decisions only")
 	}
+	fmt.Fprintln(stdout, trustLine(cfg.Mode()))
 	switch {
 	case !operator:
 		fmt.Fprintln(stdout, "whether the servers agree on the row map is shown to operators only")
@@ -264,6 +265,20 @@ func clusterStatus(cfg *config.Params, cl *client.Client, local, operator bool, 
 		fmt.Fprintln(stdout, "servers DISAGREE or are unreachable: identification is refused until they agree (the servers' logs say how their rows differ)")
 	}
 	return nil
+}
+
+// trustLine states what the mode's protection assumes of the servers
+// (docs/SECURITY.md): the share-holding modes are secure against servers
+// that follow the protocol, not against one that deviates.
+func trustLine(m config.Mode) string {
+	switch m {
+	case config.ModeHE:
+		return "trust: the key server and the local servers must not collude (the key decrypts the database); a deviating server can change answers, and a deviating local server can probe the key server's decryptions (docs/SECURITY.md)"
+	case config.ModeBlind:
+		return "trust: semi-honest: one deviating share holder can change answers (make a chosen id accepted) and, as the entry, learn the exact scores of rows it chooses; the decider must not collude with a holder (docs/SECURITY.md)"
+	default:
+		return "trust: semi-honest: one deviating share holder can change answers undetected; an entry sees every row's ternary values at its probes' positions (docs/SECURITY.md)"
+	}
 }
 
 // serverRole names a server that holds no rows.

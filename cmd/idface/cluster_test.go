@@ -201,3 +201,33 @@ func TestStatusWithoutRowMaps(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusStatesTrust (review 17, item 4): the share-holding modes
+// protect templates against servers that follow the protocol only; one
+// that deviates can change answers (a blind entry can even learn the exact
+// scores of rows it chooses). 'cluster status' says so for every mode, to
+// operators and devices alike, and for mode he names its own assumption.
+func TestStatusStatesTrust(t *testing.T) {
+	for _, c := range []struct {
+		mode config.Mode
+		mu   int
+		want []string
+	}{
+		{config.Mode2PC, 2, []string{"semi-honest: one deviating share holder can change answers"}},
+		{config.ModeMPC, 3, []string{"semi-honest: one deviating share holder can change answers"}},
+		{config.ModeBlind, 2, []string{"semi-honest: one deviating share holder can change answers", "learn the exact scores of rows it chooses"}},
+		{config.ModeHE, 1, []string{"the key server and the local servers must not collude", "a deviating server can change answers"}},
+	} {
+		t.Run(string(c.mode), func(t *testing.T) {
+			cl := inproc.Start(t, inproc.Literal(config.Literal{Mode: c.mode, Dim: 64, Beta: 16, Timeout: config.Duration(5 * time.Second)}, c.mu))
+			for _, who := range []string{"client", "device"} {
+				st := statusOf(t, cl, who)
+				for _, w := range c.want {
+					if !strings.Contains(st, w) {
+						t.Errorf("%s's status does not say %q:\n%s", who, w, st)
+					}
+				}
+			}
+		})
+	}
+}
