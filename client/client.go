@@ -8,6 +8,7 @@ package client
 import (
 	"context"
 	"crypto"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -95,6 +96,11 @@ func (c *Client) call(ctx context.Context, to string, req protocol.Msg, want pro
 
 // Enroll enrolls a batch atomically: every id at every server, or none.
 func (c *Client) Enroll(ctx context.Context, items []protocol.Item) error {
+	for i, it := range items { // the servers check again; this says so before the templates travel
+		if err := protocol.CheckID(it.ID); err != nil {
+			return fmt.Errorf("item %d: %w", i, err)
+		}
+	}
 	m := &protocol.Enroll{Items: items}
 	auth, err := c.sign(protocol.OpPut, m.IDs())
 	if err != nil {
@@ -123,17 +129,40 @@ func (c *Client) Identify(ctx context.Context, tmpl []float32, k int) (*protocol
 
 // Delete revokes id at every server.
 func (c *Client) Delete(ctx context.Context, id string) error {
+	if err := protocol.CheckStoredID(id); err != nil {
+		return err
+	}
 	auth, err := c.sign(protocol.OpDelete, []string{id})
 	if err != nil {
 		return err
 	}
 	_, err = c.call(ctx, c.entry, &protocol.Delete{Auth: auth, ID: id}, protocol.TDeleteOK)
+	var pe *protocol.Error
+	if errors.As(err, &pe) && pe.Code == protocol.CodeUnknownID {
+		if nfc := protocol.CheckID(id); nfc != nil { // ids are enrolled in NFC
+			return fmt.Errorf("%w; %v", err, nfc)
+		}
+	}
 	return err
 }
 
-// Health asks any server of the cluster for its state.
+// Health asks any server of the cluster for its state: a client gets the
+// configuration the server runs and, as an operator, how many changes are
+// unsettled there; never row counts or digests (protocol.HealthOK).
 func (c *Client) Health(ctx context.Context, server string) (*protocol.HealthOK, error) {
-	resp, err := c.call(ctx, server, &protocol.Health{}, protocol.THealthOK)
+	return c.health(ctx, server, false)
+}
+
+// ComparePeers is Health that also has the server compare its row map with
+// every other server holding one and report each one's agreement
+// (HealthOK.Peers; operators only: a device gets none). It may take the
+// digest wait (at most 2 s) and a timed-out call to an unreachable peer.
+func (c *Client) ComparePeers(ctx context.Context, server string) (*protocol.HealthOK, error) {
+	return c.health(ctx, server, true)
+}
+
+func (c *Client) health(ctx context.Context, server string, peers bool) (*protocol.HealthOK, error) {
+	resp, err := c.call(ctx, server, &protocol.Health{Peers: peers}, protocol.THealthOK)
 	if err != nil {
 		return nil, err
 	}

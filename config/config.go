@@ -71,7 +71,9 @@ const (
 // the address they are reached at and may have a metrics address.
 type Member struct {
 	Name string `json:"name"`
-	Role string `json:"role,omitempty"` // empty: the role its place implies
+	// Role: a server's may be empty (its place in the config implies it);
+	// a client's must be RoleOperator or RoleDevice.
+	Role string `json:"role,omitempty"`
 	Addr string `json:"addr,omitempty"`
 	// Metrics, when set, is the loopback TCP address of the server's
 	// /metrics endpoint.
@@ -462,8 +464,15 @@ func New(lit Literal, dir string) (*Params, error) {
 		}
 	}
 	for _, c := range lit.Clients {
-		if c.Role != "" && !ClientRoleValid(c.Role) {
-			return nil, fmt.Errorf("client %q: role %q, want operator or device", c.Name, c.Role)
+		if c.Role == "" {
+			// An empty role once meant operator: a client entry without one
+			// (hand-written, or from an old config) got the right to enroll
+			// and delete without anyone having said so.
+			return nil, fmt.Errorf("client %q has no role: give it \"role\": %q (identify only) or %q (enroll, delete and identify) in the cluster config, or assemble the config again from its descriptor (idface client init --role device|operator)",
+				c.Name, RoleDevice, RoleOperator)
+		}
+		if !ClientRoleValid(c.Role) {
+			return nil, fmt.Errorf("client %q: role %q, want %s or %s", c.Name, c.Role, RoleOperator, RoleDevice)
 		}
 		if c.Addr != "" {
 			return nil, fmt.Errorf("client %q has an address; clients do not listen", c.Name)

@@ -16,9 +16,16 @@ func member(name, addr string) Member {
 	return Member{Name: name, Addr: addr, Cert: "-", Pin: "pin-" + name}
 }
 
+// operator is a client member with the operator role.
+func operator(name string) Member {
+	m := member(name, "")
+	m.Role = RoleOperator
+	return m
+}
+
 func twoParty() Literal {
 	return Literal{Mode: Mode2PC, Parties: []Member{member("p1", "127.0.0.1:1"), member("p2", "127.0.0.1:2")},
-		Clients: []Member{member("client", "")}}
+		Clients: []Member{operator("client")}}
 }
 
 func TestDefaults(t *testing.T) {
@@ -34,7 +41,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("threshold %d", p.Threshold())
 	}
 	if c, ok := p.Client(""); !ok || c.Name != "client" || ClientRole(c) != RoleOperator {
-		t.Fatal("the role-less client is not the operator")
+		t.Fatal("the first operator is not the default client")
 	}
 	if p.Pins()["pin-client"].Role != network.RoleOperator || p.Pins()["pin-p2"].Role != network.RoleParty {
 		t.Fatal("pins")
@@ -69,6 +76,7 @@ func TestRejects(t *testing.T) {
 		"same pin":    func(l *Literal) { l.Clients[0].Pin = "pin-p1" },
 		"no addr":     func(l *Literal) { l.Parties[1].Addr = "" },
 		"role":        func(l *Literal) { l.Clients[0].Role = "admin" },
+		"no role":     func(l *Literal) { l.Clients[0].Role = "" },
 		"server role": func(l *Literal) { l.Parties[0].Role = RoleDevice },
 		"metrics":     func(l *Literal) { l.Parties[0].Metrics = "0.0.0.0:9100" },
 		"key server":  func(l *Literal) { k := member("key", "a:9"); l.KeyServer = &k },
@@ -187,7 +195,7 @@ func TestCheckLoopback(t *testing.T) {
 func TestSchemeAndBatchCap(t *testing.T) {
 	he := func(scheme string) Literal {
 		return Literal{Mode: ModeHE, Parties: []Member{member("p1", "127.0.0.1:1")}, KeyServer: &Member{Name: "key", Addr: "127.0.0.1:2", Cert: "-", Pin: "pin-key"},
-			Clients: []Member{member("client", "")}, Scheme: scheme}
+			Clients: []Member{operator("client")}, Scheme: scheme}
 	}
 	for scheme, want := range map[string]struct {
 		name  string
@@ -211,5 +219,40 @@ func TestSchemeAndBatchCap(t *testing.T) {
 	}
 	if p, _ := New(twoParty(), ""); p.MaxEnrollBatch() != protocol.MaxBatch {
 		t.Error("2pc batch cap")
+	}
+}
+
+// TestClientWithoutRoleRefused (review 17, item 9): a client entry of
+// cluster.json without a role used to become an operator, allowed to
+// enroll and delete though no one had said so. It is refused at load with
+// a message that names the client and the two roles to choose from.
+func TestClientWithoutRoleRefused(t *testing.T) {
+	dir := t.TempDir()
+	lit := twoParty()
+	lit.Clients = append(lit.Clients, Member{Name: "gate", Cert: "-", Pin: "pin-gate"})
+	b, err := json.Marshal(lit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, File), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Load(dir)
+	if err == nil {
+		t.Fatal("a client without a role was accepted")
+	}
+	for _, want := range []string{`"gate"`, "no role", RoleDevice, RoleOperator} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal %q does not mention %s", err, want)
+		}
+	}
+	// With a role it loads, and the role is the one given.
+	lit.Clients[1].Role = RoleDevice
+	p, err := New(lit, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Pins()["pin-gate"].Role != network.RoleDevice {
+		t.Fatalf("gate: %+v", p.Pins()["pin-gate"])
 	}
 }

@@ -231,13 +231,9 @@ func (p *Params) Client(name string) (Member, bool) {
 	return Member{}, false
 }
 
-// ClientRole is a client's role, operator by default.
-func ClientRole(m Member) string {
-	if m.Role == "" {
-		return RoleOperator
-	}
-	return m.Role
-}
+// ClientRole is a client's role: RoleOperator or RoleDevice (New refuses
+// a client without one).
+func ClientRole(m Member) string { return m.Role }
 
 // Pins maps every member's certificate pin to its identity and role.
 func (p *Params) Pins() map[string]network.Peer {

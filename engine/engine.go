@@ -99,6 +99,11 @@ type Env struct {
 	// Rand is the source of transaction ids and shares' seeds; crypto/rand
 	// when nil.
 	Rand io.Reader
+	// PairKeys holds the key this server shares with each other server, by
+	// name (internal/pairkey); row-map digests sent to a server are sealed
+	// with it (SealDigest). A server without them answers no query that
+	// needs a digest and reports its peers as unreachable.
+	PairKeys map[string][32]byte
 }
 
 // Log is an engine's durable log (internal/store.Log in a server; tests

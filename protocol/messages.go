@@ -21,11 +21,14 @@ import (
 // ErrMalformed wraps every decoding failure.
 var ErrMalformed = wire.ErrMalformed
 
-// Version is the wire version; the ALPN (idface/2) carries the same
+// Version is the wire version; the ALPN (idface/3) carries the same
 // number, so peers of different versions refuse each other at the
 // handshake. Version 2: HEQuery carries the public key's fingerprint, HE
 // changes are numbered (HEDecide.Seq, HEDelete, HESync). Version 3:
-// enrollments, deletions and prepares carry the operator's Auth.
+// enrollments, deletions and prepares carry the operator's Auth;
+// row-map digests between servers are sealed with the key the two share
+// (no client gets one), Health asks a server to compare its row map with
+// its peers' and HealthOK reports each peer's agreement.
 const Version = 3
 
 // Limits on what a peer or a client may send.
@@ -358,17 +361,30 @@ func (m *DeleteOK) Type() Type          { return TDeleteOK }
 func (m *DeleteOK) marshal(*wire.Enc)   {}
 func (m *DeleteOK) unmarshal(*wire.Dec) {}
 
-// Health asks a party for its state.
-type Health struct{}
+// Health asks a server for its state. With Peers an operator also asks
+// it to compare its row map with every other server that holds one (it
+// may take up to the digest wait); servers ignore Peers from anyone else.
+type Health struct{ Peers bool }
 
-func (m *Health) Type() Type          { return THealth }
-func (m *Health) marshal(*wire.Enc)   {}
-func (m *Health) unmarshal(*wire.Dec) {}
+func (m *Health) Type() Type            { return THealth }
+func (m *Health) marshal(e *wire.Enc)   { e.Bool(m.Peers) }
+func (m *Health) unmarshal(d *wire.Dec) { m.Peers = d.Bool() }
 
-// HealthOK reports a server's state: its row map digest, how many
-// transactions are unsettled (undecided here, or decided but not yet
-// acknowledged by every other server), and the serial and hash of the
-// cluster configuration it runs.
+// HealthOK reports a server's state. Every asker gets the name, the mode
+// and the serial and hash of the cluster configuration the server runs;
+// the rest depends on the asker (engine.Env.Health, and the runtime strips
+// what a role may not see):
+//   - another server: the row-map Digest, each segment's set hash sealed
+//     with the key the two servers share, and InDoubt, how many
+//     transactions are unsettled (undecided here, or decided but not yet
+//     acknowledged by every other server);
+//   - an operator: InDoubt and, when it asked (Health.Peers), Peers: each
+//     other row-holding server's agreement with this one's row map;
+//   - a device: nothing more.
+//
+// Row counts and set hashes never go to clients: the set hash is keyed
+// with the cluster id, which every client holds, and would confirm a
+// guessed id at a guessed row.
 type HealthOK struct {
 	Name         string
 	Mode         string
@@ -376,6 +392,37 @@ type HealthOK struct {
 	InDoubt      uint32
 	ConfigSerial uint32
 	ConfigHash   [8]byte
+	Peers        []PeerState
+}
+
+// Agreement is how a peer's row map compares with a server's own.
+type Agreement uint8
+
+const (
+	PeerAgrees      Agreement = 1 // the same rows and ids
+	PeerDiffers     Agreement = 2 // still different after the digest wait
+	PeerUnreachable Agreement = 3 // no answer (Note says why)
+)
+
+func (a Agreement) String() string {
+	switch a {
+	case PeerAgrees:
+		return "agrees"
+	case PeerDiffers:
+		return "DIFFERS"
+	case PeerUnreachable:
+		return "unreachable"
+	}
+	return fmt.Sprintf("agreement(%d)", uint8(a))
+}
+
+// PeerState is one peer in a HealthOK: its name, its agreement and, for a
+// difference or an unreachable peer, a short note (which origins' rows
+// differ; the error).
+type PeerState struct {
+	Name  string
+	State Agreement
+	Note  string
 }
 
 func (m *HealthOK) Type() Type { return THealthOK }
@@ -386,6 +433,12 @@ func (m *HealthOK) marshal(e *wire.Enc) {
 	e.U32(m.InDoubt)
 	e.U32(m.ConfigSerial)
 	e.Raw(m.ConfigHash[:])
+	e.U32(uint32(len(m.Peers)))
+	for _, p := range m.Peers {
+		e.Str(p.Name)
+		e.U8(uint8(p.State))
+		e.Str(p.Note)
+	}
 }
 func (m *HealthOK) unmarshal(d *wire.Dec) {
 	m.Name, m.Mode = d.Str(MaxIDLen), d.Str(16)
@@ -393,4 +446,16 @@ func (m *HealthOK) unmarshal(d *wire.Dec) {
 	m.InDoubt = d.U32()
 	m.ConfigSerial = d.U32()
 	d.Fixed(m.ConfigHash[:])
+	if n := d.Count(MaxParties, 5); n > 0 {
+		m.Peers = make([]PeerState, n)
+		for i := range m.Peers {
+			p := &m.Peers[i]
+			p.Name = d.Str(MaxIDLen)
+			p.State = Agreement(d.U8())
+			p.Note = d.Str(MaxMessage)
+			if d.Err == nil && (p.State < PeerAgrees || p.State > PeerUnreachable) {
+				d.Fail("peer %d: agreement %d", i, p.State)
+			}
+		}
+	}
 }

@@ -50,18 +50,33 @@ func (g Digest) DeletedSince(old Digest) bool {
 	return false
 }
 
-// Diff names the first difference, for error messages.
+// Diff names the first difference with its row counts, for a server's
+// log and for tests (not for clients: row counts stay with the servers).
 func (g Digest) Diff(h Digest) string {
 	if len(g) != len(h) {
 		return fmt.Sprintf("%d segments vs %d", len(g), len(h))
 	}
 	for i := range g {
 		if g[i] != h[i] {
-			return fmt.Sprintf("segment %d: %d rows/%d live vs %d rows/%d live (hash %x vs %x)",
-				i, g[i].Rows, g[i].Live, h[i].Rows, h[i].Live, g[i].Hash[:4], h[i].Hash[:4])
+			if g[i].Rows == h[i].Rows && g[i].Live == h[i].Live {
+				return fmt.Sprintf("segment %d: %d rows/%d live on both, other ids", i, g[i].Rows, g[i].Live)
+			}
+			return fmt.Sprintf("segment %d: %d rows/%d live vs %d rows/%d live", i, g[i].Rows, g[i].Live, h[i].Rows, h[i].Live)
 		}
 	}
 	return "equal"
+}
+
+// Differing lists the segments in which g and h differ (every segment of
+// the longer when their lengths differ).
+func (g Digest) Differing(h Digest) []int {
+	var out []int
+	for i := range max(len(g), len(h)) {
+		if i >= len(g) || i >= len(h) || g[i] != h[i] {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 func (g Digest) marshal(e *wire.Enc) {

@@ -17,8 +17,9 @@ func samples() []Msg {
 		&IdentifyOK{Candidates: []Candidate{{"alice", 44}, {"bob", -3}}, Accepted: true, Alpha: 341, Beta: 63, BytesSent: 1, BytesRecv: 2, BytesTotal: 3},
 		&Delete{ID: "alice"},
 		&DeleteOK{},
-		&Health{},
-		&HealthOK{Name: "p1", Mode: "2pc", Digest: Digest{{Rows: 3, Live: 2, Hash: [16]byte{1}}}, InDoubt: 1, ConfigSerial: 3, ConfigHash: [8]byte{9}},
+		&Health{Peers: true},
+		&HealthOK{Name: "p1", Mode: "2pc", Digest: Digest{{Rows: 3, Live: 2, Hash: [16]byte{1}}}, InDoubt: 1, ConfigSerial: 3, ConfigHash: [8]byte{9},
+			Peers: []PeerState{{Name: "p2", State: PeerAgrees}, {Name: "p3", State: PeerUnreachable, Note: "timeout"}}},
 		&Prepare{Txn: TxnID{9}, Origin: 1, Dim: 70, Base: 5, Ops: []Op{
 			{Kind: OpPut, Seq: 5, ID: "x", Share: []byte{1, 2, 3, 4}},
 			{Kind: OpPut, Seq: 6, ID: "s", Seeded: true, Share: make([]byte, 32)},
@@ -84,6 +85,11 @@ func TestRejects(t *testing.T) {
 		if _, err := Decode(b); !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s: got %v", name, err)
 		}
+	}
+	agreement := Marshal(&HealthOK{Peers: []PeerState{{Name: "p2", State: PeerAgrees}}})
+	agreement[len(agreement)-3] = 9 // the peer's agreement, before its empty note
+	if _, err := Decode(agreement); !errors.Is(err, ErrMalformed) {
+		t.Errorf("agreement 9 accepted: %v", err)
 	}
 	bad := Marshal(&Decide{})
 	bad[len(bad)-1] = 7

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto"
 	"fmt"
 	"log/slog"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"github.com/idface/idface/engine/hemode"
 	"github.com/idface/idface/engine/mpcface"
 	"github.com/idface/idface/internal/home"
+	"github.com/idface/idface/internal/pairkey"
 	"github.com/idface/idface/internal/store"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/network/quicnet"
@@ -47,7 +49,7 @@ func Open(ctx context.Context, p *config.Params, h *home.Home, log *slog.Logger)
 		dialer.Close()
 		return nil, err
 	}
-	srv, err := Build(ctx, p, me.Name, h.DataDir(), dialer, ln, log, BuildOptions{})
+	srv, err := Build(ctx, p, me.Name, h.DataDir(), dialer, ln, log, BuildOptions{Key: cert.PrivateKey})
 	if err != nil {
 		ln.Close()
 		dialer.Close()
@@ -60,8 +62,13 @@ func Open(ctx context.Context, p *config.Params, h *home.Home, log *slog.Logger)
 	return srv, nil
 }
 
-// BuildOptions adjust Build for tests.
+// BuildOptions adjust Build.
 type BuildOptions struct {
+	// Key is the server's identity key, from which it derives the keys it
+	// shares with the other servers (internal/pairkey); without it the
+	// server compares no row map with another and answers no query that
+	// needs it.
+	Key crypto.PrivateKey
 	// WrapLog, when set, wraps the engine's log (to fail on purpose).
 	WrapLog func(engine.Log) engine.Log
 }
@@ -76,9 +83,13 @@ func Build(ctx context.Context, p *config.Params, name, dir string, d network.Di
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
+	keys, err := pairkey.Derive(p, name, opt.Key)
+	if err != nil {
+		return nil, err
+	}
 	reg := prometheus.NewRegistry()
 	var srv *Server
-	env := engine.Env{Params: p, Self: name, Net: d, Log: log, Metrics: reg,
+	env := engine.Env{Params: p, Self: name, Net: d, Log: log, Metrics: reg, PairKeys: keys,
 		Fatal: func(err error) { srv.Fatal(err) }}
 	wrap := opt.WrapLog
 	if wrap == nil {

@@ -227,10 +227,18 @@ func (s *Server) handle(ctx context.Context, st *network.Stream) {
 	rctx, cancel := context.WithDeadline(ctx, start.Add(limit))
 	defer cancel()
 	resp := route.Handle(rctx, engine.Request{From: peer, Msg: m, Stream: st})
-	if h, ok := resp.(*protocol.HealthOK); ok { // which configuration this server runs
+	if h, ok := resp.(*protocol.HealthOK); ok {
+		// Which configuration this server runs, to everyone; row maps to
+		// servers only, whatever the engine put in (engine.Env.Health).
 		hash := s.p.Hash()
 		h.ConfigSerial = uint32(s.p.Serial())
 		copy(h.ConfigHash[:], hash[:])
+		switch peer.Role {
+		case network.RoleOperator:
+			h.Digest = nil
+		case network.RoleDevice:
+			h.Digest, h.InDoubt, h.Peers = nil, 0, nil
+		}
 	}
 	code := "ok"
 	if resp != nil {

@@ -47,7 +47,7 @@ func (f *fakeEngine) Stats() engine.Stats     { return engine.Stats{Rows: 3, Liv
 func setup(t *testing.T) (*Server, *fakeEngine, *memnet.Network, context.CancelFunc, chan error) {
 	lit := config.Literal{Mode: config.Mode2PC, Dim: 64, Timeout: config.Duration(2 * time.Second),
 		Parties: []config.Member{{Name: "p1", Addr: "m", Cert: "-", Pin: "1"}, {Name: "p2", Addr: "m", Cert: "-", Pin: "2"}},
-		Clients: []config.Member{{Name: "op", Cert: "-", Pin: "3"}, {Name: "dev", Cert: "-", Pin: "4", Role: config.RoleDevice}}}
+		Clients: []config.Member{{Name: "op", Cert: "-", Pin: "3", Role: config.RoleOperator}, {Name: "dev", Cert: "-", Pin: "4", Role: config.RoleDevice}}}
 	p, err := config.New(lit, "")
 	if err != nil {
 		t.Fatal(err)

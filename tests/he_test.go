@@ -115,13 +115,9 @@ func testHEKill(t *testing.T, mu int, victim string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	cl, _ := cluster.Client(cfg, "", "")
-	defer cl.Close()
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		h, err := cl.Health(ctx, cfg.Party(0).Name)
-		cancel()
-		if err == nil && h.Digest[0].Live >= 600 {
+		g, err := rowMap(cfg, cfg.Party(0).Name)
+		if err == nil && g[0].Live >= 600 {
 			break
 		}
 		if time.Now().After(deadline) {

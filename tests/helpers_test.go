@@ -22,6 +22,7 @@ import (
 	"github.com/idface/idface/internal/home"
 	"github.com/idface/idface/internal/npy"
 	"github.com/idface/idface/network/quicnet"
+	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/template"
 )
 
@@ -238,35 +239,69 @@ func transformRows(t *testing.T, xs [][]float32, ids []string, alpha int) []plai
 
 func nanValue() float64 { var z float64; return z / z }
 
-// liveRows asks every party for its live row count and fails unless all
-// parties report the same row map; it returns the common count.
+// liveRows asks every party for its live row count (as another server:
+// clients get no row counts) and fails unless the counts are the same and
+// every party finds its row map equal to every peer's (the comparison an
+// operator asks for); it returns the common count.
 func liveRows(t *testing.T, cfg *config.Params) int {
 	t.Helper()
-	cl, err := cluster.Client(cfg, "", "")
+	op, err := cluster.Client(cfg, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
+	defer op.Close()
 	live := -1
-	var first string
 	for _, p := range cfg.Parties() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		h, err := cl.Health(ctx, p.Name)
-		cancel()
+		g, err := rowMap(cfg, p.Name)
 		if err != nil {
 			t.Fatal(err)
 		}
 		n := 0
-		for _, s := range h.Digest {
+		for _, s := range g {
 			n += int(s.Live)
 		}
-		g := fmt.Sprint(h.Digest)
-		if live >= 0 && (n != live || g != first) {
-			t.Fatalf("parties disagree: %s has %d live rows (%s), the first %d (%s)", h.Name, n, g, live, first)
+		if live >= 0 && n != live {
+			t.Fatalf("parties disagree: %s has %d live rows, the first %d", p.Name, n, live)
 		}
-		live, first = n, g
+		live = n
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		h, err := op.ComparePeers(ctx, p.Name)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range h.Peers {
+			if q.State != protocol.PeerAgrees {
+				t.Fatalf("parties disagree: %s finds %s %v (%s)", p.Name, q.Name, q.State, q.Note)
+			}
+		}
 	}
 	return live
+}
+
+// rowMap is a party's row map (counts, and set hashes sealed for the
+// asker) as another server of the local cluster sees it: the test asks
+// with that server's identity, since clients get no row map.
+func rowMap(cfg *config.Params, party string) (protocol.Digest, error) {
+	var as string
+	for _, s := range cfg.Servers() {
+		if s.Name != party {
+			as = s.Name
+			break
+		}
+	}
+	cl, err := cluster.Client(cfg, as, "")
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	h, err := cl.Health(ctx, party)
+	if err != nil {
+		return nil, err
+	}
+	return h.Digest, nil
 }
 
 // ackedCount reads "enrolled N of M" from a failed bulk enrollment's stderr:

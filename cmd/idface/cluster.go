@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
 	"flag"
 	"fmt"
 	"io"
@@ -13,6 +12,8 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -40,9 +41,11 @@ func cmdCluster(args []string, stdout, stderr io.Writer) error {
 		return clusterAssemble(args[1:], stdout, stderr)
 	case "status":
 		fs := newFlags("cluster status", "idface cluster status --dir DIR\nidface cluster status --config cluster.json --home DIR\n\n"+
-			"Asks every server for its row map, unsettled changes and the configuration\n"+
-			"(serial and hash) it runs, through a local cluster's operator or through\n"+
-			"the member whose home is given.", stderr)
+			"Asks every server for the configuration (serial and hash) it runs and, as an\n"+
+			"operator, for its unsettled changes and whether its row map agrees with\n"+
+			"every other server's (each server compares with its peers itself; row\n"+
+			"counts and digests go to servers only), through a local cluster's operator\n"+
+			"or through the member whose home is given.", stderr)
 		dir := fs.String("dir", "", "local cluster directory")
 		conf := fs.String("config", "", "cluster configuration file (with --home)")
 		hdir := fs.String("home", "", "a member's home (with --config)")
@@ -60,7 +63,7 @@ func cmdCluster(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer cl.Close()
-		return clusterStatus(cfg, cl, local, stdout)
+		return clusterStatus(cfg, cl, local, h.Self.Role == config.RoleOperator, stdout)
 	case "up", "down":
 		fs := newFlags("cluster "+args[0], "idface cluster "+args[0]+" --dir DIR", stderr)
 		dir := fs.String("dir", "", "cluster directory")
@@ -180,23 +183,45 @@ func defaultParties(m config.Mode) int {
 }
 
 // clusterStatus asks every server for its state through cl; local says
-// whether pids of a local cluster can be shown.
-func clusterStatus(cfg *config.Params, cl *client.Client, local bool, stdout io.Writer) error {
-	fmt.Fprintf(stdout, "%-8s %-22s %-8s %10s %10s %9s  %-16s  %s\n", "server", "addr", "pid", "rows", "live", "unsettled", "digest", "config")
-	var first string
+// whether pids of a local cluster can be shown, operator whether cl is an
+// operator (only operators learn whether the servers' row maps agree).
+// Row counts and digests are never shown: servers give them to servers
+// only. Each server that holds rows compares its row map with its peers'
+// itself, server to server, and reports agreement.
+func clusterStatus(cfg *config.Params, cl *client.Client, local, operator bool, stdout io.Writer) error {
+	servers := cfg.Servers()
+	type answer struct {
+		h   *protocol.HealthOK
+		err error
+	}
+	answers := make([]answer, len(servers))
+	var wg sync.WaitGroup
+	for i, s := range servers {
+		wg.Go(func() {
+			// A server's comparison takes up to the digest wait, and a
+			// peer that does not answer up to a TLS handshake timeout.
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			if operator {
+				answers[i].h, answers[i].err = cl.ComparePeers(ctx, s.Name)
+			} else {
+				answers[i].h, answers[i].err = cl.Health(ctx, s.Name)
+			}
+		})
+	}
+	wg.Wait()
+	fmt.Fprintf(stdout, "%-8s %-22s %-8s %9s  %-22s  %s\n", "server", "addr", "pid", "unsettled", "config", "row map")
 	agree := true
 	mine := cfg.Hash()
 	configs := map[string]bool{}
-	for _, p := range cfg.Servers() {
+	for i, p := range servers {
 		pidS := "-"
 		if local {
 			if pid, running := cluster.Running(cfg, p.Name); running {
 				pidS = fmt.Sprint(pid)
 			}
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		h, err := cl.Health(ctx, p.Name)
-		cancel()
+		h, err := answers[i].h, answers[i].err
 		if err != nil {
 			fmt.Fprintf(stdout, "%-8s %-22s %-8s unreachable: %v\n", p.Name, p.Addr, pidS, err)
 			agree = false
@@ -207,26 +232,19 @@ func clusterStatus(cfg *config.Params, cl *client.Client, local bool, stdout io.
 		if h.ConfigHash != [8]byte(mine[:8]) {
 			conf += " (differs from this config)"
 		}
-		rows, live := 0, 0
-		for _, s := range h.Digest {
-			rows += int(s.Rows)
-			live += int(s.Live)
+		unsettled, rowMap := "-", ""
+		switch {
+		case cfg.PartyIndex(p.Name) < 0:
+			rowMap = "holds no rows (" + serverRole(cfg, p.Name) + ")"
+		case !operator:
+			rowMap = "(operators only)"
+		default:
+			unsettled = fmt.Sprint(h.InDoubt)
+			var ok bool
+			rowMap, ok = peerStates(h.Peers, cfg.Mu()-1)
+			agree = agree && ok
 		}
-		dg := digestString(h.Digest)
-		if h.Mode == "he-key" || h.Mode == "blind-decider" {
-			what := "key server"
-			if h.Mode == "blind-decider" {
-				what = "decider"
-			}
-			fmt.Fprintf(stdout, "%-8s %-22s %-8s %10s %10s %9s  %-16s  %s\n", p.Name, p.Addr, pidS, "-", "-", "-", what, conf)
-			continue
-		}
-		if first == "" {
-			first = dg
-		} else if dg != first {
-			agree = false
-		}
-		fmt.Fprintf(stdout, "%-8s %-22s %-8s %10d %10d %9d  %-16s  %s\n", p.Name, p.Addr, pidS, rows, live, h.InDoubt, dg, conf)
+		fmt.Fprintf(stdout, "%-8s %-22s %-8s %9s  %-22s  %s\n", p.Name, p.Addr, pidS, unsettled, conf, rowMap)
 	}
 	fmt.Fprintf(stdout, "this config: serial %d, hash %x\n", cfg.Serial(), mine[:8])
 	if len(configs) > 1 {
@@ -237,21 +255,64 @@ func clusterStatus(cfg *config.Params, cl *client.Client, local bool, stdout io.
 	} else {
 		fmt.Fprintln(stdout, "answers reveal decisions only")
 	}
-	if agree {
-		fmt.Fprintln(stdout, "all servers agree on the row map")
-	} else {
-		fmt.Fprintln(stdout, "servers DISAGREE or are unreachable: identification is refused until they agree")
+	fmt.Fprintln(stdout, trustLine(cfg.Mode()))
+	switch {
+	case !operator:
+		fmt.Fprintln(stdout, "whether the servers agree on the row map is shown to operators only")
+	case agree:
+		fmt.Fprintln(stdout, "all servers agree on the row map (each compared its rows with every other server's)")
+	default:
+		fmt.Fprintln(stdout, "servers DISAGREE or are unreachable: identification is refused until they agree (the servers' logs say how their rows differ)")
 	}
 	return nil
 }
 
-// digestString is a short fingerprint of a party's row map.
-func digestString(g protocol.Digest) string {
-	h := sha256.New()
-	for _, s := range g {
-		fmt.Fprintf(h, "%d/%d/%x;", s.Rows, s.Live, s.Hash)
+// trustLine states what the mode's protection assumes of the servers
+// (docs/SECURITY.md): the share-holding modes are secure against servers
+// that follow the protocol, not against one that deviates.
+func trustLine(m config.Mode) string {
+	switch m {
+	case config.ModeHE:
+		return "trust: the key server and the local servers must not collude (the key decrypts the database); a deviating server can change answers, and a deviating local server can probe the key server's decryptions (docs/SECURITY.md)"
+	case config.ModeBlind:
+		return "trust: semi-honest: one deviating share holder can change answers (make a chosen id accepted) and, as the entry, learn the exact scores of rows it chooses; the decider must not collude with a holder (docs/SECURITY.md)"
+	default:
+		return "trust: semi-honest: one deviating share holder can change answers undetected; an entry sees every row's ternary values at its probes' positions (docs/SECURITY.md)"
 	}
-	return fmt.Sprintf("%x", h.Sum(nil)[:8])
+}
+
+// serverRole names a server that holds no rows.
+func serverRole(cfg *config.Params, name string) string {
+	if name == cfg.DeciderName() {
+		return "decider"
+	}
+	return "key server"
+}
+
+// peerStates is a server's report on its peers' row maps, and whether all
+// want of them agree with its own.
+func peerStates(peers []protocol.PeerState, want int) (string, bool) {
+	if want == 0 {
+		return "no other server holds rows", true
+	}
+	var agreeing, other []string
+	for _, p := range peers {
+		switch p.State {
+		case protocol.PeerAgrees:
+			agreeing = append(agreeing, p.Name)
+		default:
+			other = append(other, fmt.Sprintf("%s %v (%s)", p.Name, p.State, p.Note))
+		}
+	}
+	var parts []string
+	if len(agreeing) > 0 {
+		parts = append(parts, "agrees with "+strings.Join(agreeing, ", "))
+	}
+	parts = append(parts, other...)
+	if len(peers) != want {
+		parts = append(parts, fmt.Sprintf("compared with %d of %d peers", len(peers), want))
+	}
+	return strings.Join(parts, "; "), len(agreeing) == want
 }
 
 func cmdServe(args []string, stdout, stderr io.Writer) error {

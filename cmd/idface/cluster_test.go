@@ -6,8 +6,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idface/idface/config"
+	"github.com/idface/idface/internal/inproc"
 )
 
 // idface runs the CLI in process: exit code, stdout, stderr.
@@ -145,5 +147,87 @@ func TestAssembleLevels(t *testing.T) {
 	}
 	if p, err := config.LoadFile(out); err != nil || p.Serial() != 2 {
 		t.Fatalf("a refused assembly replaced the configuration: %v", err)
+	}
+}
+
+// statusOf runs 'cluster status' against an in-process cluster as member
+// name.
+func statusOf(t *testing.T, c *inproc.Cluster, name string) string {
+	t.Helper()
+	var out bytes.Buffer
+	m, _ := c.P.Client(name)
+	if err := clusterStatus(c.P, c.Client(name, ""), false, m.Role == config.RoleOperator, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out.String()
+}
+
+// TestStatusWithoutRowMaps (review 17, item 6): 'cluster status' showed
+// every server's row counts and digest, which clients no longer get. It
+// now shows, for an operator, each server's own comparison with its
+// peers; for a device, liveness and configurations only.
+func TestStatusWithoutRowMaps(t *testing.T) {
+	c := inproc.Start(t, inproc.Literal(config.Literal{Mode: config.ModeMPC, Dim: 64, Beta: 16, Timeout: config.Duration(2 * time.Second)}, 3))
+	if err := c.Client("client", "").Enroll(inproc.Ctx(t, 10*time.Second), inproc.Items(inproc.Templates(12, 64, 1), "a")); err != nil {
+		t.Fatal(err)
+	}
+	st := statusOf(t, c, "client")
+	for _, want := range []string{"agrees with p2, p3", "agrees with p1, p3", "agrees with p1, p2", "all servers agree"} {
+		if !strings.Contains(st, want) {
+			t.Errorf("operator's status lacks %q:\n%s", want, st)
+		}
+	}
+	header := strings.Fields(strings.SplitN(st, "\n", 2)[0])
+	if strings.Join(header, " ") != "server addr pid unsettled config row map" {
+		t.Errorf("status columns %q", header)
+	}
+	for _, line := range strings.Split(st, "\n") {
+		for _, f := range strings.Fields(line) {
+			if f == "12" { // the rows enrolled
+				t.Errorf("status shows a row count: %q", line)
+			}
+		}
+	}
+	dev := statusOf(t, c, "device")
+	if !strings.Contains(dev, "(operators only)") || strings.Contains(dev, "agrees") || strings.Contains(dev, "all servers agree") {
+		t.Errorf("device's status:\n%s", dev)
+	}
+	c.Stop("p3")
+	st = statusOf(t, c, "client")
+	t.Logf("with p3 down:\n%s", st)
+	for _, want := range []string{"p3 unreachable", "DISAGREE or are unreachable"} {
+		if !strings.Contains(st, want) {
+			t.Errorf("status with p3 down lacks %q:\n%s", want, st)
+		}
+	}
+}
+
+// TestStatusStatesTrust (review 17, item 4): the share-holding modes
+// protect templates against servers that follow the protocol only; one
+// that deviates can change answers (a blind entry can even learn the exact
+// scores of rows it chooses). 'cluster status' says so for every mode, to
+// operators and devices alike, and for mode he names its own assumption.
+func TestStatusStatesTrust(t *testing.T) {
+	for _, c := range []struct {
+		mode config.Mode
+		mu   int
+		want []string
+	}{
+		{config.Mode2PC, 2, []string{"semi-honest: one deviating share holder can change answers"}},
+		{config.ModeMPC, 3, []string{"semi-honest: one deviating share holder can change answers"}},
+		{config.ModeBlind, 2, []string{"semi-honest: one deviating share holder can change answers", "learn the exact scores of rows it chooses"}},
+		{config.ModeHE, 1, []string{"the key server and the local servers must not collude", "a deviating server can change answers"}},
+	} {
+		t.Run(string(c.mode), func(t *testing.T) {
+			cl := inproc.Start(t, inproc.Literal(config.Literal{Mode: c.mode, Dim: 64, Beta: 16, Timeout: config.Duration(5 * time.Second)}, c.mu))
+			for _, who := range []string{"client", "device"} {
+				st := statusOf(t, cl, who)
+				for _, w := range c.want {
+					if !strings.Contains(st, w) {
+						t.Errorf("%s's status does not say %q:\n%s", who, w, st)
+					}
+				}
+			}
+		})
 	}
 }

@@ -26,7 +26,7 @@ func TestRolesAreEnforced(t *testing.T) {
 	if err := cl.Client("client", "").Enroll(ctx(t), items(templates(10, 40), "a")); err != nil {
 		t.Fatal(err)
 	}
-	h, err := cl.Client("client", "").Health(ctx(t), "p2")
+	g, err := cl.RowMap("p2", "p1") // the row map p1 would send p2
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,12 +46,12 @@ func TestRolesAreEnforced(t *testing.T) {
 		}
 	}
 	dec := cl.P.DeciderName()
-	forbidden(dec, "p2", &protocol.BlindQuery{Query: [16]byte{1}, Digest: h.Digest, Pos: pos, Coef: coef})
+	forbidden(dec, "p2", &protocol.BlindQuery{Query: [16]byte{1}, Digest: g, Pos: pos, Coef: coef})
 	forbidden(dec, "p1", &protocol.Identify{TopK: 1, Template: templates(1, 41)[0]})
 	forbidden(dec, "p1", &protocol.Delete{ID: "a-0"})
 	forbidden(dec, "p1", &protocol.Enroll{Items: items(templates(1, 42), "z")})
 	forbidden("p1", "p2", &protocol.Identify{TopK: 1, Template: templates(1, 41)[0]})
-	forbidden("device", "p2", &protocol.BlindQuery{Query: [16]byte{2}, Digest: h.Digest, Pos: pos, Coef: coef})
+	forbidden("device", "p2", &protocol.BlindQuery{Query: [16]byte{2}, Digest: g, Pos: pos, Coef: coef})
 	forbidden("device", dec, &protocol.DecideShare{Query: [16]byte{3}, Rows: 1, Bits: 8, TopK: 1, Entry: true})
 }
 

@@ -243,17 +243,25 @@ func appendBits(dst []uint64, at int, src []uint64, n int) {
 	}
 }
 
+// entryDigest is the row map an entry sent a helper, sealed for the two.
+type entryDigest struct {
+	entry  string
+	digest protocol.Digest
+}
+
 // scoreVector computes this holder's permuted, masked score shares for
 // the query over its committed rows. A helper passes the entry's digest
 // (want) and is refused if its rows differ; the entry passes started, which
 // sees the snapshot before the scoring (to send the helpers the digest).
-func (h *Holder[E]) scoreVector(q *additive.Query, sigma *additive.Seed, want protocol.Digest, started func(view)) (view, []E, func(), error) {
+func (h *Holder[E]) scoreVector(q *additive.Query, sigma *additive.Seed, want *entryDigest, started func(view)) (view, []E, func(), error) {
 	t0 := time.Now()
 	h.RLock()
 	v := h.snapshot()
-	if want != nil && !v.digest.Equal(want) {
-		h.RUnlock()
-		return v, nil, nil, protocol.Errorf(protocol.CodeInconsistent, "%s's rows changed during the query; retry", h.env.Self)
+	if want != nil {
+		if have, err := h.SealFor(want.entry, v.digest); err != nil || !have.Equal(want.digest) {
+			h.RUnlock()
+			return v, nil, nil, protocol.Errorf(protocol.CodeInconsistent, "%s's rows changed during the query; retry", h.env.Self)
+		}
 	}
 	if started != nil {
 		started(v)
@@ -375,8 +383,13 @@ func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg
 		})
 	}
 	ask := func(v view) {
-		bq := &protocol.BlindQuery{Query: qid, Sigma: sigma, Digest: v.digest, Pos: pos, Coef: coef}
 		for i, name := range peers {
+			sealed, err := h.SealFor(name, v.digest) // the digest as this helper compares it
+			if err != nil {
+				fail(h.env.Self, err)
+				return
+			}
+			bq := &protocol.BlindQuery{Query: qid, Sigma: sigma, Digest: sealed, Pos: pos, Coef: coef}
 			wg.Go(func() {
 				if err := h.ask(ctx, name, bq, &helperBytes[i]); err != nil {
 					fail(name, err)
@@ -515,11 +528,11 @@ func (h *Holder[E]) serveQuery(ctx context.Context, r engine.Request) protocol.M
 	if r.From.Name == h.env.Self {
 		return protocol.Errorf(protocol.CodeForbidden, "a holder does not query itself")
 	}
-	if err := h.AwaitDigest(ctx, m.Digest); err != nil {
+	if err := h.AwaitDigest(ctx, r.From.Name, m.Digest); err != nil {
 		return err
 	}
 	sigma := additive.Seed(m.Sigma)
-	_, vec, release, err := h.scoreVector(q, &sigma, m.Digest, nil)
+	_, vec, release, err := h.scoreVector(q, &sigma, &entryDigest{r.From.Name, m.Digest}, nil)
 	if err != nil {
 		return engine.AsError(err, protocol.CodeInternal)
 	}

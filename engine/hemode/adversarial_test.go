@@ -230,9 +230,9 @@ func TestIdentifyWhileAGroupIsEncrypted(t *testing.T) {
 		t.Fatalf("the enrollment ended (%v) before reserving its slots", err)
 	}
 	// Held: the slots are reserved, the group they open is not encrypted.
-	h, err := cl.Health(ctx(t), "p1")
-	if err != nil || h.Digest[0].Rows != uint32(len(xs)+len(big)) || h.Digest[0].Live != uint32(len(xs)) {
-		t.Fatalf("the held enrollment: %+v %v", h, err)
+	g, err := c.RowMap("p1", "key")
+	if err != nil || g[0].Rows != uint32(len(xs)+len(big)) || g[0].Live != uint32(len(xs)) {
+		t.Fatalf("the held enrollment: %v %v", g, err)
 	}
 	dev := c.Client("device", "")
 	for i := range 3 {
@@ -277,7 +277,7 @@ func TestChangesOnlyFromTheSequencer(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := agree(t, c)
-	if before[0].Live != 10 || before[0].Rows != 10 {
+	if before[0][0].Live != 10 || before[0][0].Rows != 10 {
 		t.Fatalf("after the enrollment: %+v", before)
 	}
 	// Each message would be the next change (one decision so far) or a
@@ -340,13 +340,17 @@ func TestChangesOnlyFromTheSequencer(t *testing.T) {
 		t.FailNow()
 	}
 	cl := c.Client("client", "")
-	for _, m := range c.P.Parties() {
+	for k, m := range c.P.Parties() {
 		h, err := cl.Health(ctx(t), m.Name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !h.Digest.Equal(before) || h.InDoubt != 0 {
-			t.Fatalf("%s changed after refusing: %s, in doubt %d", m.Name, before.Diff(h.Digest), h.InDoubt)
+		g, err := c.RowMap(m.Name, "key")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !g.Equal(before[k]) || h.InDoubt != 0 {
+			t.Fatalf("%s changed after refusing: %s, in doubt %d", m.Name, before[k].Diff(g), h.InDoubt)
 		}
 	}
 	r, err := c.Client("device", "p2").Identify(ctx(t), xs[3], 1)
@@ -357,8 +361,8 @@ func TestChangesOnlyFromTheSequencer(t *testing.T) {
 	if resp, err := network.Call(ctx(t), c.Dialer("p1"), "p2", del); err != nil || resp.Type() != protocol.TDecideOK {
 		t.Fatalf("the sequencer's deletion: %v %v", resp, err)
 	}
-	h, err := cl.Health(ctx(t), "p2")
-	if err != nil || h.Digest[0].Live != 9 {
-		t.Fatalf("p2 after the sequencer's deletion: %+v %v", h, err)
+	g, err := c.RowMap("p2", "key")
+	if err != nil || g[0].Live != 9 {
+		t.Fatalf("p2 after the sequencer's deletion: %v %v", g, err)
 	}
 }

@@ -117,12 +117,19 @@ func (l *Local) Stats() engine.Stats {
 	return s
 }
 
-func (l *Local) health(context.Context, engine.Request) protocol.Msg {
-	s := l.Stats()
+// health reports the unsettled changes and, to another server only, the
+// row map sealed for the two (engine.Env.Health); an operator may ask for
+// the comparison with every other local server.
+func (l *Local) health(ctx context.Context, r engine.Request) protocol.Msg {
+	return l.env.Health(ctx, r, engine.HealthOf{Mode: string(config.ModeHE), Unsettled: l.Stats().Unsettled,
+		Digest: l.digest, Peers: l.others()})
+}
+
+// digest is the row map: slots, live rows and the set hash of live rows.
+func (l *Local) digest() protocol.Digest {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	g := protocol.Digest{{Rows: uint32(s.Rows), Live: uint32(s.Live), Hash: l.hash}}
-	return &protocol.HealthOK{Name: l.env.Self, Mode: string(config.ModeHE), Digest: g, InDoubt: uint32(s.Unsettled)}
+	return protocol.Digest{{Rows: uint32(l.rows()), Live: uint32(l.nlive), Hash: l.hash}}
 }
 
 // others lists the other local servers.

@@ -67,22 +67,33 @@ func best(t *testing.T, p *config.Params, rows [][]float32, ids []string, y []fl
 	return out
 }
 
-func agree(t *testing.T, c *inproc.Cluster) protocol.Digest {
+// agree checks that every local server finds its row map equal to every
+// other's (the comparison an operator asks for) and returns each one's row
+// map as the key server sees it (set hashes sealed per pair: comparable
+// for one local server over time; counts comparable across them).
+func agree(t *testing.T, c *inproc.Cluster) []protocol.Digest {
 	t.Helper()
-	cl := c.Client("client", "")
-	var first protocol.Digest
-	for k, m := range c.P.Parties() {
-		h, err := cl.Health(ctx(t), m.Name)
+	var out []protocol.Digest
+	for _, m := range c.P.Parties() {
+		peers, err := c.Agreement(m.Name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if k == 0 {
-			first = h.Digest
-		} else if !h.Digest.Equal(first) {
-			t.Fatalf("local servers disagree: %s", first.Diff(h.Digest))
+		for _, p := range peers {
+			if p.State != protocol.PeerAgrees {
+				t.Fatalf("%s: local server %s %v (%s)", m.Name, p.Name, p.State, p.Note)
+			}
 		}
+		g, err := c.RowMap(m.Name, "key")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out) > 0 && (g[0].Rows != out[0][0].Rows || g[0].Live != out[0][0].Live) {
+			t.Fatalf("%s: %s, %s: %s", c.P.Party(0).Name, out[0].Diff(g), m.Name, g.Diff(out[0]))
+		}
+		out = append(out, g)
 	}
-	return first
+	return out
 }
 
 func TestInProcess(t *testing.T) {
@@ -186,10 +197,12 @@ func TestCrashBetweenPrepareAndCommit(t *testing.T) {
 	c.Restart("p1")
 	var g protocol.Digest
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		h1, err1 := c.Client("client", "").Health(ctx(t), "p1")
 		h2, err2 := c.Client("client", "").Health(ctx(t), "p2")
-		if err1 == nil && err2 == nil && h1.Digest.Equal(h2.Digest) && h2.InDoubt == 0 {
-			g = h1.Digest
+		peers, err1 := c.Agreement("p1")
+		if err1 == nil && err2 == nil && len(peers) == 1 && peers[0].State == protocol.PeerAgrees && h2.InDoubt == 0 {
+			if g, err1 = c.RowMap("p1", "key"); err1 != nil {
+				t.Fatal(err1)
+			}
 			break
 		}
 		if time.Now().After(deadline) {

@@ -126,15 +126,18 @@ func TestHelperRefusesWideQuery(t *testing.T) {
 	if err := c.Client("client", "").Enroll(ctx(t), items(templates(20, 22), "a")); err != nil {
 		t.Fatal(err)
 	}
-	h, _ := c.Client("client", "").Health(ctx(t), "p2")
+	g, err := c.RowMap("p2", "p1") // the row map as p1 sends it to p2
+	if err != nil {
+		t.Fatal(err)
+	}
 	w := template.Words(dim)
 	all := make([]uint64, w)
 	for j := range all {
 		all[j] = ^uint64(0)
 	}
 	for _, q := range []*protocol.Query{
-		{Dim: dim, Beta: dim, Plus: all, Minus: make([]uint64, w), Digest: h.Digest, BlockWords: uint32(c.P.BlockWords())},
-		{Dim: dim, Beta: uint16(c.P.Beta() + 1), Plus: probePlus(c.P.Beta() + 1), Minus: make([]uint64, w), Digest: h.Digest, BlockWords: uint32(c.P.BlockWords())},
+		{Dim: dim, Beta: dim, Plus: all, Minus: make([]uint64, w), Digest: g, BlockWords: uint32(c.P.BlockWords())},
+		{Dim: dim, Beta: uint16(c.P.Beta() + 1), Plus: probePlus(c.P.Beta() + 1), Minus: make([]uint64, w), Digest: g, BlockWords: uint32(c.P.BlockWords())},
 	} {
 		_, err := network.Call(ctx(t), serverDialer(c, "p1"), "p2", q)
 		var pe *protocol.Error
@@ -313,12 +316,12 @@ func TestOnlyOperatorsChangeTheGallery(t *testing.T) {
 	forged, _ := protocol.Sign(stranger, "client", c.P.ClusterID(), protocol.OpDelete, []string{"p2-0"})
 	forbidden("a forged signature", "p2", &protocol.Delete{Auth: forged, ID: "p2-0"})
 	// p1 originates an enrollment of its own (its segment) without an operator.
-	h, err := c.Client("client", "").Health(ctx(t), "p2")
+	g, err := c.RowMap("p2", "p1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	forbidden("p1 enrolls on its own", "p2", &protocol.Prepare{Txn: protocol.TxnID{7, 0x9}, Origin: 0, Dim: dim, Base: h.Digest[0].Rows,
-		Ops: []protocol.Op{{Kind: protocol.OpPut, Seq: h.Digest[0].Rows, ID: "mallory", Share: make([]byte, 16*template.Words(dim))}}})
+	forbidden("p1 enrolls on its own", "p2", &protocol.Prepare{Txn: protocol.TxnID{7, 0x9}, Origin: 0, Dim: dim, Base: g[0].Rows,
+		Ops: []protocol.Op{{Kind: protocol.OpPut, Seq: g[0].Rows, ID: "mallory", Share: make([]byte, 16*template.Words(dim))}}})
 
 	// The operator deletes p2-0; p1 keeps the signed request and replays it
 	// after p2-0 is enrolled again.

@@ -79,7 +79,12 @@ func (e *Engine) identify(ctx context.Context, r engine.Request) protocol.Msg {
 	defer cancel()
 	var peers []*peerStream
 	for _, name := range e.Peers() {
-		ps, err := openQuery(network.Bulk(ctx), e.env.Net, name, q, blocks, n, bw)
+		pq := *q // the digest sealed for this helper
+		var perr *protocol.Error
+		if pq.Digest, perr = e.SealFor(name, g); perr != nil {
+			return perr
+		}
+		ps, err := openQuery(network.Bulk(ctx), e.env.Net, name, &pq, blocks, n, bw)
 		if err != nil {
 			return engine.AsError(err, protocol.CodeUnavailable)
 		}
@@ -290,7 +295,7 @@ func (e *Engine) serveQuery(ctx context.Context, r engine.Request) protocol.Msg 
 	if int(q.BlockWords) != e.p.BlockWords() {
 		return protocol.Errorf(protocol.CodeBadRequest, "blocks of %d words, cluster uses %d", q.BlockWords, e.p.BlockWords())
 	}
-	if err := e.AwaitDigest(ctx, q.Digest); err != nil {
+	if err := e.AwaitDigest(ctx, r.From.Name, q.Digest); err != nil {
 		return err
 	}
 	sel := sharing.NewSelection(y)

@@ -2,11 +2,13 @@ package mpcface_test
 
 import (
 	"errors"
-	"github.com/idface/idface/internal/inproc"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
+	"github.com/idface/idface/internal/inproc"
 	"github.com/idface/idface/internal/store"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
@@ -35,11 +37,11 @@ func TestLatePrepareIsAborted(t *testing.T) {
 	if err := cl.Enroll(ctx(t), items(templates(5, 50), "a")); err != nil {
 		t.Fatal(err)
 	}
-	h, err := cl.Health(ctx(t), "p2")
+	g, err := c.RowMap("p2", "p1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := h.Digest[0].Rows
+	base := g[0].Rows
 	p1 := serverDialer(c, "p1")
 	if _, err := network.Call(ctx(t), p1, "p2", &protocol.Decide{Txn: protocol.TxnID{1, 0x9}, Origin: 0}); err != nil {
 		t.Fatal(err)
@@ -55,8 +57,11 @@ func TestLatePrepareIsAborted(t *testing.T) {
 		t.Fatalf("enrolling after a prepare whose abort was lost: %v", err)
 	}
 	c.WaitSettled()
-	if h, err = cl.Health(ctx(t), "p2"); err != nil || h.InDoubt != 0 || h.Digest[0].Rows != base+5 {
+	if h, err := cl.Health(ctx(t), "p2"); err != nil || h.InDoubt != 0 {
 		t.Fatalf("p2 after the enrollment: %+v %v", h, err)
+	}
+	if g, err = c.RowMap("p2", "p1"); err != nil || g[0].Rows != base+5 {
+		t.Fatalf("p2 after the enrollment: %v %v", g, err)
 	}
 	if err := cl.Delete(ctx(t), "lost"); !errors.As(err, &pe) || pe.Code != protocol.CodeUnknownID {
 		t.Fatalf("the aborted row: %v", err)
@@ -77,12 +82,12 @@ func TestAbortedRowNumbersReplay(t *testing.T) {
 	if err := cl.Enroll(ctx(t), items(templates(5, 52), "a")); err != nil {
 		t.Fatal(err)
 	}
-	h, err := cl.Health(ctx(t), "p2")
+	g, err := c.RowMap("p2", "p1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	p1 := serverDialer(c, "p1")
-	if _, err := network.Call(ctx(t), p1, "p2", ghost(c, 3, h.Digest[0].Rows, "ghost")); err != nil {
+	if _, err := network.Call(ctx(t), p1, "p2", ghost(c, 3, g[0].Rows, "ghost")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := network.Call(ctx(t), p1, "p2", &protocol.Decide{Txn: protocol.TxnID{3, 0x9}, Origin: 0}); err != nil {
@@ -115,5 +120,50 @@ func TestAbortedRowNumbersReplay(t *testing.T) {
 	r, err := cl.Identify(ctx(t), xs[0], 1)
 	if err != nil || !r.Accepted || r.Candidates[0].ID != "b-0" {
 		t.Fatalf("identify after: %+v %v", r, err)
+	}
+}
+
+// TestNonNFCIDRefused (review 17, item 9): one name in NFC and in NFD is
+// two byte strings; both used to enroll as two ids. A non-NFC id is now
+// refused by the client before the template travels, by the entry (a
+// client that skips the check), and by every other party in a prepare (an
+// entry that skips it), each time with the NFC form to use; the NFC form
+// enrolls and is found.
+func TestNonNFCIDRefused(t *testing.T) {
+	c := startDefault(t, 2)
+	nfc, nfd := "zo\u00eb.smith", "zoe\u0308.smith"
+	xs := templates(2, 77)
+	cl := c.Client("client", "p1")
+	refusedNFC := func(who string, err error) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), "NFC") || !strings.Contains(err.Error(), strconv.Quote(nfc)) {
+			t.Fatalf("%s: %v, want a refusal naming NFC and %q", who, err, nfc)
+		}
+	}
+	refusedNFC("client", cl.Enroll(ctx(t), []protocol.Item{{ID: nfd, Template: xs[0]}}))
+	_, err := network.Call(ctx(t), c.Dialer("client"), "p1", &protocol.Enroll{Items: []protocol.Item{{ID: nfd, Template: xs[0]}}})
+	var pe *protocol.Error
+	if !errors.As(err, &pe) || pe.Code != protocol.CodeBadRequest {
+		t.Fatalf("entry: %v, want bad request", err)
+	}
+	refusedNFC("entry", err)
+	_, err = network.Call(ctx(t), serverDialer(c, "p1"), "p2", ghost(c, 7, 0, nfd))
+	if !errors.As(err, &pe) || pe.Code != protocol.CodeBadRequest {
+		t.Fatalf("participant: %v, want bad request", err)
+	}
+	refusedNFC("participant", err)
+	if err := cl.Enroll(ctx(t), []protocol.Item{{ID: nfc, Template: xs[0]}}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Client("device", "p2").Identify(ctx(t), xs[0], 1)
+	if err != nil || !r.Accepted || r.Candidates[0].ID != nfc {
+		t.Fatalf("identify the NFC id: %+v %v", r, err)
+	}
+	// Deleting by the NFD form finds nothing, and says why.
+	if err := cl.Delete(ctx(t), nfd); err == nil || !strings.Contains(err.Error(), "NFC") {
+		t.Fatalf("delete by the NFD form: %v", err)
+	}
+	if err := cl.Delete(ctx(t), nfc); err != nil {
+		t.Fatal(err)
 	}
 }

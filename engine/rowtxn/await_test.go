@@ -3,6 +3,7 @@ package rowtxn
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -45,12 +46,23 @@ func newTestCore(t *testing.T, timeout, read time.Duration) *Core[slowShares] {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(engine.Env{Params: p, Self: "p1", Metrics: prometheus.NewRegistry()}, Options[slowShares]{
+	c, err := New(engine.Env{Params: p, Self: "p1", Metrics: prometheus.NewRegistry(), Log: slog.New(slog.DiscardHandler),
+		PairKeys: map[string][32]byte{"p2": {7}, "p3": {8}}}, Options[slowShares]{
 		ShareSize: 32, NewShares: func() (slowShares, error) { return slowShares{&memShares{size: 32}, read}, nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// sealed is a row map as p2 sends it to c (p1).
+func sealed(t *testing.T, c *Core[slowShares], g protocol.Digest) protocol.Digest {
+	t.Helper()
+	s, err := c.SealFor("p2", g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // putRow is origin 1's transaction adding row seq.
@@ -100,9 +112,9 @@ func TestAwaitDigestWakesOnConcurrentChange(t *testing.T) {
 		if _, err := ahead.apply(&pendingTxn{prep: p, tail: -1}); err != nil {
 			t.Fatal(err)
 		}
-		want := ahead.digest()
+		want := sealed(t, c, ahead.digest())
 		c.RLock()
-		same := c.Digest().Equal(want)
+		same := sealed(t, c, c.Digest()).Equal(want)
 		c.RUnlock()
 		if same {
 			t.Fatalf("iteration %d: the digest matches before the change", i)
@@ -123,7 +135,7 @@ func TestAwaitDigestWakesOnConcurrentChange(t *testing.T) {
 		go func() {
 			together()
 			t0 := time.Now()
-			err := c.AwaitDigest(ctx, want)
+			err := c.AwaitDigest(ctx, "p2", want)
 			res <- result{err, time.Since(t0)}
 		}()
 		applied := make(chan error, 1)
@@ -159,9 +171,9 @@ func TestAwaitDigestRefusesALastingDifference(t *testing.T) {
 	c := newTestCore(t, 400*time.Millisecond, 0) // digest wait 100 ms
 	ahead, _ := newState(70, 32, 3, c.p.ClusterID(), func() (*memShares, error) { return &memShares{size: 32}, nil })
 	ahead.apply(&pendingTxn{prep: putRow(0), tail: -1})
-	want := ahead.digest()
+	want := sealed(t, c, ahead.digest())
 	t0 := time.Now()
-	err := c.AwaitDigest(context.Background(), want)
+	err := c.AwaitDigest(context.Background(), "p2", want)
 	if err == nil || err.Code != protocol.CodeInconsistent {
 		t.Fatalf("a digest that never comes: %v", err)
 	}
@@ -170,14 +182,46 @@ func TestAwaitDigestRefusesALastingDifference(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := c.AwaitDigest(ctx, want); err == nil || err.Code != protocol.CodeUnavailable {
+	if err := c.AwaitDigest(ctx, "p2", want); err == nil || err.Code != protocol.CodeUnavailable {
 		t.Fatalf("a cancelled wait: %v", err)
 	}
 	// A digest that matches already is accepted at once.
 	c.RLock()
 	have := c.Digest()
 	c.RUnlock()
-	if err := c.AwaitDigest(context.Background(), have); err != nil {
+	if err := c.AwaitDigest(context.Background(), "p2", sealed(t, c, have)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAwaitDigestWantsTheSealedDigest (review 17, item 6): the row map an
+// entry sends is sealed with the key the two servers share. The same row
+// map unsealed (its set hash keyed only with the cluster id, which clients
+// hold), or sealed for another pair, is refused: nothing but the pair key
+// makes a digest that a helper accepts.
+func TestAwaitDigestWantsTheSealedDigest(t *testing.T) {
+	c := newTestCore(t, 400*time.Millisecond, 0)
+	if err := commit(c, putRow(0)); err != nil {
+		t.Fatal(err)
+	}
+	c.RLock()
+	g := c.Digest()
+	c.RUnlock()
+	fromP3, err := c.SealFor("p3", g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]protocol.Digest{"unsealed": g, "sealed for p3": fromP3} {
+		if err := c.AwaitDigest(context.Background(), "p2", want); err == nil || err.Code != protocol.CodeInconsistent {
+			t.Errorf("%s: %v, want a refusal", name, err)
+		}
+	}
+	if err := c.AwaitDigest(context.Background(), "p2", sealed(t, c, g)); err != nil {
+		t.Fatal(err)
+	}
+	// No key, no comparison: a server does not compare with itself or
+	// with a server it shares no key with.
+	if _, err := c.SealFor("p1", g); err == nil {
+		t.Fatal("sealed a digest for itself")
 	}
 }

@@ -307,13 +307,29 @@ func (c *Core[S]) Stats() engine.Stats {
 	return engine.Stats{Rows: rows, Live: live, Unsettled: pending + c.outbox.Len()}
 }
 
-// Health reports the row map and how many transactions are unsettled: not
-// yet decided here, or decided here but not yet acknowledged by a party.
-func (c *Core[S]) Health(context.Context, engine.Request) protocol.Msg {
-	undelivered := c.outbox.Len()
+// Health reports how many transactions are unsettled (not yet decided
+// here, or decided but not yet acknowledged by a party) and, to another
+// server only, the row map sealed for the two (engine.Env.Health); an
+// operator may ask for the comparison with every peer.
+func (c *Core[S]) Health(ctx context.Context, r engine.Request) protocol.Msg {
+	return c.env.Health(ctx, r, engine.HealthOf{Mode: string(c.p.Mode()), Unsettled: c.Stats().Unsettled,
+		Digest: c.lockedDigest, Peers: c.Peers(), Segment: func(i int) string { return c.p.Party(i).Name }})
+}
+
+// lockedDigest is the committed row map, taking the read lock.
+func (c *Core[S]) lockedDigest() protocol.Digest {
 	c.st.mu.RLock()
 	defer c.st.mu.RUnlock()
-	return &protocol.HealthOK{Name: c.env.Self, Mode: string(c.p.Mode()), Digest: c.st.digest(), InDoubt: uint32(len(c.st.pending) + undelivered)}
+	return c.st.digest()
+}
+
+// SealFor is a row map as sent to peer (engine.Env.SealDigest).
+func (c *Core[S]) SealFor(peer string, g protocol.Digest) (protocol.Digest, *protocol.Error) {
+	sealed, err := c.env.SealDigest(peer, g)
+	if err != nil {
+		return nil, protocol.Errorf(protocol.CodeInternal, "%v", err)
+	}
+	return sealed, nil
 }
 
 // Peers lists the names of every other party, in party order.
@@ -341,22 +357,36 @@ func (c *Core[S]) Shares(k int) S { return c.st.segs[k].shares }
 // lock).
 func (c *Core[S]) ID(k, seq int) string { return c.st.segs[k].ids.At(seq) }
 
-// AwaitDigest waits until this party's row map equals the entry's, for at
-// most the digest wait; a lasting difference is refused, never answered.
-func (c *Core[S]) AwaitDigest(ctx context.Context, want protocol.Digest) *protocol.Error {
+// AwaitDigest waits until this party's row map equals the one the entry
+// sent (sealed for the two of them), for at most the digest wait; a
+// lasting difference is refused, never answered.
+func (c *Core[S]) AwaitDigest(ctx context.Context, entry string, want protocol.Digest) *protocol.Error {
 	t := time.NewTimer(c.p.Timeouts().DigestWait)
 	defer t.Stop()
 	for {
 		c.st.mu.RLock()
-		have, changed := c.st.digest(), c.st.changed
+		g, changed := c.st.digest(), c.st.changed
 		c.st.mu.RUnlock()
+		have, err := c.SealFor(entry, g)
+		if err != nil {
+			return err
+		}
 		if have.Equal(want) {
 			return nil
 		}
 		select {
 		case <-changed:
 		case <-t.C:
-			return protocol.Errorf(protocol.CodeInconsistent, "%s's rows differ from the entry's (%s); refusing to answer. If a party was restarted, it catches up within seconds; otherwise check 'idface cluster status'", c.env.Self, have.Diff(want))
+			// The counts go to the log; the refusal reaches the entry's
+			// client, which learns only whose rows differ.
+			c.env.Log.Warn("rows differ from the entry's; refusing a query", "entry", entry, "diff", have.Diff(want))
+			var origins []string
+			for _, i := range have.Differing(want) {
+				if i < c.p.Mu() {
+					origins = append(origins, c.p.Party(i).Name)
+				}
+			}
+			return protocol.Errorf(protocol.CodeInconsistent, "%s's rows differ from the entry's (in the segment of origin %s); refusing to answer. If a party was restarted, it catches up within seconds; otherwise check 'idface cluster status'", c.env.Self, strings.Join(origins, ", "))
 		case <-ctx.Done():
 			return protocol.Errorf(protocol.CodeUnavailable, "%s: %v", c.env.Self, ctx.Err())
 		}

@@ -158,7 +158,11 @@ func (st *state[S]) validate(p *protocol.Prepare) *protocol.Error {
 	next := int(p.Base)
 	isSeeded := seeded(p)
 	for _, op := range p.Ops {
-		if err := protocol.CheckID(op.ID); err != nil {
+		check := protocol.CheckID // a new id: NFC too
+		if op.Kind == protocol.OpDelete {
+			check = protocol.CheckStoredID // rows enrolled before ids had to be NFC stay deletable
+		}
+		if err := check(op.ID); err != nil {
 			return protocol.Errorf(protocol.CodeBadRequest, "%v", err)
 		}
 		if inUse[op.ID] {

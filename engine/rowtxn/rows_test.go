@@ -142,3 +142,23 @@ func TestValidateRefusesDivergence(t *testing.T) {
 		t.Fatal("two clusters' digests agree")
 	}
 }
+
+// TestLegacyNonNFCRowDeletable: a row enrolled before new ids had to be
+// NFC (replayed from the log, where nothing is checked) can still be
+// deleted, while a new row under a non-NFC id is refused.
+func TestLegacyNonNFCRowDeletable(t *testing.T) {
+	st, _ := newState(64, 2, 2, [16]byte{1}, newMem)
+	sign := operatorKey(t, st)
+	nfd := "zoe\u0308"
+	old := sign(&protocol.Prepare{Txn: protocol.TxnID{1}, Origin: 1, Dim: 64, Ops: []protocol.Op{{Kind: protocol.OpPut, Seq: 0, ID: nfd, Share: []byte{1, 2}}}})
+	if e := st.validate(old); e == nil || e.Code != protocol.CodeBadRequest {
+		t.Fatalf("a new non-NFC id: %v", e)
+	}
+	if _, err := st.apply(&pendingTxn{prep: old, tail: -1}); err != nil { // as a replay does
+		t.Fatal(err)
+	}
+	del := sign(&protocol.Prepare{Txn: protocol.TxnID{2}, Origin: 1, Dim: 64, Base: 1, Ops: []protocol.Op{{Kind: protocol.OpDelete, Seq: 0, ID: nfd}}})
+	if e := st.validate(del); e != nil {
+		t.Fatalf("deleting a row enrolled under a non-NFC id: %v", e)
+	}
+}

@@ -39,6 +39,9 @@ type Cluster struct {
 	mu      sync.Mutex
 	running map[string]*running
 	quiet   atomic.Bool // the test is over: drop late log lines
+	// keys are the identity keys Start made for the servers, from which
+	// they derive the keys they share (internal/pairkey), as real ones do.
+	keys map[string]crypto.PrivateKey
 }
 
 type running struct {
@@ -50,6 +53,8 @@ type running struct {
 
 // Literal completes a literal with in-process members: mu parties (and a
 // key server in mode he), one operator "client" and one device "device".
+// Their certificates are "-"; Start gives every such member a real
+// identity.
 func Literal(lit config.Literal, mu int) config.Literal {
 	member := func(name string) config.Member {
 		return config.Member{Name: name, Addr: "mem:" + name, Cert: "-", Pin: "pin:" + name}
@@ -67,7 +72,6 @@ func Literal(lit config.Literal, mu int) config.Literal {
 		lit.Decider = &d
 	}
 	op, dev := member("client"), member("device")
-	op.Cert, op.Pin = operatorIdentity()
 	op.Addr, dev.Addr = "", ""
 	op.Role, dev.Role = config.RoleOperator, config.RoleDevice
 	lit.Clients = []config.Member{op, dev}
@@ -77,36 +81,15 @@ func Literal(lit config.Literal, mu int) config.Literal {
 // Sign authorises op on ids as the operator "client" (for tests that
 // send parties' messages by hand).
 func (c *Cluster) Sign(op protocol.OpKind, ids ...string) protocol.Auth {
-	m, _ := c.P.Client("client")
-	key, ok := operatorKeys.Load(m.Pin)
+	key, ok := c.keys["client"].(crypto.Signer)
 	if !ok {
 		c.t.Fatal("no operator key for client")
 	}
-	a, err := protocol.Sign(key.(crypto.Signer), "client", c.P.ClusterID(), op, ids)
+	a, err := protocol.Sign(key, "client", c.P.ClusterID(), op, ids)
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	return a
-}
-
-// operatorKeys holds the private keys of the operators Literal made, by
-// pin: enrollments and deletions must carry an operator's signature that
-// the parties check against its certificate.
-var operatorKeys sync.Map
-
-// operatorIdentity makes a real certificate and key for an in-process
-// operator and returns the certificate (PEM) and pin.
-func operatorIdentity() (cert, pin string) {
-	id, err := quicnet.GenerateIdentity("client")
-	if err != nil {
-		panic(err) // crypto/rand failed: nothing in a test can go on
-	}
-	pair, err := tls.X509KeyPair(id.CertPEM, id.KeyPEM)
-	if err != nil {
-		panic(err)
-	}
-	operatorKeys.Store(id.Pin, pair.PrivateKey)
-	return string(id.CertPEM), id.Pin
 }
 
 // Start checks lit (see Literal) and starts every server; they stop at the
@@ -114,11 +97,15 @@ func operatorIdentity() (cert, pin string) {
 func Start(t testing.TB, lit config.Literal) *Cluster {
 	t.Helper()
 	dir := t.TempDir()
+	keys, err := identities(&lit)
+	if err != nil {
+		t.Fatal(err)
+	}
 	p, err := config.New(lit, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Cluster{t: t, P: p, Net: memnet.New(), Dir: dir, WrapLog: map[string]func(engine.Log) engine.Log{}, running: map[string]*running{}}
+	c := &Cluster{t: t, P: p, Net: memnet.New(), Dir: dir, WrapLog: map[string]func(engine.Log) engine.Log{}, running: map[string]*running{}, keys: keys}
 	t.Cleanup(func() { c.StopAll(); c.quiet.Store(true) })
 	if k, ok := p.KeyServer(); ok { // local servers fetch its key first
 		if err := c.TryRestart(k.Name); err != nil {
@@ -137,6 +124,88 @@ func Start(t testing.TB, lit config.Literal) *Cluster {
 	}
 	c.WaitSettled()
 	return c
+}
+
+// identities gives every member of lit whose certificate is "-" a fresh
+// ECDSA P-256 key and self-signed certificate (and its pin), as 'party
+// init' does, and returns the keys by name.
+func identities(lit *config.Literal) (map[string]crypto.PrivateKey, error) {
+	keys := map[string]crypto.PrivateKey{}
+	give := func(m *config.Member) error {
+		if m == nil || m.Cert != "-" {
+			return nil
+		}
+		id, err := quicnet.GenerateIdentity(m.Name)
+		if err != nil {
+			return err
+		}
+		pair, err := tls.X509KeyPair(id.CertPEM, id.KeyPEM)
+		if err != nil {
+			return err
+		}
+		m.Cert, m.Pin, keys[m.Name] = string(id.CertPEM), id.Pin, pair.PrivateKey
+		return nil
+	}
+	// The literal's slices and pointers may be the caller's: copy them
+	// before writing.
+	lit.Parties = append([]config.Member(nil), lit.Parties...)
+	lit.Clients = append([]config.Member(nil), lit.Clients...)
+	if lit.KeyServer != nil {
+		k := *lit.KeyServer
+		lit.KeyServer = &k
+	}
+	if lit.Decider != nil {
+		d := *lit.Decider
+		lit.Decider = &d
+	}
+	var all []*config.Member
+	for i := range lit.Parties {
+		all = append(all, &lit.Parties[i])
+	}
+	for i := range lit.Clients {
+		all = append(all, &lit.Clients[i])
+	}
+	all = append(all, lit.KeyServer, lit.Decider)
+	for _, m := range all {
+		if err := give(m); err != nil {
+			return nil, err
+		}
+	}
+	return keys, nil
+}
+
+// RowMap is server of's row map as server as sees it (it asks as that
+// server): rows and live rows per origin, the set hashes sealed for the
+// two, so comparable only between answers to the same asker. Clients get
+// no row map.
+func (c *Cluster) RowMap(of, as string) (protocol.Digest, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := network.Call(ctx, c.Dialer(as), of, &protocol.Health{})
+	if err != nil {
+		return nil, err
+	}
+	h, ok := resp.(*protocol.HealthOK)
+	if !ok {
+		return nil, fmt.Errorf("%s answered health with %v", of, resp.Type())
+	}
+	return h.Digest, nil
+}
+
+// Agreement asks server name, as the operator, to compare its row map with
+// its peers'.
+func (c *Cluster) Agreement(name string) ([]protocol.PeerState, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resp, err := network.Call(ctx, c.Dialer("client"), name, &protocol.Health{Peers: true})
+	if err != nil {
+		return nil, err
+	}
+	h, ok := resp.(*protocol.HealthOK)
+	if !ok {
+		return nil, fmt.Errorf("%s answered health with %v", name, resp.Type())
+	}
+	return h.Peers, nil
 }
 
 // WaitSettled waits until every running server reports nothing unsettled
@@ -186,8 +255,8 @@ func (c *Cluster) Client(name, entry string) *client.Client {
 		c.t.Fatal(err)
 	}
 	if m, ok := c.P.Client(name); ok && m.Name == name {
-		if key, ok := operatorKeys.Load(m.Pin); ok {
-			cl.SetSigner(name, key.(crypto.Signer))
+		if key, ok := c.keys[name].(crypto.Signer); ok && config.ClientRole(m) == config.RoleOperator {
+			cl.SetSigner(name, key)
 		}
 	}
 	return cl
@@ -214,7 +283,7 @@ func (c *Cluster) TryRestart(name string) error {
 	log := slog.New(slog.NewTextHandler(testWriter{c}, &slog.HandlerOptions{Level: slog.LevelWarn})).With("server", name)
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := server.Build(ctx, c.P, name, filepath.Join(c.Dir, "data", name), c.Dialer(name), ln, log,
-		server.BuildOptions{WrapLog: c.WrapLog[name]})
+		server.BuildOptions{Key: c.keys[name], WrapLog: c.WrapLog[name]})
 	if err != nil {
 		cancel()
 		ln.Close()
