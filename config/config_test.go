@@ -120,24 +120,6 @@ func TestSaveLoadAndOldFiles(t *testing.T) {
 	}
 }
 
-func TestMaxRequest(t *testing.T) {
-	p, _ := New(twoParty(), "")
-	if n := p.MaxRequest(protocol.TIdentify, network.RoleDevice); n < 2048 || n > 4096 {
-		t.Fatalf("identify bound %d, want a few KB", n)
-	}
-	for _, c := range []struct {
-		t protocol.Type
-		r network.Role
-	}{{protocol.TEnroll, network.RoleDevice}, {protocol.TDelete, network.RoleDevice}, {protocol.TPrepare, network.RoleOperator}, {protocol.TQuery, network.RoleDevice}} {
-		if n := p.MaxRequest(c.t, c.r); n != 0 {
-			t.Errorf("%v from a %v: bound %d, want refused", c.t, c.r, n)
-		}
-	}
-	if p.MaxRequest(protocol.TPrepare, network.RoleParty) < protocol.MaxBatch*(7+16*8) {
-		t.Fatal("a full batch of shares does not fit a prepare")
-	}
-}
-
 // TestKeyFetchTimeouts: the public-key fetch's attempt and pause are
 // configuration, with their documented defaults, and fit the whole wait.
 func TestKeyFetchTimeouts(t *testing.T) {

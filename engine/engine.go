@@ -59,11 +59,19 @@ var (
 	Anyone    = Allow(network.RoleParty, network.RoleHelper, network.RoleOperator, network.RoleDevice)
 )
 
-// Route says who may send a message type and which handler answers it.
+// Route declares one message type an engine answers: who may send it,
+// how large it may be, how long it may run, and its handler.
 type Route struct {
 	Op     string // the operation's name in metrics: "identify", "enroll", ...
 	From   Roles
 	Handle Handler
+	// Max bounds the request frame in bytes (bounds.go computes them from
+	// the cluster's parameters); the runtime refuses a longer announced
+	// length before it reads anything.
+	Max int
+	// Long requests may run as long as an identification
+	// (config.Timeouts.Identify); the others get Timeouts.Request.
+	Long bool
 }
 
 // Engine is one mode's protocol logic plugged into the server runtime.

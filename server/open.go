@@ -99,7 +99,13 @@ func Build(ctx context.Context, p *config.Params, name, dir string, d network.Di
 	if err != nil {
 		return nil, err
 	}
-	srv = New(p, name, eng, ln, log, Options{Registry: reg, Closers: closers})
+	srv, err = New(p, name, eng, ln, log, Options{Registry: reg, Closers: closers})
+	if err != nil {
+		for _, c := range closers {
+			c()
+		}
+		return nil, err
+	}
 	return srv, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"sync"
 	"time"
@@ -54,26 +55,35 @@ type Options struct {
 }
 
 // New wraps an engine; the engine's Env.Fatal must call the returned
-// server's Fatal.
-func New(p *config.Params, name string, eng engine.Engine, ln network.Listener, log *slog.Logger, opt Options) *Server {
+// server's Fatal. An engine whose routes lack a bound is refused.
+func New(p *config.Params, name string, eng engine.Engine, ln network.Listener, log *slog.Logger, opt Options) (*Server, error) {
+	routes := eng.Routes()
+	if err := engine.CheckRoutes(routes); err != nil {
+		return nil, err
+	}
 	reg := opt.Registry
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	s := &Server{p: p, name: name, eng: eng, routes: eng.Routes(), ln: ln, log: log, reg: reg,
+	s := &Server{p: p, name: name, eng: eng, routes: routes, ln: ln, log: log, reg: reg,
 		lim: p.Limits(), active: map[string]int{}, closer: opt.Closers}
 	s.m = newMetrics(reg, eng)
 	if p.RevealScores() {
 		log.Warn("this cluster reveals scores and candidates below the threshold to its clients: research output only; scores for chosen probes reconstruct templates")
 	}
 	s.ceil = map[network.Role]int{}
-	for t := range s.routes {
+	for _, rt := range s.routes {
 		for _, r := range []network.Role{network.RoleParty, network.RoleHelper, network.RoleOperator, network.RoleDevice} {
-			s.ceil[r] = max(s.ceil[r], p.MaxRequest(t, r))
+			if rt.From.Has(r) {
+				s.ceil[r] = max(s.ceil[r], rt.Max)
+			}
 		}
 	}
-	return s
+	return s, nil
 }
+
+// Routes returns the engine's routes as the server serves them.
+func (s *Server) Routes() map[protocol.Type]engine.Route { return maps.Clone(s.routes) }
 
 // Fatal stops the server with err (an engine that cannot continue).
 func (s *Server) Fatal(err error) {
@@ -193,11 +203,7 @@ func (s *Server) handle(ctx context.Context, st *network.Stream) {
 			return 0, protocol.Errorf(protocol.CodeForbidden, "%s (%s) may not send %v to %s", peer.Name, peer.Role, t, s.name)
 		}
 		route = r
-		n := s.p.MaxRequest(t, peer.Role)
-		if n == 0 {
-			return 0, protocol.Errorf(protocol.CodeForbidden, "%s (%s) may not send %v", peer.Name, peer.Role, t)
-		}
-		return n, nil
+		return r.Max, nil
 	})
 	if err != nil {
 		var pe *protocol.Error
@@ -220,8 +226,8 @@ func (s *Server) handle(ctx context.Context, st *network.Stream) {
 		return
 	}
 	limit := tm.Request
-	if t := m.Type(); t == protocol.TIdentify || t == protocol.THEQuery {
-		limit = tm.Identify // the key server's part of an identify may take as long
+	if route.Long {
+		limit = tm.Identify // an identification and its parts at the other servers
 	}
 	st.SetDeadline(start.Add(limit))
 	rctx, cancel := context.WithDeadline(ctx, start.Add(limit))

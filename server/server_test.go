@@ -24,12 +24,13 @@ type fakeEngine struct {
 	release chan struct{}
 	started chan struct{}
 	once    sync.Once
+	p       *config.Params
 }
 
 func (f *fakeEngine) Routes() map[protocol.Type]engine.Route {
 	return map[protocol.Type]engine.Route{
-		protocol.THealth: {Op: "health", From: engine.Anyone, Handle: func(context.Context, engine.Request) protocol.Msg { return &protocol.HealthOK{Name: "x"} }},
-		protocol.TIdentify: {Op: "identify", From: engine.Anyone, Handle: func(ctx context.Context, r engine.Request) protocol.Msg {
+		protocol.THealth: {Op: "health", From: engine.Anyone, Max: engine.Small, Handle: func(context.Context, engine.Request) protocol.Msg { return &protocol.HealthOK{Name: "x"} }},
+		protocol.TIdentify: {Op: "identify", From: engine.Clients, Max: engine.IdentifyBound(f.p), Long: true, Handle: func(ctx context.Context, r engine.Request) protocol.Msg {
 			f.once.Do(func() { close(f.started) })
 			select {
 			case <-f.release:
@@ -38,7 +39,7 @@ func (f *fakeEngine) Routes() map[protocol.Type]engine.Route {
 			}
 			return &protocol.IdentifyOK{}
 		}},
-		protocol.TEnroll: {Op: "enroll", From: engine.Operators, Handle: func(context.Context, engine.Request) protocol.Msg { return &protocol.EnrollOK{} }},
+		protocol.TEnroll: {Op: "enroll", From: engine.Operators, Max: engine.EnrollBound(f.p), Handle: func(context.Context, engine.Request) protocol.Msg { return &protocol.EnrollOK{} }},
 	}
 }
 func (f *fakeEngine) Run(ctx context.Context) { <-ctx.Done() }
@@ -54,8 +55,11 @@ func setup(t *testing.T) (*Server, *fakeEngine, *memnet.Network, context.CancelF
 	}
 	n := memnet.New()
 	ln, _ := n.Listen("p1")
-	f := &fakeEngine{release: make(chan struct{}), started: make(chan struct{})}
-	s := New(p, "p1", f, ln, slog.New(slog.DiscardHandler), Options{})
+	f := &fakeEngine{p: p, release: make(chan struct{}), started: make(chan struct{})}
+	s, err := New(p, "p1", f, ln, slog.New(slog.DiscardHandler), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx) }()

@@ -147,9 +147,9 @@ func newHolder[E additive.Elem](env engine.Env) (*Holder[E], error) {
 // Routes lists the requests a share holder answers.
 func (h *Holder[E]) Routes() map[protocol.Type]engine.Route {
 	r := h.Core.Routes()
-	r[protocol.TEnroll] = engine.Route{Op: "enroll", From: engine.Operators, Handle: h.Guard(h.enroll)}
-	r[protocol.TIdentify] = engine.Route{Op: "identify", From: engine.Clients, Handle: h.Guard(h.identify)}
-	r[protocol.TBlindQuery] = engine.Route{Op: "query", From: engine.Parties, Handle: h.Guard(h.serveQuery)}
+	r[protocol.TEnroll] = engine.Route{Op: "enroll", From: engine.Operators, Handle: h.Guard(h.enroll), Max: engine.EnrollBound(h.p)}
+	r[protocol.TIdentify] = engine.Route{Op: "identify", From: engine.Clients, Handle: h.Guard(h.identify), Max: engine.IdentifyBound(h.p), Long: true}
+	r[protocol.TBlindQuery] = engine.Route{Op: "query", From: engine.Parties, Handle: h.Guard(h.serveQuery), Max: engine.BlindQueryBound(h.p), Long: true}
 	return r
 }
 

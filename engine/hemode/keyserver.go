@@ -78,9 +78,9 @@ func NewKeyServer(env engine.Env, k *store.HEKey) (*KeyServer, error) {
 // may fetch the key or query.
 func (k *KeyServer) Routes() map[protocol.Type]engine.Route {
 	return map[protocol.Type]engine.Route{
-		protocol.THealth:           {Op: "health", From: engine.Anyone, Handle: k.health},
-		protocol.TPublicKeyRequest: {Op: "public_key", From: engine.Parties, Handle: k.localOnly(k.publicKey)},
-		protocol.THEQuery:          {Op: "decrypt", From: engine.Parties, Handle: k.localOnly(k.query)},
+		protocol.THealth:           {Op: "health", From: engine.Anyone, Handle: k.health, Max: engine.Small},
+		protocol.TPublicKeyRequest: {Op: "public_key", From: engine.Parties, Handle: k.localOnly(k.publicKey), Max: engine.Small},
+		protocol.THEQuery:          {Op: "decrypt", From: engine.Parties, Handle: k.localOnly(k.query), Max: engine.Small, Long: true},
 	}
 }
 

@@ -110,9 +110,9 @@ func New(env engine.Env) (*Engine, error) {
 // Routes lists the requests a party answers.
 func (e *Engine) Routes() map[protocol.Type]engine.Route {
 	r := e.Core.Routes()
-	r[protocol.TEnroll] = engine.Route{Op: "enroll", From: engine.Operators, Handle: e.Guard(e.enroll)}
-	r[protocol.TIdentify] = engine.Route{Op: "identify", From: engine.Clients, Handle: e.Guard(e.identify)}
-	r[protocol.TQuery] = engine.Route{Op: "query", From: engine.Parties, Handle: e.Guard(e.serveQuery)}
+	r[protocol.TEnroll] = engine.Route{Op: "enroll", From: engine.Operators, Handle: e.Guard(e.enroll), Max: engine.EnrollBound(e.p)}
+	r[protocol.TIdentify] = engine.Route{Op: "identify", From: engine.Clients, Handle: e.Guard(e.identify), Max: engine.IdentifyBound(e.p), Long: true}
+	r[protocol.TQuery] = engine.Route{Op: "query", From: engine.Parties, Handle: e.Guard(e.serveQuery), Max: engine.QueryBound(e.p), Long: true}
 	return r
 }
 

@@ -654,10 +654,10 @@ func (c *Core[S]) OnDecide(_ context.Context, r engine.Request) protocol.Msg {
 // their enrollment and identification.
 func (c *Core[S]) Routes() map[protocol.Type]engine.Route {
 	return map[protocol.Type]engine.Route{
-		protocol.THealth:  {Op: "health", From: engine.Anyone, Handle: c.Health},
-		protocol.TDelete:  {Op: "delete", From: engine.Operators, Handle: c.Guard(c.Delete)},
-		protocol.TPrepare: {Op: "prepare", From: engine.Parties, Handle: c.Guard(c.Prepare)},
-		protocol.TDecide:  {Op: "decide", From: engine.Parties, Handle: c.Guard(c.OnDecide)},
+		protocol.THealth:  {Op: "health", From: engine.Anyone, Handle: c.Health, Max: engine.Small},
+		protocol.TDelete:  {Op: "delete", From: engine.Operators, Handle: c.Guard(c.Delete), Max: engine.Small},
+		protocol.TPrepare: {Op: "prepare", From: engine.Parties, Handle: c.Guard(c.Prepare), Max: engine.PrepareBound(c.p, max(c.opt.ShareSize, c.opt.SeedSize))},
+		protocol.TDecide:  {Op: "decide", From: engine.Parties, Handle: c.Guard(c.OnDecide), Max: engine.Small},
 	}
 }
 

@@ -353,6 +353,16 @@ func (c *Cluster) StopAll() {
 	}
 }
 
+// Routes returns the running server name's routes (nil if it is not running).
+func (c *Cluster) Routes(name string) map[protocol.Type]engine.Route {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r := c.running[name]; r != nil {
+		return r.srv.Routes()
+	}
+	return nil
+}
+
 // DataDir is a server's data directory.
 func (c *Cluster) DataDir(name string) string { return filepath.Join(c.Dir, "data", name) }
 

@@ -1,0 +1,63 @@
+package engine
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/template"
+)
+
+// Request bounds, in bytes of the framed request (version and type
+// included), for Route.Max. The runtime checks the announced length
+// against the route's bound before it reads or allocates anything, so
+// every route must have one (CheckRoutes).
+
+// Small bounds every request that carries no template or share.
+const Small = 4096
+
+// digestBytes bounds a row-map digest on the wire.
+const digestBytes = 4 + 24*protocol.MaxParties
+
+// IdentifyBound is a client's identify: top-K and one template.
+func IdentifyBound(p *config.Params) int { return 2 + 2 + 4 + 4*p.Dim() }
+
+// EnrollBound is a batch of templates with the operator's Auth, at most
+// what the cluster takes in one request.
+func EnrollBound(p *config.Params) int {
+	return 2 + protocol.MaxAuth + 4 + p.MaxEnrollBatch()*(2+protocol.MaxIDLen+4+4*p.Dim())
+}
+
+// PrepareBound is a batch of ops for one party, each with a share of at
+// most share bytes (a seed is smaller), and the operator's Auth.
+func PrepareBound(p *config.Params, share int) int {
+	return 2 + 16 + 1 + 2 + 4 + protocol.MaxAuth + 4 + p.MaxEnrollBatch()*(1+4+2+protocol.MaxIDLen+1+4+share)
+}
+
+// QueryBound is a 2PC/MPC query: the selection's words and a digest.
+func QueryBound(p *config.Params) int {
+	return 2 + 4 + 16*template.Words(p.Dim()) + digestBytes + 4
+}
+
+// BlindQueryBound is a blind query: ids, sigma, digest and at most d
+// coefficients of 3 bytes.
+func BlindQueryBound(p *config.Params) int {
+	return 2 + 16 + 32 + digestBytes + 4 + 3*p.Dim()
+}
+
+// CheckRoutes refuses a route table the runtime cannot serve safely: a
+// route without a handler, a sender or a size bound.
+func CheckRoutes(routes map[protocol.Type]Route) error {
+	var bad []string
+	for t, r := range routes {
+		if r.Handle == nil || r.From == 0 || r.Max <= 0 || r.Op == "" {
+			bad = append(bad, fmt.Sprintf("%v (op %q, max %d)", t, r.Op, r.Max))
+		}
+	}
+	if len(bad) > 0 {
+		sort.Strings(bad)
+		return fmt.Errorf("engine: routes without a handler, sender roles, size bound or name: %v", bad)
+	}
+	return nil
+}
