@@ -181,11 +181,19 @@ func openHELocal(ctx context.Context, env engine.Env, dir string, wrap func(engi
 	if err != nil {
 		return nil, nil, err
 	}
-	eng, err := hemode.NewLocal(ctx, env, groups, store.KeyFile(filepath.Join(dir, "public.key")))
+	logPath := filepath.Join(dir, "rows.log")
+	existing, err := groups.Files() // a local server with data never fetches the key again
 	if err != nil {
 		return nil, nil, err
 	}
-	return openShares(env, eng, filepath.Join(dir, "rows.log"), store.KindHERows, wrap)
+	if _, err := os.Stat(logPath); err == nil {
+		existing = append([]string{logPath}, existing...)
+	}
+	eng, err := hemode.NewLocal(ctx, env, groups, store.KeyFile(filepath.Join(dir, "public.key")), existing)
+	if err != nil {
+		return nil, nil, err
+	}
+	return openShares(env, eng, logPath, store.KindHERows, wrap)
 }
 
 // withFile names the log in a damage report from an engine's recovery.

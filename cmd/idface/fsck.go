@@ -177,14 +177,16 @@ func fsckHE(env engine.Env, data string, stdout io.Writer) ([]string, error) {
 		return nil, err
 	}
 	var problems []string
-	l, err := hemode.NewLocal(context.Background(), env, groups, store.KeyFile(filepath.Join(data, "public.key")))
+	keys := store.KeyFile(filepath.Join(data, "public.key"))
+	path := filepath.Join(data, "rows.log")
+	l, err := hemode.NewLocal(context.Background(), env, groups, keys, nil)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
+		_, noLog := os.Stat(path)
+		if errors.Is(err, os.ErrNotExist) && noLog != nil {
 			return []string{"no public key yet: this local server never started"}, nil
 		}
-		return []string{fmt.Sprintf("public key: %v (the server fetches it again from the key server when the file is removed)", err)}, nil
+		return []string{fmt.Sprintf("public key: %v (a local server with data never fetches the key again: restore %s from this server's backup, or copy another local server's whose fingerprint matches the one its row log records)", err, keys)}, nil
 	}
-	path := filepath.Join(data, "rows.log")
 	if _, err := os.Stat(path); err != nil {
 		return []string{fmt.Sprintf("no log: %v (a server that never started has none)", err)}, nil
 	}

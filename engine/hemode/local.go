@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,6 +66,7 @@ type Local struct {
 	he     heidface.Scheme
 	local  heidface.Encryptor // enrollment (under changeMu); identify copies it per worker
 	pkHash [32]byte
+	keys   string // the public key file, in messages
 	log    engine.Log
 	store  Groups
 	self   int
@@ -98,12 +100,18 @@ type localReplay struct {
 	pending     map[protocol.TxnID]*reserve
 	last        *reserve
 	lastDecided bool
+	records     int
+	key         *keyRecord // the row log's first record
 }
 
 // NewLocal makes local server env.Self: it loads the public key, fetching
-// it from the key server on the first start (and keeping it in keys).
+// it from the key server on the first start only (and keeping it in
+// keys). existing names the server's data files that are already there
+// (its row log, group files): when there are any, a missing public key is
+// never fetched again, because the key server's current key may be a new
+// one that cannot decrypt them; the server refuses to start instead.
 // Feed it the row log with Replay, then call Start.
-func NewLocal(ctx context.Context, env engine.Env, groups Groups, keys Keys) (*Local, error) {
+func NewLocal(ctx context.Context, env engine.Env, groups Groups, keys Keys, existing []string) (*Local, error) {
 	p := env.Params
 	k := p.PartyIndex(env.Self)
 	if k < 0 {
@@ -115,7 +123,11 @@ func NewLocal(ctx context.Context, env engine.Env, groups Groups, keys Keys) (*L
 		replay: &localReplay{pending: map[protocol.TxnID]*reserve{}}}
 	l.index = rowmap.NewIndex(func(r rowmap.Ref) string { return l.ids.At(r.Seq) })
 	l.live = bitset.New(0)
-	pkb, err := l.publicKey(ctx, keys)
+	l.keys = "public.key"
+	if n, ok := keys.(fmt.Stringer); ok {
+		l.keys = n.String()
+	}
+	pkb, err := l.publicKey(ctx, keys, existing)
 	if err != nil {
 		return nil, err
 	}
@@ -138,12 +150,25 @@ func NewLocal(ctx context.Context, env engine.Env, groups Groups, keys Keys) (*L
 	return l, nil
 }
 
-// publicKey loads the saved public key or fetches it from the key server
-// (pinned TLS), retrying while the key server starts.
-func (l *Local) publicKey(ctx context.Context, keys Keys) ([]byte, error) {
+// KeyFingerprint is the fingerprint of the public key this local server
+// encrypts under (heidface.Fingerprint), known once NewLocal returns:
+// what its row log and group files are bound to.
+func (l *Local) KeyFingerprint() [32]byte { return l.pkHash }
+
+// publicKey loads the saved public key or, on a first start (no data yet),
+// fetches it from the key server (pinned TLS), retrying while the key
+// server starts.
+func (l *Local) publicKey(ctx context.Context, keys Keys, existing []string) ([]byte, error) {
 	b, err := keys.Load(heidface.PublicKeyFile)
 	if err == nil || !errors.Is(err, fs.ErrNotExist) || l.env.Net == nil {
 		return b, err
+	}
+	if len(existing) > 0 {
+		return nil, fmt.Errorf("hemode: %s is missing, but this local server already has data (%s). It will not fetch the key server's public key again: "+
+			"if the key server has made a new key pair since, that key cannot decrypt this database and the key server would accept strangers. "+
+			"Restore %s from this server's backup, or copy it from another local server of this cluster (the same file); "+
+			"'idface fsck' shows the fingerprint the row log records, and the server checks it at start",
+			l.keys, strings.Join(existing[:min(len(existing), 3)], ", ")+more(len(existing)-3), l.keys)
 	}
 	to := l.p.Timeouts()
 	deadline := time.Now().Add(to.KeyFetch)
@@ -172,6 +197,14 @@ func (l *Local) publicKey(ctx context.Context, keys Keys) ([]byte, error) {
 	}
 }
 
+// more says how many names a list left out.
+func more(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" and %d more", n)
+}
+
 func (l *Local) sequencer() bool { return l.self == 0 }
 func (l *Local) rows() int       { return l.ids.Len() }
 
@@ -183,6 +216,17 @@ func (l *Local) Replay(en store.Entry) error {
 	rec, err := decodeRecord(en)
 	if err != nil {
 		return err
+	}
+	r.records++
+	switch {
+	case rec.typ == recKey && r.records == 1:
+		r.key = &rec.key
+		return nil
+	case rec.typ == recKey:
+		return fmt.Errorf("hemode: a second public key record in the row log")
+	case r.records == 1:
+		return fmt.Errorf("hemode: the row log does not start with the public key it is bound to: it was written by an earlier idface. " +
+			"This build refuses it: run the earlier release to finish with that data, or start a new cluster and enroll again")
 	}
 	if rec.typ != recReserve {
 		if rec.seq != l.seq+1 {
@@ -236,6 +280,9 @@ func (l *Local) Start(log engine.Log) error {
 	l.log = log
 	r := l.replay
 	l.replay = nil
+	if err := l.bindLog(log, r.key); err != nil {
+		return err
+	}
 	if r.last != nil && !r.lastDecided {
 		if l.sequencer() {
 			if err := l.appendChange(encodeDecide(l.seq+1, r.last.Txn, false)); err != nil {
@@ -264,6 +311,38 @@ func (l *Local) Start(log engine.Log) error {
 	fp := l.pkHash
 	l.env.Log.Info("encrypted database loaded", "rows", l.rows(), "live", l.nlive, "groups", ng, "changes", l.seq,
 		"group_rows", gr, "ciphertext_bytes", l.he.CiphertextBytes(), "public_key", fmt.Sprintf("%x", fp[:8]))
+	return nil
+}
+
+// logName names the row log in messages.
+func logName(log engine.Log) string {
+	if n, ok := log.(interface{ Path() string }); ok {
+		return n.Path()
+	}
+	return "the row log"
+}
+
+// bindLog binds a new row log to the public key (its first record), or
+// checks that an existing one records this public key.
+func (l *Local) bindLog(log engine.Log, key *keyRecord) error {
+	if key == nil {
+		k := keyRecord{Key: l.pkHash, Generation: Generation}
+		if _, err := log.Append(encodeKey(k)); err != nil {
+			return err
+		}
+		key = &k
+	}
+	if key.Key != l.pkHash {
+		return fmt.Errorf("hemode: %s records public key %x (generation %d), but %s holds %x: the public key file was replaced, "+
+			"perhaps fetched again from a key server that has made a new key pair since. This database is encrypted under %x; "+
+			"queries under another key would decrypt to noise and accept strangers. Restore %s from this server's backup "+
+			"(or another local server's copy whose fingerprint is %x: 'idface fsck' shows it). If the key server lost the key pair itself, "+
+			"no one can decrypt this database: start a new cluster and enroll again",
+			logName(log), key.Key[:8], key.Generation, l.keys, l.pkHash[:8], key.Key[:8], l.keys, key.Key[:8])
+	}
+	if key.Generation != Generation {
+		return fmt.Errorf("hemode: %s is of key generation %d; this build knows generation %d only: use the idface release that wrote it", logName(log), key.Generation, Generation)
+	}
 	return nil
 }
 

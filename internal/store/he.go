@@ -28,6 +28,11 @@ func OpenGroups(dir string, p heidface.Scheme) (*Groups, error) {
 
 func (g *Groups) path(i int) string { return filepath.Join(g.dir, fmt.Sprintf("g%06d.ct", i)) }
 
+// Files lists the group files that exist.
+func (g *Groups) Files() ([]string, error) {
+	return filepath.Glob(filepath.Join(g.dir, "g*.ct"))
+}
+
 // Load reads group i; a group never written is (nil, nil).
 func (g *Groups) Load(i int) (heidface.EncGroup, error) {
 	f, err := os.Open(g.path(i))
@@ -52,6 +57,8 @@ func (g *Groups) Save(i int, grp heidface.EncGroup) error {
 
 // KeyFile holds one key in heidface's checksummed key-file format.
 type KeyFile string
+
+func (k KeyFile) String() string { return string(k) }
 
 // Load returns the key's binary form; os.ErrNotExist if there is none.
 func (k KeyFile) Load(kind heidface.KeyKind) ([]byte, error) {
