@@ -122,7 +122,7 @@ func openEngine(ctx context.Context, env engine.Env, dir string, wrap func(engin
 		return openShares(env, eng, filepath.Join(dir, "shares.log"), store.KindBlind, wrap)
 	case p.Mode() == config.ModeHE:
 		if k, _ := p.KeyServer(); k.Name == env.Self {
-			key, err := store.LoadHEKey(dir, p.HE(), env.Log)
+			key, err := store.LoadHEKey(dir, p.HE(), hemode.KeyBinding(p), env.Log)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -189,7 +189,7 @@ func openHELocal(ctx context.Context, env engine.Env, dir string, wrap func(engi
 	if _, err := os.Stat(logPath); err == nil {
 		existing = append([]string{logPath}, existing...)
 	}
-	eng, err := hemode.NewLocal(ctx, env, groups, store.KeyFile(filepath.Join(dir, "public.key")), existing)
+	eng, err := hemode.NewLocal(ctx, env, groups, hemode.PublicKeyFile(env.Params, dir), existing)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -17,7 +17,6 @@ import (
 	"github.com/idface/idface/engine/hemode"
 	"github.com/idface/idface/heidface"
 	"github.com/idface/idface/internal/inproc"
-	"github.com/idface/idface/internal/store"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/template"
@@ -31,7 +30,7 @@ import (
 func crafted(t *testing.T, c *inproc.Cluster, key [32]byte, rows int, value uint64) error {
 	t.Helper()
 	hp := c.P.HE().(*heidface.Params) // the crafted ciphertexts are BGV
-	pkb, err := store.KeyFile(filepath.Join(c.DataDir("p1"), "public.key")).Load(heidface.PublicKeyFile)
+	pkb, err := hemode.PublicKeyFile(c.P, c.DataDir("p1")).Load(heidface.PublicKeyFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +85,7 @@ func TestKeyServerRefusesCraftedQueries(t *testing.T) {
 	tau := 0.25
 	c := inproc.Start(t, inproc.Literal(config.Literal{Mode: config.ModeHE, Dim: dim, Beta: 16, Tau: &tau,
 		Timeout: config.Duration(15 * time.Second), KeyServerRate: 2}, 1))
-	pkb, _ := store.KeyFile(filepath.Join(c.DataDir("p1"), "public.key")).Load(heidface.PublicKeyFile)
+	pkb, _ := hemode.PublicKeyFile(c.P, c.DataDir("p1")).Load(heidface.PublicKeyFile)
 	fp := heidface.Fingerprint(pkb)
 	e := c.P.HE().Encoder()
 	allPass := uint64(1)<<(uint(e.LogP)*uint(e.M)) - 1 // every digit p-1: every row scores p-1

@@ -8,6 +8,7 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
+	"github.com/idface/idface/heidface"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/template"
@@ -375,6 +376,7 @@ func (l *Local) addRows(txn protocol.TxnID, base int, ids []string, zs []templat
 		l.mu.Lock()
 		for len(l.groups) <= g {
 			l.groups = append(l.groups, nil)
+			l.slots = append(l.slots, 0)
 		}
 		if l.groups[g] == nil {
 			l.groups[g] = delta
@@ -382,10 +384,11 @@ func (l *Local) addRows(txn protocol.TxnID, base int, ids []string, zs []templat
 			l.mu.Unlock()
 			return err
 		}
-		grp := l.groups[g]
+		l.slots[g] = max(l.slots[g], base+hi-g*gr)
+		grp, h := l.groups[g], heidface.GroupHeader{Binding: l.bind, Index: g, Slots: l.slots[g]}
 		l.mu.Unlock()
 		l.mu.RLock() // readers may sum the group meanwhile; writers hold changeMu
-		err = l.store.Save(g, grp)
+		err = l.store.Save(g, h, grp)
 		l.mu.RUnlock()
 		if err != nil {
 			return err
