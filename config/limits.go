@@ -47,6 +47,11 @@ func (p *Params) MaxRequest(t protocol.Type, r network.Role) int {
 			return small
 		}
 		return 2 + 4 + protocol.MaxBatch*(2+protocol.MaxIDLen+4+4*d)
+	case protocol.THESync: // the HE key server asks the sequencer to bring it up to date
+		if r != network.RoleParty && r != network.RoleHelper {
+			return 0
+		}
+		return small
 	}
 	if r != network.RoleParty { // helpers and clients send nothing else
 		return 0
@@ -57,7 +62,7 @@ func (p *Params) MaxRequest(t protocol.Type, r network.Role) int {
 		return 2 + 16 + 1 + 2 + 4 + 4 + protocol.MaxBatch*(1+4+2+protocol.MaxIDLen+1+4+share)
 	case protocol.TQuery:
 		return 2 + 4 + 16*w + 4 + 24*MaxParties + 4
-	case protocol.TDecide, protocol.THEDecide, protocol.THEDelete, protocol.THESync, protocol.TPublicKeyRequest, protocol.THEQuery, protocol.TDecideShare:
+	case protocol.TDecide, protocol.THEDecide, protocol.THEDelete, protocol.TPublicKeyRequest, protocol.THEQuery, protocol.TDecideShare:
 		return small
 	case protocol.TBlindQuery: // the query's coefficients and the digest
 		return 2 + 16 + 32 + 4 + 24*MaxParties + 4 + 3*d
