@@ -199,12 +199,13 @@ type Literal struct {
 	// KeyServerRate is how many queries per second the key server answers
 	// each local server (a burst of twice as many); default 200.
 	KeyServerRate float64 `json:"key_server_rate,omitempty"`
-	// KeyServerMaxPass is the largest share of rows that may pass the
-	// threshold in one query; a query over it is refused and logged (an
-	// honest query passes a handful of rows; a crafted ciphertext passes
-	// many). Default: 1%, or 20 times the share of random templates that
-	// pass the threshold when that is larger (small d or low tau); at
-	// least 16 rows always pass.
+	// KeyServerMaxPass is the largest share of the live rows (in the key
+	// server's own record, not the rows a query announces) that may pass
+	// the threshold in one query; a query over it is refused with a
+	// generic message and logged (an honest query passes a handful of
+	// rows; a crafted ciphertext passes many). Default: 1%, or 20 times
+	// the share of random templates that pass the threshold when that is
+	// larger (small d or low tau); at least 16 rows always pass.
 	KeyServerMaxPass float64 `json:"key_server_max_pass,omitempty"`
 	// RevealScores makes identify answer with scores and candidates below
 	// the threshold: research output for experiments, never for a

@@ -121,10 +121,11 @@ func (p *Params) RevealScores() bool { return p.lit.RevealScores }
 // KeyServerRate is the key server's queries per second per local server.
 func (p *Params) KeyServerRate() float64 { return p.lit.KeyServerRate }
 
-// KeyServerMaxPass is the number of rows of a query of `rows` rows that
-// may pass the threshold; the key server refuses a query over it.
-func (p *Params) KeyServerMaxPass(rows int) int {
-	return max(16, int(p.lit.KeyServerMaxPass*float64(rows)))
+// KeyServerMaxPass is the number of rows that may pass the threshold in
+// one query when `live` rows are live (in the key server's own record);
+// the key server refuses a query over it.
+func (p *Params) KeyServerMaxPass(live int) int {
+	return max(16, int(p.lit.KeyServerMaxPass*float64(live)))
 }
 
 // MaxTopK caps the candidates one identify may return.

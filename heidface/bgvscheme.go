@@ -74,21 +74,21 @@ func (p *Params) Describe() []any {
 }
 
 // WriteGroup writes a BGV group.
-func (p *Params) WriteGroup(w io.Writer, g EncGroup) error {
+func (p *Params) WriteGroup(w io.Writer, h GroupHeader, g EncGroup) error {
 	bg, ok := g.(*Group)
 	if !ok {
 		return fmt.Errorf("heidface: %T is not a BGV group", g)
 	}
-	return WriteGroup(w, p, bg)
+	return WriteGroup(w, p, h, bg)
 }
 
 // ReadGroup reads a BGV group.
-func (p *Params) ReadGroup(r io.Reader) (EncGroup, error) {
-	g, err := ReadGroup(r, p)
+func (p *Params) ReadGroup(r io.Reader, check CheckHeader) (GroupHeader, EncGroup, error) {
+	h, g, err := ReadGroup(r, p, check)
 	if err != nil {
-		return nil, err
+		return h, nil, err
 	}
-	return g, nil
+	return h, g, nil
 }
 
 // bgvEncryptor keeps its two output ciphertexts between queries.

@@ -10,9 +10,9 @@ import (
 	"github.com/tuneinsight/lattigo/v5/core/rlwe"
 )
 
-// groupMagic starts a group file: "IDFG", format 2 (format 1 had no
-// checksum).
-var groupMagic = [8]byte{'I', 'D', 'F', 'G', 0, 0, 0, 2}
+// groupMagic starts a group file: "IDFG", format 3. Format 1 had no
+// checksum, format 2 no binding (GroupHeader); both are refused by name.
+var groupMagic = [8]byte{'I', 'D', 'F', 'G', 0, 0, 0, 3}
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -39,11 +39,11 @@ func (c *crcReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// WriteGroup writes a group's 2d ciphertexts:
+// WriteGroup writes a group's 2d ciphertexts under header h:
 //
-//	"IDFG" 0 0 0 2 | d u32 | 2d ciphertexts (Lattigo binary) | CRC-32C u32 of all before
-func WriteGroup(w io.Writer, p *Params, g *Group) error {
-	return writeGroupFile(w, groupMagic, p.Dim, func(cw io.Writer) error {
+//	"IDFG" 0 0 0 3 | d u32 | header (GroupHeader) | 2d ciphertexts (Lattigo binary) | CRC-32C u32 of all before
+func WriteGroup(w io.Writer, p *Params, h GroupHeader, g *Group) error {
+	return writeGroupFile(w, groupMagic, p.Dim, h, func(cw io.Writer) error {
 		for _, cts := range [2][]*rlwe.Ciphertext{g.Plus, g.Minus} {
 			for _, ct := range cts {
 				if _, err := ct.WriteTo(cw); err != nil {
@@ -57,14 +57,22 @@ func WriteGroup(w io.Writer, p *Params, g *Group) error {
 
 // writeGroupFile frames a group file of either scheme:
 //
-//	magic (8 bytes) | d u32 | body | CRC-32C u32 of all before
-func writeGroupFile(w io.Writer, magic [8]byte, dim int, body func(io.Writer) error) error {
+//	magic (8 bytes) | d u32 | header length u16 | header | CRC-32C u32 of the header | body | CRC-32C u32 of all before
+//
+// (the header has its own checksum so that damage to it is not taken for
+// another binding before the body is read), where the header is cluster id [16] | server str | mode str | key
+// fingerprint [32] | generation u64 | group index u32 | slots u32 (str: a
+// u16 length and the bytes).
+func writeGroupFile(w io.Writer, magic [8]byte, dim int, hdr GroupHeader, body func(io.Writer) error) error {
 	bw := bufio.NewWriterSize(w, 1<<20)
 	cw := &crcWriter{w: bw}
 	cw.Write(magic[:])
 	var h [4]byte
 	binary.BigEndian.PutUint32(h[:], uint32(dim))
 	cw.Write(h[:])
+	if err := writeGroupHeader(cw, hdr); err != nil {
+		return err
+	}
 	if err := body(cw); err != nil {
 		return err
 	}
@@ -87,46 +95,64 @@ func (c *crcReader) checkTrailer() error {
 	return nil
 }
 
-// checkDim reads the dimension that follows a group file's magic.
-func checkDim(hdr []byte, dim int) error {
-	if got := int(binary.BigEndian.Uint32(hdr)); got != dim {
-		return fmt.Errorf("heidface: group file for d = %d, not %d", got, dim)
+// CheckHeader, when not nil, judges a group file's header before its body
+// is read (the store compares the binding with the server's).
+type CheckHeader func(GroupHeader) error
+
+// readGroupStart reads a group file's magic, d and header, and calls
+// check. other names the other scheme's magic for a clear refusal.
+func readGroupStart(cr *crcReader, magic [8]byte, dim int, check CheckHeader, other [4]byte, otherName string) (GroupHeader, error) {
+	var hdr [12]byte
+	if _, err := io.ReadFull(cr, hdr[:]); err != nil {
+		return GroupHeader{}, fmt.Errorf("heidface: group file header: %w", err)
 	}
-	return nil
+	switch {
+	case [4]byte(hdr[:4]) == other:
+		return GroupHeader{}, fmt.Errorf("heidface: a %s group file in a cluster of the other scheme", otherName)
+	case [4]byte(hdr[:4]) != [4]byte(magic[:4]):
+		return GroupHeader{}, fmt.Errorf("heidface: not a group file")
+	case [8]byte(hdr[:8]) != magic:
+		return GroupHeader{}, fmt.Errorf("heidface: group file of format %d; this build reads format %d only (earlier formats were written by an earlier idface and are not bound to a cluster, server and key: "+
+			"run the earlier release to finish with that data, or start a new cluster and enroll again)", binary.BigEndian.Uint32(hdr[4:8]), magic[7])
+	}
+	if got := int(binary.BigEndian.Uint32(hdr[8:])); got != dim {
+		return GroupHeader{}, fmt.Errorf("heidface: group file for d = %d, not %d", got, dim)
+	}
+	h, err := readGroupHeader(cr)
+	if err != nil {
+		return h, err
+	}
+	if check != nil {
+		if err := check(h); err != nil {
+			return h, err
+		}
+	}
+	return h, nil
 }
 
 // ReadGroup reads a group written by WriteGroup, verifies its checksum and
-// checks every ciphertext's shape against the parameters. A damaged or
-// truncated file is an error, never a group with wrong data.
-func ReadGroup(r io.Reader, p *Params) (g *Group, err error) {
+// checks every ciphertext's shape against the parameters; check judges
+// the header first. A damaged or truncated file is an error, never a
+// group with wrong data.
+func ReadGroup(r io.Reader, p *Params, check CheckHeader) (h GroupHeader, g *Group, err error) {
 	defer func() { // Lattigo's reader is not written for hostile input
 		if rec := recover(); rec != nil {
 			g, err = nil, fmt.Errorf("heidface: malformed group file")
 		}
 	}()
 	cr := &crcReader{r: bufio.NewReaderSize(r, 1<<20)}
-	var hdr [12]byte
-	if _, err := io.ReadFull(cr, hdr[:]); err != nil {
-		return nil, fmt.Errorf("heidface: group file header: %w", err)
-	}
-	if [4]byte(hdr[:4]) != [4]byte(groupMagic[:4]) {
-		return nil, fmt.Errorf("heidface: not a group file")
-	}
-	if [8]byte(hdr[:8]) != groupMagic {
-		return nil, fmt.Errorf("heidface: group file of format %d; this build reads format %d (written by an earlier idface: re-enroll into a new cluster)", binary.BigEndian.Uint32(hdr[4:8]), groupMagic[7])
-	}
-	if err := checkDim(hdr[8:], p.Dim); err != nil {
-		return nil, err
+	if h, err = readGroupStart(cr, groupMagic, p.Dim, check, [4]byte(paillierGroupMagic[:4]), "Paillier"); err != nil {
+		return h, nil, err
 	}
 	g = &Group{p: p}
 	buf := make([]byte, p.CiphertextBytes())
 	for i := 0; i < 2*p.Dim; i++ {
 		if _, err := io.ReadFull(cr, buf); err != nil {
-			return nil, fmt.Errorf("heidface: group file ciphertext %d: %w", i, err)
+			return h, nil, fmt.Errorf("heidface: group file ciphertext %d: %w", i, err)
 		}
 		ct, err := p.UnmarshalCiphertext(buf)
 		if err != nil {
-			return nil, fmt.Errorf("heidface: group file ciphertext %d: %w", i, err)
+			return h, nil, fmt.Errorf("heidface: group file ciphertext %d: %w", i, err)
 		}
 		if i < p.Dim {
 			g.Plus = append(g.Plus, ct)
@@ -135,9 +161,9 @@ func ReadGroup(r io.Reader, p *Params) (g *Group, err error) {
 		}
 	}
 	if err := cr.checkTrailer(); err != nil {
-		return nil, err
+		return h, nil, err
 	}
-	return g, nil
+	return h, g, nil
 }
 
 // CheckCiphertext verifies a ciphertext has this scheme's shape (degree 1,

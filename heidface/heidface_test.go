@@ -2,6 +2,7 @@ package heidface
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"github.com/idface/idface/internal/testutil"
 	"math/rand/v2"
@@ -189,36 +190,51 @@ func TestGroupFileAndHostileCiphertexts(t *testing.T) {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	if err := WriteGroup(&buf, p, g); err != nil {
+	if err := WriteGroup(&buf, p, testHeader, g); err != nil {
 		t.Fatal(err)
 	}
 	raw := buf.Bytes()
-	g2, err := ReadGroup(bytes.NewReader(raw), p)
-	if err != nil {
-		t.Fatal(err)
+	h, g2, err := ReadGroup(bytes.NewReader(raw), p, nil)
+	if err != nil || h != testHeader {
+		t.Fatalf("%+v %v", h, err)
 	}
 	if !g2.Plus[3].Equal(g.Plus[3]) || !g2.Minus[127].Equal(g.Minus[127]) {
 		t.Fatal("group file round trip differs")
 	}
-	if _, err := ReadGroup(bytes.NewReader(raw[:len(raw)/2]), p); err == nil {
+	if _, _, err := ReadGroup(bytes.NewReader(raw[:len(raw)/2]), p, nil); err == nil {
 		t.Fatal("truncated group file accepted")
 	}
 	// A flipped bit anywhere is refused: in a coefficient that stays in
-	// range only the checksum notices. So are trailing bytes and format 1.
-	for _, at := range []int{20, len(raw) / 2, len(raw) - 5, len(raw) - 1} {
+	// range only the checksum notices. So are trailing bytes and formats 1
+	// and 2; a flipped bit in the header is damage, not another binding.
+	for _, at := range []int{20, 40, len(raw) / 2, len(raw) - 5, len(raw) - 1} {
 		bad := bytes.Clone(raw)
 		bad[at] ^= 1
-		if _, err := ReadGroup(bytes.NewReader(bad), p); err == nil {
+		if _, _, err := ReadGroup(bytes.NewReader(bad), p, nil); err == nil {
 			t.Fatalf("group file with bit %d flipped accepted", at)
+		} else if at == 40 && !strings.Contains(err.Error(), "damaged") {
+			t.Fatalf("a flipped bit in the header: %v", err)
 		}
 	}
-	if _, err := ReadGroup(bytes.NewReader(append(bytes.Clone(raw), 0)), p); err == nil {
+	if _, _, err := ReadGroup(bytes.NewReader(append(bytes.Clone(raw), 0)), p, nil); err == nil {
 		t.Fatal("trailing byte accepted")
 	}
-	old := bytes.Clone(raw)
-	old[7] = 1
-	if _, err := ReadGroup(bytes.NewReader(old), p); err == nil || !strings.Contains(err.Error(), "format 1") {
-		t.Fatalf("format 1: %v", err)
+	for _, f := range []byte{1, 2} {
+		old := bytes.Clone(raw)
+		old[7] = f
+		if _, _, err := ReadGroup(bytes.NewReader(old), p, nil); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("format %d;", f)) || !strings.Contains(err.Error(), "earlier idface") {
+			t.Fatalf("format %d: %v", f, err)
+		}
+	}
+	// The check sees the header before the body is read.
+	refuse := errors.New("not this server's")
+	if _, _, err := ReadGroup(bytes.NewReader(raw), p, func(h GroupHeader) error {
+		if h != testHeader {
+			t.Fatalf("header %+v", h)
+		}
+		return refuse
+	}); !errors.Is(err, refuse) {
+		t.Fatalf("check: %v", err)
 	}
 	ctb, _ := g.Plus[0].MarshalBinary()
 	if _, err := p.UnmarshalCiphertext(ctb); err != nil {
@@ -235,6 +251,8 @@ func TestGroupFileAndHostileCiphertexts(t *testing.T) {
 	}
 }
 
+var testHeader = GroupHeader{Binding: Binding{Cluster: [16]byte{1, 2}, Member: "p1", Mode: "he", Key: [32]byte{3}, Generation: 1}, Index: 2, Slots: 7}
+
 // FuzzReadGroup: no input panics, and a group is returned only for a
 // file that passes its checksum.
 func FuzzReadGroup(f *testing.F) {
@@ -242,16 +260,16 @@ func FuzzReadGroup(f *testing.F) {
 	_, pk := GenKeys(p)
 	g, _ := NewLocal(p, pk).EncryptGroup(nil)
 	var buf bytes.Buffer
-	WriteGroup(&buf, p, g)
+	WriteGroup(&buf, p, testHeader, g)
 	f.Add(buf.Bytes())
 	f.Add(buf.Bytes()[:40])
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if _, err := ReadGroup(bytes.NewReader(b), p); err == nil && !bytes.Equal(b, buf.Bytes()) {
+		if _, _, err := ReadGroup(bytes.NewReader(b), p, nil); err == nil && !bytes.Equal(b, buf.Bytes()) {
 			// A different file can only pass with a matching checksum:
 			// possible in principle (2^-32), so re-encode to be sure.
-			g2, _ := ReadGroup(bytes.NewReader(b), p)
+			h2, g2, _ := ReadGroup(bytes.NewReader(b), p, nil)
 			var out bytes.Buffer
-			WriteGroup(&out, p, g2)
+			WriteGroup(&out, p, h2, g2)
 			if !bytes.Equal(out.Bytes(), b) {
 				t.Fatal("accepted a group file that does not re-encode to itself")
 			}

@@ -21,36 +21,61 @@ const (
 
 var keyMagic = [4]byte{'I', 'D', 'F', 'K'}
 
-// MarshalKeyFile frames a key's Lattigo binary form for a file:
+// keyFormat is the key file format: 2 binds the key to a cluster and its
+// key server (KeyBinding); format 1 did not and is refused by name.
+const keyFormat = 2
+
+// MarshalKeyFile frames a key's binary form for a file:
 //
-//	"IDFK" | format u8 (1) | kind u8 | length u32 | key | CRC-32C u32 of all before
+//	"IDFK" | format u8 (2) | kind u8 | cluster id [16] | key server name length u8 | name | length u32 | key | CRC-32C u32 of all before
 //
-// so that a truncated or damaged key file is refused, never used.
-func MarshalKeyFile(kind KeyKind, key []byte) []byte {
+// so that a truncated or damaged key file, or one of another cluster, is
+// refused, never used.
+func MarshalKeyFile(kind KeyKind, bind KeyBinding, key []byte) []byte {
 	b := append(keyMagic[:0:0], keyMagic[:]...)
-	b = append(b, 1, byte(kind))
+	b = append(b, keyFormat, byte(kind))
+	b = append(b, bind.Cluster[:]...)
+	name := bind.KeyServer[:min(len(bind.KeyServer), 255)] // names have at most 64 bytes (config.CheckName)
+	b = append(b, byte(len(name)))
+	b = append(b, name...)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(key)))
 	b = append(b, key...)
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
 // ParseKeyFile checks a key file's framing and checksum and returns the
-// key's binary form.
-func ParseKeyFile(b []byte, kind KeyKind) ([]byte, error) {
-	if len(b) < 14 || !bytes.Equal(b[:4], keyMagic[:]) {
-		return nil, fmt.Errorf("heidface: not an idface key file")
+// key's binary form and what the file is bound to, for the caller to
+// compare.
+func ParseKeyFile(b []byte, kind KeyKind) ([]byte, KeyBinding, error) {
+	var bind KeyBinding
+	if len(b) < 6 || !bytes.Equal(b[:4], keyMagic[:]) {
+		return nil, bind, fmt.Errorf("heidface: not an idface key file")
 	}
-	if b[4] != 1 || KeyKind(b[5]) != kind {
-		return nil, fmt.Errorf("heidface: key file of format %d kind %d, want format 1 kind %d", b[4], b[5], kind)
+	if b[4] != keyFormat {
+		return nil, bind, fmt.Errorf("heidface: key file of format %d; this build reads format %d only (format 1 was written by an earlier idface and is not bound to a cluster: "+
+			"run the earlier release to finish with that cluster, or start a new cluster)", b[4], keyFormat)
 	}
-	n := int(binary.BigEndian.Uint32(b[6:]))
-	if n != len(b)-14 {
-		return nil, fmt.Errorf("heidface: key file holds %d bytes, its header says %d: truncated or damaged", len(b)-14, n)
+	if KeyKind(b[5]) != kind {
+		return nil, bind, fmt.Errorf("heidface: key file of kind %d, want kind %d", b[5], kind)
+	}
+	if len(b) < 4+2+16+1 {
+		return nil, bind, fmt.Errorf("heidface: key file of %d bytes: truncated", len(b))
+	}
+	copy(bind.Cluster[:], b[6:22])
+	nl := int(b[22])
+	head := 23 + nl + 4
+	if len(b) < head+4 {
+		return nil, bind, fmt.Errorf("heidface: key file of %d bytes: truncated", len(b))
+	}
+	bind.KeyServer = string(b[23 : 23+nl])
+	n := int(binary.BigEndian.Uint32(b[23+nl:]))
+	if n != len(b)-head-4 {
+		return nil, bind, fmt.Errorf("heidface: key file holds %d bytes, its header says %d: truncated or damaged", len(b)-head-4, n)
 	}
 	if crc32.Checksum(b[:len(b)-4], castagnoli) != binary.BigEndian.Uint32(b[len(b)-4:]) {
-		return nil, fmt.Errorf("heidface: key file checksum mismatch: the file is damaged")
+		return nil, bind, fmt.Errorf("heidface: key file checksum mismatch: the file is damaged")
 	}
-	return b[10 : 10+n], nil
+	return b[head : head+n], bind, nil
 }
 
 // Fingerprint names a public key: SHA-256 of its binary form. Local

@@ -2,6 +2,7 @@ package heidface
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 )
 
@@ -10,24 +11,30 @@ func TestKeyFiles(t *testing.T) {
 	sk, pk := GenKeys(p)
 	skb, _ := sk.MarshalBinary()
 	pkb, _ := pk.MarshalBinary()
-	f := MarshalKeyFile(SecretKeyFile, skb)
-	if got, err := ParseKeyFile(f, SecretKeyFile); err != nil || !bytes.Equal(got, skb) {
-		t.Fatalf("round trip: %v", err)
+	bind := KeyBinding{Cluster: [16]byte{9, 8}, KeyServer: "key"}
+	f := MarshalKeyFile(SecretKeyFile, bind, skb)
+	if got, b, err := ParseKeyFile(f, SecretKeyFile); err != nil || !bytes.Equal(got, skb) || b != bind {
+		t.Fatalf("round trip: %v %+v", err, b)
 	}
-	if _, err := ParseKeyFile(f, PublicKeyFile); err == nil {
+	if _, _, err := ParseKeyFile(f, PublicKeyFile); err == nil {
 		t.Fatal("secret key file read as a public key")
 	}
-	for _, cut := range []int{0, 5, 13, len(f) / 2, len(f) - 1} {
-		if _, err := ParseKeyFile(f[:cut], SecretKeyFile); err == nil {
+	for _, cut := range []int{0, 5, 13, 22, 23, 27, len(f) / 2, len(f) - 1} {
+		if _, _, err := ParseKeyFile(f[:cut], SecretKeyFile); err == nil {
 			t.Fatalf("key file truncated to %d accepted", cut)
 		}
 	}
-	for _, at := range []int{3, 20, len(f) / 2, len(f) - 2} {
+	for _, at := range []int{3, 10, 20, 22, 24, len(f) / 2, len(f) - 2} {
 		bad := bytes.Clone(f)
 		bad[at] ^= 4
-		if _, err := ParseKeyFile(bad, SecretKeyFile); err == nil {
+		if _, _, err := ParseKeyFile(bad, SecretKeyFile); err == nil {
 			t.Fatalf("key file with byte %d changed accepted", at)
 		}
+	}
+	old := bytes.Clone(f)
+	old[4] = 1
+	if _, _, err := ParseKeyFile(old, SecretKeyFile); err == nil || !strings.Contains(err.Error(), "format 1;") || !strings.Contains(err.Error(), "earlier idface") {
+		t.Fatalf("key file format 1: %v", err)
 	}
 	sk2, err := UnmarshalSecretKey(p, skb)
 	if err != nil {

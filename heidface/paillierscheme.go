@@ -272,18 +272,19 @@ func digit(x *[paillier.ModulusBits / 64]uint64, o int, mask uint64) uint64 {
 	return v & mask
 }
 
-// paillierGroupMagic starts a Paillier group file: "IDPG", format 1.
-var paillierGroupMagic = [8]byte{'I', 'D', 'P', 'G', 0, 0, 0, 1}
+// paillierGroupMagic starts a Paillier group file: "IDPG", format 2
+// (format 1 had no binding, GroupHeader, and is refused by name).
+var paillierGroupMagic = [8]byte{'I', 'D', 'P', 'G', 0, 0, 0, 2}
 
-// WriteGroup writes a Paillier group:
+// WriteGroup writes a Paillier group under header h:
 //
-//	"IDPG" 0 0 0 1 | d u32 | 2d ciphertexts (512 bytes big-endian) | CRC-32C u32 of all before
-func (s *Paillier) WriteGroup(w io.Writer, g EncGroup) error {
+//	"IDPG" 0 0 0 2 | d u32 | header (see writeGroupFile) | 2d ciphertexts (512 bytes big-endian) | CRC-32C u32 of all before
+func (s *Paillier) WriteGroup(w io.Writer, h GroupHeader, g EncGroup) error {
 	pg, ok := g.(*PaillierGroup)
 	if !ok || len(pg.Plus) != s.Dim {
 		return fmt.Errorf("heidface: %T is not a Paillier group of d = %d", g, s.Dim)
 	}
-	return writeGroupFile(w, paillierGroupMagic, s.Dim, func(cw io.Writer) error {
+	return writeGroupFile(w, paillierGroupMagic, s.Dim, h, func(cw io.Writer) error {
 		buf := make([]byte, paillier.CiphertextBytes)
 		for _, cts := range [2][]*big.Int{pg.Plus, pg.Minus} {
 			for _, c := range cts {
@@ -300,31 +301,23 @@ func (s *Paillier) WriteGroup(w io.Writer, g EncGroup) error {
 	})
 }
 
-// ReadGroup reads a group written by WriteGroup and verifies its checksum.
-func (s *Paillier) ReadGroup(r io.Reader) (EncGroup, error) {
+// ReadGroup reads a group written by WriteGroup and verifies its
+// checksum; check judges the header first.
+func (s *Paillier) ReadGroup(r io.Reader, check CheckHeader) (GroupHeader, EncGroup, error) {
 	cr := &crcReader{r: bufio.NewReaderSize(r, 1<<20)}
-	var hdr [12]byte
-	if _, err := io.ReadFull(cr, hdr[:]); err != nil {
-		return nil, fmt.Errorf("heidface: group file header: %w", err)
-	}
-	if [8]byte(hdr[:8]) != paillierGroupMagic {
-		if [4]byte(hdr[:4]) == [4]byte(groupMagic[:4]) {
-			return nil, fmt.Errorf("heidface: a BGV group file in a Paillier cluster")
-		}
-		return nil, fmt.Errorf("heidface: not a Paillier group file of format %d", paillierGroupMagic[7])
-	}
-	if err := checkDim(hdr[8:], s.Dim); err != nil {
-		return nil, err
+	h, err := readGroupStart(cr, paillierGroupMagic, s.Dim, check, [4]byte(groupMagic[:4]), "BGV")
+	if err != nil {
+		return h, nil, err
 	}
 	g := &PaillierGroup{}
 	buf := make([]byte, paillier.CiphertextBytes)
 	for i := 0; i < 2*s.Dim; i++ {
 		if _, err := io.ReadFull(cr, buf); err != nil {
-			return nil, fmt.Errorf("heidface: group file ciphertext %d: %w", i, err)
+			return h, nil, fmt.Errorf("heidface: group file ciphertext %d: %w", i, err)
 		}
 		c := new(big.Int).SetBytes(buf)
 		if c.Sign() == 0 {
-			return nil, fmt.Errorf("heidface: group file ciphertext %d is zero", i)
+			return h, nil, fmt.Errorf("heidface: group file ciphertext %d is zero", i)
 		}
 		if i < s.Dim {
 			g.Plus = append(g.Plus, c)
@@ -333,7 +326,7 @@ func (s *Paillier) ReadGroup(r io.Reader) (EncGroup, error) {
 		}
 	}
 	if err := cr.checkTrailer(); err != nil {
-		return nil, err
+		return h, nil, err
 	}
-	return g, nil
+	return h, g, nil
 }

@@ -29,10 +29,12 @@ type Scheme interface {
 	CheckKeyPair(sk, pk []byte) error
 	NewEncryptor(pk []byte) (Encryptor, error)
 	NewDecryptor(sk, pk []byte) (Decryptor, error)
-	// WriteGroup and ReadGroup store a group with a checksum; a damaged or
-	// truncated file is an error, never a group with wrong data.
-	WriteGroup(w io.Writer, g EncGroup) error
-	ReadGroup(r io.Reader) (EncGroup, error)
+	// WriteGroup and ReadGroup store a group with its header (what the
+	// file is bound to) and a checksum; a damaged or truncated file is an
+	// error, never a group with wrong data. check, when not nil, judges
+	// the header before the body is read.
+	WriteGroup(w io.Writer, h GroupHeader, g EncGroup) error
+	ReadGroup(r io.Reader, check CheckHeader) (GroupHeader, EncGroup, error)
 	// Describe gives the parameters for a log line.
 	Describe() []any
 }

@@ -92,12 +92,13 @@ func TestSchemesExact(t *testing.T) {
 			}
 			// Through a group file, as the local server keeps it.
 			var buf bytes.Buffer
-			if err := s.WriteGroup(&buf, g); err != nil {
+			if err := s.WriteGroup(&buf, testHeader, g); err != nil {
 				t.Fatal(err)
 			}
-			g, err = s.ReadGroup(bytes.NewReader(buf.Bytes()))
-			if err != nil {
-				t.Fatal(err)
+			var h GroupHeader
+			h, g, err = s.ReadGroup(bytes.NewReader(buf.Bytes()), nil)
+			if err != nil || h != testHeader {
+				t.Fatalf("%+v %v", h, err)
 			}
 			out := make([]byte, 2*s.CiphertextBytes())
 			if err := enc.Copy().IPDB(g, y, out); err != nil {
@@ -152,24 +153,29 @@ func TestPaillierRefusesDamageAndForeignKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	s.WriteGroup(&buf, g)
+	s.WriteGroup(&buf, testHeader, g)
 	raw := buf.Bytes()
-	for _, at := range []int{9, 100, len(raw) / 2, len(raw) - 1} {
+	for _, at := range []int{9, 30, 100, len(raw) / 2, len(raw) - 1} {
 		bad := bytes.Clone(raw)
 		bad[at] ^= 1
-		if _, err := s.ReadGroup(bytes.NewReader(bad)); err == nil {
+		if _, _, err := s.ReadGroup(bytes.NewReader(bad), nil); err == nil {
 			t.Fatalf("group file with byte %d changed accepted", at)
 		}
 	}
-	if _, err := s.ReadGroup(bytes.NewReader(raw[:len(raw)-3])); err == nil {
+	if _, _, err := s.ReadGroup(bytes.NewReader(raw[:len(raw)-3]), nil); err == nil {
 		t.Fatal("truncated group file accepted")
+	}
+	old := bytes.Clone(raw)
+	old[7] = 1
+	if _, _, err := s.ReadGroup(bytes.NewReader(old), nil); err == nil || !strings.Contains(err.Error(), "format 1;") {
+		t.Fatalf("Paillier group file format 1: %v", err)
 	}
 	bgv, _ := NewParams(64, 42, 20)
 	_, bpk := GenKeys(bgv)
 	bg, _ := NewLocal(bgv, bpk).EncryptGroup(nil)
 	var bbuf bytes.Buffer
-	WriteGroup(&bbuf, bgv, bg)
-	if _, err := s.ReadGroup(bytes.NewReader(bbuf.Bytes())); err == nil || !strings.Contains(err.Error(), "BGV") {
+	WriteGroup(&bbuf, bgv, testHeader, bg)
+	if _, _, err := s.ReadGroup(bytes.NewReader(bbuf.Bytes()), nil); err == nil || !strings.Contains(err.Error(), "BGV") {
 		t.Fatalf("a BGV group file in a Paillier cluster: %v", err)
 	}
 

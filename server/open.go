@@ -139,7 +139,7 @@ func openEngine(ctx context.Context, env engine.Env, dir string, wrap func(engin
 		return openShares(env, eng, filepath.Join(dir, "shares.log"), Binding(p, env.Self, store.KindBlind, [32]byte{}), wrap)
 	case p.Mode() == config.ModeHE:
 		if k, _ := p.KeyServer(); k.Name == env.Self {
-			key, err := store.LoadHEKey(dir, p.HE(), env.Log)
+			key, err := store.LoadHEKey(dir, p.HE(), hemode.KeyBinding(p), env.Log)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -206,11 +206,21 @@ func openHELocal(ctx context.Context, env engine.Env, dir string, wrap func(engi
 	if err != nil {
 		return nil, nil, err
 	}
-	eng, err := hemode.NewLocal(ctx, env, groups, store.KeyFile(filepath.Join(dir, "public.key")))
+	logPath := filepath.Join(dir, "rows.log")
+	existing, err := groups.Files() // a local server with data never fetches the key again
 	if err != nil {
 		return nil, nil, err
 	}
-	return openShares(env, eng, filepath.Join(dir, "rows.log"), Binding(env.Params, env.Self, store.KindHERows, [32]byte{}), wrap)
+	if _, err := os.Stat(logPath); err == nil {
+		existing = append([]string{logPath}, existing...)
+	}
+	eng, err := hemode.NewLocal(ctx, env, groups, hemode.PublicKeyFile(env.Params, dir), existing)
+	if err != nil {
+		return nil, nil, err
+	}
+	// The row log's key binding is its first record (hemode checks it
+	// against public.key with a message about the key), not the header.
+	return openShares(env, eng, logPath, Binding(env.Params, env.Self, store.KindHERows, [32]byte{}), wrap)
 }
 
 // withFile names the log in a damage report from an engine's recovery.

@@ -19,6 +19,7 @@ import (
 	"github.com/idface/idface/engine/hemode"
 	"github.com/idface/idface/engine/mpcface"
 	"github.com/idface/idface/engine/rowtxn"
+	"github.com/idface/idface/heidface"
 	"github.com/idface/idface/internal/store"
 	"github.com/idface/idface/server"
 )
@@ -75,11 +76,7 @@ func cmdFsck(args []string, stdout, stderr io.Writer) error {
 	var problems []string
 	switch k, _ := p.KeyServer(); {
 	case p.Mode() == config.ModeHE && k.Name == *name:
-		if _, err := store.CheckHEKey(data, p.HE(), env.Log); err != nil {
-			problems = append(problems, err.Error())
-		} else {
-			fmt.Fprintln(stdout, "key pair: intact, secret and public key match")
-		}
+		problems = fsckHEKey(env, data, stdout)
 	case p.Mode() == config.ModeHE:
 		problems, err = fsckHE(env, data, stdout)
 	case p.Mode() == config.ModeBlind && *name == p.DeciderName():
@@ -183,20 +180,41 @@ func parseRows(s string) (origin string, lo, hi int, err error) {
 	return "", 0, 0, fmt.Errorf("--rows %q: want ORIGIN:LO-HI", s)
 }
 
+// fsckHEKey reports the key server's key pair: intact, a pair, and bound
+// to this cluster and key server.
+func fsckHEKey(env engine.Env, data string, stdout io.Writer) []string {
+	p := env.Params
+	bind := hemode.KeyBinding(p)
+	key, err := store.CheckHEKey(data, p.HE(), bind, env.Log)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	fp := heidface.Fingerprint(key.Public)
+	fmt.Fprintf(stdout, "key pair: intact, secret and public key match; both files bound to %s: matches this cluster\n", bind)
+	fmt.Fprintf(stdout, "  public key fingerprint %x (every local server's public.key and row log must name it)\n", fp[:8])
+	return nil
+}
+
+// fsckHE reports an HE local server: its public key, row log and group
+// files, and what each is bound to.
 func fsckHE(env engine.Env, data string, stdout io.Writer) ([]string, error) {
 	groups, err := store.OpenGroups(filepath.Join(data, "groups"), env.Params.HE())
 	if err != nil {
 		return nil, err
 	}
 	var problems []string
-	l, err := hemode.NewLocal(context.Background(), env, groups, store.KeyFile(filepath.Join(data, "public.key")))
+	keys := hemode.PublicKeyFile(env.Params, data)
+	path := filepath.Join(data, "rows.log")
+	l, err := hemode.NewLocal(context.Background(), env, groups, keys, nil)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
+		_, noLog := os.Stat(path)
+		if errors.Is(err, os.ErrNotExist) && noLog != nil {
 			return []string{"no public key yet: this local server never started"}, nil
 		}
-		return []string{fmt.Sprintf("public key: %v (the server fetches it again from the key server when the file is removed)", err)}, nil
+		return []string{fmt.Sprintf("public key: %v (a local server with data never fetches the key again: restore %s from this server's backup, or copy another local server's whose fingerprint matches the one its row log records)", err, keys)}, nil
 	}
-	path := filepath.Join(data, "rows.log")
+	fp := l.KeyFingerprint()
+	fmt.Fprintf(stdout, "public key %s: fingerprint %x, bound to %s: matches this cluster\n", keys, fp[:8], keys.Bind)
 	if _, err := os.Stat(path); err != nil {
 		return []string{fmt.Sprintf("no log: %v (a server that never started has none)", err)}, nil
 	}
@@ -207,11 +225,22 @@ func fsckHE(env engine.Env, data string, stdout io.Writer) ([]string, error) {
 	problems = append(problems, logReport(path, rep, stdout)...)
 	in := l.Inspect()
 	fmt.Fprintf(stdout, "  slots %d (settled %d), live %d, changes applied %d, undecided enrollment %v, groups %d\n", in.Rows, in.Settled, in.Live, in.Changes, in.Pending, in.Groups)
-	for _, msg := range in.GroupErrors {
-		problems = append(problems, msg+": restore the file from a backup (another local server's copy would also decrypt, but shares its encryption randomness)")
+	switch {
+	case in.LogKey == nil:
+		fmt.Fprintln(stdout, "  the row log records no public key yet (the server writes it first when it starts)")
+	case *in.LogKey != in.Key:
+		problems = append(problems, fmt.Sprintf("%s records public key %x (generation %d), but %s holds %x: the public key file was replaced (perhaps fetched again after the key server made a new key pair). "+
+			"Restore %s from this server's backup, or copy another local server's whose fingerprint is %x", path, in.LogKey[:8], in.LogGeneration, keys, in.Key[:8], keys, in.LogKey[:8]))
+	default:
+		fmt.Fprintf(stdout, "  the row log is bound to public key %x, generation %d: matches %s\n", in.LogKey[:8], in.LogGeneration, keys)
 	}
+	fmt.Fprintf(stdout, "  group files must be bound to %s and their own group number\n", in.Binding)
+	if len(in.GroupErrors) == 0 {
+		fmt.Fprintf(stdout, "  group files: %d, every one intact, bound as above and consistent with the row log\n", in.Groups)
+	}
+	problems = append(problems, in.GroupErrors...)
 	for g, live := range in.DamagedGroups {
-		fmt.Fprintf(stdout, "  group %d damaged: %d live rows there cannot be identified at this server\n", g, live)
+		fmt.Fprintf(stdout, "  group %d cannot be used (see below): %d live rows there cannot be identified at this server\n", g, live)
 	}
 	return problems, nil
 }
@@ -240,7 +269,7 @@ func cutTornTail(p *config.Params, name, data string, stdout io.Writer) error {
 // logOf is a server's log file and the binding it must carry.
 func logOf(p *config.Params, name, data string) (string, store.Binding) {
 	switch p.Mode() {
-	case config.ModeHE:
+	case config.ModeHE: // the key binding is the log's first record (hemode)
 		return filepath.Join(data, "rows.log"), server.Binding(p, name, store.KindHERows, [32]byte{})
 	case config.ModeBlind:
 		return filepath.Join(data, "shares.log"), server.Binding(p, name, store.KindBlind, [32]byte{})
@@ -269,8 +298,9 @@ func adoptLog(p *config.Params, name, data string, stdout io.Writer) error {
 // (fsck goes on with the other checks); other errors stay errors.
 func bindingProblem(err error) ([]string, error) {
 	var be *store.BindingError
+	var fbe *store.FileBindingError
 	var fe *store.FormatError
-	if errors.As(err, &be) || errors.As(err, &fe) {
+	if errors.As(err, &be) || errors.As(err, &fbe) || errors.As(err, &fe) {
 		return []string{err.Error()}, nil
 	}
 	return nil, err

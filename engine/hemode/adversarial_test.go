@@ -17,7 +17,6 @@ import (
 	"github.com/idface/idface/engine/hemode"
 	"github.com/idface/idface/heidface"
 	"github.com/idface/idface/internal/inproc"
-	"github.com/idface/idface/internal/store"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/template"
@@ -29,9 +28,15 @@ import (
 // crafted sends the key server a query as local server p1 whose ct+
 // encrypts value in every coefficient and ct- zero, for rows rows.
 func crafted(t *testing.T, c *inproc.Cluster, key [32]byte, rows int, value uint64) error {
+	return craftedIn(t, c, key, rows, value, -1)
+}
+
+// craftedIn is crafted with value in the first coeffs coefficients only
+// (-1: all), zero in the others.
+func craftedIn(t *testing.T, c *inproc.Cluster, key [32]byte, rows int, value uint64, coeffs int) error {
 	t.Helper()
 	hp := c.P.HE().(*heidface.Params) // the crafted ciphertexts are BGV
-	pkb, err := store.KeyFile(filepath.Join(c.DataDir("p1"), "public.key")).Load(heidface.PublicKeyFile)
+	pkb, err := hemode.PublicKeyFile(c.P, c.DataDir("p1")).Load(heidface.PublicKeyFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +48,9 @@ func crafted(t *testing.T, c *inproc.Cluster, key [32]byte, rows int, value uint
 		pt.IsBatched = false
 		vals := make([]uint64, hp.N())
 		for i := range vals {
-			vals[i] = v
+			if coeffs < 0 || i < coeffs {
+				vals[i] = v
+			}
 		}
 		if err := ecd.Encode(vals, pt); err != nil {
 			t.Fatal(err)
@@ -79,23 +86,25 @@ func crafted(t *testing.T, c *inproc.Cluster, key [32]byte, rows int, value uint
 // TestKeyServerRefusesCraftedQueries: in 0d4c0ae the key server returned
 // the rows passing the threshold for any ciphertexts, a decryption oracle
 // that crafted ciphertexts turn into the secret key. Now it refuses a
-// query in which more rows pass than an honest one can, a query under
-// another public key, and a local server over its rate. (What an active
-// local server can still learn is in docs/SECURITY.md.)
+// query in which more rows pass than an honest one can (with one generic
+// message: no count), a query under another public key, and a local
+// server over its rate. (What an active local server can still learn is
+// in docs/SECURITY.md.)
 func TestKeyServerRefusesCraftedQueries(t *testing.T) {
 	tau := 0.25
 	c := inproc.Start(t, inproc.Literal(config.Literal{Mode: config.ModeHE, Dim: dim, Beta: 16, Tau: &tau,
-		Timeout: config.Duration(15 * time.Second), KeyServerRate: 2}, 1))
-	pkb, _ := store.KeyFile(filepath.Join(c.DataDir("p1"), "public.key")).Load(heidface.PublicKeyFile)
+		Timeout: config.Duration(15 * time.Second), KeyServerRate: 2, KeyServerMaxPass: 0.01}, 1))
+	if err := c.Client("client", "").Enroll(ctx(t), items(templates(100, 11), "a")); err != nil {
+		t.Fatal(err)
+	}
+	pkb, _ := hemode.PublicKeyFile(c.P, c.DataDir("p1")).Load(heidface.PublicKeyFile)
 	fp := heidface.Fingerprint(pkb)
-	e := c.P.HE().Encoder()
-	allPass := uint64(1)<<(uint(e.LogP)*uint(e.M)) - 1 // every digit p-1: every row scores p-1
 	var pe *protocol.Error
-	err := crafted(t, c, fp, 1000, allPass)
-	if !errors.As(err, &pe) || !strings.Contains(pe.Msg, "pass the threshold") {
+	err := crafted(t, c, fp, 100, allPass(c))
+	if !errors.As(err, &pe) || pe.Msg != hemode.Refused {
 		t.Fatalf("crafted ciphertexts: %v", err)
 	}
-	if err := crafted(t, c, [32]byte{1}, 1000, 0); !errors.As(err, &pe) || pe.Code != protocol.CodeInconsistent {
+	if err := crafted(t, c, [32]byte{1}, 100, 0); !errors.As(err, &pe) || pe.Code != protocol.CodeInconsistent {
 		t.Fatalf("another public key: %v", err)
 	}
 	limited := false
@@ -106,6 +115,52 @@ func TestKeyServerRefusesCraftedQueries(t *testing.T) {
 	}
 	if !limited {
 		t.Fatal("six queries in a burst of four passed the rate limit")
+	}
+}
+
+// allPass is a plaintext whose every digit is p-1: every row of a group
+// decodes to the score p-1, above any threshold.
+func allPass(c *inproc.Cluster) uint64 {
+	e := c.P.HE().Encoder()
+	return uint64(1)<<(uint(e.LogP)*uint(e.M)) - 1
+}
+
+// TestKeyServerLimitFollowsItsOwnRows (issue 17, item 3): the pass limit
+// scaled with the rows a local server announced in its query, so a local
+// server that padded a crafted query with more groups diluted it (100
+// passing rows a group over 5 groups' worth of announced rows were
+// answered: 500 passes, under 1% of the announced rows). Now the key
+// server counts only the rows live in its own record, built from the
+// sequencer's changes, and takes the limit from that record: the padded
+// query is refused like the plain one, and slots that pass but are no
+// live rows there (burned, deleted or never enrolled) do not count.
+func TestKeyServerLimitFollowsItsOwnRows(t *testing.T) {
+	tau := 0.25
+	c := inproc.Start(t, inproc.Literal(config.Literal{Mode: config.ModeHE, Dim: dim, Beta: 16, Tau: &tau,
+		Timeout: config.Duration(15 * time.Second), KeyServerMaxPass: 0.01}, 1))
+	if err := c.Client("client", "").Enroll(ctx(t), items(templates(100, 12), "a")); err != nil {
+		t.Fatal(err)
+	}
+	pkb, _ := hemode.PublicKeyFile(c.P, c.DataDir("p1")).Load(heidface.PublicKeyFile)
+	fp := heidface.Fingerprint(pkb)
+	gr := c.P.HE().GroupRows()
+	var pe *protocol.Error
+	top := uint64(1)<<uint(c.P.HE().Encoder().LogP) - 1 // the first digit of a coefficient: rows 0..99 of each group
+	for _, rows := range []int{100, 5 * gr} {
+		if err := craftedIn(t, c, fp, rows, top, 100); !errors.As(err, &pe) || pe.Msg != hemode.Refused {
+			t.Fatalf("100 live rows passing in a query announcing %d rows: %v", rows, err)
+		}
+	}
+	// 15 live rows: under the limit of 16 whatever the query announces;
+	// the slots past them pass in the ciphertexts but are no rows here.
+	c2 := inproc.Start(t, inproc.Literal(config.Literal{Mode: config.ModeHE, Dim: dim, Beta: 16, Tau: &tau,
+		Timeout: config.Duration(15 * time.Second), KeyServerMaxPass: 0.01}, 1))
+	if err := c2.Client("client", "").Enroll(ctx(t), items(templates(15, 13), "b")); err != nil {
+		t.Fatal(err)
+	}
+	pkb2, _ := hemode.PublicKeyFile(c2.P, c2.DataDir("p1")).Load(heidface.PublicKeyFile)
+	if err := crafted(t, c2, heidface.Fingerprint(pkb2), 3*gr, allPass(c2)); err != nil {
+		t.Fatalf("15 live rows passing: %v", err)
 	}
 }
 
@@ -328,13 +383,25 @@ func TestChangesOnlyFromTheSequencer(t *testing.T) {
 		_, err := network.Call(ctx(t), c.Dialer("p2"), "p1", m)
 		refused("p2", "p1", what, err)
 	}
-	// The key server answers local servers only, and only they sync with
-	// the sequencer.
+	// The key server answers local servers only, and only they and the
+	// key server sync with the sequencer.
 	for _, s := range senders[1:] {
 		_, err := network.Call(ctx(t), s.d, "key", &protocol.PublicKeyRequest{})
 		refused(s.name, "key", "a public key request", err)
-		_, err = network.Call(ctx(t), s.d, "p1", &protocol.HESync{})
-		refused(s.name, "p1", "sync", err)
+		if s.name != "key (the key server)" {
+			_, err = network.Call(ctx(t), s.d, "p1", &protocol.HESync{})
+			refused(s.name, "p1", "sync", err)
+		}
+	}
+	// The key server follows the sequencer's changes only.
+	for _, s := range append(senders, sender{"p2 (a participant)", c.Dialer("p2")}) {
+		for what, m := range msgs {
+			if what == "prepare" {
+				continue // no route at the key server
+			}
+			_, err := network.Call(ctx(t), s.d, "key", m)
+			refused(s.name, "key", what, err)
+		}
 	}
 	if t.Failed() {
 		t.FailNow()
@@ -357,6 +424,10 @@ func TestChangesOnlyFromTheSequencer(t *testing.T) {
 	if err != nil || len(r.Candidates) != 1 || r.Candidates[0].ID != "a-3" {
 		t.Fatalf("a-3 after a forged deletion: %+v %v", r, err)
 	}
+	h, err := cl.Health(ctx(t), "key")
+	if err != nil || h.InDoubt != 0 {
+		t.Fatalf("the key server after the forged changes: %+v %v", h, err)
+	}
 	// The same deletion from the sequencer is applied at p2.
 	if resp, err := network.Call(ctx(t), c.Dialer("p1"), "p2", del); err != nil || resp.Type() != protocol.TDecideOK {
 		t.Fatalf("the sequencer's deletion: %v %v", resp, err)
@@ -365,4 +436,73 @@ func TestChangesOnlyFromTheSequencer(t *testing.T) {
 	if err != nil || g[0].Live != 9 {
 		t.Fatalf("p2 after the sequencer's deletion: %v %v", g, err)
 	}
+}
+
+// TestDeletedRowsNeverCount (issue 17, item 3): a device whose probe
+// matched more rows than the key server answers was told "20 rows pass
+// the threshold, more than the 16 this key server answers", and after 17
+// of those rows were deleted still "17 rows pass ... refused": deleted
+// rows counted, so the person was locked out for good, and every device
+// learned how many rows its probe matched. Now the device gets one
+// generic refusal, and deleted rows never count: after the deletions the
+// same probe is answered, also after the key server restarts (its record
+// of the rows comes back from the sequencer).
+func TestDeletedRowsNeverCount(t *testing.T) {
+	tau := 0.25
+	c := inproc.Start(t, inproc.Literal(config.Literal{Mode: config.ModeHE, Dim: dim, Beta: 16, Tau: &tau,
+		Timeout: config.Duration(15 * time.Second), KeyServerMaxPass: 0.01}, 2)) // at most 16 rows pass
+	x := templates(1, 14)[0]
+	noise := templates(20, 15)
+	var rows [][]float32
+	var ids []string
+	for i, nz := range noise { // 20 enrollments of one person
+		y := make([]float32, dim)
+		for j := range y {
+			y[j] = x[j] + 0.2*nz[j]
+		}
+		rows, ids = append(rows, y), append(ids, fmt.Sprintf("same-%d", i))
+	}
+	others := templates(30, 16)
+	for i, o := range others {
+		rows, ids = append(rows, o), append(ids, fmt.Sprintf("other-%d", i))
+	}
+	var its []protocol.Item
+	for i, r := range rows {
+		its = append(its, protocol.Item{ID: ids[i], Template: r})
+	}
+	cl := c.Client("client", "")
+	if err := cl.Enroll(ctx(t), its); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(best(t, c.P, rows, ids, x, 1000)); n <= 16 {
+		t.Fatalf("only %d rows pass in plaintext; the test needs more than 16", n)
+	}
+	dev := c.Client("device", "p2")
+	_, err := dev.Identify(ctx(t), x, 1)
+	var pe *protocol.Error
+	if !errors.As(err, &pe) || pe.Msg != hemode.Refused || strings.ContainsAny(pe.Msg, "0123456789") {
+		t.Fatalf("a probe that matches more rows than the limit: %v, want only %q", err, hemode.Refused)
+	}
+	for i := range 17 {
+		if err := cl.Delete(ctx(t), ids[i]); err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = ""
+	}
+	want := best(t, c.P, rows, ids, x, 1)
+	if n := len(best(t, c.P, rows, ids, x, 1000)); n > 16 || len(want) != 1 {
+		t.Fatalf("%d live rows pass in plaintext after the deletions; the test needs 1..16", n)
+	}
+	check := func(when string) {
+		t.Helper()
+		for _, entry := range []string{"p1", "p2"} {
+			r, err := c.Client("device", entry).Identify(ctx(t), x, 1)
+			if err != nil || len(r.Candidates) != 1 || r.Candidates[0].ID != want[0] {
+				t.Fatalf("%s, at %s: %+v %v, want %v", when, entry, r, err, want)
+			}
+		}
+	}
+	check("after deleting 17 of the matching rows")
+	c.Restart("key")
+	check("after the key server restarted")
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
+	"github.com/idface/idface/heidface"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/template"
@@ -21,6 +22,10 @@ import (
 // a lagging server up to date (HESync) before the next change and in the
 // background. So a deletion is never lost or reordered, even when the
 // sequencer restarts while a server is down.
+//
+// The key server follows the same changes (deletions without their ids):
+// it keeps its own record of which rows are live, so that only those
+// count and can be returned, whatever a local server's query claims.
 
 // Routes lists the requests a local server answers.
 func (l *Local) Routes() map[protocol.Type]engine.Route {
@@ -32,7 +37,8 @@ func (l *Local) Routes() map[protocol.Type]engine.Route {
 		protocol.TPrepare:  {Op: "prepare", From: engine.Parties, Handle: l.guard(l.fromSequencer(l.prepare)), Max: engine.PrepareBound(l.p, 16*template.Words(l.p.Dim()))},
 		protocol.THEDecide: {Op: "decide", From: engine.Parties, Handle: l.guard(l.fromSequencer(l.onChange)), Max: engine.Small},
 		protocol.THEDelete: {Op: "decide", From: engine.Parties, Handle: l.guard(l.fromSequencer(l.onChange)), Max: engine.Small},
-		protocol.THESync:   {Op: "sync", From: engine.Parties, Handle: l.guard(l.onSync), Max: engine.Small},
+		// The key server, a helper, asks the sequencer to bring it up to date.
+		protocol.THESync: {Op: "sync", From: engine.Allow(network.RoleParty, network.RoleHelper), Handle: l.guard(l.onSync), Max: engine.Small},
 	}
 }
 
@@ -73,18 +79,18 @@ func (l *Local) Run(ctx context.Context) {
 			return
 		}
 		if l.lagging() > 0 && l.changeMu.TryLock() {
-			if err := l.syncAll(ctx); err != nil {
-				l.env.Log.Debug("local servers still lag", "err", err)
+			if err := l.syncAll(ctx, l.followers()); err != nil {
+				l.env.Log.Debug("local servers or the key server still lag", "err", err)
 			} else {
-				l.env.Log.Info("every local server is up to date")
+				l.env.Log.Info("every local server and the key server are up to date")
 			}
 			l.changeMu.Unlock()
 		}
 	})
 }
 
-// lagging counts the other local servers not known to be up to date (at
-// the sequencer).
+// lagging counts the other local servers and the key server not known to
+// be up to date (at the sequencer).
 func (l *Local) lagging() int {
 	if !l.sequencer() {
 		return 0
@@ -92,7 +98,7 @@ func (l *Local) lagging() int {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	n := 0
-	for _, name := range l.others() {
+	for _, name := range l.followers() {
 		if !l.synced[name] {
 			n++
 		}
@@ -143,6 +149,19 @@ func (l *Local) others() []string {
 	return out
 }
 
+// followers lists who follows the sequencer's changes: the other local
+// servers and the key server.
+func (l *Local) followers() []string { return append(l.others(), l.keySrv) }
+
+// toFollower is change m as follower name receives it: the key server
+// gets deletions without the id (it never sees ids).
+func (l *Local) toFollower(name string, m protocol.Msg) protocol.Msg {
+	if d, ok := m.(*protocol.HEDelete); ok && name == l.keySrv {
+		return &protocol.HEDelete{Seq: d.Seq, Row: d.Row}
+	}
+	return m
+}
+
 // forward sends a device's request to the sequencer and relays its answer.
 func (l *Local) forward(ctx context.Context, m protocol.Msg) protocol.Msg {
 	resp, err := network.Call(ctx, l.env.Net, l.p.Party(0).Name, m)
@@ -152,12 +171,15 @@ func (l *Local) forward(ctx context.Context, m protocol.Msg) protocol.Msg {
 	return resp
 }
 
-// syncAll brings every lagging local server up to date (caller holds
-// changeMu): it learns the server's last change and sends the rest in
-// order. It fails naming the servers that could not be reached.
-func (l *Local) syncAll(ctx context.Context) error {
+// syncAll brings the lagging ones of the named followers up to date
+// (caller holds changeMu): it learns the server's last change and sends
+// the rest in order. It fails naming the servers that could not be
+// reached. (A change waits for local servers only: a lagging key server
+// returns no row it has not heard of, and is brought up to date in the
+// background.)
+func (l *Local) syncAll(ctx context.Context, names []string) error {
 	var missing []string
-	for _, name := range l.others() {
+	for _, name := range names {
 		l.mu.RLock()
 		ok, seq := l.synced[name], l.seq
 		l.mu.RUnlock()
@@ -173,7 +195,7 @@ func (l *Local) syncAll(ctx context.Context) error {
 		l.mu.Unlock()
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("local servers have not caught up with earlier changes: %s", strings.Join(missing, ", "))
+		return fmt.Errorf("servers have not caught up with earlier changes: %s", strings.Join(missing, ", "))
 	}
 	return nil
 }
@@ -193,7 +215,7 @@ func (l *Local) syncOne(ctx context.Context, name string, seq uint64) error {
 	missed := append([]protocol.Msg(nil), l.history[ok.Seq:seq]...)
 	l.mu.RUnlock()
 	for _, m := range missed {
-		if _, err := network.Call(cctx, l.env.Net, name, m); err != nil {
+		if _, err := network.Call(cctx, l.env.Net, name, l.toFollower(name, m)); err != nil {
 			return err
 		}
 	}
@@ -220,12 +242,13 @@ func (l *Local) change(m protocol.Msg) *protocol.Error {
 	return nil
 }
 
-// announce sends a change to every other local server; those that do not
-// acknowledge are brought up to date later.
+// announce sends a change to every other local server and the key server;
+// those that do not acknowledge are brought up to date later. It returns
+// the local servers that did not.
 func (l *Local) announce(ctx context.Context, m protocol.Msg) []string {
 	var missing []string
-	others := l.others()
-	for k, err := range engine.Broadcast(ctx, l.env.Net, others, func(int) protocol.Msg { return m }, func(r protocol.Msg) error {
+	others := l.followers()
+	for k, err := range engine.Broadcast(ctx, l.env.Net, others, func(k int) protocol.Msg { return l.toFollower(others[k], m) }, func(r protocol.Msg) error {
 		if r.Type() != protocol.TDecideOK {
 			return fmt.Errorf("unexpected answer %v", r.Type())
 		}
@@ -236,7 +259,9 @@ func (l *Local) announce(ctx context.Context, m protocol.Msg) []string {
 			l.synced[others[k]] = false
 			l.mu.Unlock()
 			l.env.Log.Warn("change not delivered; will retry", "to", others[k], "err", err)
-			missing = append(missing, others[k])
+			if others[k] != l.keySrv {
+				missing = append(missing, others[k])
+			}
 		}
 	}
 	return missing
@@ -275,7 +300,7 @@ func (l *Local) enroll(ctx context.Context, m *protocol.Enroll) protocol.Msg {
 	}
 	l.changeMu.Lock()
 	defer l.changeMu.Unlock()
-	if err := l.syncAll(ctx); err != nil {
+	if err := l.syncAll(ctx, l.others()); err != nil {
 		return protocol.Errorf(protocol.CodeUnavailable, "%v", err)
 	}
 	l.mu.RLock()
@@ -382,6 +407,7 @@ func (l *Local) addRows(txn protocol.TxnID, base int, ids []string, zs []templat
 		l.mu.Lock()
 		for len(l.groups) <= g {
 			l.groups = append(l.groups, nil)
+			l.slots = append(l.slots, 0)
 		}
 		if l.groups[g] == nil {
 			l.groups[g] = delta
@@ -389,10 +415,11 @@ func (l *Local) addRows(txn protocol.TxnID, base int, ids []string, zs []templat
 			l.mu.Unlock()
 			return err
 		}
-		grp := l.groups[g]
+		l.slots[g] = max(l.slots[g], base+hi-g*gr)
+		grp, h := l.groups[g], heidface.GroupHeader{Binding: l.bind, Index: g, Slots: l.slots[g]}
 		l.mu.Unlock()
 		l.mu.RLock() // readers may sum the group meanwhile; writers hold changeMu
-		err = l.store.Save(g, grp)
+		err = l.store.Save(g, h, grp)
 		l.mu.RUnlock()
 		if err != nil {
 			return err
@@ -522,13 +549,13 @@ func (l *Local) apply(m protocol.Msg) *protocol.Error {
 // onSync compares change numbers. At a participant, the sequencer
 // announces its last change and learns this server's; the server answers
 // identification once it has applied every change up to the sequencer's.
-// At the sequencer, a participant that (re)started asks to be brought up
-// to date.
+// At the sequencer, a participant or the key server that (re)started asks
+// to be brought up to date.
 func (l *Local) onSync(_ context.Context, r engine.Request) protocol.Msg {
 	m := r.Msg.(*protocol.HESync)
 	if l.sequencer() {
-		if l.p.PartyIndex(r.From.Name) <= 0 {
-			return protocol.Errorf(protocol.CodeForbidden, "only local servers sync with the sequencer")
+		if l.p.PartyIndex(r.From.Name) <= 0 && r.From.Name != l.keySrv {
+			return protocol.Errorf(protocol.CodeForbidden, "only local servers and the key server sync with the sequencer")
 		}
 		l.mu.Lock()
 		defer l.mu.Unlock()
@@ -591,7 +618,7 @@ func (l *Local) onDelete(ctx context.Context, r engine.Request) protocol.Msg {
 func (l *Local) delete(ctx context.Context, m *protocol.Delete) protocol.Msg {
 	l.changeMu.Lock()
 	defer l.changeMu.Unlock()
-	l.syncAll(ctx) // best effort: the deletion is ordered after what they miss either way
+	l.syncAll(ctx, l.others()) // best effort: the deletion is ordered after what they miss either way
 	l.mu.Lock()
 	ref, ok := l.index.Lookup(m.ID)
 	if !ok {

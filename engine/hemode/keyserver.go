@@ -10,6 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bits-and-blooms/bitset"
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/heidface"
@@ -23,6 +26,15 @@ import (
 // KeyServer is S_key of IDFace: it holds the secret key (never sent
 // anywhere), decrypts a local server's inner-product ciphertexts, decodes
 // the scores and answers with row indices only.
+//
+// It keeps its own record of the rows, from the sequencer's numbered
+// changes (decisions and deletions, without ids): which slots exist and
+// which are live. Only its own live rows count towards the pass limit and
+// can be returned, whatever a local server's query claims, so a deleted
+// row never passes and a local server cannot raise the limit by
+// announcing more rows. The record is kept in memory; after a start the
+// key server answers no query until the sequencer has brought it up to
+// date.
 type KeyServer struct {
 	env engine.Env
 	p   *config.Params
@@ -33,7 +45,22 @@ type KeyServer struct {
 
 	mu      sync.Mutex
 	buckets map[string]*bucket // per local server
+
+	rowsMu   sync.RWMutex // guards seq, rows, live, nlive
+	seq      uint64       // the sequencer's last change applied here
+	rows     int          // slots reserved and decided
+	live     *bitset.BitSet
+	nlive    int
+	target   atomic.Uint64 // the sequencer's change number at its last sync
+	caughtUp atomic.Bool
+	refusals *prometheus.CounterVec
 }
+
+// Refused is all a local server (and so a device) learns when the key
+// server refuses a query for what its decryption shows (more rows pass
+// than an honest query can): no count, no limit. The key server logs the
+// details and counts the refusal in idface_key_server_refusals_total.
+const Refused = "the key server refused to answer this query"
 
 // bucket is a token bucket: rate tokens a second, at most 2*rate held.
 type bucket struct {
@@ -70,8 +97,12 @@ func NewKeyServer(env engine.Env, k *store.HEKey) (*KeyServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &KeyServer{env: env, p: p, he: p.HE(), key: key, pk: k.Public,
-		fp: heidface.Fingerprint(k.Public), buckets: map[string]*bucket{}}, nil
+	ks := &KeyServer{env: env, p: p, he: p.HE(), key: key, pk: k.Public,
+		fp: heidface.Fingerprint(k.Public), buckets: map[string]*bucket{}, live: bitset.New(0),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_key_server_refusals_total",
+			Help: "Queries the key server refused, by reason (pass_limit: more rows pass than an honest query can)."}, []string{"reason"})}
+	env.Metrics.MustRegister(ks.refusals)
+	return ks, nil
 }
 
 // Routes lists the requests the key server answers: only local servers
@@ -81,6 +112,103 @@ func (k *KeyServer) Routes() map[protocol.Type]engine.Route {
 		protocol.THealth:           {Op: "health", From: engine.Anyone, Handle: k.health, Max: engine.Small},
 		protocol.TPublicKeyRequest: {Op: "public_key", From: engine.Parties, Handle: k.localOnly(k.publicKey), Max: engine.Small},
 		protocol.THEQuery:          {Op: "decrypt", From: engine.Parties, Handle: k.localOnly(k.query), Max: engine.Small, Long: true},
+		protocol.THEDecide:         {Op: "decide", From: engine.Parties, Handle: k.fromSequencer(k.onChange), Max: engine.Small},
+		protocol.THEDelete:         {Op: "decide", From: engine.Parties, Handle: k.fromSequencer(k.onChange), Max: engine.Small},
+		protocol.THESync:           {Op: "sync", From: engine.Parties, Handle: k.fromSequencer(k.onSync), Max: engine.Small},
+	}
+}
+
+// fromSequencer admits only the sequencer's changes.
+func (k *KeyServer) fromSequencer(h engine.Handler) engine.Handler {
+	return func(ctx context.Context, r engine.Request) protocol.Msg {
+		if r.From.Name != k.p.Party(0).Name {
+			return protocol.Errorf(protocol.CodeForbidden, "only the sequencer %s orders changes", k.p.Party(0).Name)
+		}
+		return h(ctx, r)
+	}
+}
+
+// onChange applies the sequencer's change number Seq: each exactly once,
+// in order. A decision adds its slots (live if committed), a deletion
+// clears its row.
+func (k *KeyServer) onChange(_ context.Context, r engine.Request) protocol.Msg {
+	k.rowsMu.Lock()
+	defer k.rowsMu.Unlock()
+	var seq uint64
+	switch m := r.Msg.(type) {
+	case *protocol.HEDecide:
+		seq = m.Seq
+	case *protocol.HEDelete:
+		seq = m.Seq
+	}
+	switch {
+	case seq <= k.seq:
+		return &protocol.DecideOK{} // applied already
+	case seq != k.seq+1:
+		return protocol.Errorf(protocol.CodeInconsistent, "the key server has applied changes up to %d; change %d is next, not %d", k.seq, k.seq+1, seq)
+	}
+	switch m := r.Msg.(type) {
+	case *protocol.HEDecide:
+		if int(m.Base) != k.rows {
+			k.env.Log.Error("the sequencer's decision does not follow on the key server's rows", "rows", k.rows, "base", m.Base)
+			return protocol.Errorf(protocol.CodeInconsistent, "the key server has %d rows; cannot apply a decision on rows %d..%d", k.rows, m.Base, int(m.Base)+int(m.N)-1)
+		}
+		k.rows += int(m.N)
+		if m.Commit {
+			for i := range int(m.N) {
+				k.live.Set(uint(int(m.Base) + i))
+			}
+			k.nlive += int(m.N)
+		}
+	case *protocol.HEDelete:
+		if int(m.Row) < k.rows && k.live.Test(uint(m.Row)) {
+			k.live.Clear(uint(m.Row))
+			k.nlive--
+		}
+	}
+	k.seq = seq
+	if k.seq >= k.target.Load() {
+		k.caughtUp.Store(true)
+	}
+	return &protocol.DecideOK{}
+}
+
+// onSync learns the sequencer's last change and answers with this key
+// server's.
+func (k *KeyServer) onSync(_ context.Context, r engine.Request) protocol.Msg {
+	m := r.Msg.(*protocol.HESync)
+	k.rowsMu.RLock()
+	seq := k.seq
+	k.rowsMu.RUnlock()
+	k.caughtUpTo(m.Seq, seq)
+	return &protocol.HESyncOK{Seq: seq}
+}
+
+func (k *KeyServer) caughtUpTo(target, seq uint64) {
+	k.target.Store(target)
+	if seq >= target {
+		k.caughtUp.Store(true)
+	}
+}
+
+// askSync asks the sequencer for its last change; the sequencer then sends
+// the changes this key server misses.
+func (k *KeyServer) askSync(ctx context.Context) {
+	k.rowsMu.RLock()
+	seq := k.seq
+	k.rowsMu.RUnlock()
+	cctx, cancel := context.WithTimeout(ctx, k.p.Timeouts().OutboxSend)
+	defer cancel()
+	resp, err := network.Call(cctx, k.env.Net, k.p.Party(0).Name, &protocol.HESync{Seq: seq})
+	if err != nil {
+		k.env.Log.Debug("the sequencer did not answer a sync", "err", err)
+		return
+	}
+	if ok, isOK := resp.(*protocol.HESyncOK); isOK {
+		k.rowsMu.RLock()
+		seq = k.seq
+		k.rowsMu.RUnlock()
+		k.caughtUpTo(ok.Seq, seq)
 	}
 }
 
@@ -93,14 +221,34 @@ func (k *KeyServer) localOnly(h engine.Handler) engine.Handler {
 	}
 }
 
-// Run has nothing to do in the background.
-func (k *KeyServer) Run(context.Context) {}
+// Run asks the sequencer to bring this key server up to date until it has
+// caught up since it started.
+func (k *KeyServer) Run(ctx context.Context) {
+	if k.env.Net == nil {
+		return
+	}
+	engine.Every(ctx, k.p.Timeouts().OutboxRetry, func() {
+		if !k.caughtUp.Load() {
+			k.askSync(ctx)
+		}
+	})
+}
 
-// Stats: the key server keeps no rows.
-func (k *KeyServer) Stats() engine.Stats { return engine.Stats{} }
+// Stats reports the key server's record of the rows (no ids, no
+// ciphertexts); it is unsettled until it has caught up with the
+// sequencer.
+func (k *KeyServer) Stats() engine.Stats {
+	k.rowsMu.RLock()
+	s := engine.Stats{Rows: k.rows, Live: k.nlive}
+	k.rowsMu.RUnlock()
+	if !k.caughtUp.Load() {
+		s.Unsettled = 1
+	}
+	return s
+}
 
 func (k *KeyServer) health(context.Context, engine.Request) protocol.Msg {
-	return &protocol.HealthOK{Name: k.env.Self, Mode: "he-key"}
+	return &protocol.HealthOK{Name: k.env.Self, Mode: "he-key", InDoubt: uint32(k.Stats().Unsettled)}
 }
 
 func (k *KeyServer) publicKey(context.Context, engine.Request) protocol.Msg {
@@ -114,27 +262,36 @@ func (k *KeyServer) query(_ context.Context, r engine.Request) protocol.Msg {
 		return protocol.Errorf(protocol.CodeInconsistent, "%s encrypts under public key %x, the key server holds %x: the local server's public.key is not this key server's; refusing to decrypt",
 			r.From.Name, q.Key[:8], k.fp[:8])
 	}
+	if !k.caughtUp.Load() {
+		k.refusals.WithLabelValues("not_caught_up").Inc()
+		return protocol.Errorf(protocol.CodeUnavailable, "the key server has not caught up with the sequencer's changes since it started; it answers once %s has brought it up to date", k.p.Party(0).Name)
+	}
 	if !k.allow(r.From.Name) {
+		k.refusals.WithLabelValues("rate").Inc()
 		return protocol.Errorf(protocol.CodeUnavailable, "%s exceeds the key server's rate of %.0f queries a second; retry shortly", r.From.Name, k.p.KeyServerRate())
 	}
 	rows, err := k.decide(r.Stream, q)
 	if err != nil {
 		var over *passError
 		if errors.As(err, &over) {
-			k.env.Log.Warn("refused a query in which too many rows pass the threshold", "from", r.From.Name, "passing", over.n, "rows", q.Rows, "limit", over.limit)
+			// The count stays here: told to the local server (and so to
+			// devices) it would measure how many rows a probe matches, and
+			// for crafted ciphertexts how many coefficients decrypt high.
+			k.refusals.WithLabelValues("pass_limit").Inc()
+			k.env.Log.Warn("refused a query in which more live rows pass the threshold than an honest query can (crafted ciphertexts, or more enrollments of one person than the limit)",
+				"from", r.From.Name, "passing", over.n, "live_rows", over.live, "limit", over.limit)
+			return protocol.Errorf(protocol.CodeBadRequest, "%s", Refused)
 		}
 		return engine.AsError(err, protocol.CodeBadRequest)
 	}
 	return &protocol.HEResult{Rows: rows}
 }
 
-// passError refuses a query in which more rows pass the threshold than an
-// honest query can: ciphertexts crafted to probe the secret key.
-type passError struct{ n, limit int }
+// passError refuses a query in which more live rows pass the threshold
+// than an honest query can: ciphertexts crafted to probe the secret key.
+type passError struct{ n, live, limit int }
 
-func (e *passError) Error() string {
-	return fmt.Sprintf("%d rows pass the threshold, more than the %d this key server answers: refused (crafted ciphertexts?)", e.n, e.limit)
-}
+func (e *passError) Error() string { return Refused }
 
 // decide reads the live bitset and every group's (ct+, ct-), decrypts and
 // decodes them on two cores, and returns the best live rows whose score
@@ -159,8 +316,20 @@ func (k *KeyServer) decide(s io.Reader, q *protocol.HEQuery) ([]uint32, error) {
 	}
 	live := make([]uint64, template.Words(int(q.Rows)))
 	copy(network.WordBytes(live), lb)
+	// Only rows live in the key server's own record count and may be
+	// returned: deleted and burned slots (whose ciphertexts keep whatever
+	// contribution they had) never pass, and the limit follows the live
+	// rows the key server knows of, not the rows the query announces.
+	k.rowsMu.RLock()
+	own := make([]uint64, template.Words(int(q.Rows)))
+	copy(own, k.live.Words())
+	nlive := k.nlive
+	k.rowsMu.RUnlock()
+	for i := range live {
+		live[i] &= own[i] // a local server behind the key server still masks its deletions
+	}
 	threshold := k.p.Threshold()
-	limit := k.p.KeyServerMaxPass(int(q.Rows))
+	limit := k.p.KeyServerMaxPass(nlive)
 	var passing atomic.Int64
 	type job struct {
 		g    int
@@ -195,8 +364,8 @@ func (k *KeyServer) decide(s io.Reader, q *protocol.HEQuery) ([]uint32, error) {
 					if row >= int(q.Rows) {
 						break
 					}
-					if sc >= threshold {
-						passing.Add(1) // live or not: a deleted row passing is as telling
+					if sc >= threshold && own[row>>6]>>uint(row&63)&1 == 1 {
+						passing.Add(1) // live here, whatever the query's live map says
 						if live[row>>6]>>uint(row&63)&1 == 1 {
 							local = append(local, sharing.Match{Row: row, Score: sc})
 						}
@@ -228,7 +397,7 @@ func (k *KeyServer) decide(s io.Reader, q *protocol.HEQuery) ([]uint32, error) {
 		return nil, firstErr
 	}
 	if n := int(passing.Load()); n > limit {
-		return nil, &passError{n, limit}
+		return nil, &passError{n, nlive, limit}
 	}
 	out := make([]uint32, 0, len(best))
 	for _, m := range best {

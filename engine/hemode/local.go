@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,10 +44,14 @@ import (
 
 // Groups stores the encrypted column groups (internal/store.Groups).
 type Groups interface {
-	// Load reads group g; a group never written is (nil, nil).
-	Load(g int) (heidface.EncGroup, error)
-	// Save replaces group g durably.
-	Save(g int, grp heidface.EncGroup) error
+	// Load reads group g, refusing a file not bound to want and to index
+	// g (an error naming the file); a group never written is (nil, zero
+	// header, nil).
+	Load(g int, want heidface.Binding) (heidface.EncGroup, heidface.GroupHeader, error)
+	// Save replaces group g durably under header h.
+	Save(g int, h heidface.GroupHeader, grp heidface.EncGroup) error
+	// Name names group g's file in messages.
+	Name(g int) string
 }
 
 // Keys stores a key (internal/store.KeyFile); Load fails with
@@ -65,6 +70,8 @@ type Local struct {
 	he     heidface.Scheme
 	local  heidface.Encryptor // enrollment (under changeMu); identify copies it per worker
 	pkHash [32]byte
+	keys   string           // the public key file, in messages
+	bind   heidface.Binding // what the group files are bound to (set by Start)
 	log    engine.Log
 	store  Groups
 	self   int
@@ -72,6 +79,7 @@ type Local struct {
 
 	mu      sync.RWMutex        // guards everything below
 	groups  []heidface.EncGroup // nil: a group whose slots were all burned
+	slots   []int               // per group: slots 0..slots[g]-1 may hold contributions (GroupHeader.Slots)
 	ids     rowmap.IDs          // ids of every slot, in the sequencer's order
 	index   *rowmap.Index
 	live    *bitset.BitSet // the rows that take part in identification
@@ -98,12 +106,18 @@ type localReplay struct {
 	pending     map[protocol.TxnID]*reserve
 	last        *reserve
 	lastDecided bool
+	records     int
+	key         *keyRecord // the row log's first record
 }
 
 // NewLocal makes local server env.Self: it loads the public key, fetching
-// it from the key server on the first start (and keeping it in keys).
+// it from the key server on the first start only (and keeping it in
+// keys). existing names the server's data files that are already there
+// (its row log, group files): when there are any, a missing public key is
+// never fetched again, because the key server's current key may be a new
+// one that cannot decrypt them; the server refuses to start instead.
 // Feed it the row log with Replay, then call Start.
-func NewLocal(ctx context.Context, env engine.Env, groups Groups, keys Keys) (*Local, error) {
+func NewLocal(ctx context.Context, env engine.Env, groups Groups, keys Keys, existing []string) (*Local, error) {
 	p := env.Params
 	k := p.PartyIndex(env.Self)
 	if k < 0 {
@@ -115,7 +129,11 @@ func NewLocal(ctx context.Context, env engine.Env, groups Groups, keys Keys) (*L
 		replay: &localReplay{pending: map[protocol.TxnID]*reserve{}}}
 	l.index = rowmap.NewIndex(func(r rowmap.Ref) string { return l.ids.At(r.Seq) })
 	l.live = bitset.New(0)
-	pkb, err := l.publicKey(ctx, keys)
+	l.keys = "public.key"
+	if n, ok := keys.(fmt.Stringer); ok {
+		l.keys = n.String()
+	}
+	pkb, err := l.publicKey(ctx, keys, existing)
 	if err != nil {
 		return nil, err
 	}
@@ -138,12 +156,25 @@ func NewLocal(ctx context.Context, env engine.Env, groups Groups, keys Keys) (*L
 	return l, nil
 }
 
-// publicKey loads the saved public key or fetches it from the key server
-// (pinned TLS), retrying while the key server starts.
-func (l *Local) publicKey(ctx context.Context, keys Keys) ([]byte, error) {
+// KeyFingerprint is the fingerprint of the public key this local server
+// encrypts under (heidface.Fingerprint), known once NewLocal returns:
+// what its row log and group files are bound to.
+func (l *Local) KeyFingerprint() [32]byte { return l.pkHash }
+
+// publicKey loads the saved public key or, on a first start (no data yet),
+// fetches it from the key server (pinned TLS), retrying while the key
+// server starts.
+func (l *Local) publicKey(ctx context.Context, keys Keys, existing []string) ([]byte, error) {
 	b, err := keys.Load(heidface.PublicKeyFile)
 	if err == nil || !errors.Is(err, fs.ErrNotExist) || l.env.Net == nil {
 		return b, err
+	}
+	if len(existing) > 0 {
+		return nil, fmt.Errorf("hemode: %s is missing, but this local server already has data (%s). It will not fetch the key server's public key again: "+
+			"if the key server has made a new key pair since, that key cannot decrypt this database and the key server would accept strangers. "+
+			"Restore %s from this server's backup, or copy it from another local server of this cluster (the same file); "+
+			"'idface fsck' shows the fingerprint the row log records, and the server checks it at start",
+			l.keys, strings.Join(existing[:min(len(existing), 3)], ", ")+more(len(existing)-3), l.keys)
 	}
 	to := l.p.Timeouts()
 	deadline := time.Now().Add(to.KeyFetch)
@@ -172,6 +203,14 @@ func (l *Local) publicKey(ctx context.Context, keys Keys) ([]byte, error) {
 	}
 }
 
+// more says how many names a list left out.
+func more(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" and %d more", n)
+}
+
 func (l *Local) sequencer() bool { return l.self == 0 }
 func (l *Local) rows() int       { return l.ids.Len() }
 
@@ -183,6 +222,17 @@ func (l *Local) Replay(en store.Entry) error {
 	rec, err := decodeRecord(en)
 	if err != nil {
 		return err
+	}
+	r.records++
+	switch {
+	case rec.typ == recKey && r.records == 1:
+		r.key = &rec.key
+		return nil
+	case rec.typ == recKey:
+		return fmt.Errorf("hemode: a second public key record in the row log")
+	case r.records == 1:
+		return fmt.Errorf("hemode: the row log does not start with the public key it is bound to: it was written by an earlier idface. " +
+			"This build refuses it (its group files are refused too): run the earlier release to finish with that data, or start a new cluster and enroll again")
 	}
 	if rec.typ != recReserve {
 		if rec.seq != l.seq+1 {
@@ -236,6 +286,9 @@ func (l *Local) Start(log engine.Log) error {
 	l.log = log
 	r := l.replay
 	l.replay = nil
+	if err := l.bindLog(log, r.key); err != nil {
+		return err
+	}
 	if r.last != nil && !r.lastDecided {
 		if l.sequencer() {
 			if err := l.appendChange(encodeDecide(l.seq+1, r.last.Txn, false)); err != nil {
@@ -255,16 +308,104 @@ func (l *Local) Start(log engine.Log) error {
 	gr := l.he.GroupRows()
 	ng := (l.rows() + gr - 1) / gr
 	for g := range ng {
-		grp, err := l.store.Load(g)
+		grp, h, err := l.store.Load(g, l.bind)
 		if err != nil {
 			return err
 		}
+		if err := l.checkSlots(g, grp != nil, h.Slots); err != nil {
+			return err
+		}
 		l.groups = append(l.groups, grp) // nil: never written, every slot in it burned so far
+		l.slots = append(l.slots, h.Slots)
 	}
 	fp := l.pkHash
 	l.env.Log.Info("encrypted database loaded", "rows", l.rows(), "live", l.nlive, "groups", ng, "changes", l.seq,
-		"group_rows", gr, "ciphertext_bytes", l.he.CiphertextBytes(), "public_key", fmt.Sprintf("%x", fp[:8]))
+		"group_rows", gr, "ciphertext_bytes", l.he.CiphertextBytes(), "public_key", fmt.Sprintf("%x", fp[:8]), "generation", l.bind.Generation)
 	return nil
+}
+
+// logName names the row log in messages.
+func logName(log engine.Log) string {
+	if n, ok := log.(interface{ Path() string }); ok {
+		return n.Path()
+	}
+	return "the row log"
+}
+
+// bindLog binds a new row log to the public key (its first record), or
+// checks that an existing one records this public key, and sets what the
+// group files must be bound to.
+func (l *Local) bindLog(log engine.Log, key *keyRecord) error {
+	if key == nil {
+		k := keyRecord{Key: l.pkHash, Generation: Generation}
+		if _, err := log.Append(encodeKey(k)); err != nil {
+			return err
+		}
+		key = &k
+	}
+	if key.Key != l.pkHash {
+		return fmt.Errorf("hemode: %s records public key %x (generation %d), but %s holds %x: the public key file was replaced, "+
+			"perhaps fetched again from a key server that has made a new key pair since. This database is encrypted under %x; "+
+			"queries under another key would decrypt to noise and accept strangers. Restore %s from this server's backup "+
+			"(or another local server's copy whose fingerprint is %x: 'idface fsck' shows it). If the key server lost the key pair itself, "+
+			"no one can decrypt this database: start a new cluster and enroll again",
+			logName(log), key.Key[:8], key.Generation, l.keys, l.pkHash[:8], key.Key[:8], l.keys, key.Key[:8])
+	}
+	if key.Generation != Generation {
+		return fmt.Errorf("hemode: %s is of key generation %d; this build knows generation %d only: use the idface release that wrote it", logName(log), key.Generation, Generation)
+	}
+	l.bind = heidface.Binding{Cluster: l.p.ClusterID(), Member: l.env.Self, Mode: string(config.ModeHE), Key: l.pkHash, Generation: key.Generation}
+	return nil
+}
+
+// checkSlots compares group g's file (present or not, holding
+// contributions in slots 0..slots-1) with the row log: every live row of
+// the group must be in the file (else the file is older than the log: a
+// stale backup), and the file must not hold slots the log never reserved
+// (else the log is older than the file, and those slots would be used
+// twice).
+func (l *Local) checkSlots(g int, present bool, slots int) error {
+	gr := l.he.GroupRows()
+	lo := g * gr
+	reserved := min(gr, l.rows()-lo)
+	liveEnd := 0
+	if i, ok := l.lastLive(lo, lo+reserved); ok {
+		liveEnd = i - lo + 1
+	}
+	switch {
+	case !present && liveEnd > 0:
+		return fmt.Errorf("hemode: %s is missing, but the row log has %d live rows in group %d: restore the file from this server's backup (those rows cannot be identified without it)",
+			l.store.Name(g), l.liveBetween(lo, lo+reserved), g)
+	case present && slots < liveEnd:
+		return fmt.Errorf("hemode: %s holds slots 0..%d of group %d, but the row log has a live row in slot %d: the file is older than the log (a stale backup?) "+
+			"and misses rows. Restore the file that goes with this row log (from the same backup), or the log that goes with the file",
+			l.store.Name(g), slots-1, g, liveEnd-1)
+	case present && slots > reserved:
+		return fmt.Errorf("hemode: %s holds contributions up to slot %d of group %d, but the row log reserved only %d slots there: the log is older than the file "+
+			"(restored from an older backup?), and new rows would land on slots already used. Restore the row log that goes with the file (from the same backup)",
+			l.store.Name(g), slots-1, g, reserved)
+	}
+	return nil
+}
+
+// liveBetween counts the live rows in [lo, hi) (the bitset ends at the
+// last live row, which may come before hi).
+func (l *Local) liveBetween(lo, hi int) int {
+	hi = min(hi, int(l.live.Len()))
+	if lo >= hi {
+		return 0
+	}
+	return int(l.live.OnesBetween(uint(lo), uint(hi)))
+}
+
+// lastLive is the last live row in [lo, hi).
+func (l *Local) lastLive(lo, hi int) (int, bool) {
+	for i := hi - 1; i >= lo; i-- {
+		if l.live.Test(uint(i)) {
+			return i, true
+		}
+	}
+	return 0, false
 }
 
 // appendChange logs change l.seq+1 and advances l.seq (caller holds mu or
@@ -310,8 +451,18 @@ type Inspection struct {
 	Changes             uint64
 	Pending             bool
 	Groups              int
-	// DamagedGroups lists group files that fail their checks, with the
-	// live rows in each: those rows cannot be identified here.
+	// Key is the fingerprint of the public key file; LogKey the one the
+	// row log records in its first record, with LogGeneration (nil: the
+	// log has no records yet).
+	Key           [32]byte
+	LogKey        *[32]byte
+	LogGeneration uint64
+	// Binding is what every group file must be bound to (to the row
+	// log's key when it records one).
+	Binding heidface.Binding
+	// DamagedGroups lists group files that fail their checks (damaged,
+	// bound to anything else, stale or missing), with the live rows in
+	// each: those rows cannot be identified here.
 	DamagedGroups map[int]int
 	GroupErrors   []string
 }
@@ -319,14 +470,27 @@ type Inspection struct {
 // Inspect reports what the replayed log and the group files hold (call
 // after Replay, instead of Start).
 func (l *Local) Inspect() Inspection {
-	in := Inspection{Rows: l.rows(), Live: l.nlive, Settled: l.settled, Changes: l.seq, DamagedGroups: map[int]int{}}
+	in := Inspection{Rows: l.rows(), Live: l.nlive, Settled: l.settled, Changes: l.seq, DamagedGroups: map[int]int{}, Key: l.pkHash}
 	r := l.replay
 	in.Pending = r.last != nil && !r.lastDecided
+	in.Binding = heidface.Binding{Cluster: l.p.ClusterID(), Member: l.env.Self, Mode: string(config.ModeHE), Key: l.pkHash, Generation: Generation}
+	if r.key != nil {
+		in.LogKey, in.LogGeneration = &r.key.Key, r.key.Generation
+		in.Binding.Key, in.Binding.Generation = r.key.Key, r.key.Generation
+	}
 	gr := l.he.GroupRows()
 	in.Groups = (l.rows() + gr - 1) / gr
 	for g := range in.Groups {
-		if _, err := l.store.Load(g); err != nil {
-			in.DamagedGroups[g] = int(l.live.OnesBetween(uint(g*gr), uint((g+1)*gr)))
+		grp, h, err := l.store.Load(g, in.Binding)
+		var be *store.FileBindingError
+		if err != nil && !errors.As(err, &be) {
+			err = fmt.Errorf("%w: restore this server's own file from its backup", err)
+		}
+		if err == nil {
+			err = l.checkSlots(g, grp != nil, h.Slots)
+		}
+		if err != nil {
+			in.DamagedGroups[g] = l.liveBetween(g*gr, (g+1)*gr)
 			in.GroupErrors = append(in.GroupErrors, err.Error())
 		}
 	}

@@ -14,7 +14,30 @@ const (
 	recReserve uint8 = 1 // slots taken by a batch: rows base.. get ids ("" for a burned slot)
 	recDecide  uint8 = 2 // the decision on a reservation
 	recDelete  uint8 = 3 // a row tombstoned
+	// recKey is the first record of every row log: the fingerprint of the
+	// public key the server's group files are encrypted under, and the
+	// key's generation. A log that does not start with it was written by
+	// an earlier idface and is refused.
+	recKey uint8 = 4
 )
+
+// Generation is the key generation written into new row logs and group
+// files (a share or key epoch later; a file of another generation is
+// refused).
+const Generation = 1
+
+// keyRecord binds a row log to a public key.
+type keyRecord struct {
+	Key        [32]byte
+	Generation uint64
+}
+
+func encodeKey(k keyRecord) store.Record {
+	e := wire.Enc{}
+	e.Raw(k.Key[:])
+	e.U64(k.Generation)
+	return store.Record{Type: recKey, Sealed: e.B}
+}
 
 // reserve is the record of slots taken by a batch. The slots stay taken
 // even if the batch aborts, so a slot whose ciphertexts may hold a
@@ -63,6 +86,7 @@ type record struct {
 	commit bool
 	id     string
 	row    int
+	key    keyRecord
 }
 
 func decodeRecord(en store.Entry) (record, error) {
@@ -86,6 +110,9 @@ func decodeRecord(en store.Entry) (record, error) {
 		r.seq = d.U64()
 		r.id = d.Str(protocol.MaxIDLen)
 		r.row = int(d.U32())
+	case recKey:
+		d.Fixed(r.key.Key[:])
+		r.key.Generation = d.U64()
 	default:
 		return r, fmt.Errorf("hemode: record type %d in a row log", en.Type)
 	}

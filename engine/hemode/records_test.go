@@ -30,6 +30,20 @@ func TestRecordGolden(t *testing.T) {
 	golden.Check(t, "records.txt", "TestRecordGolden from sampleRecords", b.String())
 }
 
+// TestKeyRecordGolden pins the row log's first record, the public key it
+// is bound to (added after records.txt, which it leaves unchanged).
+func TestKeyRecordGolden(t *testing.T) {
+	r := encodeKey(keyRecord{Key: [32]byte{0xab, 1, 2, 31: 0xff}, Generation: 1})
+	golden.Check(t, "keyrecord.txt", "TestKeyRecordGolden", fmt.Sprintf("type=%d sealed=%s\n", r.Type, hex.EncodeToString(r.Sealed)))
+	got, err := decodeRecord(store.Entry{Record: r})
+	if err != nil || got.typ != recKey || got.key != (keyRecord{Key: [32]byte{0xab, 1, 2, 31: 0xff}, Generation: 1}) {
+		t.Fatalf("%+v %v", got, err)
+	}
+	if _, err := decodeRecord(store.Entry{Record: store.Record{Type: recKey, Sealed: r.Sealed[:39]}}); err == nil {
+		t.Fatal("a short key record accepted")
+	}
+}
+
 func TestRecordRoundTrip(t *testing.T) {
 	recs := sampleRecords()
 	r, err := decodeRecord(store.Entry{Record: recs[0]})
@@ -49,7 +63,7 @@ func TestRecordRoundTrip(t *testing.T) {
 // FuzzDecodeRecord: any record bytes decode to an error or a record,
 // never a panic, and a decoded reserve stays within its bounds.
 func FuzzDecodeRecord(f *testing.F) {
-	for _, r := range sampleRecords() {
+	for _, r := range append(sampleRecords(), encodeKey(keyRecord{Generation: 1})) {
 		f.Add(r.Type, r.Sealed)
 	}
 	f.Fuzz(func(t *testing.T, typ uint8, sealed []byte) {

@@ -7,12 +7,15 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/idface/idface/heidface"
 )
 
 // Groups stores an HE local server's encrypted column groups, one file per
-// group (the scheme's checksummed format), each replaced atomically.
+// group (the scheme's checksummed format, bound to the cluster, the
+// server, the mode, the public key, the generation and the group index),
+// each replaced atomically.
 type Groups struct {
 	dir string
 	p   heidface.Scheme
@@ -26,44 +29,105 @@ func OpenGroups(dir string, p heidface.Scheme) (*Groups, error) {
 	return &Groups{dir: dir, p: p}, nil
 }
 
-func (g *Groups) path(i int) string { return filepath.Join(g.dir, fmt.Sprintf("g%06d.ct", i)) }
+// Name is group i's file.
+func (g *Groups) Name(i int) string { return filepath.Join(g.dir, fmt.Sprintf("g%06d.ct", i)) }
 
-// Load reads group i; a group never written is (nil, nil).
-func (g *Groups) Load(i int) (heidface.EncGroup, error) {
-	f, err := os.Open(g.path(i))
+// Files lists the group files that exist.
+func (g *Groups) Files() ([]string, error) {
+	return filepath.Glob(filepath.Join(g.dir, "g*.ct"))
+}
+
+// Load reads group i, which must be bound to want and to index i; a group
+// never written is (nil, zero header, nil). A file bound otherwise is
+// refused before its ciphertexts are read.
+func (g *Groups) Load(i int, want heidface.Binding) (heidface.EncGroup, heidface.GroupHeader, error) {
+	path := g.Name(i)
+	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		return nil, heidface.GroupHeader{}, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, heidface.GroupHeader{}, err
 	}
 	defer f.Close()
-	grp, err := g.p.ReadGroup(f)
+	h, grp, err := g.p.ReadGroup(f, func(h heidface.GroupHeader) error { return CheckGroupHeader(path, h, i, want) })
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", g.path(i), err)
+		if _, ok := err.(*FileBindingError); ok {
+			return nil, h, err
+		}
+		return nil, h, fmt.Errorf("%s: %w", path, err)
 	}
-	return grp, nil
+	return grp, h, nil
+}
+
+// FileBindingError refuses an HE group or key file bound to another cluster, server, mode,
+// key, generation or place.
+type FileBindingError struct {
+	File string
+	Msg  string
+}
+
+func (e *FileBindingError) Error() string { return e.File + ": " + e.Msg }
+
+// CheckGroupHeader refuses a group file (path) whose header is not bound
+// to want and index i, saying what differs and what to do.
+func CheckGroupHeader(path string, h heidface.GroupHeader, i int, want heidface.Binding) error {
+	var what []string
+	if h.Index != i {
+		what = append(what, fmt.Sprintf("group %d, not %d", h.Index, i))
+	}
+	if m := h.Binding.Mismatch(want); m != "" {
+		what = append(what, m)
+	}
+	if len(what) == 0 {
+		return nil
+	}
+	return &FileBindingError{path, fmt.Sprintf("this group file is bound to %s (%s); this server expects %s, group %d. "+
+		"It was swapped with another group file, copied from another server or cluster, or written under another public key or generation, "+
+		"and would answer with the wrong rows. Put this server's own file back (from its backup); 'idface fsck' shows what every group file is bound to",
+		h.Binding, strings.Join(what, "; "), want, i)}
 }
 
 // Save replaces group i's file durably.
-func (g *Groups) Save(i int, grp heidface.EncGroup) error {
-	return WriteFileFunc(g.path(i), 0o600, func(f *os.File) error { return g.p.WriteGroup(f, grp) })
+func (g *Groups) Save(i int, h heidface.GroupHeader, grp heidface.EncGroup) error {
+	return WriteFileFunc(g.Name(i), 0o600, func(f *os.File) error { return g.p.WriteGroup(f, h, grp) })
 }
 
-// KeyFile holds one key in heidface's checksummed key-file format.
-type KeyFile string
+// KeyFile holds one key in heidface's checksummed key-file format, bound
+// to a cluster and its key server.
+type KeyFile struct {
+	Path string
+	Bind heidface.KeyBinding
+}
 
-// Load returns the key's binary form; os.ErrNotExist if there is none.
+func (k KeyFile) String() string { return k.Path }
+
+// Load returns the key's binary form; os.ErrNotExist if there is none. A
+// file bound to another cluster or key server is refused.
 func (k KeyFile) Load(kind heidface.KeyKind) ([]byte, error) {
-	b, err := os.ReadFile(string(k))
+	b, err := os.ReadFile(k.Path)
 	if err != nil {
 		return nil, err
 	}
-	key, err := heidface.ParseKeyFile(b, kind)
+	key, bind, err := heidface.ParseKeyFile(b, kind)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", k, err)
+		return nil, fmt.Errorf("%s: %w", k.Path, err)
+	}
+	if bind != k.Bind {
+		return nil, &FileBindingError{k.Path, fmt.Sprintf("this key file belongs to %s, not to this cluster's (%s): it was copied from another cluster or key server. "+
+			"Put this server's own key file back (from its backup)", bind, k.Bind)}
 	}
 	return key, nil
+}
+
+// Fingerprint loads the public key and returns its fingerprint
+// (heidface.Fingerprint), what an HE local server's files are bound to.
+func (k KeyFile) Fingerprint() ([32]byte, error) {
+	pk, err := k.Load(heidface.PublicKeyFile)
+	if err != nil {
+		return [32]byte{}, err
+	}
+	return heidface.Fingerprint(pk), nil
 }
 
 // Save writes the key durably, readable by the owner only if secret.
@@ -72,7 +136,7 @@ func (k KeyFile) Save(kind heidface.KeyKind, key []byte) error {
 	if kind == heidface.SecretKeyFile {
 		perm = 0o600
 	}
-	return WriteFile(string(k), heidface.MarshalKeyFile(kind, key), perm)
+	return WriteFile(k.Path, heidface.MarshalKeyFile(kind, k.Bind, key), perm)
 }
 
 // HEKey is the key server's key pair in the scheme's binary forms.
@@ -86,18 +150,18 @@ type HEKey struct {
 // damaged key is never replaced, because a new key cannot decrypt the
 // databases encrypted under the old one (the key server would answer
 // with random rows).
-func LoadHEKey(dir string, p heidface.Scheme, log *slog.Logger) (*HEKey, error) {
-	return loadHEKey(dir, p, log, true)
+func LoadHEKey(dir string, p heidface.Scheme, bind heidface.KeyBinding, log *slog.Logger) (*HEKey, error) {
+	return loadHEKey(dir, p, bind, log, true)
 }
 
 // CheckHEKey reads and checks the key server's key pair in dir, never
 // creating one (fsck).
-func CheckHEKey(dir string, p heidface.Scheme, log *slog.Logger) (*HEKey, error) {
-	return loadHEKey(dir, p, log, false)
+func CheckHEKey(dir string, p heidface.Scheme, bind heidface.KeyBinding, log *slog.Logger) (*HEKey, error) {
+	return loadHEKey(dir, p, bind, log, false)
 }
 
-func loadHEKey(dir string, p heidface.Scheme, log *slog.Logger, create bool) (*HEKey, error) {
-	skf, pkf := KeyFile(filepath.Join(dir, "secret.key")), KeyFile(filepath.Join(dir, "public.key"))
+func loadHEKey(dir string, p heidface.Scheme, bind heidface.KeyBinding, log *slog.Logger, create bool) (*HEKey, error) {
+	skf, pkf := KeyFile{filepath.Join(dir, "secret.key"), bind}, KeyFile{filepath.Join(dir, "public.key"), bind}
 	skb, skErr := skf.Load(heidface.SecretKeyFile)
 	pkb, pkErr := pkf.Load(heidface.PublicKeyFile)
 	if create && errors.Is(skErr, os.ErrNotExist) && errors.Is(pkErr, os.ErrNotExist) {
@@ -115,7 +179,7 @@ func loadHEKey(dir string, p heidface.Scheme, log *slog.Logger, create bool) (*H
 		return &HEKey{Secret: skb, Public: pkb}, nil
 	}
 	refuse := func(what string, err error) error {
-		return fmt.Errorf("key server: %s: %v. It will not generate a new key pair, which could not decrypt the local servers' databases: restore %s and public.key from your backup. To start a new cluster instead, remove both key files and every local server's data", what, err, filepath.Join(dir, "secret.key"))
+		return fmt.Errorf("key server: %s: %w. It will not generate a new key pair, which could not decrypt the local servers' databases: restore %s and public.key from your backup. To start a new cluster instead, remove both key files and every local server's data", what, err, filepath.Join(dir, "secret.key"))
 	}
 	if skErr != nil {
 		return nil, refuse("the secret key cannot be read", skErr)
