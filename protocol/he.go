@@ -120,6 +120,9 @@ type HEDelete struct {
 	Seq uint64
 	ID  string
 	Row uint32
+	// Auth is the operator's signature of the deletion, which every local
+	// server checks (the key server gets neither id nor Auth).
+	Auth Auth
 }
 
 func (m *HEDelete) Type() Type { return THEDelete }
@@ -127,9 +130,11 @@ func (m *HEDelete) marshal(e *wire.Enc) {
 	e.U64(m.Seq)
 	e.Str(m.ID)
 	e.U32(m.Row)
+	MarshalAuth(e, m.Auth)
 }
 func (m *HEDelete) unmarshal(d *wire.Dec) {
 	m.Seq, m.ID, m.Row = d.U64(), d.Str(MaxIDLen), d.U32()
+	m.Auth = UnmarshalAuth(d)
 	if d.Err == nil && m.Seq == 0 {
 		d.Fail("change number 0")
 	}

@@ -342,7 +342,7 @@ func TestChangesOnlyFromTheSequencer(t *testing.T) {
 		t.Fatal(err)
 	}
 	share := append(append([]byte(nil), network.WordBytes(z.Plus)...), network.WordBytes(z.Minus)...)
-	del := &protocol.HEDelete{Seq: 2, ID: "a-3", Row: 3}
+	del := &protocol.HEDelete{Seq: 2, ID: "a-3", Row: 3, Auth: c.Sign(protocol.OpDelete, "a-3")}
 	msgs := map[string]protocol.Msg{
 		"delete":  del,
 		"abort":   &protocol.HEDecide{Seq: 2, Txn: protocol.TxnID{7}, Base: 10, N: 4},
@@ -505,4 +505,63 @@ func TestDeletedRowsNeverCount(t *testing.T) {
 	check("after deleting 17 of the matching rows")
 	c.Restart("key")
 	check("after the key server restarted")
+}
+
+// TestOnlyOperatorsChangeTheGallery is issue 17 item 5 in mode he: at
+// bfed9c1 a local server could delete any row (a Delete it sent the
+// sequencer as a party was applied), and the sequencer could order any
+// deletion or enrollment at the others. Now every enrollment and deletion
+// carries an operator's signature that every local server checks, and a
+// signature's nonce is accepted once, also after a restart.
+func TestOnlyOperatorsChangeTheGallery(t *testing.T) {
+	c := start(t, 2)
+	xs := templates(6, 61)
+	if err := c.Client("client", "").Enroll(ctx(t), items(xs, "a")); err != nil {
+		t.Fatal(err)
+	}
+	var pe *protocol.Error
+	forbidden := func(what, from, to string, m protocol.Msg) {
+		t.Helper()
+		if _, err := network.Call(ctx(t), c.Dialer(from), to, m); !errors.As(err, &pe) || pe.Code != protocol.CodeForbidden {
+			t.Fatalf("%s: %v, want forbidden", what, err)
+		}
+	}
+	forbidden("p2 deletes a row unsigned", "p2", "p1", &protocol.Delete{ID: "a-0"})
+	forbidden("p2 deletes with another id's signature", "p2", "p1", &protocol.Delete{Auth: c.Sign(protocol.OpDelete, "a-1"), ID: "a-0"})
+	forbidden("p2 enrolls unsigned", "p2", "p1", &protocol.Enroll{Items: items(templates(1, 62), "m")})
+	g, err := c.RowMap("p2", "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	forbidden("the sequencer orders an unsigned deletion", "p1", "p2", &protocol.HEDelete{Seq: 2, ID: "a-0", Row: 0})
+	z, err := template.Transform(templates(1, 63)[0], c.P.Alpha())
+	if err != nil {
+		t.Fatal(err)
+	}
+	share := append(append([]byte(nil), network.WordBytes(z.Plus)...), network.WordBytes(z.Minus)...)
+	forbidden("the sequencer prepares an unsigned enrollment", "p1", "p2", &protocol.Prepare{Txn: protocol.TxnID{9}, Dim: dim, Base: g[0].Rows,
+		Ops: []protocol.Op{{Kind: protocol.OpPut, Seq: g[0].Rows, ID: "mallory", Share: share}}})
+
+	// The operator deletes a-0 through p2; the signed request, kept and
+	// replayed after a-0 is enrolled again, is refused at the sequencer,
+	// and the sequencer's replay of its signed change at p2.
+	del := &protocol.Delete{Auth: c.Sign(protocol.OpDelete, "a-0"), ID: "a-0"}
+	if _, err := network.Call(ctx(t), c.Dialer("client"), "p2", del); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Client("client", "").Enroll(ctx(t), items(xs[:1], "a")); err != nil {
+		t.Fatal(err)
+	}
+	forbidden("a replayed deletion", "client", "p1", del)
+	forbidden("a replayed change", "p1", "p2", &protocol.HEDelete{Seq: 4, ID: "a-0", Row: 6, Auth: del.Auth})
+	c.Restart("p1")
+	c.Restart("p2")
+	forbidden("a replayed deletion after a restart", "client", "p1", del)
+	forbidden("a replayed change after a restart", "p1", "p2", &protocol.HEDelete{Seq: 4, ID: "a-0", Row: 6, Auth: del.Auth})
+	for i, x := range xs {
+		r, err := c.Client("device", "").Identify(ctx(t), x, 1)
+		if want := fmt.Sprintf("a-%d", i); err != nil || len(r.Candidates) != 1 || r.Candidates[0].ID != want {
+			t.Fatalf("%s after the attempts: %+v %v", want, r, err)
+		}
+	}
 }

@@ -233,9 +233,10 @@ func (l *Local) change(m protocol.Msg) *protocol.Error {
 		}
 	case *protocol.HEDelete:
 		m.Seq = l.seq + 1
-		if err := l.appendChange(encodeDelete(m.Seq, m.ID, int(m.Row))); err != nil {
+		if err := l.appendChange(encodeAuth(m.Auth), encodeDelete(m.Seq, m.ID, int(m.Row))); err != nil {
 			return l.fatal(err)
 		}
+		l.nonces[m.Auth.Nonce] = struct{}{}
 		l.remove(m.ID, int(m.Row))
 	}
 	l.history = append(l.history, m)
@@ -294,12 +295,12 @@ func (l *Local) enroll(ctx context.Context, m *protocol.Enroll) protocol.Msg {
 	if err != nil {
 		return protocol.Errorf(protocol.CodeBadRequest, "%v", err)
 	}
-	ids := make([]string, len(m.Items))
-	for i, it := range m.Items {
-		ids[i] = it.ID
-	}
+	ids := m.IDs()
 	l.changeMu.Lock()
 	defer l.changeMu.Unlock()
+	if perr := l.authorized(m.Auth, protocol.OpPut, ids); perr != nil {
+		return perr
+	}
 	if err := l.syncAll(ctx, l.others()); err != nil {
 		return protocol.Errorf(protocol.CodeUnavailable, "%v", err)
 	}
@@ -317,7 +318,7 @@ func (l *Local) enroll(ctx context.Context, m *protocol.Enroll) protocol.Msg {
 		return protocol.Errorf(protocol.CodeInternal, "%v", err)
 	}
 	var failed []string
-	if err := l.addRows(txn, base, ids, zs); err != nil {
+	if err := l.addRows(txn, base, m.Auth, ids, zs); err != nil {
 		if l.failed.Load() {
 			return engine.AsError(err, protocol.CodeUnavailable)
 		}
@@ -325,7 +326,7 @@ func (l *Local) enroll(ctx context.Context, m *protocol.Enroll) protocol.Msg {
 	}
 	var code protocol.Code
 	if len(failed) == 0 && l.p.Mu() > 1 {
-		prep := &protocol.Prepare{Txn: txn, Dim: uint16(l.p.Dim()), Base: uint32(base)}
+		prep := &protocol.Prepare{Txn: txn, Dim: uint16(l.p.Dim()), Base: uint32(base), Auth: m.Auth}
 		for i, z := range zs {
 			prep.Ops = append(prep.Ops, protocol.Op{Kind: protocol.OpPut, Seq: uint32(base + i), ID: ids[i], Share: ternaryBytes(z)})
 		}
@@ -381,11 +382,12 @@ var afterReserve atomic.Pointer[func(self string)]
 
 // addRows reserves slots base.. for ids in the log, then encrypts and adds
 // one delta per group the rows fall in, saving each group file.
-func (l *Local) addRows(txn protocol.TxnID, base int, ids []string, zs []template.Ternary) error {
-	if _, err := l.log.Append(encodeReserve(&reserve{Txn: txn, Base: uint32(base), IDs: ids})); err != nil {
+func (l *Local) addRows(txn protocol.TxnID, base int, auth protocol.Auth, ids []string, zs []template.Ternary) error {
+	if _, err := l.log.Append(encodeAuth(auth), encodeReserve(&reserve{Txn: txn, Base: uint32(base), IDs: ids})); err != nil {
 		return l.fatal(err)
 	}
 	l.mu.Lock()
+	l.nonces[auth.Nonce] = struct{}{}
 	l.reserve(ids)
 	l.mu.Unlock()
 	if h := afterReserve.Load(); h != nil {
@@ -476,8 +478,11 @@ func (l *Local) prepare(_ context.Context, r engine.Request) protocol.Msg {
 	if len(ids) == 0 {
 		return protocol.Errorf(protocol.CodeBadRequest, "empty enrollment")
 	}
+	if perr := l.authorized(m.Auth, protocol.OpPut, ids); perr != nil {
+		return perr
+	}
 	l.pending = &reserve{Txn: m.Txn, Base: m.Base, IDs: ids}
-	if err := l.addRows(m.Txn, base, ids, zs); err != nil {
+	if err := l.addRows(m.Txn, base, m.Auth, ids, zs); err != nil {
 		return protocol.Errorf(protocol.CodeInternal, "%s: %v", l.env.Self, err)
 	}
 	return &protocol.Vote{Txn: m.Txn}
@@ -536,9 +541,16 @@ func (l *Local) apply(m protocol.Msg) *protocol.Error {
 		l.decided(p, m.Commit)
 		l.pending = nil
 	case *protocol.HEDelete:
-		if err := l.appendChange(encodeDelete(m.Seq, m.ID, int(m.Row))); err != nil {
+		if _, used := l.nonces[m.Auth.Nonce]; used {
+			return protocol.Errorf(protocol.CodeForbidden, "the deletion replays an operator signature that was used before: refused")
+		}
+		if key, ok := l.p.OperatorKey(m.Auth.Signer); !ok || !m.Auth.Verify(key, l.p.ClusterID(), protocol.OpDelete, []string{m.ID}) {
+			return protocol.Errorf(protocol.CodeForbidden, "the deletion of %q is not signed by an operator of this cluster: refused", m.ID)
+		}
+		if err := l.appendChange(encodeAuth(m.Auth), encodeDelete(m.Seq, m.ID, int(m.Row))); err != nil {
 			return l.fatal(err)
 		}
+		l.nonces[m.Auth.Nonce] = struct{}{}
 		if ref, ok := l.index.Lookup(m.ID); ok && ref.Seq == int(m.Row) {
 			l.remove(m.ID, ref.Seq)
 		}
@@ -618,6 +630,9 @@ func (l *Local) onDelete(ctx context.Context, r engine.Request) protocol.Msg {
 func (l *Local) delete(ctx context.Context, m *protocol.Delete) protocol.Msg {
 	l.changeMu.Lock()
 	defer l.changeMu.Unlock()
+	if perr := l.authorized(m.Auth, protocol.OpDelete, []string{m.ID}); perr != nil {
+		return perr
+	}
 	l.syncAll(ctx, l.others()) // best effort: the deletion is ordered after what they miss either way
 	l.mu.Lock()
 	ref, ok := l.index.Lookup(m.ID)
@@ -625,7 +640,7 @@ func (l *Local) delete(ctx context.Context, m *protocol.Delete) protocol.Msg {
 		l.mu.Unlock()
 		return protocol.Errorf(protocol.CodeUnknownID, "id %q is not enrolled", m.ID)
 	}
-	d := &protocol.HEDelete{ID: m.ID, Row: uint32(ref.Seq)}
+	d := &protocol.HEDelete{ID: m.ID, Row: uint32(ref.Seq), Auth: m.Auth}
 	perr := l.change(d)
 	l.mu.Unlock()
 	if perr != nil {

@@ -90,6 +90,9 @@ type Local struct {
 	// history is the sequencer's every change in order (history[i] is
 	// change i+1), to bring a lagging local server up to date.
 	history []protocol.Msg
+	// nonces holds every operator nonce this server logged, so that no
+	// signed enrollment or deletion applies twice.
+	nonces map[[16]byte]struct{}
 
 	changeMu sync.Mutex // one change at a time: slots and change numbers are assigned in order
 	pending  *reserve   // participant: prepared, undecided (at most one)
@@ -107,7 +110,8 @@ type localReplay struct {
 	last        *reserve
 	lastDecided bool
 	records     int
-	key         *keyRecord // the row log's first record
+	key         *keyRecord     // the row log's first record
+	auth        *protocol.Auth // the signature of the next reservation or deletion
 }
 
 // NewLocal makes local server env.Self: it loads the public key, fetching
@@ -125,7 +129,7 @@ func NewLocal(ctx context.Context, env engine.Env, groups Groups, keys Keys, exi
 	}
 	ks, _ := p.KeyServer()
 	l := &Local{env: env, p: p, he: p.HE(), store: groups, self: k, keySrv: ks.Name,
-		synced: map[string]bool{}, tr: engine.NewTransformers(p.Dim(), p.Beta()),
+		synced: map[string]bool{}, nonces: map[[16]byte]struct{}{}, tr: engine.NewTransformers(p.Dim(), p.Beta()),
 		replay: &localReplay{pending: map[protocol.TxnID]*reserve{}}}
 	l.index = rowmap.NewIndex(func(r rowmap.Ref) string { return l.ids.At(r.Seq) })
 	l.live = bitset.New(0)
@@ -203,6 +207,22 @@ func (l *Local) publicKey(ctx context.Context, keys Keys, existing []string) ([]
 	}
 }
 
+// authorized checks that an operator signed op on exactly ids for this
+// cluster with a nonce this server never logged (caller holds changeMu).
+func (l *Local) authorized(a protocol.Auth, op protocol.OpKind, ids []string) *protocol.Error {
+	key, ok := l.p.OperatorKey(a.Signer)
+	if !ok || !a.Verify(key, l.p.ClusterID(), op, ids) {
+		return protocol.Errorf(protocol.CodeForbidden, "the %s of %d rows is not signed by an operator of this cluster (signer %q): only an operator's client, with its own key, may change the gallery", op, len(ids), a.Signer)
+	}
+	l.mu.RLock()
+	_, used := l.nonces[a.Nonce]
+	l.mu.RUnlock()
+	if used {
+		return protocol.Errorf(protocol.CodeForbidden, "the %s of %d rows replays an operator signature that was used before (nonce %x): sign the request again", op, len(ids), a.Nonce[:8])
+	}
+	return nil
+}
+
 // more says how many names a list left out.
 func more(n int) string {
 	if n <= 0 {
@@ -234,6 +254,13 @@ func (l *Local) Replay(en store.Entry) error {
 		return fmt.Errorf("hemode: the row log does not start with the public key it is bound to: it was written by an earlier idface. " +
 			"This build refuses it (its group files are refused too): run the earlier release to finish with that data, or start a new cluster and enroll again")
 	}
+	auth := r.auth
+	r.auth = nil
+	if rec.typ == recAuth {
+		r.auth = &rec.auth
+		l.nonces[rec.auth.Nonce] = struct{}{}
+		return nil
+	}
 	if rec.typ != recReserve {
 		if rec.seq != l.seq+1 {
 			return fmt.Errorf("change %d after change %d", rec.seq, l.seq)
@@ -263,7 +290,11 @@ func (l *Local) Replay(en store.Entry) error {
 		if ref, ok := l.index.Lookup(rec.id); ok && ref.Seq == rec.row {
 			l.remove(rec.id, ref.Seq)
 		}
-		l.history = append(l.history, &protocol.HEDelete{Seq: rec.seq, ID: rec.id, Row: uint32(rec.row)})
+		d := &protocol.HEDelete{Seq: rec.seq, ID: rec.id, Row: uint32(rec.row)}
+		if auth != nil {
+			d.Auth = *auth
+		}
+		l.history = append(l.history, d)
 	}
 	return nil
 }
@@ -408,10 +439,10 @@ func (l *Local) lastLive(lo, hi int) (int, bool) {
 	return 0, false
 }
 
-// appendChange logs change l.seq+1 and advances l.seq (caller holds mu or
-// recovers).
-func (l *Local) appendChange(rec store.Record) error {
-	if _, err := l.log.Append(rec); err != nil {
+// appendChange logs change l.seq+1 (after the records that go with it)
+// and advances l.seq (caller holds mu or recovers).
+func (l *Local) appendChange(recs ...store.Record) error {
+	if _, err := l.log.Append(recs...); err != nil {
 		return err
 	}
 	l.seq++

@@ -19,7 +19,18 @@ const (
 	// key's generation. A log that does not start with it was written by
 	// an earlier idface and is refused.
 	recKey uint8 = 4
+	// recAuth is the operator's signature of the reservation or deletion
+	// that follows it (appended with it, in one write): its nonce is never
+	// accepted again, and a deletion keeps its signature for the servers
+	// the sequencer brings up to date.
+	recAuth uint8 = 5
 )
+
+func encodeAuth(a protocol.Auth) store.Record {
+	e := wire.Enc{}
+	protocol.MarshalAuth(&e, a)
+	return store.Record{Type: recAuth, Sealed: e.B}
+}
 
 // Generation is the key generation written into new row logs and group
 // files (a share or key epoch later; a file of another generation is
@@ -87,6 +98,7 @@ type record struct {
 	id     string
 	row    int
 	key    keyRecord
+	auth   protocol.Auth
 }
 
 func decodeRecord(en store.Entry) (record, error) {
@@ -113,6 +125,8 @@ func decodeRecord(en store.Entry) (record, error) {
 	case recKey:
 		d.Fixed(r.key.Key[:])
 		r.key.Generation = d.U64()
+	case recAuth:
+		r.auth = protocol.UnmarshalAuth(&d)
 	default:
 		return r, fmt.Errorf("hemode: record type %d in a row log", en.Type)
 	}

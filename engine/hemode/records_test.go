@@ -73,3 +73,16 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 	})
 }
+
+// TestAuthRecordGolden pins the operator-signature record that precedes a
+// reservation or a deletion (added after records.txt, which it leaves
+// unchanged).
+func TestAuthRecordGolden(t *testing.T) {
+	a := protocol.Auth{Signer: "op", Nonce: [16]byte{7, 7}, Sig: []byte{0x30, 1, 2, 3}}
+	r := encodeAuth(a)
+	golden.Check(t, "authrecord.txt", "TestAuthRecordGolden", fmt.Sprintf("type=%d sealed=%s\n", r.Type, hex.EncodeToString(r.Sealed)))
+	got, err := decodeRecord(store.Entry{Record: r})
+	if err != nil || got.typ != recAuth || !reflect.DeepEqual(got.auth, a) {
+		t.Fatalf("%+v %v", got, err)
+	}
+}
