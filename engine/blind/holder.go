@@ -341,8 +341,8 @@ func (h *Holder[E]) sendShare(ctx context.Context, qid [16]byte, vec []E, topK i
 func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg {
 	m := r.Msg.(*protocol.Identify)
 	topK := int(m.TopK)
-	if topK > h.p.MaxTopK() {
-		return protocol.Errorf(protocol.CodeBadRequest, "top %d: this cluster answers with at most %d candidates", topK, h.p.MaxTopK())
+	if perr := engine.CheckTopK(h.p, topK); perr != nil {
+		return perr
 	}
 	tr := h.query.Get()
 	y := make([]int8, h.p.Dim())
@@ -472,11 +472,12 @@ func (h *Holder[E]) answer(res *protocol.DecideResult, v view, sigma *additive.S
 	case !reveal && len(res.Scores) != 0:
 		return protocol.Errorf(protocol.CodeInternal, "the decider sent scores to a cluster that hides them")
 	}
-	out := &protocol.IdentifyOK{Alpha: uint16(h.p.Alpha()), Beta: uint16(h.p.Beta()), ScoresHidden: !reveal}
-	out.BytesTotal = own // the entry's stream with the decider, both ways
+	ans := engine.NewAnswer(h.p, topK)
+	total := own // the entry's stream with the decider, both ways
 	for _, b := range helpers {
-		out.BytesTotal += b
+		total += b
 	}
+	ans.Bytes(0, 0, total)
 	positions := make([]int, len(res.Positions))
 	for i, q := range res.Positions {
 		positions[i] = int(q)
@@ -488,7 +489,6 @@ func (h *Holder[E]) answer(res *protocol.DecideResult, v view, sigma *additive.S
 	if err != nil {
 		return protocol.Errorf(protocol.CodeInternal, "the decider's positions: %v", err)
 	}
-	thr := h.p.Threshold()
 	h.RLock()
 	defer h.RUnlock()
 	for i, row := range rows {
@@ -499,16 +499,13 @@ func (h *Holder[E]) answer(res *protocol.DecideResult, v view, sigma *additive.S
 		if v.live[row/64]>>(row%64)&1 == 0 {
 			continue // deleted rows never win
 		}
-		c := protocol.Candidate{ID: h.ID(s, row-v.off[s])}
 		if reveal {
-			c.Score = res.Scores[i]
+			ans.Scored(h.ID(s, row-v.off[s]), int(res.Scores[i]))
+		} else {
+			ans.Passed(h.ID(s, row-v.off[s])) // the decider kept only rows at the threshold
 		}
-		if len(out.Candidates) == 0 { // the best kept candidate decides
-			out.Accepted = !reveal || int(c.Score) >= thr
-		}
-		out.Candidates = append(out.Candidates, c)
 	}
-	return out
+	return ans.Done()
 }
 
 // serveQuery answers an entry's query as a helper: check the query has the

@@ -565,3 +565,27 @@ func TestOnlyOperatorsChangeTheGallery(t *testing.T) {
 		}
 	}
 }
+
+// TestTopKCapped: the HE entry refuses a top-K above the cluster's cap
+// before any work, like every other mode (at bfed9c1 it never checked
+// MaxTopK and summed and sent every group before the key server refused;
+// one answer path now, engine.Answer).
+func TestTopKCapped(t *testing.T) {
+	lit := inproc.Literal(config.Literal{Mode: config.ModeHE, Dim: dim, Alpha: 16, Beta: 8, MaxTopK: 3,
+		Timeout: config.Duration(20 * time.Second)}, 1)
+	c := inproc.Start(t, lit)
+	xs := templates(4, 71)
+	if err := c.Client("client", "").Enroll(ctx(t), items(xs, "a")); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := c.Client("device", "").Identify(ctx(t), xs[0], 3); err != nil || !r.Accepted || r.Candidates[0].ID != "a-0" {
+		t.Fatalf("top 3: %+v %v", r, err)
+	}
+	// Refused by the entry before any work: the key server (which checks
+	// too, after every group was summed and sent) is not even needed.
+	c.Stop("key")
+	var pe *protocol.Error
+	if _, err := c.Client("device", "").Identify(ctx(t), xs[0], 4); !errors.As(err, &pe) || pe.Code != protocol.CodeBadRequest {
+		t.Fatalf("top 4 of a cluster that answers 3: %v", err)
+	}
+}

@@ -19,6 +19,9 @@ func (l *Local) identify(ctx context.Context, r engine.Request) protocol.Msg {
 	if !l.sequencer() && !l.caughtUp.Load() {
 		return protocol.Errorf(protocol.CodeUnavailable, "%s has not caught up with the sequencer's changes since it started (a deletion may be missing); it answers once %s has brought it up to date", l.env.Self, l.p.Party(0).Name)
 	}
+	if perr := engine.CheckTopK(l.p, int(m.TopK)); perr != nil {
+		return perr
+	}
 	y, err := l.tr.Apply(m.Template)
 	if err != nil {
 		return protocol.Errorf(protocol.CodeBadRequest, "%v", err)
@@ -33,9 +36,9 @@ func (l *Local) identify(ctx context.Context, r engine.Request) protocol.Msg {
 	live := make([]uint64, template.Words(rows)) // the key server's copy
 	copy(live, l.live.Words())
 	l.mu.RUnlock()
-	resp := &protocol.IdentifyOK{ScoresHidden: true, Alpha: uint16(l.p.Alpha()), Beta: uint16(l.p.Beta())}
+	ans := engine.NewAnswer(l.p, int(m.TopK)) // mode he never reveals scores (config)
 	if nlive == 0 {
-		return resp
+		return ans.Done()
 	}
 	s, err := l.env.Net.Open(ctx, l.keySrv)
 	if err != nil {
@@ -119,11 +122,9 @@ func (l *Local) identify(ctx context.Context, r engine.Request) protocol.Msg {
 			l.mu.RUnlock()
 			return protocol.Errorf(protocol.CodeInternal, "key server returned row %d, which is not live", row)
 		}
-		resp.Candidates = append(resp.Candidates, protocol.Candidate{ID: l.ids.At(int(row))})
+		ans.Passed(l.ids.At(int(row)))
 	}
 	l.mu.RUnlock()
-	resp.Accepted = len(resp.Candidates) > 0
-	resp.BytesSent, resp.BytesRecv = uint64(s.Sent()), uint64(s.Received())
-	resp.BytesTotal = resp.BytesSent + resp.BytesRecv
-	return resp
+	ans.Bytes(uint64(s.Sent()), uint64(s.Received()), uint64(s.Sent()+s.Received()))
+	return ans.Done()
 }

@@ -43,17 +43,10 @@ func (e *Engine) identify(ctx context.Context, r engine.Request) protocol.Msg {
 		return protocol.Errorf(protocol.CodeBadRequest, "%v", err)
 	}
 	topK := int(m.TopK)
-	if topK > e.p.MaxTopK() {
-		return protocol.Errorf(protocol.CodeBadRequest, "top %d: this cluster answers with at most %d candidates", topK, e.p.MaxTopK())
+	if perr := engine.CheckTopK(e.p, topK); perr != nil {
+		return perr
 	}
-	// The answer reveals the decision only: accepted rows, no scores. A
-	// research cluster (reveal_scores) answers with scores and rows below
-	// the threshold too.
-	reveal := e.p.RevealScores()
-	floor := e.p.Threshold()
-	if reveal {
-		floor = -e.p.Beta()
-	}
+	floor := engine.ScoreFloor(e.p) // scores below it are never kept
 	sel := sharing.NewSelection(y)
 	n := 2 * sel.Beta
 	bw := e.p.BlockWords()
@@ -138,7 +131,7 @@ func (e *Engine) identify(ctx context.Context, r engine.Request) protocol.Msg {
 	}
 
 	matches := sharing.Merge(topK, scorers[0].Result(), scorers[1].Result())
-	resp := &protocol.IdentifyOK{Alpha: uint16(e.p.Alpha()), Beta: uint16(e.p.Beta()), ScoresHidden: !reveal}
+	ans := engine.NewAnswer(e.p, topK)
 	e.RLock()
 	if e.Digest().DeletedSince(g) { // an erased share may have been scored
 		e.RUnlock()
@@ -149,20 +142,16 @@ func (e *Engine) identify(ctx context.Context, r engine.Request) protocol.Msg {
 		for mt.Row >= segOff[s+1]*64 {
 			s++
 		}
-		c := protocol.Candidate{ID: e.ID(s, mt.Row-segOff[s]*64)}
-		if reveal {
-			c.Score = int32(mt.Score)
-		}
-		resp.Candidates = append(resp.Candidates, c)
+		ans.Scored(e.ID(s, mt.Row-segOff[s]*64), mt.Score)
 	}
 	e.RUnlock()
-	resp.Accepted = len(matches) > 0 && matches[0].Score >= e.p.Threshold()
+	var sent, recv uint64
 	for _, ps := range peers {
-		resp.BytesSent += uint64(ps.s.Sent())
-		resp.BytesRecv += uint64(ps.s.Received())
+		sent += uint64(ps.s.Sent())
+		recv += uint64(ps.s.Received())
 	}
-	resp.BytesTotal = resp.BytesSent + resp.BytesRecv // every server-to-server byte of the query
-	return resp
+	ans.Bytes(sent, recv, sent+recv) // every server-to-server byte of the query
+	return ans.Done()
 }
 
 // scoreBlock splits one block's words over the two scorers (both cores).
