@@ -38,7 +38,7 @@ const (
 	ModeMPC Mode = "mpc" // (mu,nu)-MPCFace: mu parties with XOR shares (App. H)
 	ModeHE  Mode = "he"  // IDFace: encrypted database and a key server (4.3, App. H)
 	// ModeBlind keeps additive shares at mu holders and asks a decider that
-	// holds no share for the best rows (SPEC 7): the entry learns only the
+	// holds no share for the best rows (docs/BLIND-NOTES.md, docs/SECURITY.md "Blind mode"): the entry learns only the
 	// answer.
 	ModeBlind Mode = "blind"
 )

@@ -31,7 +31,7 @@ func row(proto, phase string, mu, alpha, beta, ids int, bits float64) CommRow {
 		Bits: bits, MiB: bits / 8 / (1 << 20), MB: bits / 8 / 1e6}
 }
 
-// Paper parameters of IDFace (SPEC 3 and 6): CKKS with N_s = 4096 slots,
+// Paper parameters of IDFace (paper Sec. 4.3 and Table comp_res): CKKS with N_s = 4096 slots,
 // 50 usable bits and S_ct = 132 KB; Paillier with one 2048-bit plaintext
 // per ciphertext and S_ct = 0.5 KB (1 KB = 1000 bytes, as the paper).
 const (
@@ -119,7 +119,7 @@ func BlindIdentifyBits(ids, beta, mu, k int) float64 {
 
 // IdentifyFormula is the bytes one identification over rows rows moves
 // between the servers of cluster p, by the paper's formula (blind mode:
-// SPEC 7's), and the formula's name.
+// blind mode's), and the formula's name.
 func IdentifyFormula(p *config.Params, rows int) (string, float64) {
 	switch {
 	case p.HE() != nil:

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// The paper's tables to their printed precision (SPEC 6).
+// The paper's tables to their printed precision (paper Table comp_res).
 func TestCommCostReproducesPaper(t *testing.T) {
 	rows, err := CommCost(1_000_000, 512, 341, []int{341, 127, 63}, []int{3, 6, 11, 21})
 	if err != nil {

@@ -30,7 +30,7 @@ type EvalResult struct {
 	NonMated   int     `json:"non_mated_probes"`  //
 	GallerySz  int     `json:"gallery"`           //
 	Thresholds float64 `json:"threshold_at_far_1e-3"`
-	// Multi-level rows (Scores "levels", SPEC 7.1): the gallery and query
+	// Multi-level rows (Scores "levels", docs/BLIND-NOTES.md): the gallery and query
 	// transforms as "L:a1,...,aL".
 	GalleryLevels string `json:"gallery_levels,omitempty"`
 	QueryLevels   string `json:"query_levels,omitempty"`
@@ -121,8 +121,8 @@ func newEvalSet(xs [][]float32, labels []int, maxImpostor int, seed uint64) (*ev
 	return ev, nil
 }
 
-// LevelPair is a (gallery, query) pair of multi-level transforms (SPEC
-// 7.1); Gallery 1:alpha with Query 1:beta is the paper's ternary scoring.
+// LevelPair is a (gallery, query) pair of multi-level transforms
+// (docs/BLIND-NOTES.md); Gallery 1:alpha with Query 1:beta is the paper's ternary scoring.
 // A zero Gallery (no levels) keeps the gallery in float, <x/|x|, Q(y)>:
 // the ceiling any gallery transform can reach with that query.
 type LevelPair struct {

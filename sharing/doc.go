@@ -5,7 +5,7 @@
 // the bit-sliced scoring the entry party runs over the XOR of all parties'
 // gathered columns.
 //
-// The additive sharing of blind mode (SPEC 7) is in sharing/additive.
+// The additive sharing of blind mode (docs/BLIND-NOTES.md, docs/SECURITY.md "Blind mode") is in sharing/additive.
 //
 // # Security model
 //

@@ -14,7 +14,7 @@ const MaxLevels = 127
 // ErrLevels reports a malformed or out-of-range multi-level spec.
 var ErrLevels = errors.New("template: bad levels")
 
-// Levels are the counts a_1..a_L of a multi-level transform (SPEC 7.1): the
+// Levels are the counts a_1..a_L of a multi-level transform (docs/BLIND-NOTES.md "Ring and multi-level transforms"): the
 // a_1 coordinates of largest |x_j| become sign(x_j)*L, the next a_2 become
 // sign(x_j)*(L-1), ..., the a_L after them sign(x_j)*1, the rest 0. One
 // level with a_1 = a is the paper's T_a. The zero value is invalid.
@@ -91,7 +91,7 @@ func (lv Levels) Support() int {
 }
 
 // NormSq returns ||v||^2 = sum_l (L-l+1)^2 a_l, the same for every output.
-// (SPEC 7.1 writes sum l^2 a_l, which indexes the levels the other way.)
+// (The blind-mode design (docs/BLIND-NOTES.md) writes sum l^2 a_l, which indexes the levels the other way.)
 func (lv Levels) NormSq() int {
 	n, L := 0, len(lv.Counts)
 	for i, a := range lv.Counts {

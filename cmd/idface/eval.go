@@ -21,7 +21,7 @@ func cmdEval(args []string, stdout, stderr io.Writer) error {
 		"1e-3 and 1e-4, EER. Open-set identification (first sample of half the people\n"+
 		"enrolled): rank-1, TPIR at FPIR 1e-2 and 1e-3. For float cosines and for the\n"+
 		"ternary scores <T_alpha(x), T_beta(y)> of each beta. Labels: one per line.\n\n"+
-		"Multi-level transforms (blind mode, SPEC 7.1): \"L:a1,...,aL\" maps the a1\n"+
+		"Multi-level transforms (blind mode, docs/BLIND-NOTES.md): \"L:a1,...,aL\" maps the a1\n"+
 		"largest |x_j| to sign*L, the next a2 to sign*(L-1), ...; \"1:341\" is T_341.\n"+
 		"Each --gallery-levels x --query-levels pair adds a row scored <G(x), Q(y)>;\n"+
 		"a missing side defaults to 1:alpha (gallery) or 1:beta for each beta (query).\n"+

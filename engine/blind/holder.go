@@ -1,4 +1,4 @@
-// Package blind is the protocol engine of blind mode (SPEC 7): mu share
+// Package blind is the protocol engine of blind mode (docs/BLIND-NOTES.md, docs/SECURITY.md "Blind mode"): mu share
 // holders keep additive shares over Z_(2^k) of every enrolled row's
 // gallery vector G(x), and a decider that holds no share finds the best
 // rows in a randomly permuted, masked sum of the holders' score shares.

@@ -1,6 +1,6 @@
 package additive
 
-// Permute-and-mask (SPEC 7 "Identify"): from a per-query seed sigma every
+// Permute-and-mask (docs/BLIND-NOTES.md "Score-share kernel"): from a per-query seed sigma every
 // share holder derives the same uniform permutation pi of the n rows and
 // its own mask m_k, with sum_k m_k = 0 mod 2^k, and sends the decider
 // out[pi(i)] = s_k[i] + m_k[pi(i)]. The decider adds the mu vectors,

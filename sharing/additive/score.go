@@ -142,7 +142,7 @@ func swarOf[E Elem]() swar {
 }
 
 // ScoreShares computes this holder's score share of every row in [r0, r1):
-// out[i-r0] = sum_j y_j * v[i][j] mod 2^k (SPEC 7 "Identify"). Deleted
+// out[i-r0] = sum_j y_j * v[i][j] mod 2^k (docs/BLIND-NOTES.md "Score-share kernel"). Deleted
 // rows have zero shares and so zero score shares. out needs r1-r0 entries.
 func (s *Store[E]) ScoreShares(out []E, q *Query, r0, r1 int) error {
 	if err := s.checkScore(out, q, r0, r1); err != nil {

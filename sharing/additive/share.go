@@ -1,4 +1,4 @@
-// Package additive is the sharing of blind mode (SPEC 7): additive shares
+// Package additive is the sharing of blind mode (docs/BLIND-NOTES.md, docs/SECURITY.md "Blind mode"): additive shares
 // over Z_(2^k), k = 8 or 16. A gallery vector v in Z^d
 // (template.ApplyLevels) is split into mu shares that sum to v mod 2^k
 // (GenShare, or seeds that expand to shares); every share holder keeps its

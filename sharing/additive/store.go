@@ -14,7 +14,7 @@ import (
 const ChunkRows = 1 << 16
 
 // Store is one share holder's additive shares in column-major
-// form (SPEC 7 "Enrollment"): for every position j, one k-bit column over
+// form (docs/BLIND-NOTES.md "Shares and the store"): for every position j, one k-bit column over
 // all rows, so a query reads only the columns of its support. Each column
 // is uint64 words holding 64/k consecutive rows (the elements' memory
 // order), which the score kernel adds lane by lane (SWAR).
