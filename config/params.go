@@ -112,7 +112,8 @@ func (p *Params) Alpha() int   { return p.lit.Alpha }
 func (p *Params) Beta() int    { return p.lit.Beta }
 func (p *Params) Tau() float64 { return *p.lit.Tau }
 
-// Threshold is the least integer score accepted under tau (paper Sec. 4.1 and 4.3: <T_alpha(x), T_beta(y)> against tau).
+// Threshold is the least integer score accepted under tau (paper Sec.
+// 4.1 and 4.3: <T_alpha(x), T_beta(y)> against tau).
 func (p *Params) Threshold() int { return p.threshold }
 
 // RevealScores reports a research cluster whose answers carry scores.

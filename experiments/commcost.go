@@ -31,8 +31,8 @@ func row(proto, phase string, mu, alpha, beta, ids int, bits float64) CommRow {
 		Bits: bits, MiB: bits / 8 / (1 << 20), MB: bits / 8 / 1e6}
 }
 
-// Paper parameters of IDFace (paper Sec. 4.2 and 5.1, Table comp_res): CKKS with N_s = 4096 slots,
-// 50 usable bits and S_ct = 132 KB; Paillier with one 2048-bit plaintext
+// Paper parameters of IDFace (paper Sec. 4.2 and 5.1, Table comp_res):
+// CKKS with N_s = 4096 slots, 50 usable bits and S_ct = 132 KB; Paillier with one 2048-bit plaintext
 // per ciphertext and S_ct = 0.5 KB (1 KB = 1000 bytes, as the paper).
 const (
 	ckksSlots    = 4096
