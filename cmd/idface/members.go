@@ -178,6 +178,7 @@ func carryOver(old, given config.Literal, set map[string]bool, path string) (con
 	lit := old
 	if set["tau"] {
 		lit.Tau = given.Tau
+		lit.Calibration = nil // a tau given by hand replaces the calibrated one
 	}
 	if set["reveal-scores"] {
 		lit.RevealScores = given.RevealScores
@@ -210,7 +211,8 @@ func clusterAssemble(args []string, stdout, stderr io.Writer) error {
 	dim := fs.Int("dim", 0, fmt.Sprintf("template dimension d (default %d)", config.DefaultDim))
 	alpha := fs.Int("alpha", 0, "enrollment weight (default floor(2d/3))")
 	beta := fs.Int("beta", 0, fmt.Sprintf("query weight (default min(%d, alpha))", config.DefaultBeta))
-	tau := fs.Float64("tau", config.DefaultTau, "cosine threshold")
+	tau := fs.Float64("tau", config.DefaultTau, "cosine threshold (uncalibrated; see --calibration)")
+	cal := calibrationFlag(fs)
 	reveal := fs.Bool("reveal-scores", false, "research cluster: answers carry scores")
 	timeout := fs.Duration("timeout", config.DefaultTimeout, "request timeout between servers")
 	topK := fs.Int("max-top-k", config.DefaultMaxTopK, "most candidates one identify may return")
@@ -242,11 +244,21 @@ func clusterAssemble(args []string, stdout, stderr io.Writer) error {
 	}
 	settings := config.Literal{Mode: m, Dim: *dim, Alpha: *alpha, Beta: *beta, Tau: tau, RevealScores: *reveal,
 		Timeout: config.Duration(*timeout), MaxTopK: *topK, GalleryLevels: *levels.gallery, QueryLevels: *levels.query, Scheme: *scheme, Serial: 1}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if prev, err := config.LoadFile(*out); err == nil {
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		if settings, err = carryOver(prev.Literal(), settings, set, *out); err != nil {
 			return err
+		}
+		if *cal != "" {
+			before := settings
+			if err := applyCalibration(*cal, &settings, set); err != nil {
+				return err
+			}
+			if settings.Dim != before.Dim || settings.Alpha != before.Alpha || settings.Beta != before.Beta ||
+				settings.GalleryLevels != before.GalleryLevels || settings.QueryLevels != before.QueryLevels {
+				return fmt.Errorf("%s calibrates another transform than %s's (the servers' data follows that one): calibrate again with --alpha %d --beta %d", *cal, *out, before.Alpha, before.Beta)
+			}
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("%s exists but cannot be read (%v): move it away to start a new cluster", *out, err)
@@ -254,6 +266,11 @@ func clusterAssemble(args []string, stdout, stderr io.Writer) error {
 		var id [16]byte
 		rand.Read(id[:])
 		settings.ClusterID = hex.EncodeToString(id[:])
+		if *cal != "" {
+			if err := applyCalibration(*cal, &settings, set); err != nil {
+				return err
+			}
+		}
 	}
 	lit, err := config.Assemble(settings, descs)
 	if err != nil {
