@@ -74,10 +74,19 @@ func (c *Client) SetSigner(name string, key crypto.Signer) { c.name, c.key = nam
 // sign authorises op on ids, with a fresh nonce for each request.
 func (c *Client) sign(op protocol.OpKind, ids []string) (protocol.Auth, error) {
 	if c.key == nil {
-		return protocol.Auth{}, fmt.Errorf("this client has no operator key: only an operator (idface client init --role operator) may %s", op)
+		return protocol.Auth{}, notSent{fmt.Errorf("this client has no operator key: only an operator (idface client init --role operator) may %s", op)}
 	}
-	return protocol.Sign(c.key, c.name, c.p.ClusterID(), op, ids)
+	a, err := protocol.Sign(c.key, c.name, c.p.ClusterID(), op, ids)
+	if err != nil {
+		return a, notSent{err}
+	}
+	return a, nil
 }
+
+// notSent is a failure before a request left the client.
+type notSent struct{ error }
+
+func (e notSent) Unwrap() error { return e.error }
 
 // Close closes the connections.
 func (c *Client) Close() { c.d.Close() }
@@ -253,12 +262,14 @@ func addRange(rs []Range, r Range) []Range {
 }
 
 // Refused reports whether err is the cluster's definite refusal of a
-// change (it was rolled back everywhere), rather than a missing answer
+// change (it was rolled back everywhere) or a failure before the request
+// was sent, rather than a missing answer
 // (a timeout, a lost connection, or an entry that could not reach the
 // server deciding it), after which the change may or may not be applied.
 func Refused(err error) bool {
 	var pe *protocol.Error
-	return errors.As(err, &pe) && pe.Code != protocol.CodeUnavailable
+	var ns notSent
+	return errors.As(err, &ns) || (errors.As(err, &pe) && pe.Code != protocol.CodeUnavailable)
 }
 
 // EnrollAll enrolls n items (item(i) makes the i-th) in batches, with

@@ -1,20 +1,16 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"strings"
 	"time"
-
-	"github.com/schollz/progressbar/v3"
 
 	"github.com/idface/idface/client"
 	"github.com/idface/idface/config"
+	"github.com/idface/idface/internal/home"
 	"github.com/idface/idface/internal/npy"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/template"
@@ -42,123 +38,18 @@ func addClientFlags(fs *flag.FlagSet) clientFlags {
 }
 
 func (c clientFlags) open() (*config.Params, *client.Client, error) {
-	cfg, h, _, err := c.member.open("client")
-	if err != nil {
-		return nil, nil, err
-	}
-	cl, err := client.Open(cfg, h, *c.entry)
+	cfg, _, cl, err := c.openHome()
 	return cfg, cl, err
 }
 
-func cmdEnroll(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("enroll", "idface enroll --cluster DIR --id ID --template x.npy\n"+
-		"idface enroll --cluster DIR --ids ids.txt --templates X.npy [--batch 2048]\n\n"+
-		"Enrolls templates (float32/float64 .npy, one row each) under string ids. Each\n"+
-		"batch is acknowledged only when every party has stored its share durably;\n"+
-		"otherwise it is rolled back everywhere.", stderr)
-	cf := addClientFlags(fs)
-	id := fs.String("id", "", "id of a single template")
-	tmpl := fs.String("template", "", ".npy holding one template")
-	ids := fs.String("ids", "", "text file with one id per line (bulk)")
-	tmpls := fs.String("templates", "", ".npy with one template per id (bulk)")
-	batch := fs.Int("batch", 2048, "templates per transaction in bulk mode")
-	asJSON := fs.Bool("json", false, "print a JSON summary")
-	quiet := fs.Bool("quiet", false, "no progress bar")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	var idList []string
-	var path string
-	switch {
-	case *id != "" && *tmpl != "" && *ids == "" && *tmpls == "":
-		idList, path = []string{*id}, *tmpl
-	case *ids != "" && *tmpls != "" && *id == "" && *tmpl == "":
-		var err error
-		if idList, err = readIDs(*ids); err != nil {
-			return err
-		}
-		path = *tmpls
-	default:
-		fmt.Fprintln(stderr, "idface enroll: give either --id with --template, or --ids with --templates")
-		fs.Usage()
-		return errUsage
-	}
-	if *batch == 0 {
-		*batch = 2048
-	}
-	if *batch < 1 || *batch > protocol.MaxBatch {
-		return fmt.Errorf("--batch %d: want 1..%d", *batch, protocol.MaxBatch)
-	}
-	m, err := npy.ReadFile(path)
+// openHome is open that also returns the member's home.
+func (c clientFlags) openHome() (*config.Params, *home.Home, *client.Client, error) {
+	cfg, h, _, err := c.member.open("client")
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
-	if m.Rows != len(idList) {
-		return fmt.Errorf("%s has %d templates but %d ids were given", path, m.Rows, len(idList))
-	}
-	cfg, cl, err := cf.open()
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	if m.Cols != cfg.Dim() {
-		return fmt.Errorf("%s: templates have dimension %d, the cluster uses %d", path, m.Cols, cfg.Dim())
-	}
-	var bar *progressbar.ProgressBar
-	if len(idList) > *batch && !*quiet {
-		bar = progressbar.NewOptions(len(idList), progressbar.OptionSetWriter(stderr),
-			progressbar.OptionSetDescription("enrolling"), progressbar.OptionShowCount(), progressbar.OptionThrottle(200*time.Millisecond))
-	}
-	start := time.Now()
-	done, err := cl.EnrollAll(context.Background(), len(idList), func(i int) protocol.Item {
-		return protocol.Item{ID: idList[i], Template: m.RowF32(i, nil)}
-	}, client.Bulk{Batch: *batch, Timeout: *cf.timeout, Progress: func(done, _ int) {
-		if bar != nil {
-			bar.Set(done)
-		}
-	}})
-	if bar != nil {
-		if err != nil {
-			bar.Exit()
-		} else {
-			bar.Finish()
-		}
-		fmt.Fprintln(stderr)
-	}
-	if err != nil {
-		if be, ok := err.(*client.BulkError); ok && len(idList) == 1 {
-			return be.Err
-		}
-		return err
-	}
-	secs := time.Since(start).Seconds()
-	if *asJSON {
-		return json.NewEncoder(stdout).Encode(map[string]any{"enrolled": done, "seconds": secs, "per_second": float64(done) / secs, "entry": cl.Entry()})
-	}
-	fmt.Fprintf(stdout, "enrolled %d at every party in %.2f s\n", done, secs)
-	return nil
-}
-
-func readIDs(path string) ([]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var ids []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 64<<10)
-	for line := 1; sc.Scan(); line++ {
-		id := strings.TrimSpace(sc.Text())
-		if id == "" {
-			continue
-		}
-		if err := protocol.CheckID(id); err != nil {
-			return nil, fmt.Errorf("%s line %d: %v", path, line, err)
-		}
-		ids = append(ids, id)
-	}
-	return ids, sc.Err()
+	cl, err := client.Open(cfg, h, *c.entry)
+	return cfg, h, cl, err
 }
 
 // identifyLine is one query's result in --json output.
@@ -268,29 +159,5 @@ func cmdIdentify(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
-	return nil
-}
-
-func cmdDelete(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("delete", "idface delete --cluster DIR --id ID\n\nRevokes an enrolled id at every party (an unknown id is an error).", stderr)
-	cf := addClientFlags(fs)
-	id := fs.String("id", "", "id to revoke")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if err := required(fs, "id"); err != nil {
-		return err
-	}
-	_, cl, err := cf.open()
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), *cf.timeout)
-	defer cancel()
-	if err := cl.Delete(ctx, *id); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "deleted %s at every party\n", *id)
 	return nil
 }
