@@ -55,16 +55,17 @@ func cmdCalibrate(args []string, stdout, stderr io.Writer) error {
 		"rate (FPIR) on your own labelled templates, scored exactly as the cluster\n"+
 		"will score them (T_alpha x T_beta, or blind mode's levels). The templates\n"+
 		"are split open-set: the first template of the first half of the people\n"+
-		"(in label order) is enrolled; their other templates are mated searches,\n"+
-		"every template of the other half a non-mated search. The threshold is the\n"+
-		"least integer score at which at most the target share of non-mated\n"+
-		"searches returns an id; the TPIR is the share of mated searches that\n"+
-		"return the right id. Other transforms are measured at the same FPIR as\n"+
-		"suggestions. Writes the calibration (JSON) and a plot of TPIR against\n"+
+		"(in order of first appearance) is enrolled; their other templates are\n"+
+		"mated searches, every template of the other half a non-mated search. The\n"+
+		"threshold is the least integer score at which at most the target share of\n"+
+		"non-mated searches returns an id; the TPIR is the share of mated searches\n"+
+		"that return the right id. Other transforms are measured at the same FPIR\n"+
+		"as suggestions. Writes the calibration (JSON) and a plot of TPIR against\n"+
 		"FPIR; give the JSON to 'idface cluster init --calibration'.\n\n"+
 		"FPIR grows with the number of ids enrolled: calibrate with at least as\n"+
 		"many people as you will enroll (so twice as many labelled people), and\n"+
-		"with at least 10/target non-mated searches for the rate to be measured.\n\n"+
+		"with at least 1/target non-mated searches (better 10/target) for the\n"+
+		"rate to be measured.\n\n"+
 		input.Formats+"\nLabels: one per line, the same label for every template of one person.", stderr)
 	tmpls := fs.String("templates", "", "labelled templates: .npy, CSV or JSON lines")
 	labels := fs.String("labels", "", "one label (person) per template, one per line")
@@ -137,9 +138,9 @@ func cmdCalibrate(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "  FPIR %.4g: %d of %d non-mated searches return an id\n", c.FPIR, int(c.FPIR*float64(c.NonMated)+0.5), c.NonMated)
 	fmt.Fprintf(stdout, "  TPIR %.2f%%: %d of %d mated searches return the right id (rank-1 %.2f%% at any threshold)\n",
 		100*c.TPIR, int(c.TPIR*float64(c.Mated)+0.5), c.Mated, 100*c.Rank1)
-	if float64(c.NonMated)**target < 10 {
-		fmt.Fprintf(stdout, "warning: %d non-mated searches measure an FPIR of %g only roughly (10/target = %.0f wanted): calibrate with more people\n",
-			c.NonMated, *target, 10 / *target)
+	if float64(c.NonMated)**target < 1 {
+		fmt.Fprintf(stdout, "warning: %d non-mated searches cannot measure an FPIR of %g: the threshold lies just above all of them; calibrate with at least %.0f of them (better %.0f)\n",
+			c.NonMated, *target, 1 / *target, 10 / *target)
 	}
 	if len(f.Suggestions) > 0 {
 		fmt.Fprintf(stdout, "other transforms at FPIR %g:\n", *target)

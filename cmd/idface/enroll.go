@@ -137,7 +137,7 @@ func cmdEnroll(args []string, stdout, stderr io.Writer) error {
 		"batches an earlier run got no answer for are settled. An id enrolled\n"+
 		"with another template is refused (delete it first). The journal knows\n"+
 		"only this operator's changes.\n\n"+
-		input.Formats+"\n"+input.IDRules+fmt.Sprintf(" A batch holds 1 to %d templates\n(fewer in mode he: at most four column groups).", protocol.MaxBatch), stderr)
+		input.Formats+"\n\n"+input.IDRules+"\n\n"+fmt.Sprintf("A batch holds 1 to %d templates (fewer in mode he: at most four column\ngroups per request).", protocol.MaxBatch), stderr)
 	cf := addClientFlags(fs)
 	id := fs.String("id", "", "id of a single template")
 	tmpl := fs.String("template", "", "file holding one template")
