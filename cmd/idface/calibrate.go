@@ -272,20 +272,15 @@ func applyCalibration(path string, lit *config.Literal, set map[string]bool) err
 	if lit.Mode == config.ModeBlind {
 		want.GalleryLevels, want.QueryLevels = g.String(), q.String()
 	}
-	for _, c := range []struct {
-		flag string
-		same bool
-	}{
+	if flag, ok := differing(set, []flagCheck{
 		{"dim", lit.Dim == want.Dim},
 		{"alpha", lit.Alpha == want.Alpha},
 		{"beta", lit.Beta == want.Beta},
 		{"tau", lit.Tau != nil && *lit.Tau == f.Tau},
 		{"gallery-levels", lit.GalleryLevels == want.GalleryLevels || lit.GalleryLevels == ""},
 		{"query-levels", lit.QueryLevels == want.QueryLevels || lit.QueryLevels == ""},
-	} {
-		if set[c.flag] && !c.same {
-			return fmt.Errorf("--%s differs from the calibration %s: leave it out, or calibrate again with it", c.flag, path)
-		}
+	}); ok {
+		return fmt.Errorf("--%s differs from the calibration %s: leave it out, or calibrate again with it", flag, path)
 	}
 	lit.Dim, lit.Alpha, lit.Beta, lit.Tau = want.Dim, want.Alpha, want.Beta, want.Tau
 	lit.GalleryLevels, lit.QueryLevels = want.GalleryLevels, want.QueryLevels

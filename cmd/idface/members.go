@@ -152,6 +152,22 @@ func cmdClientInit(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// flagCheck pairs a flag with whether its value agrees with a file's.
+type flagCheck struct {
+	flag string
+	same bool
+}
+
+// differing is the first flag given (in set) whose value disagrees.
+func differing(set map[string]bool, checks []flagCheck) (string, bool) {
+	for _, c := range checks {
+		if set[c.flag] && !c.same {
+			return c.flag, true
+		}
+	}
+	return "", false
+}
+
 // carryOver makes the settings of a new version of the configuration in
 // path: the old literal with the explicitly given replaceable options, the
 // same cluster id and the serial raised. A given option that would change
@@ -159,10 +175,7 @@ func cmdClientInit(args []string, stdout, stderr io.Writer) error {
 // the old value.
 func carryOver(old, given config.Literal, set map[string]bool, path string) (config.Literal, error) {
 	scheme := func(s string) string { return strings.TrimSuffix(s, "bgv") } // "" is bgv
-	for _, f := range []struct {
-		flag string
-		same bool
-	}{
+	if f, ok := differing(set, []flagCheck{
 		{"mode", given.Mode == old.Mode},
 		{"dim", given.Dim == old.Dim},
 		{"alpha", given.Alpha == old.Alpha},
@@ -170,10 +183,8 @@ func carryOver(old, given config.Literal, set map[string]bool, path string) (con
 		{"gallery-levels", given.GalleryLevels == old.GalleryLevels},
 		{"query-levels", given.QueryLevels == old.QueryLevels},
 		{"scheme", scheme(given.Scheme) == scheme(old.Scheme)},
-	} {
-		if set[f.flag] && !f.same {
-			return config.Literal{}, fmt.Errorf("--%s differs from %s: the servers' data follows the old value. Leave it out to keep it, or move %s away to start a new cluster", f.flag, path, path)
-		}
+	}); ok {
+		return config.Literal{}, fmt.Errorf("--%s differs from %s: the servers' data follows the old value. Leave it out to keep it, or move %s away to start a new cluster", f, path, path)
 	}
 	lit := old
 	if set["tau"] {
