@@ -115,11 +115,17 @@ func cmdIdentify(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// The entry's row count, before any output: an unreachable entry is
+	// the run's error, an empty database a warning.
 	ctx, cancel := context.WithTimeout(context.Background(), *cf.timeout)
-	if h, err := cl.Health(ctx, cl.Entry()); err == nil && liveRows(h.Digest) == 0 {
+	h, err := cl.Health(ctx, cl.Entry())
+	cancel()
+	if err != nil {
+		return err
+	}
+	if liveRows(h.Digest) == 0 {
 		fmt.Fprintf(stderr, "idface identify: warning: the database at %s is empty (no id enrolled): every query will be rejected\n", cl.Entry())
 	}
-	cancel()
 	enc := json.NewEncoder(stdout)
 	if !*asJSON {
 		fmt.Fprintf(stdout, "%6s  %-24s %6s %7s  %-8s %10s %8s\n", "query", "id", "score", "cosine", "decision", "bytes", "ms")
