@@ -10,6 +10,8 @@ import (
 	"crypto"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -72,10 +74,19 @@ func (c *Client) SetSigner(name string, key crypto.Signer) { c.name, c.key = nam
 // sign authorises op on ids, with a fresh nonce for each request.
 func (c *Client) sign(op protocol.OpKind, ids []string) (protocol.Auth, error) {
 	if c.key == nil {
-		return protocol.Auth{}, fmt.Errorf("this client has no operator key: only an operator (idface client init --role operator) may %s", op)
+		return protocol.Auth{}, notSent{fmt.Errorf("this client has no operator key: only an operator (idface client init --role operator) may %s", op)}
 	}
-	return protocol.Sign(c.key, c.name, c.p.ClusterID(), op, ids)
+	a, err := protocol.Sign(c.key, c.name, c.p.ClusterID(), op, ids)
+	if err != nil {
+		return a, notSent{err}
+	}
+	return a, nil
 }
+
+// notSent is a failure before a request left the client.
+type notSent struct{ error }
+
+func (e notSent) Unwrap() error { return e.error }
 
 // Close closes the connections.
 func (c *Client) Close() { c.d.Close() }
@@ -171,29 +182,128 @@ func (c *Client) health(ctx context.Context, server string, peers bool) (*protoc
 
 // Bulk configures EnrollAll.
 type Bulk struct {
-	Batch    int           // templates per request; default 2048
-	InFlight int           // requests in flight; default 1
+	Batch int // templates per request; default 2048
+	// InFlight is the number of requests in flight; default 1: batches
+	// commit in input order and a failure leaves a committed prefix.
+	InFlight int
 	Timeout  time.Duration // per request; default 60 s
 	// Progress, when set, is told the acknowledged count after each batch.
 	Progress func(done, total int)
+	// Before, when set, is called before the batch of items [lo, hi) is
+	// sent (a journal records it); an error stops the enrollment there.
+	Before func(lo, hi int) error
+	// After, when set, is told each sent batch's outcome: nil when it was
+	// committed, the error otherwise.
+	After func(lo, hi int, err error)
 }
 
-// BulkError reports a bulk enrollment that stopped: Done items were
-// acknowledged (durable at every server), and the batch [Lo, Hi) was
-// rolled back.
+// Range is the items [Lo, Hi).
+type Range struct{ Lo, Hi int }
+
+// BulkError reports a bulk enrollment that stopped. Committed lists the
+// items acknowledged (durable at every server) in order; Refused the
+// batches the cluster refused (rolled back everywhere); InDoubt the
+// batches that got no answer, which may or may not be enrolled. No other
+// item was sent.
 type BulkError struct {
-	Done, Total, Lo, Hi int
-	Err                 error
+	Total                       int
+	Committed, Refused, InDoubt []Range
+	Err                         error // the first failure
+}
+
+// Done is the number of items committed.
+func (e *BulkError) Done() int {
+	n := 0
+	for _, r := range e.Committed {
+		n += r.Hi - r.Lo
+	}
+	return n
+}
+
+// NotSent lists the items never sent.
+func (e *BulkError) NotSent() []Range {
+	var sent []Range
+	sent = append(append(append(sent, e.Committed...), e.Refused...), e.InDoubt...)
+	slices.SortFunc(sent, func(a, b Range) int { return a.Lo - b.Lo })
+	var out []Range
+	at := 0
+	for _, r := range sent {
+		if r.Lo > at {
+			out = append(out, Range{at, r.Lo})
+		}
+		at = max(at, r.Hi)
+	}
+	if at < e.Total {
+		out = append(out, Range{at, e.Total})
+	}
+	return out
 }
 
 func (e *BulkError) Error() string {
-	return fmt.Sprintf("enrolled %d of %d; the batch of items %d..%d was rolled back: %v", e.Done, e.Total, e.Lo, e.Hi-1, e.Err)
+	msg := fmt.Sprintf("enrolled %d of %d", e.Done(), e.Total)
+	if len(e.Committed) > 0 {
+		msg += " (items " + FormatRanges(e.Committed, 0) + ")"
+	}
+	if len(e.Refused) > 0 {
+		msg += "; items " + FormatRanges(e.Refused, 0) + " were refused and rolled back"
+	}
+	if len(e.InDoubt) > 0 {
+		msg += "; items " + FormatRanges(e.InDoubt, 0) + " got no answer and may or may not be enrolled"
+	}
+	if ns := e.NotSent(); len(ns) > 0 {
+		msg += "; items " + FormatRanges(ns, 0) + " were not sent"
+	}
+	return msg + ": " + e.Err.Error()
 }
 
 func (e *BulkError) Unwrap() error { return e.Err }
 
+// FormatRanges writes ranges as "0-499, 600-699", each number plus base.
+func FormatRanges(rs []Range, base int) string {
+	var b strings.Builder
+	for i, r := range rs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if r.Hi-r.Lo == 1 {
+			fmt.Fprintf(&b, "%d", r.Lo+base)
+		} else {
+			fmt.Fprintf(&b, "%d-%d", r.Lo+base, r.Hi-1+base)
+		}
+	}
+	return b.String()
+}
+
+// addRange adds r to sorted, non-overlapping ranges, merging neighbours.
+func addRange(rs []Range, r Range) []Range {
+	i, _ := slices.BinarySearchFunc(rs, r.Lo, func(x Range, lo int) int { return x.Lo - lo })
+	rs = slices.Insert(rs, i, r)
+	out := rs[:1]
+	for _, x := range rs[1:] {
+		if last := &out[len(out)-1]; last.Hi == x.Lo {
+			last.Hi = x.Hi
+		} else {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// Refused reports whether err is the cluster's definite refusal of a
+// change (it was rolled back everywhere) or a failure before the request
+// was sent, rather than a missing answer
+// (a timeout, a lost connection, or an entry that could not reach the
+// server deciding it), after which the change may or may not be applied.
+func Refused(err error) bool {
+	var pe *protocol.Error
+	var ns notSent
+	return errors.As(err, &ns) || (errors.As(err, &pe) && pe.Code != protocol.CodeUnavailable)
+}
+
 // EnrollAll enrolls n items (item(i) makes the i-th) in batches, with
-// o.InFlight requests at a time, and stops at the first failure.
+// o.InFlight requests at a time, and stops at the first failure: no batch
+// is sent after it. On failure the *BulkError says exactly which items
+// were committed, refused, left in doubt and not sent.
 func (c *Client) EnrollAll(ctx context.Context, n int, item func(i int) protocol.Item, o Bulk) (int, error) {
 	if o.Batch == 0 {
 		o.Batch = 2048
@@ -209,23 +319,35 @@ func (c *Client) EnrollAll(ctx context.Context, n int, item func(i int) protocol
 	}
 	o.Batch = min(o.Batch, c.p.MaxEnrollBatch()) // what the cluster takes in one request
 	var mu sync.Mutex
-	var failed *BulkError
+	res := &BulkError{Total: n}
 	done := 0
 	sem := make(chan struct{}, o.InFlight)
 	var wg sync.WaitGroup
-	for lo := 0; lo < n; lo += o.Batch {
+	failed := func() bool {
 		mu.Lock()
-		stop := failed != nil
-		mu.Unlock()
-		if stop {
+		defer mu.Unlock()
+		return res.Err != nil
+	}
+	for lo := 0; lo < n; lo += o.Batch {
+		sem <- struct{}{}
+		if failed() { // checked once a slot is free: a batch that failed meanwhile stops the rest
+			<-sem
 			break
 		}
 		hi := min(lo+o.Batch, n)
+		if o.Before != nil {
+			if err := o.Before(lo, hi); err != nil {
+				mu.Lock()
+				res.Err = err
+				mu.Unlock()
+				<-sem
+				break
+			}
+		}
 		items := make([]protocol.Item, 0, hi-lo)
 		for i := lo; i < hi; i++ {
 			items = append(items, item(i))
 		}
-		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
 			cctx, cancel := context.WithTimeout(ctx, o.Timeout)
@@ -233,22 +355,31 @@ func (c *Client) EnrollAll(ctx context.Context, n int, item func(i int) protocol
 			cancel()
 			mu.Lock()
 			defer mu.Unlock()
-			if err != nil {
-				if failed == nil {
-					failed = &BulkError{Total: n, Lo: lo, Hi: hi, Err: err}
+			if o.After != nil {
+				o.After(lo, hi, err)
+			}
+			r := Range{lo, hi}
+			switch {
+			case err == nil:
+				res.Committed = addRange(res.Committed, r)
+				done += len(items)
+				if o.Progress != nil {
+					o.Progress(done, n)
 				}
 				return
+			case Refused(err):
+				res.Refused = addRange(res.Refused, r)
+			default:
+				res.InDoubt = addRange(res.InDoubt, r)
 			}
-			done += len(items)
-			if o.Progress != nil {
-				o.Progress(done, n)
+			if res.Err == nil {
+				res.Err = err
 			}
 		})
 	}
 	wg.Wait()
-	if failed != nil {
-		failed.Done = done
-		return done, failed
+	if res.Err != nil {
+		return done, res
 	}
 	return done, nil
 }

@@ -45,6 +45,8 @@ type Options struct {
 	GalleryLevels, QueryLevels string
 	// Scheme is mode he's encryption: "bgv" (default) or "paillier".
 	Scheme string
+	// Calibration records the target FPIR Tau was chosen for.
+	Calibration *config.Calibration
 }
 
 // Init writes a new local cluster into dir, built on the same pieces as a
@@ -116,7 +118,7 @@ func Init(dir string, o Options) (*config.Params, error) {
 	var id [16]byte
 	rand.Read(id[:])
 	lit, err := config.Assemble(config.Literal{Mode: o.Mode, Dim: o.Dim, Alpha: o.Alpha, Beta: o.Beta, Tau: o.Tau,
-		RevealScores: o.RevealScores, GalleryLevels: o.GalleryLevels, QueryLevels: o.QueryLevels, Scheme: o.Scheme, ClusterID: hex.EncodeToString(id[:])}, descs)
+		RevealScores: o.RevealScores, GalleryLevels: o.GalleryLevels, QueryLevels: o.QueryLevels, Scheme: o.Scheme, ClusterID: hex.EncodeToString(id[:]), Calibration: o.Calibration}, descs)
 	if err != nil {
 		return nil, err
 	}

@@ -214,6 +214,33 @@ type Literal struct {
 	// ClusterID (32 hex digits, random at init) binds row-map digests to
 	// this cluster; when empty it is derived from the mode and the names.
 	ClusterID string `json:"cluster_id,omitempty"`
+	// Calibration, when set, records that tau was chosen for a target
+	// false-positive identification rate (idface calibrate); its
+	// threshold and transform must be the ones this configuration gives.
+	Calibration *Calibration `json:"calibration,omitempty"`
+}
+
+// Calibration is how a threshold was chosen: 'idface calibrate' measured,
+// on the operator's labelled templates and with the cluster's transform,
+// the least integer score (Threshold) at which at most TargetFPIR of the
+// searches for people not enrolled returned an id (open-set split: one
+// template of GalleryIDs people enrolled, their other templates the mated
+// searches, every template of the other people a non-mated search).
+type Calibration struct {
+	TargetFPIR float64 `json:"target_fpir"`
+	FPIR       float64 `json:"fpir"` // measured at Threshold
+	TPIR       float64 `json:"tpir"` // mated searches answered with the right id
+	Threshold  int     `json:"threshold"`
+	Dim        int     `json:"dim"`
+	// GalleryLevels and QueryLevels are the transform calibrated ("1:alpha"
+	// and "1:beta" outside blind mode's other levels).
+	GalleryLevels string `json:"gallery_levels"`
+	QueryLevels   string `json:"query_levels"`
+	GalleryIDs    int    `json:"gallery_ids"`
+	Mated         int    `json:"mated"`
+	NonMated      int    `json:"non_mated"`
+	// Source is the SHA-256 of the calibration file.
+	Source string `json:"source,omitempty"`
 }
 
 // Duration is a time.Duration written as a string ("30s") in JSON.
@@ -536,6 +563,10 @@ func (lit Literal) clone() Literal {
 	if lit.Tau != nil {
 		t := *lit.Tau
 		lit.Tau = &t
+	}
+	if lit.Calibration != nil {
+		c := *lit.Calibration
+		lit.Calibration = &c
 	}
 	return lit
 }

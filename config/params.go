@@ -4,6 +4,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/idface/idface/heidface"
@@ -63,6 +64,18 @@ func (p *Params) derive() error {
 		}
 		p.threshold = template.LevelsMinAcceptScore(*p.lit.Tau, p.gallery, p.query)
 	}
+	if c := p.lit.Calibration; c != nil {
+		g, q := p.Transform()
+		switch {
+		case !(c.TargetFPIR > 0 && c.TargetFPIR < 1):
+			return fmt.Errorf("calibration: target FPIR %v is not in (0, 1)", c.TargetFPIR)
+		case c.Dim != p.lit.Dim || c.GalleryLevels != g.String() || c.QueryLevels != q.String():
+			return fmt.Errorf("calibration: made for d = %d, gallery %s and query %s, but this cluster uses d = %d, %s and %s: calibrate again with the cluster's transform",
+				c.Dim, c.GalleryLevels, c.QueryLevels, p.lit.Dim, g, q)
+		case c.Threshold != p.threshold:
+			return fmt.Errorf("calibration: its threshold is score >= %d but tau = %v gives score >= %d: calibrate again, or remove \"calibration\" to rely on tau alone", c.Threshold, *p.lit.Tau, p.threshold)
+		}
+	}
 	if p.lit.Mode == ModeHE {
 		he, err := heidface.New(p.lit.Scheme, p.lit.Dim, p.lit.Alpha, p.lit.Beta)
 		if err != nil {
@@ -115,6 +128,24 @@ func (p *Params) Tau() float64 { return *p.lit.Tau }
 // Threshold is the least integer score accepted under tau (paper Sec.
 // 4.1 and 4.3: <T_alpha(x), T_beta(y)> against tau).
 func (p *Params) Threshold() int { return p.threshold }
+
+// Calibration says how tau was chosen, when it was calibrated for a
+// target FPIR.
+func (p *Params) Calibration() (Calibration, bool) {
+	if p.lit.Calibration == nil {
+		return Calibration{}, false
+	}
+	return *p.lit.Calibration, true
+}
+
+// Transform is the gallery and query transform of the cluster's scores:
+// blind mode's levels, T_alpha and T_beta ("1:alpha", "1:beta") otherwise.
+func (p *Params) Transform() (gallery, query template.Levels) {
+	if p.lit.Mode == ModeBlind {
+		return p.gallery, p.query
+	}
+	return template.TernaryLevels(p.lit.Alpha), template.TernaryLevels(p.lit.Beta)
+}
 
 // RevealScores reports a research cluster whose answers carry scores.
 func (p *Params) RevealScores() bool { return p.lit.RevealScores }

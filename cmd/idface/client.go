@@ -1,21 +1,18 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
-
 	"github.com/idface/idface/client"
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/internal/npy"
+	"github.com/idface/idface/internal/home"
+	"github.com/idface/idface/internal/input"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/template"
 )
@@ -42,123 +39,18 @@ func addClientFlags(fs *flag.FlagSet) clientFlags {
 }
 
 func (c clientFlags) open() (*config.Params, *client.Client, error) {
-	cfg, h, _, err := c.member.open("client")
-	if err != nil {
-		return nil, nil, err
-	}
-	cl, err := client.Open(cfg, h, *c.entry)
+	cfg, _, cl, err := c.openHome()
 	return cfg, cl, err
 }
 
-func cmdEnroll(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("enroll", "idface enroll --cluster DIR --id ID --template x.npy\n"+
-		"idface enroll --cluster DIR --ids ids.txt --templates X.npy [--batch 2048]\n\n"+
-		"Enrolls templates (float32/float64 .npy, one row each) under string ids. Each\n"+
-		"batch is acknowledged only when every party has stored its share durably;\n"+
-		"otherwise it is rolled back everywhere.", stderr)
-	cf := addClientFlags(fs)
-	id := fs.String("id", "", "id of a single template")
-	tmpl := fs.String("template", "", ".npy holding one template")
-	ids := fs.String("ids", "", "text file with one id per line (bulk)")
-	tmpls := fs.String("templates", "", ".npy with one template per id (bulk)")
-	batch := fs.Int("batch", 2048, "templates per transaction in bulk mode")
-	asJSON := fs.Bool("json", false, "print a JSON summary")
-	quiet := fs.Bool("quiet", false, "no progress bar")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	var idList []string
-	var path string
-	switch {
-	case *id != "" && *tmpl != "" && *ids == "" && *tmpls == "":
-		idList, path = []string{*id}, *tmpl
-	case *ids != "" && *tmpls != "" && *id == "" && *tmpl == "":
-		var err error
-		if idList, err = readIDs(*ids); err != nil {
-			return err
-		}
-		path = *tmpls
-	default:
-		fmt.Fprintln(stderr, "idface enroll: give either --id with --template, or --ids with --templates")
-		fs.Usage()
-		return errUsage
-	}
-	if *batch == 0 {
-		*batch = 2048
-	}
-	if *batch < 1 || *batch > protocol.MaxBatch {
-		return fmt.Errorf("--batch %d: want 1..%d", *batch, protocol.MaxBatch)
-	}
-	m, err := npy.ReadFile(path)
+// openHome is open that also returns the member's home.
+func (c clientFlags) openHome() (*config.Params, *home.Home, *client.Client, error) {
+	cfg, h, _, err := c.member.open("client")
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
-	if m.Rows != len(idList) {
-		return fmt.Errorf("%s has %d templates but %d ids were given", path, m.Rows, len(idList))
-	}
-	cfg, cl, err := cf.open()
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	if m.Cols != cfg.Dim() {
-		return fmt.Errorf("%s: templates have dimension %d, the cluster uses %d", path, m.Cols, cfg.Dim())
-	}
-	var bar *progressbar.ProgressBar
-	if len(idList) > *batch && !*quiet {
-		bar = progressbar.NewOptions(len(idList), progressbar.OptionSetWriter(stderr),
-			progressbar.OptionSetDescription("enrolling"), progressbar.OptionShowCount(), progressbar.OptionThrottle(200*time.Millisecond))
-	}
-	start := time.Now()
-	done, err := cl.EnrollAll(context.Background(), len(idList), func(i int) protocol.Item {
-		return protocol.Item{ID: idList[i], Template: m.RowF32(i, nil)}
-	}, client.Bulk{Batch: *batch, Timeout: *cf.timeout, Progress: func(done, _ int) {
-		if bar != nil {
-			bar.Set(done)
-		}
-	}})
-	if bar != nil {
-		if err != nil {
-			bar.Exit()
-		} else {
-			bar.Finish()
-		}
-		fmt.Fprintln(stderr)
-	}
-	if err != nil {
-		if be, ok := err.(*client.BulkError); ok && len(idList) == 1 {
-			return be.Err
-		}
-		return err
-	}
-	secs := time.Since(start).Seconds()
-	if *asJSON {
-		return json.NewEncoder(stdout).Encode(map[string]any{"enrolled": done, "seconds": secs, "per_second": float64(done) / secs, "entry": cl.Entry()})
-	}
-	fmt.Fprintf(stdout, "enrolled %d at every party in %.2f s\n", done, secs)
-	return nil
-}
-
-func readIDs(path string) ([]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var ids []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 64<<10)
-	for line := 1; sc.Scan(); line++ {
-		id := strings.TrimSpace(sc.Text())
-		if id == "" {
-			continue
-		}
-		if err := protocol.CheckID(id); err != nil {
-			return nil, fmt.Errorf("%s line %d: %v", path, line, err)
-		}
-		ids = append(ids, id)
-	}
-	return ids, sc.Err()
+	cl, err := client.Open(cfg, h, *c.entry)
+	return cfg, h, cl, err
 }
 
 // identifyLine is one query's result in --json output.
@@ -173,6 +65,7 @@ type identifyLine struct {
 	BytesTotal uint64      `json:"bytes_total"`
 	Ms         float64     `json:"ms"`
 	Candidates []candidate `json:"candidates,omitempty"`
+	Error      string      `json:"error,omitempty"` // the query failed
 }
 
 type candidate struct {
@@ -182,17 +75,25 @@ type candidate struct {
 }
 
 func cmdIdentify(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("identify", "idface identify --cluster DIR --templates Q.npy [--top K] [--json]\n\n"+
-		"Identifies every template of Q.npy against the enrolled database. With --json\n"+
-		"one object per query per line: query, id (null if rejected or empty), score,\n"+
-		"cosine (null unless the cluster reveals scores), accepted, bytes_sent,\n"+
-		"bytes_received (the entry's application bytes to and from the other\n"+
-		"servers), bytes_total (every server-to-server byte of the query; in blind\n"+
-		"mode also the helpers' and the decider's) and ms.", stderr)
+	fs := newFlags("identify", "idface identify --cluster DIR --templates Q.npy|Q.csv|Q.jsonl [--top K] [--json] [--progress 10s]\n\n"+
+		"Identifies every template of Q against the enrolled database. A template\n"+
+		"that cannot be searched (NaN, infinite, all zeros) or that the cluster\n"+
+		"refuses fails that query only; the others go on, and the command exits 1\n"+
+		"at the end. A server that cannot be reached stops the run. The last line\n"+
+		"(on stdout; with --json on stderr) counts the queries accepted, rejected\n"+
+		"and failed and says what the threshold means: the false-positive\n"+
+		"identification rate it was calibrated for (idface calibrate), or tau.\n\n"+
+		"With --json one object per query per line: query (the row, from 0), id\n"+
+		"(null if rejected or empty), score, cosine (null unless the cluster reveals\n"+
+		"scores), accepted, bytes_sent, bytes_received (the entry's application\n"+
+		"bytes to and from the other servers), bytes_total (every server-to-server\n"+
+		"byte of the query; in blind mode also the helpers' and the decider's), ms,\n"+
+		"and for a failed query error.\n\n"+input.Formats, stderr)
 	cf := addClientFlags(fs)
-	tmpls := fs.String("templates", "", ".npy with one query template per row")
-	top := fs.Int("top", 1, "candidates per query")
+	tmpls := fs.String("templates", "", "one query template per row: .npy, CSV or JSON lines")
+	top := fs.Int("top", 1, "candidates per query (1 up to the cluster's max_top_k, 10 by default)")
 	asJSON := fs.Bool("json", false, "JSON lines output")
+	every := fs.Duration("progress", 10*time.Second, "report progress on stderr this often (0: never)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -202,32 +103,83 @@ func cmdIdentify(args []string, stdout, stderr io.Writer) error {
 	if *top < 1 || *top > protocol.MaxTopK {
 		return fmt.Errorf("--top %d: want 1..%d", *top, protocol.MaxTopK)
 	}
-	m, err := npy.ReadFile(*tmpls)
-	if err != nil {
-		return err
-	}
 	cfg, cl, err := cf.open()
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	if m.Cols != cfg.Dim() {
-		return fmt.Errorf("%s: templates have dimension %d, the cluster uses %d", *tmpls, m.Cols, cfg.Dim())
+	if *top > cfg.MaxTopK() {
+		return fmt.Errorf("--top %d: this cluster returns at most %d candidates per query (max_top_k in its configuration)", *top, cfg.MaxTopK())
+	}
+	tm, err := input.ReadTemplates(*tmpls, cfg.Dim())
+	if err != nil {
+		return err
+	}
+	// The entry's row count, before any output: an unreachable entry is
+	// the run's error, an empty database a warning.
+	ctx, cancel := context.WithTimeout(context.Background(), *cf.timeout)
+	h, err := cl.Health(ctx, cl.Entry())
+	cancel()
+	if err != nil {
+		return err
+	}
+	if liveRows(h.Digest) == 0 {
+		fmt.Fprintf(stderr, "idface identify: warning: the database at %s is empty (no id enrolled): every query will be rejected\n", cl.Entry())
 	}
 	enc := json.NewEncoder(stdout)
 	if !*asJSON {
 		fmt.Fprintf(stdout, "%6s  %-24s %6s %7s  %-8s %10s %8s\n", "query", "id", "score", "cosine", "decision", "bytes", "ms")
 	}
-	for i := 0; i < m.Rows; i++ {
-		ctx, cancel := context.WithTimeout(context.Background(), *cf.timeout)
-		start := time.Now()
-		r, err := cl.Identify(ctx, m.RowF32(i, nil), *top)
-		ms := float64(time.Since(start).Microseconds()) / 1000
-		cancel()
-		if err != nil {
-			return fmt.Errorf("query %d: %w", i, err)
+	var accepted, rejected int
+	var failed []int
+	start, last := time.Now(), time.Now()
+	summary := func() string {
+		s := fmt.Sprintf("%d queries: %d accepted / %d rejected", accepted+rejected+len(failed), accepted, rejected)
+		if len(failed) > 0 {
+			s += fmt.Sprintf(" / %d failed", len(failed))
 		}
-		line := identifyLine{Query: i, Accepted: r.Accepted, BytesSent: r.BytesSent, BytesRecv: r.BytesRecv, BytesTotal: r.BytesTotal, Ms: ms}
+		return s
+	}
+	for i := range tm.Rows() {
+		if *every > 0 && i > 0 && time.Since(last) >= *every {
+			last = time.Now()
+			fmt.Fprintf(stderr, "identify: %d of %d queries done (%d accepted / %d rejected / %d failed), %.1f ms each\n", i, tm.Rows(),
+				accepted, rejected, len(failed), float64(time.Since(start).Microseconds())/1000/float64(i))
+		}
+		line := identifyLine{Query: i}
+		qerr := tm.Check(i)
+		var r *protocol.IdentifyOK
+		if qerr == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), *cf.timeout)
+			t0 := time.Now()
+			r, qerr = cl.Identify(ctx, tm.Row(i, nil), *top)
+			line.Ms = float64(time.Since(t0).Microseconds()) / 1000
+			cancel()
+			if qerr != nil && !isCode(qerr, protocol.CodeBadRequest) {
+				if accepted+rejected+len(failed) > 0 {
+					fmt.Fprintf(stderr, "idface identify: stopped at query %d; before it %s\n", i, summary())
+				}
+				return fmt.Errorf("query %d: %w", i, qerr)
+			}
+		}
+		if qerr != nil {
+			failed = append(failed, i)
+			line.Error = qerr.Error()
+			if *asJSON {
+				if err := enc.Encode(line); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(stdout, "%6d  error: %s\n", i, qerr)
+			}
+			continue
+		}
+		if r.Accepted {
+			accepted++
+		} else {
+			rejected++
+		}
+		line.Accepted, line.BytesSent, line.BytesRecv, line.BytesTotal = r.Accepted, r.BytesSent, r.BytesRecv, r.BytesTotal
 		for _, c := range r.Candidates {
 			cand := candidate{ID: c.ID}
 			if !r.ScoresHidden {
@@ -259,7 +211,7 @@ func cmdIdentify(args []string, stdout, stderr io.Writer) error {
 		if line.Score != nil {
 			score, cos = fmt.Sprint(*line.Score), fmt.Sprintf("%.3f", *line.Cosine)
 		}
-		fmt.Fprintf(stdout, "%6d  %-24s %6s %7s  %-8s %10d %8.1f\n", i, id, score, cos, dec, r.BytesTotal, ms)
+		fmt.Fprintf(stdout, "%6d  %-24s %6s %7s  %-8s %10d %8.1f\n", i, id, score, cos, dec, r.BytesTotal, line.Ms)
 		for _, c := range line.Candidates {
 			if c.Score != nil {
 				fmt.Fprintf(stdout, "%6s    %-22s %6d %7.3f\n", "", c.ID, *c.Score, *c.Cosine)
@@ -268,29 +220,29 @@ func cmdIdentify(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
+	out := stdout
+	if *asJSON {
+		out = stderr
+	}
+	fmt.Fprintf(out, "%s (%s)\n", summary(), thresholdMeaning(cfg))
+	if len(failed) > 0 {
+		var where []string
+		for _, i := range failed[:min(10, len(failed))] {
+			where = append(where, tm.Where(i))
+		}
+		if len(failed) > 10 {
+			where = append(where, fmt.Sprintf("and %d more", len(failed)-10))
+		}
+		return fmt.Errorf("%d of %d queries failed (%s of %s); the others were answered", len(failed), tm.Rows(), strings.Join(where, ", "), tm.Path)
+	}
 	return nil
 }
 
-func cmdDelete(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("delete", "idface delete --cluster DIR --id ID\n\nRevokes an enrolled id at every party (an unknown id is an error).", stderr)
-	cf := addClientFlags(fs)
-	id := fs.String("id", "", "id to revoke")
-	if err := parse(fs, args); err != nil {
-		return err
+// liveRows counts the live rows of a server's row map.
+func liveRows(g protocol.Digest) int {
+	n := 0
+	for _, s := range g {
+		n += int(s.Live)
 	}
-	if err := required(fs, "id"); err != nil {
-		return err
-	}
-	_, cl, err := cf.open()
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), *cf.timeout)
-	defer cancel()
-	if err := cl.Delete(ctx, *id); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "deleted %s at every party\n", *id)
-	return nil
+	return n
 }

@@ -101,12 +101,15 @@ func cmdCluster(args []string, stdout, stderr io.Writer) error {
 }
 
 func clusterInit(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("cluster init", "idface cluster init --dir DIR --mode 2pc|mpc|he|blind --parties MU [--dim 512] [--alpha 341] [--beta 63] [--tau 0.3]\n"+
+	fs := newFlags("cluster init", "idface cluster init --dir DIR --mode 2pc|mpc|he|blind --parties MU [--calibration calibration.json | --dim 512 --alpha 341 --beta 63 --tau 0.3]\n"+
 		"                   [--gallery-levels L:a1,... --query-levels L:a1,...] (mode blind) [--scheme bgv|paillier] (mode he)\n\n"+
 		"A local test cluster built like a deployment: every server and client gets\n"+
 		"its own home DIR/homes/NAME (key, certificate, public descriptor, data) and\n"+
 		"DIR/cluster.json is assembled from the public descriptors. Each server gets\n"+
-		"a free UDP port on --host.", stderr)
+		"a free UDP port on --host.\n\n"+
+		"The threshold: --calibration takes a file from 'idface calibrate', which\n"+
+		"chose it for a target false-positive identification rate on your own\n"+
+		"labelled templates; without it, --tau is a bare cosine threshold.", stderr)
 	dir := fs.String("dir", "", "cluster directory (created)")
 	mode := fs.String("mode", "2pc", "2pc (two parties), mpc (mu parties), he (local servers and a key server) or blind (share holders and a decider)")
 	parties := fs.Int("parties", 0, "number of parties mu: share holders in 2pc, mpc and blind (default 2), local servers in he (default 1)")
@@ -114,7 +117,8 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 	dim := fs.Int("dim", 0, fmt.Sprintf("template dimension d (default %d)", config.DefaultDim))
 	alpha := fs.Int("alpha", 0, "enrollment weight (default floor(2d/3))")
 	beta := fs.Int("beta", 0, fmt.Sprintf("query weight (default min(%d, alpha))", config.DefaultBeta))
-	tau := fs.Float64("tau", config.DefaultTau, "cosine threshold")
+	tau := fs.Float64("tau", config.DefaultTau, "cosine threshold (uncalibrated; see --calibration)")
+	cal := calibrationFlag(fs)
 	host := fs.String("host", "127.0.0.1", "address the parties listen on")
 	force := fs.Bool("force", false, "replace an existing cluster config")
 	metrics := fs.Bool("metrics", false, "give every server a loopback /metrics address")
@@ -134,14 +138,23 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 	if *parties == 0 {
 		*parties = defaultParties(m)
 	}
-	cfg, err := cluster.Init(*dir, cluster.Options{Mode: m, Parties: *parties, Devices: *devices, Dim: *dim,
-		Alpha: *alpha, Beta: *beta, Tau: tau, Host: *host, Force: *force, Metrics: *metrics, RevealScores: *reveal,
-		GalleryLevels: *levels.gallery, QueryLevels: *levels.query, Scheme: *scheme})
+	lit := config.Literal{Mode: m, Dim: *dim, Alpha: *alpha, Beta: *beta, Tau: tau, GalleryLevels: *levels.gallery, QueryLevels: *levels.query}
+	if *cal != "" {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if err := applyCalibration(*cal, &lit, set); err != nil {
+			return err
+		}
+	}
+	cfg, err := cluster.Init(*dir, cluster.Options{Mode: m, Parties: *parties, Devices: *devices, Dim: lit.Dim,
+		Alpha: lit.Alpha, Beta: lit.Beta, Tau: lit.Tau, Host: *host, Force: *force, Metrics: *metrics, RevealScores: *reveal,
+		GalleryLevels: lit.GalleryLevels, QueryLevels: lit.QueryLevels, Scheme: *scheme, Calibration: lit.Calibration})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "cluster %s: mode %s, %d parties, d = %d, alpha = %d, beta = %d, tau = %.3f\n",
-		*dir, cfg.Mode(), cfg.Mu(), cfg.Dim(), cfg.Alpha(), cfg.Beta(), cfg.Tau())
+	fmt.Fprintf(stdout, "cluster %s: mode %s, %d parties, d = %d, alpha = %d, beta = %d\n",
+		*dir, cfg.Mode(), cfg.Mu(), cfg.Dim(), cfg.Alpha(), cfg.Beta())
+	fmt.Fprintf(stdout, "  %s\n", thresholdMeaning(cfg))
 	if he := cfg.HE(); he != nil {
 		fmt.Fprintf(stdout, "  encryption %s: %d templates per column group, %d-byte ciphertexts\n", he.Name(), he.GroupRows(), he.CiphertextBytes())
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/idface/idface/experiments"
-	"github.com/idface/idface/internal/npy"
+	"github.com/idface/idface/internal/input"
 	"github.com/idface/idface/template"
 )
 
@@ -16,7 +16,7 @@ func init() {
 }
 
 func cmdEval(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("eval", "idface eval (--templates X.npy --labels L.txt | --synthetic --people P --samples S --dim D [--intra 0.5] [--anisotropic G [--rotate]]) [--alpha A] [--beta B,...] [--gallery-levels L:a1,...]... [--query-levels L:a1,...]... [--json]\n\n"+
+	fs := newFlags("eval", "idface eval (--templates X --labels L.txt | --synthetic --people P --samples S --dim D [--intra 0.5] [--anisotropic G [--rotate]]) [--alpha A] [--beta B,...] [--gallery-levels L:a1,...]... [--query-levels L:a1,...]... [--json]\n\n"+
 		"Verification: accuracy at the best threshold (balanced pairs), TAR at FAR\n"+
 		"1e-3 and 1e-4, EER. Open-set identification (first sample of half the people\n"+
 		"enrolled): rank-1, TPIR at FPIR 1e-2 and 1e-3. For float cosines and for the\n"+
@@ -27,7 +27,7 @@ func cmdEval(args []string, stdout, stderr io.Writer) error {
 		"a missing side defaults to 1:alpha (gallery) or 1:beta for each beta (query).\n"+
 		"--gallery-levels float keeps the gallery in float (<x, Q(y)>): the best any\n"+
 		"gallery transform can do with that query.", stderr)
-	tmpl := fs.String("templates", "", "N x d templates (.npy)")
+	tmpl := fs.String("templates", "", "N templates: .npy, CSV or JSON lines (see idface enroll --help)")
 	labels := fs.String("labels", "", "N labels, one per line")
 	synthetic := fs.Bool("synthetic", false, "use synthetic people instead")
 	people := fs.Int("people", 1000, "synthetic people")
@@ -62,24 +62,9 @@ func cmdEval(args []string, stdout, stderr io.Writer) error {
 		fs.Usage()
 		return errUsage
 	case !*synthetic && *tmpl != "" && *labels != "":
-		m, err := npy.ReadFile(*tmpl)
-		if err != nil {
+		var err error
+		if xs, ls, err = readLabelled(*tmpl, *labels); err != nil {
 			return err
-		}
-		names, err := readIDs(*labels)
-		if err != nil {
-			return err
-		}
-		if len(names) != m.Rows {
-			return fmt.Errorf("%s has %d rows but %s has %d labels", *tmpl, m.Rows, *labels, len(names))
-		}
-		idx := map[string]int{}
-		for i := 0; i < m.Rows; i++ {
-			xs = append(xs, m.RowF32(i, nil))
-			if _, ok := idx[names[i]]; !ok {
-				idx[names[i]] = len(idx)
-			}
-			ls = append(ls, idx[names[i]])
 		}
 	default:
 		fmt.Fprintln(stderr, "idface eval: give --templates with --labels, or --synthetic")
@@ -153,6 +138,36 @@ func cmdEval(args []string, stdout, stderr io.Writer) error {
 			100*r.Accuracy, 100*r.TAR1e3, 100*r.TAR1e4, 100*r.EER, 100*r.Rank1, 100*r.TPIR1e2, 100*r.TPIR1e3)
 	}
 	return nil
+}
+
+// readLabelled reads templates and their labels (one per line, the same
+// label for every template of one person) and numbers the labels.
+func readLabelled(tmpls, labels string) ([][]float32, []int, error) {
+	tm, err := input.ReadTemplates(tmpls, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	names, err := input.ReadLabels(labels)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(names) != tm.Rows() {
+		return nil, nil, fmt.Errorf("%s holds %d templates but %s has %d labels: give one label per template, in the same order", tmpls, tm.Rows(), labels, len(names))
+	}
+	var xs [][]float32
+	var ls []int
+	idx := map[string]int{}
+	for i := range tm.Rows() {
+		if err := tm.Check(i); err != nil {
+			return nil, nil, err
+		}
+		xs = append(xs, tm.Row(i, nil))
+		if _, ok := idx[names[i]]; !ok {
+			idx[names[i]] = len(idx)
+		}
+		ls = append(ls, idx[names[i]])
+	}
+	return xs, ls, nil
 }
 
 // levelsFlag collects multi-level specs from a repeatable flag; one value

@@ -152,6 +152,22 @@ func cmdClientInit(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// flagCheck pairs a flag with whether its value agrees with a file's.
+type flagCheck struct {
+	flag string
+	same bool
+}
+
+// differing is the first flag given (in set) whose value disagrees.
+func differing(set map[string]bool, checks []flagCheck) (string, bool) {
+	for _, c := range checks {
+		if set[c.flag] && !c.same {
+			return c.flag, true
+		}
+	}
+	return "", false
+}
+
 // carryOver makes the settings of a new version of the configuration in
 // path: the old literal with the explicitly given replaceable options, the
 // same cluster id and the serial raised. A given option that would change
@@ -159,10 +175,7 @@ func cmdClientInit(args []string, stdout, stderr io.Writer) error {
 // the old value.
 func carryOver(old, given config.Literal, set map[string]bool, path string) (config.Literal, error) {
 	scheme := func(s string) string { return strings.TrimSuffix(s, "bgv") } // "" is bgv
-	for _, f := range []struct {
-		flag string
-		same bool
-	}{
+	if f, ok := differing(set, []flagCheck{
 		{"mode", given.Mode == old.Mode},
 		{"dim", given.Dim == old.Dim},
 		{"alpha", given.Alpha == old.Alpha},
@@ -170,14 +183,13 @@ func carryOver(old, given config.Literal, set map[string]bool, path string) (con
 		{"gallery-levels", given.GalleryLevels == old.GalleryLevels},
 		{"query-levels", given.QueryLevels == old.QueryLevels},
 		{"scheme", scheme(given.Scheme) == scheme(old.Scheme)},
-	} {
-		if set[f.flag] && !f.same {
-			return config.Literal{}, fmt.Errorf("--%s differs from %s: the servers' data follows the old value. Leave it out to keep it, or move %s away to start a new cluster", f.flag, path, path)
-		}
+	}); ok {
+		return config.Literal{}, fmt.Errorf("--%s differs from %s: the servers' data follows the old value. Leave it out to keep it, or move %s away to start a new cluster", f, path, path)
 	}
 	lit := old
 	if set["tau"] {
 		lit.Tau = given.Tau
+		lit.Calibration = nil // a tau given by hand replaces the calibrated one
 	}
 	if set["reveal-scores"] {
 		lit.RevealScores = given.RevealScores
@@ -210,7 +222,8 @@ func clusterAssemble(args []string, stdout, stderr io.Writer) error {
 	dim := fs.Int("dim", 0, fmt.Sprintf("template dimension d (default %d)", config.DefaultDim))
 	alpha := fs.Int("alpha", 0, "enrollment weight (default floor(2d/3))")
 	beta := fs.Int("beta", 0, fmt.Sprintf("query weight (default min(%d, alpha))", config.DefaultBeta))
-	tau := fs.Float64("tau", config.DefaultTau, "cosine threshold")
+	tau := fs.Float64("tau", config.DefaultTau, "cosine threshold (uncalibrated; see --calibration)")
+	cal := calibrationFlag(fs)
 	reveal := fs.Bool("reveal-scores", false, "research cluster: answers carry scores")
 	timeout := fs.Duration("timeout", config.DefaultTimeout, "request timeout between servers")
 	topK := fs.Int("max-top-k", config.DefaultMaxTopK, "most candidates one identify may return")
@@ -242,11 +255,21 @@ func clusterAssemble(args []string, stdout, stderr io.Writer) error {
 	}
 	settings := config.Literal{Mode: m, Dim: *dim, Alpha: *alpha, Beta: *beta, Tau: tau, RevealScores: *reveal,
 		Timeout: config.Duration(*timeout), MaxTopK: *topK, GalleryLevels: *levels.gallery, QueryLevels: *levels.query, Scheme: *scheme, Serial: 1}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if prev, err := config.LoadFile(*out); err == nil {
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		if settings, err = carryOver(prev.Literal(), settings, set, *out); err != nil {
 			return err
+		}
+		if *cal != "" {
+			before := settings
+			if err := applyCalibration(*cal, &settings, set); err != nil {
+				return err
+			}
+			if settings.Dim != before.Dim || settings.Alpha != before.Alpha || settings.Beta != before.Beta ||
+				settings.GalleryLevels != before.GalleryLevels || settings.QueryLevels != before.QueryLevels {
+				return fmt.Errorf("%s calibrates another transform than %s's (the servers' data follows that one): calibrate again with --alpha %d --beta %d", *cal, *out, before.Alpha, before.Beta)
+			}
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("%s exists but cannot be read (%v): move it away to start a new cluster", *out, err)
@@ -254,6 +277,11 @@ func clusterAssemble(args []string, stdout, stderr io.Writer) error {
 		var id [16]byte
 		rand.Read(id[:])
 		settings.ClusterID = hex.EncodeToString(id[:])
+		if *cal != "" {
+			if err := applyCalibration(*cal, &settings, set); err != nil {
+				return err
+			}
+		}
 	}
 	lit, err := config.Assemble(settings, descs)
 	if err != nil {

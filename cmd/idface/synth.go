@@ -15,10 +15,12 @@ func init() {
 }
 
 func cmdSynth(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("synth", "idface synth --people P [--samples S] [--dim 512] [--intra 0.5] --out X.npy [--ids ids.txt] [--sample K]\n\n"+
+	fs := newFlags("synth", "idface synth --people P [--samples S] [--dim 512] [--intra 0.5] [--seed N] --out X.npy [--ids ids.txt] [--labels labels.txt] [--sample K]\n\n"+
 		"Draws P synthetic people with S samples each (float32 unit templates) and\n"+
-		"writes them to X.npy and their ids (person-P/sample-S) to ids.txt. With\n"+
-		"--sample K only sample K of every person is written (e.g. 0 to enroll, 1 to query).", stderr)
+		"writes them to X.npy, their ids (person-P/sample-S) to ids.txt and their\n"+
+		"people (person-P, for idface calibrate and eval) to labels.txt. With\n"+
+		"--sample K only sample K of every person is written (e.g. 0 to enroll, 1 to\n"+
+		"query). Another --seed draws other people.", stderr)
 	people := fs.Int("people", 0, "number of people")
 	samples := fs.Int("samples", 1, "samples per person")
 	dim := fs.Int("dim", 512, "template dimension")
@@ -26,6 +28,7 @@ func cmdSynth(args []string, stdout, stderr io.Writer) error {
 	seed := fs.Uint64("seed", 1, "seed")
 	out := fs.String("out", "", "output .npy")
 	ids := fs.String("ids", "", "output id list")
+	labels := fs.String("labels", "", "output label list (the person of each template)")
 	only := fs.Int("sample", -1, "write only this sample index of every person")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -41,7 +44,7 @@ func cmdSynth(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	m := &npy.Matrix{Cols: *dim}
-	var names strings.Builder
+	var names, persons strings.Builder
 	for i, x := range s.Samples {
 		k := i % *samples
 		if *only >= 0 && k != *only {
@@ -50,12 +53,19 @@ func cmdSynth(args []string, stdout, stderr io.Writer) error {
 		m.F32 = append(m.F32, x...)
 		m.Rows++
 		fmt.Fprintf(&names, "person-%d/sample-%d\n", s.Labels[i], k)
+		fmt.Fprintf(&persons, "person-%d\n", s.Labels[i])
 	}
 	if err := npy.WriteFile(*out, m); err != nil {
 		return err
 	}
-	if *ids != "" {
-		if err := os.WriteFile(*ids, []byte(names.String()), 0o644); err != nil {
+	for _, f := range []struct {
+		path string
+		text *strings.Builder
+	}{{*ids, &names}, {*labels, &persons}} {
+		if f.path == "" {
+			continue
+		}
+		if err := os.WriteFile(f.path, []byte(f.text.String()), 0o644); err != nil {
 			return err
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/idface/idface/internal/input"
 	"github.com/idface/idface/internal/npy"
 	"github.com/idface/idface/template"
 )
@@ -13,11 +14,11 @@ func init() {
 }
 
 func cmdTransform(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("transform", "idface transform --alpha A --in X.npy --out Z.npy\n\n"+
-		"Applies the almost-isometric ternary transform T_alpha to every row of an\n"+
-		"N x d float32/float64 .npy file and writes the N x d int8 result ({-1,0,1}).", stderr)
+	fs := newFlags("transform", "idface transform --alpha A --in X.npy|X.csv|X.jsonl --out Z.npy\n\n"+
+		"Applies the almost-isometric ternary transform T_alpha to every template of\n"+
+		"X (N templates of dimension d) and writes the N x d int8 result ({-1,0,1}).\n\n"+input.Formats, stderr)
 	alpha := fs.Int("alpha", 0, "nonzeros per template (default floor(2d/3), 341 for d = 512)")
-	in := fs.String("in", "", "input .npy (N x d, float32 or float64)")
+	in := fs.String("in", "", "input templates: .npy (float32 or float64), CSV or JSON lines")
 	out := fs.String("out", "", "output .npy (N x d, int8)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -25,10 +26,11 @@ func cmdTransform(args []string, stdout, stderr io.Writer) error {
 	if err := required(fs, "in", "out"); err != nil {
 		return err
 	}
-	m, err := npy.ReadFile(*in)
+	tm, err := input.ReadTemplates(*in, 0)
 	if err != nil {
 		return err
 	}
+	m := tm.M
 	if m.I8 != nil {
 		return fmt.Errorf("%s holds int8 values: transform wants float32 or float64 templates", *in)
 	}
@@ -45,7 +47,7 @@ func cmdTransform(args []string, stdout, stderr io.Writer) error {
 	row := make([]float64, 0, m.Cols)
 	for i := 0; i < m.Rows; i++ {
 		if err := template.Apply(tr, m.RowF64(i, row), z); err != nil {
-			return fmt.Errorf("%s row %d: %w", *in, i, err)
+			return fmt.Errorf("%s %s: %w", *in, tm.Where(i), err)
 		}
 		for j := 0; j < m.Cols; j++ {
 			res.I8 = append(res.I8, z.At(j))

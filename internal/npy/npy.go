@@ -84,10 +84,31 @@ func ReadFile(path string) (*Matrix, error) {
 	}
 	defer f.Close()
 	m, err := Read(bufio.NewReaderSize(f, 1<<20))
-	if err != nil {
+	var te *TruncatedError
+	switch {
+	case errors.As(err, &te):
+		return nil, fmt.Errorf("%s is truncated: %d of %d data bytes present (its header announces %d x %d %s): the file was cut short; copy or save it again",
+			path, te.Present, te.Want, te.Rows, te.Cols, te.Dtype)
+	case errors.Is(err, ErrNotNpy):
+		return nil, fmt.Errorf("%s is not a .npy file: it does not start with the NumPy magic (save templates with numpy.save)", path)
+	case err != nil:
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return m, nil
+}
+
+// ErrNotNpy is returned for input that does not start with the .npy magic.
+var ErrNotNpy = errors.New("npy: not a .npy file (bad magic)")
+
+// TruncatedError reports a file whose data ends before its header's shape.
+type TruncatedError struct {
+	Present, Want int64 // data bytes present and announced
+	Rows, Cols    int
+	Dtype         string
+}
+
+func (e *TruncatedError) Error() string {
+	return fmt.Sprintf("npy: data truncated: %d of %d data bytes present", e.Present, e.Want)
 }
 
 // Read parses a C-order .npy array of dtype <f4, <f8 or |i1 with shape
@@ -98,7 +119,7 @@ func Read(r io.Reader) (*Matrix, error) {
 		return nil, errors.New("npy: file too short for the .npy magic")
 	}
 	if string(pre[:6]) != string(magic) {
-		return nil, errors.New("npy: not a .npy file (bad magic)")
+		return nil, ErrNotNpy
 	}
 	var hlen int
 	switch pre[6] {
@@ -185,20 +206,39 @@ func Read(r io.Reader) (*Matrix, error) {
 	default:
 		return nil, fmt.Errorf("npy: dtype %q not supported: want float32 (<f4), float64 (<f8) or int8", g[1])
 	}
+	var te *TruncatedError
+	if errors.As(err, &te) {
+		te.Rows, te.Cols, te.Dtype = m.Rows, m.Cols, dtypeName(g[1])
+	}
 	if err != nil {
 		return nil, err
 	}
 	return m, nil
 }
 
+// dtypeName names a descr as NumPy users know it.
+func dtypeName(descr string) string {
+	switch strings.TrimLeft(descr, "<=|") {
+	case "f4":
+		return "float32"
+	case "f8":
+		return "float64"
+	case "i1":
+		return "int8"
+	}
+	return descr
+}
+
 // readChunks reads n elements of size bytes in bounded chunks, so a file
-// shorter than its header claims fails without allocating the claim.
+// shorter than its header claims fails without allocating the claim. A
+// short file gives a *TruncatedError with the bytes present (dtype and
+// shape filled in by the caller).
 func readChunks(r io.Reader, n, size int, f func([]byte)) error {
 	buf := make([]byte, min(n*size, 1<<20)/size*size)
 	for left := n * size; left > 0; {
 		b := buf[:min(left, len(buf))]
-		if _, err := io.ReadFull(r, b); err != nil {
-			return fmt.Errorf("npy: data truncated: %d of %d bytes missing", left, n*size)
+		if got, err := io.ReadFull(r, b); err != nil {
+			return &TruncatedError{Present: int64(n*size - left + got), Want: int64(n * size)}
 		}
 		f(b)
 		left -= len(b)

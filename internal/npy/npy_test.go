@@ -2,9 +2,11 @@ package npy
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -116,4 +118,38 @@ func FuzzRead(f *testing.F) {
 			t.Fatal("round trip changed the matrix")
 		}
 	})
+}
+
+// TestTruncatedSaysWhatIsThere: a file cut in half names the data bytes
+// present and announced (it said "2048000 of 2048000 bytes missing" when
+// half was there), and the file's path.
+func TestTruncatedSaysWhatIsThere(t *testing.T) {
+	m := &Matrix{Rows: 1000, Cols: 512, F32: make([]float32, 1000*512)}
+	var b bytes.Buffer
+	if err := Write(&b, m); err != nil {
+		t.Fatal(err)
+	}
+	head := b.Len() - 4*len(m.F32)
+	path := filepath.Join(t.TempDir(), "half.npy")
+	if err := os.WriteFile(path, b.Bytes()[:head+1024000], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ReadFile(path)
+	want := path + " is truncated: 1024000 of 2048000 data bytes present (its header announces 1000 x 512 float32)"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("got %v, want %q", err, want)
+	}
+	// Cut inside a chunk: the partial chunk counts too.
+	if err := os.WriteFile(path, b.Bytes()[:head+7], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadFile(path); err == nil || !strings.Contains(err.Error(), "7 of 2048000 data bytes present") {
+		t.Fatalf("got %v", err)
+	}
+	if err := os.WriteFile(path, []byte("0.5,0.25\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadFile(path); err == nil || !strings.Contains(err.Error(), path+" is not a .npy file") {
+		t.Fatalf("got %v", err)
+	}
 }

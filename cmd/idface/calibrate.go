@@ -1,0 +1,308 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/experiments"
+	"github.com/idface/idface/internal/input"
+	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/template"
+)
+
+func init() {
+	register("calibrate", "choose the threshold for a target false-positive identification rate on labelled templates", cmdCalibrate)
+}
+
+// calibrationFile is what 'idface calibrate' writes and 'cluster init
+// --calibration' reads.
+type calibrationFile struct {
+	Version int         `json:"version"` // 1
+	Mode    config.Mode `json:"mode"`
+	Alpha   int         `json:"alpha"`
+	Beta    int         `json:"beta"`
+	// Tau is the cosine threshold the cluster stores; it gives exactly
+	// the score threshold Calibration.Threshold.
+	Tau float64 `json:"tau"`
+	config.Calibration
+	Rank1       float64                        `json:"rank1"`
+	Templates   string                         `json:"templates"`
+	Curve       []experiments.CalibrationPoint `json:"curve"`
+	Suggestions []suggestion                   `json:"suggestions,omitempty"`
+}
+
+// suggestion is another transform measured at the same target FPIR.
+type suggestion struct {
+	GalleryLevels string  `json:"gallery_levels"`
+	QueryLevels   string  `json:"query_levels"`
+	Threshold     int     `json:"threshold"`
+	FPIR          float64 `json:"fpir"`
+	TPIR          float64 `json:"tpir"`
+}
+
+func cmdCalibrate(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("calibrate", "idface calibrate --templates X --labels L.txt --target-fpir 1e-3 --out calibration.json\n"+
+		"                 [--mode 2pc|mpc|he|blind] [--alpha A] [--beta B] [--gallery-levels L:a1,... --query-levels L:a1,...] [--plot FILE]\n\n"+
+		"Chooses the cluster's threshold for a target false-positive identification\n"+
+		"rate (FPIR) on your own labelled templates, scored exactly as the cluster\n"+
+		"will score them (T_alpha x T_beta, or blind mode's levels). The templates\n"+
+		"are split open-set: the first template of the first half of the people\n"+
+		"(in order of first appearance) is enrolled; their other templates are\n"+
+		"mated searches, every template of the other half a non-mated search. The\n"+
+		"threshold is the least integer score at which at most the target share of\n"+
+		"non-mated searches returns an id; the TPIR is the share of mated searches\n"+
+		"that return the right id. Other transforms are measured at the same FPIR\n"+
+		"as suggestions. Writes the calibration (JSON) and a plot of TPIR against\n"+
+		"FPIR; give the JSON to 'idface cluster init --calibration'.\n\n"+
+		"FPIR grows with the number of ids enrolled: calibrate with at least as\n"+
+		"many people as you will enroll (so twice as many labelled people), and\n"+
+		"with at least 1/target non-mated searches (better 10/target) for the\n"+
+		"rate to be measured.\n\n"+
+		input.Formats+"\nLabels: one per line, the same label for every template of one person.", stderr)
+	tmpls := fs.String("templates", "", "labelled templates: .npy, CSV or JSON lines")
+	labels := fs.String("labels", "", "one label (person) per template, one per line")
+	target := fs.Float64("target-fpir", 0, "target false-positive identification rate, e.g. 1e-3")
+	out := fs.String("out", "", "calibration file to write (JSON)")
+	plotPath := fs.String("plot", "", "plot of TPIR against FPIR (.png, .svg or .pdf; default: --out with .png; \"none\" for no plot)")
+	mode := fs.String("mode", "2pc", "the mode the cluster will run: 2pc, mpc, he or blind (blind takes levels)")
+	alpha := fs.Int("alpha", 0, "enrollment weight (default floor(2d/3))")
+	beta := fs.Int("beta", 0, fmt.Sprintf("query weight (default min(%d, alpha))", config.DefaultBeta))
+	levels := addLevelFlags(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := required(fs, "templates", "labels", "target-fpir", "out"); err != nil {
+		return err
+	}
+	if !(*target > 0 && *target < 1) {
+		return fmt.Errorf("--target-fpir %v: want a rate between 0 and 1, such as 1e-3", *target)
+	}
+	m, err := config.ParseMode(*mode)
+	if err != nil {
+		return err
+	}
+	if m != config.ModeBlind && (*levels.gallery != "" || *levels.query != "") {
+		return fmt.Errorf("--gallery-levels and --query-levels are blind mode's: add --mode blind")
+	}
+	xs, ls, err := readLabelled(*tmpls, *labels)
+	if err != nil {
+		return err
+	}
+	d := len(xs[0])
+	lp, a, b, err := calibrationTransform(m, d, *alpha, *beta, *levels.gallery, *levels.query)
+	if err != nil {
+		return err
+	}
+	c, err := experiments.Calibrate(xs, ls, lp, *target)
+	if err != nil {
+		return err
+	}
+	tau, err := c.Tau()
+	if err != nil {
+		return err
+	}
+	f := calibrationFile{Version: 1, Mode: m, Alpha: a, Beta: b, Tau: tau, Rank1: c.Rank1, Templates: *tmpls, Curve: c.Curve,
+		Calibration: config.Calibration{TargetFPIR: *target, FPIR: c.FPIR, TPIR: c.TPIR, Threshold: c.Threshold, Dim: d,
+			GalleryLevels: lp.Gallery.String(), QueryLevels: lp.Query.String(), GalleryIDs: c.GalleryIDs, Mated: c.Mated, NonMated: c.NonMated}}
+	for _, alt := range alternatives(m, d, a, b, lp) {
+		ac, err := experiments.Calibrate(xs, ls, alt, *target)
+		if err != nil {
+			return err
+		}
+		f.Suggestions = append(f.Suggestions, suggestion{GalleryLevels: alt.Gallery.String(), QueryLevels: alt.Query.String(),
+			Threshold: ac.Threshold, FPIR: ac.FPIR, TPIR: ac.TPIR})
+	}
+	js, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := store.WriteFile(*out, append(js, '\n'), 0o644); err != nil {
+		return err
+	}
+	people := map[int]bool{}
+	for _, l := range ls {
+		people[l] = true
+	}
+	fmt.Fprintf(stdout, "%s: %d templates of %d people, d = %d; %d enrolled, %d mated and %d non-mated searches\n",
+		*tmpls, len(xs), len(people), d, c.GalleryIDs, c.Mated, c.NonMated)
+	fmt.Fprintf(stdout, "mode %s, gallery %s, query %s (alpha = %d, beta = %d)\n", m, lp.Gallery, lp.Query, a, b)
+	fmt.Fprintf(stdout, "target FPIR %g: threshold score >= %d (tau = %.4f)\n", *target, c.Threshold, tau)
+	fmt.Fprintf(stdout, "  FPIR %.4g: %d of %d non-mated searches return an id\n", c.FPIR, int(c.FPIR*float64(c.NonMated)+0.5), c.NonMated)
+	fmt.Fprintf(stdout, "  TPIR %.2f%%: %d of %d mated searches return the right id (rank-1 %.2f%% at any threshold)\n",
+		100*c.TPIR, int(c.TPIR*float64(c.Mated)+0.5), c.Mated, 100*c.Rank1)
+	if float64(c.NonMated)**target < 1 {
+		fmt.Fprintf(stdout, "warning: %d non-mated searches cannot measure an FPIR of %g: the threshold lies just above all of them; calibrate with at least %.0f of them (better %.0f)\n",
+			c.NonMated, *target, 1 / *target, 10 / *target)
+	}
+	if len(f.Suggestions) > 0 {
+		fmt.Fprintf(stdout, "other transforms at FPIR %g:\n", *target)
+		for _, s := range f.Suggestions {
+			fmt.Fprintf(stdout, "  gallery %-16s query %-8s TPIR %6.2f%% (score >= %d)\n", s.GalleryLevels, s.QueryLevels, 100*s.TPIR, s.Threshold)
+		}
+	}
+	plot := *plotPath
+	if plot == "" {
+		plot = strings.TrimSuffix(*out, ".json") + ".png"
+	}
+	if plot != "none" {
+		if err := plotCalibration(plot, c); err != nil {
+			return err
+		}
+	}
+	wrote := *out
+	if plot != "none" {
+		wrote += " and " + plot
+	}
+	fmt.Fprintf(stdout, "wrote %s; use it with: idface cluster init --dir DIR --mode %s --calibration %s\n", wrote, m, *out)
+	return nil
+}
+
+// calibrationTransform is the transform a cluster of mode m would use
+// with these flags (config.Weights' defaults), and its alpha and beta.
+func calibrationTransform(m config.Mode, d, alpha, beta int, gl, ql string) (experiments.LevelPair, int, int, error) {
+	var lp experiments.LevelPair
+	for _, f := range []struct {
+		spec   string
+		lv     *template.Levels
+		weight *int
+	}{{gl, &lp.Gallery, &alpha}, {ql, &lp.Query, &beta}} {
+		if f.spec == "" {
+			continue
+		}
+		lv, err := template.ParseLevels(f.spec)
+		if err != nil {
+			return lp, 0, 0, err
+		}
+		*f.lv, *f.weight = lv, lv.Support()
+	}
+	d, a, b, err := config.Weights(d, alpha, beta)
+	if err != nil {
+		return lp, 0, 0, err
+	}
+	if lp.Gallery.L() == 0 {
+		lp.Gallery = template.TernaryLevels(a)
+	}
+	if lp.Query.L() == 0 {
+		lp.Query = template.TernaryLevels(b)
+	}
+	for _, lv := range []template.Levels{lp.Gallery, lp.Query} {
+		if err := lv.Validate(d); err != nil {
+			return lp, 0, 0, err
+		}
+	}
+	return lp, a, b, nil
+}
+
+// alternatives are the transforms suggested besides lp: other query
+// weights (63, 127, alpha: larger ones cost more per query), and in
+// blind mode a four-level gallery (docs/BLIND-NOTES.md).
+func alternatives(m config.Mode, d, a, b int, lp experiments.LevelPair) []experiments.LevelPair {
+	var out []experiments.LevelPair
+	seen := map[string]bool{lp.Gallery.String() + " " + lp.Query.String(): true}
+	add := func(g, q template.Levels) {
+		k := g.String() + " " + q.String()
+		if seen[k] || g.Validate(d) != nil || q.Validate(d) != nil {
+			return
+		}
+		seen[k] = true
+		out = append(out, experiments.LevelPair{Gallery: g, Query: q})
+	}
+	for _, beta := range []int{63, 127, a} {
+		if beta <= a {
+			add(lp.Gallery, template.TernaryLevels(beta))
+		}
+	}
+	if m == config.ModeBlind && a >= 8 {
+		add(experiments.ThreeFoldLevels(a, 4), lp.Query)
+		add(template.TernaryLevels(a), lp.Query)
+	}
+	return out
+}
+
+func plotCalibration(path string, c *experiments.Calibration) error {
+	var curve, chosen experiments.Series
+	curve.Label = fmt.Sprintf("gallery %s, query %s", c.Pair.Gallery, c.Pair.Query)
+	for _, pt := range c.Curve {
+		if pt.FPIR > 0 { // a log axis has no 0
+			curve.X, curve.Y = append(curve.X, pt.FPIR), append(curve.Y, pt.TPIR)
+		}
+	}
+	fpir := max(c.FPIR, 0.5/float64(c.NonMated)) // 0 measured: drawn at half a search
+	chosen = experiments.Series{Label: fmt.Sprintf("threshold %d: FPIR %.2g, TPIR %.3f", c.Threshold, c.FPIR, c.TPIR), X: []float64{fpir}, Y: []float64{c.TPIR}}
+	series := []experiments.Series{chosen}
+	if len(curve.X) > 0 {
+		series = []experiments.Series{curve, chosen}
+	}
+	return experiments.PlotLines(path, fmt.Sprintf("open-set identification, %d enrolled", c.GalleryIDs), "FPIR", "TPIR", true, false, series...)
+}
+
+// applyCalibration reads a calibration file into the settings of a new
+// configuration: its weights (and blind mode's levels) and the tau that
+// gives its threshold. set names the flags given, which must agree.
+func applyCalibration(path string, lit *config.Literal, set map[string]bool) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var f calibrationFile
+	if err := json.Unmarshal(b, &f); err != nil {
+		return fmt.Errorf("%s: not a calibration file: %w", path, err)
+	}
+	if f.Version != 1 || f.TargetFPIR == 0 {
+		return fmt.Errorf("%s: not a calibration file of this build (version %d): run idface calibrate", path, f.Version)
+	}
+	g, gerr := template.ParseLevels(f.GalleryLevels)
+	q, qerr := template.ParseLevels(f.QueryLevels)
+	if err := errors.Join(gerr, qerr); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	ternary := g.L() == 1 && q.L() == 1
+	if !ternary && lit.Mode != config.ModeBlind {
+		return fmt.Errorf("%s calibrates blind mode's levels (gallery %s, query %s): use --mode blind, or calibrate again with --mode %s", path, g, q, lit.Mode)
+	}
+	want := config.Literal{Dim: f.Dim, Alpha: g.Support(), Beta: q.Support(), Tau: &f.Tau}
+	if lit.Mode == config.ModeBlind {
+		want.GalleryLevels, want.QueryLevels = g.String(), q.String()
+	}
+	if flag, ok := differing(set, []flagCheck{
+		{"dim", lit.Dim == want.Dim},
+		{"alpha", lit.Alpha == want.Alpha},
+		{"beta", lit.Beta == want.Beta},
+		{"tau", lit.Tau != nil && *lit.Tau == f.Tau},
+		{"gallery-levels", lit.GalleryLevels == want.GalleryLevels || lit.GalleryLevels == ""},
+		{"query-levels", lit.QueryLevels == want.QueryLevels || lit.QueryLevels == ""},
+	}); ok {
+		return fmt.Errorf("--%s differs from the calibration %s: leave it out, or calibrate again with it", flag, path)
+	}
+	lit.Dim, lit.Alpha, lit.Beta, lit.Tau = want.Dim, want.Alpha, want.Beta, want.Tau
+	lit.GalleryLevels, lit.QueryLevels = want.GalleryLevels, want.QueryLevels
+	sum := sha256.Sum256(b)
+	cal := f.Calibration
+	cal.Source = hex.EncodeToString(sum[:])
+	lit.Calibration = &cal
+	return nil
+}
+
+// calibrationFlag is the --calibration flag of 'cluster init' and
+// 'cluster assemble'.
+func calibrationFlag(fs *flag.FlagSet) *string {
+	return fs.String("calibration", "", "a file from 'idface calibrate': sets --dim, --alpha, --beta (blind: the levels) and the tau that gives its threshold for the target FPIR")
+}
+
+// thresholdMeaning says what the cluster's threshold means, in FPIR when
+// it was calibrated.
+func thresholdMeaning(cfg *config.Params) string {
+	if c, ok := cfg.Calibration(); ok {
+		return fmt.Sprintf("threshold score >= %d for FPIR %g: calibrated with %d ids enrolled, FPIR %.2g on %d searches for people not enrolled, TPIR %.1f%%",
+			c.Threshold, c.TargetFPIR, c.GalleryIDs, c.FPIR, c.NonMated, 100*c.TPIR)
+	}
+	return fmt.Sprintf("threshold tau = %.3f (score >= %d), not calibrated to a false-positive rate: see idface calibrate", cfg.Tau(), cfg.Threshold())
+}

@@ -1,0 +1,635 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/idface/idface/client"
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/internal/home"
+	"github.com/idface/idface/internal/input"
+	"github.com/idface/idface/protocol"
+)
+
+// journalFlags are enroll's and delete's journal flags.
+type journalFlags struct {
+	resume *bool
+	path   *string
+}
+
+func addJournalFlags(fs *flag.FlagSet, what string) journalFlags {
+	return journalFlags{
+		resume: fs.Bool("resume", false, "skip the ids this operator's journal shows "+what+" already, and settle the changes an earlier run sent without an answer"),
+		path:   fs.String("journal", "", "the journal of this operator's changes (default HOME/journal-CLUSTERID.jsonl in the operator's home)"),
+	}
+}
+
+func (f journalFlags) open(cfg *config.Params, h *home.Home) (*client.Journal, error) {
+	path := *f.path
+	if path == "" {
+		path = client.JournalPath(h.Dir, cfg.ClusterID())
+	}
+	return client.OpenJournal(path, cfg.ClusterID())
+}
+
+// source names the items of a bulk file in the user's terms: the lines
+// of the ids file (or of a JSON lines file with ids), or the rows of the
+// templates.
+type source struct {
+	file string
+	unit string // "line" or "row"
+	num  []int  // the line or row of each item
+}
+
+func (s source) at(i int) string {
+	if s.unit == "" { // a single id on the command line
+		return s.file
+	}
+	return fmt.Sprintf("%s %s %d", s.file, s.unit, s.num[i])
+}
+
+// ranges writes the items idx (input indices, ascending) as "ids.txt
+// lines 1-500, 601-700".
+func (s source) ranges(idx []int) string {
+	var rs []client.Range
+	for _, i := range idx {
+		if n := len(rs); n > 0 && rs[n-1].Hi == i {
+			rs[n-1].Hi++
+		} else {
+			rs = append(rs, client.Range{Lo: i, Hi: i + 1})
+		}
+	}
+	var b strings.Builder
+	for k, r := range rs {
+		if k > 0 {
+			b.WriteString(", ")
+		}
+		if lo, hi := s.num[r.Lo], s.num[r.Hi-1]; lo == hi {
+			fmt.Fprint(&b, lo)
+		} else {
+			fmt.Fprintf(&b, "%d-%d", lo, hi)
+		}
+	}
+	unit := s.unit
+	if len(idx) > 1 {
+		unit += "s"
+	}
+	return fmt.Sprintf("%s %s %s", s.file, unit, b.String())
+}
+
+// were is "were" after several items, "was" after one.
+func were(idx []int) string {
+	if len(idx) == 1 {
+		return "was"
+	}
+	return "were"
+}
+
+// indices maps ranges of positions in send to input indices.
+func indices(send []int, rs []client.Range) []int {
+	var out []int
+	for _, r := range rs {
+		out = append(out, send[r.Lo:r.Hi]...)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// newBar is a progress bar of n items on w.
+func newBar(n int, what string, w io.Writer) *progressbar.ProgressBar {
+	return progressbar.NewOptions(n, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription(what),
+		progressbar.OptionShowCount(), progressbar.OptionThrottle(200*time.Millisecond))
+}
+
+// listSome writes up to five problems and how many more there are.
+func listSome(problems []string) string {
+	var b strings.Builder
+	for _, p := range problems[:min(5, len(problems))] {
+		b.WriteString("\n  " + p)
+	}
+	if len(problems) > 5 {
+		fmt.Fprintf(&b, "\n  and %d more", len(problems)-5)
+	}
+	return b.String()
+}
+
+func cmdEnroll(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("enroll", "idface enroll --cluster DIR --id ID --template x.npy\n"+
+		"idface enroll --cluster DIR --ids ids.txt --templates X.npy|X.csv|X.jsonl [--batch 2048] [--resume]\n"+
+		"idface enroll --cluster DIR --templates X.jsonl   (ids in the file: {\"id\": ..., \"template\": [...]})\n\n"+
+		"Enrolls templates under string ids. Batches are sent one after another; each\n"+
+		"is acknowledged only when every party has stored its share durably, and is\n"+
+		"otherwise rolled back everywhere. The command stops at the first failure\n"+
+		"and says which ids were enrolled, refused, left without an answer, and not\n"+
+		"sent. Every template is checked before anything is sent.\n\n"+
+		"A journal in the operator's home records each change this operator sends\n"+
+		"(ids and a hash of each template; no template) and its outcome: with\n"+
+		"--resume, ids already enrolled with the same template are skipped and\n"+
+		"batches an earlier run got no answer for are settled. An id enrolled\n"+
+		"with another template is refused (delete it first). The journal knows\n"+
+		"only this operator's changes.\n\n"+
+		input.Formats+"\n\n"+input.IDRules+"\n\n"+fmt.Sprintf("A batch holds 1 to %d templates (fewer in mode he: at most four column\ngroups per request).", protocol.MaxBatch), stderr)
+	cf := addClientFlags(fs)
+	id := fs.String("id", "", "id of a single template")
+	tmpl := fs.String("template", "", "file holding one template")
+	ids := fs.String("ids", "", "text file with one id per line (bulk)")
+	tmpls := fs.String("templates", "", "one template per id (bulk): .npy, CSV or JSON lines")
+	batch := fs.Int("batch", 2048, fmt.Sprintf("templates per transaction in bulk mode (1..%d)", protocol.MaxBatch))
+	asJSON := fs.Bool("json", false, "print a JSON summary")
+	quiet := fs.Bool("quiet", false, "no progress bar")
+	jf := addJournalFlags(fs, "enrolled")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	single := *id != "" && *tmpl != "" && *ids == "" && *tmpls == ""
+	if !single && (*tmpls == "" || *id != "" || *tmpl != "") {
+		fmt.Fprintln(stderr, "idface enroll: give either --id with --template, or --templates with --ids (or a JSON lines file with ids)")
+		fs.Usage()
+		return errUsage
+	}
+	if *batch == 0 {
+		*batch = 2048
+	}
+	if *batch < 1 || *batch > protocol.MaxBatch {
+		return fmt.Errorf("--batch %d: a batch holds 1 to %d templates", *batch, protocol.MaxBatch)
+	}
+	if single {
+		if err := input.CheckID(*id); err != nil {
+			return fmt.Errorf("--id: %w", err)
+		}
+	}
+	cfg, h, _, err := cf.member.open("client")
+	if err != nil {
+		return err
+	}
+	// Read and check everything before anything is sent.
+	path := *tmpls
+	if single {
+		path = *tmpl
+	}
+	tm, err := input.ReadTemplates(path, cfg.Dim())
+	if err != nil {
+		return err
+	}
+	var idList []string
+	var src source
+	switch {
+	case single:
+		if tm.Rows() != 1 {
+			return fmt.Errorf("%s holds %d templates; --template takes one (use --ids and --templates for many)", path, tm.Rows())
+		}
+		idList, src = []string{*id}, source{file: "--id", num: []int{1}}
+	case *ids != "" && tm.IDs != nil:
+		return fmt.Errorf("%s carries its own ids: leave out --ids", path)
+	case *ids != "":
+		var lines []int
+		if idList, lines, err = input.ReadIDs(*ids); err != nil {
+			return err
+		}
+		if tm.Rows() != len(idList) {
+			return fmt.Errorf("%s holds %d templates but %s has %d ids: give one id per template, in the same order", path, tm.Rows(), *ids, len(idList))
+		}
+		src = source{file: *ids, unit: "line", num: lines}
+	case tm.IDs != nil:
+		idList = tm.IDs
+		src = source{file: path, unit: "line"}
+		for i := range tm.Rows() {
+			src.num = append(src.num, tm.Line(i))
+		}
+		if err := checkIDs(idList, src); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("%s has no ids: give --ids ids.txt (one id per template), or write JSON lines {\"id\": ..., \"template\": [...]}", path)
+	}
+	var bad []string
+	for i := range tm.Rows() {
+		if err := tm.Check(i); err != nil {
+			bad = append(bad, err.Error())
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("nothing was enrolled: %d of the %d templates cannot be enrolled:%s\nfix or remove them", len(bad), tm.Rows(), listSome(bad))
+	}
+
+	j, err := jf.open(cfg, h)
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	hashes := make([][16]byte, len(idList))
+	for i := range idList {
+		hashes[i] = client.TemplateHash(tm.Row(i, nil))
+	}
+	send, unsettled, skipped, err := againstJournal(j, idList, hashes, src, *jf.resume)
+	if err != nil {
+		return err
+	}
+
+	cl, err := client.Open(cfg, h, *cf.entry)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	start := time.Now()
+	item := func(i int) protocol.Item { return protocol.Item{ID: idList[i], Template: tm.Row(i, nil)} }
+	settled, already, err := settleEnrollments(cl, cfg, j, unsettled, idList, hashes, item, *batch, *cf.timeout)
+	if err != nil {
+		return err
+	}
+	skipped += already
+
+	var bar *progressbar.ProgressBar
+	if len(send) > *batch && !*quiet {
+		bar = newBar(len(send), "enrolling", stderr)
+	}
+	batchOf := map[int]uint64{}
+	var jerr error
+	done, err := cl.EnrollAll(context.Background(), len(send), func(k int) protocol.Item { return item(send[k]) }, client.Bulk{
+		Batch: *batch, Timeout: *cf.timeout,
+		Progress: func(done, _ int) {
+			if bar != nil {
+				bar.Set(done)
+			}
+		},
+		Before: func(lo, hi int) error {
+			var xs []string
+			var hs [][16]byte
+			for _, i := range send[lo:hi] {
+				xs, hs = append(xs, idList[i]), append(hs, hashes[i])
+			}
+			b, err := j.Begin('+', xs, hs)
+			batchOf[lo] = b
+			return err
+		},
+		After: func(lo, _ int, err error) {
+			var e error
+			switch {
+			case err == nil:
+				e = j.End(batchOf[lo], true)
+			case client.Refused(err):
+				e = j.End(batchOf[lo], false)
+			}
+			if jerr == nil {
+				jerr = e
+			}
+		},
+	})
+	if bar != nil {
+		if err != nil {
+			bar.Exit()
+		} else {
+			bar.Finish()
+		}
+		fmt.Fprintln(stderr)
+	}
+	if err == nil {
+		err = jerr
+	}
+	done += settled
+	if err != nil {
+		var be *client.BulkError
+		if !errors.As(err, &be) {
+			return err
+		}
+		if single {
+			if len(be.InDoubt) > 0 {
+				return fmt.Errorf("%w\n%q got no answer and may or may not be enrolled: run the same command with --resume to find out", be.Err, *id)
+			}
+			return be.Err
+		}
+		msg := fmt.Sprintf("enrolled %d of %d", done, len(send)+settled)
+		if c := indices(send, be.Committed); len(c) > 0 {
+			msg += " (" + src.ranges(c) + ")"
+		}
+		if skipped > 0 {
+			msg += fmt.Sprintf("; %d enrolled before were skipped", skipped)
+		}
+		if r := indices(send, be.Refused); len(r) > 0 {
+			msg += "; " + src.ranges(r) + " " + were(r) + " refused and rolled back"
+		}
+		if d := indices(send, be.InDoubt); len(d) > 0 {
+			msg += "; " + src.ranges(d) + " got no answer and may or may not be enrolled"
+		}
+		if ns := indices(send, be.NotSent()); len(ns) > 0 {
+			msg += "; " + src.ranges(ns) + " " + were(ns) + " not sent"
+		}
+		hint := "fix the cause, then run the same command with --resume: it skips what is enrolled"
+		if isCode(be.Err, protocol.CodeDuplicate) {
+			hint = "the journal does not know that id (enrolled by another operator, or with another journal): delete it or remove it from the input, then run the same command with --resume"
+		}
+		return fmt.Errorf("%s: %v\n%s", msg, be.Err, hint)
+	}
+	secs := time.Since(start).Seconds()
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(map[string]any{"enrolled": done, "skipped": skipped, "seconds": secs,
+			"per_second": float64(done) / secs, "entry": cl.Entry(), "journal": j.Path()})
+	}
+	if single {
+		fmt.Fprintf(stdout, "enrolled %s at every party\n", *id)
+		return nil
+	}
+	fmt.Fprintf(stdout, "enrolled %d at every party in %.2f s", done, secs)
+	if skipped > 0 {
+		fmt.Fprintf(stdout, "; %d enrolled before were skipped", skipped)
+	}
+	fmt.Fprintln(stdout)
+	return nil
+}
+
+// againstJournal sorts the items by what the journal knows of their ids:
+// to send, to settle (sent by an earlier run without an answer; with
+// resume), or skipped (enrolled with the same template; with resume). An
+// id enrolled with another template, or anything to skip or settle
+// without resume, is an error before anything is sent.
+func againstJournal(j *client.Journal, idList []string, hashes [][16]byte, src source, resume bool) (send []int, unsettled map[uint64][]int, skipped int, err error) {
+	var conflicts, again, doubtful []string
+	unsettled = map[uint64][]int{}
+	for i, x := range idList {
+		e := j.Lookup(x)
+		what := fmt.Sprintf("%q (%s)", x, src.at(i))
+		switch {
+		case e.State == client.Enrolled && e.Hash == hashes[i]:
+			if resume {
+				skipped++
+			} else {
+				again = append(again, what)
+			}
+		case e.State == client.Enrolled:
+			conflicts = append(conflicts, what+" is already enrolled with another template")
+		case e.State == client.InDoubt && e.Op == '+' && e.Hash == hashes[i]:
+			if resume {
+				unsettled[e.Batch] = append(unsettled[e.Batch], i)
+			} else {
+				doubtful = append(doubtful, what)
+			}
+		case e.State == client.InDoubt && e.Op == '+':
+			conflicts = append(conflicts, what+" was sent with another template by an earlier run that got no answer")
+		case e.State == client.InDoubt:
+			conflicts = append(conflicts, what+": its deletion got no answer; run 'idface delete --resume' with it first")
+		default:
+			send = append(send, i)
+		}
+	}
+	switch {
+	case len(conflicts) > 0:
+		return nil, nil, 0, fmt.Errorf("nothing was enrolled: %d of the ids conflict with what this operator enrolled before (journal %s):%s\n"+
+			"delete them first (idface delete --id ID) or remove them from the input", len(conflicts), j.Path(), listSome(conflicts))
+	case len(again)+len(doubtful) > 0:
+		var parts []string
+		if len(again) > 0 {
+			parts = append(parts, fmt.Sprintf("%d ids are already enrolled with these templates", len(again)))
+		}
+		if len(doubtful) > 0 {
+			parts = append(parts, fmt.Sprintf("%d ids were sent by an earlier run that got no answer", len(doubtful)))
+		}
+		return nil, nil, 0, fmt.Errorf("nothing was enrolled: %s (journal %s), e.g.%s\nrun the same command with --resume to skip what is enrolled and settle the rest",
+			strings.Join(parts, " and "), j.Path(), listSome(append(again, doubtful...)[:1]))
+	}
+	return send, unsettled, skipped, nil
+}
+
+// checkIDs checks ids taken from a templates file as ReadIDs checks an
+// ids file.
+func checkIDs(ids []string, src source) error {
+	first := map[string]int{}
+	for i, x := range ids {
+		if err := input.CheckID(x); err != nil {
+			return fmt.Errorf("%s: %w", src.at(i), err)
+		}
+		if k, ok := first[x]; ok {
+			return fmt.Errorf("%s repeats the id of %s %d (%q): ids are unique", src.at(i), src.unit, src.num[k], x)
+		}
+		first[x] = i
+	}
+	return nil
+}
+
+// settleEnrollments finds out, for the batches an earlier run sent
+// without an answer, whether they were committed: once the servers have
+// settled every transaction, a batch is atomic, so enrolling its ids
+// again either succeeds (it was not committed) or finds them enrolled (it
+// was). It returns the items enrolled now and those found enrolled.
+func settleEnrollments(cl *client.Client, cfg *config.Params, j *client.Journal, unsettled map[uint64][]int,
+	ids []string, hashes [][16]byte, item func(int) protocol.Item, batch int, timeout time.Duration) (enrolled, found int, err error) {
+	if len(unsettled) == 0 {
+		return 0, 0, nil
+	}
+	if err := waitSettled(cl, cfg, timeout); err != nil {
+		return 0, 0, err
+	}
+	olds := make([]uint64, 0, len(unsettled))
+	for b := range unsettled {
+		olds = append(olds, b)
+	}
+	slices.Sort(olds)
+	for _, old := range olds {
+		idx := unsettled[old]
+		for lo := 0; lo < len(idx); lo += batch {
+			chunk := idx[lo:min(lo+batch, len(idx))]
+			var xs []string
+			var hs [][16]byte
+			var items []protocol.Item
+			for _, i := range chunk {
+				xs, hs, items = append(xs, ids[i]), append(hs, hashes[i]), append(items, item(i))
+			}
+			b, err := j.Begin('+', xs, hs)
+			if err != nil {
+				return enrolled, found, err
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			err = cl.Enroll(ctx, items)
+			cancel()
+			switch {
+			case err == nil:
+				enrolled += len(chunk)
+				err = errors.Join(j.End(b, true), j.End(old, false))
+			case isCode(err, protocol.CodeDuplicate):
+				found += len(idx) - lo
+				err = errors.Join(j.End(b, false), j.End(old, true))
+				lo = len(idx) // the earlier batch was committed whole
+			case client.Refused(err):
+				j.End(b, false)
+				return enrolled, found, fmt.Errorf("settling the ids an earlier run sent without an answer (%q, ...): %w", xs[0], err)
+			default:
+				return enrolled, found, fmt.Errorf("settling the ids an earlier run sent without an answer (%q, ...): %w; run the same command with --resume again", xs[0], err)
+			}
+			if err != nil {
+				return enrolled, found, err
+			}
+		}
+	}
+	return enrolled, found, nil
+}
+
+func isCode(err error, c protocol.Code) bool {
+	var pe *protocol.Error
+	return errors.As(err, &pe) && pe.Code == c
+}
+
+// waitSettled waits until no party holds an undecided change, so that a
+// change sent without an answer has been committed or rolled back.
+func waitSettled(cl *client.Client, cfg *config.Params, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		busy := ""
+		for _, p := range cfg.Parties() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			h, err := cl.Health(ctx, p.Name)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("asking %s whether earlier changes are settled: %w", p.Name, err)
+			}
+			if h.InDoubt > 0 {
+				busy = fmt.Sprintf("%s has %d unsettled changes", p.Name, h.InDoubt)
+			}
+		}
+		if busy == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the servers are still settling earlier changes (%s): try again shortly", busy)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func cmdDelete(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("delete", "idface delete --cluster DIR --id ID\n"+
+		"idface delete --cluster DIR --ids ids.txt [--resume]\n\n"+
+		"Revokes enrolled ids at every party, one after another (an unknown id is an\n"+
+		"error). With --ids the command stops at the first failure and says which\n"+
+		"ids were deleted, refused and not sent. Each deletion is recorded in the\n"+
+		"operator's journal (see idface enroll --help); with --resume, ids the\n"+
+		"journal shows deleted are skipped and a deletion an earlier run got no\n"+
+		"answer for is settled.\n\n"+input.IDRules, stderr)
+	cf := addClientFlags(fs)
+	id := fs.String("id", "", "id to revoke")
+	ids := fs.String("ids", "", "text file with one id per line to revoke")
+	quiet := fs.Bool("quiet", false, "no progress bar")
+	jf := addJournalFlags(fs, "deleted")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	var idList []string
+	src := source{unit: "line"}
+	switch {
+	case *id != "" && *ids == "":
+		if err := input.CheckID(*id); err != nil {
+			return fmt.Errorf("--id: %w", err)
+		}
+		idList, src = []string{*id}, source{file: "--id", num: []int{1}}
+	case *ids != "" && *id == "":
+		var err error
+		if idList, src.num, err = input.ReadIDs(*ids); err != nil {
+			return err
+		}
+		src.file = *ids
+	default:
+		fmt.Fprintln(stderr, "idface delete: give --id or --ids")
+		fs.Usage()
+		return errUsage
+	}
+	cfg, h, cl, err := cf.openHome()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	j, err := jf.open(cfg, h)
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	var bar *progressbar.ProgressBar
+	if len(idList) > 100 && !*quiet {
+		bar = newBar(len(idList), "deleting", stderr)
+		defer fmt.Fprintln(stderr)
+	}
+	var deleted []int
+	skipped := 0
+	checked := false
+	for i, x := range idList {
+		if bar != nil {
+			bar.Set(i)
+		}
+		e := j.Lookup(x)
+		if *jf.resume && e.State == client.Deleted {
+			skipped++
+			continue
+		}
+		doubt := *jf.resume && e.State == client.InDoubt && e.Op == '-'
+		if doubt && !checked {
+			if err := waitSettled(cl, cfg, *cf.timeout); err != nil {
+				return err
+			}
+			checked = true
+		}
+		b, err := j.Begin('-', []string{x}, nil)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), *cf.timeout)
+		err = cl.Delete(ctx, x)
+		cancel()
+		switch {
+		case err == nil:
+			err = j.End(b, true)
+			deleted = append(deleted, i)
+		case doubt && isCode(err, protocol.CodeUnknownID): // the earlier run's deletion was applied
+			err = errors.Join(j.End(b, false), j.End(e.Batch, true))
+			skipped++
+		default:
+			if client.Refused(err) {
+				j.End(b, false)
+			}
+			if len(idList) == 1 {
+				return err
+			}
+			what := "was refused"
+			if !client.Refused(err) {
+				what = "got no answer and may or may not be deleted"
+			}
+			msg := fmt.Sprintf("deleted %d of %d", len(deleted), len(idList))
+			if len(deleted) > 0 {
+				msg += " (" + src.ranges(deleted) + ")"
+			}
+			if skipped > 0 {
+				msg += fmt.Sprintf("; %d deleted before were skipped", skipped)
+			}
+			msg += fmt.Sprintf("; %q (%s) %s", x, src.at(i), what)
+			if i+1 < len(idList) {
+				var rest []int
+				for k := i + 1; k < len(idList); k++ {
+					rest = append(rest, k)
+				}
+				msg += "; " + src.ranges(rest) + " " + were(rest) + " not sent"
+			}
+			return fmt.Errorf("%s: %w\nfix the cause, then run the same command with --resume: it skips what is deleted", msg, err)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if bar != nil {
+		bar.Finish()
+	}
+	if len(idList) == 1 && skipped == 0 {
+		fmt.Fprintf(stdout, "deleted %s at every party\n", idList[0])
+		return nil
+	}
+	fmt.Fprintf(stdout, "deleted %d at every party", len(deleted))
+	if skipped > 0 {
+		fmt.Fprintf(stdout, "; %d deleted before were skipped", skipped)
+	}
+	fmt.Fprintln(stdout)
+	return nil
+}

@@ -1,0 +1,129 @@
+package input
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/idface/idface/protocol"
+)
+
+// IDRules is the help text of an ids file, for --help.
+var IDRules = fmt.Sprintf("Ids: one per line, in the order of the templates; surrounding spaces are\n"+
+	"dropped; an id is 1 to %d bytes of UTF-8 without control characters;\n"+
+	"blank lines (except at the end) and repeated ids are refused.", protocol.MaxIDLen)
+
+// Lines calls f with every line of r (numbered from 1, "\r\n" and
+// surrounding white space removed) that is not blank. A blank line is an
+// error naming it unless only blank lines follow: it would shift every
+// later line against its template. A line over MaxLine is an error.
+func Lines(r io.Reader, path string, f func(n int, line string) error) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	blank := 0 // the first blank line since the last non-blank one
+	for n := 1; ; n++ {
+		line, err := readLine(br)
+		if errors.Is(err, errLong) {
+			return fmt.Errorf("%s line %d is longer than %d bytes", path, n, MaxLine)
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if errors.Is(err, io.EOF) && line == nil {
+			return nil
+		}
+		s := strings.TrimSpace(strings.TrimPrefix(string(line), "\ufeff"))
+		switch {
+		case s == "" && blank == 0:
+			blank = n
+		case s == "":
+		case blank > 0:
+			return fmt.Errorf("%s line %d is blank: every line holds one entry (a blank line would shift every later one); remove it", path, blank)
+		default:
+			if err := f(n, s); err != nil {
+				return err
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+	}
+}
+
+var errLong = errors.New("line too long")
+
+// readLine returns the next line without its newline; nil and io.EOF at
+// the end.
+func readLine(br *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(line)+len(chunk) > MaxLine+1 {
+			return nil, errLong
+		}
+		line = append(line, chunk...)
+		switch {
+		case err == nil:
+			return bytes.TrimSuffix(line, []byte("\n")), nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF) && len(line) > 0:
+			return line, io.EOF
+		default:
+			return nil, err
+		}
+	}
+}
+
+// ReadIDs reads an ids file (IDRules): every id is checked as the cluster
+// will, a repeated id names both lines. lines[i] is the line of ids[i].
+func ReadIDs(path string) (ids []string, lines []int, err error) {
+	first := map[string]int{}
+	err = readList(path, func(n int, id string) error {
+		if err := CheckID(id); err != nil {
+			return fmt.Errorf("%s line %d: %w", path, n, err)
+		}
+		if k, ok := first[id]; ok {
+			return fmt.Errorf("%s line %d repeats the id on line %d (%q): ids are unique", path, n, k, id)
+		}
+		first[id] = n
+		ids, lines = append(ids, id), append(lines, n)
+		return nil
+	})
+	return ids, lines, err
+}
+
+// ReadLabels reads a labels file: one label per line (repeated for the
+// samples of one person), blank lines refused as in Lines.
+func ReadLabels(path string) ([]string, error) {
+	var labels []string
+	err := readList(path, func(_ int, l string) error {
+		labels = append(labels, l)
+		return nil
+	})
+	return labels, err
+}
+
+func readList(path string, f func(n int, s string) error) error {
+	fh, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	if err := Lines(fh, path, f); err != nil {
+		return err
+	}
+	return nil
+}
+
+// CheckID checks an id as every server will, with the limit in the
+// message ("id is 10000 bytes; ids are at most 256 bytes").
+func CheckID(id string) error {
+	if len(id) > protocol.MaxIDLen {
+		return fmt.Errorf("id is %d bytes; ids are at most %d bytes", len(id), protocol.MaxIDLen)
+	}
+	return protocol.CheckID(id)
+}

@@ -1,0 +1,348 @@
+// Package input reads what an operator hands to the CLI: templates as
+// .npy, CSV or JSON lines, and lists of ids or labels, one per line. Every
+// message names the file and the row or line in the user's terms and says
+// what to do; no template value is ever printed.
+package input
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/idface/idface/internal/npy"
+	"github.com/idface/idface/template"
+)
+
+// MaxLine bounds one line of a CSV, JSON lines, ids or labels file.
+const MaxLine = 1 << 20
+
+// Formats is the help text of the template formats, for --help.
+var Formats = "Templates: .npy (float32 or float64, one row per template), CSV (.csv,\n" +
+	".tsv, .txt: one template per line, values separated by commas or white\n" +
+	"space, as numpy.savetxt writes; lines starting with # and a first line\n" +
+	"without numbers, a header, are skipped) or JSON lines (.jsonl, .ndjson:\n" +
+	"one template per line, a bare array [0.1, ...] or an object\n" +
+	"{\"id\": \"...\", \"template\": [0.1, ...]}; every line has an id or none).\n" +
+	"Other names are recognised by their content. Blank lines are refused\n" +
+	"(they would shift every later template against its id), except at the\n" +
+	"end; a line is at most 1 MiB. Values must be finite and a template not\n" +
+	fmt.Sprintf("all zeros; a template has the cluster's dimension d (512 by default, at\n"+
+		"most %d) and a file at most %d values in all.", template.MaxDim, npy.MaxElems)
+
+// Templates is a file of templates, one per row.
+type Templates struct {
+	Path   string
+	Format string // "npy", "csv" or "jsonl"
+	M      *npy.Matrix
+	// IDs are the ids of a JSON lines file whose objects carry them; nil
+	// otherwise.
+	IDs   []string
+	lines []int // the line of each row (csv, jsonl)
+}
+
+// Rows is the number of templates; Dim their dimension.
+func (t *Templates) Rows() int { return t.M.Rows }
+func (t *Templates) Dim() int  { return t.M.Cols }
+
+// Row returns template i as float32.
+func (t *Templates) Row(i int, dst []float32) []float32 { return t.M.RowF32(i, dst) }
+
+// Where names template i in the file: "row 17" of a .npy (numbered from
+// 0, as NumPy does), "line 18" of a text file.
+func (t *Templates) Where(i int) string {
+	if t.lines != nil {
+		return fmt.Sprintf("line %d", t.lines[i])
+	}
+	return fmt.Sprintf("row %d", i)
+}
+
+// Line is the line of template i in a text file (0 in a .npy).
+func (t *Templates) Line(i int) int {
+	if t.lines == nil {
+		return 0
+	}
+	return t.lines[i]
+}
+
+// Check reports a template the cluster would refuse: a value that is NaN
+// or infinite (also a value too large for float32), or all zeros.
+func (t *Templates) Check(i int) error {
+	x := t.Row(i, nil)
+	if err := CheckTemplate(x); err != nil {
+		return fmt.Errorf("%s %s: %w", t.Path, t.Where(i), t.valueName(err))
+	}
+	return nil
+}
+
+// valueName numbers a bad value as the file's users do: index j (from 0)
+// of a .npy row, value j+1 of a text line.
+func (t *Templates) valueName(err error) error {
+	var be *BadValue
+	if !errors.As(err, &be) {
+		return err
+	}
+	if t.lines != nil {
+		return fmt.Errorf("value %d %s", be.Index+1, be.What)
+	}
+	return fmt.Errorf("index %d %s", be.Index, be.What)
+}
+
+// BadValue is a template value the cluster refuses.
+type BadValue struct {
+	Index int // from 0
+	What  string
+}
+
+func (e *BadValue) Error() string { return fmt.Sprintf("value at index %d %s", e.Index, e.What) }
+
+// ErrZero is a template of zeros only: it has no direction to compare.
+var ErrZero = errors.New("all values are zero (a zero vector has no direction to compare)")
+
+// CheckTemplate reports a NaN or infinite value (a *BadValue) or an
+// all-zero template (ErrZero).
+func CheckTemplate(x []float32) error {
+	zero := true
+	for j, v := range x {
+		f := float64(v)
+		switch {
+		case math.IsNaN(f):
+			return &BadValue{j, "is NaN: templates hold finite numbers"}
+		case math.IsInf(f, 0):
+			return &BadValue{j, "is infinite (or too large for float32): templates hold finite numbers"}
+		case v != 0:
+			zero = false
+		}
+	}
+	if zero {
+		return ErrZero
+	}
+	return nil
+}
+
+// ReadTemplates reads a template file. dim > 0 is the dimension every
+// template must have (the cluster's); with 0 the first template sets it.
+// The format comes from the name (.npy; .csv, .tsv, .txt; .jsonl, .ndjson,
+// .json) or, for other names, from the content.
+func ReadTemplates(path string, dim int) (*Templates, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 1<<20)
+	format := formatOf(path)
+	head, _ := r.Peek(8)
+	if format == "" {
+		format = sniff(head)
+	}
+	t := &Templates{Path: path, Format: format}
+	switch format {
+	case "npz":
+		return nil, fmt.Errorf("%s is a NumPy archive (.npz): save one array with numpy.save to a .npy file", path)
+	case "npy":
+		if t.M, err = npy.ReadFile(path); err != nil {
+			if !bytes.HasPrefix(head, []byte("\x93NUMPY")) {
+				if s := sniff(head); s != "npy" {
+					return nil, fmt.Errorf("%s is not a .npy file; it looks like %s text: name it %s", path, strings.ToUpper(s), strings.TrimSuffix(path, filepath.Ext(path))+"."+s)
+				}
+			}
+			return nil, err
+		}
+	case "csv", "jsonl":
+		if err := t.readText(r, dim); err != nil {
+			return nil, err
+		}
+	}
+	if dim > 0 && t.M.Cols != dim {
+		return nil, fmt.Errorf("%s: templates have dimension %d, the cluster uses %d", path, t.M.Cols, dim)
+	}
+	return t, nil
+}
+
+func formatOf(path string) string {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".npy":
+		return "npy"
+	case ".npz":
+		return "npz"
+	case ".csv", ".tsv", ".txt":
+		return "csv"
+	case ".jsonl", ".ndjson", ".json":
+		return "jsonl"
+	}
+	return ""
+}
+
+// sniff tells the format from a file's first bytes.
+func sniff(head []byte) string {
+	if bytes.HasPrefix(head, []byte("\x93NUMPY")) {
+		return "npy"
+	}
+	if bytes.HasPrefix(head, []byte("PK\x03\x04")) {
+		return "npz"
+	}
+	if s := bytes.TrimLeft(head, " \t\r\n\ufeff"); len(s) > 0 && (s[0] == '[' || s[0] == '{') {
+		return "jsonl"
+	}
+	return "csv"
+}
+
+// readText reads CSV or JSON lines into a float32 matrix.
+func (t *Templates) readText(r io.Reader, dim int) error {
+	m := &npy.Matrix{Cols: dim}
+	dimLine := 0 // the line that set the dimension
+	header := t.Format == "csv"
+	withIDs := -1 // JSON lines: 1 when the first template had an id, 0 when not
+	var vals []float64
+	err := Lines(r, t.Path, func(n int, line string) error {
+		if t.Format == "csv" && strings.HasPrefix(line, "#") {
+			return nil
+		}
+		var err error
+		var id *string
+		if t.Format == "csv" {
+			if header && isHeader(line) {
+				header = false
+				return nil
+			}
+			vals, err = parseCSV(line, vals[:0])
+		} else {
+			vals, id, err = parseJSON(line, vals[:0])
+		}
+		header = false
+		if err != nil {
+			return fmt.Errorf("%s line %d: %w", t.Path, n, err)
+		}
+		if t.Format == "jsonl" {
+			has := 0
+			if id != nil {
+				has = 1
+				t.IDs = append(t.IDs, *id)
+			}
+			switch {
+			case withIDs < 0:
+				withIDs = has
+			case has == 1 && withIDs == 0:
+				return fmt.Errorf("%s line %d has an id, line %d has none: give every line an id or none", t.Path, n, t.lines[0])
+			case has == 0 && withIDs == 1:
+				return fmt.Errorf("%s line %d has no id, line %d has one: give every line an id or none", t.Path, n, t.lines[0])
+			}
+		}
+		switch {
+		case m.Cols == 0:
+			m.Cols, dimLine = len(vals), n
+		case len(vals) != m.Cols && dimLine > 0:
+			return fmt.Errorf("%s line %d: %d values, want %d (as on line %d)", t.Path, n, len(vals), m.Cols, dimLine)
+		case len(vals) != m.Cols:
+			return fmt.Errorf("%s line %d: %d values, want %d (the cluster's dimension)", t.Path, n, len(vals), m.Cols)
+		}
+		if m.Rows >= npy.MaxElems/max(m.Cols, 1) {
+			return fmt.Errorf("%s line %d: more than %d values in all; split the file", t.Path, n, npy.MaxElems)
+		}
+		for _, v := range vals {
+			m.F32 = append(m.F32, float32(v))
+		}
+		m.Rows++
+		t.lines = append(t.lines, n)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if m.Rows == 0 {
+		return fmt.Errorf("%s holds no template", t.Path)
+	}
+	if withIDs == 0 {
+		t.IDs = nil
+	}
+	if m.F32 == nil {
+		m.F32 = []float32{}
+	}
+	t.M = m
+	return nil
+}
+
+// isHeader reports a CSV line none of whose fields is a number.
+func isHeader(line string) bool {
+	for _, f := range splitCSV(line) {
+		if _, err := strconv.ParseFloat(strings.TrimSpace(f), 64); err == nil {
+			return false
+		}
+	}
+	return true
+}
+
+func splitCSV(line string) []string {
+	if strings.Contains(line, ",") {
+		return strings.Split(line, ",")
+	}
+	return strings.Fields(line)
+}
+
+// parseCSV parses one line of numbers separated by commas, or by white
+// space when the line has no comma.
+func parseCSV(line string, dst []float64) ([]float64, error) {
+	for k, f := range splitCSV(line) {
+		f = strings.TrimSpace(f)
+		v, err := strconv.ParseFloat(f, 64)
+		if err != nil {
+			if f == "" {
+				return nil, fmt.Errorf("value %d is empty", k+1)
+			}
+			return nil, fmt.Errorf("value %d (%.20q) is not a number", k+1, f)
+		}
+		dst = append(dst, v)
+	}
+	return dst, nil
+}
+
+// parseJSON parses one JSON line: an array of numbers or an object with
+// "template" and an optional "id".
+func parseJSON(line string, dst []float64) ([]float64, *string, error) {
+	if strings.HasPrefix(line, "[") {
+		if err := json.Unmarshal([]byte(line), &dst); err != nil {
+			return nil, nil, fmt.Errorf("not a JSON array of numbers: %v", jsonReason(err))
+		}
+		return dst, nil, nil
+	}
+	var obj struct {
+		ID       *string   `json:"id"`
+		Template []float64 `json:"template"`
+	}
+	dec := json.NewDecoder(strings.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&obj); err != nil {
+		return nil, nil, fmt.Errorf(`not an array of numbers or an object {"id": ..., "template": [...]}: %v`, jsonReason(err))
+	}
+	if dec.More() {
+		return nil, nil, errors.New("more than one JSON value: one template per line")
+	}
+	if obj.Template == nil {
+		return nil, nil, errors.New(`the object has no "template"`)
+	}
+	return append(dst, obj.Template...), obj.ID, nil
+}
+
+// jsonReason shortens encoding/json's errors, which may quote input.
+func jsonReason(err error) string {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Sprintf("syntax error at byte %d", se.Offset)
+	case errors.As(err, &te):
+		if te.Field != "" {
+			return fmt.Sprintf("%q holds a %s", te.Field, te.Value)
+		}
+		return fmt.Sprintf("a %s where a number belongs", te.Value)
+	}
+	return err.Error()
+}
