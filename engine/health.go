@@ -89,6 +89,11 @@ func (env Env) Health(ctx context.Context, r Request, h HealthOf) protocol.Msg {
 		ok.Digest, ok.InDoubt = g, uint32(h.Unsettled)
 	case network.RoleOperator:
 		ok.InDoubt = uint32(h.Unsettled)
+		live := 0
+		for _, sd := range h.Digest() {
+			live += int(sd.Live)
+		}
+		ok.Empty = live == 0 // one bit an operator, who enrolls, knows anyway
 		if m, _ := r.Msg.(*protocol.Health); m != nil && m.Peers {
 			ok.Peers = env.ComparePeers(ctx, h)
 		}

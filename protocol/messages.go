@@ -393,6 +393,10 @@ type HealthOK struct {
 	ConfigSerial uint32
 	ConfigHash   [8]byte
 	Peers        []PeerState
+	// Empty is set, for servers and operators, when the server holds no
+	// live row (an operator's identify warns that every query will be
+	// rejected); never for devices.
+	Empty bool
 }
 
 // Agreement is how a peer's row map compares with a server's own.
@@ -439,6 +443,7 @@ func (m *HealthOK) marshal(e *wire.Enc) {
 		e.U8(uint8(p.State))
 		e.Str(p.Note)
 	}
+	e.Bool(m.Empty)
 }
 func (m *HealthOK) unmarshal(d *wire.Dec) {
 	m.Name, m.Mode = d.Str(MaxIDLen), d.Str(16)
@@ -458,4 +463,5 @@ func (m *HealthOK) unmarshal(d *wire.Dec) {
 			}
 		}
 	}
+	m.Empty = d.Bool()
 }

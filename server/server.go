@@ -243,7 +243,7 @@ func (s *Server) handle(ctx context.Context, st *network.Stream) {
 		case network.RoleOperator:
 			h.Digest = nil
 		case network.RoleDevice:
-			h.Digest, h.InDoubt, h.Peers = nil, 0, nil
+			h.Digest, h.InDoubt, h.Peers, h.Empty = nil, 0, nil, false
 		}
 	}
 	code := "ok"

@@ -29,6 +29,9 @@ func TestIdentifyRun(t *testing.T) {
 	if code != 1 || !strings.Contains(errs, "2 of 6 queries failed (row 2, row 4 of "+q+"); the others were answered") {
 		t.Fatalf("bad rows: exit %d\n%s", code, errs)
 	}
+	if strings.Contains(errs, "is empty") {
+		t.Fatalf("a database of 20 rows called empty:\n%s", errs)
+	}
 	rs := parseResults(t, out)
 	if len(rs) != 6 {
 		t.Fatalf("%d lines for 6 queries:\n%s", len(rs), out)

@@ -123,7 +123,7 @@ func cmdIdentify(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if liveRows(h.Digest) == 0 {
+	if h.Empty {
 		fmt.Fprintf(stderr, "idface identify: warning: the database at %s is empty (no id enrolled): every query will be rejected\n", cl.Entry())
 	}
 	enc := json.NewEncoder(stdout)
@@ -236,13 +236,4 @@ func cmdIdentify(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%d of %d queries failed (%s of %s); the others were answered", len(failed), tm.Rows(), strings.Join(where, ", "), tm.Path)
 	}
 	return nil
-}
-
-// liveRows counts the live rows of a server's row map.
-func liveRows(g protocol.Digest) int {
-	n := 0
-	for _, s := range g {
-		n += int(s.Live)
-	}
-	return n
 }
