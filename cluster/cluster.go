@@ -54,12 +54,22 @@ type Options struct {
 // certificate, public descriptor and data), and dir/cluster.json assembled
 // from the public descriptors. Members: the servers of the mode, one
 // operator ("client") and o.Devices devices ("device", "device2", ...).
-func Init(dir string, o Options) (*config.Params, error) {
+func Init(dir string, o Options) (_ *config.Params, err error) {
 	if _, err := os.Stat(filepath.Join(dir, config.File)); err == nil && !o.Force {
 		return nil, fmt.Errorf("%s already holds a cluster (use --force to replace it)", dir)
 	}
 	if o.Parties < 1 || o.Parties > config.MaxParties {
 		return nil, fmt.Errorf("--parties %d: want 1..%d", o.Parties, config.MaxParties)
+	}
+	// A failed init leaves no homes behind (a retry blamed an existing
+	// home for a mistake in the flags): homes made here go again.
+	homes := filepath.Join(dir, "homes")
+	if _, serr := os.Stat(homes); errors.Is(serr, os.ErrNotExist) {
+		defer func() {
+			if err != nil {
+				os.RemoveAll(homes)
+			}
+		}()
 	}
 	if o.Devices == 0 {
 		o.Devices = 1

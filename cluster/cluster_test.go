@@ -37,6 +37,22 @@ func TestInitKeysPrivateOnForce(t *testing.T) {
 	}
 }
 
+// TestFailedInitLeavesNothing: a cluster init refused after the homes
+// were made (beta above the dimension) leaves no homes, so the retry with the
+// right flags succeeds (it used to blame an existing home).
+func TestFailedInitLeavesNothing(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Init(dir, Options{Mode: config.Mode2PC, Parties: 2, Dim: 64, Alpha: 16, Beta: 100}); err == nil {
+		t.Fatal("beta above the dimension accepted")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "homes")); !os.IsNotExist(err) {
+		t.Fatalf("a failed init left %s: %v", filepath.Join(dir, "homes"), err)
+	}
+	if _, err := Init(dir, Options{Mode: config.Mode2PC, Parties: 2, Dim: 64, Alpha: 16, Beta: 8}); err != nil {
+		t.Fatalf("the retry: %v", err)
+	}
+}
+
 // TestRunningChecksTheProcess: a pid file names a process by pid and start
 // time, so a recycled pid (or a stale file) is never taken for a server.
 func TestRunningChecksTheProcess(t *testing.T) {
