@@ -12,7 +12,7 @@ import (
 // connection, which once exhausted quic-go's stream limit and hung.
 func TestDemo(t *testing.T) {
 	out := must(t, "demo", "--people", "700", "--seed", "5")
-	for _, want := range []string{"genuine queries", "correctly identified", "impostor queries", "latency p50", "cluster stopped and removed"} {
+	for _, want := range []string{"genuine queries", "correctly identified", "impostor queries", "latency p50", "cluster stopped and removed", "next steps:", "idface demo --mode blind", "README \"Using it\""} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("demo output lacks %q:\n%s", want, out)
 		}

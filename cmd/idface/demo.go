@@ -81,7 +81,19 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 	if *seed == 0 {
 		*seed = uint64(time.Now().UnixNano())
 	}
-	return runDemo(ctx, cfg, *people, *samples, *intra, *seed, stdout)
+	if err := runDemo(ctx, cfg, *people, *samples, *intra, *seed, stdout); err != nil {
+		return err
+	}
+	nextSteps(stdout, m, dir, *keep)
+	return nil
+}
+
+// modeBlurb says in a few words what each mode is, for nextSteps.
+var modeBlurb = map[config.Mode]string{
+	config.Mode2PC:   "2PCFace: two servers with XOR shares",
+	config.ModeMPC:   "(mu,nu)-MPCFace: three or more servers (--parties)",
+	config.ModeBlind: "blind mode: the entry learns only the answer, a decider the permuted scores",
+	config.ModeHE:    "IDFace: encrypted database and a key server (--scheme paillier)",
 }
 
 func runDemo(ctx context.Context, cfg *config.Params, people, samples int, intra float64, seed uint64, stdout io.Writer) error {
@@ -157,4 +169,21 @@ func runDemo(ctx context.Context, cfg *config.Params, people, samples int, intra
 	fmt.Fprintf(stdout, "%-34s %10d\n", "bytes per query (between servers)", bytes)
 	fmt.Fprintf(stdout, "%-34s %10.0f\n", "  formula "+name, formula)
 	return nil
+}
+
+// nextSteps tells a new user where to go from the demo.
+func nextSteps(w io.Writer, m config.Mode, dir string, keep bool) {
+	fmt.Fprintln(w, "\nnext steps:")
+	if keep {
+		fmt.Fprintf(w, "  idface cluster status --dir %s   # the servers, still running\n", dir)
+		fmt.Fprintf(w, "  idface identify --cluster %s --templates X.npy\n", dir)
+		fmt.Fprintf(w, "  idface cluster down --dir %s     # stop them, then remove the directory\n", dir)
+	}
+	for _, o := range config.Modes {
+		if o != m {
+			fmt.Fprintf(w, "  idface demo --mode %-6s   # %s\n", o, modeBlurb[o])
+		}
+	}
+	fmt.Fprintln(w, `  a cluster of your own, with a threshold calibrated to a target FPIR: README "Using it"`)
+	fmt.Fprintln(w, "  across organisations, each keeping its own key: docs/DEPLOY.md")
 }
