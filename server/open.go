@@ -27,7 +27,7 @@ import (
 // certificate), a QUIC listener on the home's listen address and a dialer,
 // both with pinned mutual TLS, its data in the home, and the engine of the
 // cluster's mode and the server's role.
-func Open(ctx context.Context, p *config.Params, h *home.Home, log *slog.Logger) (*Server, error) {
+func Open(ctx context.Context, p *config.Params, h *home.Home, log *slog.Logger) (srv *Server, err error) {
 	me, err := h.Check(p)
 	if err != nil {
 		return nil, err
@@ -39,6 +39,15 @@ func Open(ctx context.Context, p *config.Params, h *home.Home, log *slog.Logger)
 	if err != nil {
 		return nil, err
 	}
+	unlock, err := h.Lock("serve")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if srv == nil {
+			unlock()
+		}
+	}()
 	listen := h.Listen
 	if listen == "" {
 		listen = me.Addr
@@ -49,13 +58,13 @@ func Open(ctx context.Context, p *config.Params, h *home.Home, log *slog.Logger)
 		dialer.Close()
 		return nil, err
 	}
-	srv, err := Build(ctx, p, me.Name, h.DataDir(), dialer, ln, log, BuildOptions{Key: cert.PrivateKey})
+	srv, err = Build(ctx, p, me.Name, h.DataDir(), dialer, ln, log, BuildOptions{Key: cert.PrivateKey})
 	if err != nil {
 		ln.Close()
 		dialer.Close()
 		return nil, err
 	}
-	srv.closer = append(srv.closer, dialer.Close)
+	srv.closer = append(srv.closer, dialer.Close, unlock)
 	hash := p.Hash()
 	log.Info("serving", "addr", ln.Addr(), "advertised", me.Addr, "mode", p.Mode(), "role", role(p, me.Name), "mu", p.Mu(),
 		"config_serial", p.Serial(), "config_hash", fmt.Sprintf("%x", hash[:8]))

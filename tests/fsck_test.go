@@ -92,3 +92,19 @@ func TestFsck(t *testing.T) {
 		t.Fatalf("--rows:\n%s", ids)
 	}
 }
+
+// TestSecondServeRefused: a second server process on a running server's
+// home (which would interleave writes to its log) is refused as already
+// running, not with "bind: address already in use"; so is fsck --repair.
+func TestSecondServeRefused(t *testing.T) {
+	dir, _ := newCluster(t, "2pc", 2)
+	_, errs, code := idface(t, "serve", "--cluster", dir, "--party", "p1")
+	if code == 0 || !strings.Contains(errs, "in use by another idface process (idface serve, pid") || !strings.Contains(errs, "already running") {
+		t.Fatalf("a second serve: exit %d, %q", code, errs)
+	}
+	if _, errs, code := idface(t, "fsck", "--cluster", dir, "--party", "p1", "--repair"); code == 0 || !strings.Contains(errs, "already running") {
+		t.Fatalf("fsck --repair beside a running server: exit %d, %q", code, errs)
+	}
+	must(t, "cluster", "down", "--dir", dir)
+	must(t, "fsck", "--cluster", dir, "--party", "p1", "--repair")
+}

@@ -63,6 +63,13 @@ func cmdFsck(args []string, stdout, stderr io.Writer) error {
 	data := h.DataDir()
 	env := engine.Env{Params: p, Self: *name, Log: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(), Fatal: func(error) {}}
 	fmt.Fprintf(stdout, "%s (%s), data in %s\n", *name, p.Mode(), data)
+	if *adopt || *repair { // they write: never beside a running server
+		unlock, err := h.Lock("fsck")
+		if err != nil {
+			return err
+		}
+		defer unlock()
+	}
 	if *adopt {
 		if err := adoptLog(p, *name, data, stdout); err != nil {
 			return err

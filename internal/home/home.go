@@ -26,6 +26,7 @@ const (
 	keyFile  = "identity.key"
 	certFile = "identity.crt"
 	selfFile = "home.json"
+	lockFile = "lock" // held by the process that serves or repairs the home
 	dataDir  = "data"
 )
 
