@@ -74,7 +74,7 @@ func (l *Local) Run(ctx context.Context) {
 	engine.Every(ctx, l.p.Timeouts().OutboxRetry, func() {
 		if !l.sequencer() {
 			if !l.caughtUp.Load() {
-				l.askSync(ctx)
+				l.askSync(ctx, l.env, l.seqNow)
 			}
 			return
 		}
@@ -512,9 +512,7 @@ func (l *Local) onChange(_ context.Context, r engine.Request) protocol.Msg {
 	if perr := l.apply(r.Msg); perr != nil {
 		return perr
 	}
-	if l.seq >= l.target.Load() {
-		l.caughtUp.Store(true)
-	}
+	l.applied(l.seq)
 	return &protocol.DecideOK{}
 }
 
@@ -579,41 +577,16 @@ func (l *Local) onSync(_ context.Context, r engine.Request) protocol.Msg {
 	if r.From.Name != l.p.Party(0).Name {
 		return protocol.Errorf(protocol.CodeForbidden, "only the sequencer %s orders changes", l.p.Party(0).Name)
 	}
-	l.mu.RLock()
-	seq := l.seq
-	l.mu.RUnlock()
+	seq := l.seqNow()
 	l.caughtUpTo(m.Seq, seq)
 	return &protocol.HESyncOK{Seq: seq}
 }
 
-// caughtUpTo records the sequencer's last change and whether this server
-// has applied it.
-func (l *Local) caughtUpTo(target, seq uint64) {
-	l.target.Store(target)
-	if seq >= target {
-		l.caughtUp.Store(true)
-	}
-}
-
-// askSync asks the sequencer for its last change (a participant that has
-// not caught up since it started).
-func (l *Local) askSync(ctx context.Context) {
+// seqNow is the last change applied here.
+func (l *Local) seqNow() uint64 {
 	l.mu.RLock()
-	seq := l.seq
-	l.mu.RUnlock()
-	cctx, cancel := context.WithTimeout(ctx, l.p.Timeouts().OutboxSend)
-	defer cancel()
-	resp, err := network.Call(cctx, l.env.Net, l.p.Party(0).Name, &protocol.HESync{Seq: seq})
-	if err != nil {
-		l.env.Log.Debug("the sequencer did not answer a sync", "err", err)
-		return
-	}
-	if ok, isOK := resp.(*protocol.HESyncOK); isOK {
-		l.mu.RLock()
-		seq = l.seq
-		l.mu.RUnlock()
-		l.caughtUpTo(ok.Seq, seq)
-	}
+	defer l.mu.RUnlock()
+	return l.seq
 }
 
 // onDelete runs a deletion at the sequencer, or forwards a device's to it.

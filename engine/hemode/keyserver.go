@@ -46,13 +46,12 @@ type KeyServer struct {
 	mu      sync.Mutex
 	buckets map[string]*bucket // per local server
 
-	rowsMu   sync.RWMutex // guards seq, rows, live, nlive
-	seq      uint64       // the sequencer's last change applied here
-	rows     int          // slots reserved and decided
-	live     *bitset.BitSet
-	nlive    int
-	target   atomic.Uint64 // the sequencer's change number at its last sync
-	caughtUp atomic.Bool
+	rowsMu sync.RWMutex // guards seq, rows, live, nlive
+	seq    uint64       // the sequencer's last change applied here
+	rows   int          // slots reserved and decided
+	live   *bitset.BitSet
+	nlive  int
+	follower
 	refusals *prometheus.CounterVec
 }
 
@@ -167,9 +166,7 @@ func (k *KeyServer) onChange(_ context.Context, r engine.Request) protocol.Msg {
 		}
 	}
 	k.seq = seq
-	if k.seq >= k.target.Load() {
-		k.caughtUp.Store(true)
-	}
+	k.applied(k.seq)
 	return &protocol.DecideOK{}
 }
 
@@ -177,39 +174,16 @@ func (k *KeyServer) onChange(_ context.Context, r engine.Request) protocol.Msg {
 // server's.
 func (k *KeyServer) onSync(_ context.Context, r engine.Request) protocol.Msg {
 	m := r.Msg.(*protocol.HESync)
-	k.rowsMu.RLock()
-	seq := k.seq
-	k.rowsMu.RUnlock()
+	seq := k.seqNow()
 	k.caughtUpTo(m.Seq, seq)
 	return &protocol.HESyncOK{Seq: seq}
 }
 
-func (k *KeyServer) caughtUpTo(target, seq uint64) {
-	k.target.Store(target)
-	if seq >= target {
-		k.caughtUp.Store(true)
-	}
-}
-
-// askSync asks the sequencer for its last change; the sequencer then sends
-// the changes this key server misses.
-func (k *KeyServer) askSync(ctx context.Context) {
+// seqNow is the last change applied here.
+func (k *KeyServer) seqNow() uint64 {
 	k.rowsMu.RLock()
-	seq := k.seq
-	k.rowsMu.RUnlock()
-	cctx, cancel := context.WithTimeout(ctx, k.p.Timeouts().OutboxSend)
-	defer cancel()
-	resp, err := network.Call(cctx, k.env.Net, k.p.Party(0).Name, &protocol.HESync{Seq: seq})
-	if err != nil {
-		k.env.Log.Debug("the sequencer did not answer a sync", "err", err)
-		return
-	}
-	if ok, isOK := resp.(*protocol.HESyncOK); isOK {
-		k.rowsMu.RLock()
-		seq = k.seq
-		k.rowsMu.RUnlock()
-		k.caughtUpTo(ok.Seq, seq)
-	}
+	defer k.rowsMu.RUnlock()
+	return k.seq
 }
 
 func (k *KeyServer) localOnly(h engine.Handler) engine.Handler {
@@ -229,7 +203,7 @@ func (k *KeyServer) Run(ctx context.Context) {
 	}
 	engine.Every(ctx, k.p.Timeouts().OutboxRetry, func() {
 		if !k.caughtUp.Load() {
-			k.askSync(ctx)
+			k.askSync(ctx, k.env, k.seqNow)
 		}
 	})
 }

@@ -97,8 +97,7 @@ type Local struct {
 	changeMu sync.Mutex // one change at a time: slots and change numbers are assigned in order
 	pending  *reserve   // participant: prepared, undecided (at most one)
 	synced   map[string]bool
-	target   atomic.Uint64 // participant: the sequencer's change number at its last sync
-	caughtUp atomic.Bool   // participant: has applied every change the sequencer announced
+	follower // participant: how far behind the sequencer's changes
 	tr       *engine.Transformers
 	failed   atomic.Bool
 	replay   *localReplay

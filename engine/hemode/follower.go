@@ -1,0 +1,49 @@
+package hemode
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/idface/idface/engine"
+	"github.com/idface/idface/network"
+	"github.com/idface/idface/protocol"
+)
+
+// follower is how far a server that applies the sequencer's numbered
+// changes (a participant local server, the key server) is behind: it
+// answers nothing that depends on them until it has caught up.
+type follower struct {
+	target   atomic.Uint64 // the sequencer's change number at its last sync
+	caughtUp atomic.Bool   // every change the sequencer announced is applied
+}
+
+// caughtUpTo records the sequencer's last change and whether this server,
+// at change seq, has applied it.
+func (f *follower) caughtUpTo(target, seq uint64) {
+	f.target.Store(target)
+	if seq >= target {
+		f.caughtUp.Store(true)
+	}
+}
+
+// applied notes that change seq is applied.
+func (f *follower) applied(seq uint64) {
+	if seq >= f.target.Load() {
+		f.caughtUp.Store(true)
+	}
+}
+
+// askSync asks the sequencer for its last change (the sequencer then
+// sends the ones this server misses); seq reads this server's.
+func (f *follower) askSync(ctx context.Context, env engine.Env, seq func() uint64) {
+	cctx, cancel := context.WithTimeout(ctx, env.Params.Timeouts().OutboxSend)
+	defer cancel()
+	resp, err := network.Call(cctx, env.Net, env.Params.Party(0).Name, &protocol.HESync{Seq: seq()})
+	if err != nil {
+		env.Log.Debug("the sequencer did not answer a sync", "err", err)
+		return
+	}
+	if ok, isOK := resp.(*protocol.HESyncOK); isOK {
+		f.caughtUpTo(ok.Seq, seq())
+	}
+}
