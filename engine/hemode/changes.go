@@ -496,18 +496,8 @@ func (l *Local) onChange(_ context.Context, r engine.Request) protocol.Msg {
 	defer l.changeMu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var seq uint64
-	switch m := r.Msg.(type) {
-	case *protocol.HEDecide:
-		seq = m.Seq
-	case *protocol.HEDelete:
-		seq = m.Seq
-	}
-	switch {
-	case seq <= l.seq:
-		return &protocol.DecideOK{} // applied already
-	case seq != l.seq+1:
-		return protocol.Errorf(protocol.CodeInconsistent, "%s has applied changes up to %d; change %d is next, not %d", l.env.Self, l.seq, l.seq+1, seq)
+	if resp := inOrder(r.Msg, l.seq, l.env.Self); resp != nil {
+		return resp
 	}
 	if perr := l.apply(r.Msg); perr != nil {
 		return perr

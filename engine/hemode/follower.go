@@ -33,6 +33,27 @@ func (f *follower) applied(seq uint64) {
 	}
 }
 
+// inOrder checks that the sequencer's change m (HEDecide or HEDelete) is
+// the next after have, the last applied by who: nil to apply it, else the
+// answer (already applied: acknowledged again; a gap: refused, and the
+// sequencer sends the missing ones first).
+func inOrder(m protocol.Msg, have uint64, who string) protocol.Msg {
+	var seq uint64
+	switch m := m.(type) {
+	case *protocol.HEDecide:
+		seq = m.Seq
+	case *protocol.HEDelete:
+		seq = m.Seq
+	}
+	switch {
+	case seq <= have:
+		return &protocol.DecideOK{}
+	case seq != have+1:
+		return protocol.Errorf(protocol.CodeInconsistent, "%s has applied changes up to %d; change %d is next, not %d", who, have, have+1, seq)
+	}
+	return nil
+}
+
 // askSync asks the sequencer for its last change (the sequencer then
 // sends the ones this server misses); seq reads this server's.
 func (f *follower) askSync(ctx context.Context, env engine.Env, seq func() uint64) {

@@ -133,19 +133,10 @@ func (k *KeyServer) fromSequencer(h engine.Handler) engine.Handler {
 func (k *KeyServer) onChange(_ context.Context, r engine.Request) protocol.Msg {
 	k.rowsMu.Lock()
 	defer k.rowsMu.Unlock()
-	var seq uint64
-	switch m := r.Msg.(type) {
-	case *protocol.HEDecide:
-		seq = m.Seq
-	case *protocol.HEDelete:
-		seq = m.Seq
+	if resp := inOrder(r.Msg, k.seq, "the key server"); resp != nil {
+		return resp
 	}
-	switch {
-	case seq <= k.seq:
-		return &protocol.DecideOK{} // applied already
-	case seq != k.seq+1:
-		return protocol.Errorf(protocol.CodeInconsistent, "the key server has applied changes up to %d; change %d is next, not %d", k.seq, k.seq+1, seq)
-	}
+	seq := k.seq + 1
 	switch m := r.Msg.(type) {
 	case *protocol.HEDecide:
 		if int(m.Base) != k.rows {
