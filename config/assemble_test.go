@@ -1,9 +1,11 @@
 package config_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/idface/idface/config"
+	"github.com/idface/idface/internal/seal"
 	"github.com/idface/idface/network/quicnet"
 )
 
@@ -13,7 +15,15 @@ func descriptor(t *testing.T, name, role, addr string) config.Descriptor {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return config.Descriptor{Name: name, Role: role, Addr: addr, Cert: string(id.CertPEM), Pin: id.Pin}
+	d := config.Descriptor{Name: name, Role: role, Addr: addr, Cert: string(id.CertPEM), Pin: id.Pin}
+	if config.ServerRole(role) { // as 'party init' makes it
+		k, err := seal.GenerateKey(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Seal = k.Public().String()
+	}
+	return d
 }
 
 // TestAssembleDropsOldMembers: settings taken from an earlier configuration
@@ -43,7 +53,30 @@ func TestAssembleDropsOldMembers(t *testing.T) {
 	if second.Decider == nil || second.Decider.Name != "k" || len(second.Parties) != 2 || len(second.Clients) != 1 || second.Clients[0].Name != "ops" {
 		t.Fatalf("re-assembled parties %v decider %v clients %v", second.Parties, second.Decider, second.Clients)
 	}
+	if second.Parties[0].Seal != descs[0].Seal {
+		t.Fatal("the seal key did not reach the configuration")
+	}
 	if second.GalleryLevels != "4:2,6,19,58" {
 		t.Fatalf("gallery levels %q", second.GalleryLevels)
+	}
+}
+
+// TestBlindNeedsSealKeys: a blind share holder whose descriptor has no
+// seal key (a home made before sealed enrollment) is refused, naming the
+// fix; a damaged key is refused too.
+func TestBlindNeedsSealKeys(t *testing.T) {
+	descs := []config.Descriptor{
+		descriptor(t, "h1", config.RoleShareHolder, "127.0.0.1:1"),
+		descriptor(t, "h2", config.RoleShareHolder, "127.0.0.1:2"),
+		descriptor(t, "k", config.RoleDecider, "127.0.0.1:3"),
+	}
+	lit := config.Literal{Mode: config.ModeBlind, Dim: 128}
+	descs[1].Seal = ""
+	if _, err := config.Assemble(lit, descs); err == nil || !strings.Contains(err.Error(), "party rotate") {
+		t.Fatalf("no seal key: %v", err)
+	}
+	descs[1].Seal = descs[0].Seal[:len(descs[0].Seal)-8] + "AAAAAAA="
+	if _, err := config.Assemble(lit, descs); err == nil {
+		t.Fatal("a damaged seal key was accepted")
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idface/idface/internal/seal"
 	"github.com/idface/idface/internal/store"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/template"
@@ -80,6 +81,11 @@ type Member struct {
 	Metrics string `json:"metrics,omitempty"`
 	Cert    string `json:"cert"`
 	Pin     string `json:"pin"`
+	// Seal is a share holder's public key for sealed enrollment
+	// (internal/seal: "mlkem768x25519:" and base64): the operator's client
+	// seals each holder's share to it, so the entry relays what it cannot
+	// read. Required of blind mode's share holders.
+	Seal string `json:"seal,omitempty"`
 }
 
 // Roles. Servers: share holders (2PCFace, MPCFace), HE local servers and
@@ -125,6 +131,7 @@ type Descriptor struct {
 	Addr string `json:"addr,omitempty"`
 	Cert string `json:"cert"`
 	Pin  string `json:"pin"`
+	Seal string `json:"seal,omitempty"` // a server's sealing key (Member.Seal)
 }
 
 // Check validates a descriptor: its pin is its certificate's.
@@ -137,6 +144,11 @@ func (d Descriptor) Check() error {
 	}
 	if ServerRole(d.Role) != (d.Addr != "") {
 		return fmt.Errorf("%s: a server has an address and a client has none", d.Name)
+	}
+	if d.Seal != "" {
+		if _, err := seal.ParsePublicKey(d.Seal); err != nil {
+			return fmt.Errorf("%s: %w", d.Name, err)
+		}
 	}
 	_, err := checkCert(d.Name, d.Cert, d.Pin)
 	return err
@@ -160,7 +172,7 @@ func checkCert(name, certPEM, pin string) (any, error) {
 
 // Member returns the descriptor's entry in a configuration.
 func (d Descriptor) Member() Member {
-	return Member{Name: d.Name, Role: d.Role, Addr: d.Addr, Cert: d.Cert, Pin: d.Pin}
+	return Member{Name: d.Name, Role: d.Role, Addr: d.Addr, Cert: d.Cert, Pin: d.Pin, Seal: d.Seal}
 }
 
 // Literal is cluster.json as written. Zero values take the defaults above;
@@ -470,6 +482,9 @@ func New(lit Literal, dir string) (*Params, error) {
 			p.operators = map[string]*ecdsa.PublicKey{}
 		}
 		p.operators[m.Name] = k
+	}
+	if err := p.sealKeys(); err != nil {
+		return nil, err
 	}
 	partyRole := RoleShareHolder
 	if lit.Mode == ModeHE {

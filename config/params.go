@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idface/idface/heidface"
+	"github.com/idface/idface/internal/seal"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/sharing/additive"
@@ -33,6 +34,36 @@ type Params struct {
 	ring      additive.Ring
 	he        heidface.Scheme // mode he only
 	operators map[string]*ecdsa.PublicKey
+	seals     []*seal.PublicKey // by party; nil where none
+}
+
+// sealKeys parses the parties' sealing keys; blind mode's share holders
+// must have one, since its enrollments are sealed (a test member without
+// a certificate may lack it, and sealing to it then fails).
+func (p *Params) sealKeys() error {
+	p.seals = make([]*seal.PublicKey, len(p.lit.Parties))
+	for i, m := range p.lit.Parties {
+		if m.Seal == "" {
+			if p.lit.Mode == ModeBlind && m.Cert != "-" {
+				return fmt.Errorf("share holder %s has no seal key, which blind mode's sealed enrollment needs: its home predates it; run 'idface party rotate --home DIR' on its host (it adds one) and assemble the configuration again from the new %s.pub.json", m.Name, m.Name)
+			}
+			continue
+		}
+		k, err := seal.ParsePublicKey(m.Seal)
+		if err != nil {
+			return fmt.Errorf("party %s: %w", m.Name, err)
+		}
+		p.seals[i] = k
+	}
+	return nil
+}
+
+// SealKey is party k's sealing key (Member.Seal).
+func (p *Params) SealKey(k int) (*seal.PublicKey, bool) {
+	if k < 0 || k >= len(p.seals) || p.seals[k] == nil {
+		return nil, false
+	}
+	return p.seals[k], true
 }
 
 // OperatorKey is the named operator's signing key (its certificate's

@@ -12,11 +12,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 
 	"github.com/idface/idface/config"
+	"github.com/idface/idface/internal/seal"
 	"github.com/idface/idface/internal/store"
 	"github.com/idface/idface/network/quicnet"
 )
@@ -24,6 +26,7 @@ import (
 // File names inside a home.
 const (
 	keyFile  = "identity.key"
+	sealFile = "seal.key" // a server's key for sealed enrollment (internal/seal)
 	certFile = "identity.crt"
 	selfFile = "home.json"
 	lockFile = "lock" // held by the process that serves or repairs the home
@@ -81,6 +84,11 @@ func Init(dir, name, role, listen, advertise string, force bool) (*Home, error) 
 		return nil, err
 	}
 	h := &Home{Dir: dir, Listen: listen, Self: config.Descriptor{Name: name, Role: role, Addr: advertise}}
+	if server {
+		if err := h.newSealKey(); err != nil {
+			return nil, err
+		}
+	}
 	if err := h.newIdentity(); err != nil {
 		return nil, err
 	}
@@ -164,7 +172,8 @@ func (h *Home) Check(p *config.Params) (config.Member, error) {
 
 // Rotate replaces the member's key and certificate (the address stays);
 // the previous key is kept as identity.key.previous until the new config
-// runs everywhere. It writes a new descriptor to hand out.
+// runs everywhere. A server's seal key stays; a server made before sealed
+// enrollment gets one. It writes a new descriptor to hand out.
 func (h *Home) Rotate() error {
 	old := filepath.Join(h.Dir, keyFile)
 	b, err := os.ReadFile(old)
@@ -174,7 +183,62 @@ func (h *Home) Rotate() error {
 	if err := store.WriteFile(old+".previous", b, 0o600); err != nil {
 		return err
 	}
+	if config.ServerRole(h.Self.Role) && h.Self.Seal == "" {
+		if err := h.newSealKey(); err != nil {
+			return err
+		}
+	}
 	return h.newIdentity()
+}
+
+// newSealKey writes a fresh seal key (mode 0600) and puts its public half
+// in the descriptor.
+func (h *Home) newSealKey() error {
+	k, err := seal.GenerateKey(nil)
+	if err != nil {
+		return err
+	}
+	if err := store.WriteFile(filepath.Join(h.Dir, sealFile), seal.MarshalKey(k), 0o600); err != nil {
+		return err
+	}
+	h.Self.Seal = k.Public().String()
+	return nil
+}
+
+// SealKey loads the server's seal key and checks it is the one its
+// descriptor publishes. The file must be private to its owner.
+func (h *Home) SealKey() (*seal.PrivateKey, error) {
+	path := filepath.Join(h.Dir, sealFile)
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%s has no seal key (%s; the home predates sealed enrollment): run 'idface party rotate --home %s', which adds one, and assemble the configuration again", h.Dir, sealFile, h.Dir)
+		}
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("%s is readable by others (mode %v): 'chmod 600 %s'; if others did read it, make a new key with 'idface party rotate'", path, fi.Mode().Perm(), path)
+	}
+	if fi.Size() > seal.MaxKeyFile {
+		return nil, fmt.Errorf("%s: %d bytes, a seal key file has at most %d: it is damaged or not a seal key", path, fi.Size(), seal.MaxKeyFile)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, seal.MaxKeyFile+1))
+	if err != nil {
+		return nil, err
+	}
+	k, err := seal.ParseKey(path, b)
+	if err != nil {
+		return nil, err
+	}
+	if k.Public().String() != h.Self.Seal {
+		return nil, fmt.Errorf("%s is not the key that %s publishes: restore the matching %s, or assemble the configuration from a descriptor made with this key ('idface party rotate')", path, filepath.Base(h.PubPath()), sealFile)
+	}
+	return k, nil
 }
 
 // ReadDescriptor reads a public descriptor, refusing anything that holds a

@@ -1,0 +1,72 @@
+package home
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/idface/idface/config"
+)
+
+// TestSealKey: a server's home has a seal key (0600) matching its
+// descriptor; a damaged, exposed or missing one is refused with what to
+// do; rotation keeps it, and gives one to a home made before it existed.
+func TestSealKey(t *testing.T) {
+	dir := t.TempDir()
+	h, err := Init(dir, "h1", config.RoleShareHolder, "127.0.0.1:7000", "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := h.SealKey()
+	if err != nil || h.Self.Seal == "" || k.Public().String() != h.Self.Seal {
+		t.Fatalf("seal key: %v", err)
+	}
+	pub, err := ReadDescriptor(h.PubPath())
+	if err != nil || pub.Seal != h.Self.Seal {
+		t.Fatalf("descriptor: %v", err)
+	}
+	path := filepath.Join(dir, sealFile)
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v", fi.Mode().Perm())
+	}
+	h2, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h2.Rotate(); err != nil {
+		t.Fatal(err)
+	}
+	if h2.Self.Seal != h.Self.Seal {
+		t.Fatal("rotation replaced the seal key")
+	}
+
+	good, _ := os.ReadFile(path)
+	bad := []byte(strings.Replace(string(good), "\n", "\nX", 1))
+	os.WriteFile(path, bad, 0o600)
+	if _, err := h.SealKey(); err == nil || !strings.Contains(err.Error(), "damaged") {
+		t.Fatalf("damaged key: %v", err)
+	}
+	os.WriteFile(path, good, 0o600)
+	os.Chmod(path, 0o644)
+	if _, err := h.SealKey(); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("exposed key: %v", err)
+	}
+	os.Remove(path)
+	if _, err := h.SealKey(); err == nil || !strings.Contains(err.Error(), "party rotate") {
+		t.Fatalf("missing key: %v", err)
+	}
+	// A home from before sealed enrollment gets a key at rotation.
+	h.Self.Seal = ""
+	if err := h.Rotate(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.SealKey(); err != nil || h.Self.Seal == "" {
+		t.Fatalf("after rotation: %v", err)
+	}
+
+	c, err := Init(t.TempDir(), "ops", config.RoleOperator, "", "", false)
+	if err != nil || c.Self.Seal != "" {
+		t.Fatalf("a client got a seal key (%v)", err)
+	}
+}
