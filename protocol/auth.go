@@ -5,7 +5,6 @@ import (
 	"crypto/ecdsa"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/binary"
 	"fmt"
 
 	"github.com/idface/idface/internal/wire"
@@ -40,14 +39,7 @@ func statement(cluster [16]byte, op OpKind, nonce [16]byte, ids []string) []byte
 	h.Write(cluster[:])
 	h.Write([]byte{byte(op)})
 	h.Write(nonce[:])
-	var n [4]byte
-	binary.BigEndian.PutUint32(n[:], uint32(len(ids)))
-	h.Write(n[:])
-	for _, id := range ids {
-		binary.BigEndian.PutUint32(n[:], uint32(len(id)))
-		h.Write(n[:])
-		h.Write([]byte(id))
-	}
+	writeIDs(h, ids)
 	return h.Sum(nil)
 }
 

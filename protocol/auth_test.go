@@ -74,3 +74,42 @@ func BenchmarkAuthVerify(b *testing.B) {
 		}
 	}
 }
+
+// TestSealedAuth: a sealed enrollment's signature covers the ids and every
+// part's hash, and is not a plain enrollment's (nor the reverse).
+func TestSealedAuth(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster, nonce := [16]byte{1}, [16]byte{5}
+	ids := []string{"a", "b"}
+	hashes := [][32]byte{PartHash([]byte("p1")), PartHash([]byte("p2"))}
+	a, err := SignSealed(key, "op", cluster, nonce, ids, hashes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.VerifySealed(&key.PublicKey, cluster, ids, hashes) {
+		t.Fatal("a fresh signature does not verify")
+	}
+	swapped := [][32]byte{hashes[1], hashes[0]}
+	for name, ok := range map[string]bool{
+		"part":     a.VerifySealed(&key.PublicKey, cluster, ids, [][32]byte{hashes[0], PartHash([]byte("p3"))}),
+		"order":    a.VerifySealed(&key.PublicKey, cluster, ids, swapped),
+		"dropped":  a.VerifySealed(&key.PublicKey, cluster, ids, hashes[:1]),
+		"ids":      a.VerifySealed(&key.PublicKey, cluster, []string{"a"}, hashes),
+		"cluster":  a.VerifySealed(&key.PublicKey, [16]byte{2}, ids, hashes),
+		"as plain": a.Verify(&key.PublicKey, cluster, OpPut, ids),
+	} {
+		if ok {
+			t.Errorf("verified with another %s", name)
+		}
+	}
+	plain, _ := Sign(key, "op", cluster, OpPut, ids)
+	if plain.VerifySealed(&key.PublicKey, cluster, ids, nil) {
+		t.Error("a plain enrollment's signature verified as sealed")
+	}
+	if string(SealContext(nonce, ids)) == string(SealContext(nonce, []string{"ab"})) {
+		t.Error("the seal context does not separate ids")
+	}
+}

@@ -80,6 +80,9 @@ const (
 	TDecideShare   Type = 28
 	TDecideShareOK Type = 29
 	TDecideResult  Type = 30
+	// Sealed enrollment (blind mode).
+	TSealedEnroll  Type = 31
+	TSealedPrepare Type = 32
 )
 
 // registry makes an empty message of each type.
@@ -113,6 +116,8 @@ var registry = map[Type]func() Msg{
 	TDecideShare:      func() Msg { return &DecideShare{} },
 	TDecideShareOK:    func() Msg { return &DecideShareOK{} },
 	TDecideResult:     func() Msg { return &DecideResult{} },
+	TSealedEnroll:     func() Msg { return &SealedEnroll{} },
+	TSealedPrepare:    func() Msg { return &SealedPrepare{} },
 }
 
 // Types lists every message type in number order (tests, golden files).

@@ -46,6 +46,10 @@ func samples() []Msg {
 		&HESync{Seq: 5},
 		&HESyncOK{Seq: 3},
 		&IdentifyOK{ScoresHidden: true, Candidates: []Candidate{{"x", 0}}},
+		&SealedEnroll{Auth: Auth{Signer: "ops", Nonce: [16]byte{7}, Sig: []byte{1, 2}}, IDs: []string{"alice", "bob"}, Parts: [][]byte{{1, 2, 3}, {4, 5}}},
+		&SealedEnroll{},
+		&SealedPrepare{Prepare: Prepare{Txn: TxnID{9}, Origin: 1, Dim: 70, Base: 5, Ops: []Op{{Kind: OpPut, Seq: 5, ID: "x"}, {Kind: OpPut, Seq: 6, ID: "y"}}},
+			Part: []byte{9, 8, 7}, Hashes: [][32]byte{{1}, {2}}},
 	}
 }
 
@@ -90,6 +94,16 @@ func TestRejects(t *testing.T) {
 	agreement[len(agreement)-3] = 9 // the peer's agreement, before its empty note
 	if _, err := Decode(agreement); !errors.Is(err, ErrMalformed) {
 		t.Errorf("agreement 9 accepted: %v", err)
+	}
+	for name, op := range map[string]Op{
+		"share":  {Kind: OpPut, ID: "x", Share: []byte{1}},
+		"seeded": {Kind: OpPut, ID: "x", Seeded: true},
+		"delete": {Kind: OpDelete, ID: "x"},
+	} {
+		b := Marshal(&SealedPrepare{Prepare: Prepare{Dim: 1, Ops: []Op{op}}})
+		if _, err := Decode(b); !errors.Is(err, ErrMalformed) {
+			t.Errorf("a sealed prepare with a %s op: %v", name, err)
+		}
 	}
 	bad := Marshal(&Decide{})
 	bad[len(bad)-1] = 7
