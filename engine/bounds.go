@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/idface/idface/config"
+	"github.com/idface/idface/internal/seal"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/template"
 )
@@ -33,6 +34,22 @@ func EnrollBound(p *config.Params) int {
 // most share bytes (a seed is smaller), and the operator's Auth.
 func PrepareBound(p *config.Params, share int) int {
 	return 2 + 16 + 1 + 2 + 4 + protocol.MaxAuth + 4 + p.MaxEnrollBatch()*(1+4+2+protocol.MaxIDLen+1+4+share)
+}
+
+// SealedEnrollBound is a sealed batch: ids, and one sealed part per
+// party of a flag and a share of at most share bytes per id.
+func SealedEnrollBound(p *config.Params, share int) int {
+	return 2 + protocol.MaxAuth + 4 + p.MaxEnrollBatch()*(2+protocol.MaxIDLen) + 1 + p.Mu()*sealedPartBound(p, share)
+}
+
+// SealedPrepareBound is a prepare without shares, one party's sealed part
+// and every part's hash.
+func SealedPrepareBound(p *config.Params, share int) int {
+	return PrepareBound(p, 0) + sealedPartBound(p, share) + 1 + 32*p.Mu()
+}
+
+func sealedPartBound(p *config.Params, share int) int {
+	return 4 + seal.Overhead + 1 + p.MaxEnrollBatch()*share
 }
 
 // QueryBound is a 2PC/MPC query: the selection's words and a digest.

@@ -8,6 +8,7 @@ import (
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/internal/inproc"
+	"github.com/idface/idface/internal/seal"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/template"
 )
@@ -33,6 +34,17 @@ func TestBoundsFitTheLargestHonestRequest(t *testing.T) {
 		enroll.Items = append(enroll.Items, protocol.Item{ID: id, Template: tmpl})
 		prep.Ops = append(prep.Ops, protocol.Op{Kind: protocol.OpPut, Seq: uint32(i), ID: id, Share: make([]byte, share)})
 	}
+	sealed := &protocol.SealedEnroll{Auth: auth, IDs: make([]string, p.MaxEnrollBatch())}
+	sprep := &protocol.SealedPrepare{Prepare: protocol.Prepare{Dim: d, Auth: auth}, Hashes: make([][32]byte, p.Mu())}
+	part := make([]byte, seal.Overhead+1+p.MaxEnrollBatch()*share)
+	for i := range sealed.IDs {
+		sealed.IDs[i] = id
+		sprep.Prepare.Ops = append(sprep.Prepare.Ops, protocol.Op{Kind: protocol.OpPut, Seq: uint32(i), ID: id})
+	}
+	for range p.Mu() {
+		sealed.Parts = append(sealed.Parts, part)
+	}
+	sprep.Part = part
 	w := template.Words(d)
 	pos, coef := make([]int32, d), make([]int8, d)
 	for i := range coef {
@@ -45,6 +57,8 @@ func TestBoundsFitTheLargestHonestRequest(t *testing.T) {
 		{&protocol.Identify{TopK: protocol.MaxTopK, Template: tmpl}, engine.IdentifyBound(p)},
 		{enroll, engine.EnrollBound(p)},
 		{prep, engine.PrepareBound(p, share)},
+		{sealed, engine.SealedEnrollBound(p, share)},
+		{sprep, engine.SealedPrepareBound(p, share)},
 		{&protocol.Delete{Auth: auth, ID: id}, engine.Small},
 		{&protocol.Query{Dim: d, Beta: 12, Plus: make([]uint64, w), Minus: make([]uint64, w), Digest: digest, BlockWords: 1}, engine.QueryBound(p)},
 		{&protocol.BlindQuery{Digest: digest, Pos: pos, Coef: coef}, engine.BlindQueryBound(p)},

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idface/idface/config"
+	"github.com/idface/idface/internal/seal"
 	"github.com/idface/idface/internal/store"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
@@ -112,6 +113,9 @@ type Env struct {
 	// with it (SealDigest). A server without them answers no query that
 	// needs a digest and reports its peers as unreachable.
 	PairKeys map[string][32]byte
+	// SealKey opens the parts of sealed enrollments sealed to this server
+	// (internal/seal); a share holder without it refuses them.
+	SealKey *seal.PrivateKey
 }
 
 // Log is an engine's durable log (internal/store.Log in a server; tests

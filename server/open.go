@@ -16,6 +16,7 @@ import (
 	"github.com/idface/idface/engine/hemode"
 	"github.com/idface/idface/engine/mpcface"
 	"github.com/idface/idface/internal/home"
+	"github.com/idface/idface/internal/seal"
 	"github.com/idface/idface/internal/pairkey"
 	"github.com/idface/idface/internal/store"
 	"github.com/idface/idface/network"
@@ -58,7 +59,15 @@ func Open(ctx context.Context, p *config.Params, h *home.Home, log *slog.Logger)
 		dialer.Close()
 		return nil, err
 	}
-	srv, err = Build(ctx, p, me.Name, h.DataDir(), dialer, ln, log, BuildOptions{Key: cert.PrivateKey})
+	opt := BuildOptions{Key: cert.PrivateKey}
+	if p.Mode() == config.ModeBlind && p.PartyIndex(me.Name) >= 0 { // its enrollments are sealed to it
+		if opt.SealKey, err = h.SealKey(); err != nil {
+			ln.Close()
+			dialer.Close()
+			return nil, err
+		}
+	}
+	srv, err = Build(ctx, p, me.Name, h.DataDir(), dialer, ln, log, opt)
 	if err != nil {
 		ln.Close()
 		dialer.Close()
@@ -78,6 +87,9 @@ type BuildOptions struct {
 	// server compares no row map with another and answers no query that
 	// needs it.
 	Key crypto.PrivateKey
+	// SealKey opens the parts of sealed enrollments sealed to this server
+	// (a blind share holder's; internal/seal).
+	SealKey *seal.PrivateKey
 	// WrapLog, when set, wraps the engine's log (to fail on purpose).
 	WrapLog func(engine.Log) engine.Log
 }
@@ -98,7 +110,7 @@ func Build(ctx context.Context, p *config.Params, name, dir string, d network.Di
 	}
 	reg := prometheus.NewRegistry()
 	var srv *Server
-	env := engine.Env{Params: p, Self: name, Net: d, Log: log, Metrics: reg, PairKeys: keys,
+	env := engine.Env{Params: p, Self: name, Net: d, Log: log, Metrics: reg, PairKeys: keys, SealKey: opt.SealKey,
 		Fatal: func(err error) { srv.Fatal(err) }}
 	wrap := opt.WrapLog
 	if wrap == nil {

@@ -13,8 +13,11 @@
 // and answers the entry with the permuted positions of the best rows that
 // reach the threshold; the entry maps them back with pi^-1.
 //
-// Enrollment and deletion are the two-phase transactions of
-// engine/rowtxn; a share travels as a 32-byte seed to all holders but one.
+// Enrollment is sealed (rowtxn's SealedEnroll): the operator's client
+// computes G(x) and its shares and seals each holder's to that holder, so
+// the entry relays parts it cannot read; a share travels as a 32-byte seed
+// to all holders but the entry. Enrollment and deletion are the two-phase
+// transactions of engine/rowtxn.
 //
 // # Security model
 //
@@ -38,7 +41,6 @@ import (
 	"github.com/idface/idface/internal/store"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
-	"github.com/idface/idface/sharing"
 	"github.com/idface/idface/sharing/additive"
 	"github.com/idface/idface/template"
 )
@@ -70,7 +72,6 @@ type Holder[E additive.Elem] struct {
 	*rowtxn.Core[shares[E]]
 	env     engine.Env
 	p       *config.Params
-	gallery *engine.LevelTransformers
 	query   *engine.LevelTransformers
 	perms   sync.Pool // *additive.Permuter
 	bufs    sync.Pool // *[]E, a score vector
@@ -121,15 +122,11 @@ func newHolder[E additive.Elem](env engine.Env) (*Holder[E], error) {
 	if err != nil {
 		return nil, err
 	}
-	g, err := engine.NewLevelTransformers(d, p.GalleryLevels())
-	if err != nil {
-		return nil, err
-	}
 	q, err := engine.NewLevelTransformers(d, p.QueryLevels())
 	if err != nil {
 		return nil, err
 	}
-	h := &Holder[E]{Core: core, env: env, p: p, gallery: g, query: q}
+	h := &Holder[E]{Core: core, env: env, p: p, query: q}
 	for _, c := range []struct {
 		c          *prometheus.Counter
 		name, help string
@@ -147,60 +144,15 @@ func newHolder[E additive.Elem](env engine.Env) (*Holder[E], error) {
 // Routes lists the requests a share holder answers.
 func (h *Holder[E]) Routes() map[protocol.Type]engine.Route {
 	r := h.Core.Routes()
-	r[protocol.TEnroll] = engine.Route{Op: "enroll", From: engine.Operators, Handle: h.Guard(h.enroll), Max: engine.EnrollBound(h.p)}
+	// Enrollment is sealed only: the operator's client shares and seals
+	// each holder's part, so no server sees a template (a plain Enroll is
+	// not routed here).
+	share := h.p.Dim() * additive.RingOf[E]().Bits / 8
+	r[protocol.TSealedEnroll] = engine.Route{Op: "enroll", From: engine.Operators, Handle: h.Guard(h.SealedEnroll), Max: engine.SealedEnrollBound(h.p, share)}
+	r[protocol.TSealedPrepare] = engine.Route{Op: "prepare", From: engine.Parties, Handle: h.Guard(h.SealedPrepare), Max: engine.SealedPrepareBound(h.p, share)}
 	r[protocol.TIdentify] = engine.Route{Op: "identify", From: engine.Clients, Handle: h.Guard(h.identify), Max: engine.IdentifyBound(h.p), Long: true}
 	r[protocol.TBlindQuery] = engine.Route{Op: "query", From: engine.Parties, Handle: h.Guard(h.serveQuery), Max: engine.BlindQueryBound(h.p), Long: true}
 	return r
-}
-
-// enroll runs at the entry: G(x) on all cores, GenShare for mu holders
-// (all but the last get a seed), then one transaction.
-func (h *Holder[E]) enroll(ctx context.Context, r engine.Request) protocol.Msg {
-	return h.Enroll(ctx, r.Msg.(*protocol.Enroll), h.share)
-}
-
-// share makes every holder's op for each item: the entry keeps the full
-// share (it is logged here), every other holder gets a 32-byte seed that
-// it expands, so enrollment moves 32 bytes per row and holder.
-func (h *Holder[E]) share(items []protocol.Item) ([][]protocol.Op, error) {
-	mu, d, self := h.p.Mu(), h.p.Dim(), h.Self()
-	ops := make([][]protocol.Op, mu)
-	for k := range ops {
-		ops[k] = make([]protocol.Op, len(items))
-	}
-	err := engine.Parallel(len(items), 64, func(lo, hi int) error {
-		tr := h.gallery.Get()
-		defer h.gallery.Put(tr)
-		rnd, err := sharing.NewStream(h.env.Rand) // AES-CTR keyed from crypto/rand
-		if err != nil {
-			return err
-		}
-		v := make([]int8, d)
-		defer clear(v)
-		seeds := make([]additive.Seed, mu-1)
-		for i := lo; i < hi; i++ {
-			if err := template.ApplyLevels(tr, items[i].Template, v); err != nil {
-				return fmt.Errorf("item %d (%s): %w", i, items[i].ID, err)
-			}
-			own := make([]E, d)
-			if err := additive.GenSeededShares(seeds, own, v, rnd); err != nil {
-				return err
-			}
-			next := 0
-			for k := range ops {
-				op := protocol.Op{Kind: protocol.OpPut, ID: items[i].ID}
-				if k == self {
-					op.Share = additive.ElemBytes(own)
-				} else {
-					op.Share, op.Seeded = append([]byte(nil), seeds[next][:]...), true
-					next++
-				}
-				ops[k][i] = op
-			}
-		}
-		return nil
-	})
-	return ops, err
 }
 
 // view is a snapshot of the row map for one query: the digest the helpers

@@ -417,7 +417,7 @@ func (c *Core[S]) Enroll(ctx context.Context, m *protocol.Enroll, share func([]p
 	if err != nil {
 		return engine.AsError(err, protocol.CodeBadRequest)
 	}
-	if err := c.runTxn(ctx, m.Auth, ops); err != nil {
+	if err := c.runTxn(ctx, m.Auth, ops, nil); err != nil {
 		return err
 	}
 	c.m.enrolled.Add(float64(len(items)))
@@ -452,7 +452,7 @@ func (c *Core[S]) Delete(ctx context.Context, r engine.Request) protocol.Msg {
 	for k := range ops {
 		ops[k] = []protocol.Op{{Kind: protocol.OpDelete, Seq: uint32(ref.Seq), ID: m.ID}}
 	}
-	if err := c.runTxn(ctx, m.Auth, ops); err != nil {
+	if err := c.runTxn(ctx, m.Auth, ops, nil); err != nil {
 		return err
 	}
 	c.m.deleted.Inc()
@@ -472,8 +472,10 @@ func (c *Core[S]) checkAuth(a protocol.Auth, op protocol.OpKind, ids []string) *
 // runTxn runs one two-phase transaction originated here: log and hold the
 // Prepare locally, collect every party's vote, log the decision (the
 // commit point), apply it, then tell everyone. It returns nil only if
-// every party voted yes, i.e. made the ops durable.
-func (c *Core[S]) runTxn(ctx context.Context, auth protocol.Auth, ops [][]protocol.Op) *protocol.Error {
+// every party voted yes, i.e. made the ops durable. A sealed enrollment
+// (sealed not nil) sends each other party its sealed part instead of its
+// shares, which only that party can open.
+func (c *Core[S]) runTxn(ctx context.Context, auth protocol.Auth, ops [][]protocol.Op, sealed *sealedParts) *protocol.Error {
 	c.txnMu.Lock()
 	defer c.txnMu.Unlock()
 	if err := c.outbox.Flush(ctx); err != nil {
@@ -496,7 +498,11 @@ func (c *Core[S]) runTxn(ctx context.Context, auth protocol.Auth, ops [][]protoc
 		}
 		preps[k] = &protocol.Prepare{Txn: txn, Origin: uint8(c.self), Dim: uint16(c.p.Dim()), Base: uint32(base), Auth: auth, Ops: ops[k]}
 	}
-	if perr := c.st.validate(preps[c.self]); perr != nil {
+	var hashes [][32]byte
+	if sealed != nil {
+		hashes = sealed.hashes
+	}
+	if perr := c.st.validate(preps[c.self], hashes); perr != nil {
 		c.st.mu.Unlock()
 		return perr
 	}
@@ -516,7 +522,14 @@ func (c *Core[S]) runTxn(ctx context.Context, auth protocol.Auth, ops [][]protoc
 			idx = append(idx, k)
 		}
 	}
-	errs := engine.Broadcast(ctx, c.env.Net, peers, func(i int) protocol.Msg { return preps[idx[i]] }, func(m protocol.Msg) error {
+	prepare := func(i int) protocol.Msg {
+		if sealed != nil {
+			k := idx[i]
+			return &protocol.SealedPrepare{Prepare: *preps[k], Part: sealed.parts[k], Hashes: sealed.hashes}
+		}
+		return preps[idx[i]]
+	}
+	errs := engine.Broadcast(ctx, c.env.Net, peers, prepare, func(m protocol.Msg) error {
 		if v, ok := m.(*protocol.Vote); !ok || v.Txn != txn {
 			return fmt.Errorf("answered the prepare with %v", m.Type())
 		}
@@ -584,9 +597,14 @@ func (c *Core[S]) decideLocked(d *protocol.Decide) *protocol.Error {
 // this party's vote, i.e. aborted, and its prepare came after the abort:
 // it is aborted here too.
 func (c *Core[S]) Prepare(ctx context.Context, r engine.Request) protocol.Msg {
-	m := r.Msg.(*protocol.Prepare)
-	if int(m.Origin) >= c.p.Mu() || c.p.Party(int(m.Origin)).Name != r.From.Name {
-		return protocol.Errorf(protocol.CodeForbidden, "%s may not prepare a transaction of origin %d", r.From.Name, m.Origin)
+	return c.prepare(ctx, r.From.Name, r.Msg.(*protocol.Prepare), nil)
+}
+
+// prepare is Prepare of m from the named party; sealed holds the hashes
+// of a sealed enrollment's parts, which the operator signed.
+func (c *Core[S]) prepare(ctx context.Context, from string, m *protocol.Prepare, sealed [][32]byte) protocol.Msg {
+	if int(m.Origin) >= c.p.Mu() || c.p.Party(int(m.Origin)).Name != from {
+		return protocol.Errorf(protocol.CodeForbidden, "%s may not prepare a transaction of origin %d", from, m.Origin)
 	}
 	if int(m.Origin) == c.self {
 		return protocol.Errorf(protocol.CodeBadRequest, "a prepare for my own segment must come from me")
@@ -609,7 +627,7 @@ func (c *Core[S]) Prepare(ctx context.Context, r engine.Request) protocol.Msg {
 			c.env.Log.Warn("aborted a transaction whose decision came before its prepare", "origin", c.p.Party(int(m.Origin)).Name)
 		}
 	}
-	if err := c.st.validate(m); err != nil {
+	if err := c.st.validate(m, sealed); err != nil {
 		return err
 	}
 	pos, err := c.log.Append(encodePrepare(m))

@@ -129,7 +129,7 @@ func (st *state[S]) totals() (rows, live int) {
 // validate checks a Prepare against the committed state and the other
 // pending transactions (caller holds mu). It is the same check at the
 // origin and at every other party, so all vote alike on honest input.
-func (st *state[S]) validate(p *protocol.Prepare) *protocol.Error {
+func (st *state[S]) validate(p *protocol.Prepare, sealed [][32]byte) *protocol.Error {
 	if int(p.Origin) >= len(st.segs) {
 		return protocol.Errorf(protocol.CodeBadRequest, "origin %d outside the %d parties", p.Origin, len(st.segs))
 	}
@@ -139,7 +139,7 @@ func (st *state[S]) validate(p *protocol.Prepare) *protocol.Error {
 	if len(p.Ops) == 0 {
 		return protocol.Errorf(protocol.CodeBadRequest, "empty transaction")
 	}
-	if err := st.authorized(p); err != nil {
+	if err := st.authorized(p, sealed); err != nil {
 		return err
 	}
 	seg := st.segs[p.Origin]
@@ -199,9 +199,10 @@ func (st *state[S]) validate(p *protocol.Prepare) *protocol.Error {
 }
 
 // authorized checks that an operator signed exactly the prepare's ops
-// (one kind, these ids in this order) for this cluster, with a nonce never
+// (one kind, these ids in this order; for a sealed enrollment, with parts
+// of these hashes) for this cluster, with a nonce never
 // prepared here before (caller holds mu).
-func (st *state[S]) authorized(p *protocol.Prepare) *protocol.Error {
+func (st *state[S]) authorized(p *protocol.Prepare, sealed [][32]byte) *protocol.Error {
 	kind := p.Ops[0].Kind
 	ids := make([]string, len(p.Ops))
 	for i, op := range p.Ops {
@@ -214,7 +215,11 @@ func (st *state[S]) authorized(p *protocol.Prepare) *protocol.Error {
 	if !ok {
 		return protocol.Errorf(protocol.CodeForbidden, "the %s of %d rows is not signed by an operator of this cluster (signer %q): only an operator's client may change the gallery", kind, len(ids), p.Auth.Signer)
 	}
-	if !p.Auth.Verify(key, st.cluster, kind, ids) {
+	ok = p.Auth.Verify(key, st.cluster, kind, ids)
+	if sealed != nil { // the operator signed the sealed parts' hashes, not the shares
+		ok = kind == protocol.OpPut && p.Auth.VerifySealed(key, st.cluster, ids, sealed)
+	}
+	if !ok {
 		return protocol.Errorf(protocol.CodeForbidden, "the %s of %d rows carries a signature of %s that does not match the rows", kind, len(ids), p.Auth.Signer)
 	}
 	if _, used := st.nonces[p.Auth.Nonce]; used {

@@ -76,7 +76,7 @@ func TestValidateRefusesDivergence(t *testing.T) {
 		return protocol.Op{Kind: protocol.OpPut, Seq: seq, ID: id, Share: []byte{1, 2}}
 	}
 	p := sign(&protocol.Prepare{Txn: protocol.TxnID{1}, Origin: 1, Dim: 64, Base: 0, Ops: []protocol.Op{put(0, "a"), put(1, "b")}})
-	if e := st.validate(p); e != nil {
+	if e := st.validate(p, nil); e != nil {
 		t.Fatal(e)
 	}
 	if _, err := st.apply(&pendingTxn{prep: p, tail: -1}); err != nil {
@@ -96,7 +96,7 @@ func TestValidateRefusesDivergence(t *testing.T) {
 		"bad share":    {&protocol.Prepare{Origin: 1, Dim: 64, Base: 2, Ops: []protocol.Op{{Kind: protocol.OpPut, Seq: 2, ID: "c", Share: []byte{1, 2, 3}}}}, protocol.CodeBadRequest},
 		"bad id":       {&protocol.Prepare{Origin: 1, Dim: 64, Base: 2, Ops: []protocol.Op{put(2, "x\u202e")}}, protocol.CodeBadRequest},
 	} {
-		if e := st.validate(sign(c.p)); e == nil || e.Code != c.code {
+		if e := st.validate(sign(c.p), nil); e == nil || e.Code != c.code {
 			t.Errorf("%s: got %v, want code %v", name, e, c.code)
 		}
 	}
@@ -117,11 +117,11 @@ func TestValidateRefusesDivergence(t *testing.T) {
 	st.nonces[replayed.Auth.Nonce] = struct{}{}
 	for name, p := range map[string]*protocol.Prepare{"unsigned": next(), "forged": forged, "other ids": otherIDs,
 		"other kind": otherKind, "mixed": mixed, "replayed": replayed} {
-		if e := st.validate(p); e == nil || e.Code != protocol.CodeForbidden && name != "mixed" || e.Code != protocol.CodeBadRequest && name == "mixed" {
+		if e := st.validate(p, nil); e == nil || e.Code != protocol.CodeForbidden && name != "mixed" || e.Code != protocol.CodeBadRequest && name == "mixed" {
 			t.Errorf("%s: got %v", name, e)
 		}
 	}
-	if e := st.validate(sign(next())); e != nil {
+	if e := st.validate(sign(next()), nil); e != nil {
 		t.Fatalf("a fresh signature: %v", e)
 	}
 	g1 := st.digest()
@@ -151,14 +151,14 @@ func TestLegacyNonNFCRowDeletable(t *testing.T) {
 	sign := operatorKey(t, st)
 	nfd := "zoe\u0308"
 	old := sign(&protocol.Prepare{Txn: protocol.TxnID{1}, Origin: 1, Dim: 64, Ops: []protocol.Op{{Kind: protocol.OpPut, Seq: 0, ID: nfd, Share: []byte{1, 2}}}})
-	if e := st.validate(old); e == nil || e.Code != protocol.CodeBadRequest {
+	if e := st.validate(old, nil); e == nil || e.Code != protocol.CodeBadRequest {
 		t.Fatalf("a new non-NFC id: %v", e)
 	}
 	if _, err := st.apply(&pendingTxn{prep: old, tail: -1}); err != nil { // as a replay does
 		t.Fatal(err)
 	}
 	del := sign(&protocol.Prepare{Txn: protocol.TxnID{2}, Origin: 1, Dim: 64, Base: 1, Ops: []protocol.Op{{Kind: protocol.OpDelete, Seq: 0, ID: nfd}}})
-	if e := st.validate(del); e != nil {
+	if e := st.validate(del, nil); e != nil {
 		t.Fatalf("deleting a row enrolled under a non-NFC id: %v", e)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/network/memnet"
 	"github.com/idface/idface/network/quicnet"
+	"github.com/idface/idface/internal/seal"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/server"
 )
@@ -42,6 +43,9 @@ type Cluster struct {
 	// keys are the identity keys Start made for the servers, from which
 	// they derive the keys they share (internal/pairkey), as real ones do.
 	keys map[string]crypto.PrivateKey
+	// seals are the parties' seal keys (sealed enrollment), as 'party
+	// init' makes them.
+	seals map[string]*seal.PrivateKey
 }
 
 type running struct {
@@ -97,7 +101,7 @@ func (c *Cluster) Sign(op protocol.OpKind, ids ...string) protocol.Auth {
 func Start(t testing.TB, lit config.Literal) *Cluster {
 	t.Helper()
 	dir := t.TempDir()
-	keys, err := identities(&lit)
+	keys, seals, err := identities(&lit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +109,7 @@ func Start(t testing.TB, lit config.Literal) *Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Cluster{t: t, P: p, Net: memnet.New(), Dir: dir, WrapLog: map[string]func(engine.Log) engine.Log{}, running: map[string]*running{}, keys: keys}
+	c := &Cluster{t: t, P: p, Net: memnet.New(), Dir: dir, WrapLog: map[string]func(engine.Log) engine.Log{}, running: map[string]*running{}, keys: keys, seals: seals}
 	t.Cleanup(func() { c.StopAll(); c.quiet.Store(true) })
 	if k, ok := p.KeyServer(); ok { // local servers fetch its key first
 		if err := c.TryRestart(k.Name); err != nil {
@@ -128,9 +132,9 @@ func Start(t testing.TB, lit config.Literal) *Cluster {
 
 // identities gives every member of lit whose certificate is "-" a fresh
 // ECDSA P-256 key and self-signed certificate (and its pin), as 'party
-// init' does, and returns the keys by name.
-func identities(lit *config.Literal) (map[string]crypto.PrivateKey, error) {
-	keys := map[string]crypto.PrivateKey{}
+// init' does, and returns the keys by name; every party gets a seal key.
+func identities(lit *config.Literal) (map[string]crypto.PrivateKey, map[string]*seal.PrivateKey, error) {
+	keys, seals := map[string]crypto.PrivateKey{}, map[string]*seal.PrivateKey{}
 	give := func(m *config.Member) error {
 		if m == nil || m.Cert != "-" {
 			return nil
@@ -168,10 +172,19 @@ func identities(lit *config.Literal) (map[string]crypto.PrivateKey, error) {
 	all = append(all, lit.KeyServer, lit.Decider)
 	for _, m := range all {
 		if err := give(m); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return keys, nil
+	for i := range lit.Parties {
+		if m := &lit.Parties[i]; m.Seal == "" {
+			k, err := seal.GenerateKey(nil)
+			if err != nil {
+				return nil, nil, err
+			}
+			m.Seal, seals[m.Name] = k.Public().String(), k
+		}
+	}
+	return keys, seals, nil
 }
 
 // RowMap is server of's row map as server as sees it (it asks as that
@@ -283,7 +296,7 @@ func (c *Cluster) TryRestart(name string) error {
 	log := slog.New(slog.NewTextHandler(testWriter{c}, &slog.HandlerOptions{Level: slog.LevelWarn})).With("server", name)
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := server.Build(ctx, c.P, name, filepath.Join(c.Dir, "data", name), c.Dialer(name), ln, log,
-		server.BuildOptions{Key: c.keys[name], WrapLog: c.WrapLog[name]})
+		server.BuildOptions{Key: c.keys[name], SealKey: c.seals[name], WrapLog: c.WrapLog[name]})
 	if err != nil {
 		cancel()
 		ln.Close()
