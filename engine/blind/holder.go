@@ -70,12 +70,12 @@ func (s shares[E]) PutRows(seq0 int, shares [][]byte) error {
 // Holder is one share holder of a blind cluster.
 type Holder[E additive.Elem] struct {
 	*rowtxn.Core[shares[E]]
-	env     engine.Env
-	p       *config.Params
-	query   *engine.LevelTransformers
-	perms   sync.Pool // *additive.Permuter
-	bufs    sync.Pool // *[]E, a score vector
-	m       struct {
+	env   engine.Env
+	p     *config.Params
+	query *engine.LevelTransformers
+	perms sync.Pool // *additive.Permuter
+	bufs  sync.Pool // *[]E, a score vector
+	m     struct {
 		score, permute, decider prometheus.Counter
 	}
 }

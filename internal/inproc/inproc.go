@@ -20,10 +20,10 @@ import (
 	"github.com/idface/idface/client"
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
+	"github.com/idface/idface/internal/seal"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/network/memnet"
 	"github.com/idface/idface/network/quicnet"
-	"github.com/idface/idface/internal/seal"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/server"
 )
