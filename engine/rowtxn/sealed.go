@@ -100,7 +100,7 @@ func (c *Core[S]) SealedPrepare(ctx context.Context, r engine.Request) protocol.
 // shares), then one unit per id.
 func (c *Core[S]) openPart(ops []protocol.Op, nonce [16]byte, ids []string, part []byte) *protocol.Error {
 	if c.env.SealKey == nil {
-		return protocol.Errorf(protocol.CodeUnavailable, "%s has no seal key loaded and cannot open its part of a sealed enrollment", c.env.Self)
+		return protocol.Errorf(protocol.CodeInternal, "%s has no seal key loaded and cannot open its part of a sealed enrollment: it was started without its home's seal.key", c.env.Self)
 	}
 	b := seal.Binding{Cluster: c.p.ClusterID(), Holder: c.env.Self, Mode: string(c.p.Mode()), Context: protocol.SealContext(nonce, ids)}
 	pt, err := seal.Open(c.env.SealKey, b, part, 1+len(ids)*max(c.opt.ShareSize, c.opt.SeedSize))
