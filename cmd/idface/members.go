@@ -75,7 +75,8 @@ func cmdParty(args []string, stdout, stderr io.Writer) error {
 			"Replaces the member's key and certificate (the previous key stays in\n"+
 			"identity.key.previous until the new configuration runs everywhere) and\n"+
 			"writes a new NAME.pub.json: assemble the configuration again with it,\n"+
-			"then restart the servers one at a time.", stderr)
+			"then restart the servers one at a time. A server's seal key stays; a\n"+
+			"home made before seal keys gets one.", stderr)
 		dir := fs.String("home", "", "home directory")
 		if err := parse(fs, args[1:]); err != nil {
 			return err
@@ -95,8 +96,10 @@ func cmdParty(args []string, stdout, stderr io.Writer) error {
 	}
 	fs := newFlags("party init", "idface party init --home DIR --name NAME --role ROLE --listen HOST:PORT [--advertise HOST:PORT]\n\n"+
 		"Creates a server's home on its own host: a private key (mode 0600, never\n"+
-		"leaves DIR), a self-signed certificate, and DIR/NAME.pub.json (name, role,\n"+
-		"advertised address, certificate, pin), the only file to hand out. ROLE is\n"+
+		"leaves DIR), a self-signed certificate, a seal key (seal.key, mode 0600:\n"+
+		"blind mode's enrollments are sealed to it), and DIR/NAME.pub.json (name,\n"+
+		"role, advertised address, certificate, pin, public seal key), the only\n"+
+		"file to hand out. ROLE is\n"+
 		"share-holder (2pc, mpc, blind), local-server or key-server (he), or\n"+
 		"decider (blind).", stderr)
 	dir := fs.String("home", "", "home directory (created)")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/internal/pairkey"
+	"github.com/idface/idface/internal/seal"
 	"github.com/idface/idface/network/quicnet"
 )
 
@@ -28,7 +29,15 @@ func cluster(t *testing.T, id string) (*config.Params, map[string]crypto.Private
 			t.Fatal(err)
 		}
 		keys[name] = pair.PrivateKey
-		return config.Member{Name: name, Addr: addr, Role: role, Cert: string(ident.CertPEM), Pin: ident.Pin}
+		m := config.Member{Name: name, Addr: addr, Role: role, Cert: string(ident.CertPEM), Pin: ident.Pin}
+		if addr != "" { // a server: blind mode's holders need a seal key
+			sk, err := seal.GenerateKey(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Seal = sk.Public().String()
+		}
+		return m
 	}
 	p, err := config.New(config.Literal{Mode: config.ModeBlind, ClusterID: id,
 		Parties: []config.Member{member("p1", "127.0.0.1:1", ""), member("p2", "127.0.0.1:2", "")},
