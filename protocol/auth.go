@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"fmt"
+	"hash"
 
 	"github.com/idface/idface/internal/wire"
 )
@@ -34,13 +35,18 @@ const MaxAuth = 2 + MaxIDLen + 16 + 4 + MaxSig
 // statement is what an operator signs: a domain label, the cluster, the
 // operation, the nonce and the ids in order.
 func statement(cluster [16]byte, op OpKind, nonce [16]byte, ids []string) []byte {
+	return statementHash("idface operator authorisation v1\x00", cluster, op, nonce, ids).Sum(nil)
+}
+
+// statementHash hashes a statement's label and common fields.
+func statementHash(label string, cluster [16]byte, op OpKind, nonce [16]byte, ids []string) hash.Hash {
 	h := sha256.New()
-	h.Write([]byte("idface operator authorisation v1\x00"))
+	h.Write([]byte(label))
 	h.Write(cluster[:])
 	h.Write([]byte{byte(op)})
 	h.Write(nonce[:])
 	writeIDs(h, ids)
-	return h.Sum(nil)
+	return h
 }
 
 // Sign authorises op on ids in cluster as the operator name holding key.

@@ -118,12 +118,7 @@ func SealContext(nonce [16]byte, ids []string) []byte {
 // sealedStatement is what an operator signs for a sealed enrollment: the
 // plain statement's fields under another label, and the parts' hashes.
 func sealedStatement(cluster [16]byte, nonce [16]byte, ids []string, hashes [][32]byte) []byte {
-	h := sha256.New()
-	h.Write([]byte("idface operator authorisation v1 sealed\x00"))
-	h.Write(cluster[:])
-	h.Write([]byte{byte(OpPut)})
-	h.Write(nonce[:])
-	writeIDs(h, ids)
+	h := statementHash("idface operator authorisation v1 sealed\x00", cluster, OpPut, nonce, ids)
 	h.Write([]byte{byte(len(hashes))})
 	for _, p := range hashes {
 		h.Write(p[:])
