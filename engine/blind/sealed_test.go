@@ -236,3 +236,59 @@ func rows(t *testing.T, c *inproc.Cluster, name string) int {
 	}
 	return n
 }
+
+// TestSealedReplay: a sealed enrollment captured on its way is refused when
+// sent again, to its entry or to another holder, and its parts do not
+// serve another request's ids.
+func TestSealedReplay(t *testing.T) {
+	cl := start(t, 2, config.Literal{})
+	its := items(templates(3, 11), "r")
+	ids := []string{its[0].ID, its[1].ID, its[2].ID}
+	var nonce [16]byte
+	nonce[3] = 9
+	parts, err := client.SealShares(cl.P, 0, nonce, its)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hashes := make([][32]byte, len(parts))
+	for k, p := range parts {
+		hashes[k] = protocol.PartHash(p)
+	}
+	m := &protocol.SealedEnroll{Auth: cl.SignSealed(nonce, ids, hashes), IDs: ids, Parts: parts}
+	op := cl.Dialer("client")
+	if _, err := network.Call(ctx(t), op, "p1", m); err != nil {
+		t.Fatal(err)
+	}
+	var pe *protocol.Error
+	for _, to := range []string{"p1", "p2"} {
+		if _, err := network.Call(ctx(t), op, to, m); !asError(err, &pe) || pe.Code != protocol.CodeDuplicate {
+			t.Fatalf("replayed to %s: %v", to, err)
+		}
+	}
+	// Once the ids are deleted, the replay is refused for its nonce.
+	for _, id := range ids {
+		if err := cl.Client("client", "p1").Delete(ctx(t), id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, to := range []string{"p1", "p2"} {
+		if _, err := network.Call(ctx(t), op, to, m); !asError(err, &pe) || pe.Code != protocol.CodeForbidden || !strings.Contains(pe.Msg, "replays") {
+			t.Fatalf("replayed to %s after the deletion: %v", to, err)
+		}
+	}
+	// The same parts, signed for other ids: they do not open at their
+	// holders (the ids are in their binding).
+	other := []string{"r-x", "r-y", "r-z"}
+	var n2 [16]byte
+	n2[3] = 10
+	m2 := &protocol.SealedEnroll{Auth: cl.SignSealed(n2, other, hashes), IDs: other, Parts: parts}
+	if _, err := network.Call(ctx(t), op, "p2", m2); !asError(err, &pe) || !strings.Contains(pe.Msg, "does not open") {
+		t.Fatalf("parts moved to other ids: %v", err)
+	}
+	cl.WaitSettled()
+	for _, h := range cl.P.Parties() {
+		if n := rows(t, cl, h.Name); n != 3 {
+			t.Fatalf("%s has %d row slots, want the 3 of the first request", h.Name, n)
+		}
+	}
+}

@@ -96,6 +96,20 @@ func (c *Cluster) Sign(op protocol.OpKind, ids ...string) protocol.Auth {
 	return a
 }
 
+// SignSealed authorises a sealed enrollment of ids with parts of these
+// hashes as the operator "client" (for tests that build requests by hand).
+func (c *Cluster) SignSealed(nonce [16]byte, ids []string, hashes [][32]byte) protocol.Auth {
+	key, ok := c.keys["client"].(crypto.Signer)
+	if !ok {
+		c.t.Fatal("no operator key for client")
+	}
+	a, err := protocol.SignSealed(key, "client", c.P.ClusterID(), nonce, ids, hashes)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return a
+}
+
 // Start checks lit (see Literal) and starts every server; they stop at the
 // test's cleanup.
 func Start(t testing.TB, lit config.Literal) *Cluster {
