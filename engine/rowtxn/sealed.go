@@ -118,8 +118,14 @@ func (c *Core[S]) openPart(ops []protocol.Op, nonce [16]byte, ids []string, part
 		clear(pt)
 		return protocol.Errorf(protocol.CodeBadRequest, "%s: its sealed part holds %d bytes, not %d units of %d (flag %d)", c.env.Self, len(pt), len(ids), unit, flag)
 	}
+	// A fresh buffer: the shares are viewed as k-bit elements in place
+	// (additive.ViewElems), which wants them aligned, and pt's units start
+	// after the flag byte.
+	units := make([]byte, len(ids)*unit)
+	copy(units, pt[1:])
+	clear(pt)
 	for i := range ops {
-		ops[i].Share, ops[i].Seeded = pt[1+i*unit:1+(i+1)*unit:1+(i+1)*unit], seeded
+		ops[i].Share, ops[i].Seeded = units[i*unit:(i+1)*unit:(i+1)*unit], seeded
 	}
 	return nil
 }
