@@ -176,3 +176,19 @@ func BenchmarkOpen(b *testing.B) {
 		}
 	}
 }
+
+// FuzzParse: no input panics the key decoders, and what parses encodes
+// back to the same text.
+func FuzzParse(f *testing.F) {
+	k, _ := GenerateKey(bytes.NewReader(make([]byte, 32)))
+	f.Add(MarshalKey(k), k.Public().String())
+	f.Add([]byte(keyHeader+"\n\n\n"), Suite+":")
+	f.Fuzz(func(t *testing.T, file []byte, pub string) {
+		if k, err := ParseKey("f", file); err == nil && !bytes.Equal(MarshalKey(k), file) {
+			t.Fatalf("key file not canonical: %q", file)
+		}
+		if p, err := ParsePublicKey(pub); err == nil && p.String() != pub {
+			t.Fatalf("public key not canonical: %q", pub)
+		}
+	})
+}
