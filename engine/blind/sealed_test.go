@@ -188,16 +188,8 @@ func TestSealedPartTampered(t *testing.T) {
 	// An entry that sends p2 the part sealed for p3 (with that part's
 	// hash in p2's place): p2 cannot open it.
 	one := items(xs[:1], "u")
-	var nonce [16]byte
-	nonce[0] = 1
-	parts, err := client.SealShares(cl.P, 0, nonce, one)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hashes := make([][32]byte, len(parts))
-	for k, p := range parts {
-		hashes[k] = protocol.PartHash(p)
-	}
+	nonce := [16]byte{1}
+	parts, hashes := sealed(t, cl, nonce, one)
 	hashes[1] = hashes[2]
 	auth := protocol.Auth{Signer: "client", Nonce: nonce}
 	prep := &protocol.SealedPrepare{Prepare: protocol.Prepare{Txn: protocol.TxnID{7}, Origin: 0, Dim: uint16(dim), Base: 5, Auth: auth,
@@ -217,6 +209,21 @@ func TestSealedPartTampered(t *testing.T) {
 }
 
 func asError(err error, pe **protocol.Error) bool { return errors.As(err, pe) }
+
+// sealed makes the parts of a sealed enrollment of its through the first
+// party, as the operator's client does, and their hashes.
+func sealed(t *testing.T, cl *inproc.Cluster, nonce [16]byte, its []protocol.Item) ([][]byte, [][32]byte) {
+	t.Helper()
+	parts, err := client.SealShares(cl.P, 0, nonce, its)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hashes := make([][32]byte, len(parts))
+	for k, p := range parts {
+		hashes[k] = protocol.PartHash(p)
+	}
+	return parts, hashes
+}
 
 // rows is the number of row slots a holder has committed (its row map as
 // the first party asks for it).
@@ -244,16 +251,8 @@ func TestSealedReplay(t *testing.T) {
 	cl := start(t, 2, config.Literal{})
 	its := items(templates(3, 11), "r")
 	ids := []string{its[0].ID, its[1].ID, its[2].ID}
-	var nonce [16]byte
-	nonce[3] = 9
-	parts, err := client.SealShares(cl.P, 0, nonce, its)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hashes := make([][32]byte, len(parts))
-	for k, p := range parts {
-		hashes[k] = protocol.PartHash(p)
-	}
+	nonce := [16]byte{3: 9}
+	parts, hashes := sealed(t, cl, nonce, its)
 	m := &protocol.SealedEnroll{Auth: cl.SignSealed(nonce, ids, hashes), IDs: ids, Parts: parts}
 	op := cl.Dialer("client")
 	if _, err := network.Call(ctx(t), op, "p1", m); err != nil {
@@ -279,8 +278,7 @@ func TestSealedReplay(t *testing.T) {
 	// The same parts, signed for other ids: they do not open at their
 	// holders (the ids are in their binding).
 	other := []string{"r-x", "r-y", "r-z"}
-	var n2 [16]byte
-	n2[3] = 10
+	n2 := [16]byte{3: 10}
 	m2 := &protocol.SealedEnroll{Auth: cl.SignSealed(n2, other, hashes), IDs: other, Parts: parts}
 	if _, err := network.Call(ctx(t), op, "p2", m2); !asError(err, &pe) || !strings.Contains(pe.Msg, "does not open") {
 		t.Fatalf("parts moved to other ids: %v", err)
