@@ -10,6 +10,7 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/internal/pairkey"
+	_ "github.com/idface/idface/modes"
 	"github.com/idface/idface/network/quicnet"
 )
 
