@@ -112,7 +112,7 @@ func (c *Client) Enroll(ctx context.Context, items []protocol.Item) error {
 			return fmt.Errorf("item %d: %w", i, err)
 		}
 	}
-	if c.p.Mode() == config.ModeBlind { // no server sees a template
+	if c.p.Spec().Sealed { // no server sees a template
 		return c.enrollSealed(ctx, items)
 	}
 	m := &protocol.Enroll{Items: items}

@@ -59,8 +59,8 @@ func (c *Client) enrollSealed(ctx context.Context, items []protocol.Item) error 
 // (its log keeps it, as before) and a 32-byte seed for every other holder,
 // each part sealed to its holder for this request (nonce, ids).
 func SealShares(p *config.Params, entry int, nonce [16]byte, items []protocol.Item) ([][]byte, error) {
-	if p.Mode() != config.ModeBlind {
-		return nil, fmt.Errorf("client: sealed enrollment is blind mode's; this cluster runs %s", p.Mode())
+	if p.Mode() != config.ModeBlind { // the additive shares below are blind mode's
+		return nil, fmt.Errorf("client: this client makes sealed shares for blind mode only; this cluster runs %s", p.Mode())
 	}
 	if entry < 0 || entry >= p.Mu() {
 		return nil, fmt.Errorf("client: entry %d of %d holders", entry, p.Mu())

@@ -25,6 +25,7 @@ import (
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/internal/home"
 	"github.com/idface/idface/internal/store"
+	_ "github.com/idface/idface/modes" // the modes a cluster may run
 )
 
 // Options of a new cluster; zero values take config's defaults.
@@ -94,21 +95,21 @@ func Init(dir string, o Options) (_ *config.Params, err error) {
 		descs = append(descs, h.Self)
 		return nil
 	}
-	partyRole := config.RoleShareHolder
-	if o.Mode == config.ModeHE {
-		partyRole = config.RoleLocalServer
+	spec, err := config.Spec(o.Mode)
+	if err != nil {
+		return nil, err
 	}
 	for i := 1; i <= o.Parties; i++ {
-		if err := member(fmt.Sprintf("p%d", i), partyRole, true); err != nil {
+		if err := member(fmt.Sprintf("p%d", i), spec.PartyRole, true); err != nil {
 			return nil, err
 		}
 	}
-	if o.Mode == config.ModeHE {
+	switch spec.Helper {
+	case config.RoleKeyServer:
 		if err := member("key", config.RoleKeyServer, true); err != nil {
 			return nil, err
 		}
-	}
-	if o.Mode == config.ModeBlind {
+	case config.RoleDecider:
 		if err := member("decider", config.RoleDecider, true); err != nil {
 			return nil, err
 		}

@@ -1,9 +1,11 @@
 // Package config is the cluster configuration in two stages: a Literal
 // (the JSON file, cluster.json, every zero value meaning a documented
 // default) checked once by New into an immutable Params that carries the
-// typed Mode and every derived parameter: the score threshold, HE
-// parameters, frame-size limits, concurrency limits and timeouts. Nothing
-// else in idface derives a default.
+// members, the transform's weights, the score threshold, frame-size and
+// concurrency limits and timeouts. config knows no mode by itself: each
+// mode's package declares its members, options and derived parameters
+// (ModeSpec, registered through engine.Register; package modes lists
+// them), and New checks a literal against its mode's declaration.
 package config
 
 import (
@@ -15,7 +17,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -31,31 +32,17 @@ import (
 // File is the configuration's name inside a cluster directory.
 const File = "cluster.json"
 
-// Mode is the protection a cluster runs.
+// Mode is the protection a cluster runs. Each mode's package declares
+// it (RegisterMode, through engine.Register); the names of the built-in
+// modes are here for tools and tests.
 type Mode string
 
 const (
-	Mode2PC Mode = "2pc" // 2PCFace: two parties with XOR shares (paper App. G)
-	ModeMPC Mode = "mpc" // (mu,nu)-MPCFace: mu parties with XOR shares (App. H)
-	ModeHE  Mode = "he"  // IDFace: encrypted database and a key server (4.3, App. H)
-	// ModeBlind keeps additive shares at mu holders and asks a decider that
-	// holds no share for the best rows (docs/BLIND-NOTES.md, docs/SECURITY.md "Blind mode"): the entry learns only the
-	// answer.
-	ModeBlind Mode = "blind"
+	Mode2PC   Mode = "2pc"   // 2PCFace: two parties with XOR shares (paper App. G); engine/mpcface
+	ModeMPC   Mode = "mpc"   // (mu,nu)-MPCFace: mu parties with XOR shares (App. H); engine/mpcface
+	ModeHE    Mode = "he"    // IDFace: encrypted database and a key server (4.3, App. H); engine/hemode
+	ModeBlind Mode = "blind" // additive shares and a decider; the entry learns only the answer; engine/blind
 )
-
-// Modes lists the modes in the order the CLI shows them.
-var Modes = []Mode{Mode2PC, ModeMPC, ModeHE, ModeBlind}
-
-// ParseMode checks a mode name.
-func ParseMode(s string) (Mode, error) {
-	for _, m := range Modes {
-		if string(m) == s {
-			return m, nil
-		}
-	}
-	return "", fmt.Errorf("config: mode %q: want 2pc, mpc, he or blind", s)
-}
 
 // Defaults of the zero values of a Literal.
 const (
@@ -324,16 +311,14 @@ func New(lit Literal, dir string) (*Params, error) {
 	if lit.Serial == 0 {
 		lit.Serial = 1
 	}
-	if _, err := ParseMode(string(lit.Mode)); err != nil {
+	spec, err := Spec(lit.Mode)
+	if err != nil {
 		return nil, err
 	}
-	if lit.Mode != ModeBlind && (lit.GalleryLevels != "" || lit.QueryLevels != "") {
-		return nil, fmt.Errorf("gallery and query levels are for mode blind")
+	if err := checkLayout(spec, lit); err != nil {
+		return nil, err
 	}
-	if lit.Mode != ModeHE && lit.Scheme != "" {
-		return nil, fmt.Errorf("scheme %q: an encryption scheme is for mode he", lit.Scheme)
-	}
-	if lit.Mode == ModeBlind { // the levels' supports are alpha and beta
+	if spec.Levels { // the levels' supports are alpha and beta
 		for _, f := range []struct {
 			spec   string
 			weight *int
@@ -348,11 +333,10 @@ func New(lit Literal, dir string) (*Params, error) {
 			*f.weight = lv.Support()
 		}
 	}
-	var err error
 	if lit.Dim, lit.Alpha, lit.Beta, err = Weights(lit.Dim, lit.Alpha, lit.Beta); err != nil {
 		return nil, err
 	}
-	if lit.Mode == ModeBlind {
+	if spec.Levels {
 		if lit.GalleryLevels == "" {
 			lit.GalleryLevels = template.TernaryLevels(lit.Alpha).String()
 		}
@@ -385,53 +369,10 @@ func New(lit Literal, dir string) (*Params, error) {
 	if lit.MaxTopK < 1 || lit.MaxTopK > maxTopK {
 		return nil, fmt.Errorf("max_top_k = %d, want 1..%d", lit.MaxTopK, maxTopK)
 	}
-	mu := len(lit.Parties)
-	switch lit.Mode {
-	case Mode2PC:
-		if mu != 2 {
-			return nil, fmt.Errorf("mode 2pc has exactly 2 parties, not %d (use mode mpc)", mu)
-		}
-	case ModeMPC:
-		if mu < 2 || mu > MaxParties {
-			return nil, fmt.Errorf("mode mpc needs 2..%d parties, not %d", MaxParties, mu)
-		}
-	case ModeHE:
-		if mu < 1 || mu > MaxParties {
-			return nil, fmt.Errorf("mode he needs 1..%d local servers, not %d", MaxParties, mu)
-		}
-		if lit.KeyServer == nil || lit.KeyServer.Addr == "" {
-			return nil, fmt.Errorf("mode he needs a key server with an address")
-		}
-	case ModeBlind:
-		if mu < 2 || mu > MaxParties {
-			return nil, fmt.Errorf("mode blind needs 2..%d share holders, not %d", MaxParties, mu)
-		}
-		if lit.Decider == nil || lit.Decider.Addr == "" {
-			return nil, fmt.Errorf("mode blind needs a decider with an address")
-		}
-	}
-	if lit.Mode != ModeBlind && lit.Decider != nil {
-		return nil, fmt.Errorf("mode %s has no decider", lit.Mode)
-	}
-	if lit.KeyServerRate == 0 {
-		lit.KeyServerRate = 200
-	}
-	if lit.KeyServerMaxPass == 0 {
-		// Scores of unrelated templates are about N(0, alpha*beta/d).
-		sigma := math.Sqrt(float64(lit.Alpha) * float64(lit.Beta) / float64(lit.Dim))
-		z := template.ScoreThreshold(*lit.Tau, lit.Alpha, lit.Beta) / sigma
-		lit.KeyServerMaxPass = min(1, max(0.01, 20*0.5*math.Erfc(z/math.Sqrt2)))
-	}
-	if lit.KeyServerRate < 0 || lit.KeyServerMaxPass < 0 || lit.KeyServerMaxPass > 1 {
-		return nil, fmt.Errorf("key_server_rate %v, key_server_max_pass %v: want a positive rate and a share in (0, 1]", lit.KeyServerRate, lit.KeyServerMaxPass)
-	}
-	if lit.Mode == ModeHE && lit.RevealScores {
-		return nil, fmt.Errorf("reveal_scores: in mode he the key server never reveals scores")
-	}
-	if lit.Mode != ModeHE && lit.KeyServer != nil {
-		return nil, fmt.Errorf("mode %s has no key server", lit.Mode)
-	}
-	p := &Params{lit: lit, dir: dir}
+	// key_server_rate and key_server_max_pass are mode he's (engine/hemode
+	// derives their defaults); other modes ignore them, as configurations
+	// written by earlier builds carry them filled in.
+	p := &Params{lit: lit, dir: dir, spec: spec}
 	if lit.ClusterID != "" {
 		b, err := hex.DecodeString(lit.ClusterID)
 		if err != nil || len(b) != 16 {
@@ -485,21 +426,6 @@ func New(lit Literal, dir string) (*Params, error) {
 	}
 	if err := p.sealKeys(); err != nil {
 		return nil, err
-	}
-	partyRole := RoleShareHolder
-	if lit.Mode == ModeHE {
-		partyRole = RoleLocalServer
-	}
-	for _, m := range lit.Parties {
-		if m.Role != "" && m.Role != partyRole {
-			return nil, fmt.Errorf("%s is a %s; the parties of mode %s are %ss", m.Name, m.Role, lit.Mode, partyRole)
-		}
-	}
-	if k := lit.KeyServer; k != nil && k.Role != "" && k.Role != RoleKeyServer {
-		return nil, fmt.Errorf("%s is a %s, not a %s", k.Name, k.Role, RoleKeyServer)
-	}
-	if k := lit.Decider; k != nil && k.Role != "" && k.Role != RoleDecider {
-		return nil, fmt.Errorf("%s is a %s, not a %s", k.Name, k.Role, RoleDecider)
 	}
 	for _, m := range p.Servers() {
 		if m.Addr == "" {

@@ -1,4 +1,4 @@
-package config
+package config_test
 
 import (
 	"encoding/json"
@@ -8,39 +8,43 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/engine/hemode"
+	_ "github.com/idface/idface/modes"
+
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
 )
 
-func member(name, addr string) Member {
-	return Member{Name: name, Addr: addr, Cert: "-", Pin: "pin-" + name}
+func member(name, addr string) config.Member {
+	return config.Member{Name: name, Addr: addr, Cert: "-", Pin: "pin-" + name}
 }
 
 // operator is a client member with the operator role.
-func operator(name string) Member {
+func operator(name string) config.Member {
 	m := member(name, "")
-	m.Role = RoleOperator
+	m.Role = config.RoleOperator
 	return m
 }
 
-func twoParty() Literal {
-	return Literal{Mode: Mode2PC, Parties: []Member{member("p1", "127.0.0.1:1"), member("p2", "127.0.0.1:2")},
-		Clients: []Member{operator("client")}}
+func twoParty() config.Literal {
+	return config.Literal{Mode: config.Mode2PC, Parties: []config.Member{member("p1", "127.0.0.1:1"), member("p2", "127.0.0.1:2")},
+		Clients: []config.Member{operator("client")}}
 }
 
 func TestDefaults(t *testing.T) {
-	p, err := New(twoParty(), "/x")
+	p, err := config.New(twoParty(), "/x")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Dim() != 512 || p.Alpha() != 341 || p.Beta() != 63 || p.Tau() != DefaultTau || p.Block() != DefaultBlock ||
-		p.Timeouts().Request != DefaultTimeout || p.MaxTopK() != DefaultMaxTopK || p.HE() != nil {
+	if p.Dim() != 512 || p.Alpha() != 341 || p.Beta() != 63 || p.Tau() != config.DefaultTau || p.Block() != config.DefaultBlock ||
+		p.Timeouts().Request != config.DefaultTimeout || p.MaxTopK() != config.DefaultMaxTopK || hemode.Scheme(p) != nil {
 		t.Fatalf("defaults: %+v", p.Literal())
 	}
 	if p.Threshold() != 44 { // least integer above 0.3*sqrt(341*63) = 43.97
 		t.Fatalf("threshold %d", p.Threshold())
 	}
-	if c, ok := p.Client(""); !ok || c.Name != "client" || ClientRole(c) != RoleOperator {
+	if c, ok := p.Client(""); !ok || c.Name != "client" || config.ClientRole(c) != config.RoleOperator {
 		t.Fatal("the first operator is not the default client")
 	}
 	if p.Pins()["pin-client"].Role != network.RoleOperator || p.Pins()["pin-p2"].Role != network.RoleParty {
@@ -50,42 +54,42 @@ func TestDefaults(t *testing.T) {
 	lit := twoParty()
 	zero := 0.0
 	lit.Tau = &zero
-	if p, _ := New(lit, ""); p.Tau() != 0 {
+	if p, _ := config.New(lit, ""); p.Tau() != 0 {
 		t.Fatal("tau 0 became the default")
 	}
-	// Params are immutable: changing a returned literal changes nothing.
+	// config.Params are immutable: changing a returned literal changes nothing.
 	l := p.Literal()
 	l.Parties[0].Name = "changed"
 	*l.Tau = 0.9
-	if p.Party(0).Name != "p1" || p.Tau() != DefaultTau {
+	if p.Party(0).Name != "p1" || p.Tau() != config.DefaultTau {
 		t.Fatal("params changed through a copy")
 	}
 }
 
 func TestRejects(t *testing.T) {
-	for name, f := range map[string]func(*Literal){
-		"mode":        func(l *Literal) { l.Mode = "3pc" },
-		"2pc of 3":    func(l *Literal) { l.Parties = append(l.Parties, member("p3", "a:3")) },
-		"dim":         func(l *Literal) { l.Dim = 5000 },
-		"beta":        func(l *Literal) { l.Dim, l.Beta = 64, 65 },
-		"tau":         func(l *Literal) { t := 1.5; l.Tau = &t },
-		"block":       func(l *Literal) { l.Block = 10 },
-		"timeout":     func(l *Literal) { l.Timeout = Duration(time.Millisecond) },
-		"top-k":       func(l *Literal) { l.MaxTopK = 5000 },
-		"same name":   func(l *Literal) { l.Parties[1].Name = "p1" },
-		"same pin":    func(l *Literal) { l.Clients[0].Pin = "pin-p1" },
-		"no addr":     func(l *Literal) { l.Parties[1].Addr = "" },
-		"role":        func(l *Literal) { l.Clients[0].Role = "admin" },
-		"no role":     func(l *Literal) { l.Clients[0].Role = "" },
-		"server role": func(l *Literal) { l.Parties[0].Role = RoleDevice },
-		"metrics":     func(l *Literal) { l.Parties[0].Metrics = "0.0.0.0:9100" },
-		"key server":  func(l *Literal) { k := member("key", "a:9"); l.KeyServer = &k },
-		"cluster id":  func(l *Literal) { l.ClusterID = "xyz" },
-		"version":     func(l *Literal) { l.Version = 3 },
+	for name, f := range map[string]func(*config.Literal){
+		"mode":        func(l *config.Literal) { l.Mode = "3pc" },
+		"2pc of 3":    func(l *config.Literal) { l.Parties = append(l.Parties, member("p3", "a:3")) },
+		"dim":         func(l *config.Literal) { l.Dim = 5000 },
+		"beta":        func(l *config.Literal) { l.Dim, l.Beta = 64, 65 },
+		"tau":         func(l *config.Literal) { t := 1.5; l.Tau = &t },
+		"block":       func(l *config.Literal) { l.Block = 10 },
+		"timeout":     func(l *config.Literal) { l.Timeout = config.Duration(time.Millisecond) },
+		"top-k":       func(l *config.Literal) { l.MaxTopK = 5000 },
+		"same name":   func(l *config.Literal) { l.Parties[1].Name = "p1" },
+		"same pin":    func(l *config.Literal) { l.Clients[0].Pin = "pin-p1" },
+		"no addr":     func(l *config.Literal) { l.Parties[1].Addr = "" },
+		"role":        func(l *config.Literal) { l.Clients[0].Role = "admin" },
+		"no role":     func(l *config.Literal) { l.Clients[0].Role = "" },
+		"server role": func(l *config.Literal) { l.Parties[0].Role = config.RoleDevice },
+		"metrics":     func(l *config.Literal) { l.Parties[0].Metrics = "0.0.0.0:9100" },
+		"key server":  func(l *config.Literal) { k := member("key", "a:9"); l.KeyServer = &k },
+		"cluster id":  func(l *config.Literal) { l.ClusterID = "xyz" },
+		"version":     func(l *config.Literal) { l.Version = 3 },
 	} {
 		lit := twoParty()
 		f(&lit)
-		if _, err := New(lit, ""); err == nil {
+		if _, err := config.New(lit, ""); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
@@ -95,11 +99,11 @@ func TestSaveLoadAndOldFiles(t *testing.T) {
 	dir := t.TempDir()
 	lit := twoParty()
 	lit.ClusterID = strings.Repeat("ab", 16)
-	lit.Timeout = Duration(10 * time.Second)
-	if err := Save(dir, lit); err != nil {
+	lit.Timeout = config.Duration(10 * time.Second)
+	if err := config.Save(dir, lit); err != nil {
 		t.Fatal(err)
 	}
-	p, err := Load(dir)
+	p, err := config.Load(dir)
 	if err != nil || p.ClusterID() != [16]byte{0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab} || p.Serial() != 1 {
 		t.Fatal(err)
 	}
@@ -111,11 +115,11 @@ func TestSaveLoadAndOldFiles(t *testing.T) {
 	}
 	// A configuration of the earlier layout (keys in the cluster directory).
 	old := `{"version":1,"mode":"2pc","parties":[],"clients":[]}`
-	os.WriteFile(filepath.Join(dir, File), []byte(old), 0o644)
-	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "version 1") {
+	os.WriteFile(filepath.Join(dir, config.File), []byte(old), 0o644)
+	if _, err := config.Load(dir); err == nil || !strings.Contains(err.Error(), "version 1") {
 		t.Fatalf("old config: %v", err)
 	}
-	if _, err := Load(t.TempDir()); err == nil || !strings.Contains(err.Error(), "cluster init") {
+	if _, err := config.Load(t.TempDir()); err == nil || !strings.Contains(err.Error(), "cluster init") {
 		t.Fatalf("missing config: %v", err)
 	}
 }
@@ -123,16 +127,16 @@ func TestSaveLoadAndOldFiles(t *testing.T) {
 // TestKeyFetchTimeouts: the public-key fetch's attempt and pause are
 // configuration, with their documented defaults, and fit the whole wait.
 func TestKeyFetchTimeouts(t *testing.T) {
-	p, err := New(twoParty(), "")
+	p, err := config.New(twoParty(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	to := p.Timeouts()
-	if to.KeyFetchTry != DefaultKeyFetchTry || to.KeyFetchPause != DefaultKeyFetchPause {
-		t.Fatalf("key fetch attempt %v, pause %v; defaults %v, %v", to.KeyFetchTry, to.KeyFetchPause, DefaultKeyFetchTry, DefaultKeyFetchPause)
+	if to.KeyFetchTry != config.DefaultKeyFetchTry || to.KeyFetchPause != config.DefaultKeyFetchPause {
+		t.Fatalf("key fetch attempt %v, pause %v; defaults %v, %v", to.KeyFetchTry, to.KeyFetchPause, config.DefaultKeyFetchTry, config.DefaultKeyFetchPause)
 	}
-	if DefaultKeyFetchTry != 5*time.Second || DefaultKeyFetchPause != 200*time.Millisecond {
-		t.Fatalf("the documented defaults are 5 s and 200 ms, not %v and %v", DefaultKeyFetchTry, DefaultKeyFetchPause)
+	if config.DefaultKeyFetchTry != 5*time.Second || config.DefaultKeyFetchPause != 200*time.Millisecond {
+		t.Fatalf("the documented defaults are 5 s and 200 ms, not %v and %v", config.DefaultKeyFetchTry, config.DefaultKeyFetchPause)
 	}
 	if to.KeyFetchTry <= 0 || to.KeyFetchPause <= 0 || to.KeyFetchTry+to.KeyFetchPause > to.KeyFetch {
 		t.Fatalf("attempt %v + pause %v do not fit the key fetch of %v", to.KeyFetchTry, to.KeyFetchPause, to.KeyFetch)
@@ -144,7 +148,7 @@ func TestKeyFetchTimeouts(t *testing.T) {
 // as a member's metrics address.
 func TestCheckLoopback(t *testing.T) {
 	for _, addr := range []string{"127.0.0.1:9100", "127.1.2.3:0", "[::1]:9100", "localhost:9100", "[::ffff:127.0.0.1]:1"} {
-		if err := CheckLoopback(addr); err != nil {
+		if err := config.CheckLoopback(addr); err != nil {
 			t.Errorf("%s refused: %v", addr, err)
 		}
 	}
@@ -155,18 +159,18 @@ func TestCheckLoopback(t *testing.T) {
 		"127.0.0.1", "localhost", "", // no port
 		"[fe80::1%lo]:9100", // a zone is not a loopback address
 	} {
-		if err := CheckLoopback(addr); err == nil {
+		if err := config.CheckLoopback(addr); err == nil {
 			t.Errorf("%q accepted as a loopback address", addr)
 		}
 	}
 	// A configuration refuses a public metrics address the same way.
 	lit := twoParty()
 	lit.Parties[0].Metrics = "127.0.0.1:9100"
-	if _, err := New(lit, ""); err != nil {
+	if _, err := config.New(lit, ""); err != nil {
 		t.Fatalf("loopback metrics address refused: %v", err)
 	}
 	lit.Parties[0].Metrics = "[::]:9100"
-	if _, err := New(lit, ""); err == nil || !strings.Contains(err.Error(), "loopback") {
+	if _, err := config.New(lit, ""); err == nil || !strings.Contains(err.Error(), "loopback") {
 		t.Fatalf("public metrics address: %v", err)
 	}
 }
@@ -175,31 +179,31 @@ func TestCheckLoopback(t *testing.T) {
 // refuse one, an unknown scheme is refused, and an enrollment request
 // carries at most four of the scheme's column groups.
 func TestSchemeAndBatchCap(t *testing.T) {
-	he := func(scheme string) Literal {
-		return Literal{Mode: ModeHE, Parties: []Member{member("p1", "127.0.0.1:1")}, KeyServer: &Member{Name: "key", Addr: "127.0.0.1:2", Cert: "-", Pin: "pin-key"},
-			Clients: []Member{operator("client")}, Scheme: scheme}
+	he := func(scheme string) config.Literal {
+		return config.Literal{Mode: config.ModeHE, Parties: []config.Member{member("p1", "127.0.0.1:1")}, KeyServer: &config.Member{Name: "key", Addr: "127.0.0.1:2", Cert: "-", Pin: "pin-key"},
+			Clients: []config.Member{operator("client")}, Scheme: scheme}
 	}
 	for scheme, want := range map[string]struct {
 		name  string
 		batch int
 	}{"": {"bgv", protocol.MaxBatch}, "bgv": {"bgv", protocol.MaxBatch}, "paillier": {"paillier", 4 * 341}} {
-		p, err := New(he(scheme), "")
+		p, err := config.New(he(scheme), "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.HE().Name() != want.name || p.MaxEnrollBatch() != want.batch {
-			t.Errorf("scheme %q: %s, batch cap %d; want %s, %d", scheme, p.HE().Name(), p.MaxEnrollBatch(), want.name, want.batch)
+		if hemode.Scheme(p).Name() != want.name || p.MaxEnrollBatch() != want.batch {
+			t.Errorf("scheme %q: %s, batch cap %d; want %s, %d", scheme, hemode.Scheme(p).Name(), p.MaxEnrollBatch(), want.name, want.batch)
 		}
 	}
-	if _, err := New(he("ckks"), ""); err == nil {
+	if _, err := config.New(he("ckks"), ""); err == nil {
 		t.Error("scheme ckks accepted")
 	}
 	lit := twoParty()
 	lit.Scheme = "paillier"
-	if _, err := New(lit, ""); err == nil {
+	if _, err := config.New(lit, ""); err == nil {
 		t.Error("a scheme outside mode he accepted")
 	}
-	if p, _ := New(twoParty(), ""); p.MaxEnrollBatch() != protocol.MaxBatch {
+	if p, _ := config.New(twoParty(), ""); p.MaxEnrollBatch() != protocol.MaxBatch {
 		t.Error("2pc batch cap")
 	}
 }
@@ -211,26 +215,26 @@ func TestSchemeAndBatchCap(t *testing.T) {
 func TestClientWithoutRoleRefused(t *testing.T) {
 	dir := t.TempDir()
 	lit := twoParty()
-	lit.Clients = append(lit.Clients, Member{Name: "gate", Cert: "-", Pin: "pin-gate"})
+	lit.Clients = append(lit.Clients, config.Member{Name: "gate", Cert: "-", Pin: "pin-gate"})
 	b, err := json.Marshal(lit)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, File), b, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, config.File), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err = Load(dir)
+	_, err = config.Load(dir)
 	if err == nil {
 		t.Fatal("a client without a role was accepted")
 	}
-	for _, want := range []string{`"gate"`, "no role", RoleDevice, RoleOperator} {
+	for _, want := range []string{`"gate"`, "no role", config.RoleDevice, config.RoleOperator} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the refusal %q does not mention %s", err, want)
 		}
 	}
 	// With a role it loads, and the role is the one given.
-	lit.Clients[1].Role = RoleDevice
-	p, err := New(lit, dir)
+	lit.Clients[1].Role = config.RoleDevice
+	p, err := config.New(lit, dir)
 	if err != nil {
 		t.Fatal(err)
 	}

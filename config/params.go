@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/idface/idface/heidface"
 	"github.com/idface/idface/internal/seal"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
@@ -29,23 +28,24 @@ type Params struct {
 	dir       string
 	threshold int
 	cluster   [16]byte
-	gallery   template.Levels // mode blind
+	spec      *ModeSpec
+	gallery   template.Levels // modes with levels
 	query     template.Levels
 	ring      additive.Ring
-	he        heidface.Scheme // mode he only
+	derived   any // the mode's own (ModeSpec.Derive)
 	operators map[string]*ecdsa.PublicKey
 	seals     []*seal.PublicKey // by party; nil where none
 }
 
-// sealKeys parses the parties' sealing keys; blind mode's share holders
-// must have one, since its enrollments are sealed (a test member without
-// a certificate may lack it, and sealing to it then fails).
+// sealKeys parses the parties' sealing keys; the parties of a mode whose
+// enrollments are sealed (ModeSpec.Sealed) must have one (a test member
+// without a certificate may lack it, and sealing to it then fails).
 func (p *Params) sealKeys() error {
 	p.seals = make([]*seal.PublicKey, len(p.lit.Parties))
 	for i, m := range p.lit.Parties {
 		if m.Seal == "" {
-			if p.lit.Mode == ModeBlind && m.Cert != "-" {
-				return fmt.Errorf("share holder %s has no seal key, which blind mode's sealed enrollment needs: its home predates it; run 'idface party rotate --home DIR' on its host (it adds one) and assemble the configuration again from the new %s.pub.json", m.Name, m.Name)
+			if p.spec.Sealed && m.Cert != "-" {
+				return fmt.Errorf("%s %s has no seal key, which mode %s's sealed enrollment needs: its home predates it; run 'idface party rotate --home DIR' on its host (it adds one) and assemble the configuration again from the new %s.pub.json", p.spec.PartyRole, m.Name, p.spec.Name, m.Name)
 			}
 			continue
 		}
@@ -77,7 +77,7 @@ func (p *Params) OperatorKey(name string) (*ecdsa.PublicKey, bool) {
 
 func (p *Params) derive() error {
 	p.threshold = template.MinAcceptScore(*p.lit.Tau, p.lit.Alpha, p.lit.Beta)
-	if p.lit.Mode == ModeBlind {
+	if p.spec.Levels {
 		var err error
 		if p.gallery, err = template.ParseLevels(p.lit.GalleryLevels); err != nil {
 			return err
@@ -107,15 +107,22 @@ func (p *Params) derive() error {
 			return fmt.Errorf("calibration: its threshold is score >= %d but tau = %v gives score >= %d: calibrate again, or remove \"calibration\" to rely on tau alone", c.Threshold, *p.lit.Tau, p.threshold)
 		}
 	}
-	if p.lit.Mode == ModeHE {
-		he, err := heidface.New(p.lit.Scheme, p.lit.Dim, p.lit.Alpha, p.lit.Beta)
+	if p.spec.Derive != nil {
+		d, err := p.spec.Derive(p)
 		if err != nil {
 			return err
 		}
-		p.he = he
+		p.derived = d
 	}
 	return nil
 }
+
+// Spec is the cluster's mode as its package declared it.
+func (p *Params) Spec() *ModeSpec { return p.spec }
+
+// Derived is what the mode's package derived from this configuration
+// (ModeSpec.Derive); the mode's package reads it with its own type.
+func (p *Params) Derived() any { return p.derived }
 
 // ClusterID identifies the cluster in row-map digests.
 func (p *Params) ClusterID() [16]byte { return p.cluster }
@@ -170,9 +177,10 @@ func (p *Params) Calibration() (Calibration, bool) {
 }
 
 // Transform is the gallery and query transform of the cluster's scores:
-// blind mode's levels, T_alpha and T_beta ("1:alpha", "1:beta") otherwise.
+// the levels of a mode that takes them, T_alpha and T_beta ("1:alpha",
+// "1:beta") otherwise.
 func (p *Params) Transform() (gallery, query template.Levels) {
-	if p.lit.Mode == ModeBlind {
+	if p.spec.Levels {
 		return p.gallery, p.query
 	}
 	return template.TernaryLevels(p.lit.Alpha), template.TernaryLevels(p.lit.Beta)
@@ -181,28 +189,19 @@ func (p *Params) Transform() (gallery, query template.Levels) {
 // RevealScores reports a research cluster whose answers carry scores.
 func (p *Params) RevealScores() bool { return p.lit.RevealScores }
 
-// KeyServerRate is the key server's queries per second per local server.
-func (p *Params) KeyServerRate() float64 { return p.lit.KeyServerRate }
-
-// KeyServerMaxPass is the number of rows that may pass the threshold in
-// one query when `live` rows are live (in the key server's own record);
-// the key server refuses a query over it.
-func (p *Params) KeyServerMaxPass(live int) int {
-	return max(16, int(p.lit.KeyServerMaxPass*float64(live)))
-}
-
 // MaxTopK caps the candidates one identify may return.
 func (p *Params) MaxTopK() int { return p.lit.MaxTopK }
 
-// GalleryLevels and QueryLevels are blind mode's transforms.
+// GalleryLevels and QueryLevels are the transforms of a mode that takes
+// levels (ModeSpec.Levels).
 func (p *Params) GalleryLevels() template.Levels { return p.gallery }
 func (p *Params) QueryLevels() template.Levels   { return p.query }
 
-// Ring is blind mode's share ring Z_(2^k): the smallest k that holds every
-// score.
+// Ring is the share ring Z_(2^k) of a mode that takes levels: the
+// smallest k that holds every score.
 func (p *Params) Ring() additive.Ring { return p.ring }
 
-// Decider returns the decider (mode blind).
+// Decider returns the decider (a mode whose helper is RoleDecider).
 func (p *Params) Decider() (Member, bool) {
 	if p.lit.Decider == nil {
 		return Member{}, false
@@ -210,27 +209,20 @@ func (p *Params) Decider() (Member, bool) {
 	return *p.lit.Decider, true
 }
 
-// DeciderName names the decider ("" outside mode blind).
+// DeciderName names the decider ("" in a mode without one).
 func (p *Params) DeciderName() string {
 	d, _ := p.Decider()
 	return d.Name
 }
 
 // MaxEnrollBatch is the most templates one enrollment request may carry:
-// protocol.MaxBatch, and in mode he at most four column groups, because
-// every group a batch touches costs 2d fresh encryptions at every local
-// server within one request's timeout (Paillier: about 0.6 s a group on
-// two cores, 341 rows; BGV's groups hold tens of thousands of rows).
+// protocol.MaxBatch, or less when the mode says so (ModeSpec.MaxEnrollBatch).
 func (p *Params) MaxEnrollBatch() int {
-	if p.he != nil {
-		return min(protocol.MaxBatch, 4*p.he.GroupRows())
+	if p.spec.MaxEnrollBatch != nil {
+		return min(protocol.MaxBatch, p.spec.MaxEnrollBatch(p))
 	}
 	return protocol.MaxBatch
 }
-
-// HE returns the homomorphic-encryption scheme with its parameters (mode
-// he; nil otherwise).
-func (p *Params) HE() heidface.Scheme { return p.he }
 
 // Mu is the number of parties (local servers in mode he).
 func (p *Params) Mu() int { return len(p.lit.Parties) }
@@ -251,7 +243,7 @@ func (p *Params) PartyIndex(name string) int {
 	return -1
 }
 
-// KeyServer returns the key server (mode he).
+// KeyServer returns the key server (a mode whose helper is RoleKeyServer).
 func (p *Params) KeyServer() (Member, bool) {
 	if p.lit.KeyServer == nil {
 		return Member{}, false
@@ -360,10 +352,7 @@ const (
 // Timeouts returns the derived timeouts.
 func (p *Params) Timeouts() Timeouts {
 	t := time.Duration(p.lit.Timeout)
-	id := t
-	if p.lit.Mode == ModeHE {
-		id = 4 * t
-	}
+	id := t * time.Duration(max(1, p.spec.IdentifyTimeouts))
 	return Timeouts{
 		Request:       t,
 		Identify:      id,

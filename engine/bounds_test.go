@@ -76,7 +76,7 @@ func TestBoundsFitTheLargestHonestRequest(t *testing.T) {
 // refuses to serve an engine that does not: server.New), so no request is
 // read without one.
 func TestEveryRouteIsBounded(t *testing.T) {
-	for _, mode := range config.Modes {
+	for _, mode := range config.Modes() {
 		t.Run(string(mode), func(t *testing.T) {
 			mu := 2
 			if mode == config.ModeMPC {

@@ -1,5 +1,7 @@
-// Package engine is the contract between the server runtime (package
-// server) and the protocol engines, one per mode (engine/mpcface for
+// Package engine is the mode registry (mode.go: each mode's package
+// declares its members, how its servers open their engines and data, and
+// what fsck, bench and commcost need) and the contract between the server
+// runtime (package server) and the protocol engines (engine/mpcface for
 // 2PCFace and (mu,nu)-MPCFace, engine/blind for blind mode, engine/hemode
 // for IDFace): an engine
 // declares which message types it answers and who may send them, and does

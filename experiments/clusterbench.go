@@ -19,6 +19,8 @@ import (
 	"github.com/idface/idface/client"
 	"github.com/idface/idface/cluster"
 	"github.com/idface/idface/config"
+	"github.com/idface/idface/engine"
+	_ "github.com/idface/idface/modes" // the modes a cluster may run
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/network/quicnet"
 	"github.com/idface/idface/protocol"
@@ -179,15 +181,19 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 	}
 	defer dep.Stop()
 	cfg := dep.Config
-	hp := cfg.HE()
+	m, err := engine.ModeOf(cfg)
+	if err != nil {
+		return nil, err
+	}
 	if o.Batch == 0 {
-		o.Batch = 8192
-		if hp != nil {
-			o.Batch = min(hp.GroupRows(), protocol.MaxBatch) // one delta per group
-		}
+		o.Batch = m.Batch(cfg, o.IDs, 8192)
 	}
 	res := &BenchResult{Mode: string(cfg.Mode()), Parties: cfg.Mu(), IDs: o.IDs, Alpha: cfg.Alpha(), Beta: cfg.Beta()}
-	if hp != nil {
+	// A mode whose rows are in encrypted groups (he) derives its scheme.
+	if hp, ok := cfg.Derived().(interface {
+		Name() string
+		GroupRows() int
+	}); ok {
 		res.Scheme, res.GroupRows = hp.Name(), hp.GroupRows()
 	}
 
@@ -223,15 +229,7 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 	res.SetLatencies(lat)
 	res.BytesPerIdent = float64(bytes)
 	_, res.FormulaBytes = IdentifyFormula(cfg, o.IDs)
-	switch {
-	case hp != nil:
-		groups := (o.IDs + hp.GroupRows() - 1) / hp.GroupRows()
-		res.ShareMB = float64(groups*2*d*hp.CiphertextBytes()) / 1e6 // the encrypted database
-	case cfg.Mode() == config.ModeBlind:
-		res.ShareMB = float64(o.IDs*d*cfg.Ring().Bits/8) / 1e6
-	default:
-		res.ShareMB = float64(2*d*((o.IDs+63)/64)*8) / 1e6
-	}
+	res.ShareMB = m.Storage(cfg, o.IDs) / 1e6
 	for _, p := range cfg.Parties() {
 		if pid := dep.Pid(p.Name); pid > 0 {
 			res.RSSMBPerParty = max(res.RSSMBPerParty, RSSMB(pid))

@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	"github.com/idface/idface/config"
+	"github.com/idface/idface/engine"
+	"github.com/idface/idface/engine/blind"
 	"github.com/idface/idface/heidface"
 	"github.com/idface/idface/template"
 )
@@ -77,8 +79,8 @@ func CommCost(ids, d, alpha int, betas, mus []int) ([]CommRow, error) {
 			row("idface-paillier-paper", "identify", 1, alpha, beta, ids, idfaceBits(ids, 1, template.PackingFactor(alpha, beta, paillierBits), paillierCt)))
 		k := blindRingBits(alpha, beta)
 		for _, mu := range slices.Compact(slices.Sorted(slices.Values(append([]int{2}, mus...)))) {
-			rows = append(rows, row("blind", "enroll", mu, alpha, beta, ids, BlindEnrollBits(mu)),
-				row("blind", "identify", mu, alpha, beta, ids, BlindIdentifyBits(ids, beta, mu, k)))
+			rows = append(rows, row("blind", "enroll", mu, alpha, beta, ids, blind.EnrollBits(mu)),
+				row("blind", "identify", mu, alpha, beta, ids, blind.IdentifyBits(ids, beta, mu, k)))
 		}
 		hp, err := heidface.NewParams(d, alpha, beta)
 		if err != nil {
@@ -105,29 +107,13 @@ func blindRingBits(alpha, beta int) int {
 	return 16
 }
 
-// BlindEnrollBits is blind mode's enrollment traffic per template: the
-// entry keeps the full share and sends every other holder a 256-bit seed.
-func BlindEnrollBits(mu int) float64 { return float64((mu - 1) * 256) }
-
-// BlindIdentifyBits is blind mode's identification traffic: mu vectors of
-// D k-bit score shares into the decider, and the query (beta positions of
-// 16 bits and coefficients of 8, a 128-bit query id and a 256-bit seed) to
-// each of the mu-1 helpers.
-func BlindIdentifyBits(ids, beta, mu, k int) float64 {
-	return float64(mu*ids*k + (mu-1)*(24*beta+384))
-}
-
 // IdentifyFormula is the bytes one identification over rows rows moves
-// between the servers of cluster p, by the paper's formula (blind mode:
-// blind mode's), and the formula's name.
+// between the servers of cluster p, by its mode's formula
+// (engine.Mode.IdentifyFormula), and the formula's name.
 func IdentifyFormula(p *config.Params, rows int) (string, float64) {
-	switch {
-	case p.HE() != nil:
-		hp := p.HE()
-		groups := (rows + hp.GroupRows() - 1) / hp.GroupRows()
-		return "2*groups*S_ct", float64(2 * groups * hp.CiphertextBytes())
-	case p.Mode() == config.ModeBlind:
-		return "mu*D*k + query", BlindIdentifyBits(rows, p.Beta(), p.Mu(), p.Ring().Bits) / 8
+	m, err := engine.ModeOf(p)
+	if err != nil { // p was checked, so its mode is registered
+		panic(err)
 	}
-	return "(mu-1)(2D*beta+2d)", float64(p.Mu()-1) * float64(2*rows*p.Beta()+2*p.Dim()) / 8
+	return m.IdentifyFormula(p, rows)
 }

@@ -6,19 +6,16 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
-	"github.com/idface/idface/engine/blind"
-	"github.com/idface/idface/engine/hemode"
-	"github.com/idface/idface/engine/mpcface"
 	"github.com/idface/idface/internal/home"
 	"github.com/idface/idface/internal/pairkey"
 	"github.com/idface/idface/internal/seal"
 	"github.com/idface/idface/internal/store"
+	_ "github.com/idface/idface/modes" // every mode this build offers
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/network/quicnet"
 )
@@ -60,7 +57,7 @@ func Open(ctx context.Context, p *config.Params, h *home.Home, log *slog.Logger)
 		return nil, err
 	}
 	opt := BuildOptions{Key: cert.PrivateKey}
-	if p.Mode() == config.ModeBlind && p.PartyIndex(me.Name) >= 0 { // its enrollments are sealed to it
+	if p.Spec().Sealed && p.PartyIndex(me.Name) >= 0 { // its enrollments are sealed to it
 		if opt.SealKey, err = h.SealKey(); err != nil {
 			ln.Close()
 			dialer.Close()
@@ -75,7 +72,8 @@ func Open(ctx context.Context, p *config.Params, h *home.Home, log *slog.Logger)
 	}
 	srv.closer = append(srv.closer, dialer.Close, unlock)
 	hash := p.Hash()
-	log.Info("serving", "addr", ln.Addr(), "advertised", me.Addr, "mode", p.Mode(), "role", role(p, me.Name), "mu", p.Mu(),
+	role, _ := engine.ServerOf(p, me.Name) // Build succeeded: known
+	log.Info("serving", "addr", ln.Addr(), "advertised", me.Addr, "mode", p.Mode(), "role", role.Role, "mu", p.Mu(),
 		"config_serial", p.Serial(), "config_hash", fmt.Sprintf("%x", hash[:8]))
 	return srv, nil
 }
@@ -130,126 +128,15 @@ func Build(ctx context.Context, p *config.Params, name, dir string, d network.Di
 	return srv, nil
 }
 
-func role(p *config.Params, name string) string {
-	if k, ok := p.KeyServer(); ok && k.Name == name {
-		return "key server"
-	}
-	if name == p.DeciderName() {
-		return "decider"
-	}
-	if p.Mode() == config.ModeHE {
-		return "local server"
-	}
-	return "party"
-}
-
-// openEngine makes the engine of env.Self with its storage in dir; the
-// returned closers release the storage.
+// openEngine makes the engine of env.Self, as its mode declares it
+// (engine.Mode.Server), with its storage in dir; the returned closers
+// release the storage.
 func openEngine(ctx context.Context, env engine.Env, dir string, wrap func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
-	p := env.Params
-	switch {
-	case p.Mode() == config.ModeBlind:
-		if env.Self == p.DeciderName() {
-			eng, err := blind.NewDecider(env)
-			return eng, nil, err
-		}
-		eng, err := blind.New(env)
-		if err != nil {
-			return nil, nil, err
-		}
-		return openShares(env, eng, filepath.Join(dir, "shares.log"), Binding(p, env.Self, store.KindBlind, [32]byte{}), wrap)
-	case p.Mode() == config.ModeHE:
-		if k, _ := p.KeyServer(); k.Name == env.Self {
-			key, err := store.LoadHEKey(dir, p.HE(), hemode.KeyBinding(p), env.Log)
-			if err != nil {
-				return nil, nil, err
-			}
-			eng, err := hemode.NewKeyServer(env, key)
-			return eng, nil, err
-		}
-		return openHELocal(ctx, env, dir, wrap)
-	default:
-		return openMPC(env, dir, wrap)
-	}
-}
-
-// Binding is what server name's data files must be bound to: this cluster,
-// this member, this mode, and for HE the key fingerprint (zero otherwise).
-// Any generation is accepted: the log holds the member's generation and
-// the other files are checked against it.
-func Binding(p *config.Params, name string, kind store.Kind, key [32]byte) store.Binding {
-	return store.Binding{Kind: kind, Cluster: p.ClusterID(), Member: name, Mode: string(p.Mode()), Key: key}
-}
-
-// openLog opens an engine's log, replaying it, and reports what it found.
-func openLog(env engine.Env, path string, b store.Binding, replay func(store.Entry) error) (*store.Log, error) {
-	l, rep, err := store.Open(path, b, replay)
-	if err != nil {
-		return nil, err
-	}
-	if rep.TornBytes > 0 {
-		env.Log.Warn("cut a torn record off the end of the log (a crash during a write); its bytes are kept aside",
-			"bytes", rep.TornBytes, "kept_in", rep.TornFile)
-	}
-	return l, nil
-}
-
-func openMPC(env engine.Env, dir string, wrap func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
-	eng, err := mpcface.New(env)
+	srv, err := engine.ServerOf(env.Params, env.Self)
 	if err != nil {
 		return nil, nil, err
 	}
-	return openShares(env, eng, filepath.Join(dir, "shares.log"), Binding(env.Params, env.Self, store.KindShares, [32]byte{}), wrap)
-}
-
-// replayer is an engine recovered from a log.
-type replayer interface {
-	engine.Engine
-	Replay(store.Entry) error
-	Start(engine.Log) error
-}
-
-// openShares replays an engine's log into eng and starts it.
-func openShares(env engine.Env, eng replayer, path string, b store.Binding, wrap func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
-	l, err := openLog(env, path, b, eng.Replay)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := eng.Start(wrap(l)); err != nil {
-		l.Close()
-		return nil, nil, withFile(err, l.Path())
-	}
-	return eng, []func() error{l.Close}, nil
-}
-
-func openHELocal(ctx context.Context, env engine.Env, dir string, wrap func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
-	groups, err := store.OpenGroups(filepath.Join(dir, "groups"), env.Params.HE())
-	if err != nil {
-		return nil, nil, err
-	}
-	logPath := filepath.Join(dir, "rows.log")
-	existing, err := groups.Files() // a local server with data never fetches the key again
-	if err != nil {
-		return nil, nil, err
-	}
-	if _, err := os.Stat(logPath); err == nil {
-		existing = append([]string{logPath}, existing...)
-	}
-	eng, err := hemode.NewLocal(ctx, env, groups, hemode.PublicKeyFile(env.Params, dir), existing)
-	if err != nil {
-		return nil, nil, err
-	}
-	// The row log's key binding is its first record (hemode checks it
-	// against public.key with a message about the key), not the header.
-	return openShares(env, eng, logPath, Binding(env.Params, env.Self, store.KindHERows, [32]byte{}), wrap)
-}
-
-// withFile names the log in a damage report from an engine's recovery.
-func withFile(err error, path string) error {
-	if de, ok := err.(*store.DamageError); ok && de.File == "" {
-		de.File = path
-	}
-	return err
+	return srv.Open(ctx, env, dir, wrap)
 }
 
 // Compile-time checks that the implementations fit the interfaces.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idface/idface/cluster"
 	"github.com/idface/idface/config"
+	"github.com/idface/idface/engine/hemode"
 	"github.com/idface/idface/protocol"
 )
 
@@ -34,8 +35,8 @@ func TestHECluster(t *testing.T) {
 
 func testHECluster(t *testing.T, mu int, scheme string) {
 	dir, cfg := newCluster(t, "he", mu, "--scheme", scheme)
-	if cfg.HE().Name() != scheme {
-		t.Fatalf("cluster runs %s, want %s", cfg.HE().Name(), scheme)
+	if hemode.Scheme(cfg).Name() != scheme {
+		t.Fatalf("cluster runs %s, want %s", hemode.Scheme(cfg).Name(), scheme)
 	}
 	d := newDataset(t, t.TempDir(), 500, 21)
 	entry := cfg.Party(mu - 1).Name // with two local servers: through the non-sequencer
@@ -186,8 +187,8 @@ func checkAt(t *testing.T, dir, server, q string, d *dataset, rows []plainRow, c
 		if len(got) > 0 && got[0] != above[0] {
 			t.Fatalf("query %d: got %v, plaintext above threshold %v", i, got, above)
 		}
-		gr := cfg.HE().GroupRows() // the local server sends ct+ and ct- of every group
-		if want := 2 * cfg.HE().CiphertextBytes() * ((len(rows) + gr - 1) / gr); r.BytesSent < uint64(want) {
+		gr := hemode.Scheme(cfg).GroupRows() // the local server sends ct+ and ct- of every group
+		if want := 2 * hemode.Scheme(cfg).CiphertextBytes() * ((len(rows) + gr - 1) / gr); r.BytesSent < uint64(want) {
 			t.Fatalf("query %d sent only %d bytes, want at least %d", i, r.BytesSent, want)
 		}
 	}

@@ -20,7 +20,7 @@ func init() {
 }
 
 func cmdBench(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench", "idface bench --mode plain|2pc|mpc|he|blind|hers [--parties MU] --ids N[,N...] [--alpha 341] [--beta 63] [--queries 20]\n"+
+	fs := newFlags("bench", "idface bench --mode plain|"+modeNames("|")+"|hers [--parties MU] --ids N[,N...] [--alpha 341] [--beta 63] [--queries 20]\n"+
 		"             [--scheme bgv|paillier] [--extrapolate N] [--link rtt=20ms,rate=1gbit] [--json] [--plot out.png]\n\n"+
 		"For each size: synthetic templates, a fresh local cluster of that mode (real\n"+
 		"processes; in-process for plain), enrollment time and identification latency,\n"+
@@ -35,7 +35,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		"scalar multiplications per 4096 identities) in this process. --extrapolate\n"+
 		"adds a linear extrapolation to N rows, marked as such (for sizes that do\n"+
 		"not fit in memory or time here).", stderr)
-	mode := fs.String("mode", "2pc", "plain, 2pc, mpc, he, blind or hers")
+	mode := fs.String("mode", "2pc", "plain (float32 search), "+modeNames(", ")+" or hers (the paper's baseline)")
 	scheme := addSchemeFlag(fs)
 	extrapolate := fs.Int("extrapolate", 0, "also report the run scaled linearly to this many rows (marked extrapolated)")
 	parties := fs.Int("parties", 0, "servers (default 2; 3 for mpc; 1 for he; 2 share holders for blind)")

@@ -50,7 +50,7 @@ type suggestion struct {
 
 func cmdCalibrate(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("calibrate", "idface calibrate --templates X --labels L.txt --target-fpir 1e-3 --out calibration.json\n"+
-		"                 [--mode 2pc|mpc|he|blind] [--alpha A] [--beta B] [--gallery-levels L:a1,... --query-levels L:a1,...] [--plot FILE]\n\n"+
+		"                 [--mode "+modeNames("|")+"] [--alpha A] [--beta B] [--gallery-levels L:a1,... --query-levels L:a1,...] [--plot FILE]\n\n"+
 		"Chooses the cluster's threshold for a target false-positive identification\n"+
 		"rate (FPIR) on your own labelled templates, scored exactly as the cluster\n"+
 		"will score them (T_alpha x T_beta, or blind mode's levels). The templates\n"+
@@ -72,7 +72,7 @@ func cmdCalibrate(args []string, stdout, stderr io.Writer) error {
 	target := fs.Float64("target-fpir", 0, "target false-positive identification rate, e.g. 1e-3")
 	out := fs.String("out", "", "calibration file to write (JSON)")
 	plotPath := fs.String("plot", "", "plot of TPIR against FPIR (.png, .svg or .pdf; default: --out with .png; \"none\" for no plot)")
-	mode := fs.String("mode", "2pc", "the mode the cluster will run: 2pc, mpc, he or blind (blind takes levels)")
+	mode := fs.String("mode", "2pc", "the mode the cluster will run: "+modeNames(", "))
 	alpha := fs.Int("alpha", 0, "enrollment weight (default floor(2d/3))")
 	beta := fs.Int("beta", 0, fmt.Sprintf("query weight (default min(%d, alpha))", config.DefaultBeta))
 	levels := addLevelFlags(fs)
@@ -89,8 +89,8 @@ func cmdCalibrate(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if m != config.ModeBlind && (*levels.gallery != "" || *levels.query != "") {
-		return fmt.Errorf("--gallery-levels and --query-levels are blind mode's: add --mode blind")
+	if s, _ := config.Spec(m); !s.Levels && (*levels.gallery != "" || *levels.query != "") {
+		return fmt.Errorf("--gallery-levels and --query-levels: mode %s takes no levels (%s do)", m, levelModes())
 	}
 	xs, ls, err := readLabelled(*tmpls, *labels)
 	if err != nil {
@@ -220,7 +220,7 @@ func alternatives(m config.Mode, d, a, b int, lp experiments.LevelPair) []experi
 			add(lp.Gallery, template.TernaryLevels(beta))
 		}
 	}
-	if m == config.ModeBlind && a >= 8 {
+	if s, _ := config.Spec(m); s.Levels && a >= 8 {
 		add(experiments.ThreeFoldLevels(a, 4), lp.Query)
 		add(template.TernaryLevels(a), lp.Query)
 	}
@@ -265,11 +265,15 @@ func applyCalibration(path string, lit *config.Literal, set map[string]bool) err
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	ternary := g.L() == 1 && q.L() == 1
-	if !ternary && lit.Mode != config.ModeBlind {
-		return fmt.Errorf("%s calibrates blind mode's levels (gallery %s, query %s): use --mode blind, or calibrate again with --mode %s", path, g, q, lit.Mode)
+	spec, err := config.Spec(lit.Mode)
+	if err != nil {
+		return err
+	}
+	if !ternary && !spec.Levels {
+		return fmt.Errorf("%s calibrates levels (gallery %s, query %s): use %s (modes that take levels), or calibrate again with --mode %s", path, g, q, levelModes(), lit.Mode)
 	}
 	want := config.Literal{Dim: f.Dim, Alpha: g.Support(), Beta: q.Support(), Tau: &f.Tau}
-	if lit.Mode == config.ModeBlind {
+	if spec.Levels {
 		want.GalleryLevels, want.QueryLevels = g.String(), q.String()
 	}
 	if flag, ok := differing(set, []flagCheck{
@@ -305,4 +309,15 @@ func thresholdMeaning(cfg *config.Params) string {
 			c.Threshold, c.TargetFPIR, c.GalleryIDs, c.FPIR, c.NonMated, 100*c.TPIR)
 	}
 	return fmt.Sprintf("threshold tau = %.3f (score >= %d), not calibrated to a false-positive rate: see idface calibrate", cfg.Tau(), cfg.Threshold())
+}
+
+// levelModes lists the modes that take gallery and query levels.
+func levelModes() string {
+	var out []string
+	for _, m := range config.Modes() {
+		if s, _ := config.Spec(m); s.Levels {
+			out = append(out, "--mode "+string(m))
+		}
+	}
+	return strings.Join(out, ", ")
 }

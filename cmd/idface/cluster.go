@@ -20,6 +20,7 @@ import (
 	"github.com/idface/idface/client"
 	"github.com/idface/idface/cluster"
 	"github.com/idface/idface/config"
+	"github.com/idface/idface/engine"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/server"
 )
@@ -101,7 +102,7 @@ func cmdCluster(args []string, stdout, stderr io.Writer) error {
 }
 
 func clusterInit(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("cluster init", "idface cluster init --dir DIR --mode 2pc|mpc|he|blind --parties MU [--calibration calibration.json | --dim 512 --alpha 341 --beta 63 --tau 0.3]\n"+
+	fs := newFlags("cluster init", "idface cluster init --dir DIR --mode "+modeNames("|")+" --parties MU [--calibration calibration.json | --dim 512 --alpha 341 --beta 63 --tau 0.3]\n"+
 		"                   [--gallery-levels L:a1,... --query-levels L:a1,...] (mode blind) [--scheme bgv|paillier] (mode he)\n\n"+
 		"A local test cluster built like a deployment: every server and client gets\n"+
 		"its own home DIR/homes/NAME (key, certificate, public descriptor, data) and\n"+
@@ -109,10 +110,11 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 		"a free UDP port on --host.\n\n"+
 		"The threshold: --calibration takes a file from 'idface calibrate', which\n"+
 		"chose it for a target false-positive identification rate on your own\n"+
-		"labelled templates; without it, --tau is a bare cosine threshold.", stderr)
+		"labelled templates; without it, --tau is a bare cosine threshold.\n\n"+
+		"Modes:\n"+modeList(), stderr)
 	dir := fs.String("dir", "", "cluster directory (created)")
-	mode := fs.String("mode", "2pc", "2pc (two parties), mpc (mu parties), he (local servers and a key server) or blind (share holders and a decider)")
-	parties := fs.Int("parties", 0, "number of parties mu: share holders in 2pc, mpc and blind (default 2), local servers in he (default 1)")
+	mode := fs.String("mode", "2pc", "the mode: "+modeNames(", ")+" (listed above)")
+	parties := fs.Int("parties", 0, "number of parties mu (share holders or local servers; default: the mode's)")
 	devices := fs.Int("devices", 1, "number of device identities (identify only) besides the operator")
 	dim := fs.Int("dim", 0, fmt.Sprintf("template dimension d (default %d)", config.DefaultDim))
 	alpha := fs.Int("alpha", 0, "enrollment weight (default floor(2d/3))")
@@ -155,8 +157,8 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "cluster %s: mode %s, %d parties, d = %d, alpha = %d, beta = %d\n",
 		*dir, cfg.Mode(), cfg.Mu(), cfg.Dim(), cfg.Alpha(), cfg.Beta())
 	fmt.Fprintf(stdout, "  %s\n", thresholdMeaning(cfg))
-	if he := cfg.HE(); he != nil {
-		fmt.Fprintf(stdout, "  encryption %s: %d templates per column group, %d-byte ciphertexts\n", he.Name(), he.GroupRows(), he.CiphertextBytes())
+	if md, err := engine.ModeOf(cfg); err == nil && md.Describe != nil {
+		fmt.Fprintf(stdout, "  %s\n", md.Describe(cfg))
 	}
 	for _, p := range cfg.Servers() {
 		fmt.Fprintf(stdout, "  %-8s %-22s %s\n", p.Name, p.Addr, p.Pin[:23]+"...")
@@ -189,10 +191,11 @@ func addSchemeFlag(fs *flag.FlagSet) *string {
 
 // defaultParties is the number of parties a mode starts with.
 func defaultParties(m config.Mode) int {
-	if m == config.ModeHE {
-		return 1
+	s, err := config.Spec(m)
+	if err != nil { // m was parsed: registered
+		return 2
 	}
-	return 2
+	return s.DefaultParties
 }
 
 // clusterStatus asks every server for its state through cl; local says
@@ -281,25 +284,21 @@ func clusterStatus(cfg *config.Params, cl *client.Client, local, operator bool, 
 }
 
 // trustLine states what the mode's protection assumes of the servers
-// (docs/SECURITY.md): the share-holding modes are secure against servers
-// that follow the protocol, not against one that deviates.
+// (docs/SECURITY.md), as the mode declares it.
 func trustLine(m config.Mode) string {
-	switch m {
-	case config.ModeHE:
-		return "trust: the key server and the local servers must not collude (the key decrypts the database); a deviating server can change answers, and a deviating local server can probe the key server's decryptions (docs/SECURITY.md)"
-	case config.ModeBlind:
-		return "trust: semi-honest: one deviating share holder can change answers (make a chosen id accepted) and, as the entry, learn the exact scores of rows it chooses; the decider must not collude with a holder (docs/SECURITY.md)"
-	default:
-		return "trust: semi-honest: one deviating share holder can change answers undetected; an entry sees every row's ternary values at its probes' positions (docs/SECURITY.md)"
+	if s, err := config.Spec(m); err == nil && s.Trust != "" {
+		return s.Trust
 	}
+	return "trust: see docs/SECURITY.md"
 }
 
-// serverRole names a server that holds no rows.
+// serverRole names a server's role, as its mode declares it.
 func serverRole(cfg *config.Params, name string) string {
-	if name == cfg.DeciderName() {
-		return "decider"
+	srv, err := engine.ServerOf(cfg, name)
+	if err != nil {
+		return "unknown role"
 	}
-	return "key server"
+	return srv.Role
 }
 
 // peerStates is a server's report on its peers' row maps, and whether all

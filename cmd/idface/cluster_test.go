@@ -51,7 +51,7 @@ func mentions(text, word string) bool {
 func TestHelpListsEveryMode(t *testing.T) {
 	for _, cmd := range [][]string{{"cluster", "init"}, {"cluster", "assemble"}, {"demo"}, {"bench"}} {
 		syn, help := helpOf(t, "mode", cmd...)
-		for _, m := range config.Modes {
+		for _, m := range config.Modes() {
 			if !mentions(help, string(m)) || !mentions(syn, string(m)) {
 				t.Errorf("idface %s: mode %s missing from the synopsis or from --mode %q", strings.Join(cmd, " "), m, help)
 			}

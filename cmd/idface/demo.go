@@ -11,6 +11,7 @@ import (
 	"github.com/idface/idface/client"
 	"github.com/idface/idface/cluster"
 	"github.com/idface/idface/config"
+	"github.com/idface/idface/engine"
 	"github.com/idface/idface/experiments"
 	"github.com/idface/idface/protocol"
 )
@@ -57,7 +58,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	procs := *parties
-	if m == config.ModeHE || m == config.ModeBlind {
+	if s, _ := config.Spec(m); s.Helper != "" {
 		procs++ // the key server or the decider
 	}
 	fmt.Fprintf(stdout, "idface demo: %s cluster of %d server processes in %s\n", *mode, procs, dir)
@@ -88,14 +89,6 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// modeBlurb says in a few words what each mode is, for nextSteps.
-var modeBlurb = map[config.Mode]string{
-	config.Mode2PC:   "2PCFace: two servers with XOR shares",
-	config.ModeMPC:   "(mu,nu)-MPCFace: three or more servers (--parties)",
-	config.ModeBlind: "blind mode: the entry learns only the answer, a decider the permuted scores",
-	config.ModeHE:    "IDFace: encrypted database and a key server (--scheme paillier)",
-}
-
 func runDemo(ctx context.Context, cfg *config.Params, people, samples int, intra float64, seed uint64, stdout io.Writer) error {
 	syn, err := experiments.NewSynthetic(people, samples, cfg.Dim(), intra, seed)
 	if err != nil {
@@ -114,10 +107,11 @@ func runDemo(ctx context.Context, cfg *config.Params, people, samples int, intra
 	}
 	defer cl.Close()
 	start := time.Now()
-	batch := 1000
-	if cfg.Mode() == config.ModeHE {
-		batch = len(items) // one delta per group: encryption dominates
+	md, err := engine.ModeOf(cfg)
+	if err != nil {
+		return err
 	}
+	batch := md.Batch(cfg, len(items), 1000)
 	if _, err := cl.EnrollAll(ctx, len(items), func(i int) protocol.Item { return items[i] }, client.Bulk{Batch: batch}); err != nil {
 		return err
 	}
@@ -179,9 +173,9 @@ func nextSteps(w io.Writer, m config.Mode, dir string, keep bool) {
 		fmt.Fprintf(w, "  idface identify --cluster %s --templates X.npy\n", dir)
 		fmt.Fprintf(w, "  idface cluster down --dir %s     # stop them, then remove the directory\n", dir)
 	}
-	for _, o := range config.Modes {
-		if o != m {
-			fmt.Fprintf(w, "  idface demo --mode %-6s   # %s\n", o, modeBlurb[o])
+	for _, o := range config.Modes() {
+		if s, _ := config.Spec(o); o != m {
+			fmt.Fprintf(w, "  idface demo --mode %-6s   # %s\n", o, s.Summary)
 		}
 	}
 	fmt.Fprintln(w, `  a cluster of your own, with a threshold calibrated to a target FPIR: README "Using it"`)

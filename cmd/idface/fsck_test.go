@@ -41,7 +41,11 @@ func TestFsckHEBindings(t *testing.T) {
 	local := func(want ...string) []string {
 		t.Helper()
 		var out bytes.Buffer
-		problems, err := fsckHE(env("p1"), c.DataDir("p1"), &out)
+		srv, err := engine.ServerOf(c.P, "p1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		problems, err := srv.Fsck(env("p1"), c.DataDir("p1"), engine.FsckOptions{}, &out)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,7 +60,14 @@ func TestFsckHEBindings(t *testing.T) {
 	keyServer := func(want ...string) []string {
 		t.Helper()
 		var out bytes.Buffer
-		problems := fsckHEKey(env("key"), c.DataDir("key"), &out)
+		srv, err := engine.ServerOf(c.P, "key")
+		if err != nil {
+			t.Fatal(err)
+		}
+		problems, err := srv.Fsck(env("key"), c.DataDir("key"), engine.FsckOptions{}, &out)
+		if err != nil {
+			t.Fatal(err)
+		}
 		all := out.String() + strings.Join(problems, "\n")
 		for _, w := range want {
 			if !strings.Contains(all, w) {
@@ -82,7 +93,7 @@ func TestFsckHEBindings(t *testing.T) {
 
 	pkPath := filepath.Join(c.DataDir("p1"), "public.key")
 	pk, _ := os.ReadFile(pkPath)
-	_, otherPK, err := c.P.HE().GenKeys(rand.Reader)
+	_, otherPK, err := hemode.Scheme(c.P).GenKeys(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}

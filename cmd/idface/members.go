@@ -99,12 +99,10 @@ func cmdParty(args []string, stdout, stderr io.Writer) error {
 		"leaves DIR), a self-signed certificate, a seal key (seal.key, mode 0600:\n"+
 		"blind mode's enrollments are sealed to it), and DIR/NAME.pub.json (name,\n"+
 		"role, advertised address, certificate, pin, public seal key), the only\n"+
-		"file to hand out. ROLE is\n"+
-		"share-holder (2pc, mpc, blind), local-server or key-server (he), or\n"+
-		"decider (blind).", stderr)
+		"file to hand out. ROLE is one of "+serverRoles()+".", stderr)
 	dir := fs.String("home", "", "home directory (created)")
 	name := fs.String("name", "", "server name, unique in the cluster")
-	role := fs.String("role", "", "share-holder (2pc, mpc, blind), local-server or key-server (he), decider (blind)")
+	role := fs.String("role", "", serverRoles())
 	listen := fs.String("listen", "", "UDP address to bind")
 	advertise := fs.String("advertise", "", "address the others reach it at (default: --listen)")
 	force := fs.Bool("force", false, "replace an existing home's key")
@@ -209,7 +207,7 @@ func carryOver(old, given config.Literal, set map[string]bool, path string) (con
 
 // clusterAssemble builds a configuration from public descriptors only.
 func clusterAssemble(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("cluster assemble", "idface cluster assemble --out cluster.json --mode 2pc|mpc|he|blind [--dim --alpha --beta --tau ...]\n"+
+	fs := newFlags("cluster assemble", "idface cluster assemble --out cluster.json --mode "+modeNames("|")+" [--dim --alpha --beta --tau ...]\n"+
 		"                       [--gallery-levels L:a1,... --query-levels L:a1,...] (mode blind) A.pub.json B.pub.json ...\n\n"+
 		"Builds the shared cluster configuration from the members' public\n"+
 		"descriptors (servers in the order given; in mode he the first local server\n"+

@@ -38,7 +38,6 @@ import (
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/engine/rowtxn"
-	"github.com/idface/idface/internal/store"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/sharing/additive"
@@ -93,13 +92,7 @@ func New(env engine.Env) (Engine, error) {
 }
 
 // Engine is a share holder whatever its ring.
-type Engine interface {
-	engine.Engine
-	Replay(en store.Entry) error
-	Start(log engine.Log) error
-	Inspect() rowtxn.Inspection
-	RowIDs(k, lo, hi int) ([]string, []bool)
-}
+type Engine = rowtxn.Holder
 
 func newHolder[E additive.Elem](env engine.Env) (*Holder[E], error) {
 	p := env.Params

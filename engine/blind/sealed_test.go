@@ -12,12 +12,12 @@ import (
 
 	"github.com/idface/idface/client"
 	"github.com/idface/idface/config"
+	"github.com/idface/idface/engine"
 	"github.com/idface/idface/internal/inproc"
 	"github.com/idface/idface/internal/store"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/network/memnet"
 	"github.com/idface/idface/protocol"
-	"github.com/idface/idface/server"
 	"github.com/idface/idface/sharing/additive"
 	"github.com/idface/idface/template"
 )
@@ -46,7 +46,7 @@ func holderUnits(t *testing.T, c *inproc.Cluster, name string, unit int) [][]byt
 	t.Helper()
 	var out [][]byte
 	path := filepath.Join(c.DataDir(name), "shares.log")
-	_, err := store.ScanAll(path, server.Binding(c.P, name, store.KindBlind, [32]byte{}), func(e store.Entry) error {
+	_, err := store.ScanAll(path, engine.Binding(c.P, name, store.KindBlind, [32]byte{}), func(e store.Entry) error {
 		if e.Type != 3 { // rowtxn's prepare record
 			return nil
 		}

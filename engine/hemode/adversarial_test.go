@@ -35,7 +35,7 @@ func crafted(t *testing.T, c *inproc.Cluster, key [32]byte, rows int, value uint
 // (-1: all), zero in the others.
 func craftedIn(t *testing.T, c *inproc.Cluster, key [32]byte, rows int, value uint64, coeffs int) error {
 	t.Helper()
-	hp := c.P.HE().(*heidface.Params) // the crafted ciphertexts are BGV
+	hp := hemode.Scheme(c.P).(*heidface.Params) // the crafted ciphertexts are BGV
 	pkb, err := hemode.PublicKeyFile(c.P, c.DataDir("p1")).Load(heidface.PublicKeyFile)
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +121,7 @@ func TestKeyServerRefusesCraftedQueries(t *testing.T) {
 // allPass is a plaintext whose every digit is p-1: every row of a group
 // decodes to the score p-1, above any threshold.
 func allPass(c *inproc.Cluster) uint64 {
-	e := c.P.HE().Encoder()
+	e := hemode.Scheme(c.P).Encoder()
 	return uint64(1)<<(uint(e.LogP)*uint(e.M)) - 1
 }
 
@@ -143,9 +143,9 @@ func TestKeyServerLimitFollowsItsOwnRows(t *testing.T) {
 	}
 	pkb, _ := hemode.PublicKeyFile(c.P, c.DataDir("p1")).Load(heidface.PublicKeyFile)
 	fp := heidface.Fingerprint(pkb)
-	gr := c.P.HE().GroupRows()
+	gr := hemode.Scheme(c.P).GroupRows()
 	var pe *protocol.Error
-	top := uint64(1)<<uint(c.P.HE().Encoder().LogP) - 1 // the first digit of a coefficient: rows 0..99 of each group
+	top := uint64(1)<<uint(hemode.Scheme(c.P).Encoder().LogP) - 1 // the first digit of a coefficient: rows 0..99 of each group
 	for _, rows := range []int{100, 5 * gr} {
 		if err := craftedIn(t, c, fp, rows, top, 100); !errors.As(err, &pe) || pe.Msg != hemode.Refused {
 			t.Fatalf("100 live rows passing in a query announcing %d rows: %v", rows, err)
@@ -266,7 +266,7 @@ func TestIdentifyWhileAGroupIsEncrypted(t *testing.T) {
 	if err := cl.Enroll(ctx(t), items(xs, "a")); err != nil {
 		t.Fatal(err)
 	}
-	gr := c.P.HE().GroupRows()
+	gr := hemode.Scheme(c.P).GroupRows()
 	big := templates(gr, 8) // crosses into a new group
 	reached, release := make(chan struct{}), make(chan struct{})
 	var held, released sync.Once

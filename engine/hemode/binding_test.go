@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idface/idface/config"
+	"github.com/idface/idface/engine/hemode"
 	"github.com/idface/idface/heidface"
 	"github.com/idface/idface/internal/inproc"
 	"github.com/idface/idface/internal/store"
@@ -101,7 +102,7 @@ func TestGroupFilesBound(t *testing.T) {
 	tau := 0.25
 	c := inproc.Start(t, inproc.Literal(config.Literal{Mode: config.ModeHE, Scheme: "paillier", Dim: dim, Beta: 16, Tau: &tau,
 		Timeout: config.Duration(30 * time.Second)}, 2))
-	gr := c.P.HE().GroupRows()
+	gr := hemode.Scheme(c.P).GroupRows()
 	xs := templates(gr+20, 23)
 	cl := c.Client("client", "")
 	if err := cl.Enroll(ctx(t), items(xs[:gr+10], "a")); err != nil {
@@ -141,7 +142,7 @@ func TestGroupFilesBound(t *testing.T) {
 	refusedToStart(t, c, "p1", "a stale group file", file("p1", 1), "older than the log")
 	restore()
 	// Headers rewritten: under another key, of another generation.
-	s := c.P.HE()
+	s := hemode.Scheme(c.P)
 	rebind := func(change func(*heidface.GroupHeader)) {
 		t.Helper()
 		h, grp, err := s.ReadGroup(bytes.NewReader(g0), nil)

@@ -71,7 +71,7 @@ type bucket struct {
 func (k *KeyServer) allow(name string) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	rate, now := k.p.KeyServerRate(), time.Now()
+	rate, now := KeyServerRate(k.p), time.Now()
 	b := k.buckets[name]
 	if b == nil {
 		b = &bucket{tokens: 2 * rate, last: now}
@@ -92,11 +92,11 @@ func NewKeyServer(env engine.Env, k *store.HEKey) (*KeyServer, error) {
 	if ks, ok := p.KeyServer(); !ok || ks.Name != env.Self {
 		return nil, fmt.Errorf("hemode: %q is not the key server of this cluster", env.Self)
 	}
-	key, err := p.HE().NewDecryptor(k.Secret, k.Public)
+	key, err := Scheme(p).NewDecryptor(k.Secret, k.Public)
 	if err != nil {
 		return nil, err
 	}
-	ks := &KeyServer{env: env, p: p, he: p.HE(), key: key, pk: k.Public,
+	ks := &KeyServer{env: env, p: p, he: Scheme(p), key: key, pk: k.Public,
 		fp: heidface.Fingerprint(k.Public), buckets: map[string]*bucket{}, live: bitset.New(0),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_key_server_refusals_total",
 			Help: "Queries the key server refused, by reason (pass_limit: more rows pass than an honest query can)."}, []string{"reason"})}
@@ -233,7 +233,7 @@ func (k *KeyServer) query(_ context.Context, r engine.Request) protocol.Msg {
 	}
 	if !k.allow(r.From.Name) {
 		k.refusals.WithLabelValues("rate").Inc()
-		return protocol.Errorf(protocol.CodeUnavailable, "%s exceeds the key server's rate of %.0f queries a second; retry shortly", r.From.Name, k.p.KeyServerRate())
+		return protocol.Errorf(protocol.CodeUnavailable, "%s exceeds the key server's rate of %.0f queries a second; retry shortly", r.From.Name, KeyServerRate(k.p))
 	}
 	rows, err := k.decide(r.Stream, q)
 	if err != nil {
@@ -294,7 +294,7 @@ func (k *KeyServer) decide(s io.Reader, q *protocol.HEQuery) ([]uint32, error) {
 		live[i] &= own[i] // a local server behind the key server still masks its deletions
 	}
 	threshold := k.p.Threshold()
-	limit := k.p.KeyServerMaxPass(nlive)
+	limit := KeyServerMaxPass(k.p, nlive)
 	var passing atomic.Int64
 	type job struct {
 		g    int

@@ -127,7 +127,7 @@ func NewLocal(ctx context.Context, env engine.Env, groups Groups, keys Keys, exi
 		return nil, fmt.Errorf("hemode: %q is not a local server of this cluster", env.Self)
 	}
 	ks, _ := p.KeyServer()
-	l := &Local{env: env, p: p, he: p.HE(), store: groups, self: k, keySrv: ks.Name,
+	l := &Local{env: env, p: p, he: Scheme(p), store: groups, self: k, keySrv: ks.Name,
 		synced: map[string]bool{}, nonces: map[[16]byte]struct{}{}, tr: engine.NewTransformers(p.Dim(), p.Beta()),
 		replay: &localReplay{pending: map[protocol.TxnID]*reserve{}}}
 	l.index = rowmap.NewIndex(func(r rowmap.Ref) string { return l.ids.At(r.Seq) })

@@ -15,12 +15,12 @@ import (
 	"time"
 
 	"github.com/idface/idface/config"
+	"github.com/idface/idface/engine"
 	"github.com/idface/idface/internal/inproc"
 	"github.com/idface/idface/internal/store"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/network/memnet"
 	"github.com/idface/idface/protocol"
-	"github.com/idface/idface/server"
 	"github.com/idface/idface/template"
 )
 
@@ -192,7 +192,7 @@ func TestDeletedRowsAreErased(t *testing.T) {
 	for _, m := range c.P.Parties() {
 		c.Stop(m.Name)
 		erased := false
-		_, err := store.Scan(filepath.Join(c.DataDir(m.Name), "shares.log"), server.Binding(c.P, m.Name, store.KindShares, [32]byte{}), func(en store.Entry) error {
+		_, err := store.Scan(filepath.Join(c.DataDir(m.Name), "shares.log"), engine.Binding(c.P, m.Name, store.KindShares, [32]byte{}), func(en store.Entry) error {
 			if en.Type == 3 && len(en.Tail) > 0 && !en.TailIntact { // a prepare record
 				u := en.Tail[:16*template.Words(dim)+4]
 				erased = true
@@ -243,7 +243,7 @@ func TestDamagedLogRefused(t *testing.T) {
 	c.Stop("p2")
 	path := filepath.Join(c.DataDir("p2"), "shares.log")
 	b, _ := os.ReadFile(path)
-	hl := store.HeaderLen(server.Binding(c.P, "p2", store.KindShares, [32]byte{}))
+	hl := store.HeaderLen(engine.Binding(c.P, "p2", store.KindShares, [32]byte{}))
 	b[hl+44] ^= 0x08 // inside the first prepare record's sealed part
 	os.WriteFile(path, b, 0o600)
 	err := c.TryRestart("p2")

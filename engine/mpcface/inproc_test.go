@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/idface/idface/network"
 	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/idface/idface/network"
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"

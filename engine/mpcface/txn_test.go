@@ -8,11 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idface/idface/engine"
 	"github.com/idface/idface/internal/inproc"
 	"github.com/idface/idface/internal/store"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
-	"github.com/idface/idface/server"
 	"github.com/idface/idface/template"
 )
 
@@ -100,7 +100,7 @@ func TestAbortedRowNumbersReplay(t *testing.T) {
 	c.Stop("p2")
 	path := filepath.Join(c.DataDir("p2"), "shares.log")
 	var at int64 = -1
-	if _, err := store.Scan(path, server.Binding(c.P, "p2", store.KindShares, [32]byte{}), func(en store.Entry) error {
+	if _, err := store.Scan(path, engine.Binding(c.P, "p2", store.KindShares, [32]byte{}), func(en store.Entry) error {
 		if en.Type == 3 && !en.TailIntact && at < 0 { // a prepare record
 			at = en.TailOffset // the aborted prepare's erased unit
 		}

@@ -41,7 +41,7 @@ func busy(d time.Duration) {
 // takes read.
 func newTestCore(t *testing.T, timeout, read time.Duration) *Core[slowShares] {
 	t.Helper()
-	p, err := config.New(config.Literal{Mode: config.ModeMPC, Dim: 70, Timeout: config.Duration(timeout),
+	p, err := config.New(config.Literal{Mode: testMode, Dim: 70, Timeout: config.Duration(timeout),
 		Parties: []config.Member{{Name: "p1", Addr: "a", Cert: "-", Pin: "1"}, {Name: "p2", Addr: "b", Cert: "-", Pin: "2"}, {Name: "p3", Addr: "c", Cert: "-", Pin: "3"}}}, "")
 	if err != nil {
 		t.Fatal(err)

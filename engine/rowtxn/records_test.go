@@ -122,7 +122,7 @@ func FuzzReplay(f *testing.F) {
 		f.Add(r.Type, r.Sealed, r.Tail, false)
 	}
 	f.Fuzz(func(t *testing.T, typ uint8, sealed, tail []byte, last bool) {
-		p, err := config.New(config.Literal{Mode: config.ModeMPC, Dim: 70,
+		p, err := config.New(config.Literal{Mode: testMode, Dim: 70,
 			Parties: []config.Member{{Name: "p1", Addr: "a", Cert: "-", Pin: "1"}, {Name: "p2", Addr: "b", Cert: "-", Pin: "2"}, {Name: "p3", Addr: "c", Cert: "-", Pin: "3"}}}, "")
 		if err != nil {
 			t.Fatal(err)

@@ -105,12 +105,14 @@ func IdentifyFloor(mode config.Mode, mu int, bytes float64, l Link) (Floor, erro
 		}
 		return b * 8 / float64(l.Rate) * 1000
 	}
-	switch mode {
-	case config.Mode2PC, config.ModeMPC, config.ModeHE:
-		return Floor{RTTs: 1, Bytes: bytes, Ms: rtt + xfer(bytes)}, nil
-	case config.ModeBlind:
+	spec, err := config.Spec(mode)
+	if err != nil {
+		return Floor{}, err
+	}
+	switch spec.Helper {
+	case config.RoleDecider: // every holder sends to the decider
 		if mu < 2 {
-			return Floor{}, fmt.Errorf("experiments: blind mode has at least 2 share holders, not %d", mu)
+			return Floor{}, fmt.Errorf("experiments: mode %s has at least 2 share holders, not %d", mode, mu)
 		}
 		share := bytes / float64(mu)
 		helpers := Floor{RTTs: 1.5, Bytes: float64(mu-1) * share, Ms: 1.5*rtt + xfer(float64(mu-1)*share)}
@@ -120,7 +122,8 @@ func IdentifyFloor(mode config.Mode, mu int, bytes float64, l Link) (Floor, erro
 		}
 		return helpers, nil
 	}
-	return Floor{}, fmt.Errorf("experiments: no floor for mode %q", mode)
+	// The entry sends the query and every reply crosses its link.
+	return Floor{RTTs: 1, Bytes: bytes, Ms: rtt + xfer(bytes)}, nil
 }
 
 // wanPort is where every server listens, each in its own namespace.
@@ -193,18 +196,18 @@ func deployWAN(ctx context.Context, lab *netlab.Lab, wan *netlab.WAN, link Link,
 	if o.Parties < 1 || o.Parties > config.MaxParties {
 		return nil, fmt.Errorf("%d parties: want 1..%d", o.Parties, config.MaxParties)
 	}
+	spec, err := config.Spec(o.Mode)
+	if err != nil {
+		return nil, err
+	}
 	var members []*wanMember
-	role := config.RoleShareHolder
-	if o.Mode == config.ModeHE {
-		role = config.RoleLocalServer
-	}
 	for i := 1; i <= o.Parties; i++ {
-		members = append(members, &wanMember{name: fmt.Sprintf("p%d", i), role: role})
+		members = append(members, &wanMember{name: fmt.Sprintf("p%d", i), role: spec.PartyRole})
 	}
-	switch o.Mode {
-	case config.ModeHE:
+	switch spec.Helper {
+	case config.RoleKeyServer:
 		members = append(members, &wanMember{name: "key", role: config.RoleKeyServer})
-	case config.ModeBlind:
+	case config.RoleDecider:
 		members = append(members, &wanMember{name: "decider", role: config.RoleDecider})
 	}
 	var descs []config.Descriptor

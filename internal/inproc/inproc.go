@@ -55,8 +55,9 @@ type running struct {
 	done   chan error
 }
 
-// Literal completes a literal with in-process members: mu parties (and a
-// key server in mode he), one operator "client" and one device "device".
+// Literal completes a literal with in-process members: mu parties "p1"..,
+// the mode's helper ("key" for a key server, "decider"), one operator
+// "client" and one device "device".
 // Their certificates are "-"; Start gives every such member a real
 // identity.
 func Literal(lit config.Literal, mu int) config.Literal {
@@ -67,13 +68,16 @@ func Literal(lit config.Literal, mu int) config.Literal {
 	for i := 1; i <= mu; i++ {
 		lit.Parties = append(lit.Parties, member(fmt.Sprintf("p%d", i)))
 	}
-	if lit.Mode == config.ModeHE {
-		k := member("key")
-		lit.KeyServer = &k
-	}
-	if lit.Mode == config.ModeBlind {
-		d := member("decider")
-		lit.Decider = &d
+	lit.KeyServer, lit.Decider = nil, nil
+	if spec, err := config.Spec(lit.Mode); err == nil { // an unknown mode: Start says so
+		switch spec.Helper {
+		case config.RoleKeyServer:
+			k := member("key")
+			lit.KeyServer = &k
+		case config.RoleDecider:
+			d := member("decider")
+			lit.Decider = &d
+		}
 	}
 	op, dev := member("client"), member("device")
 	op.Addr, dev.Addr = "", ""

@@ -11,6 +11,7 @@ import (
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/internal/pairkey"
 	"github.com/idface/idface/internal/seal"
+	_ "github.com/idface/idface/modes"
 	"github.com/idface/idface/network/quicnet"
 )
 

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 )
@@ -50,4 +51,15 @@ func SyncDir(dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// Exists reports whether path names a file; an error other than "does not
+// exist" (permissions, I/O) is returned. Engines ask it instead of opening
+// files themselves (scripts/importcheck).
+func Exists(path string) (bool, error) {
+	_, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
 }

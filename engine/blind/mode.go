@@ -1,0 +1,58 @@
+package blind
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/engine"
+	"github.com/idface/idface/engine/rowtxn"
+	"github.com/idface/idface/internal/store"
+)
+
+func init() {
+	engine.Register(engine.Mode{
+		ModeSpec: config.ModeSpec{
+			Name: config.ModeBlind, Order: 40,
+			Summary: "blind mode: the entry learns only the answer, a decider the permuted scores",
+			Layout: config.Layout{PartyRole: config.RoleShareHolder, PartyNoun: "share holders",
+				MinParties: 2, MaxParties: config.MaxParties, DefaultParties: 2, Helper: config.RoleDecider},
+			Levels: true,
+			Sealed: true,
+			Trust:  "trust: semi-honest: one deviating share holder can change answers (make a chosen id accepted) and, as the entry, learn the exact scores of rows it chooses; the decider must not collude with a holder (docs/SECURITY.md)",
+		},
+		Server: func(p *config.Params, name string) engine.Server {
+			if name == p.DeciderName() {
+				return engine.Server{Role: "decider",
+					Open: func(_ context.Context, env engine.Env, _ string, _ func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
+						eng, err := NewDecider(env)
+						return eng, nil, err
+					},
+				}
+			}
+			return rowtxn.HolderServer("party", "shares.log", store.KindBlind, New)
+		},
+		Describe: func(p *config.Params) string {
+			g, q := p.Transform()
+			return fmt.Sprintf("gallery levels %s, query levels %s, shares over Z_(2^%d)", g, q, p.Ring().Bits)
+		},
+		// d k-bit elements a row.
+		Storage: func(p *config.Params, rows int) float64 { return float64(rows * p.Dim() * p.Ring().Bits / 8) },
+		IdentifyFormula: func(p *config.Params, rows int) (string, float64) {
+			return "mu*D*k + query", IdentifyBits(rows, p.Beta(), p.Mu(), p.Ring().Bits) / 8
+		},
+	})
+}
+
+// EnrollBits is blind mode's enrollment traffic per template: a 256-bit
+// seed to each holder but one (the entry keeps its own share, the last
+// holder gets the full share).
+func EnrollBits(mu int) float64 { return float64((mu - 1) * 256) }
+
+// IdentifyBits is blind mode's identification traffic: mu vectors of D
+// k-bit score shares into the decider, and the query (beta positions of 16
+// bits and coefficients of 8, a 128-bit query id and a 256-bit seed) to
+// each of the mu-1 helpers.
+func IdentifyBits(ids, beta, mu, k int) float64 {
+	return float64(mu*ids*k + (mu-1)*(24*beta+384))
+}

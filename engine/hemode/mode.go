@@ -1,0 +1,226 @@
+package hemode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"path/filepath"
+
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/engine"
+	"github.com/idface/idface/heidface"
+	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/template"
+)
+
+func init() {
+	engine.Register(engine.Mode{
+		ModeSpec: config.ModeSpec{
+			Name: config.ModeHE, Order: 30,
+			Summary: "IDFace: encrypted database and a key server (--scheme paillier)",
+			Layout: config.Layout{PartyRole: config.RoleLocalServer, PartyNoun: "local servers",
+				MinParties: 1, MaxParties: config.MaxParties, DefaultParties: 1, Helper: config.RoleKeyServer},
+			Scheme:         true,
+			NoRevealScores: "in mode he the key server never reveals scores",
+			// The entry sums every group and asks the key server.
+			IdentifyTimeouts: 4,
+			Trust:            "trust: the key server and the local servers must not collude (the key decrypts the database); a deviating server can change answers, and a deviating local server can probe the key server's decryptions (docs/SECURITY.md)",
+			Derive:           derive,
+			// Every group a batch touches costs 2d fresh encryptions at
+			// every local server within one request's timeout (Paillier:
+			// about 0.6 s a group on two cores, 341 rows; BGV's groups hold
+			// tens of thousands of rows): at most four groups.
+			MaxEnrollBatch: func(p *config.Params) int { return 4 * Scheme(p).GroupRows() },
+		},
+		Server: server,
+		Describe: func(p *config.Params) string {
+			he := Scheme(p)
+			return fmt.Sprintf("encryption %s: %d templates per column group, %d-byte ciphertexts", he.Name(), he.GroupRows(), he.CiphertextBytes())
+		},
+		IdentifyFormula: func(p *config.Params, rows int) (string, float64) {
+			hp := Scheme(p)
+			groups := (rows + hp.GroupRows() - 1) / hp.GroupRows()
+			return "2*groups*S_ct", float64(2 * groups * hp.CiphertextBytes())
+		},
+		// The encrypted database: 2d ciphertexts a group.
+		Storage: func(p *config.Params, rows int) float64 {
+			hp := Scheme(p)
+			return float64((rows + hp.GroupRows() - 1) / hp.GroupRows() * 2 * p.Dim() * hp.CiphertextBytes())
+		},
+		// One delta per group: encryption dominates, so one request per
+		// batch the server allows.
+		EnrollBatch: func(p *config.Params, total int) int { return min(total, Scheme(p).GroupRows(), p.MaxEnrollBatch()) },
+	})
+}
+
+// derived is what mode he derives from a configuration.
+type derived struct {
+	scheme heidface.Scheme
+	// rate is the key server's queries per second per local server (a
+	// burst of twice as many); maxPass the share of the live rows that may
+	// pass the threshold in one query.
+	rate, maxPass float64
+}
+
+func derive(p *config.Params) (any, error) {
+	lit := p.Literal()
+	s, err := heidface.New(lit.Scheme, p.Dim(), p.Alpha(), p.Beta())
+	if err != nil {
+		return nil, err
+	}
+	d := &derived{scheme: s, rate: lit.KeyServerRate, maxPass: lit.KeyServerMaxPass}
+	if d.rate == 0 {
+		d.rate = 200
+	}
+	if d.maxPass == 0 {
+		// Scores of unrelated templates are about N(0, alpha*beta/d): 1%,
+		// or 20 times the share of random templates that pass when that
+		// is larger (small d or low tau).
+		sigma := math.Sqrt(float64(p.Alpha()) * float64(p.Beta()) / float64(p.Dim()))
+		z := template.ScoreThreshold(p.Tau(), p.Alpha(), p.Beta()) / sigma
+		d.maxPass = min(1, max(0.01, 20*0.5*math.Erfc(z/math.Sqrt2)))
+	}
+	if !(d.rate > 0) || !(d.maxPass > 0 && d.maxPass <= 1) {
+		return nil, fmt.Errorf("key_server_rate %v, key_server_max_pass %v: want a positive rate and a share in (0, 1]", d.rate, d.maxPass)
+	}
+	return d, nil
+}
+
+func derivedOf(p *config.Params) *derived {
+	d, _ := p.Derived().(*derived)
+	return d
+}
+
+// Scheme is the cluster's homomorphic encryption with its parameters; nil
+// outside mode he.
+func Scheme(p *config.Params) heidface.Scheme {
+	if d := derivedOf(p); d != nil {
+		return d.scheme
+	}
+	return nil
+}
+
+// KeyServerRate is the key server's queries per second per local server.
+func KeyServerRate(p *config.Params) float64 { return derivedOf(p).rate }
+
+// KeyServerMaxPass is the number of rows that may pass the threshold in
+// one query when live rows are live (in the key server's own record); the
+// key server refuses a query over it. At least 16 rows always pass.
+func KeyServerMaxPass(p *config.Params, live int) int {
+	return max(16, int(derivedOf(p).maxPass*float64(live)))
+}
+
+func server(p *config.Params, name string) engine.Server {
+	if k, _ := p.KeyServer(); k.Name == name {
+		return engine.Server{Role: "key server",
+			Open: func(_ context.Context, env engine.Env, dir string, _ func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
+				key, err := store.LoadHEKey(dir, Scheme(env.Params), KeyBinding(env.Params), env.Log)
+				if err != nil {
+					return nil, nil, err
+				}
+				eng, err := NewKeyServer(env, key)
+				return eng, nil, err
+			},
+			Fsck: func(env engine.Env, dir string, _ engine.FsckOptions, out io.Writer) ([]string, error) {
+				return fsckKey(env, dir, out), nil
+			},
+		}
+	}
+	return engine.Server{Role: "local server", Log: "rows.log", Kind: store.KindHERows, Open: openLocal, Fsck: fsckLocal}
+}
+
+// openLocal opens a local server's group files and row log.
+func openLocal(ctx context.Context, env engine.Env, dir string, wrap func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
+	groups, err := store.OpenGroups(filepath.Join(dir, "groups"), Scheme(env.Params))
+	if err != nil {
+		return nil, nil, err
+	}
+	logPath := filepath.Join(dir, "rows.log")
+	existing, err := groups.Files() // a local server with data never fetches the key again
+	if err != nil {
+		return nil, nil, err
+	}
+	if ok, err := store.Exists(logPath); err != nil {
+		return nil, nil, err
+	} else if ok {
+		existing = append([]string{logPath}, existing...)
+	}
+	eng, err := NewLocal(ctx, env, groups, PublicKeyFile(env.Params, dir), existing)
+	if err != nil {
+		return nil, nil, err
+	}
+	// The row log's key binding is its first record (checked against
+	// public.key with a message about the key), not the header.
+	return engine.OpenReplayed(env, eng, logPath, engine.Binding(env.Params, env.Self, store.KindHERows, [32]byte{}), wrap)
+}
+
+// fsckKey reports the key server's key pair: intact, a pair, and bound
+// to this cluster and key server.
+func fsckKey(env engine.Env, dir string, out io.Writer) []string {
+	p := env.Params
+	bind := KeyBinding(p)
+	key, err := store.CheckHEKey(dir, Scheme(p), bind, env.Log)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	fp := heidface.Fingerprint(key.Public)
+	fmt.Fprintf(out, "key pair: intact, secret and public key match; both files bound to %s: matches this cluster\n", bind)
+	fmt.Fprintf(out, "  public key fingerprint %x (every local server's public.key and row log must name it)\n", fp[:8])
+	return nil
+}
+
+// fsckLocal reports an HE local server: its public key, row log and group
+// files, and what each is bound to.
+func fsckLocal(env engine.Env, dir string, _ engine.FsckOptions, out io.Writer) ([]string, error) {
+	groups, err := store.OpenGroups(filepath.Join(dir, "groups"), Scheme(env.Params))
+	if err != nil {
+		return nil, err
+	}
+	var problems []string
+	keys := PublicKeyFile(env.Params, dir)
+	path := filepath.Join(dir, "rows.log")
+	hasLog, err := store.Exists(path)
+	if err != nil {
+		return nil, err
+	}
+	l, err := NewLocal(context.Background(), env, groups, keys, nil)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) && !hasLog {
+			return []string{"no public key yet: this local server never started"}, nil
+		}
+		return []string{fmt.Sprintf("public key: %v (a local server with data never fetches the key again: restore %s from this server's backup, or copy another local server's whose fingerprint matches the one its row log records)", err, keys)}, nil
+	}
+	fp := l.KeyFingerprint()
+	fmt.Fprintf(out, "public key %s: fingerprint %x, bound to %s: matches this cluster\n", keys, fp[:8], keys.Bind)
+	if !hasLog {
+		return []string{fmt.Sprintf("no log: %s does not exist (a server that never started has none)", path)}, nil
+	}
+	rep, err := store.ScanAll(path, engine.Binding(env.Params, env.Self, store.KindHERows, [32]byte{}), l.Replay)
+	if err != nil {
+		return engine.BindingProblem(err)
+	}
+	problems = append(problems, engine.LogReport(path, rep, out)...)
+	in := l.Inspect()
+	fmt.Fprintf(out, "  slots %d (settled %d), live %d, changes applied %d, undecided enrollment %v, groups %d\n", in.Rows, in.Settled, in.Live, in.Changes, in.Pending, in.Groups)
+	switch {
+	case in.LogKey == nil:
+		fmt.Fprintln(out, "  the row log records no public key yet (the server writes it first when it starts)")
+	case *in.LogKey != in.Key:
+		problems = append(problems, fmt.Sprintf("%s records public key %x (generation %d), but %s holds %x: the public key file was replaced (perhaps fetched again after the key server made a new key pair). "+
+			"Restore %s from this server's backup, or copy another local server's whose fingerprint is %x", path, in.LogKey[:8], in.LogGeneration, keys, in.Key[:8], keys, in.LogKey[:8]))
+	default:
+		fmt.Fprintf(out, "  the row log is bound to public key %x, generation %d: matches %s\n", in.LogKey[:8], in.LogGeneration, keys)
+	}
+	fmt.Fprintf(out, "  group files must be bound to %s and their own group number\n", in.Binding)
+	if len(in.GroupErrors) == 0 {
+		fmt.Fprintf(out, "  group files: %d, every one intact, bound as above and consistent with the row log\n", in.Groups)
+	}
+	problems = append(problems, in.GroupErrors...)
+	for g, live := range in.DamagedGroups {
+		fmt.Fprintf(out, "  group %d cannot be used (see below): %d live rows there cannot be identified at this server\n", g, live)
+	}
+	return problems, nil
+}

@@ -1,0 +1,112 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/internal/store"
+)
+
+// Mode is one mode as its package declares it (docs/DESIGN-NOTES.md "Modes"):
+// what configuration needs (config.ModeSpec: members, options, derived
+// parameters) and what the programs need: how each server of the mode
+// opens its engine and its data, how fsck checks them, and the paper's
+// traffic formula. Server, cluster, fsck, bench, demo, commcost and the
+// in-process harness look a mode up here; none of them names a mode.
+type Mode struct {
+	config.ModeSpec
+	// Server says what the named server of a cluster of this mode is.
+	Server func(p *config.Params, name string) Server
+	// IdentifyFormula is the bytes one identification over rows rows moves
+	// between the servers by the mode's formula, and the formula's name
+	// (commcost).
+	IdentifyFormula func(p *config.Params, rows int) (formula string, bytes float64)
+	// Describe says in one line what the mode derived from p (cluster
+	// init); optional.
+	Describe func(p *config.Params) string
+	// Storage is the bytes one party keeps for rows rows (bench reports).
+	Storage func(p *config.Params, rows int) float64
+	// EnrollBatch is the templates a bulk enrollment sends per request
+	// (demo, bench); optional.
+	EnrollBatch func(p *config.Params, total int) int
+}
+
+// Server is one server of a mode: its role, its data and its engine.
+type Server struct {
+	// Role names it in messages and status: "party", "decider", ...
+	Role string
+	// Log is its durable log's file name in the data directory and the
+	// kind of records it holds; "" for a server that keeps no data.
+	Log  string
+	Kind store.Kind
+	// Open makes its engine with its storage in dir; the closers release
+	// the storage. wrap may wrap the engine's log (tests fail it on purpose).
+	Open func(ctx context.Context, env Env, dir string, wrap func(Log) Log) (Engine, []func() error, error)
+	// Fsck reports a stopped server's data in dir: what it found to out,
+	// and the problems; nil for a server that keeps no data.
+	Fsck func(env Env, dir string, opt FsckOptions, out io.Writer) ([]string, error)
+}
+
+// FsckOptions are fsck's requests beyond the report.
+type FsckOptions struct {
+	// Rows is ORIGIN:LO-HI: list the ids of those rows of an origin.
+	Rows string
+}
+
+var registry = struct {
+	sync.RWMutex
+	m map[config.Mode]*Mode
+}{m: map[config.Mode]*Mode{}}
+
+// Register declares a mode; its package calls it from an init function,
+// and package modes imports every mode package.
+func Register(m Mode) {
+	if m.Server == nil || m.IdentifyFormula == nil || m.Storage == nil {
+		panic(fmt.Sprintf("engine: mode %s lacks Server, IdentifyFormula or Storage", m.Name))
+	}
+	config.RegisterMode(m.ModeSpec) // panics on a second registration
+	registry.Lock()
+	defer registry.Unlock()
+	registry.m[m.Name] = &m
+}
+
+// LookupMode returns a registered mode.
+func LookupMode(name config.Mode) (*Mode, error) {
+	if _, err := config.Spec(name); err != nil {
+		return nil, err
+	}
+	registry.RLock()
+	defer registry.RUnlock()
+	m, ok := registry.m[name]
+	if !ok { // registered with config directly, not through Register
+		return nil, fmt.Errorf("mode %s has no engine in this program", name)
+	}
+	return m, nil
+}
+
+// ModeOf returns the mode of a checked configuration.
+func ModeOf(p *config.Params) (*Mode, error) { return LookupMode(p.Mode()) }
+
+// ServerOf returns what the named server of p is.
+func ServerOf(p *config.Params, name string) (Server, error) {
+	m, err := ModeOf(p)
+	if err != nil {
+		return Server{}, err
+	}
+	if _, ok := p.Server(name); !ok {
+		return Server{}, fmt.Errorf("%s is not a server of this cluster", name)
+	}
+	return m.Server(p, name), nil
+}
+
+// Batch is the templates a bulk enrollment of total templates sends per
+// request in mode m: the mode's choice, or def.
+func (m *Mode) Batch(p *config.Params, total, def int) int {
+	if m.EnrollBatch != nil {
+		return m.EnrollBatch(p, total)
+	}
+	return def
+}

@@ -1,0 +1,38 @@
+package mpcface
+
+import (
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/engine"
+	"github.com/idface/idface/engine/rowtxn"
+	"github.com/idface/idface/internal/store"
+)
+
+const trust = "trust: semi-honest: one deviating share holder can change answers undetected; an entry sees every row's ternary values at its probes' positions (docs/SECURITY.md)"
+
+func init() {
+	for _, spec := range []config.ModeSpec{
+		{Name: config.Mode2PC, Order: 10, Summary: "2PCFace: two servers with XOR shares",
+			Layout: config.Layout{PartyRole: config.RoleShareHolder, PartyNoun: "parties", MinParties: 2, MaxParties: 2, DefaultParties: 2, Hint: " (use mode mpc)"}},
+		{Name: config.ModeMPC, Order: 20, Summary: "(mu,nu)-MPCFace: two or more servers with XOR shares (--parties)",
+			Layout: config.Layout{PartyRole: config.RoleShareHolder, PartyNoun: "parties", MinParties: 2, MaxParties: config.MaxParties, DefaultParties: 2}},
+	} {
+		spec.Trust = trust
+		engine.Register(engine.Mode{
+			ModeSpec: spec,
+			Server: func(*config.Params, string) engine.Server {
+				return rowtxn.HolderServer("party", "shares.log", store.KindShares, func(env engine.Env) (rowtxn.Holder, error) { return New(env) })
+			},
+			IdentifyFormula: IdentifyFormula,
+			// Two bit planes (the ternary value's sign and magnitude) of d
+			// columns of rows bits.
+			Storage: func(p *config.Params, rows int) float64 { return float64(2 * p.Dim() * ((rows + 63) / 64) * 8) },
+		})
+	}
+}
+
+// IdentifyFormula is the paper's traffic of one identification over rows
+// rows (App. G, H): each of the mu-1 helpers sends 2*beta selected
+// columns of rows bits and receives the query's 2d bits.
+func IdentifyFormula(p *config.Params, rows int) (string, float64) {
+	return "(mu-1)(2D*beta+2d)", float64(p.Mu()-1) * float64(2*rows*p.Beta()+2*p.Dim()) / 8
+}

@@ -1,0 +1,12 @@
+// Package modes is the list of the modes this build of idface offers:
+// importing it registers each one (engine.Register, called by the mode's
+// own package). A program that loads a configuration imports it; adding
+// a mode is one line here, its package, and its row in the README's table
+// of modes (docs/DESIGN-NOTES.md "Modes").
+package modes
+
+import (
+	_ "github.com/idface/idface/engine/blind"   // blind mode
+	_ "github.com/idface/idface/engine/hemode"  // IDFace (he)
+	_ "github.com/idface/idface/engine/mpcface" // 2PCFace (2pc) and (mu,nu)-MPCFace (mpc)
+)
