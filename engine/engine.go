@@ -17,6 +17,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"runtime"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -114,6 +115,18 @@ type Env struct {
 	// with it (SealDigest). A server without them answers no query that
 	// needs a digest and reports its peers as unreachable.
 	PairKeys map[string][32]byte
+	// Workers is how many goroutines the engine's kernels use at once;
+	// every core (GOMAXPROCS) when zero. A process that hosts several
+	// shards of a party gives each its share.
+	Workers int
+}
+
+// Cores is the number of goroutines the engine's kernels use at once.
+func (e Env) Cores() int {
+	if e.Workers > 0 {
+		return e.Workers
+	}
+	return runtime.GOMAXPROCS(0)
 }
 
 // Log is an engine's durable log (internal/store.Log in a server; tests
