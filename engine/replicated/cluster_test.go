@@ -41,6 +41,7 @@ type cluster struct {
 	dir  string
 	keys map[string]crypto.PrivateKey
 	regs map[string]*prometheus.Registry
+	dec  *Decider
 	mu   sync.Mutex
 	stop map[string]func()
 }
@@ -130,9 +131,11 @@ func (c *cluster) start(name string, p *config.Params) {
 	var eng engine.Engine
 	var closers []func() error
 	if name == p.DeciderName() {
-		if eng, err = NewDecider(env); err != nil {
+		d, err := NewDecider(env)
+		if err != nil {
 			t.Fatal(err)
 		}
+		eng, c.dec = d, d
 	} else {
 		h, err := New(env)
 		if err != nil {
@@ -201,6 +204,22 @@ func (c *cluster) client(name, entry string) *client.Client {
 		cl.SetSigner(name, c.keys[name].(crypto.Signer))
 	}
 	return cl
+}
+
+// settle waits, if the decider holds many unfinished queries (a refused
+// query leaves the parts already sent until DeciderWait), until it has
+// dropped them, so that a test of many refusals does not fill its table.
+func (c *cluster) settle() {
+	for range 100 {
+		c.dec.mu.Lock()
+		n := len(c.dec.queries)
+		c.dec.mu.Unlock()
+		if n < maxQueries/4 {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.t.Fatal("the decider keeps its queries")
 }
 
 // counter reads a counter of server name by metric and label value.

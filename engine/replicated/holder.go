@@ -303,11 +303,7 @@ func (h *Holder[E]) score(q *additive.Query, sigma *additive.Seed, from string, 
 		if rows == 0 {
 			continue
 		}
-		st := h.Shares(s)
-		if err = st.own.ScoreSharesParallel(own[v.off[s]:v.off[s+1]], q, 0, rows, 0); err != nil {
-			break
-		}
-		if err = st.next.ScoreSharesParallel(next[v.off[s]:v.off[s+1]], q, 0, rows, 0); err != nil {
+		if err = h.Shares(s).score(own[v.off[s]:v.off[s+1]], next[v.off[s]:v.off[s+1]], q); err != nil {
 			break
 		}
 	}
@@ -319,18 +315,31 @@ func (h *Holder[E]) score(q *additive.Query, sigma *additive.Seed, from string, 
 	out := &vectors[E]{view: v, own: make([]E, n), next: make([]E, n)}
 	perm := h.permuter()
 	defer h.perms.Put(perm)
-	held := replicated.Held(h.Self())
-	// The share index, not the holder, picks the mask: both holders of s_j
-	// add the same m_j, and the masks of the three shares sum to zero.
-	if err := additive.PermuteMask(perm, out.own, own, v.live, sigma, held[0], replicated.Holders); err != nil {
-		return nil, err
-	}
-	if err := additive.PermuteMask(perm, out.next, next, v.live, sigma, held[1], replicated.Holders); err != nil {
+	if err := permuteBoth(perm, out, own, next, sigma, h.Self()); err != nil {
 		return nil, err
 	}
 	h.m.score.Add(t1.Sub(t0).Seconds())
 	h.m.permute.Add(time.Since(t1).Seconds())
 	return out, nil
+}
+
+// score computes the segment's rows' share-scores of both shares.
+func (s pair[E]) score(own, next []E, q *additive.Query) error {
+	if err := s.own.ScoreSharesParallel(own, q, 0, len(own), 0); err != nil {
+		return err
+	}
+	return s.next.ScoreSharesParallel(next, q, 0, len(next), 0)
+}
+
+// permuteBoth permutes and masks holder self's two share-score vectors
+// into out. The share index, not the holder, picks the mask: both holders
+// of s_j add the same m_j, and the masks of the three shares sum to zero.
+func permuteBoth[E additive.Elem](perm *additive.Permuter, out *vectors[E], own, next []E, sigma *additive.Seed, self int) error {
+	held := replicated.Held(self)
+	if err := additive.PermuteMask(perm, out.own, own, out.live, sigma, held[0], replicated.Holders); err != nil {
+		return err
+	}
+	return additive.PermuteMask(perm, out.next, next, out.live, sigma, held[1], replicated.Holders)
 }
 
 func (h *Holder[E]) permuter() *additive.Permuter {
