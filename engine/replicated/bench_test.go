@@ -5,10 +5,10 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/idface/idface/engine/blind"
 	"github.com/idface/idface/internal/testutil"
 	"github.com/idface/idface/sharing/additive"
 	"github.com/idface/idface/sharing/replicated"
-	"github.com/idface/idface/template"
 )
 
 // randomPair is a holder's two stores of rows random rows at d = 512
@@ -62,11 +62,11 @@ func benchHolderQuery[E additive.Elem](b *testing.B, rows int) {
 		b.Fatal(err)
 	}
 	own, next := make([]E, rows), make([]E, rows)
-	live := make([]uint64, template.Words(rows))
+	live := make([]uint64, (rows+63)/64)
 	for i := range live {
 		live[i] = ^uint64(0)
 	}
-	out := &vectors[E]{view: view{live: live}, own: make([]E, rows), next: make([]E, rows)}
+	out := &vectors[E]{View: blind.View{Live: live}, own: make([]E, rows), next: make([]E, rows)}
 	var sigma additive.Seed
 	perm := &additive.Permuter{}
 	bits := additive.RingOf[E]().Bits

@@ -39,6 +39,7 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
+	"github.com/idface/idface/engine/blind"
 	"github.com/idface/idface/engine/rowtxn"
 	"github.com/idface/idface/internal/store"
 	"github.com/idface/idface/network"
@@ -241,40 +242,10 @@ func (h *Holder[E]) split(items []protocol.Item) ([][]protocol.Op, error) {
 	return ops, err
 }
 
-// view is a snapshot of the row map for one query: its digest, each
-// segment's first global row, the live bits over all rows.
-type view struct {
-	digest protocol.Digest
-	off    []int // off[s]: first global row of segment s; off[len] = n
-	live   []uint64
-}
-
-func (v view) rows() int { return v.off[len(v.off)-1] }
-
-// snapshot takes the committed row map (caller holds the read lock until
-// it has scored the rows: scores and live bits of one state).
-func (h *Holder[E]) snapshot() view {
-	v := view{digest: h.Digest(), off: []int{0}}
-	for s, sd := range v.digest {
-		v.off = append(v.off, v.off[s]+int(sd.Rows))
-	}
-	v.live = make([]uint64, template.Words(v.rows()))
-	for s := range v.digest {
-		st := h.Shares(s)
-		for r := range int(v.digest[s].Rows) {
-			if st.IsLive(r) {
-				g := v.off[s] + r
-				v.live[g/64] |= 1 << (g % 64)
-			}
-		}
-	}
-	return v
-}
-
 // vectors are one holder's two permuted, masked share-score vectors of a
 // query: own = pi(c_i) + m_i, next = pi(c_(i+1)) + m_(i+1).
 type vectors[E additive.Elem] struct {
-	view
+	blind.View
 	own, next []E
 }
 
@@ -282,12 +253,12 @@ type vectors[E additive.Elem] struct {
 // helper passes the entry's sealed row map (want, from) and is refused if
 // its rows differ; the entry passes started, which sees the snapshot
 // before the scoring (to send the helpers the row map).
-func (h *Holder[E]) score(q *additive.Query, sigma *additive.Seed, from string, want protocol.Digest, started func(view)) (*vectors[E], error) {
+func (h *Holder[E]) score(q *additive.Query, sigma *additive.Seed, from string, want protocol.Digest, started func(blind.View)) (*vectors[E], error) {
 	t0 := time.Now()
 	h.RLock()
-	v := h.snapshot()
+	v := blind.NewView(h.Digest(), func(s int) []uint64 { return h.Shares(s).own.LiveBits() })
 	if want != nil {
-		if have, err := h.SealFor(from, v.digest); err != nil || !have.Equal(want) {
+		if have, err := h.SealFor(from, v.Digest); err != nil || !have.Equal(want) {
 			h.RUnlock()
 			return nil, protocol.Errorf(protocol.CodeInconsistent, "%s's rows changed during the query; retry", h.env.Self)
 		}
@@ -295,15 +266,14 @@ func (h *Holder[E]) score(q *additive.Query, sigma *additive.Seed, from string, 
 	if started != nil {
 		started(v)
 	}
-	n := v.rows()
+	n := v.Rows()
 	own, next := make([]E, n), make([]E, n)
 	var err error
-	for s := range v.digest {
-		rows := int(v.digest[s].Rows)
-		if rows == 0 {
+	for s := range v.Digest {
+		if v.Digest[s].Rows == 0 {
 			continue
 		}
-		if err = h.Shares(s).score(own[v.off[s]:v.off[s+1]], next[v.off[s]:v.off[s+1]], q); err != nil {
+		if err = h.Shares(s).score(own[v.Off[s]:v.Off[s+1]], next[v.Off[s]:v.Off[s+1]], q); err != nil {
 			break
 		}
 	}
@@ -312,7 +282,7 @@ func (h *Holder[E]) score(q *additive.Query, sigma *additive.Seed, from string, 
 		return nil, err
 	}
 	t1 := time.Now()
-	out := &vectors[E]{view: v, own: make([]E, n), next: make([]E, n)}
+	out := &vectors[E]{View: v, own: make([]E, n), next: make([]E, n)}
 	perm := h.permuter()
 	defer h.perms.Put(perm)
 	if err := permuteBoth(perm, out, own, next, sigma, h.Self()); err != nil {
@@ -336,10 +306,10 @@ func (s pair[E]) score(own, next []E, q *additive.Query) error {
 // of s_j add the same m_j, and the masks of the three shares sum to zero.
 func permuteBoth[E additive.Elem](perm *additive.Permuter, out *vectors[E], own, next []E, sigma *additive.Seed, self int) error {
 	held := replicated.Held(self)
-	if err := additive.PermuteMask(perm, out.own, own, out.live, sigma, held[0], replicated.Holders); err != nil {
+	if err := additive.PermuteMask(perm, out.own, own, out.Live, sigma, held[0], replicated.Holders); err != nil {
 		return err
 	}
-	return additive.PermuteMask(perm, out.next, next, out.live, sigma, held[1], replicated.Holders)
+	return additive.PermuteMask(perm, out.next, next, out.Live, sigma, held[1], replicated.Holders)
 }
 
 func (h *Holder[E]) permuter() *additive.Permuter {
@@ -363,7 +333,7 @@ func entryRoles(e int) (tagger, digester int) {
 func (h *Holder[E]) sendShares(ctx context.Context, qid [16]byte, vec *vectors[E], entry, topK int, tagKey *[32]byte) (*network.Stream, error) {
 	self := h.Self()
 	held := replicated.Held(self)
-	m := &protocol.ReplShare{Query: qid, Rows: uint32(vec.rows()), Bits: uint8(h.p.Bits), TopK: uint16(topK), Entry: uint8(entry),
+	m := &protocol.ReplShare{Query: qid, Rows: uint32(vec.Rows()), Bits: uint8(h.p.Bits), TopK: uint16(topK), Entry: uint8(entry),
 		Digest: replicated.VectorDigest(qid, held[1], h.p.Bits, additive.ElemBytes(vec.next))}
 	var tags []byte
 	tagger, digester := entryRoles(entry)
@@ -422,29 +392,11 @@ func (h *Holder[E]) tagKey(entry int, qid [16]byte) ([32]byte, error) {
 func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg {
 	m := r.Msg.(*protocol.Identify)
 	topK := int(m.TopK)
-	if perr := engine.CheckTopK(h.p.Params, topK); perr != nil {
+	nq, perr := blind.NewQuery(h.env, h.p.Params, h.query, m)
+	if perr != nil {
 		return perr
 	}
-	tr := h.query.Get()
-	y := make([]int8, h.p.Dim())
-	err := template.ApplyLevels(tr, m.Template, y)
-	h.query.Put(tr)
-	if err != nil {
-		return protocol.Errorf(protocol.CodeBadRequest, "%v", err)
-	}
-	q, err := additive.DenseQuery(y)
-	if err != nil {
-		return protocol.Errorf(protocol.CodeInternal, "%v", err)
-	}
-	pos, coef := q.Coefficients()
-	sigma, err := additive.NewSeed(h.env.RandReader())
-	if err != nil {
-		return protocol.Errorf(protocol.CodeInternal, "%v", err)
-	}
-	var qid [16]byte
-	if _, err := h.env.RandReader().Read(qid[:]); err != nil {
-		return protocol.Errorf(protocol.CodeInternal, "%v", err)
-	}
+	sigma, qid := nq.Sigma, nq.ID
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
@@ -462,14 +414,14 @@ func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg
 			cancel()
 		})
 	}
-	ask := func(v view) {
+	ask := func(v blind.View) {
 		for i, name := range peers {
-			sealed, err := h.SealFor(name, v.digest)
+			sealed, err := h.SealFor(name, v.Digest)
 			if err != nil {
 				fail(h.env.Self, err)
 				return
 			}
-			bq := &protocol.BlindQuery{Query: qid, Sigma: sigma, Digest: sealed, Pos: pos, Coef: coef}
+			bq := &protocol.BlindQuery{Query: qid, Sigma: sigma, Digest: sealed, Pos: nq.Pos, Coef: nq.Coef}
 			wg.Go(func() {
 				ok, err := h.ask(ctx, name, bq)
 				if err != nil {
@@ -479,7 +431,7 @@ func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg
 			})
 		}
 	}
-	vec, err := h.score(q, &sigma, "", nil, ask)
+	vec, err := h.score(nq.Q, &sigma, "", nil, ask)
 	if err != nil {
 		fail(h.env.Self, err)
 		wg.Wait()
@@ -521,7 +473,7 @@ func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg
 	for _, ok := range oks {
 		total += ok.Bytes
 	}
-	return h.answer(res, scores, vec.view, &sigma, topK, total)
+	return h.answer(res, scores, vec.View, &sigma, topK, total)
 }
 
 // check verifies the decider's answer: every position is a row of this
@@ -550,8 +502,8 @@ func (h *Holder[E]) check(res *protocol.ReplResult, vec *vectors[E], key *[32]by
 	scores := make([]int, n)
 	maxVal := uint64(1)<<h.p.Bits - 1
 	for i, p := range res.Positions {
-		if int(p) >= vec.rows() || seen[p] {
-			return nil, bad("position %d of %d rows, or twice", p, vec.rows())
+		if int(p) >= vec.Rows() || seen[p] {
+			return nil, bad("position %d of %d rows, or twice", p, vec.Rows())
 		}
 		seen[p] = true
 		v := uint64(res.Values[i])
@@ -585,20 +537,7 @@ func (h *Holder[E]) check(res *protocol.ReplResult, vec *vectors[E], key *[32]by
 // shares are on their way to the decider). A cancelled query stops
 // waiting at once.
 func (h *Holder[E]) ask(ctx context.Context, name string, bq *protocol.BlindQuery) (*protocol.ReplQueryOK, error) {
-	s, err := h.env.Net.Open(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	defer s.Finish()
-	if dl, ok := ctx.Deadline(); ok {
-		s.SetDeadline(dl)
-	}
-	defer context.AfterFunc(ctx, func() { s.SetDeadline(time.Now()) })()
-	if err := s.WriteFrame(protocol.Marshal(bq)); err != nil {
-		return nil, err
-	}
-	s.CloseWrite()
-	resp, err := network.ReadReply(ctx, s, name)
+	resp, n, err := blind.Ask(ctx, h.env.Net, name, bq)
 	if err != nil {
 		return nil, err
 	}
@@ -606,12 +545,12 @@ func (h *Holder[E]) ask(ctx context.Context, name string, bq *protocol.BlindQuer
 	if !isOK {
 		return nil, fmt.Errorf("%s answered the query with %v", name, resp.Type())
 	}
-	ok.Bytes += uint64(s.Sent() + s.Received())
+	ok.Bytes += n
 	return ok, nil
 }
 
 // answer maps the checked positions back to ids.
-func (h *Holder[E]) answer(res *protocol.ReplResult, scores []int, v view, sigma *additive.Seed, topK int, total uint64) protocol.Msg {
+func (h *Holder[E]) answer(res *protocol.ReplResult, scores []int, v blind.View, sigma *additive.Seed, topK int, total uint64) protocol.Msg {
 	ans := engine.NewAnswer(h.p.Params, topK)
 	ans.Bytes(0, 0, total)
 	positions := make([]int, len(res.Positions))
@@ -620,7 +559,7 @@ func (h *Holder[E]) answer(res *protocol.ReplResult, scores []int, v view, sigma
 	}
 	rows := make([]int, len(positions))
 	perm := h.permuter()
-	err := perm.Unpermute(rows, positions, sigma, v.rows())
+	err := perm.Unpermute(rows, positions, sigma, v.Rows())
 	h.perms.Put(perm)
 	if err != nil {
 		return protocol.Errorf(protocol.CodeInternal, "the decider's positions: %v", err)
@@ -628,14 +567,9 @@ func (h *Holder[E]) answer(res *protocol.ReplResult, scores []int, v view, sigma
 	h.RLock()
 	defer h.RUnlock()
 	for i, row := range rows {
-		s := 0
-		for row >= v.off[s+1] {
-			s++
+		if s, seq, live := v.Locate(row); live { // deleted rows never win (and the check refused them)
+			ans.Scored(h.ID(s, seq), scores[i]) // checked: at the threshold, or revealed
 		}
-		if v.live[row/64]>>(row%64)&1 == 0 {
-			continue // deleted rows never win (and the check refused them)
-		}
-		ans.Scored(h.ID(s, row-v.off[s]), scores[i]) // checked: at the threshold, or revealed
 	}
 	return ans.Done()
 }

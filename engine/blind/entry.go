@@ -1,0 +1,111 @@
+package blind
+
+import (
+	"context"
+	"time"
+
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/engine"
+	"github.com/idface/idface/network"
+	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/sharing/additive"
+	"github.com/idface/idface/template"
+)
+
+// What blind mode's entry does that replicated blind mode
+// (engine/replicated) does the same way: start a query, snapshot the row
+// map, ask a helper, map a permuted position back to a row.
+
+// Query is an entry's new query: y (as a Query and as its coefficients),
+// a fresh sigma and a fresh query id, both from the env's randomness.
+type Query struct {
+	Q     *additive.Query
+	Pos   []int32
+	Coef  []int8
+	Sigma additive.Seed
+	ID    [16]byte
+}
+
+// NewQuery checks an identify request and starts its query: Q(y) with the
+// cluster's query levels, sigma and the query id.
+func NewQuery(env engine.Env, p *config.Params, tr *engine.LevelTransformers, m *protocol.Identify) (*Query, *protocol.Error) {
+	if perr := engine.CheckTopK(p, int(m.TopK)); perr != nil {
+		return nil, perr
+	}
+	t := tr.Get()
+	y := make([]int8, p.Dim())
+	err := template.ApplyLevels(t, m.Template, y)
+	tr.Put(t)
+	if err != nil {
+		return nil, protocol.Errorf(protocol.CodeBadRequest, "%v", err)
+	}
+	q := &Query{}
+	if q.Q, err = additive.DenseQuery(y); err != nil {
+		return nil, protocol.Errorf(protocol.CodeInternal, "%v", err)
+	}
+	q.Pos, q.Coef = q.Q.Coefficients()
+	if q.Sigma, err = additive.NewSeed(env.RandReader()); err != nil {
+		return nil, protocol.Errorf(protocol.CodeInternal, "%v", err)
+	}
+	if _, err := env.RandReader().Read(q.ID[:]); err != nil {
+		return nil, protocol.Errorf(protocol.CodeInternal, "%v", err)
+	}
+	return q, nil
+}
+
+// View is a snapshot of the row map for one query: the digest the helpers
+// must match, each segment's first global row, the live bits over all
+// rows.
+type View struct {
+	Digest protocol.Digest
+	Off    []int // Off[s]: first global row of segment s; Off[len] = n
+	Live   []uint64
+}
+
+// NewView takes the committed row map g and each segment's live bits;
+// the caller holds the read lock until it has scored the rows, so that
+// the scores and the live bits are of one state (a deletion between them
+// would leave a row live here whose share another holder has erased).
+func NewView(g protocol.Digest, live func(seg int) []uint64) View {
+	v := View{Digest: g, Off: []int{0}}
+	for s, sd := range g {
+		v.Off = append(v.Off, v.Off[s]+int(sd.Rows))
+	}
+	v.Live = make([]uint64, template.Words(v.Rows()))
+	for s := range g {
+		appendBits(v.Live, v.Off[s], live(s), int(g[s].Rows))
+	}
+	return v
+}
+
+// Rows is the number of rows over all segments.
+func (v View) Rows() int { return v.Off[len(v.Off)-1] }
+
+// Locate returns a global row's segment and sequence, and whether it is
+// live.
+func (v View) Locate(row int) (seg, seq int, live bool) {
+	for row >= v.Off[seg+1] {
+		seg++
+	}
+	return seg, row - v.Off[seg], v.Live[row/64]>>(row%64)&1 == 1
+}
+
+// Ask sends a helper the query and returns its reply and the bytes of the
+// stream both ways. A cancelled query stops waiting at once.
+func Ask(ctx context.Context, d network.Dialer, name string, bq *protocol.BlindQuery) (protocol.Msg, uint64, error) {
+	s, err := d.Open(ctx, name)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer s.Finish()
+	if dl, ok := ctx.Deadline(); ok {
+		s.SetDeadline(dl)
+	}
+	defer context.AfterFunc(ctx, func() { s.SetDeadline(time.Now()) })()
+	if err := s.WriteFrame(protocol.Marshal(bq)); err != nil {
+		return nil, 0, err
+	}
+	s.CloseWrite()
+	resp, err := network.ReadReply(ctx, s, name)
+	return resp, uint64(s.Sent() + s.Received()), err
+}
