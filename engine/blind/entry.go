@@ -109,3 +109,30 @@ func Ask(ctx context.Context, d network.Dialer, name string, bq *protocol.BlindQ
 	resp, err := network.ReadReply(ctx, s, name)
 	return resp, uint64(s.Sent() + s.Received()), err
 }
+
+// CheckQuery checks a helper's query: y of the cluster's dimension and
+// query levels. A query of another form would show this cluster's helpers
+// more of a probe, or the entry more than its protocol gives it.
+func CheckQuery(p *config.Params, m *protocol.BlindQuery) (*additive.Query, *protocol.Error) {
+	q, err := additive.NewQuery(p.Dim(), m.Pos, m.Coef)
+	if err != nil {
+		return nil, protocol.Errorf(protocol.CodeBadRequest, "query: %v", err)
+	}
+	if err := template.CheckLevels(m.Coef, p.QueryLevels()); err != nil {
+		return nil, protocol.Errorf(protocol.CodeBadRequest, "query: %v; this cluster queries with levels %s", err, p.QueryLevels())
+	}
+	return q, nil
+}
+
+// Unpermute maps the decider's permuted positions back to global rows.
+func Unpermute(perm *additive.Permuter, positions []uint32, sigma *additive.Seed, n int) ([]int, *protocol.Error) {
+	pos := make([]int, len(positions))
+	for i, q := range positions {
+		pos[i] = int(q)
+	}
+	rows := make([]int, len(pos))
+	if err := perm.Unpermute(rows, pos, sigma, n); err != nil {
+		return nil, protocol.Errorf(protocol.CodeInternal, "the decider's positions: %v", err)
+	}
+	return rows, nil
+}

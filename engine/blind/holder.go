@@ -427,16 +427,11 @@ func (h *Holder[E]) answer(res *protocol.DecideResult, v View, sigma *additive.S
 		total += b
 	}
 	ans.Bytes(0, 0, total)
-	positions := make([]int, len(res.Positions))
-	for i, q := range res.Positions {
-		positions[i] = int(q)
-	}
-	rows := make([]int, len(positions))
 	perm := h.permuter()
-	err := perm.Unpermute(rows, positions, sigma, n)
+	rows, perr := Unpermute(perm, res.Positions, sigma, n)
 	h.perms.Put(perm)
-	if err != nil {
-		return protocol.Errorf(protocol.CodeInternal, "the decider's positions: %v", err)
+	if perr != nil {
+		return perr
 	}
 	h.RLock()
 	defer h.RUnlock()
@@ -459,14 +454,9 @@ func (h *Holder[E]) answer(res *protocol.DecideResult, v View, sigma *additive.S
 // masked score shares to the decider.
 func (h *Holder[E]) serveQuery(ctx context.Context, r engine.Request) protocol.Msg {
 	m := r.Msg.(*protocol.BlindQuery)
-	q, err := additive.NewQuery(h.p.Dim(), m.Pos, m.Coef)
-	if err != nil {
-		return protocol.Errorf(protocol.CodeBadRequest, "query: %v", err)
-	}
-	if err := template.CheckLevels(m.Coef, h.p.QueryLevels()); err != nil {
-		// A query of another form would show this cluster's helpers more of
-		// a probe, or the entry more than its protocol gives it.
-		return protocol.Errorf(protocol.CodeBadRequest, "query: %v; this cluster queries with levels %s", err, h.p.QueryLevels())
+	q, perr := CheckQuery(h.p, m)
+	if perr != nil {
+		return perr
 	}
 	if r.From.Name == h.env.Self {
 		return protocol.Errorf(protocol.CodeForbidden, "a holder does not query itself")

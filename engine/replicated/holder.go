@@ -553,16 +553,11 @@ func (h *Holder[E]) ask(ctx context.Context, name string, bq *protocol.BlindQuer
 func (h *Holder[E]) answer(res *protocol.ReplResult, scores []int, v blind.View, sigma *additive.Seed, topK int, total uint64) protocol.Msg {
 	ans := engine.NewAnswer(h.p.Params, topK)
 	ans.Bytes(0, 0, total)
-	positions := make([]int, len(res.Positions))
-	for i, q := range res.Positions {
-		positions[i] = int(q)
-	}
-	rows := make([]int, len(positions))
 	perm := h.permuter()
-	err := perm.Unpermute(rows, positions, sigma, v.Rows())
+	rows, perr := blind.Unpermute(perm, res.Positions, sigma, v.Rows())
 	h.perms.Put(perm)
-	if err != nil {
-		return protocol.Errorf(protocol.CodeInternal, "the decider's positions: %v", err)
+	if perr != nil {
+		return perr
 	}
 	h.RLock()
 	defer h.RUnlock()
@@ -579,12 +574,9 @@ func (h *Holder[E]) answer(res *protocol.ReplResult, scores []int, v blind.View,
 // query's tag key to the entry.
 func (h *Holder[E]) serveQuery(ctx context.Context, r engine.Request) protocol.Msg {
 	m := r.Msg.(*protocol.BlindQuery)
-	q, err := additive.NewQuery(h.p.Dim(), m.Pos, m.Coef)
-	if err != nil {
-		return protocol.Errorf(protocol.CodeBadRequest, "query: %v", err)
-	}
-	if err := template.CheckLevels(m.Coef, h.p.QueryLevels()); err != nil {
-		return protocol.Errorf(protocol.CodeBadRequest, "query: %v; this cluster queries with levels %s", err, h.p.QueryLevels())
+	q, perr := blind.CheckQuery(h.p.Params, m)
+	if perr != nil {
+		return perr
 	}
 	entry := h.p.PartyIndex(r.From.Name)
 	if entry < 0 || entry == h.Self() {
