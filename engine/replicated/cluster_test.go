@@ -16,6 +16,7 @@ import (
 	"github.com/idface/idface/client"
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
+	"github.com/idface/idface/engine/blind"
 	"github.com/idface/idface/internal/inproc"
 	"github.com/idface/idface/internal/pairkey"
 	"github.com/idface/idface/internal/store"
@@ -211,10 +212,7 @@ func (c *cluster) client(name, entry string) *client.Client {
 // dropped them, so that a test of many refusals does not fill its table.
 func (c *cluster) settle() {
 	for range 100 {
-		c.dec.mu.Lock()
-		n := len(c.dec.queries)
-		c.dec.mu.Unlock()
-		if n < maxQueries/4 {
+		if c.dec.queries.Len() < blind.MaxQueries/4 {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
