@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idface/idface/config"
+	"github.com/idface/idface/network"
 	"github.com/idface/idface/network/memnet"
 	"github.com/idface/idface/protocol"
 )
@@ -225,4 +226,31 @@ func TestPairLabel(t *testing.T) {
 	if got := pairLabel(c.decP(), 2, 0); got != "p1/p3" {
 		t.Fatal(got)
 	}
+}
+
+// TestRolesAndEmpty: only a holder queries another holder and only
+// holders send score shares (the decider, holding every query's scores,
+// must not start a query of its own); an empty gallery rejects.
+func TestRolesAndEmpty(t *testing.T) {
+	c := startCluster(t, config.Literal{Beta: 21}, nil)
+	r, err := c.client("device", "p2").Identify(ctx(t), templates(1, 50)[0], 1)
+	if err != nil || r.Accepted || len(r.Candidates) != 0 {
+		t.Fatalf("empty gallery: %v %+v", err, r)
+	}
+	enrollAll(t, c, 3, 51)
+	forbidden := func(as, to string, m protocol.Msg) {
+		t.Helper()
+		_, err := network.Call(ctx(t), c.dialer(as), to, m)
+		var pe *protocol.Error
+		if !errors.As(err, &pe) || pe.Code != protocol.CodeForbidden {
+			t.Fatalf("%s sent %v to %s: %v, want forbidden", as, m.Type(), to, err)
+		}
+	}
+	bq := &protocol.BlindQuery{Query: [16]byte{1}, Digest: protocol.Digest{{}, {}, {}}, Pos: []int32{0}, Coef: []int8{1}}
+	dec := c.p.DeciderName()
+	forbidden(dec, "p2", bq)
+	forbidden("device", "p2", bq)
+	forbidden("client", "p2", bq)
+	forbidden("device", dec, &protocol.ReplShare{Query: [16]byte{3}, Rows: 1, Bits: 8, TopK: 1})
+	forbidden(dec, "p1", &protocol.Identify{TopK: 1, Template: templates(1, 52)[0]})
 }
