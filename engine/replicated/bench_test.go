@@ -43,7 +43,8 @@ func randomPair[E additive.Elem](b *testing.B, rows int) pair[E] {
 // BenchmarkHolderQuery is a holder's work per query at a ternary query of
 // beta = 63 over IDFACE_BENCH_ROWS rows (default 10^6): the two
 // share-score vectors (twice blind mode's column sums), their permutation
-// and masks, and the tagger's tags and digests.
+// and masks (one permutation of the pairs; separately for comparison), and
+// the tagger's tags and digests.
 func BenchmarkHolderQuery(b *testing.B) {
 	rows := testutil.BenchRows(b)
 	benchHolderQuery[uint8](b, rows)
@@ -83,6 +84,18 @@ func benchHolderQuery[E additive.Elem](b *testing.B, rows int) {
 		b.ReportAllocs()
 		for b.Loop() {
 			if err := permuteBoth(perm, out, own, next, &sigma, 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// For comparison: the two vectors permuted one after the other.
+	b.Run(name+"/permute-separately", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := additive.PermuteMask(perm, out.own, own, live, &sigma, 1, 3); err != nil {
+				b.Fatal(err)
+			}
+			if err := additive.PermuteMask(perm, out.next, next, live, &sigma, 2, 3); err != nil {
 				b.Fatal(err)
 			}
 		}

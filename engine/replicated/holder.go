@@ -306,10 +306,7 @@ func (s pair[E]) score(own, next []E, q *additive.Query) error {
 // of s_j add the same m_j, and the masks of the three shares sum to zero.
 func permuteBoth[E additive.Elem](perm *additive.Permuter, out *vectors[E], own, next []E, sigma *additive.Seed, self int) error {
 	held := replicated.Held(self)
-	if err := additive.PermuteMask(perm, out.own, own, out.Live, sigma, held[0], replicated.Holders); err != nil {
-		return err
-	}
-	return additive.PermuteMask(perm, out.next, next, out.Live, sigma, held[1], replicated.Holders)
+	return additive.PermuteMaskPair(perm, out.own, out.next, own, next, out.Live, sigma, held[0], held[1], replicated.Holders)
 }
 
 func (h *Holder[E]) permuter() *additive.Permuter {
