@@ -2,6 +2,7 @@ package blind
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/idface/idface/config"
@@ -136,3 +137,53 @@ func Unpermute(perm *additive.Permuter, positions []uint32, sigma *additive.Seed
 	}
 	return rows, nil
 }
+
+// SendShares opens a stream to the decider and sends a holder's score
+// shares: the header m, then the raw bulk blocks. The entry's stream then
+// carries the decider's answer; a failure is explained by the decider's
+// refusal when it sent one.
+func SendShares(ctx context.Context, d network.Dialer, dec string, m protocol.Msg, bulk ...[]byte) (*network.Stream, error) {
+	s, err := d.Open(ctx, dec)
+	if err != nil {
+		return nil, err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		s.SetDeadline(dl)
+	}
+	err = s.WriteFrame(protocol.Marshal(m))
+	for _, b := range bulk {
+		if err == nil {
+			_, err = s.Write(b)
+		}
+	}
+	s.CloseWrite()
+	if err != nil {
+		if _, rerr := network.ReadReply(ctx, s, dec); rerr != nil {
+			err = rerr // the decider's refusal explains
+		}
+		s.Finish()
+		return nil, err
+	}
+	return s, nil
+}
+
+// AwaitAck reads, in the background, the decider's acknowledgement of a
+// helper's shares and logs a refusal: the helper answers the entry
+// before it (the entry then waits 1.5 round trips, entry, helper,
+// decider, entry, not 2), and a refused share fails the query at the
+// decider, from which the entry hears why. It returns the bytes of the
+// stream, the acknowledgement counted before it arrives.
+func AwaitAck(s *network.Stream, dec string, log *slog.Logger) uint64 {
+	sent := s.Sent()
+	go func() {
+		defer s.Finish()
+		if _, err := network.ReadReply(context.Background(), s, dec); err != nil {
+			log.Warn("the decider refused this holder's score shares", "err", err)
+		}
+	}()
+	return uint64(sent) + ackBytes
+}
+
+// ackBytes is the decider's acknowledgement of a helper's shares on the
+// wire.
+var ackBytes = uint64(4 + len(protocol.Marshal(&protocol.DecideShareOK{})))

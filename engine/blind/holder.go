@@ -293,28 +293,8 @@ func (h *Holder[E]) permuter() *additive.Permuter {
 // sendShare sends a holder's vector to the decider; the entry's stream
 // then carries the decider's answer.
 func (h *Holder[E]) sendShare(ctx context.Context, qid [16]byte, vec []E, topK int, entry bool) (*network.Stream, error) {
-	dec := h.p.DeciderName()
-	s, err := h.env.Net.Open(ctx, dec)
-	if err != nil {
-		return nil, err
-	}
-	if dl, ok := ctx.Deadline(); ok {
-		s.SetDeadline(dl)
-	}
 	m := &protocol.DecideShare{Query: qid, Rows: uint32(len(vec)), Bits: uint8(additive.RingOf[E]().Bits), TopK: uint16(topK), Entry: entry}
-	err = s.WriteFrame(protocol.Marshal(m))
-	if err == nil {
-		_, err = s.Write(additive.ElemBytes(vec))
-	}
-	s.CloseWrite()
-	if err != nil {
-		if _, rerr := network.ReadReply(ctx, s, dec); rerr != nil {
-			err = rerr // the decider's refusal explains
-		}
-		s.Finish()
-		return nil, err
-	}
-	return s, nil
+	return SendShares(ctx, h.env.Net, h.p.DeciderName(), m, additive.ElemBytes(vec))
 }
 
 // identify runs a query as the entry.
@@ -474,20 +454,5 @@ func (h *Holder[E]) serveQuery(ctx context.Context, r engine.Request) protocol.M
 	if err != nil {
 		return engine.AsError(fmt.Errorf("decider: %w", err), protocol.CodeUnavailable)
 	}
-	// Answer the entry now, not after the decider's acknowledgement: the
-	// entry then waits 1.5 round trips (entry, helper, decider, entry), not
-	// 2. A share the decider refuses fails the query there, and the entry
-	// hears why from the decider.
-	sent := s.Sent()
-	go func() {
-		defer s.Finish()
-		if _, err := network.ReadReply(context.Background(), s, h.p.DeciderName()); err != nil {
-			h.env.Log.Warn("the decider refused this holder's score shares", "err", err)
-		}
-	}()
-	return &protocol.BlindQueryOK{Bytes: uint64(sent) + ackBytes}
+	return &protocol.BlindQueryOK{Bytes: AwaitAck(s, h.p.DeciderName(), h.env.Log)}
 }
-
-// ackBytes is the decider's acknowledgement of a helper's shares on the
-// wire, counted in the query's traffic before it arrives.
-var ackBytes = uint64(4 + len(protocol.Marshal(&protocol.DecideShareOK{})))

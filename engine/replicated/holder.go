@@ -348,30 +348,11 @@ func (h *Holder[E]) sendShares(ctx context.Context, qid [16]byte, vec *vectors[E
 		}
 		m.TagDigest = replicated.TagsDigest(qid, t)
 	}
-	dec := h.p.DeciderName()
-	s, err := h.env.Net.Open(ctx, dec)
-	if err != nil {
-		return nil, err
+	bulk := [][]byte{additive.ElemBytes(vec.own)}
+	if tags != nil {
+		bulk = append(bulk, tags)
 	}
-	if dl, ok := ctx.Deadline(); ok {
-		s.SetDeadline(dl)
-	}
-	err = s.WriteFrame(protocol.Marshal(m))
-	if err == nil {
-		_, err = s.Write(additive.ElemBytes(vec.own))
-	}
-	if err == nil && tags != nil {
-		_, err = s.Write(tags)
-	}
-	s.CloseWrite()
-	if err != nil {
-		if _, rerr := network.ReadReply(ctx, s, dec); rerr != nil {
-			err = rerr // the decider's refusal explains
-		}
-		s.Finish()
-		return nil, err
-	}
-	return s, nil
+	return blind.SendShares(ctx, h.env.Net, h.p.DeciderName(), m, bulk...)
 }
 
 // tagKey is this query's MAC key, from the key this helper shares with
@@ -595,20 +576,8 @@ func (h *Holder[E]) serveQuery(ctx context.Context, r engine.Request) protocol.M
 	if err != nil {
 		return engine.AsError(fmt.Errorf("decider: %w", err), protocol.CodeUnavailable)
 	}
-	// Answer the entry now: a refusal reaches it from the decider.
-	sent := s.Sent()
-	go func() {
-		defer s.Finish()
-		if _, err := network.ReadReply(context.Background(), s, h.p.DeciderName()); err != nil {
-			h.env.Log.Warn("the decider refused this holder's score shares", "err", err)
-		}
-	}()
-	return &protocol.ReplQueryOK{Bytes: uint64(sent) + ackBytes, TagKey: key}
+	return &protocol.ReplQueryOK{Bytes: blind.AwaitAck(s, h.p.DeciderName(), h.env.Log), TagKey: key}
 }
-
-// ackBytes is the decider's acknowledgement of a helper's shares on the
-// wire, counted in the query's traffic before it arrives.
-var ackBytes = uint64(4 + len(protocol.Marshal(&protocol.DecideShareOK{})))
 
 // pairLabel names a pair of holders in refusals and metrics ("p1/p3").
 func pairLabel(p *Params, a, b int) string {
