@@ -142,7 +142,7 @@ func (c *cluster) start(name string, p *config.Params) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l, _, err := store.Open(filepath.Join(c.dir, name+".log"), server.Binding(p, name, store.KindBlind, [32]byte{}), h.Replay)
+		l, _, err := store.Open(filepath.Join(c.dir, name+".log"), store.Binding{Kind: store.KindBlind, Cluster: p.ClusterID(), Member: name, Mode: string(p.Mode())}, h.Replay)
 		if err != nil {
 			t.Fatal(err)
 		}
