@@ -80,6 +80,11 @@ const (
 	TDecideShare   Type = 28
 	TDecideShareOK Type = 29
 	TDecideResult  Type = 30
+	// Replicated blind mode (protocol/repl.go); numbered apart from the
+	// types being added beside it.
+	TReplQueryOK Type = 48
+	TReplShare   Type = 49
+	TReplResult  Type = 50
 )
 
 // registry makes an empty message of each type.
@@ -113,6 +118,9 @@ var registry = map[Type]func() Msg{
 	TDecideShare:      func() Msg { return &DecideShare{} },
 	TDecideShareOK:    func() Msg { return &DecideShareOK{} },
 	TDecideResult:     func() Msg { return &DecideResult{} },
+	TReplQueryOK:      func() Msg { return &ReplQueryOK{} },
+	TReplShare:        func() Msg { return &ReplShare{} },
+	TReplResult:       func() Msg { return &ReplResult{} },
 }
 
 // Types lists every message type in number order (tests, golden files).
