@@ -1,4 +1,4 @@
-package replicated
+package replicated_test
 
 import (
 	"errors"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idface/idface/engine/replicated"
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/network"
@@ -84,11 +86,11 @@ func TestTamperingHolder(t *testing.T) {
 			case at >= hdr+rows:
 				must = "p2/p3" // tags, against p2's digest of them
 			case at >= hdr:
-				must = pairLabel(c.decP(), hi, (hi+2)%3) // own vector, against its other holder's digest
+				must = replicated.PairLabel(c.decP(), hi, (hi+2)%3) // own vector, against its other holder's digest
 			case at >= tagDigestAt && h == "p2":
 				must = "p2/p3"
 			case at >= digestAt && at < tagDigestAt:
-				must = pairLabel(c.decP(), hi, (hi+1)%3)
+				must = replicated.PairLabel(c.decP(), hi, (hi+1)%3)
 			case at >= 4+2 && at < 4+2+16 && at%8 != 6:
 				continue // the query id: the decider holds the real query until DeciderWait; two bytes suffice
 			}
@@ -120,8 +122,8 @@ func TestTamperingHolder(t *testing.T) {
 }
 
 // decP is the cluster's parameters as this package reads them.
-func (c *cluster) decP() *Params {
-	p, err := NewParams(c.p)
+func (c *cluster) decP() *replicated.Params {
+	p, err := replicated.NewParams(c.p)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -223,7 +225,7 @@ func TestTamperingDecider(t *testing.T) {
 
 func TestPairLabel(t *testing.T) {
 	c := startCluster(t, config.Literal{Beta: 21}, nil)
-	if got := pairLabel(c.decP(), 2, 0); got != "p1/p3" {
+	if got := replicated.PairLabel(c.decP(), 2, 0); got != "p1/p3" {
 		t.Fatal(got)
 	}
 }

@@ -1,4 +1,4 @@
-package replicated
+package replicated_test
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idface/idface/engine/replicated"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -42,14 +44,14 @@ type cluster struct {
 	dir  string
 	keys map[string]crypto.PrivateKey
 	regs map[string]*prometheus.Registry
-	dec  *Decider
+	dec  *replicated.Decider
 	mu   sync.Mutex
 	stop map[string]func()
 }
 
-// literal is a blind-mode literal of three holders and a decider.
+// literal is a replicated literal of three holders and a decider.
 func literal(lit config.Literal) config.Literal {
-	lit.Mode = config.ModeBlind
+	lit.Mode = replicated.Mode
 	lit.Dim = dim
 	if lit.Tau == nil {
 		tau := 0.25
@@ -132,17 +134,17 @@ func (c *cluster) start(name string, p *config.Params) {
 	var eng engine.Engine
 	var closers []func() error
 	if name == p.DeciderName() {
-		d, err := NewDecider(env)
+		d, err := replicated.NewDecider(env)
 		if err != nil {
 			t.Fatal(err)
 		}
 		eng, c.dec = d, d
 	} else {
-		h, err := New(env)
+		h, err := replicated.New(env)
 		if err != nil {
 			t.Fatal(err)
 		}
-		l, _, err := store.Open(filepath.Join(c.dir, name+".log"), store.Binding{Kind: store.KindBlind, Cluster: p.ClusterID(), Member: name, Mode: string(p.Mode())}, h.Replay)
+		l, _, err := store.Open(filepath.Join(c.dir, name+".log"), store.Binding{Kind: replicated.Kind, Cluster: p.ClusterID(), Member: name, Mode: string(p.Mode())}, h.Replay)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -212,7 +214,7 @@ func (c *cluster) client(name, entry string) *client.Client {
 // dropped them, so that a test of many refusals does not fill its table.
 func (c *cluster) settle() {
 	for range 100 {
-		if c.dec.queries.Len() < blind.MaxQueries/4 {
+		if c.dec.Pending() < blind.MaxQueries/4 {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)

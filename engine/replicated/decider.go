@@ -70,7 +70,7 @@ func (d *Decider) Run(ctx context.Context) { d.queries.Run(ctx) }
 func (d *Decider) Stats() engine.Stats { return engine.Stats{} }
 
 func (d *Decider) health(context.Context, engine.Request) protocol.Msg {
-	return &protocol.HealthOK{Name: d.env.Self, Mode: "replicated-decider"}
+	return &protocol.HealthOK{Name: d.env.Self, Mode: string(Mode)}
 }
 
 // share takes one holder's part: the entry's request waits for the

@@ -41,7 +41,6 @@ import (
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/engine/blind"
 	"github.com/idface/idface/engine/rowtxn"
-	"github.com/idface/idface/internal/store"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/sharing"
@@ -57,10 +56,11 @@ type Params struct {
 	Bits int // the ring, 8 or 16
 }
 
-// NewParams checks that p describes a replicated cluster (until the mode
-// is registered: a blind-mode configuration of three holders and a
-// decider).
+// NewParams checks that p describes a replicated cluster.
 func NewParams(p *config.Params) (*Params, error) {
+	if p.Mode() != Mode {
+		return nil, fmt.Errorf("replicated: a cluster of mode %s", p.Mode())
+	}
 	if p.Mu() != replicated.Holders {
 		return nil, fmt.Errorf("replicated: %d share holders; this mode has exactly %d", p.Mu(), replicated.Holders)
 	}
@@ -116,11 +116,7 @@ func (s pair[E]) PutRows(seq0 int, rows [][]byte) error {
 }
 
 // Engine is a share holder whatever its ring.
-type Engine interface {
-	engine.Engine
-	Replay(en store.Entry) error
-	Start(log engine.Log) error
-}
+type Engine = rowtxn.Holder
 
 // Holder is one share holder of a replicated cluster.
 type Holder[E additive.Elem] struct {

@@ -1,4 +1,4 @@
-package replicated
+package replicated_test
 
 import (
 	"fmt"
