@@ -58,7 +58,7 @@ func TestMetricsEndpoints(t *testing.T) {
 // address that is not loopback it is refused too.
 func TestPprofNeedsAMetricsAddress(t *testing.T) {
 	dir := t.TempDir()
-	must(t, "cluster", "init", "--dir", dir, "--mode", "2pc", "--dim", "64", "--beta", "16")
+	must(t, "cluster", "init", "--cluster", dir, "--mode", "2pc", "--dim", "64", "--beta", "16")
 	_, errs, code := idface(t, "serve", "--cluster", dir, "--party", "p1", "--pprof")
 	if code == 0 || !strings.Contains(errs, "--metrics-addr") {
 		t.Fatalf("--pprof without a metrics address: exit %d %q", code, errs)

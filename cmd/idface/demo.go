@@ -175,9 +175,9 @@ func runDemo(ctx context.Context, cfg *config.Params, people, samples int, intra
 func nextSteps(w io.Writer, m config.Mode, dir string, keep bool) {
 	fmt.Fprintln(w, "\nnext steps:")
 	if keep {
-		fmt.Fprintf(w, "  idface cluster status --dir %s   # the servers, still running\n", dir)
+		fmt.Fprintf(w, "  idface cluster status --cluster %s  # the servers, still running\n", dir)
 		fmt.Fprintf(w, "  idface identify --cluster %s --templates X.npy\n", dir)
-		fmt.Fprintf(w, "  idface cluster down --dir %s     # stop them, then remove the directory\n", dir)
+		fmt.Fprintf(w, "  idface cluster down --cluster %s   # stop them, then remove the directory\n", dir)
 	}
 	for _, o := range config.Modes {
 		if o != m {
