@@ -451,3 +451,45 @@ func TestInitJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestSynthJSON: 'synth --json' is one object naming what it wrote.
+func TestSynthJSON(t *testing.T) {
+	dir := t.TempDir()
+	out, ids := filepath.Join(dir, "x.npy"), filepath.Join(dir, "ids.txt")
+	code, stdout, errs := idface("synth", "--people", "5", "--samples", "3", "--sample", "1", "--dim", "32", "--seed", "9", "--out", out, "--ids", ids, "--json")
+	if code != 0 {
+		t.Fatalf("exit %d %s", code, errs)
+	}
+	var r synthResult
+	dec := json.NewDecoder(strings.NewReader(stdout))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil || dec.More() {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	want := synthResult{Templates: 5, Dim: 32, People: 5, Samples: 3, Seed: 9, Out: out, IDs: ids}
+	if r != want {
+		t.Fatalf("synth --json %+v, want %+v", r, want)
+	}
+	if b, err := os.ReadFile(ids); err != nil || strings.Count(string(b), "\n") != 5 {
+		t.Fatalf("ids written: %q %v", b, err)
+	}
+}
+
+// TestFsckJSONNoData: fsck --json of a server that never started is one
+// object with the problem, and exit 1.
+func TestFsckJSONNoData(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "c")
+	if code, _, errs := idface("cluster", "init", "--cluster", dir, "--mode", "mpc", "--parties", "3", "--dim", "64", "--beta", "16"); code != 0 {
+		t.Fatal(errs)
+	}
+	code, out, _ := idface("fsck", "--cluster", dir, "--party", "p3", "--json")
+	var r fsckResult
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil || dec.More() {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if code != 1 || r.Server != "p3" || r.Mode != "mpc" || r.Intact || len(r.Problems) != 1 || !strings.Contains(r.Problems[0], "no log") || r.Error != "" {
+		t.Fatalf("fsck --json: exit %d %+v", code, r)
+	}
+}

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -28,7 +30,7 @@ func init() {
 	register("fsck", "check a stopped server's data: what is intact, what is lost, and repair what can be", cmdFsck)
 }
 
-func cmdFsck(args []string, stdout, stderr io.Writer) error {
+func cmdFsck(args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlags("fsck", "idface fsck --cluster DIR --party NAME [--repair] [--rows ORIGIN:LO-HI]\nidface fsck --config cluster.json --home DIR [...]\n\n"+
 		"Reads a stopped server's data directory without changing it and reports what\n"+
 		"is intact and what is lost: log records, damaged spans, torn tail, rows and\n"+
@@ -41,13 +43,35 @@ func cmdFsck(args []string, stdout, stderr io.Writer) error {
 		"Every log is bound to its cluster, member, mode, HE key and generation;\n"+
 		"fsck shows the binding and refuses a file bound elsewhere. --adopt binds a\n"+
 		"log of format 1 (written before bindings) to this server: only for the\n"+
-		"server's own log, never for one copied from another server.", stderr)
+		"server's own log, never for one copied from another server.\n\n"+
+		"With --json one object: server, mode, data, intact, problems, segments\n"+
+		"(share holders: origin, rows, live per origin), rows (with --rows:\n"+
+		"origin, row, id, live), report (the lines of the human report) and, when\n"+
+		"fsck could not check at all, error.", stderr)
 	mf := addMemberFlags(fs, "party", "server name in a local cluster")
 	repair := fs.Bool("repair", false, "cut a torn tail")
 	rows := fs.String("rows", "", "list ids at ORIGIN:LO-HI")
 	adopt := fs.Bool("adopt", false, "bind this server's own format-1 log to it")
+	asJSON := fs.Bool("json", false, "print one JSON object")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	res := &fsckResult{}
+	if *asJSON {
+		// The human report is kept as lines of the object, printed last.
+		var report bytes.Buffer
+		out := stdout
+		stdout = &report
+		defer func() {
+			res.Report = strings.Split(strings.TrimSuffix(report.String(), "\n"), "\n")
+			if res.Problems == nil {
+				res.Problems = []string{}
+			}
+			if err != nil && len(res.Problems) == 0 {
+				res.Error = err.Error() // fsck could not check
+			}
+			err = errors.Join(err, json.NewEncoder(out).Encode(res))
+		}()
 	}
 	p, h, _, err := mf.open("")
 	if err != nil {
@@ -61,6 +85,7 @@ func cmdFsck(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%s is not a server of this cluster", *name)
 	}
 	data := h.DataDir()
+	res.Server, res.Mode, res.Data = *name, string(p.Mode()), data
 	env := engine.Env{Params: p, Self: *name, Log: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(), Fatal: func(error) {}}
 	fmt.Fprintf(stdout, "%s (%s), data in %s\n", *name, p.Mode(), data)
 	if *adopt || *repair { // they write: never beside a running server
@@ -91,18 +116,20 @@ func cmdFsck(args []string, stdout, stderr io.Writer) error {
 	case p.Mode() == config.ModeBlind:
 		var e holder
 		if e, err = blind.New(env); err == nil {
-			problems, err = fsckShares(env, e, data, store.KindBlind, *rows, stdout)
+			problems, err = fsckShares(env, e, data, store.KindBlind, *rows, res, stdout)
 		}
 	default:
 		var e holder
 		if e, err = mpcface.New(env); err == nil {
-			problems, err = fsckShares(env, e, data, store.KindShares, *rows, stdout)
+			problems, err = fsckShares(env, e, data, store.KindShares, *rows, res, stdout)
 		}
 	}
 	if err != nil {
 		return err
 	}
+	res.Problems = problems
 	if len(problems) == 0 {
+		res.Intact = true
 		fmt.Fprintln(stdout, "intact")
 		return nil
 	}
@@ -110,6 +137,32 @@ func cmdFsck(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, "PROBLEM:", pr)
 	}
 	return fmt.Errorf("%d problems found", len(problems))
+}
+
+// fsckResult is 'fsck --json'.
+type fsckResult struct {
+	Server   string        `json:"server"`
+	Mode     string        `json:"mode"`
+	Data     string        `json:"data"`
+	Intact   bool          `json:"intact"`
+	Problems []string      `json:"problems"`
+	Segments []fsckSegment `json:"segments,omitempty"`
+	Rows     []fsckRow     `json:"rows,omitempty"`
+	Report   []string      `json:"report"`
+	Error    string        `json:"error,omitempty"` // fsck could not check
+}
+
+type fsckSegment struct {
+	Origin string `json:"origin"`
+	Rows   int    `json:"rows"`
+	Live   int    `json:"live"`
+}
+
+type fsckRow struct {
+	Origin string `json:"origin"`
+	Row    int    `json:"row"`
+	ID     string `json:"id"`
+	Live   bool   `json:"live"`
 }
 
 // logReport prints a log's structure and returns its problems.
@@ -137,7 +190,7 @@ type holder interface {
 }
 
 // fsckShares reports a share holder's log (2PC/MPC or blind).
-func fsckShares(env engine.Env, e holder, data string, kind store.Kind, rows string, stdout io.Writer) ([]string, error) {
+func fsckShares(env engine.Env, e holder, data string, kind store.Kind, rows string, res *fsckResult, stdout io.Writer) ([]string, error) {
 	path := filepath.Join(data, "shares.log")
 	if _, err := os.Stat(path); err != nil {
 		return []string{fmt.Sprintf("no log: %v (a party that never started has none)", err)}, nil
@@ -150,6 +203,7 @@ func fsckShares(env engine.Env, e holder, data string, kind store.Kind, rows str
 	in := e.Inspect()
 	for _, s := range in.Segments {
 		fmt.Fprintf(stdout, "  rows enrolled through %-8s %10d, live %10d\n", s.Origin, s.Rows, s.Live)
+		res.Segments = append(res.Segments, fsckSegment{Origin: s.Origin, Rows: s.Rows, Live: s.Live})
 	}
 	fmt.Fprintf(stdout, "  undecided transactions %d, erased shares %d, damaged shares of deleted rows %d\n", in.Pending, in.Erased, in.LostDeleted)
 	for _, l := range in.LostLive {
@@ -167,6 +221,7 @@ func fsckShares(env engine.Env, e holder, data string, kind store.Kind, rows str
 		ids, live := e.RowIDs(k, lo, hi)
 		for i, id := range ids {
 			fmt.Fprintf(stdout, "%s row %d: %q live=%v\n", origin, lo+i, id, live[i])
+			res.Rows = append(res.Rows, fsckRow{Origin: origin, Row: lo + i, ID: id, Live: live[i]})
 		}
 	}
 	return problems, nil
