@@ -253,18 +253,22 @@ func TestStatusStatesTrust(t *testing.T) {
 	}
 }
 
-// decodeStatus decodes 'cluster status --json' strictly.
+// decodeOne decodes out as exactly one JSON object into v, refusing
+// fields v does not have.
+func decodeOne(t *testing.T, what, out string, v any) {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil || dec.More() {
+		t.Fatalf("%s: want one JSON object (%v):\n%s", what, err, out)
+	}
+}
+
+// decodeStatus decodes 'cluster status --json'.
 func decodeStatus(t *testing.T, out string) statusReport {
 	t.Helper()
 	var r statusReport
-	dec := json.NewDecoder(strings.NewReader(out))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
-		t.Fatalf("status --json: %v\n%s", err, out)
-	}
-	if dec.More() {
-		t.Fatalf("status --json: more than one object\n%s", out)
-	}
+	decodeOne(t, "status --json", out, &r)
 	return r
 }
 
@@ -312,21 +316,11 @@ func TestStatusJSONAndExit(t *testing.T) {
 
 	// p3 restored from a copy that misses an enrollment: exit 4, and
 	// human output that says so.
-	backup := t.TempDir()
-	c.Stop("p3")
-	if err := os.CopyFS(backup, os.DirFS(c.DataDir("p3"))); err != nil {
-		t.Fatal(err)
-	}
-	c.Restart("p3")
-	if err := op.Enroll(inproc.Ctx(t, 10*time.Second), inproc.Items(inproc.Templates(2, 64, 2), "b")); err != nil {
-		t.Fatal(err)
-	}
-	c.Stop("p3")
-	os.RemoveAll(c.DataDir("p3"))
-	if err := os.CopyFS(c.DataDir("p3"), os.DirFS(backup)); err != nil {
-		t.Fatal(err)
-	}
-	c.Restart("p3")
+	c.RestoreBehind("p3", func() {
+		if err := op.Enroll(inproc.Ctx(t, 10*time.Second), inproc.Items(inproc.Templates(2, 64, 2), "b")); err != nil {
+			t.Fatal(err)
+		}
+	})
 	out, code = statusExit(t, c, "client", true)
 	if r := decodeStatus(t, out); code != exitDisagree || r.Agreement != "disagree" || !r.AllReachable || r.Exit != exitDisagree {
 		t.Errorf("status with p3 behind: exit %d\n%s", code, out)
@@ -432,11 +426,7 @@ func TestInitJSON(t *testing.T) {
 		t.Fatalf("exit %d %s", code, errs)
 	}
 	var r initResult
-	dec := json.NewDecoder(strings.NewReader(out))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil || dec.More() {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	decodeOne(t, "init --json", out, &r)
 	p, err := config.Load(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -461,11 +451,7 @@ func TestSynthJSON(t *testing.T) {
 		t.Fatalf("exit %d %s", code, errs)
 	}
 	var r synthResult
-	dec := json.NewDecoder(strings.NewReader(stdout))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil || dec.More() {
-		t.Fatalf("%v\n%s", err, stdout)
-	}
+	decodeOne(t, "synth --json", stdout, &r)
 	want := synthResult{Templates: 5, Dim: 32, People: 5, Samples: 3, Seed: 9, Out: out, IDs: ids}
 	if r != want {
 		t.Fatalf("synth --json %+v, want %+v", r, want)
@@ -484,11 +470,7 @@ func TestFsckJSONNoData(t *testing.T) {
 	}
 	code, out, _ := idface("fsck", "--cluster", dir, "--party", "p3", "--json")
 	var r fsckResult
-	dec := json.NewDecoder(strings.NewReader(out))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil || dec.More() {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	decodeOne(t, "fsck --json", out, &r)
 	if code != 1 || r.Server != "p3" || r.Mode != "mpc" || r.Intact || len(r.Problems) != 1 || !strings.Contains(r.Problems[0], "no log") || r.Error != "" {
 		t.Fatalf("fsck --json: exit %d %+v", code, r)
 	}
