@@ -260,7 +260,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 func Load(dir string) (*Params, error) {
 	p, err := LoadFile(filepath.Join(dir, File))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("no cluster in %s: run 'idface cluster init --dir %s' first", dir, dir)
+		return nil, fmt.Errorf("no cluster in %s: run 'idface cluster init --cluster %s' first", dir, dir)
 	}
 	return p, err
 }

@@ -78,10 +78,8 @@ func TestBoundsFitTheLargestHonestRequest(t *testing.T) {
 func TestEveryRouteIsBounded(t *testing.T) {
 	for _, mode := range config.Modes() {
 		t.Run(string(mode), func(t *testing.T) {
-			mu := 2
-			if mode == config.ModeMPC {
-				mu = 3
-			}
+			spec, _ := config.Spec(mode)
+			mu := max(spec.DefaultParties, min(3, spec.MaxParties))
 			lit := config.Literal{Mode: mode, Dim: 64, Alpha: 24, Beta: 12}
 			if mode == config.ModeHE {
 				lit.Alpha, lit.Beta = 16, 8

@@ -17,6 +17,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"runtime"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -118,6 +119,18 @@ type Env struct {
 	// SealKey opens the parts of sealed enrollments sealed to this server
 	// (internal/seal); a share holder without it refuses them.
 	SealKey *seal.PrivateKey
+	// Workers is how many goroutines the engine's kernels use at once;
+	// every core (GOMAXPROCS) when zero. A process that hosts several
+	// shards of a party gives each its share.
+	Workers int
+}
+
+// Cores is the number of goroutines the engine's kernels use at once.
+func (e Env) Cores() int {
+	if e.Workers > 0 {
+		return e.Workers
+	}
+	return runtime.GOMAXPROCS(0)
 }
 
 // Log is an engine's durable log (internal/store.Log in a server; tests

@@ -54,6 +54,30 @@ type Server struct {
 type FsckOptions struct {
 	// Rows is ORIGIN:LO-HI: list the ids of those rows of an origin.
 	Rows string
+	// Report, when set, receives what fsck found in structured form
+	// ('fsck --json').
+	Report *FsckReport
+}
+
+// FsckReport is what fsck found at a share holder, for 'fsck --json'.
+type FsckReport struct {
+	Segments []FsckSegment `json:"segments,omitempty"`
+	Rows     []FsckRow     `json:"rows,omitempty"`
+}
+
+// FsckSegment is the rows enrolled through one origin.
+type FsckSegment struct {
+	Origin string `json:"origin"`
+	Rows   int    `json:"rows"`
+	Live   int    `json:"live"`
+}
+
+// FsckRow is one row of a --rows listing.
+type FsckRow struct {
+	Origin string `json:"origin"`
+	Row    int    `json:"row"`
+	ID     string `json:"id"`
+	Live   bool   `json:"live"`
 }
 
 var registry = struct {

@@ -8,6 +8,7 @@ import (
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/engine/blind"
+	"github.com/idface/idface/engine/replicated"
 	"github.com/idface/idface/heidface"
 	"github.com/idface/idface/template"
 )
@@ -82,6 +83,10 @@ func CommCost(ids, d, alpha int, betas, mus []int) ([]CommRow, error) {
 			rows = append(rows, row("blind", "enroll", mu, alpha, beta, ids, blind.EnrollBits(mu)),
 				row("blind", "identify", mu, alpha, beta, ids, blind.IdentifyBits(ids, beta, mu, k)))
 		}
+		// Replicated: the entry sends each other holder its pair of d k-bit
+		// shares (sealed enrollment will send all three pairs through it).
+		rows = append(rows, row("replicated", "enroll", 3, alpha, beta, ids, float64(2*2*d*k)),
+			row("replicated", "identify", 3, alpha, beta, ids, replicated.IdentifyBits(ids, beta, k)))
 		hp, err := heidface.NewParams(d, alpha, beta)
 		if err != nil {
 			return nil, err

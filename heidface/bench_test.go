@@ -2,9 +2,10 @@ package heidface
 
 import (
 	"fmt"
-	"github.com/idface/idface/internal/testutil"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/idface/idface/internal/testutil"
 
 	"github.com/tuneinsight/lattigo/v5/core/rlwe"
 
@@ -14,14 +15,14 @@ import (
 // The HE benchmarks measure one column group; a database of D rows costs
 // ceil(D / GroupRows) of each (the closing notes scale them to 1,000,000).
 
-func benchSetup(b *testing.B, beta int) (*Params, *Local, *Key, *Group, template.Ternary) {
+func benchSetup(b *testing.B, beta int) (*BGVScheme, *BGVLocal, *Key, *Group, template.Ternary) {
 	r := rand.New(rand.NewPCG(1, uint64(beta)))
 	p, err := NewParams(512, 341, beta)
 	if err != nil {
 		b.Fatal(err)
 	}
 	sk, pk := GenKeys(p)
-	local, key := NewLocal(p, pk), NewKey(p, sk)
+	local, key := NewBGVLocal(p, pk), NewKey(p, sk)
 	rows := make([]template.Ternary, p.GroupRows())
 	for i := range rows {
 		rows[i] = testutil.RandTernary(r, 512, 341)

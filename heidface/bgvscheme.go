@@ -13,14 +13,14 @@ import (
 // (Group, Local, Key) to the scheme-neutral interfaces.
 
 // Name is "bgv".
-func (p *Params) Name() string { return "bgv" }
+func (p *BGVScheme) Name() string { return "bgv" }
 
 // Encoder is the base-p packing of a coefficient.
-func (p *Params) Encoder() template.Encoder { return p.Enc }
+func (p *BGVScheme) Encoder() template.Encoder { return p.Enc }
 
-// GenKeys draws a key pair. Lattigo draws its own randomness (a CSPRNG
-// keyed from crypto/rand); rand is not used.
-func (p *Params) GenKeys(io.Reader) (sk, pk []byte, err error) {
+// GenKeys draws a key pair with Lattigo's own sampler (a CSPRNG keyed from
+// crypto/rand; Lattigo takes no other source).
+func (p *BGVScheme) GenKeys() (sk, pk []byte, err error) {
 	s, k := GenKeys(p)
 	if sk, err = s.MarshalBinary(); err != nil {
 		return nil, nil, err
@@ -32,13 +32,13 @@ func (p *Params) GenKeys(io.Reader) (sk, pk []byte, err error) {
 }
 
 // CheckPublicKey parses a public key for these parameters.
-func (p *Params) CheckPublicKey(pk []byte) error {
+func (p *BGVScheme) CheckPublicKey(pk []byte) error {
 	_, err := UnmarshalPublicKey(p, pk)
 	return err
 }
 
 // CheckKeyPair verifies that sk decrypts what pk encrypts.
-func (p *Params) CheckKeyPair(skb, pkb []byte) error {
+func (p *BGVScheme) CheckKeyPair(skb, pkb []byte) error {
 	sk, err := UnmarshalSecretKey(p, skb)
 	if err != nil {
 		return err
@@ -51,16 +51,16 @@ func (p *Params) CheckKeyPair(skb, pkb []byte) error {
 }
 
 // NewEncryptor returns the local server's context for pk.
-func (p *Params) NewEncryptor(pkb []byte) (Encryptor, error) {
+func (p *BGVScheme) NewEncryptor(pkb []byte) (Encryptor, error) {
 	pk, err := UnmarshalPublicKey(p, pkb)
 	if err != nil {
 		return nil, err
 	}
-	return newBGVEncryptor(NewLocal(p, pk)), nil
+	return newBGVEncryptor(NewBGVLocal(p, pk)), nil
 }
 
 // NewDecryptor returns the key server's context for sk.
-func (p *Params) NewDecryptor(skb, _ []byte) (Decryptor, error) {
+func (p *BGVScheme) NewDecryptor(skb, _ []byte) (Decryptor, error) {
 	sk, err := UnmarshalSecretKey(p, skb)
 	if err != nil {
 		return nil, err
@@ -69,12 +69,12 @@ func (p *Params) NewDecryptor(skb, _ []byte) (Decryptor, error) {
 }
 
 // Describe names the parameters for a log line.
-func (p *Params) Describe() []any {
+func (p *BGVScheme) Describe() []any {
 	return []any{"scheme", "bgv", "logN", LogN, "logQ", p.LogQ(), "t_bits", p.SlotBits + 1, "m", p.Enc.M}
 }
 
 // WriteGroup writes a BGV group.
-func (p *Params) WriteGroup(w io.Writer, h GroupHeader, g EncGroup) error {
+func (p *BGVScheme) WriteGroup(w io.Writer, h GroupHeader, g EncGroup) error {
 	bg, ok := g.(*Group)
 	if !ok {
 		return fmt.Errorf("heidface: %T is not a BGV group", g)
@@ -83,7 +83,7 @@ func (p *Params) WriteGroup(w io.Writer, h GroupHeader, g EncGroup) error {
 }
 
 // ReadGroup reads a BGV group.
-func (p *Params) ReadGroup(r io.Reader, check CheckHeader) (GroupHeader, EncGroup, error) {
+func (p *BGVScheme) ReadGroup(r io.Reader, check CheckHeader) (GroupHeader, EncGroup, error) {
 	h, g, err := ReadGroup(r, p, check)
 	if err != nil {
 		return h, nil, err
@@ -93,17 +93,17 @@ func (p *Params) ReadGroup(r io.Reader, check CheckHeader) (GroupHeader, EncGrou
 
 // bgvEncryptor keeps its two output ciphertexts between queries.
 type bgvEncryptor struct {
-	l      *Local
+	l      *BGVLocal
 	cp, cm *rlwe.Ciphertext
 }
 
-func newBGVEncryptor(l *Local) *bgvEncryptor {
+func newBGVEncryptor(l *BGVLocal) *bgvEncryptor {
 	p := l.P
 	return &bgvEncryptor{l: l, cp: rlwe.NewCiphertext(p.BGV, 1, p.BGV.MaxLevel()), cm: rlwe.NewCiphertext(p.BGV, 1, p.BGV.MaxLevel())}
 }
 
 func (e *bgvEncryptor) Copy() Encryptor {
-	return newBGVEncryptor(&Local{P: e.l.P, enc: e.l.enc.ShallowCopy(), ecd: e.l.ecd.ShallowCopy()})
+	return newBGVEncryptor(&BGVLocal{P: e.l.P, enc: e.l.enc.ShallowCopy(), ecd: e.l.ecd.ShallowCopy()})
 }
 
 func (e *bgvEncryptor) Delta(slots []int, zs []template.Ternary) (EncGroup, error) {

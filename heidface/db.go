@@ -17,28 +17,28 @@ import (
 // X+_j and X-_j, whose coefficient c holds digit i of row i*N + c.
 type Group struct {
 	Plus, Minus []*rlwe.Ciphertext
-	p           *Params
+	p           *BGVScheme
 }
 
-// Local is what the local server computes with: the public key only.
-type Local struct {
-	P   *Params
+// BGVLocal is what a BGV local server computes with: the public key only.
+type BGVLocal struct {
+	P   *BGVScheme
 	enc *rlwe.Encryptor
 	ecd *bgv.Encoder
 }
 
-// NewLocal returns the local server's encryption context.
-func NewLocal(p *Params, pk *rlwe.PublicKey) *Local {
-	return &Local{P: p, enc: rlwe.NewEncryptor(p.BGV, pk), ecd: bgv.NewEncoder(p.BGV)}
+// NewBGVLocal returns the local server's encryption context.
+func NewBGVLocal(p *BGVScheme, pk *rlwe.PublicKey) *BGVLocal {
+	return &BGVLocal{P: p, enc: rlwe.NewEncryptor(p.BGV, pk), ecd: bgv.NewEncoder(p.BGV)}
 }
 
 // Slot locates a row within its group: digit i, coefficient c.
-func (p *Params) Slot(row int) (digit, coeff int) { return row / p.N(), row % p.N() }
+func (p *BGVScheme) Slot(row int) (digit, coeff int) { return row / p.N(), row % p.N() }
 
 // EncryptGroup encrypts up to GroupRows ternary rows (T_alpha templates) as
 // a new group: 2d public-key encryptions, on all cores. Row k of rows is the
 // group's row k.
-func (l *Local) EncryptGroup(rows []template.Ternary) (*Group, error) {
+func (l *BGVLocal) EncryptGroup(rows []template.Ternary) (*Group, error) {
 	slots := make([]int, len(rows))
 	for i := range slots {
 		slots[i] = i
@@ -51,7 +51,7 @@ func (l *Local) EncryptGroup(rows []template.Ternary) (*Group, error) {
 // whole batch to a partly filled group costs what one row does. Adding the
 // result to a group (Group.Add) enrolls the rows without re-encrypting the
 // group; a new group is just its first delta.
-func (l *Local) Delta(slots []int, zs []template.Ternary) (*Group, error) {
+func (l *BGVLocal) Delta(slots []int, zs []template.Ternary) (*Group, error) {
 	p := l.P
 	if err := checkSlots(slots, zs, p.Dim, p.GroupRows()); err != nil {
 		return nil, err
@@ -114,7 +114,7 @@ func (g *Group) add(delta *Group) {
 // encryptAll encrypts every coefficient vector with fresh randomness, one
 // Lattigo encryptor and encoder copy per goroutine (they are not safe for
 // concurrent use).
-func (l *Local) encryptAll(vals [][]uint64) ([]*rlwe.Ciphertext, error) {
+func (l *BGVLocal) encryptAll(vals [][]uint64) ([]*rlwe.Ciphertext, error) {
 	p := l.P
 	cts := make([]*rlwe.Ciphertext, len(vals))
 	workers := runtime.GOMAXPROCS(0)
@@ -150,7 +150,7 @@ func (l *Local) encryptAll(vals [][]uint64) ([]*rlwe.Ciphertext, error) {
 
 // EncryptZero writes a fresh encryption of zero into ct; safe for
 // concurrent use.
-func (l *Local) EncryptZero(ct *rlwe.Ciphertext) error {
+func (l *BGVLocal) EncryptZero(ct *rlwe.Ciphertext) error {
 	return l.enc.ShallowCopy().EncryptZero(ct)
 }
 
@@ -158,7 +158,7 @@ func (l *Local) EncryptZero(ct *rlwe.Ciphertext) error {
 // re-encrypting it: every one of the 2d ciphertexts gets a fresh encryption
 // of the row's contribution (p^digit at coefficient c, or 0), so the local
 // server cannot tell which positions changed. The slot must be empty.
-func (l *Local) AddRow(g *Group, row int, z template.Ternary) error {
+func (l *BGVLocal) AddRow(g *Group, row int, z template.Ternary) error {
 	if err := z.Validate(l.P.Alpha); err != nil {
 		return err
 	}
@@ -174,7 +174,7 @@ func (l *Local) AddRow(g *Group, row int, z template.Ternary) error {
 // IDFace.IP_DB): ct+ = sum_{y_j=+1} C+_j + sum_{y_j=-1} C-_j and
 // ct- = sum_{y_j=+1} C-_j + sum_{y_j=-1} C+_j. Additions only: 2(beta-1)
 // per group. outPlus and outMinus are overwritten.
-func (l *Local) IPDB(g *Group, y template.Ternary, outPlus, outMinus *rlwe.Ciphertext) error {
+func (l *BGVLocal) IPDB(g *Group, y template.Ternary, outPlus, outMinus *rlwe.Ciphertext) error {
 	p := l.P
 	if y.Dim != p.Dim {
 		return fmt.Errorf("%w: query d = %d", template.ErrDimension, y.Dim)

@@ -42,7 +42,7 @@ func (c *crcReader) Read(p []byte) (int, error) {
 // WriteGroup writes a group's 2d ciphertexts under header h:
 //
 //	"IDFG" 0 0 0 3 | d u32 | header (GroupHeader) | 2d ciphertexts (Lattigo binary) | CRC-32C u32 of all before
-func WriteGroup(w io.Writer, p *Params, h GroupHeader, g *Group) error {
+func WriteGroup(w io.Writer, p *BGVScheme, h GroupHeader, g *Group) error {
 	return writeGroupFile(w, groupMagic, p.Dim, h, func(cw io.Writer) error {
 		for _, cts := range [2][]*rlwe.Ciphertext{g.Plus, g.Minus} {
 			for _, ct := range cts {
@@ -134,7 +134,7 @@ func readGroupStart(cr *crcReader, magic [8]byte, dim int, check CheckHeader, ot
 // checks every ciphertext's shape against the parameters; check judges
 // the header first. A damaged or truncated file is an error, never a
 // group with wrong data.
-func ReadGroup(r io.Reader, p *Params, check CheckHeader) (h GroupHeader, g *Group, err error) {
+func ReadGroup(r io.Reader, p *BGVScheme, check CheckHeader) (h GroupHeader, g *Group, err error) {
 	defer func() { // Lattigo's reader is not written for hostile input
 		if rec := recover(); rec != nil {
 			g, err = nil, fmt.Errorf("heidface: malformed group file")
@@ -168,7 +168,7 @@ func ReadGroup(r io.Reader, p *Params, check CheckHeader) (h GroupHeader, g *Gro
 
 // CheckCiphertext verifies a ciphertext has this scheme's shape (degree 1,
 // top level, N coefficients, NTT form) before anything computes with it.
-func (p *Params) CheckCiphertext(ct *rlwe.Ciphertext) error {
+func (p *BGVScheme) CheckCiphertext(ct *rlwe.Ciphertext) error {
 	if ct == nil || ct.Degree() != 1 || ct.Level() != p.BGV.MaxLevel() || ct.Value[0].N() != p.N() || ct.Value[1].N() != p.N() || !ct.IsNTT {
 		return fmt.Errorf("heidface: ciphertext of the wrong shape")
 	}
@@ -187,7 +187,7 @@ func (p *Params) CheckCiphertext(ct *rlwe.Ciphertext) error {
 // UnmarshalCiphertext parses one ciphertext received from a peer. Lattigo's
 // decoder is not written for hostile input, so a panic is turned into an
 // error, and the shape is checked.
-func (p *Params) UnmarshalCiphertext(b []byte) (ct *rlwe.Ciphertext, err error) {
+func (p *BGVScheme) UnmarshalCiphertext(b []byte) (ct *rlwe.Ciphertext, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			ct, err = nil, fmt.Errorf("heidface: malformed ciphertext")

@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/idface/idface/internal/testutil"
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/idface/idface/internal/testutil"
 
 	"github.com/tuneinsight/lattigo/v5/core/rlwe"
 
@@ -49,7 +50,7 @@ func TestDecodedScoresExact(t *testing.T) {
 				t.Fatal(err)
 			}
 			sk, pk := GenKeys(p)
-			local, key := NewLocal(p, pk), NewKey(p, sk)
+			local, key := NewBGVLocal(p, pk), NewKey(p, sk)
 			y := testutil.RandTernary(r, c.d, c.beta)
 			rows := make([]template.Ternary, p.GroupRows())
 			for i := range rows {
@@ -92,7 +93,7 @@ func TestAddRowIntoPartialGroup(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	p, _ := NewParams(512, 341, 127)
 	sk, pk := GenKeys(p)
-	local, key := NewLocal(p, pk), NewKey(p, sk)
+	local, key := NewBGVLocal(p, pk), NewKey(p, sk)
 	rows := make([]template.Ternary, 10)
 	for i := range rows {
 		rows[i] = testutil.RandTernary(r, 512, 341)
@@ -133,7 +134,7 @@ func TestAddRowIntoPartialGroup(t *testing.T) {
 
 // hersFixture encrypts n random quantised templates with the HERS
 // baseline and returns what the test and the benchmark compute with.
-func hersFixture(tb testing.TB, seed uint64, n int) (*Params, *HERS, *Key, *HERSGroup, [][]int64) {
+func hersFixture(tb testing.TB, seed uint64, n int) (*BGVScheme, *HERS, *Key, *HERSGroup, [][]int64) {
 	tb.Helper()
 	r := rand.New(rand.NewPCG(seed, seed))
 	p, err := NewParams(512, 341, 63)
@@ -183,7 +184,7 @@ func TestGroupFileAndHostileCiphertexts(t *testing.T) {
 	r := rand.New(rand.NewPCG(8, 9))
 	p, _ := NewParams(128, 85, 40)
 	_, pk := GenKeys(p)
-	local := NewLocal(p, pk)
+	local := NewBGVLocal(p, pk)
 	rows := []template.Ternary{testutil.RandTernary(r, 128, 85), testutil.RandTernary(r, 128, 85)}
 	g, err := local.EncryptGroup(rows)
 	if err != nil {
@@ -258,7 +259,7 @@ var testHeader = GroupHeader{Binding: Binding{Cluster: [16]byte{1, 2}, Member: "
 func FuzzReadGroup(f *testing.F) {
 	p, _ := NewParams(4, 2, 2)
 	_, pk := GenKeys(p)
-	g, _ := NewLocal(p, pk).EncryptGroup(nil)
+	g, _ := NewBGVLocal(p, pk).EncryptGroup(nil)
 	var buf bytes.Buffer
 	WriteGroup(&buf, p, testHeader, g)
 	f.Add(buf.Bytes())

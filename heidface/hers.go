@@ -16,7 +16,7 @@ import (
 // quantised to integers in [-Scale, Scale] (Scale = 127: 8-bit templates);
 // scores are the integer inner products, decoded as centred values mod t.
 type HERS struct {
-	P     *Params
+	P     *BGVScheme
 	Scale float64
 	enc   *rlwe.Encryptor
 	ecd   *bgv.Encoder
@@ -29,7 +29,7 @@ type HERSGroup struct {
 }
 
 // NewHERS returns the baseline's encryption context.
-func NewHERS(p *Params, pk *rlwe.PublicKey) *HERS {
+func NewHERS(p *BGVScheme, pk *rlwe.PublicKey) *HERS {
 	return &HERS{P: p, Scale: 127, enc: rlwe.NewEncryptor(p.BGV, pk), ecd: bgv.NewEncoder(p.BGV)}
 }
 

@@ -8,14 +8,14 @@ import (
 )
 
 // GenKeys draws a secret key and its public key (at the key server).
-func GenKeys(p *Params) (*rlwe.SecretKey, *rlwe.PublicKey) {
+func GenKeys(p *BGVScheme) (*rlwe.SecretKey, *rlwe.PublicKey) {
 	return rlwe.NewKeyGenerator(p.BGV).GenKeyPairNew()
 }
 
 // Key is the key server's decryption context. Not safe for concurrent use;
 // ShallowCopy per goroutine.
 type Key struct {
-	P    *Params
+	P    *BGVScheme
 	dec  *rlwe.Decryptor
 	ecd  *bgv.Encoder
 	pt   *rlwe.Plaintext
@@ -24,7 +24,7 @@ type Key struct {
 }
 
 // NewKey returns the decryption context for sk.
-func NewKey(p *Params, sk *rlwe.SecretKey) *Key {
+func NewKey(p *BGVScheme, sk *rlwe.SecretKey) *Key {
 	k := &Key{P: p, dec: rlwe.NewDecryptor(p.BGV, sk), ecd: bgv.NewEncoder(p.BGV)}
 	k.init()
 	return k

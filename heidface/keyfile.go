@@ -84,7 +84,7 @@ func ParseKeyFile(b []byte, kind KeyKind) ([]byte, KeyBinding, error) {
 func Fingerprint(pk []byte) [32]byte { return sha256.Sum256(pk) }
 
 // UnmarshalSecretKey parses a secret key's binary form for p.
-func UnmarshalSecretKey(p *Params, b []byte) (sk *rlwe.SecretKey, err error) {
+func UnmarshalSecretKey(p *BGVScheme, b []byte) (sk *rlwe.SecretKey, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			sk, err = nil, fmt.Errorf("heidface: malformed secret key")
@@ -98,7 +98,7 @@ func UnmarshalSecretKey(p *Params, b []byte) (sk *rlwe.SecretKey, err error) {
 }
 
 // UnmarshalPublicKey parses a public key's binary form for p.
-func UnmarshalPublicKey(p *Params, b []byte) (pk *rlwe.PublicKey, err error) {
+func UnmarshalPublicKey(p *BGVScheme, b []byte) (pk *rlwe.PublicKey, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			pk, err = nil, fmt.Errorf("heidface: malformed public key")
@@ -116,7 +116,7 @@ func UnmarshalPublicKey(p *Params, b []byte) (pk *rlwe.PublicKey, err error) {
 
 // CheckKeyPair verifies that sk decrypts what pk encrypts: a key server
 // whose two files disagree must not start.
-func CheckKeyPair(p *Params, sk *rlwe.SecretKey, pk *rlwe.PublicKey) error {
+func CheckKeyPair(p *BGVScheme, sk *rlwe.SecretKey, pk *rlwe.PublicKey) error {
 	pt := bgv.NewPlaintext(p.BGV, p.BGV.MaxLevel())
 	pt.IsBatched = false
 	want := make([]uint64, p.N())

@@ -45,9 +45,9 @@ func (s *Paillier) Describe() []any {
 	return []any{"scheme", "paillier", "n_bits", paillier.ModulusBits, "m", s.Enc.M}
 }
 
-// GenKeys draws two 1024-bit primes from rand.
-func (s *Paillier) GenKeys(r io.Reader) (sk, pk []byte, err error) {
-	k, err := paillier.GenerateKey(r)
+// GenKeys draws two 1024-bit primes from crypto/rand.
+func (s *Paillier) GenKeys() (sk, pk []byte, err error) {
+	k, err := paillier.GenerateKey(rand.Reader)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -45,8 +45,9 @@ const (
 	logQ1 = 48
 )
 
-// Params are the HE parameters for one (d, alpha, beta).
-type Params struct {
+// BGVScheme is IDFace on Lattigo BGV: the HE parameters for one (d, alpha,
+// beta) (heidface.Paillier is the other Scheme).
+type BGVScheme struct {
 	BGV      bgv.Parameters
 	Dim      int
 	Alpha    int
@@ -73,7 +74,7 @@ func plaintextModulus(q0 uint64) (uint64, error) {
 
 // NewParams returns the parameters for templates of dimension d enrolled
 // with T_alpha and queried with T_beta.
-func NewParams(d, alpha, beta int) (*Params, error) {
+func NewParams(d, alpha, beta int) (*BGVScheme, error) {
 	if d < 1 || d > template.MaxDim || alpha < 1 || alpha > d || beta < 1 || beta > d {
 		return nil, fmt.Errorf("heidface: d = %d, alpha = %d, beta = %d", d, alpha, beta)
 	}
@@ -95,17 +96,17 @@ func NewParams(d, alpha, beta int) (*Params, error) {
 		return nil, err
 	}
 	ctBytes := rlwe.NewCiphertext(p, 1, p.MaxLevel()).BinarySize()
-	return &Params{BGV: p, Dim: d, Alpha: alpha, Beta: beta, Enc: enc, SlotBits: slotBits, ctBytes: ctBytes}, nil
+	return &BGVScheme{BGV: p, Dim: d, Alpha: alpha, Beta: beta, Enc: enc, SlotBits: slotBits, ctBytes: ctBytes}, nil
 }
 
 // N is the number of coefficients per plaintext (N_s).
-func (p *Params) N() int { return p.BGV.N() }
+func (p *BGVScheme) N() int { return p.BGV.N() }
 
 // GroupRows is the number of templates one column group holds: N*m.
-func (p *Params) GroupRows() int { return p.N() * p.Enc.M }
+func (p *BGVScheme) GroupRows() int { return p.N() * p.Enc.M }
 
 // CiphertextBytes is the size of one serialised ciphertext (S_ct).
-func (p *Params) CiphertextBytes() int { return p.ctBytes }
+func (p *BGVScheme) CiphertextBytes() int { return p.ctBytes }
 
 // LogQ is the bit size of the ciphertext modulus.
-func (p *Params) LogQ() float64 { return p.BGV.LogQ() }
+func (p *BGVScheme) LogQ() float64 { return p.BGV.LogQ() }

@@ -21,8 +21,8 @@ type Scheme interface {
 	GroupRows() int
 	// CiphertextBytes is the size of one serialised ciphertext (S_ct).
 	CiphertextBytes() int
-	// GenKeys draws a key pair (at the key server, once).
-	GenKeys(rand io.Reader) (sk, pk []byte, err error)
+	// GenKeys draws a key pair (at the key server, once) from crypto/rand.
+	GenKeys() (sk, pk []byte, err error)
 	// CheckPublicKey parses a public key received from a peer or a file.
 	CheckPublicKey(pk []byte) error
 	// CheckKeyPair verifies that sk decrypts what pk encrypts.

@@ -2,7 +2,6 @@ package heidface
 
 import (
 	"bytes"
-	"crypto/rand"
 	"fmt"
 	mrand "math/rand/v2"
 	"strings"
@@ -15,7 +14,7 @@ import (
 // schemeKeys draws a key pair of s, or fails the test.
 func schemeKeys(t testing.TB, s Scheme) (sk, pk []byte) {
 	t.Helper()
-	sk, pk, err := s.GenKeys(rand.Reader)
+	sk, pk, err := s.GenKeys()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +171,7 @@ func TestPaillierRefusesDamageAndForeignKeys(t *testing.T) {
 	}
 	bgv, _ := NewParams(64, 42, 20)
 	_, bpk := GenKeys(bgv)
-	bg, _ := NewLocal(bgv, bpk).EncryptGroup(nil)
+	bg, _ := NewBGVLocal(bgv, bpk).EncryptGroup(nil)
 	var bbuf bytes.Buffer
 	WriteGroup(&bbuf, bgv, testHeader, bg)
 	if _, _, err := s.ReadGroup(bytes.NewReader(bbuf.Bytes()), nil); err == nil || !strings.Contains(err.Error(), "BGV") {

@@ -6,7 +6,8 @@
 package modes
 
 import (
-	_ "github.com/idface/idface/engine/blind"   // blind mode
-	_ "github.com/idface/idface/engine/hemode"  // IDFace (he)
-	_ "github.com/idface/idface/engine/mpcface" // 2PCFace (2pc) and (mu,nu)-MPCFace (mpc)
+	_ "github.com/idface/idface/engine/blind"      // blind mode
+	_ "github.com/idface/idface/engine/hemode"     // IDFace (he)
+	_ "github.com/idface/idface/engine/mpcface"    // 2PCFace (2pc) and (mu,nu)-MPCFace (mpc)
+	_ "github.com/idface/idface/engine/replicated" // replicated blind mode
 )

@@ -83,6 +83,11 @@ const (
 	// Sealed enrollment (blind mode).
 	TSealedEnroll  Type = 31
 	TSealedPrepare Type = 32
+	// Replicated blind mode (protocol/repl.go); numbered apart from the
+	// types being added beside it.
+	TReplQueryOK Type = 48
+	TReplShare   Type = 49
+	TReplResult  Type = 50
 )
 
 // registry makes an empty message of each type.
@@ -118,6 +123,9 @@ var registry = map[Type]func() Msg{
 	TDecideResult:     func() Msg { return &DecideResult{} },
 	TSealedEnroll:     func() Msg { return &SealedEnroll{} },
 	TSealedPrepare:    func() Msg { return &SealedPrepare{} },
+	TReplQueryOK:      func() Msg { return &ReplQueryOK{} },
+	TReplShare:        func() Msg { return &ReplShare{} },
+	TReplResult:       func() Msg { return &ReplResult{} },
 }
 
 // Types lists every message type in number order (tests, golden files).

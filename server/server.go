@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
+	"github.com/idface/idface/internal/buildinfo"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
 )
@@ -68,6 +70,11 @@ func New(p *config.Params, name string, eng engine.Engine, ln network.Listener, 
 	s := &Server{p: p, name: name, eng: eng, routes: routes, ln: ln, log: log, reg: reg,
 		lim: p.Limits(), active: map[string]int{}, closer: opt.Closers}
 	s.m = newMetrics(reg, eng)
+	if rt, ok := routes[protocol.TIdentify]; ok && rt.Op == opIdentify {
+		for _, r := range []string{"accepted", "rejected", "refused"} {
+			s.m.identify.WithLabelValues(string(p.Mode()), r) // shown at 0 before the first query
+		}
+	}
 	if p.RevealScores() {
 		log.Warn("this cluster reveals scores and candidates below the threshold to its clients: research output only; scores for chosen probes reconstruct templates")
 	}
@@ -222,7 +229,9 @@ func (s *Server) handle(ctx context.Context, st *network.Stream) {
 	m, err := protocol.Decode(b)
 	if err != nil {
 		s.m.refused.WithLabelValues("malformed").Inc()
-		reply(protocol.Errorf(protocol.CodeBadRequest, "%v", err))
+		e := protocol.Errorf(protocol.CodeBadRequest, "%v", err)
+		s.m.countIdentify(route.Op, s.p.Mode(), e)
+		reply(e)
 		return
 	}
 	limit := tm.Request
@@ -249,8 +258,9 @@ func (s *Server) handle(ctx context.Context, st *network.Stream) {
 	code := "ok"
 	if resp != nil {
 		if e, ok := resp.(*protocol.Error); ok {
-			code = e.Code.String()
+			code = codeLabel(e.Code)
 		}
+		s.m.countIdentify(route.Op, s.p.Mode(), resp)
 		reply(resp)
 	}
 	s.m.observe(route.Op, code, time.Since(start), st)
@@ -272,6 +282,7 @@ type metrics struct {
 	bytesIn  *prometheus.CounterVec
 	bytesOut *prometheus.CounterVec
 	refused  *prometheus.CounterVec
+	identify *prometheus.CounterVec
 }
 
 func newMetrics(reg *prometheus.Registry, eng engine.Engine) *metrics {
@@ -282,16 +293,46 @@ func newMetrics(reg *prometheus.Registry, eng engine.Engine) *metrics {
 		bytesIn:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_request_bytes_received_total", Help: "Application bytes received on request streams, by operation."}, []string{"op"}),
 		bytesOut: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_request_bytes_sent_total", Help: "Application bytes sent on request streams, by operation."}, []string{"op"}),
 		refused:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_requests_refused_total", Help: "Requests refused before the engine saw them, by reason."}, []string{"reason"}),
+		identify: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_identify_total",
+			Help: "Identifications this server answered to clients (it is their entry), by mode and result: accepted (an id), rejected (none), refused (an error instead of an answer)."}, []string{"mode", "result"}),
 	}
+	in := buildinfo.Read()
+	build := prometheus.NewGauge(prometheus.GaugeOpts{Name: "idface_build_info", Help: "Always 1; the labels are the build of this server's binary (idface version).",
+		ConstLabels: prometheus.Labels{"version": in.Version, "revision": in.Revision, "goversion": in.GoVersion}})
+	build.Set(1)
 	gauge := func(name, help string, f func(engine.Stats) int) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(f(eng.Stats())) })
 	}
-	reg.MustRegister(m.requests, m.latency, m.bytesIn, m.bytesOut, m.refused,
+	reg.MustRegister(m.requests, m.latency, m.bytesIn, m.bytesOut, m.refused, m.identify, build,
 		gauge("idface_rows", "Row slots, live or not.", func(s engine.Stats) int { return s.Rows }),
 		gauge("idface_live_rows", "Rows that take part in identification.", func(s engine.Stats) int { return s.Live }),
 		gauge("idface_unsettled", "Transactions undecided here or decisions not yet acknowledged.", func(s engine.Stats) int { return s.Unsettled }),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// opIdentify is the operation of a client's identification, the one
+// idface_identify_total counts.
+const opIdentify = "identify"
+
+// countIdentify counts the answer to a client's identification.
+func (m *metrics) countIdentify(op string, mode config.Mode, resp protocol.Msg) {
+	if op != opIdentify {
+		return
+	}
+	result := "refused"
+	if ok, answered := resp.(*protocol.IdentifyOK); answered {
+		result = "rejected"
+		if ok.Accepted {
+			result = "accepted"
+		}
+	}
+	m.identify.WithLabelValues(string(mode), result).Inc()
+}
+
+// codeLabel is an error code as a metric label value: no spaces.
+func codeLabel(c protocol.Code) string {
+	return strings.ReplaceAll(c.String(), " ", "_")
 }
 
 func (m *metrics) observe(op, code string, d time.Duration, st *network.Stream) {

@@ -3,8 +3,9 @@ package tests
 import (
 	"context"
 	"fmt"
-	"github.com/idface/idface/internal/testutil"
 	"testing"
+
+	"github.com/idface/idface/internal/testutil"
 
 	"github.com/idface/idface/experiments"
 )

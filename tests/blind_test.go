@@ -48,16 +48,16 @@ func TestBlindCLI(t *testing.T) {
 			must(t, "delete", "--cluster", dir, "--entry", cfg.Party(mu-1).Name, "--id", "person-3")
 			live := append(append([]plainRow{}, rows[:3]...), rows[4:]...)
 			check(live, "p1")
-			must(t, "cluster", "down", "--dir", dir)
+			must(t, "cluster", "down", "--cluster", dir)
 			if out := must(t, "fsck", "--cluster", dir, "--party", "p2"); !strings.Contains(out, "intact") || !strings.Contains(out, "erased shares 1") {
 				t.Fatalf("fsck of a holder:\n%s", out)
 			}
 			if out := must(t, "fsck", "--cluster", dir, "--party", "decider"); !strings.Contains(out, "keeps no data") {
 				t.Fatalf("fsck of the decider:\n%s", out)
 			}
-			must(t, "cluster", "up", "--dir", dir)
+			must(t, "cluster", "up", "--cluster", dir)
 			check(live, "p1")
-			if st := must(t, "cluster", "status", "--dir", dir); !strings.Contains(st, "decider") || !strings.Contains(st, "all servers agree") {
+			if st := must(t, "cluster", "status", "--cluster", dir); !strings.Contains(st, "decider") || !strings.Contains(st, "all servers agree") {
 				t.Fatalf("status:\n%s", st)
 			}
 		})

@@ -91,10 +91,10 @@ func TestIdentifyEqualsPlaintext(t *testing.T) {
 			check(live)
 
 			// Restart every party: nothing acknowledged is lost.
-			must(t, "cluster", "down", "--dir", dir)
-			must(t, "cluster", "up", "--dir", dir)
+			must(t, "cluster", "down", "--cluster", dir)
+			must(t, "cluster", "up", "--cluster", dir)
 			check(live)
-			if st := must(t, "cluster", "status", "--dir", dir); !strings.Contains(st, "all servers agree") {
+			if st := must(t, "cluster", "status", "--cluster", dir); !strings.Contains(st, "all servers agree") {
 				t.Fatalf("status after restart:\n%s", st)
 			}
 			if n := liveRows(t, cfg); n != 600 {
@@ -230,7 +230,7 @@ func TestBadInput(t *testing.T) {
 	if time.Since(start) > 30*time.Second {
 		t.Fatalf("failing took %v", time.Since(start))
 	}
-	must(t, "cluster", "up", "--dir", dir)
+	must(t, "cluster", "up", "--cluster", dir)
 	must(t, "enroll", "--cluster", dir, "--id", "after-restart", "--template", one)
 	if n := liveRows(t, cfg); n != 51 {
 		t.Fatalf("%d live rows, want 51", n)
@@ -275,7 +275,7 @@ func TestKillDuringBulkEnrollment(t *testing.T) {
 				t.Skip("enrollment finished before the kill; nothing to test on this machine")
 			}
 			acked := ackedCount(t, errb.String())
-			must(t, "cluster", "up", "--dir", dir)
+			must(t, "cluster", "up", "--cluster", dir)
 			if err := cluster.WaitHealthy(context.Background(), cfg, 30*time.Second); err != nil {
 				t.Fatal(err)
 			}

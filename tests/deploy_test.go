@@ -116,9 +116,9 @@ func TestDeployFromDescriptors(t *testing.T) {
 	}
 	serve("orgb")
 	time.Sleep(500 * time.Millisecond)
-	st, _, _ := idface(t, as("ops", "cluster", "status")...)
-	if !strings.Contains(st, "differs from this config") {
-		t.Fatalf("status does not show orga's old configuration:\n%s", st)
+	st, _, code := idface(t, as("ops", "cluster", "status")...)
+	if !strings.Contains(st, "differs from this config") || code != 4 {
+		t.Fatalf("status does not show orga's old configuration (exit %d, want 4):\n%s", code, st)
 	}
 	stop("orga")
 	serve("orga")

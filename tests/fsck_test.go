@@ -17,7 +17,7 @@ func TestFsck(t *testing.T) {
 	dir, _ := newCluster(t, "2pc", 2)
 	d := newDataset(t, t.TempDir(), 40, 17)
 	must(t, "enroll", "--cluster", dir, "--ids", d.ids, "--templates", d.enroll, "--batch", "10", "--quiet")
-	must(t, "cluster", "down", "--dir", dir)
+	must(t, "cluster", "down", "--cluster", dir)
 	if out := must(t, "fsck", "--cluster", dir, "--party", "p2"); !strings.Contains(out, "intact") || !strings.Contains(out, "live         40") {
 		t.Fatalf("fsck of a healthy party:\n%s", out)
 	}
@@ -37,10 +37,10 @@ func TestFsck(t *testing.T) {
 	if code == 0 || !strings.Contains(out, `belongs to member "p1"`) || !strings.Contains(out, "Restore p2's own backup") {
 		t.Fatalf("fsck of p1's log in p2's home: exit %d\n%s", code, out)
 	}
-	if _, errs, code := idface(t, "cluster", "up", "--dir", dir, "--timeout", "10s"); code == 0 || !strings.Contains(errs, "exited") {
+	if _, errs, code := idface(t, "cluster", "up", "--cluster", dir, "--timeout", "10s"); code == 0 || !strings.Contains(errs, "exited") {
 		t.Fatalf("p2 started on p1's log: %d %s", code, errs)
 	}
-	must(t, "cluster", "down", "--dir", dir)
+	must(t, "cluster", "down", "--cluster", dir)
 
 	// A log of format 1 (no binding): refused until 'fsck --adopt' binds it.
 	v1 := []byte("idfacelg\x00\x01\x00\x01") // magic, format 1, kind 1 (shares), CRC
@@ -71,10 +71,10 @@ func TestFsck(t *testing.T) {
 	if code == 0 || !strings.Contains(out, "fails its checksum") || !strings.Contains(out, "idface delete --id person-") {
 		t.Fatalf("fsck of a damaged share: exit %d\n%s", code, out)
 	}
-	if _, errs, code := idface(t, "cluster", "up", "--dir", dir, "--timeout", "10s"); code == 0 || !strings.Contains(errs, "exited") {
+	if _, errs, code := idface(t, "cluster", "up", "--cluster", dir, "--timeout", "10s"); code == 0 || !strings.Contains(errs, "exited") {
 		t.Fatalf("a party with a damaged share started: %d %s", code, errs)
 	}
-	must(t, "cluster", "down", "--dir", dir)
+	must(t, "cluster", "down", "--cluster", dir)
 
 	// A torn tail: half of a record appended by a crash.
 	os.WriteFile(log, append(append([]byte(nil), good...), good[hl:hl+44]...), 0o600)
@@ -87,7 +87,7 @@ func TestFsck(t *testing.T) {
 		t.Fatalf("repair:\n%s", out)
 	}
 	must(t, "fsck", "--cluster", dir, "--party", "p2")
-	must(t, "cluster", "up", "--dir", dir)
+	must(t, "cluster", "up", "--cluster", dir)
 	if ids := must(t, "fsck", "--cluster", dir, "--party", "p1", "--rows", "p1:0-2"); !strings.Contains(ids, `p1 row 1: "person-1" live=true`) {
 		t.Fatalf("--rows:\n%s", ids)
 	}
@@ -105,6 +105,6 @@ func TestSecondServeRefused(t *testing.T) {
 	if _, errs, code := idface(t, "fsck", "--cluster", dir, "--party", "p1", "--repair"); code == 0 || !strings.Contains(errs, "already running") {
 		t.Fatalf("fsck --repair beside a running server: exit %d, %q", code, errs)
 	}
-	must(t, "cluster", "down", "--dir", dir)
+	must(t, "cluster", "down", "--cluster", dir)
 	must(t, "fsck", "--cluster", dir, "--party", "p1", "--repair")
 }

@@ -58,8 +58,8 @@ func testHECluster(t *testing.T, mu int, scheme string) {
 	must(t, "delete", "--cluster", dir, "--entry", entry, "--id", "person-4")
 	live := append(append([]plainRow{}, rows[:4]...), rows[5:]...)
 	check(live)
-	must(t, "cluster", "down", "--dir", dir)
-	must(t, "cluster", "up", "--dir", dir)
+	must(t, "cluster", "down", "--cluster", dir)
+	must(t, "cluster", "up", "--cluster", dir)
 	check(live)
 	if n := liveRows(t, cfg); n != 500 { // and every local server has the same rows
 		t.Fatalf("%d live rows after restart, want 500", n)
@@ -132,7 +132,7 @@ func testHEKill(t *testing.T, mu int, victim string) {
 		t.Skip("enrollment finished before the kill")
 	}
 	acked := ackedCount(t, errb.String())
-	must(t, "cluster", "up", "--dir", dir)
+	must(t, "cluster", "up", "--cluster", dir)
 	live := liveRows(t, cfg)
 	if live < acked || live > acked+200 || (victim != "p1" && live != acked) {
 		t.Fatalf("%d live after the crash, %d acknowledged", live, acked)

@@ -77,7 +77,7 @@ func must(t *testing.T, args ...string) string {
 func newCluster(t *testing.T, mode string, mu int, extra ...string) (string, *config.Params) {
 	t.Helper()
 	dir := t.TempDir()
-	must(t, append([]string{"cluster", "init", "--dir", dir, "--mode", mode, "--parties", fmt.Sprint(mu), "--tau", "0.2"}, extra...)...)
+	must(t, append([]string{"cluster", "init", "--cluster", dir, "--mode", mode, "--parties", fmt.Sprint(mu), "--tau", "0.2"}, extra...)...)
 	names := []string{}
 	for i := 1; i <= mu; i++ {
 		names = append(names, fmt.Sprintf("p%d", i))
@@ -85,9 +85,9 @@ func newCluster(t *testing.T, mode string, mu int, extra ...string) (string, *co
 	if mode == "he" {
 		names = append(names, "key")
 	}
-	must(t, "cluster", "up", "--dir", dir)
+	must(t, "cluster", "up", "--cluster", dir)
 	t.Cleanup(func() {
-		idface(t, "cluster", "down", "--dir", dir)
+		idface(t, "cluster", "down", "--cluster", dir)
 		if t.Failed() {
 			for _, n := range names {
 				b, _ := os.ReadFile(filepath.Join(dir, "logs", n+".log"))

@@ -75,7 +75,7 @@ func TestReadmeRecipe(t *testing.T) {
 					if i > 0 && args[i-1] == "--parties" {
 						args[i] = mode.parties
 					}
-					if i > 0 && (args[i-1] == "--dir" || args[i-1] == "--cluster") {
+					if i > 0 && args[i-1] == "--cluster" {
 						c1 = filepath.Join(work, args[i])
 						args[i] = c1
 					}
@@ -86,7 +86,7 @@ func TestReadmeRecipe(t *testing.T) {
 					}
 				}
 				if args[0] == "cluster" && args[1] == "up" {
-					t.Cleanup(func() { idface(t, "cluster", "down", "--dir", c1) })
+					t.Cleanup(func() { idface(t, "cluster", "down", "--cluster", c1) })
 				}
 				out, errs, code := idface(t, args...)
 				if code != 0 {

@@ -161,7 +161,7 @@ func cmdCalibrate(args []string, stdout, stderr io.Writer) error {
 	if plot != "none" {
 		wrote += " and " + plot
 	}
-	fmt.Fprintf(stdout, "wrote %s; use it with: idface cluster init --dir DIR --mode %s --calibration %s\n", wrote, m, *out)
+	fmt.Fprintf(stdout, "wrote %s; use it with: idface cluster init --cluster DIR --mode %s --calibration %s\n", wrote, m, *out)
 	return nil
 }
 

@@ -39,7 +39,7 @@ func TestCalibrationInit(t *testing.T) {
 	if err := json.Unmarshal(b, &f); err != nil || f.Dim != 128 || f.Alpha != 85 || f.Beta != 21 || f.Threshold < 1 || len(f.Suggestions) == 0 {
 		t.Fatalf("calibration file: %+v %v", f, err)
 	}
-	run("cluster", "init", "--dir", p("c"), "--mode", "he", "--calibration", p("cal.json"))
+	run("cluster", "init", "--cluster", p("c"), "--mode", "he", "--calibration", p("cal.json"))
 	cfg, err := config.Load(p("c"))
 	if err != nil {
 		t.Fatal(err)
@@ -55,17 +55,17 @@ func TestCalibrationInit(t *testing.T) {
 		{"--beta differs from the calibration", []string{"--mode", "2pc", "--beta", "16"}},
 		{"--tau differs from the calibration", []string{"--mode", "2pc", "--tau", "0.3"}},
 	} {
-		code, _, errs := idface(append([]string{"cluster", "init", "--dir", p("c2"), "--calibration", p("cal.json")}, tc.args...)...)
+		code, _, errs := idface(append([]string{"cluster", "init", "--cluster", p("c2"), "--calibration", p("cal.json")}, tc.args...)...)
 		if code != 1 || !strings.Contains(errs, tc.want) {
 			t.Errorf("%v: exit %d, %q", tc.args, code, errs)
 		}
 	}
 	run("calibrate", "--templates", p("dev.npy"), "--labels", p("labels.txt"), "--target-fpir", "0.01", "--out", p("blind.json"), "--plot", "none",
 		"--mode", "blind", "--gallery-levels", "4:2,7,20,56", "--beta", "21")
-	if code, _, errs := idface("cluster", "init", "--dir", p("c3"), "--mode", "2pc", "--calibration", p("blind.json")); code != 1 || !strings.Contains(errs, "use --mode blind") {
+	if code, _, errs := idface("cluster", "init", "--cluster", p("c3"), "--mode", "2pc", "--calibration", p("blind.json")); code != 1 || !strings.Contains(errs, "use --mode blind") {
 		t.Errorf("blind levels into 2pc: exit %d, %q", code, errs)
 	}
-	run("cluster", "init", "--dir", p("c4"), "--mode", "blind", "--calibration", p("blind.json"))
+	run("cluster", "init", "--cluster", p("c4"), "--mode", "blind", "--calibration", p("blind.json"))
 	// A hand-edited tau no longer gives the calibrated threshold.
 	lit := cfg.Literal()
 	tau := *lit.Tau + 0.05

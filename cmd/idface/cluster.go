@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -31,78 +33,111 @@ func init() {
 }
 
 func cmdCluster(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprintln(stderr, "Usage: idface cluster init|up|down|status --dir DIR [flags]\n       idface cluster assemble --out cluster.json --mode MODE A.pub.json ...\n       idface cluster status --config cluster.json --home DIR")
-		return errUsage
+	return group("cluster", []subcommand{
+		{"init", "create a local test cluster: every member's home and cluster.json", clusterInit},
+		{"up", "start a local cluster's servers and wait until each is healthy", clusterUp},
+		{"down", "stop a local cluster's servers", clusterDown},
+		{"status", "each server's configuration and whether their rows agree (exit 3: unreachable, 4: disagreeing)", clusterStatusCmd},
+		{"assemble", "build a deployment's cluster.json from its members' NAME.pub.json", clusterAssemble},
+	}, args, stdout, stderr)
+}
+
+// Exit codes of 'cluster status', for scripts.
+const (
+	exitUnreachable = 3 // a server did not answer
+	exitDisagree    = 4 // all answered, but configurations or row maps differ
+)
+
+func clusterStatusCmd(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("cluster status", "idface cluster status --cluster DIR [--client NAME] [--json]\nidface cluster status --config cluster.json --home DIR [--json]\n\n"+
+		"Asks every server for the configuration (serial and hash) it runs and, as an\n"+
+		"operator, for its unsettled changes and whether its row map agrees with\n"+
+		"every other server's (each server compares with its peers itself; row\n"+
+		"counts and digests go to servers only), through a local cluster's operator\n"+
+		"(or --client) or through the member whose home is given.\n\n"+
+		"Exit status: 0 every server answered, runs this configuration and (asked by\n"+
+		"an operator) agrees on the row map; 3 a server is unreachable; 4 every\n"+
+		"server answered but they run different configurations or their row maps\n"+
+		"differ; 1 status could not be asked at all; 2 bad usage.\n\n"+
+		"With --json one object: mode, config_serial, config_hash, reveal_scores,\n"+
+		"trust, servers (name, role, addr, pid, reachable, error, config_serial,\n"+
+		"config_hash, config_matches, holds_rows, unsettled, agrees, peers), and\n"+
+		"all_reachable, same_config, agreement (agree, disagree, or unknown when\n"+
+		"asked as a device, which is not told) and exit, the exit status.", stderr)
+	mf := addMemberFlags(fs, "client", "client identity in a local cluster (default: the operator \"client\")")
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	if err := parse(fs, args); err != nil {
+		return err
 	}
-	switch args[0] {
-	case "init":
-		return clusterInit(args[1:], stdout, stderr)
-	case "assemble":
-		return clusterAssemble(args[1:], stdout, stderr)
-	case "status":
-		fs := newFlags("cluster status", "idface cluster status --dir DIR\nidface cluster status --config cluster.json --home DIR\n\n"+
-			"Asks every server for the configuration (serial and hash) it runs and, as an\n"+
-			"operator, for its unsettled changes and whether its row map agrees with\n"+
-			"every other server's (each server compares with its peers itself; row\n"+
-			"counts and digests go to servers only), through a local cluster's operator\n"+
-			"or through the member whose home is given.", stderr)
-		dir := fs.String("dir", "", "local cluster directory")
-		conf := fs.String("config", "", "cluster configuration file (with --home)")
-		hdir := fs.String("home", "", "a member's home (with --config)")
-		if err := parse(fs, args[1:]); err != nil {
-			return err
-		}
-		name := ""
-		mf := memberFlags{dir: dir, name: &name, config: conf, home: hdir}
-		cfg, h, local, err := mf.open("client")
-		if err != nil {
-			return err
-		}
-		cl, err := client.Open(cfg, h, "")
-		if err != nil {
-			return err
-		}
-		defer cl.Close()
-		return clusterStatus(cfg, cl, local, h.Self.Role == config.RoleOperator, stdout)
-	case "up", "down":
-		fs := newFlags("cluster "+args[0], "idface cluster "+args[0]+" --dir DIR", stderr)
-		dir := fs.String("dir", "", "cluster directory")
-		timeout := fs.Duration("timeout", 60*time.Second, "how long 'up' waits for every server to be healthy")
-		if err := parse(fs, args[1:]); err != nil {
-			return err
-		}
-		if err := required(fs, "dir"); err != nil {
-			return err
-		}
-		cfg, err := config.Load(*dir)
-		if err != nil {
-			return err
-		}
-		if args[0] == "down" {
-			if err := cluster.Down(cfg); err != nil {
-				return err
-			}
-			fmt.Fprintln(stdout, "cluster down")
-			return nil
-		}
-		exe, err := os.Executable()
-		if err != nil {
-			return err
-		}
-		if err := cluster.Up(context.Background(), cfg, exe, *timeout); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "%d servers up (%s, logs in %s/logs)\n", len(cfg.Servers()), cfg.Mode(), *dir)
-		return nil
-	default:
-		fmt.Fprintf(stderr, "idface cluster: unknown subcommand %q (want init, assemble, up, down or status)\n", args[0])
-		return errUsage
+	cfg, h, local, err := mf.open("client")
+	if err != nil {
+		return err
 	}
+	cl, err := client.Open(cfg, h, "")
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	return clusterStatus(cfg, cl, local, h.Self.Role == config.RoleOperator, *asJSON, stdout)
+}
+
+// localCluster loads the cluster --cluster names, for 'up' and 'down'.
+func localCluster(name string, args []string, stderr io.Writer, more func(fs *flag.FlagSet)) (*config.Params, string, error) {
+	fs := newFlags("cluster "+name, "idface cluster "+name+" --cluster DIR", stderr)
+	dir := clusterDirFlag(fs, "local cluster directory")
+	if more != nil {
+		more(fs)
+	}
+	if err := parse(fs, args); err != nil {
+		return nil, "", err
+	}
+	if err := requireCluster(fs, dir); err != nil {
+		return nil, "", err
+	}
+	cfg, err := config.Load(*dir)
+	return cfg, *dir, err
+}
+
+func clusterDown(args []string, stdout, stderr io.Writer) error {
+	cfg, _, err := localCluster("down", args, stderr, nil)
+	if err != nil {
+		return err
+	}
+	if err := cluster.Down(cfg); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "cluster down")
+	return nil
+}
+
+func clusterUp(args []string, stdout, stderr io.Writer) error {
+	var timeout *time.Duration
+	cfg, dir, err := localCluster("up", args, stderr, func(fs *flag.FlagSet) {
+		timeout = fs.Duration("timeout", 60*time.Second, "how long to wait for every server to be healthy")
+	})
+	if err != nil {
+		return err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if err := cluster.Up(context.Background(), cfg, exe, *timeout); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%d servers up (%s, logs in %s/logs)\n", len(cfg.Servers()), cfg.Mode(), dir)
+	for _, s := range cfg.Servers() {
+		metrics := ""
+		if s.Metrics != "" {
+			metrics = "  metrics http://" + s.Metrics + "/metrics"
+		}
+		fmt.Fprintf(stdout, "  %-8s quic %-22s%s\n", s.Name, s.Addr, metrics)
+	}
+	return nil
 }
 
 func clusterInit(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("cluster init", "idface cluster init --dir DIR --mode "+modeNames("|")+" --parties MU [--calibration calibration.json | --dim 512 --alpha 341 --beta 63 --tau 0.3]\n"+
+	fs := newFlags("cluster init", "idface cluster init --cluster DIR --mode "+modeNames("|")+" --parties MU [--calibration calibration.json | --dim 512 --alpha 341 --beta 63 --tau 0.3]\n"+
 		"                   [--gallery-levels L:a1,... --query-levels L:a1,...] (mode blind) [--scheme bgv|paillier] (mode he)\n\n"+
 		"A local test cluster built like a deployment: every server and client gets\n"+
 		"its own home DIR/homes/NAME (key, certificate, public descriptor, data) and\n"+
@@ -111,8 +146,11 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 		"The threshold: --calibration takes a file from 'idface calibrate', which\n"+
 		"chose it for a target false-positive identification rate on your own\n"+
 		"labelled templates; without it, --tau is a bare cosine threshold.\n\n"+
+		"With --json one object: cluster, mode, parties, dim, alpha, beta, tau,\n"+
+		"threshold (the score), threshold_meaning, reveal_scores, and servers (name,\n"+
+		"role, addr, metrics, pin).\n\n"+
 		"Modes:\n"+modeList(), stderr)
-	dir := fs.String("dir", "", "cluster directory (created)")
+	dir := clusterDirFlag(fs, "local cluster directory (created)")
 	mode := fs.String("mode", "2pc", "the mode: "+modeNames(", ")+" (listed above)")
 	parties := fs.Int("parties", 0, "number of parties mu (share holders or local servers; default: the mode's)")
 	devices := fs.Int("devices", 1, "number of device identities (identify only) besides the operator")
@@ -127,10 +165,11 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 	reveal := fs.Bool("reveal-scores", false, "research cluster: identify answers with scores and candidates below the threshold (never for a deployment: scores for chosen probes reconstruct templates)")
 	levels := addLevelFlags(fs)
 	scheme := addSchemeFlag(fs)
+	asJSON := fs.Bool("json", false, "print one JSON object")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if err := required(fs, "dir"); err != nil {
+	if err := requireCluster(fs, dir); err != nil {
 		return err
 	}
 	m, err := config.ParseMode(*mode)
@@ -154,6 +193,9 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(initReport(cfg, *dir))
+	}
 	fmt.Fprintf(stdout, "cluster %s: mode %s, %d parties, d = %d, alpha = %d, beta = %d\n",
 		*dir, cfg.Mode(), cfg.Mu(), cfg.Dim(), cfg.Alpha(), cfg.Beta())
 	fmt.Fprintf(stdout, "  %s\n", thresholdMeaning(cfg))
@@ -166,8 +208,40 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 	if cfg.RevealScores() {
 		fmt.Fprintln(stdout, "scores are revealed to clients: a research cluster, not for templates of real people")
 	}
-	fmt.Fprintf(stdout, "start it with: idface cluster up --dir %s\n", *dir)
+	fmt.Fprintf(stdout, "start it with: idface cluster up --cluster %s\n", *dir)
 	return nil
+}
+
+// initResult is 'cluster init --json'.
+type initResult struct {
+	Cluster          string       `json:"cluster"`
+	Mode             string       `json:"mode"`
+	Parties          int          `json:"parties"`
+	Dim              int          `json:"dim"`
+	Alpha            int          `json:"alpha"`
+	Beta             int          `json:"beta"`
+	Tau              float64      `json:"tau"`
+	Threshold        int          `json:"threshold"`
+	ThresholdMeaning string       `json:"threshold_meaning"`
+	RevealScores     bool         `json:"reveal_scores"`
+	Servers          []initServer `json:"servers"`
+}
+
+type initServer struct {
+	Name    string `json:"name"`
+	Role    string `json:"role"`
+	Addr    string `json:"addr"`
+	Metrics string `json:"metrics,omitempty"`
+	Pin     string `json:"pin"`
+}
+
+func initReport(cfg *config.Params, dir string) initResult {
+	r := initResult{Cluster: dir, Mode: string(cfg.Mode()), Parties: cfg.Mu(), Dim: cfg.Dim(), Alpha: cfg.Alpha(), Beta: cfg.Beta(),
+		Tau: cfg.Tau(), Threshold: cfg.Threshold(), ThresholdMeaning: thresholdMeaning(cfg), RevealScores: cfg.RevealScores()}
+	for _, p := range cfg.Servers() {
+		r.Servers = append(r.Servers, initServer{Name: p.Name, Role: roleOf(cfg, p.Name), Addr: p.Addr, Metrics: p.Metrics, Pin: p.Pin})
+	}
+	return r
 }
 
 // levelFlags are blind mode's transforms, the same for 'cluster init' and
@@ -198,13 +272,53 @@ func defaultParties(m config.Mode) int {
 	return s.DefaultParties
 }
 
+// statusReport is 'cluster status --json'. Row counts are not in it:
+// servers give them to servers only.
+type statusReport struct {
+	Mode         string         `json:"mode"`
+	ConfigSerial int            `json:"config_serial"`
+	ConfigHash   string         `json:"config_hash"`
+	RevealScores bool           `json:"reveal_scores"`
+	Trust        string         `json:"trust"`
+	Servers      []serverStatus `json:"servers"`
+	AllReachable bool           `json:"all_reachable"`
+	SameConfig   bool           `json:"same_config"`
+	Agreement    string         `json:"agreement"` // agree, disagree, unknown (a device is not told)
+	Exit         int            `json:"exit"`
+}
+
+// serverStatus is one server's line of 'cluster status'.
+type serverStatus struct {
+	Name          string       `json:"name"`
+	Role          string       `json:"role"`
+	Addr          string       `json:"addr"`
+	Pid           *int         `json:"pid"` // a running process of a local cluster
+	Reachable     bool         `json:"reachable"`
+	Error         string       `json:"error,omitempty"`
+	ConfigSerial  *uint32      `json:"config_serial"`
+	ConfigHash    string       `json:"config_hash,omitempty"`
+	ConfigMatches bool         `json:"config_matches"`
+	HoldsRows     bool         `json:"holds_rows"`
+	Unsettled     *int         `json:"unsettled"` // operators only
+	Agrees        *bool        `json:"agrees"`    // operators only, for servers that hold rows
+	Peers         []peerStatus `json:"peers,omitempty"`
+}
+
+type peerStatus struct {
+	Name  string `json:"name"`
+	State string `json:"state"` // agrees, differs, unreachable
+	Note  string `json:"note,omitempty"`
+}
+
 // clusterStatus asks every server for its state through cl; local says
 // whether pids of a local cluster can be shown, operator whether cl is an
 // operator (only operators learn whether the servers' row maps agree).
 // Row counts and digests are never shown: servers give them to servers
 // only. Each server that holds rows compares its row map with its peers'
-// itself, server to server, and reports agreement.
-func clusterStatus(cfg *config.Params, cl *client.Client, local, operator bool, stdout io.Writer) error {
+// itself, server to server, and reports agreement. A server unreachable,
+// or servers that disagree, are an *exitError (exitUnreachable,
+// exitDisagree) after the report.
+func clusterStatus(cfg *config.Params, cl *client.Client, local, operator, asJSON bool, stdout io.Writer) error {
 	servers := cfg.Servers()
 	type answer struct {
 		h   *protocol.HealthOK
@@ -226,44 +340,93 @@ func clusterStatus(cfg *config.Params, cl *client.Client, local, operator bool, 
 		})
 	}
 	wg.Wait()
-	fmt.Fprintf(stdout, "%-8s %-22s %-8s %9s  %-22s  %s\n", "server", "addr", "pid", "unsettled", "config", "row map")
-	agree := true
 	mine := cfg.Hash()
+	rep := statusReport{Mode: string(cfg.Mode()), ConfigSerial: cfg.Serial(), ConfigHash: fmt.Sprintf("%x", mine[:8]),
+		RevealScores: cfg.RevealScores(), Trust: trustLine(cfg.Mode()), AllReachable: true, SameConfig: true, Agreement: "unknown"}
+	if operator {
+		rep.Agreement = "agree"
+	}
+	var lines []string // the human table's rows
 	configs := map[string]bool{}
 	for i, p := range servers {
+		st := serverStatus{Name: p.Name, Role: roleOf(cfg, p.Name), Addr: p.Addr, HoldsRows: cfg.PartyIndex(p.Name) >= 0}
 		pidS := "-"
 		if local {
 			if pid, running := cluster.Running(cfg, p.Name); running {
-				pidS = fmt.Sprint(pid)
+				pidS, st.Pid = fmt.Sprint(pid), &pid
 			}
 		}
 		h, err := answers[i].h, answers[i].err
 		if err != nil {
-			fmt.Fprintf(stdout, "%-8s %-22s %-8s unreachable: %v\n", p.Name, p.Addr, pidS, err)
-			agree = false
+			st.Error = err.Error()
+			rep.AllReachable = false
+			rep.Servers = append(rep.Servers, st)
+			lines = append(lines, fmt.Sprintf("%-8s %-22s %-8s unreachable: %v", p.Name, p.Addr, pidS, err))
 			continue
 		}
+		st.Reachable, st.ConfigSerial, st.ConfigHash = true, &h.ConfigSerial, fmt.Sprintf("%x", h.ConfigHash)
 		conf := fmt.Sprintf("%d/%x", h.ConfigSerial, h.ConfigHash)
 		configs[conf] = true
-		if h.ConfigHash != [8]byte(mine[:8]) {
+		st.ConfigMatches = h.ConfigHash == [8]byte(mine[:8])
+		if !st.ConfigMatches {
 			conf += " (differs from this config)"
+			rep.SameConfig = false
 		}
 		unsettled, rowMap := "-", ""
 		switch {
-		case cfg.PartyIndex(p.Name) < 0:
+		case !st.HoldsRows:
 			rowMap = "holds no rows (" + serverRole(cfg, p.Name) + ")"
 		case !operator:
 			rowMap = "(operators only)"
 		default:
-			unsettled = fmt.Sprint(h.InDoubt)
+			n := int(h.InDoubt)
+			unsettled, st.Unsettled = fmt.Sprint(n), &n
 			var ok bool
 			rowMap, ok = peerStates(h.Peers, cfg.Mu()-1)
-			agree = agree && ok
+			st.Agrees = &ok
+			for _, q := range h.Peers {
+				st.Peers = append(st.Peers, peerStatus{Name: q.Name, State: strings.ToLower(q.State.String()), Note: q.Note})
+			}
+			if !ok {
+				rep.Agreement = "disagree"
+			}
 		}
-		fmt.Fprintf(stdout, "%-8s %-22s %-8s %9s  %-22s  %s\n", p.Name, p.Addr, pidS, unsettled, conf, rowMap)
+		rep.Servers = append(rep.Servers, st)
+		lines = append(lines, fmt.Sprintf("%-8s %-22s %-8s %9s  %-22s  %s", p.Name, p.Addr, pidS, unsettled, conf, rowMap))
 	}
-	fmt.Fprintf(stdout, "this config: serial %d, hash %x\n", cfg.Serial(), mine[:8])
 	if len(configs) > 1 {
+		rep.SameConfig = false
+	}
+	var failure error
+	switch {
+	case !rep.AllReachable:
+		rep.Exit, failure = exitUnreachable, errors.New("a server is unreachable (exit 3)")
+	case !rep.SameConfig:
+		rep.Exit, failure = exitDisagree, errors.New("the servers run different configurations (exit 4)")
+	case rep.Agreement == "disagree":
+		rep.Exit, failure = exitDisagree, errors.New("the servers' row maps disagree (exit 4)")
+	}
+	if asJSON {
+		if err := json.NewEncoder(stdout).Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		printStatus(cfg, rep, lines, len(configs) > 1, operator, stdout)
+	}
+	if failure != nil {
+		return &exitError{rep.Exit, failure}
+	}
+	return nil
+}
+
+// printStatus is the human form of a status report.
+func printStatus(cfg *config.Params, rep statusReport, lines []string, configsDiffer, operator bool, stdout io.Writer) {
+	fmt.Fprintf(stdout, "%-8s %-22s %-8s %9s  %-22s  %s\n", "server", "addr", "pid", "unsettled", "config", "row map")
+	for _, l := range lines {
+		fmt.Fprintln(stdout, l)
+	}
+	fmt.Fprintf(stdout, "this config: serial %d, hash %s\n", rep.ConfigSerial, rep.ConfigHash)
+	if configsDiffer {
 		fmt.Fprintln(stdout, "servers run DIFFERENT configurations: restart each with the same cluster.json")
 	}
 	if cfg.RevealScores() {
@@ -271,16 +434,26 @@ func clusterStatus(cfg *config.Params, cl *client.Client, local, operator bool, 
 	} else {
 		fmt.Fprintln(stdout, "answers reveal decisions only")
 	}
-	fmt.Fprintln(stdout, trustLine(cfg.Mode()))
+	fmt.Fprintln(stdout, rep.Trust)
 	switch {
 	case !operator:
 		fmt.Fprintln(stdout, "whether the servers agree on the row map is shown to operators only")
-	case agree:
+	case rep.AllReachable && rep.Agreement == "agree":
 		fmt.Fprintln(stdout, "all servers agree on the row map (each compared its rows with every other server's)")
 	default:
 		fmt.Fprintln(stdout, "servers DISAGREE or are unreachable: identification is refused until they agree (the servers' logs say how their rows differ)")
 	}
-	return nil
+}
+
+// roleOf is a server's role as 'party init' names it.
+func roleOf(cfg *config.Params, name string) string {
+	switch {
+	case name == cfg.DeciderName():
+		return config.RoleDecider
+	case cfg.PartyIndex(name) < 0:
+		return config.RoleKeyServer
+	}
+	return cfg.Spec().PartyRole
 }
 
 // trustLine states what the mode's protection assumes of the servers

@@ -2,8 +2,13 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -140,7 +145,7 @@ func TestAssembleLevels(t *testing.T) {
 		{"--mode", "2pc", "--dim", "128", "--gallery-levels", "1:85"},        // levels outside mode blind
 	} {
 		code, errs := assembleTo(filepath.Join(t.TempDir(), "cluster.json"), bad...)
-		icode, _, ierrs := idface(append([]string{"cluster", "init", "--dir", t.TempDir(), "--parties", "2"}, bad...)...)
+		icode, _, ierrs := idface(append([]string{"cluster", "init", "--cluster", t.TempDir(), "--parties", "2"}, bad...)...)
 		if code != 1 || icode != 1 || errLine(errs) == "" || errLine(errs) != errLine(ierrs) {
 			t.Fatalf("%v: assemble exit %d %q, init exit %d %q: want the same refusal", bad, code, errs, icode, ierrs)
 		}
@@ -151,15 +156,28 @@ func TestAssembleLevels(t *testing.T) {
 }
 
 // statusOf runs 'cluster status' against an in-process cluster as member
-// name.
+// name, and fails unless it exits 0.
 func statusOf(t *testing.T, c *inproc.Cluster, name string) string {
+	t.Helper()
+	out, code := statusExit(t, c, name, false)
+	if code != 0 {
+		t.Fatalf("status as %s: exit %d\n%s", name, code, out)
+	}
+	return out
+}
+
+// statusExit runs 'cluster status' as member name and returns its output
+// and the exit code run would give.
+func statusExit(t *testing.T, c *inproc.Cluster, name string, asJSON bool) (string, int) {
 	t.Helper()
 	var out bytes.Buffer
 	m, _ := c.P.Client(name)
-	if err := clusterStatus(c.P, c.Client(name, ""), false, m.Role == config.RoleOperator, &out); err != nil {
+	err := clusterStatus(c.P, c.Client(name, ""), false, m.Role == config.RoleOperator, asJSON, &out)
+	var ee *exitError
+	if err != nil && !errors.As(err, &ee) {
 		t.Fatal(err)
 	}
-	return out.String()
+	return out.String(), exitCode(err)
 }
 
 // TestStatusWithoutRowMaps (review 17, item 6): 'cluster status' showed
@@ -193,8 +211,11 @@ func TestStatusWithoutRowMaps(t *testing.T) {
 		t.Errorf("device's status:\n%s", dev)
 	}
 	c.Stop("p3")
-	st = statusOf(t, c, "client")
+	st, code := statusExit(t, c, "client", false)
 	t.Logf("with p3 down:\n%s", st)
+	if code != exitUnreachable {
+		t.Errorf("status with p3 down: exit %d, want %d", code, exitUnreachable)
+	}
 	for _, want := range []string{"p3 unreachable", "DISAGREE or are unreachable"} {
 		if !strings.Contains(st, want) {
 			t.Errorf("status with p3 down lacks %q:\n%s", want, st)
@@ -229,5 +250,228 @@ func TestStatusStatesTrust(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// decodeOne decodes out as exactly one JSON object into v, refusing
+// fields v does not have.
+func decodeOne(t *testing.T, what, out string, v any) {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil || dec.More() {
+		t.Fatalf("%s: want one JSON object (%v):\n%s", what, err, out)
+	}
+}
+
+// decodeStatus decodes 'cluster status --json'.
+func decodeStatus(t *testing.T, out string) statusReport {
+	t.Helper()
+	var r statusReport
+	decodeOne(t, "status --json", out, &r)
+	return r
+}
+
+// TestStatusJSONAndExit (issue 20, item 3): 'cluster status --json' is one
+// object a script can read, and the exit status says what is wrong: 0 all
+// well, 3 a server unreachable, 4 servers that answer but disagree (a
+// restored party that misses an enrollment; a configuration the servers do
+// not run).
+func TestStatusJSONAndExit(t *testing.T) {
+	c := inproc.Start(t, inproc.Literal(config.Literal{Mode: config.ModeMPC, Dim: 64, Beta: 16, Timeout: config.Duration(2 * time.Second)}, 3))
+	op := c.Client("client", "p1")
+	if err := op.Enroll(inproc.Ctx(t, 10*time.Second), inproc.Items(inproc.Templates(5, 64, 1), "a")); err != nil {
+		t.Fatal(err)
+	}
+	out, code := statusExit(t, c, "client", true)
+	r := decodeStatus(t, out)
+	hash := c.P.Hash()
+	if code != 0 || r.Exit != 0 || !r.AllReachable || !r.SameConfig || r.Agreement != "agree" || r.Mode != "mpc" ||
+		r.ConfigHash != fmt.Sprintf("%x", hash[:8]) || r.Trust != trustLine(config.ModeMPC) || len(r.Servers) != 3 {
+		t.Fatalf("status of a healthy cluster: exit %d\n%s", code, out)
+	}
+	for _, s := range r.Servers {
+		if !s.Reachable || s.Role != config.RoleShareHolder || !s.HoldsRows || s.Agrees == nil || !*s.Agrees ||
+			s.Unsettled == nil || !s.ConfigMatches || len(s.Peers) != 2 || s.Peers[0].State != "agrees" || s.Addr != "mem:"+s.Name {
+			t.Errorf("server %+v", s)
+		}
+	}
+	out, code = statusExit(t, c, "device", true)
+	if r := decodeStatus(t, out); code != 0 || r.Agreement != "unknown" || r.Servers[0].Agrees != nil || r.Servers[0].Unsettled != nil || r.Servers[0].Peers != nil {
+		t.Errorf("device's status: exit %d\n%s", code, out)
+	}
+
+	// A configuration the servers do not run: exit 4.
+	lit := c.P.Literal()
+	lit.Serial++
+	other, err := config.New(lit, c.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	err = clusterStatus(other, op, false, true, true, &buf)
+	if r := decodeStatus(t, buf.String()); exitCode(err) != exitDisagree || r.SameConfig || r.Servers[0].ConfigMatches || r.Exit != exitDisagree {
+		t.Errorf("status against another configuration: %v\n%s", err, buf.String())
+	}
+
+	// p3 restored from a copy that misses an enrollment: exit 4, and
+	// human output that says so.
+	c.RestoreBehind("p3", func() {
+		if err := op.Enroll(inproc.Ctx(t, 10*time.Second), inproc.Items(inproc.Templates(2, 64, 2), "b")); err != nil {
+			t.Fatal(err)
+		}
+	})
+	out, code = statusExit(t, c, "client", true)
+	if r := decodeStatus(t, out); code != exitDisagree || r.Agreement != "disagree" || !r.AllReachable || r.Exit != exitDisagree {
+		t.Errorf("status with p3 behind: exit %d\n%s", code, out)
+	}
+	out, code = statusExit(t, c, "client", false)
+	if code != exitDisagree || !strings.Contains(out, "DISAGREE") || !strings.Contains(out, "p3 DIFFERS") {
+		t.Errorf("human status with p3 behind: exit %d\n%s", code, out)
+	}
+
+	// p3 down: exit 3, whatever else.
+	c.Stop("p3")
+	out, code = statusExit(t, c, "client", true)
+	r = decodeStatus(t, out)
+	if code != exitUnreachable || r.Exit != exitUnreachable || r.AllReachable || r.Servers[2].Reachable || r.Servers[2].Error == "" || r.Servers[2].ConfigSerial != nil {
+		t.Errorf("status with p3 down: exit %d\n%s", code, out)
+	}
+}
+
+// exitCode is the exit status run gives for a command's error.
+func exitCode(err error) int {
+	var ee *exitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.code
+	}
+	return 1
+}
+
+// TestGroupHelp (issue 20, item 7): 'cluster', 'party' and 'client' list
+// their subcommands, one line each, on --help (exit 0); without one, or
+// with an unknown one, they list them as an error (exit 2) that names the
+// subcommands there are.
+func TestGroupHelp(t *testing.T) {
+	for _, g := range []struct {
+		name string
+		subs []string
+	}{
+		{"cluster", []string{"init", "up", "down", "status", "assemble"}},
+		{"party", []string{"init", "rotate"}},
+		{"client", []string{"init"}},
+	} {
+		for _, help := range []string{"--help", "-h", "help"} {
+			code, out, errs := idface(g.name, help)
+			if code != 0 || errs != "" {
+				t.Errorf("%s %s: exit %d, stderr %q", g.name, help, code, errs)
+			}
+			listed := 0
+			for _, l := range strings.Split(out, "\n") {
+				if f := strings.Fields(l); len(f) > 1 && strings.HasPrefix(l, "  ") && slices.Contains(g.subs, f[0]) {
+					listed++
+				}
+			}
+			if listed != len(g.subs) {
+				t.Errorf("%s %s lists %d of %v:\n%s", g.name, help, listed, g.subs, out)
+			}
+		}
+		if code, _, errs := idface(g.name); code != 2 || !strings.Contains(errs, g.subs[0]) {
+			t.Errorf("%s alone: exit %d\n%s", g.name, code, errs)
+		}
+		code, _, errs := idface(g.name, "frobnicate")
+		if code != 2 || !strings.Contains(errs, `unknown subcommand "frobnicate"`) || !strings.Contains(errs, strings.Join(g.subs, ", ")) {
+			t.Errorf("%s frobnicate: exit %d\n%s", g.name, code, errs)
+		}
+	}
+}
+
+// TestClusterFlagEverywhere (issue 20, item 7): the local cluster
+// directory is --cluster for every command; --dir, its old name in the
+// cluster commands, still works with a warning and is not in any help.
+func TestClusterFlagEverywhere(t *testing.T) {
+	for _, cmd := range [][]string{{"cluster", "init"}, {"cluster", "up"}, {"cluster", "down"}, {"cluster", "status"},
+		{"enroll"}, {"identify"}, {"delete"}, {"serve"}, {"fsck"}} {
+		_, help := helpOf(t, "cluster", cmd...)
+		if !strings.Contains(help, "cluster directory") {
+			t.Errorf("%v --cluster: %q", cmd, help)
+		}
+		_, _, errs := idface(append(cmd, "--help")...)
+		if strings.Contains(errs, "-dir") {
+			t.Errorf("%v --help shows --dir:\n%s", cmd, errs)
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "c")
+	code, _, errs := idface("cluster", "init", "--dir", dir, "--mode", "2pc", "--dim", "64", "--beta", "16")
+	if code != 0 || !strings.Contains(errs, "--dir is deprecated: use --cluster") {
+		t.Fatalf("init --dir: exit %d %q", code, errs)
+	}
+	if _, err := config.Load(dir); err != nil {
+		t.Fatalf("init --dir made no cluster: %v", err)
+	}
+	if code, _, errs := idface("cluster", "up"); code != 2 || !strings.Contains(errs, "--cluster is required") {
+		t.Errorf("up without a directory: exit %d %q", code, errs)
+	}
+}
+
+// TestInitJSON: 'cluster init --json' is one object with the settings
+// and every server.
+func TestInitJSON(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "c")
+	code, out, errs := idface("cluster", "init", "--cluster", dir, "--mode", "he", "--dim", "64", "--beta", "16", "--metrics", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d %s", code, errs)
+	}
+	var r initResult
+	decodeOne(t, "init --json", out, &r)
+	p, err := config.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Cluster != dir || r.Mode != "he" || r.Dim != 64 || r.Beta != 16 || r.Alpha != p.Alpha() || r.Threshold != p.Threshold() || r.Parties != 1 || len(r.Servers) != 2 {
+		t.Fatalf("init --json %+v", r)
+	}
+	for i, s := range p.Servers() {
+		want := initServer{Name: s.Name, Role: []string{config.RoleLocalServer, config.RoleKeyServer}[i], Addr: s.Addr, Metrics: s.Metrics, Pin: s.Pin}
+		if r.Servers[i] != want || s.Metrics == "" {
+			t.Errorf("server %d: %+v, want %+v", i, r.Servers[i], want)
+		}
+	}
+}
+
+// TestSynthJSON: 'synth --json' is one object naming what it wrote.
+func TestSynthJSON(t *testing.T) {
+	dir := t.TempDir()
+	out, ids := filepath.Join(dir, "x.npy"), filepath.Join(dir, "ids.txt")
+	code, stdout, errs := idface("synth", "--people", "5", "--samples", "3", "--sample", "1", "--dim", "32", "--seed", "9", "--out", out, "--ids", ids, "--json")
+	if code != 0 {
+		t.Fatalf("exit %d %s", code, errs)
+	}
+	var r synthResult
+	decodeOne(t, "synth --json", stdout, &r)
+	want := synthResult{Templates: 5, Dim: 32, People: 5, Samples: 3, Seed: 9, Out: out, IDs: ids}
+	if r != want {
+		t.Fatalf("synth --json %+v, want %+v", r, want)
+	}
+	if b, err := os.ReadFile(ids); err != nil || strings.Count(string(b), "\n") != 5 {
+		t.Fatalf("ids written: %q %v", b, err)
+	}
+}
+
+// TestFsckJSONNoData: fsck --json of a server that never started is one
+// object with the problem, and exit 1.
+func TestFsckJSONNoData(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "c")
+	if code, _, errs := idface("cluster", "init", "--cluster", dir, "--mode", "mpc", "--parties", "3", "--dim", "64", "--beta", "16"); code != 0 {
+		t.Fatal(errs)
+	}
+	code, out, _ := idface("fsck", "--cluster", dir, "--party", "p3", "--json")
+	var r fsckResult
+	decodeOne(t, "fsck --json", out, &r)
+	if code != 1 || r.Server != "p3" || r.Mode != "mpc" || r.Intact || len(r.Problems) != 1 || !strings.Contains(r.Problems[0], "no log") || r.Error != "" {
+		t.Fatalf("fsck --json: exit %d %+v", code, r)
 	}
 }

@@ -33,8 +33,9 @@ func cmdCommCost(args []string, stdout, stderr io.Writer) error {
 		"Prints the analytic bits exchanged between servers per enrollment and per\n"+
 		"identification for 2PCFace, MPCFace, IDFace with the paper's CKKS and\n"+
 		"Paillier parameters, IDFace with this project's BGV parameters, and blind\n"+
-		"mode. With --measure it also runs local clusters of --ids rows (2pc, mpc\n"+
-		"for each mu > 2 up to 6, he, blind for mu <= 3) and prints the bytes\n"+
+		"mode and replicated mode. With --measure it also runs local clusters of\n"+
+		"--ids rows (2pc, mpc for each mu > 2 up to 6, he, blind for mu <= 3,\n"+
+		"replicated) and prints the bytes\n"+
 		"actually moved.", stderr)
 	ids := fs.Int("ids", 1_000_000, "database size D")
 	dim := fs.Int("dim", 512, "template dimension d")
@@ -84,6 +85,8 @@ func cmdCommCost(args []string, stdout, stderr io.Writer) error {
 					continue
 				}
 				mode, parties = "blind", r.Mu
+			case "replicated":
+				mode, parties = "replicated", 3
 			}
 			fmt.Fprintf(stderr, "measuring %s, mu = %d, beta = %d on %d rows...\n", mode, parties, r.Beta, *ids)
 			res, err := experiments.RunClusterBench(context.Background(), experiments.BenchOptions{

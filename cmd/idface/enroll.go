@@ -503,6 +503,15 @@ func waitSettled(cl *client.Client, cfg *config.Params, timeout time.Duration) e
 	}
 }
 
+// deleteResult is 'delete --json'.
+type deleteResult struct {
+	Deleted int    `json:"deleted"`
+	Skipped int    `json:"skipped"`
+	Entry   string `json:"entry"`
+	Journal string `json:"journal"`
+	Error   string `json:"error,omitempty"`
+}
+
 func cmdDelete(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("delete", "idface delete --cluster DIR --id ID\n"+
 		"idface delete --cluster DIR --ids ids.txt [--resume]\n\n"+
@@ -511,8 +520,11 @@ func cmdDelete(args []string, stdout, stderr io.Writer) error {
 		"ids were deleted, refused and not sent. Each deletion is recorded in the\n"+
 		"operator's journal (see idface enroll --help); with --resume, ids the\n"+
 		"journal shows deleted are skipped and a deletion an earlier run got no\n"+
-		"answer for is settled.\n\n"+input.IDRules, stderr)
+		"answer for is settled.\n\n"+
+		"With --json one object at the end: deleted, skipped (deleted before, with\n"+
+		"--resume), entry, journal and, when the command failed, error.\n\n"+input.IDRules, stderr)
 	cf := addClientFlags(fs)
+	asJSON := fs.Bool("json", false, "print one JSON object")
 	id := fs.String("id", "", "id to revoke")
 	ids := fs.String("ids", "", "text file with one id per line to revoke")
 	quiet := fs.Bool("quiet", false, "no progress bar")
@@ -557,6 +569,19 @@ func cmdDelete(args []string, stdout, stderr io.Writer) error {
 	var deleted []int
 	skipped := 0
 	checked := false
+	// result reports the run with --json, a failure too, before err.
+	result := func(err error) error {
+		if *asJSON {
+			r := deleteResult{Deleted: len(deleted), Skipped: skipped, Entry: cl.Entry(), Journal: j.Path()}
+			if err != nil {
+				r.Error = err.Error()
+			}
+			if jerr := json.NewEncoder(stdout).Encode(r); jerr != nil {
+				return errors.Join(err, jerr)
+			}
+		}
+		return err
+	}
 	for i, x := range idList {
 		if bar != nil {
 			bar.Set(i)
@@ -569,13 +594,13 @@ func cmdDelete(args []string, stdout, stderr io.Writer) error {
 		doubt := *jf.resume && e.State == client.InDoubt && e.Op == '-'
 		if doubt && !checked {
 			if err := waitSettled(cl, cfg, *cf.timeout); err != nil {
-				return err
+				return result(err)
 			}
 			checked = true
 		}
 		b, err := j.Begin('-', []string{x}, nil)
 		if err != nil {
-			return err
+			return result(err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), *cf.timeout)
 		err = cl.Delete(ctx, x)
@@ -592,7 +617,7 @@ func cmdDelete(args []string, stdout, stderr io.Writer) error {
 				j.End(b, false)
 			}
 			if len(idList) == 1 {
-				return err
+				return result(err)
 			}
 			what := "was refused"
 			if !client.Refused(err) {
@@ -613,14 +638,17 @@ func cmdDelete(args []string, stdout, stderr io.Writer) error {
 				}
 				msg += "; " + src.ranges(rest) + " " + were(rest) + " not sent"
 			}
-			return fmt.Errorf("%s: %w\nfix the cause, then run the same command with --resume: it skips what is deleted", msg, err)
+			return result(fmt.Errorf("%s: %w\nfix the cause, then run the same command with --resume: it skips what is deleted", msg, err))
 		}
 		if err != nil {
-			return err
+			return result(err)
 		}
 	}
 	if bar != nil {
 		bar.Finish()
+	}
+	if *asJSON {
+		return result(nil)
 	}
 	if len(idList) == 1 && skipped == 0 {
 		fmt.Fprintf(stdout, "deleted %s at every party\n", idList[0])

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -18,7 +22,7 @@ func init() {
 	register("fsck", "check a stopped server's data: what is intact, what is lost, and repair what can be", cmdFsck)
 }
 
-func cmdFsck(args []string, stdout, stderr io.Writer) error {
+func cmdFsck(args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlags("fsck", "idface fsck --cluster DIR --party NAME [--repair] [--rows ORIGIN:LO-HI]\nidface fsck --config cluster.json --home DIR [...]\n\n"+
 		"Reads a stopped server's data directory without changing it and reports what\n"+
 		"is intact and what is lost: log records, damaged spans, torn tail, rows and\n"+
@@ -31,13 +35,35 @@ func cmdFsck(args []string, stdout, stderr io.Writer) error {
 		"Every log is bound to its cluster, member, mode, HE key and generation;\n"+
 		"fsck shows the binding and refuses a file bound elsewhere. --adopt binds a\n"+
 		"log of format 1 (written before bindings) to this server: only for the\n"+
-		"server's own log, never for one copied from another server.", stderr)
+		"server's own log, never for one copied from another server.\n\n"+
+		"With --json one object: server, mode, data, intact, problems, segments\n"+
+		"(share holders: origin, rows, live per origin), rows (with --rows:\n"+
+		"origin, row, id, live), report (the lines of the human report) and, when\n"+
+		"fsck could not check at all, error.", stderr)
 	mf := addMemberFlags(fs, "party", "server name in a local cluster")
 	repair := fs.Bool("repair", false, "cut a torn tail")
 	rows := fs.String("rows", "", "list ids at ORIGIN:LO-HI")
 	adopt := fs.Bool("adopt", false, "bind this server's own format-1 log to it")
+	asJSON := fs.Bool("json", false, "print one JSON object")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	res := &fsckResult{}
+	if *asJSON {
+		// The human report is kept as lines of the object, printed last.
+		var report bytes.Buffer
+		out := stdout
+		stdout = &report
+		defer func() {
+			res.Report = strings.Split(strings.TrimSuffix(report.String(), "\n"), "\n")
+			if res.Problems == nil {
+				res.Problems = []string{}
+			}
+			if err != nil && len(res.Problems) == 0 {
+				res.Error = err.Error() // fsck could not check
+			}
+			err = errors.Join(err, json.NewEncoder(out).Encode(res))
+		}()
 	}
 	p, h, _, err := mf.open("")
 	if err != nil {
@@ -51,6 +77,7 @@ func cmdFsck(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%s is not a server of this cluster", *name)
 	}
 	data := h.DataDir()
+	res.Server, res.Mode, res.Data = *name, string(p.Mode()), data
 	env := engine.Env{Params: p, Self: *name, Log: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(), Fatal: func(error) {}}
 	fmt.Fprintf(stdout, "%s (%s), data in %s\n", *name, p.Mode(), data)
 	if *adopt || *repair { // they write: never beside a running server
@@ -76,13 +103,16 @@ func cmdFsck(args []string, stdout, stderr io.Writer) error {
 	}
 	if srv.Fsck == nil {
 		fmt.Fprintf(stdout, "the %s keeps no data\n", srv.Role)
+		res.Intact = true
 		return nil
 	}
-	problems, err := srv.Fsck(env, data, engine.FsckOptions{Rows: *rows}, stdout)
+	problems, err := srv.Fsck(env, data, engine.FsckOptions{Rows: *rows, Report: &res.FsckReport}, stdout)
 	if err != nil {
 		return err
 	}
+	res.Problems = problems
 	if len(problems) == 0 {
+		res.Intact = true
 		fmt.Fprintln(stdout, "intact")
 		return nil
 	}
@@ -90,6 +120,18 @@ func cmdFsck(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, "PROBLEM:", pr)
 	}
 	return fmt.Errorf("%d problems found", len(problems))
+}
+
+// fsckResult is 'fsck --json'.
+type fsckResult struct {
+	Server   string   `json:"server"`
+	Mode     string   `json:"mode"`
+	Data     string   `json:"data"`
+	Intact   bool     `json:"intact"`
+	Problems []string `json:"problems"`
+	engine.FsckReport
+	Report []string `json:"report"`
+	Error  string   `json:"error,omitempty"` // fsck could not check
 }
 
 // cutTornTail opens the server's log the way the server does: a torn tail

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -93,7 +92,7 @@ func TestFsckHEBindings(t *testing.T) {
 
 	pkPath := filepath.Join(c.DataDir("p1"), "public.key")
 	pk, _ := os.ReadFile(pkPath)
-	_, otherPK, err := hemode.Scheme(c.P).GenKeys(rand.Reader)
+	_, otherPK, err := hemode.Scheme(c.P).GenKeys()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 func TestInputMessages(t *testing.T) {
 	dir := t.TempDir()
 	c := filepath.Join(dir, "c")
-	if code, _, errs := idface("cluster", "init", "--dir", c, "--mode", "2pc"); code != 0 {
+	if code, _, errs := idface("cluster", "init", "--cluster", c, "--mode", "2pc"); code != 0 {
 		t.Fatal(errs)
 	}
 	file := func(name, text string) string {

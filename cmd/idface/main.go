@@ -43,6 +43,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if err := c.run(args[1:], stdout, stderr); err != nil {
+		var ee *exitError
+		if errors.As(err, &ee) {
+			fmt.Fprintf(stderr, "idface %s: %v\n", args[0], err)
+			return ee.code
+		}
 		if errors.Is(err, errUsage) || errors.Is(err, flag.ErrHelp) {
 			if errors.Is(err, flag.ErrHelp) {
 				return 0
@@ -69,6 +74,80 @@ func usage(w io.Writer) {
 	}
 }
 
+// exitError is a failure with its own exit code, for scripts that act on
+// which failure it was (cluster status).
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// subcommand is one command of a group (cluster, party, client).
+type subcommand struct {
+	name, summary string
+	run           func(args []string, stdout, stderr io.Writer) error
+}
+
+// group runs the subcommand args[0] names; --help lists the subcommands
+// (exit 0), no subcommand or an unknown one lists them as an error.
+func group(name string, subs []subcommand, args []string, stdout, stderr io.Writer) error {
+	list := func(w io.Writer) {
+		fmt.Fprintf(w, "Usage: idface %s <subcommand> [flags]   (idface %s <subcommand> --help for its flags)\n\nSubcommands:\n", name, name)
+		for _, s := range subs {
+			fmt.Fprintf(w, "  %-10s %s\n", s.name, s.summary)
+		}
+	}
+	if len(args) == 0 {
+		list(stderr)
+		return errUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		list(stdout)
+		return nil
+	}
+	names := make([]string, len(subs))
+	for i, s := range subs {
+		if s.name == args[0] {
+			return s.run(args[1:], stdout, stderr)
+		}
+		names[i] = s.name
+	}
+	fmt.Fprintf(stderr, "idface %s: unknown subcommand %q; the subcommands are %s\n\n", name, args[0], strings.Join(names, ", "))
+	list(stderr)
+	return errUsage
+}
+
+// dirAlias is --dir, the old name of --cluster in the cluster commands: it
+// still sets the directory, warns, and is left out of the help.
+type dirAlias struct {
+	to *string
+	w  io.Writer
+}
+
+func (a dirAlias) String() string {
+	if a.to == nil {
+		return ""
+	}
+	return *a.to
+}
+
+func (a dirAlias) Set(s string) error {
+	fmt.Fprintln(a.w, "idface: --dir is deprecated: use --cluster (the same directory)")
+	*a.to = s
+	return nil
+}
+
+// clusterDirFlag is --cluster, the local cluster directory of every
+// command, with the hidden alias --dir.
+func clusterDirFlag(fs *flag.FlagSet, usage string) *string {
+	dir := fs.String("cluster", "", usage)
+	fs.Var(dirAlias{dir, fs.Output()}, "dir", "deprecated: --cluster")
+	return dir
+}
+
 // newFlags returns a flag set that prints its usage to stderr and returns
 // errors instead of exiting.
 func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
@@ -76,7 +155,15 @@ func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: idface %s\n\n%s\n\nFlags:\n", name, synopsis)
-		fs.PrintDefaults()
+		shown := flag.NewFlagSet(name, flag.ContinueOnError)
+		shown.SetOutput(stderr)
+		fs.VisitAll(func(f *flag.Flag) {
+			if _, hidden := f.Value.(dirAlias); !hidden {
+				shown.Var(f.Value, f.Name, f.Usage)
+				shown.Lookup(f.Name).DefValue = f.DefValue // Var takes the current value
+			}
+		})
+		shown.PrintDefaults()
 	}
 	return fs
 }
@@ -93,6 +180,15 @@ func parse(fs *flag.FlagSet, args []string) error {
 		fmt.Fprintf(fs.Output(), "idface %s: unexpected arguments: %s\n", fs.Name(), strings.Join(fs.Args(), " "))
 		fs.Usage()
 		return errUsage
+	}
+	return nil
+}
+
+// requireCluster reports a missing cluster directory, given as --cluster
+// or its alias --dir.
+func requireCluster(fs *flag.FlagSet, dir *string) error {
+	if *dir == "" {
+		return required(fs, "cluster")
 	}
 	return nil
 }

@@ -29,7 +29,7 @@ type memberFlags struct {
 
 func addMemberFlags(fs *flag.FlagSet, nameFlag, nameHelp string) memberFlags {
 	return memberFlags{
-		dir:    fs.String("cluster", "", "local cluster directory (with --"+nameFlag+")"),
+		dir:    clusterDirFlag(fs, "local cluster directory (with --"+nameFlag+")"),
 		name:   fs.String(nameFlag, "", nameHelp),
 		config: fs.String("config", "", "cluster configuration file (with --home), instead of --cluster"),
 		home:   fs.String("home", "", "this member's home directory (with --config)"),
@@ -66,34 +66,38 @@ func (m memberFlags) open(defaultName string) (*config.Params, *home.Home, bool,
 }
 
 func cmdParty(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || (args[0] != "init" && args[0] != "rotate") {
-		fmt.Fprintln(stderr, "Usage: idface party init|rotate --home DIR [flags]")
-		return errUsage
+	return group("party", []subcommand{
+		{"init", "create a server's home: private key, certificate, NAME.pub.json to hand out", partyInit},
+		{"rotate", "replace a server's or client's key and write a new NAME.pub.json", partyRotate},
+	}, args, stdout, stderr)
+}
+
+func partyRotate(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("party rotate", "idface party rotate --home DIR\n\n"+
+		"Replaces the member's key and certificate (the previous key stays in\n"+
+		"identity.key.previous until the new configuration runs everywhere) and\n"+
+		"writes a new NAME.pub.json: assemble the configuration again with it,\n"+
+		"then restart the servers one at a time. A server's seal key stays; a\n"+
+		"home made before seal keys gets one.", stderr)
+	dir := fs.String("home", "", "home directory")
+	if err := parse(fs, args); err != nil {
+		return err
 	}
-	if args[0] == "rotate" {
-		fs := newFlags("party rotate", "idface party rotate --home DIR\n\n"+
-			"Replaces the member's key and certificate (the previous key stays in\n"+
-			"identity.key.previous until the new configuration runs everywhere) and\n"+
-			"writes a new NAME.pub.json: assemble the configuration again with it,\n"+
-			"then restart the servers one at a time. A server's seal key stays; a\n"+
-			"home made before seal keys gets one.", stderr)
-		dir := fs.String("home", "", "home directory")
-		if err := parse(fs, args[1:]); err != nil {
-			return err
-		}
-		if err := required(fs, "home"); err != nil {
-			return err
-		}
-		h, err := home.Open(*dir)
-		if err != nil {
-			return err
-		}
-		if err := h.Rotate(); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "%s: new key, pin %s\nhand out %s and assemble the configuration again\n", h.Self.Name, h.Self.Pin, h.PubPath())
-		return nil
+	if err := required(fs, "home"); err != nil {
+		return err
 	}
+	h, err := home.Open(*dir)
+	if err != nil {
+		return err
+	}
+	if err := h.Rotate(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: new key, pin %s\nhand out %s and assemble the configuration again\n", h.Self.Name, h.Self.Pin, h.PubPath())
+	return nil
+}
+
+func partyInit(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("party init", "idface party init --home DIR --name NAME --role ROLE --listen HOST:PORT [--advertise HOST:PORT]\n\n"+
 		"Creates a server's home on its own host: a private key (mode 0600, never\n"+
 		"leaves DIR), a self-signed certificate, a seal key (seal.key, mode 0600:\n"+
@@ -106,7 +110,7 @@ func cmdParty(args []string, stdout, stderr io.Writer) error {
 	listen := fs.String("listen", "", "UDP address to bind")
 	advertise := fs.String("advertise", "", "address the others reach it at (default: --listen)")
 	force := fs.Bool("force", false, "replace an existing home's key")
-	if err := parse(fs, args[1:]); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if err := required(fs, "home", "name", "role", "listen"); err != nil {
@@ -124,10 +128,12 @@ func cmdParty(args []string, stdout, stderr io.Writer) error {
 }
 
 func cmdClientInit(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "init" {
-		fmt.Fprintln(stderr, "Usage: idface client init --home DIR --name NAME --role device|operator")
-		return errUsage
-	}
+	return group("client", []subcommand{
+		{"init", "create a client's home (device or operator): private key, certificate, NAME.pub.json", clientInit},
+	}, args, stdout, stderr)
+}
+
+func clientInit(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("client init", "idface client init --home DIR --name NAME --role device|operator\n\n"+
 		"Creates a client's home: its private key (mode 0600), certificate and\n"+
 		"DIR/NAME.pub.json to hand to whoever assembles the cluster configuration.\n"+
@@ -136,7 +142,7 @@ func cmdClientInit(args []string, stdout, stderr io.Writer) error {
 	name := fs.String("name", "", "client name, unique in the cluster")
 	role := fs.String("role", config.RoleDevice, "device or operator")
 	force := fs.Bool("force", false, "replace an existing home's key")
-	if err := parse(fs, args[1:]); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if err := required(fs, "home", "name"); err != nil {
@@ -219,7 +225,7 @@ func clusterAssemble(args []string, stdout, stderr io.Writer) error {
 		"match it or be left out; --tau, --reveal-scores, --timeout and --max-top-k\n"+
 		"replace the old values when given.", stderr)
 	out := fs.String("out", "", "configuration file to write")
-	mode := fs.String("mode", "", "2pc (two share holders), mpc (mu share holders), he (local servers and a key server) or blind (share holders and a decider)")
+	mode := fs.String("mode", "", "the mode: "+modeNames(", ")+"\n"+modeList())
 	dim := fs.Int("dim", 0, fmt.Sprintf("template dimension d (default %d)", config.DefaultDim))
 	alpha := fs.Int("alpha", 0, "enrollment weight (default floor(2d/3))")
 	beta := fs.Int("beta", 0, fmt.Sprintf("query weight (default min(%d, alpha))", config.DefaultBeta))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -14,13 +15,27 @@ func init() {
 	register("synth", "write synthetic templates (.npy) and their ids", cmdSynth)
 }
 
+// synthResult is 'synth --json'.
+type synthResult struct {
+	Templates int    `json:"templates"`
+	Dim       int    `json:"dim"`
+	People    int    `json:"people"`
+	Samples   int    `json:"samples"`
+	Seed      uint64 `json:"seed"`
+	Out       string `json:"out"`
+	IDs       string `json:"ids"`
+	Labels    string `json:"labels"`
+}
+
 func cmdSynth(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("synth", "idface synth --people P [--samples S] [--dim 512] [--intra 0.5] [--seed N] --out X.npy [--ids ids.txt] [--labels labels.txt] [--sample K]\n\n"+
 		"Draws P synthetic people with S samples each (float32 unit templates) and\n"+
 		"writes them to X.npy, their ids (person-P/sample-S) to ids.txt and their\n"+
 		"people (person-P, for idface calibrate and eval) to labels.txt. With\n"+
 		"--sample K only sample K of every person is written (e.g. 0 to enroll, 1 to\n"+
-		"query). Another --seed draws other people.", stderr)
+		"query). Another --seed draws other people.\n\n"+
+		"With --json one object on stdout: templates, dim, people, samples, seed,\n"+
+		"out, ids, labels (the files written; \"\" for none).", stderr)
 	people := fs.Int("people", 0, "number of people")
 	samples := fs.Int("samples", 1, "samples per person")
 	dim := fs.Int("dim", 512, "template dimension")
@@ -30,6 +45,7 @@ func cmdSynth(args []string, stdout, stderr io.Writer) error {
 	ids := fs.String("ids", "", "output id list")
 	labels := fs.String("labels", "", "output label list (the person of each template)")
 	only := fs.Int("sample", -1, "write only this sample index of every person")
+	asJSON := fs.Bool("json", false, "print one JSON object")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -68,6 +84,10 @@ func cmdSynth(args []string, stdout, stderr io.Writer) error {
 		if err := os.WriteFile(f.path, []byte(f.text.String()), 0o644); err != nil {
 			return err
 		}
+	}
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(synthResult{Templates: m.Rows, Dim: *dim, People: *people, Samples: *samples, Seed: *seed,
+			Out: *out, IDs: *ids, Labels: *labels})
 	}
 	fmt.Fprintf(stderr, "wrote %d templates of dimension %d to %s\n", m.Rows, *dim, *out)
 	return nil

@@ -41,7 +41,6 @@ import (
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/sharing/additive"
-	"github.com/idface/idface/template"
 )
 
 // shares adapts an additive column store to rowtxn.Shares: a share is d
@@ -148,29 +147,9 @@ func (h *Holder[E]) Routes() map[protocol.Type]engine.Route {
 	return r
 }
 
-// view is a snapshot of the row map for one query: the digest the helpers
-// must match, each segment's first global row, the live bits over all rows.
-type view struct {
-	digest protocol.Digest
-	off    []int // off[s]: first global row of segment s; off[len] = n
-	live   []uint64
-}
-
-// snapshot takes the committed row map; the caller holds the read lock
-// until it has scored the rows, so that the scores and the live bits are
-// of one state (a deletion between them would leave a row live here whose
-// share another holder has erased).
-func (h *Holder[E]) snapshot() view {
-	v := view{digest: h.Digest(), off: []int{0}}
-	for s, sd := range v.digest {
-		v.off = append(v.off, v.off[s]+int(sd.Rows))
-	}
-	n := v.off[len(v.off)-1]
-	v.live = make([]uint64, template.Words(n))
-	for s := range v.digest {
-		appendBits(v.live, v.off[s], h.Shares(s).LiveBits(), int(v.digest[s].Rows))
-	}
-	return v
+// snapshot takes the committed row map (caller holds the read lock).
+func (h *Holder[E]) snapshot() View {
+	return NewView(h.Digest(), func(s int) []uint64 { return h.Shares(s).LiveBits() })
 }
 
 // appendBits copies the first n bits of src into dst at bit offset at.
@@ -198,12 +177,12 @@ type entryDigest struct {
 // the query over its committed rows. A helper passes the entry's digest
 // (want) and is refused if its rows differ; the entry passes started, which
 // sees the snapshot before the scoring (to send the helpers the digest).
-func (h *Holder[E]) scoreVector(q *additive.Query, sigma *additive.Seed, want *entryDigest, started func(view)) (view, []E, func(), error) {
+func (h *Holder[E]) scoreVector(q *additive.Query, sigma *additive.Seed, want *entryDigest, started func(View)) (View, []E, func(), error) {
 	t0 := time.Now()
 	h.RLock()
 	v := h.snapshot()
 	if want != nil {
-		if have, err := h.SealFor(want.entry, v.digest); err != nil || !have.Equal(want.digest) {
+		if have, err := h.SealFor(want.entry, v.Digest); err != nil || !have.Equal(want.digest) {
 			h.RUnlock()
 			return v, nil, nil, protocol.Errorf(protocol.CodeInconsistent, "%s's rows changed during the query; retry", h.env.Self)
 		}
@@ -211,16 +190,16 @@ func (h *Holder[E]) scoreVector(q *additive.Query, sigma *additive.Seed, want *e
 	if started != nil {
 		started(v)
 	}
-	n := v.off[len(v.off)-1]
+	n := v.Rows()
 	src, dst := h.buf(n), h.buf(n)
 	release := func() { h.bufs.Put(&src); h.bufs.Put(&dst) }
 	var err error
-	for s := range v.digest {
-		rows := int(v.digest[s].Rows)
+	for s := range v.Digest {
+		rows := int(v.Digest[s].Rows)
 		if rows == 0 {
 			continue
 		}
-		if err = h.Shares(s).ScoreSharesParallel(src[v.off[s]:v.off[s+1]], q, 0, rows, 0); err != nil {
+		if err = h.Shares(s).ScoreSharesParallel(src[v.Off[s]:v.Off[s+1]], q, 0, rows, 0); err != nil {
 			break
 		}
 	}
@@ -232,7 +211,7 @@ func (h *Holder[E]) scoreVector(q *additive.Query, sigma *additive.Seed, want *e
 	t1 := time.Now()
 	perm := h.permuter()
 	defer h.perms.Put(perm)
-	if err := additive.PermuteMask(perm, dst, src, v.live, sigma, h.Self(), h.p.Mu()); err != nil {
+	if err := additive.PermuteMask(perm, dst, src, v.Live, sigma, h.Self(), h.p.Mu()); err != nil {
 		release()
 		return v, nil, nil, err
 	}
@@ -258,57 +237,19 @@ func (h *Holder[E]) permuter() *additive.Permuter {
 // sendShare sends a holder's vector to the decider; the entry's stream
 // then carries the decider's answer.
 func (h *Holder[E]) sendShare(ctx context.Context, qid [16]byte, vec []E, topK int, entry bool) (*network.Stream, error) {
-	dec := h.p.DeciderName()
-	s, err := h.env.Net.Open(ctx, dec)
-	if err != nil {
-		return nil, err
-	}
-	if dl, ok := ctx.Deadline(); ok {
-		s.SetDeadline(dl)
-	}
 	m := &protocol.DecideShare{Query: qid, Rows: uint32(len(vec)), Bits: uint8(additive.RingOf[E]().Bits), TopK: uint16(topK), Entry: entry}
-	err = s.WriteFrame(protocol.Marshal(m))
-	if err == nil {
-		_, err = s.Write(additive.ElemBytes(vec))
-	}
-	s.CloseWrite()
-	if err != nil {
-		if _, rerr := network.ReadReply(ctx, s, dec); rerr != nil {
-			err = rerr // the decider's refusal explains
-		}
-		s.Finish()
-		return nil, err
-	}
-	return s, nil
+	return SendShares(ctx, h.env.Net, h.p.DeciderName(), m, additive.ElemBytes(vec))
 }
 
 // identify runs a query as the entry.
 func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg {
 	m := r.Msg.(*protocol.Identify)
 	topK := int(m.TopK)
-	if perr := engine.CheckTopK(h.p, topK); perr != nil {
+	nq, perr := NewQuery(h.env, h.p, h.query, m)
+	if perr != nil {
 		return perr
 	}
-	tr := h.query.Get()
-	y := make([]int8, h.p.Dim())
-	err := template.ApplyLevels(tr, m.Template, y)
-	h.query.Put(tr)
-	if err != nil {
-		return protocol.Errorf(protocol.CodeBadRequest, "%v", err)
-	}
-	q, err := additive.DenseQuery(y)
-	if err != nil {
-		return protocol.Errorf(protocol.CodeInternal, "%v", err)
-	}
-	pos, coef := q.Coefficients()
-	sigma, err := additive.NewSeed(h.env.RandReader())
-	if err != nil {
-		return protocol.Errorf(protocol.CodeInternal, "%v", err)
-	}
-	var qid [16]byte
-	if _, err := h.env.RandReader().Read(qid[:]); err != nil {
-		return protocol.Errorf(protocol.CodeInternal, "%v", err)
-	}
+	q, pos, coef, sigma, qid := nq.Q, nq.Pos, nq.Coef, nq.Sigma, nq.ID
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
@@ -327,9 +268,9 @@ func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg
 			cancel()
 		})
 	}
-	ask := func(v view) {
+	ask := func(v View) {
 		for i, name := range peers {
-			sealed, err := h.SealFor(name, v.digest) // the digest as this helper compares it
+			sealed, err := h.SealFor(name, v.Digest) // the digest as this helper compares it
 			if err != nil {
 				fail(h.env.Self, err)
 				return
@@ -348,7 +289,7 @@ func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg
 		wg.Wait()
 		return cause
 	}
-	n := v.off[len(v.off)-1]
+	n := v.Rows()
 	sent := time.Now()
 	dec := h.p.DeciderName()
 	s, err := h.sendShare(ctx, qid, vec, topK, true)
@@ -381,20 +322,7 @@ func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg
 // shares are on their way to the decider); bytes counts its traffic for
 // the answer. A cancelled query stops waiting at once.
 func (h *Holder[E]) ask(ctx context.Context, name string, bq *protocol.BlindQuery, bytes *uint64) error {
-	s, err := h.env.Net.Open(ctx, name)
-	if err != nil {
-		return err
-	}
-	defer s.Finish()
-	if dl, ok := ctx.Deadline(); ok {
-		s.SetDeadline(dl)
-	}
-	defer context.AfterFunc(ctx, func() { s.SetDeadline(time.Now()) })()
-	if err := s.WriteFrame(protocol.Marshal(bq)); err != nil {
-		return err
-	}
-	s.CloseWrite()
-	resp, err := network.ReadReply(ctx, s, name)
+	resp, n, err := Ask(ctx, h.env.Net, name, bq)
 	if err != nil {
 		return err
 	}
@@ -402,12 +330,12 @@ func (h *Holder[E]) ask(ctx context.Context, name string, bq *protocol.BlindQuer
 	if !isOK {
 		return fmt.Errorf("%s answered the query with %v", name, resp.Type())
 	}
-	*bytes = ok.Bytes + uint64(s.Sent()+s.Received())
+	*bytes = ok.Bytes + n
 	return nil
 }
 
 // answer maps the decider's permuted positions back to ids.
-func (h *Holder[E]) answer(res *protocol.DecideResult, v view, sigma *additive.Seed, n, topK int, own uint64, helpers []uint64) protocol.Msg {
+func (h *Holder[E]) answer(res *protocol.DecideResult, v View, sigma *additive.Seed, n, topK int, own uint64, helpers []uint64) protocol.Msg {
 	reveal := h.p.RevealScores()
 	switch {
 	case len(res.Positions) > topK:
@@ -423,31 +351,23 @@ func (h *Holder[E]) answer(res *protocol.DecideResult, v view, sigma *additive.S
 		total += b
 	}
 	ans.Bytes(0, 0, total)
-	positions := make([]int, len(res.Positions))
-	for i, q := range res.Positions {
-		positions[i] = int(q)
-	}
-	rows := make([]int, len(positions))
 	perm := h.permuter()
-	err := perm.Unpermute(rows, positions, sigma, n)
+	rows, perr := Unpermute(perm, res.Positions, sigma, n)
 	h.perms.Put(perm)
-	if err != nil {
-		return protocol.Errorf(protocol.CodeInternal, "the decider's positions: %v", err)
+	if perr != nil {
+		return perr
 	}
 	h.RLock()
 	defer h.RUnlock()
 	for i, row := range rows {
-		s := 0
-		for row >= v.off[s+1] {
-			s++
-		}
-		if v.live[row/64]>>(row%64)&1 == 0 {
+		s, seq, live := v.Locate(row)
+		if !live {
 			continue // deleted rows never win
 		}
 		if reveal {
-			ans.Scored(h.ID(s, row-v.off[s]), int(res.Scores[i]))
+			ans.Scored(h.ID(s, seq), int(res.Scores[i]))
 		} else {
-			ans.Passed(h.ID(s, row-v.off[s])) // the decider kept only rows at the threshold
+			ans.Passed(h.ID(s, seq)) // the decider kept only rows at the threshold
 		}
 	}
 	return ans.Done()
@@ -458,14 +378,9 @@ func (h *Holder[E]) answer(res *protocol.DecideResult, v view, sigma *additive.S
 // masked score shares to the decider.
 func (h *Holder[E]) serveQuery(ctx context.Context, r engine.Request) protocol.Msg {
 	m := r.Msg.(*protocol.BlindQuery)
-	q, err := additive.NewQuery(h.p.Dim(), m.Pos, m.Coef)
-	if err != nil {
-		return protocol.Errorf(protocol.CodeBadRequest, "query: %v", err)
-	}
-	if err := template.CheckLevels(m.Coef, h.p.QueryLevels()); err != nil {
-		// A query of another form would show this cluster's helpers more of
-		// a probe, or the entry more than its protocol gives it.
-		return protocol.Errorf(protocol.CodeBadRequest, "query: %v; this cluster queries with levels %s", err, h.p.QueryLevels())
+	q, perr := CheckQuery(h.p, m)
+	if perr != nil {
+		return perr
 	}
 	if r.From.Name == h.env.Self {
 		return protocol.Errorf(protocol.CodeForbidden, "a holder does not query itself")
@@ -483,20 +398,5 @@ func (h *Holder[E]) serveQuery(ctx context.Context, r engine.Request) protocol.M
 	if err != nil {
 		return engine.AsError(fmt.Errorf("decider: %w", err), protocol.CodeUnavailable)
 	}
-	// Answer the entry now, not after the decider's acknowledgement: the
-	// entry then waits 1.5 round trips (entry, helper, decider, entry), not
-	// 2. A share the decider refuses fails the query there, and the entry
-	// hears why from the decider.
-	sent := s.Sent()
-	go func() {
-		defer s.Finish()
-		if _, err := network.ReadReply(context.Background(), s, h.p.DeciderName()); err != nil {
-			h.env.Log.Warn("the decider refused this holder's score shares", "err", err)
-		}
-	}()
-	return &protocol.BlindQueryOK{Bytes: uint64(sent) + ackBytes}
+	return &protocol.BlindQueryOK{Bytes: AwaitAck(s, h.p.DeciderName(), h.env.Log)}
 }
-
-// ackBytes is the decider's acknowledgement of a helper's shares on the
-// wire, counted in the query's traffic before it arrives.
-var ackBytes = uint64(4 + len(protocol.Marshal(&protocol.DecideShareOK{})))

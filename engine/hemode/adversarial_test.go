@@ -35,7 +35,7 @@ func crafted(t *testing.T, c *inproc.Cluster, key [32]byte, rows int, value uint
 // (-1: all), zero in the others.
 func craftedIn(t *testing.T, c *inproc.Cluster, key [32]byte, rows int, value uint64, coeffs int) error {
 	t.Helper()
-	hp := hemode.Scheme(c.P).(*heidface.Params) // the crafted ciphertexts are BGV
+	hp := hemode.Scheme(c.P).(*heidface.BGVScheme) // the crafted ciphertexts are BGV
 	pkb, err := hemode.PublicKeyFile(c.P, c.DataDir("p1")).Load(heidface.PublicKeyFile)
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/heidface"
-	"github.com/idface/idface/internal/store"
 )
 
 // KeyBinding is what the HE key files of cluster p are bound to: the
@@ -21,6 +20,6 @@ func KeyBinding(p *config.Params) heidface.KeyBinding {
 // is what the server's row log and group files are bound to (on a first
 // start the file exists only once NewLocal has fetched the key:
 // Local.KeyFingerprint gives it then).
-func PublicKeyFile(p *config.Params, dir string) store.KeyFile {
-	return store.KeyFile{Path: filepath.Join(dir, "public.key"), Bind: KeyBinding(p)}
+func PublicKeyFile(p *config.Params, dir string) heidface.KeyFile {
+	return heidface.KeyFile{Path: filepath.Join(dir, "public.key"), Bind: KeyBinding(p)}
 }

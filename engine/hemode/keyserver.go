@@ -16,7 +16,6 @@ import (
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/heidface"
-	"github.com/idface/idface/internal/store"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/sharing"
@@ -87,7 +86,7 @@ func (k *KeyServer) allow(name string) bool {
 }
 
 // NewKeyServer makes the key server's engine around its key pair.
-func NewKeyServer(env engine.Env, k *store.HEKey) (*KeyServer, error) {
+func NewKeyServer(env engine.Env, k *heidface.KeyPair) (*KeyServer, error) {
 	p := env.Params
 	if ks, ok := p.KeyServer(); !ok || ks.Name != env.Self {
 		return nil, fmt.Errorf("hemode: %q is not the key server of this cluster", env.Self)

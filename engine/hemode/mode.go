@@ -117,7 +117,7 @@ func server(p *config.Params, name string) engine.Server {
 	if k, _ := p.KeyServer(); k.Name == name {
 		return engine.Server{Role: "key server",
 			Open: func(_ context.Context, env engine.Env, dir string, _ func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
-				key, err := store.LoadHEKey(dir, Scheme(env.Params), KeyBinding(env.Params), env.Log)
+				key, err := heidface.LoadKeyPair(dir, Scheme(env.Params), KeyBinding(env.Params), env.Log)
 				if err != nil {
 					return nil, nil, err
 				}
@@ -134,7 +134,7 @@ func server(p *config.Params, name string) engine.Server {
 
 // openLocal opens a local server's group files and row log.
 func openLocal(ctx context.Context, env engine.Env, dir string, wrap func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
-	groups, err := store.OpenGroups(filepath.Join(dir, "groups"), Scheme(env.Params))
+	groups, err := heidface.OpenGroups(filepath.Join(dir, "groups"), Scheme(env.Params))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -162,7 +162,7 @@ func openLocal(ctx context.Context, env engine.Env, dir string, wrap func(engine
 func fsckKey(env engine.Env, dir string, out io.Writer) []string {
 	p := env.Params
 	bind := KeyBinding(p)
-	key, err := store.CheckHEKey(dir, Scheme(p), bind, env.Log)
+	key, err := heidface.VerifyKeyPair(dir, Scheme(p), bind, env.Log)
 	if err != nil {
 		return []string{err.Error()}
 	}
@@ -175,7 +175,7 @@ func fsckKey(env engine.Env, dir string, out io.Writer) []string {
 // fsckLocal reports an HE local server: its public key, row log and group
 // files, and what each is bound to.
 func fsckLocal(env engine.Env, dir string, _ engine.FsckOptions, out io.Writer) ([]string, error) {
-	groups, err := store.OpenGroups(filepath.Join(dir, "groups"), Scheme(env.Params))
+	groups, err := heidface.OpenGroups(filepath.Join(dir, "groups"), Scheme(env.Params))
 	if err != nil {
 		return nil, err
 	}

@@ -80,7 +80,9 @@ type Engine struct {
 	env engine.Env
 	p   *config.Params
 	tr  *engine.Transformers // T_beta for queries
-	m   struct {
+	// workers score an identification's blocks in parallel.
+	workers int
+	m       struct {
 		wait, score prometheus.Counter // entry: seconds waiting for helpers' blocks, scoring
 	}
 }
@@ -100,7 +102,7 @@ func New(env engine.Env) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{Core: core, env: env, p: p, tr: engine.NewTransformers(d, p.Beta())}
+	e := &Engine{Core: core, env: env, p: p, tr: engine.NewTransformers(d, p.Beta()), workers: env.Cores()}
 	e.m.wait = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_identify_wait_seconds_total", Help: "Entry: time spent waiting for helpers' blocks."})
 	e.m.score = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_identify_score_seconds_total", Help: "Entry: time spent on own columns and scoring."})
 	env.Metrics.MustRegister(e.m.wait, e.m.score)

@@ -1,7 +1,6 @@
 package mpcface_test
 
 import (
-	"os"
 	"strings"
 	"testing"
 
@@ -110,21 +109,11 @@ func TestOperatorSeesPeersDisagree(t *testing.T) {
 	}
 	agree(t, c)
 	// p3 restored from a copy that misses the next enrollment.
-	backup := t.TempDir()
-	c.Stop("p3")
-	if err := os.CopyFS(backup, os.DirFS(c.DataDir("p3"))); err != nil {
-		t.Fatal(err)
-	}
-	c.Restart("p3")
-	if err := op.Enroll(ctx(t), items(templates(3, 41), "b")); err != nil {
-		t.Fatal(err)
-	}
-	c.Stop("p3")
-	os.RemoveAll(c.DataDir("p3"))
-	if err := os.CopyFS(c.DataDir("p3"), os.DirFS(backup)); err != nil {
-		t.Fatal(err)
-	}
-	c.Restart("p3")
+	c.RestoreBehind("p3", func() {
+		if err := op.Enroll(ctx(t), items(templates(3, 41), "b")); err != nil {
+			t.Fatal(err)
+		}
+	})
 	want := map[string]map[string]protocol.Agreement{
 		"p1": {"p2": protocol.PeerAgrees, "p3": protocol.PeerDiffers},
 		"p2": {"p1": protocol.PeerAgrees, "p3": protocol.PeerDiffers},

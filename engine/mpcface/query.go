@@ -2,6 +2,7 @@ package mpcface
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -85,7 +86,7 @@ func (e *Engine) identify(ctx context.Context, r engine.Request) protocol.Msg {
 		peers = append(peers, ps)
 	}
 
-	scorers := make([]*sharing.Scorer, 2)
+	scorers := make([]*sharing.Scorer, e.workers)
 	for i := range scorers {
 		scorers[i], _ = sharing.NewScorer(sel.Beta, topK, floor)
 	}
@@ -130,7 +131,11 @@ func (e *Engine) identify(ctx context.Context, r engine.Request) protocol.Msg {
 		}
 	}
 
-	matches := sharing.Merge(topK, scorers[0].Result(), scorers[1].Result())
+	parts := make([][]sharing.Match, len(scorers))
+	for i, sc := range scorers {
+		parts[i] = sc.Result()
+	}
+	matches := sharing.Merge(topK, parts...)
 	ans := engine.NewAnswer(e.p, topK)
 	e.RLock()
 	if e.Digest().DeletedSince(g) { // an erased share may have been scored
@@ -154,24 +159,22 @@ func (e *Engine) identify(ctx context.Context, r engine.Request) protocol.Msg {
 	return ans.Done()
 }
 
-// scoreBlock splits one block's words over the two scorers (both cores).
+// scoreBlock splits one block's words evenly over the scorers, one
+// goroutine each (Engine.workers: every core, or a shard's share of them).
 func scoreBlock(sc []*sharing.Scorer, cols [][][]uint64, gw0 int, live []uint64) error {
 	nw := len(cols[0][0])
-	half := nw / 2
+	errs := make([]error, len(sc))
 	var wg sync.WaitGroup
-	var errs [2]error
-	for i, r := range [2][2]int{{0, half}, {half, nw}} {
-		if r[0] == r[1] {
+	for i := range sc {
+		lo, hi := nw*i/len(sc), nw*(i+1)/len(sc)
+		if lo == hi {
 			continue
 		}
-		sub := sharing.SliceWords(cols, r[0], r[1])
-		wg.Go(func() { errs[i] = sc[i].Add(sub, gw0+r[0], live[r[0]:r[1]]) })
+		sub := sharing.SliceWords(cols, lo, hi)
+		wg.Go(func() { errs[i] = sc[i].Add(sub, gw0+lo, live[lo:hi]) })
 	}
 	wg.Wait()
-	if errs[0] != nil {
-		return errs[0]
-	}
-	return errs[1]
+	return errors.Join(errs...)
 }
 
 // ownColumns returns this party's selected columns for block b: views into

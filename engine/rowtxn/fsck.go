@@ -38,8 +38,13 @@ func Fsck(env engine.Env, e Inspectable, dir, log string, kind store.Kind, opt e
 	}
 	problems := engine.LogReport(path, rep, out)
 	in := e.Inspect()
+	found := opt.Report
+	if found == nil {
+		found = &engine.FsckReport{}
+	}
 	for _, s := range in.Segments {
 		fmt.Fprintf(out, "  rows enrolled through %-8s %10d, live %10d\n", s.Origin, s.Rows, s.Live)
+		found.Segments = append(found.Segments, engine.FsckSegment{Origin: s.Origin, Rows: s.Rows, Live: s.Live})
 	}
 	fmt.Fprintf(out, "  undecided transactions %d, erased shares %d, damaged shares of deleted rows %d\n", in.Pending, in.Erased, in.LostDeleted)
 	for _, l := range in.LostLive {
@@ -57,6 +62,7 @@ func Fsck(env engine.Env, e Inspectable, dir, log string, kind store.Kind, opt e
 		ids, live := e.RowIDs(k, lo, hi)
 		for i, id := range ids {
 			fmt.Fprintf(out, "%s row %d: %q live=%v\n", origin, lo+i, id, live[i])
+			found.Rows = append(found.Rows, engine.FsckRow{Origin: origin, Row: lo + i, ID: id, Live: live[i]})
 		}
 	}
 	return problems, nil

@@ -97,7 +97,7 @@ func Run(o experiments.BenchOptions) (*experiments.BenchResult, error) {
 
 // hersIdentify computes every group's encrypted scores, decrypts them and
 // returns the best row, on all cores.
-func hersIdentify(p *heidface.Params, hers *heidface.HERS, key *heidface.Key, db []*heidface.HERSGroup, rows int, y []int64) (int, error) {
+func hersIdentify(p *heidface.BGVScheme, hers *heidface.HERS, key *heidface.Key, db []*heidface.HERSGroup, rows int, y []int64) (int, error) {
 	workers := runtime.GOMAXPROCS(0)
 	best, bestScore := make([]int, workers), make([]int64, workers)
 	errs := make([]error, workers)

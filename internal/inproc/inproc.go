@@ -328,6 +328,26 @@ func (c *Cluster) TryRestart(name string) error {
 	return nil
 }
 
+// RestoreBehind gives the named server the data it had before change: it
+// is copied aside, change runs with the server up, and the copy is put
+// back (a restore from a backup that misses change).
+func (c *Cluster) RestoreBehind(name string, change func()) {
+	c.t.Helper()
+	backup := c.t.TempDir()
+	c.Stop(name)
+	if err := os.CopyFS(backup, os.DirFS(c.DataDir(name))); err != nil {
+		c.t.Fatal(err)
+	}
+	c.Restart(name)
+	change()
+	c.Stop(name)
+	os.RemoveAll(c.DataDir(name))
+	if err := os.CopyFS(c.DataDir(name), os.DirFS(backup)); err != nil {
+		c.t.Fatal(err)
+	}
+	c.Restart(name)
+}
+
 // Stop stops the named server like a crash: its listener breaks every
 // stream at once, requests in progress are abandoned (their log writes,
 // if any, complete: a crash cannot be placed between two instructions

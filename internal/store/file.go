@@ -63,3 +63,12 @@ func Exists(path string) (bool, error) {
 	}
 	return err == nil, err
 }
+
+// FileBindingError refuses a file (an HE group or key file, heidface)
+// bound to another cluster, server, mode, key, generation or place.
+type FileBindingError struct {
+	File string
+	Msg  string
+}
+
+func (e *FileBindingError) Error() string { return e.File + ": " + e.Msg }

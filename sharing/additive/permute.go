@@ -61,6 +61,7 @@ type Permuter struct {
 	idx               []uint32
 	tgt               []target
 	first             []int32
+	pairs             []uint64 // PermuteMaskPair's packed pairs
 }
 
 type permWorker struct {
@@ -317,29 +318,32 @@ func PermuteMask[E Elem](p *Permuter, dst, src []E, live []uint64, seed *Seed, h
 		dead = E(DeadScore[E]())
 	}
 	scatter(p, dst, src, live, dead)
+	shuffleAll(p, dst, ks, func(pw *permWorker, p0, p1 int) { addMask(pw, dst, ks, holder, mu, p0, p1) })
+	return nil
+}
+
+// addMask adds holder's mask R_(holder+1) - R_holder to dst[p0:p1].
+func addMask[E Elem](pw *permWorker, dst []E, ks keystream, holder, mu, p0, p1 int) {
 	size := elemBits[E]() / 8
-	shuffleAll(p, dst, ks, func(pw *permWorker, p0, p1 int) {
-		pw.buf = grow(pw.buf, 8192)
-		chunk := len(pw.buf) / size
-		for k, t := range [2]int{holder + 1, holder} {
-			if t == mu || t == 0 {
-				continue // R_mu = R_0 = 0
-			}
-			pw.ks = keystream{block: ks.block}
-			pw.ks.seek(labelMask, uint32(t), uint64(p0*size))
-			for a := p0; a < p1; a += chunk {
-				c := min(chunk, p1-a)
-				pw.ks.fill(pw.buf[:c*size])
-				m := viewElems[E](pw.buf[:c*size])
-				if k == 0 {
-					addInto(dst[a:a+c], m)
-				} else {
-					subInto(dst[a:a+c], m)
-				}
+	pw.buf = grow(pw.buf, 8192)
+	chunk := len(pw.buf) / size
+	for k, t := range [2]int{holder + 1, holder} {
+		if t == mu || t == 0 {
+			continue // R_mu = R_0 = 0
+		}
+		pw.ks = keystream{block: ks.block}
+		pw.ks.seek(labelMask, uint32(t), uint64(p0*size))
+		for a := p0; a < p1; a += chunk {
+			c := min(chunk, p1-a)
+			pw.ks.fill(pw.buf[:c*size])
+			m := viewElems[E](pw.buf[:c*size])
+			if k == 0 {
+				addInto(dst[a:a+c], m)
+			} else {
+				subInto(dst[a:a+c], m)
 			}
 		}
-	})
-	return nil
+	}
 }
 
 // Unpermute maps permuted positions back to rows for the entry: rows[i] =

@@ -1,7 +1,6 @@
-package store
+package heidface
 
 import (
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,7 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/idface/idface/heidface"
+	"github.com/idface/idface/internal/store"
 )
 
 // Groups stores an HE local server's encrypted column groups, one file per
@@ -18,11 +17,11 @@ import (
 // each replaced atomically.
 type Groups struct {
 	dir string
-	p   heidface.Scheme
+	p   Scheme
 }
 
 // OpenGroups uses (creating) dir for the group files.
-func OpenGroups(dir string, p heidface.Scheme) (*Groups, error) {
+func OpenGroups(dir string, p Scheme) (*Groups, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -40,19 +39,19 @@ func (g *Groups) Files() ([]string, error) {
 // Load reads group i, which must be bound to want and to index i; a group
 // never written is (nil, zero header, nil). A file bound otherwise is
 // refused before its ciphertexts are read.
-func (g *Groups) Load(i int, want heidface.Binding) (heidface.EncGroup, heidface.GroupHeader, error) {
+func (g *Groups) Load(i int, want Binding) (EncGroup, GroupHeader, error) {
 	path := g.Name(i)
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, heidface.GroupHeader{}, nil
+		return nil, GroupHeader{}, nil
 	}
 	if err != nil {
-		return nil, heidface.GroupHeader{}, err
+		return nil, GroupHeader{}, err
 	}
 	defer f.Close()
-	h, grp, err := g.p.ReadGroup(f, func(h heidface.GroupHeader) error { return CheckGroupHeader(path, h, i, want) })
+	h, grp, err := g.p.ReadGroup(f, func(h GroupHeader) error { return CheckGroupHeader(path, h, i, want) })
 	if err != nil {
-		if _, ok := err.(*FileBindingError); ok {
+		if _, ok := err.(*store.FileBindingError); ok {
 			return nil, h, err
 		}
 		return nil, h, fmt.Errorf("%s: %w", path, err)
@@ -60,18 +59,9 @@ func (g *Groups) Load(i int, want heidface.Binding) (heidface.EncGroup, heidface
 	return grp, h, nil
 }
 
-// FileBindingError refuses an HE group or key file bound to another cluster, server, mode,
-// key, generation or place.
-type FileBindingError struct {
-	File string
-	Msg  string
-}
-
-func (e *FileBindingError) Error() string { return e.File + ": " + e.Msg }
-
 // CheckGroupHeader refuses a group file (path) whose header is not bound
 // to want and index i, saying what differs and what to do.
-func CheckGroupHeader(path string, h heidface.GroupHeader, i int, want heidface.Binding) error {
+func CheckGroupHeader(path string, h GroupHeader, i int, want Binding) error {
 	var what []string
 	if h.Index != i {
 		what = append(what, fmt.Sprintf("group %d, not %d", h.Index, i))
@@ -82,101 +72,101 @@ func CheckGroupHeader(path string, h heidface.GroupHeader, i int, want heidface.
 	if len(what) == 0 {
 		return nil
 	}
-	return &FileBindingError{path, fmt.Sprintf("this group file is bound to %s (%s); this server expects %s, group %d. "+
+	return &store.FileBindingError{File: path, Msg: fmt.Sprintf("this group file is bound to %s (%s); this server expects %s, group %d. "+
 		"It was swapped with another group file, copied from another server or cluster, or written under another public key or generation, "+
 		"and would answer with the wrong rows. Put this server's own file back (from its backup); 'idface fsck' shows what every group file is bound to",
 		h.Binding, strings.Join(what, "; "), want, i)}
 }
 
 // Save replaces group i's file durably.
-func (g *Groups) Save(i int, h heidface.GroupHeader, grp heidface.EncGroup) error {
-	return WriteFileFunc(g.Name(i), 0o600, func(f *os.File) error { return g.p.WriteGroup(f, h, grp) })
+func (g *Groups) Save(i int, h GroupHeader, grp EncGroup) error {
+	return store.WriteFileFunc(g.Name(i), 0o600, func(f *os.File) error { return g.p.WriteGroup(f, h, grp) })
 }
 
 // KeyFile holds one key in heidface's checksummed key-file format, bound
 // to a cluster and its key server.
 type KeyFile struct {
 	Path string
-	Bind heidface.KeyBinding
+	Bind KeyBinding
 }
 
 func (k KeyFile) String() string { return k.Path }
 
 // Load returns the key's binary form; os.ErrNotExist if there is none. A
 // file bound to another cluster or key server is refused.
-func (k KeyFile) Load(kind heidface.KeyKind) ([]byte, error) {
+func (k KeyFile) Load(kind KeyKind) ([]byte, error) {
 	b, err := os.ReadFile(k.Path)
 	if err != nil {
 		return nil, err
 	}
-	key, bind, err := heidface.ParseKeyFile(b, kind)
+	key, bind, err := ParseKeyFile(b, kind)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", k.Path, err)
 	}
 	if bind != k.Bind {
-		return nil, &FileBindingError{k.Path, fmt.Sprintf("this key file belongs to %s, not to this cluster's (%s): it was copied from another cluster or key server. "+
+		return nil, &store.FileBindingError{File: k.Path, Msg: fmt.Sprintf("this key file belongs to %s, not to this cluster's (%s): it was copied from another cluster or key server. "+
 			"Put this server's own key file back (from its backup)", bind, k.Bind)}
 	}
 	return key, nil
 }
 
 // Fingerprint loads the public key and returns its fingerprint
-// (heidface.Fingerprint), what an HE local server's files are bound to.
+// (Fingerprint), what an HE local server's files are bound to.
 func (k KeyFile) Fingerprint() ([32]byte, error) {
-	pk, err := k.Load(heidface.PublicKeyFile)
+	pk, err := k.Load(PublicKeyFile)
 	if err != nil {
 		return [32]byte{}, err
 	}
-	return heidface.Fingerprint(pk), nil
+	return Fingerprint(pk), nil
 }
 
 // Save writes the key durably, readable by the owner only if secret.
-func (k KeyFile) Save(kind heidface.KeyKind, key []byte) error {
+func (k KeyFile) Save(kind KeyKind, key []byte) error {
 	perm := os.FileMode(0o644)
-	if kind == heidface.SecretKeyFile {
+	if kind == SecretKeyFile {
 		perm = 0o600
 	}
-	return WriteFile(k.Path, heidface.MarshalKeyFile(kind, k.Bind, key), perm)
+	return store.WriteFile(k.Path, MarshalKeyFile(kind, k.Bind, key), perm)
 }
 
-// HEKey is the key server's key pair in the scheme's binary forms.
-type HEKey struct {
+// KeyPair is the key server's key pair in the scheme's binary forms.
+type KeyPair struct {
 	Secret []byte // never leaves the key server
 	Public []byte // as sent to local servers
 }
 
-// LoadHEKey reads the key server's key pair from dir. Keys are generated
+// LoadKeyPair reads the key server's key pair from dir. Keys are generated
 // only on first setup, when dir holds neither key file: a missing or
 // damaged key is never replaced, because a new key cannot decrypt the
 // databases encrypted under the old one (the key server would answer
 // with random rows).
-func LoadHEKey(dir string, p heidface.Scheme, bind heidface.KeyBinding, log *slog.Logger) (*HEKey, error) {
-	return loadHEKey(dir, p, bind, log, true)
+func LoadKeyPair(dir string, p Scheme, bind KeyBinding, log *slog.Logger) (*KeyPair, error) {
+	return loadKeyPair(dir, p, bind, log, true)
 }
 
-// CheckHEKey reads and checks the key server's key pair in dir, never
+// VerifyKeyPair reads and checks the key server's key pair in dir, never
 // creating one (fsck).
-func CheckHEKey(dir string, p heidface.Scheme, bind heidface.KeyBinding, log *slog.Logger) (*HEKey, error) {
-	return loadHEKey(dir, p, bind, log, false)
+func VerifyKeyPair(dir string, p Scheme, bind KeyBinding, log *slog.Logger) (*KeyPair, error) {
+	return loadKeyPair(dir, p, bind, log, false)
 }
 
-func loadHEKey(dir string, p heidface.Scheme, bind heidface.KeyBinding, log *slog.Logger, create bool) (*HEKey, error) {
+func loadKeyPair(dir string, p Scheme, bind KeyBinding, log *slog.Logger, create bool) (*KeyPair, error) {
 	skf, pkf := KeyFile{filepath.Join(dir, "secret.key"), bind}, KeyFile{filepath.Join(dir, "public.key"), bind}
-	skb, skErr := skf.Load(heidface.SecretKeyFile)
-	pkb, pkErr := pkf.Load(heidface.PublicKeyFile)
+	skb, skErr := skf.Load(SecretKeyFile)
+	pkb, pkErr := pkf.Load(PublicKeyFile)
 	if create && errors.Is(skErr, os.ErrNotExist) && errors.Is(pkErr, os.ErrNotExist) {
-		skb, pkb, err := p.GenKeys(rand.Reader)
+		skb, pkb, err := p.GenKeys()
 		if err != nil {
 			return nil, err
 		}
-		if err := skf.Save(heidface.SecretKeyFile, skb); err != nil {
+		if err := skf.Save(SecretKeyFile, skb); err != nil {
 			return nil, err
 		}
-		if err := pkf.Save(heidface.PublicKeyFile, pkb); err != nil {
+		if err := pkf.Save(PublicKeyFile, pkb); err != nil {
 			return nil, err
 		}
 		log.Info("first start: new key pair generated", p.Describe()...)
-		return &HEKey{Secret: skb, Public: pkb}, nil
+		return &KeyPair{Secret: skb, Public: pkb}, nil
 	}
 	refuse := func(what string, err error) error {
 		return fmt.Errorf("key server: %s: %w. It will not generate a new key pair, which could not decrypt the local servers' databases: restore %s and public.key from your backup. To start a new cluster instead, remove both key files and every local server's data", what, err, filepath.Join(dir, "secret.key"))
@@ -193,7 +183,7 @@ func loadHEKey(dir string, p heidface.Scheme, bind heidface.KeyBinding, log *slo
 	if err := p.CheckKeyPair(skb, pkb); err != nil {
 		return nil, refuse(fmt.Sprintf("the secret key is damaged, not a %s key, or not the public key's", p.Name()), err)
 	}
-	fp := heidface.Fingerprint(pkb)
+	fp := Fingerprint(pkb)
 	log.Info("key pair loaded", "public_key", fmt.Sprintf("%x", fp[:8]))
-	return &HEKey{Secret: skb, Public: pkb}, nil
+	return &KeyPair{Secret: skb, Public: pkb}, nil
 }

@@ -1,4 +1,4 @@
-package store
+package heidface_test
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/idface/idface/heidface"
+	"github.com/idface/idface/internal/store"
 )
 
 // TestHEKeyFilesBound (issue 17, item 7): the key server's pair and a
@@ -23,14 +24,14 @@ func TestHEKeyFilesBound(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	dir := t.TempDir()
 	bind := heidface.KeyBinding{Cluster: [16]byte{1, 2, 3}, KeyServer: "key"}
-	k, err := LoadHEKey(dir, s, bind, log) // first setup: generated
+	k, err := heidface.LoadKeyPair(dir, s, bind, log) // first setup: generated
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadHEKey(dir, s, bind, log); err != nil {
+	if _, err := heidface.LoadKeyPair(dir, s, bind, log); err != nil {
 		t.Fatal(err)
 	}
-	local := KeyFile{filepath.Join(t.TempDir(), "public.key"), bind}
+	local := heidface.KeyFile{filepath.Join(t.TempDir(), "public.key"), bind}
 	if err := local.Save(heidface.PublicKeyFile, k.Public); err != nil {
 		t.Fatal(err)
 	}
@@ -41,13 +42,13 @@ func TestHEKeyFilesBound(t *testing.T) {
 		"another cluster":    {Cluster: [16]byte{1, 2, 4}, KeyServer: "key"},
 		"another key server": {Cluster: bind.Cluster, KeyServer: "key2"},
 	} {
-		_, err := LoadHEKey(dir, s, other, log)
-		var be *FileBindingError
+		_, err := heidface.LoadKeyPair(dir, s, other, log)
+		var be *store.FileBindingError
 		if !errors.As(err, &be) || !strings.Contains(err.Error(), filepath.Join(dir, "secret.key")) || !strings.Contains(err.Error(), "belongs to "+bind.String()) ||
 			!strings.Contains(err.Error(), "will not generate a new key pair") {
 			t.Fatalf("a key pair of %s: %v", name, err)
 		}
-		if _, err := (KeyFile{local.Path, other}).Load(heidface.PublicKeyFile); !errors.As(err, &be) || !strings.Contains(err.Error(), local.Path) {
+		if _, err := (heidface.KeyFile{local.Path, other}).Load(heidface.PublicKeyFile); !errors.As(err, &be) || !strings.Contains(err.Error(), local.Path) {
 			t.Fatalf("a public key of %s at a local server: %v", name, err)
 		}
 	}

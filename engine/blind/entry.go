@@ -1,0 +1,189 @@
+package blind
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/engine"
+	"github.com/idface/idface/network"
+	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/sharing/additive"
+	"github.com/idface/idface/template"
+)
+
+// What blind mode's entry does that replicated blind mode
+// (engine/replicated) does the same way: start a query, snapshot the row
+// map, ask a helper, map a permuted position back to a row.
+
+// Query is an entry's new query: y (as a Query and as its coefficients),
+// a fresh sigma and a fresh query id, both from the env's randomness.
+type Query struct {
+	Q     *additive.Query
+	Pos   []int32
+	Coef  []int8
+	Sigma additive.Seed
+	ID    [16]byte
+}
+
+// NewQuery checks an identify request and starts its query: Q(y) with the
+// cluster's query levels, sigma and the query id.
+func NewQuery(env engine.Env, p *config.Params, tr *engine.LevelTransformers, m *protocol.Identify) (*Query, *protocol.Error) {
+	if perr := engine.CheckTopK(p, int(m.TopK)); perr != nil {
+		return nil, perr
+	}
+	t := tr.Get()
+	y := make([]int8, p.Dim())
+	err := template.ApplyLevels(t, m.Template, y)
+	tr.Put(t)
+	if err != nil {
+		return nil, protocol.Errorf(protocol.CodeBadRequest, "%v", err)
+	}
+	q := &Query{}
+	if q.Q, err = additive.DenseQuery(y); err != nil {
+		return nil, protocol.Errorf(protocol.CodeInternal, "%v", err)
+	}
+	q.Pos, q.Coef = q.Q.Coefficients()
+	if q.Sigma, err = additive.NewSeed(env.RandReader()); err != nil {
+		return nil, protocol.Errorf(protocol.CodeInternal, "%v", err)
+	}
+	if _, err := env.RandReader().Read(q.ID[:]); err != nil {
+		return nil, protocol.Errorf(protocol.CodeInternal, "%v", err)
+	}
+	return q, nil
+}
+
+// View is a snapshot of the row map for one query: the digest the helpers
+// must match, each segment's first global row, the live bits over all
+// rows.
+type View struct {
+	Digest protocol.Digest
+	Off    []int // Off[s]: first global row of segment s; Off[len] = n
+	Live   []uint64
+}
+
+// NewView takes the committed row map g and each segment's live bits;
+// the caller holds the read lock until it has scored the rows, so that
+// the scores and the live bits are of one state (a deletion between them
+// would leave a row live here whose share another holder has erased).
+func NewView(g protocol.Digest, live func(seg int) []uint64) View {
+	v := View{Digest: g, Off: []int{0}}
+	for s, sd := range g {
+		v.Off = append(v.Off, v.Off[s]+int(sd.Rows))
+	}
+	v.Live = make([]uint64, template.Words(v.Rows()))
+	for s := range g {
+		appendBits(v.Live, v.Off[s], live(s), int(g[s].Rows))
+	}
+	return v
+}
+
+// Rows is the number of rows over all segments.
+func (v View) Rows() int { return v.Off[len(v.Off)-1] }
+
+// Locate returns a global row's segment and sequence, and whether it is
+// live.
+func (v View) Locate(row int) (seg, seq int, live bool) {
+	for row >= v.Off[seg+1] {
+		seg++
+	}
+	return seg, row - v.Off[seg], v.Live[row/64]>>(row%64)&1 == 1
+}
+
+// Ask sends a helper the query and returns its reply and the bytes of the
+// stream both ways. A cancelled query stops waiting at once.
+func Ask(ctx context.Context, d network.Dialer, name string, bq *protocol.BlindQuery) (protocol.Msg, uint64, error) {
+	s, err := d.Open(ctx, name)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer s.Finish()
+	if dl, ok := ctx.Deadline(); ok {
+		s.SetDeadline(dl)
+	}
+	defer context.AfterFunc(ctx, func() { s.SetDeadline(time.Now()) })()
+	if err := s.WriteFrame(protocol.Marshal(bq)); err != nil {
+		return nil, 0, err
+	}
+	s.CloseWrite()
+	resp, err := network.ReadReply(ctx, s, name)
+	return resp, uint64(s.Sent() + s.Received()), err
+}
+
+// CheckQuery checks a helper's query: y of the cluster's dimension and
+// query levels. A query of another form would show this cluster's helpers
+// more of a probe, or the entry more than its protocol gives it.
+func CheckQuery(p *config.Params, m *protocol.BlindQuery) (*additive.Query, *protocol.Error) {
+	q, err := additive.NewQuery(p.Dim(), m.Pos, m.Coef)
+	if err != nil {
+		return nil, protocol.Errorf(protocol.CodeBadRequest, "query: %v", err)
+	}
+	if err := template.CheckLevels(m.Coef, p.QueryLevels()); err != nil {
+		return nil, protocol.Errorf(protocol.CodeBadRequest, "query: %v; this cluster queries with levels %s", err, p.QueryLevels())
+	}
+	return q, nil
+}
+
+// Unpermute maps the decider's permuted positions back to global rows.
+func Unpermute(perm *additive.Permuter, positions []uint32, sigma *additive.Seed, n int) ([]int, *protocol.Error) {
+	pos := make([]int, len(positions))
+	for i, q := range positions {
+		pos[i] = int(q)
+	}
+	rows := make([]int, len(pos))
+	if err := perm.Unpermute(rows, pos, sigma, n); err != nil {
+		return nil, protocol.Errorf(protocol.CodeInternal, "the decider's positions: %v", err)
+	}
+	return rows, nil
+}
+
+// SendShares opens a stream to the decider and sends a holder's score
+// shares: the header m, then the raw bulk blocks. The entry's stream then
+// carries the decider's answer; a failure is explained by the decider's
+// refusal when it sent one.
+func SendShares(ctx context.Context, d network.Dialer, dec string, m protocol.Msg, bulk ...[]byte) (*network.Stream, error) {
+	s, err := d.Open(ctx, dec)
+	if err != nil {
+		return nil, err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		s.SetDeadline(dl)
+	}
+	err = s.WriteFrame(protocol.Marshal(m))
+	for _, b := range bulk {
+		if err == nil {
+			_, err = s.Write(b)
+		}
+	}
+	s.CloseWrite()
+	if err != nil {
+		if _, rerr := network.ReadReply(ctx, s, dec); rerr != nil {
+			err = rerr // the decider's refusal explains
+		}
+		s.Finish()
+		return nil, err
+	}
+	return s, nil
+}
+
+// AwaitAck reads, in the background, the decider's acknowledgement of a
+// helper's shares and logs a refusal: the helper answers the entry
+// before it (the entry then waits 1.5 round trips, entry, helper,
+// decider, entry, not 2), and a refused share fails the query at the
+// decider, from which the entry hears why. It returns the bytes of the
+// stream, the acknowledgement counted before it arrives.
+func AwaitAck(s *network.Stream, dec string, log *slog.Logger) uint64 {
+	sent := s.Sent()
+	go func() {
+		defer s.Finish()
+		if _, err := network.ReadReply(context.Background(), s, dec); err != nil {
+			log.Warn("the decider refused this holder's score shares", "err", err)
+		}
+	}()
+	return uint64(sent) + ackBytes
+}
+
+// ackBytes is the decider's acknowledgement of a helper's shares on the
+// wire.
+var ackBytes = uint64(4 + len(protocol.Marshal(&protocol.DecideShareOK{})))

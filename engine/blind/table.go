@@ -1,0 +1,227 @@
+package blind
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/engine"
+	"github.com/idface/idface/protocol"
+)
+
+// Bounds on what a decider holds at once: queries, and bytes of score
+// shares (mu vectors of n*k/8 bytes per query, 2 MB per holder at 1M
+// rows of a 16-bit ring). A holder may have at most half the queries
+// waiting for the other holders (orphans), so one holder that sends
+// shares of queries nobody else joins cannot fill the table; orphans and
+// unanswered queries expire after Timeouts().DeciderWait.
+const (
+	MaxQueries      = 32
+	maxPendingBytes = 2 << 30
+)
+
+// MaxRows bounds the rows of one query (n*k/8 bytes per vector).
+const MaxRows = 1 << 27
+
+// CheckShare checks the header of a holder's score shares against the
+// cluster: its ring, a top-K it answers, at most MaxRows rows.
+func CheckShare(p *config.Params, bits, topK int, rows uint32) *protocol.Error {
+	switch {
+	case bits != p.Ring().Bits:
+		return protocol.Errorf(protocol.CodeBadRequest, "score shares of %d bits; this cluster's ring has %d", bits, p.Ring().Bits)
+	case topK > p.MaxTopK() || topK < 1:
+		return protocol.Errorf(protocol.CodeBadRequest, "top %d, the cluster allows 1..%d", topK, p.MaxTopK())
+	case rows > MaxRows:
+		return protocol.Errorf(protocol.CodeBadRequest, "%d rows, a decider takes at most %d", rows, MaxRows)
+	}
+	return nil
+}
+
+// Table is a decider's queries whose parts (one per holder, of type P)
+// are still coming, until the answer (R) or a failure; blind mode's and
+// replicated blind mode's deciders keep one each.
+type Table[P, R any] struct {
+	holders int
+	wait    time.Duration
+	name    func(holder int) string
+
+	mu      sync.Mutex
+	queries map[[16]byte]*Pending[P, R]
+	bytes   int // bytes reserved by pending queries
+}
+
+// Pending collects the parts of one query.
+type Pending[P, R any] struct {
+	ID      [16]byte
+	Rows    int
+	TopK    int // the entry's
+	Entry   int // the entry's holder index, -1 until a part names it
+	Parts   []P // by holder
+	has     []bool
+	joined  int // holders that have announced their parts
+	got     int // holders whose parts have arrived
+	creator int // the holder whose part came first
+	bytes   int // reserved of Table.bytes
+	created time.Time
+	done    chan struct{} // closed by finish, once
+	once    sync.Once
+	res     R
+	err     error
+}
+
+// finish records the outcome and wakes the entry's request (first call
+// wins).
+func (q *Pending[P, R]) finish(res R, err error) {
+	q.once.Do(func() { q.res, q.err = res, err; close(q.done) })
+}
+
+// NewTable makes an empty table for queries of holders parts that wait at
+// most wait for each other; name names a holder in refusals.
+func NewTable[P, R any](holders int, wait time.Duration, name func(holder int) string) *Table[P, R] {
+	return &Table[P, R]{holders: holders, wait: wait, name: name, queries: map[[16]byte]*Pending[P, R]{}}
+}
+
+// Len is the number of pending queries.
+func (t *Table[P, R]) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.queries)
+}
+
+// Join registers holder's part of query id (rows rows, size bytes) and
+// reserves its bytes. entry is the entry's holder index as this part names
+// it (-1: it does not say); the entry's own part brings topK. A part that
+// contradicts the query's others ends the query: it cannot be answered.
+func (t *Table[P, R]) Join(id [16]byte, rows, holder, size, entry, topK int) (*Pending[P, R], *protocol.Error) {
+	t.mu.Lock()
+	q := t.queries[id]
+	if q == nil {
+		if len(t.queries) >= MaxQueries {
+			t.mu.Unlock()
+			return nil, protocol.Errorf(protocol.CodeUnavailable, "the decider holds %d queries, its limit; retry shortly", MaxQueries)
+		}
+		orphans := 0
+		for _, o := range t.queries {
+			if o.creator == holder && o.joined == 1 {
+				orphans++
+			}
+		}
+		if orphans >= MaxQueries/2 {
+			t.mu.Unlock()
+			return nil, protocol.Errorf(protocol.CodeUnavailable, "%d queries from %s wait for the other holders' shares; retry shortly", orphans, t.name(holder))
+		}
+		q = &Pending[P, R]{ID: id, Rows: rows, TopK: 1, Entry: -1, Parts: make([]P, t.holders), has: make([]bool, t.holders),
+			creator: holder, done: make(chan struct{}), created: time.Now()}
+		t.queries[id] = q
+	}
+	var err error
+	switch {
+	case q.Rows != rows:
+		err = fmt.Errorf("%d rows where another holder sent %d: the holders' row maps differ", rows, q.Rows)
+	case q.has[holder]:
+		err = fmt.Errorf("holder %d sent its shares of this query twice", holder)
+	case entry >= 0 && q.Entry >= 0 && entry != q.Entry:
+		err = fmt.Errorf("two entries for one query")
+	case t.bytes+size > maxPendingBytes:
+		err = fmt.Errorf("the decider holds %d MB of score shares, its limit; retry shortly", t.bytes>>20)
+	}
+	if err != nil {
+		t.mu.Unlock()
+		t.Fail(q, err)
+		return nil, protocol.Errorf(protocol.CodeBadRequest, "%v", err)
+	}
+	q.has[holder] = true
+	q.joined++
+	q.bytes += size
+	t.bytes += size
+	if entry >= 0 {
+		q.Entry = entry
+	}
+	if holder == entry {
+		q.TopK = topK
+	}
+	t.mu.Unlock()
+	return q, nil
+}
+
+// Add stores holder's part and reports whether the query is complete
+// (every part, and its entry known): the caller then decides and calls
+// Finish.
+func (t *Table[P, R]) Add(q *Pending[P, R], holder int, part P) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	select {
+	case <-q.done: // failed or expired meanwhile
+		return false
+	default:
+	}
+	q.Parts[holder] = part
+	q.got++
+	return q.got == t.holders && q.Entry >= 0
+}
+
+// Finish drops the query and records its outcome.
+func (t *Table[P, R]) Finish(q *Pending[P, R], res R, err error) {
+	t.drop(q)
+	q.finish(res, err)
+}
+
+// Fail ends a query without an answer.
+func (t *Table[P, R]) Fail(q *Pending[P, R], err error) {
+	var none R
+	t.Finish(q, none, err)
+}
+
+func (t *Table[P, R]) drop(q *Pending[P, R]) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.queries[q.ID] == q {
+		delete(t.queries, q.ID)
+		t.bytes -= q.bytes
+		q.bytes = 0
+	}
+}
+
+var errMissing = fmt.Errorf("the other holders' score shares did not arrive in time")
+
+// Run drops, every second until ctx ends, the queries whose parts did not
+// all come within the wait.
+func (t *Table[P, R]) Run(ctx context.Context) {
+	engine.Every(ctx, time.Second, func() { t.Expire(time.Now().Add(-t.wait)) })
+}
+
+// Expire fails the queries created before before.
+func (t *Table[P, R]) Expire(before time.Time) {
+	t.mu.Lock()
+	var old []*Pending[P, R]
+	for _, q := range t.queries {
+		if q.created.Before(before) {
+			old = append(old, q)
+		}
+	}
+	t.mu.Unlock()
+	for _, q := range old {
+		t.Fail(q, errMissing)
+	}
+}
+
+// Wait waits, for the entry's request, until the query is answered or
+// fails, at most until its wait is over or ctx ends.
+func (t *Table[P, R]) Wait(ctx context.Context, q *Pending[P, R]) (R, *protocol.Error) {
+	wait := time.NewTimer(time.Until(q.created.Add(t.wait)))
+	defer wait.Stop()
+	select {
+	case <-q.done:
+	case <-wait.C:
+		t.Fail(q, errMissing)
+	case <-ctx.Done():
+		t.Fail(q, errMissing)
+	}
+	if q.err != nil {
+		var none R
+		return none, engine.AsError(q.err, protocol.CodeUnavailable)
+	}
+	return q.res, nil
+}

@@ -1,0 +1,582 @@
+// Package replicated is the protocol engine of replicated blind mode (SPEC
+// section 8, docs/REPLICATED-NOTES.md): three share holders keep 2-of-3
+// replicated additive shares over Z_(2^k) of every row's gallery vector
+// (holder i keeps s_i and s_(i+1)), and a decider that holds no share
+// answers from the sum of three permuted, masked share-score vectors.
+//
+// Identify, checked: every share-score vector c_j = <s_j, y> is computed by
+// both holders of s_j; holder j sends pi(c_j) + m_j in full, holder j-1 a
+// digest of the same bytes. The decider refuses the query, naming the pair,
+// if any full vector differs from its digest, else answers as in blind
+// mode. The decider's answer is checked too: with every answered position
+// it sends the value there of the vector of the share the entry does not
+// hold and that value's tag, a one-time MAC under a key the two helpers
+// derive (and tell the entry) but the decider never sees; the entry adds
+// its own two vectors' values and accepts the position only if the tag
+// holds and the sum reaches the threshold.
+//
+// Enrollment is the two-phase transaction of engine/rowtxn with the entry
+// splitting the shares (split, to be replaced by sealed enrollment).
+//
+// # Security model
+//
+// One of the four servers may deviate (the entry included); none collude.
+// One holder's store is uniform. A deviating holder or entry gets every
+// query it alters refused, never answered wrongly; a deviating decider
+// cannot get a row below the threshold accepted. The decider sees each
+// query's scores in random order; the entry learns the answer and the
+// scores of the answered rows; a helper sees y and sigma, as in blind mode.
+package replicated
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/engine"
+	"github.com/idface/idface/engine/blind"
+	"github.com/idface/idface/engine/rowtxn"
+	"github.com/idface/idface/network"
+	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/sharing"
+	"github.com/idface/idface/sharing/additive"
+	"github.com/idface/idface/sharing/replicated"
+	"github.com/idface/idface/template"
+)
+
+// Params are what the engines read from a cluster's parameters, checked
+// for this mode: three share holders and a decider.
+type Params struct {
+	*config.Params
+	Bits int // the ring, 8 or 16
+}
+
+// NewParams checks that p describes a replicated cluster.
+func NewParams(p *config.Params) (*Params, error) {
+	if p.Mode() != Mode {
+		return nil, fmt.Errorf("replicated: a cluster of mode %s", p.Mode())
+	}
+	if p.Mu() != replicated.Holders {
+		return nil, fmt.Errorf("replicated: %d share holders; this mode has exactly %d", p.Mu(), replicated.Holders)
+	}
+	if _, ok := p.Decider(); !ok {
+		return nil, fmt.Errorf("replicated: the cluster has no decider")
+	}
+	return &Params{Params: p, Bits: p.Ring().Bits}, nil
+}
+
+// pair is a holder's store of its two shares of every row of one origin's
+// segment: s_i (own) and s_(i+1) (next), each an additive column store.
+type pair[E additive.Elem] struct{ own, next *additive.Store[E] }
+
+func (s pair[E]) Rows() int           { return s.own.Rows() }
+func (s pair[E]) Live() int           { return s.own.Live() }
+func (s pair[E]) IsLive(seq int) bool { return s.own.IsLive(seq) }
+
+// halves views a row's pair bytes (s_i then s_(i+1)) as the two shares.
+func (s pair[E]) halves(b []byte) ([]E, []E) {
+	if b == nil { // lost to damage: zeros, and the row must be deleted
+		d := s.own.Dim()
+		return make([]E, d), make([]E, d)
+	}
+	e := additive.ViewElems[E](b)
+	return e[:len(e)/2], e[len(e)/2:]
+}
+
+func (s pair[E]) Put(seq int, b []byte, live bool) error {
+	a, n := s.halves(b)
+	if err := s.own.Put(seq, a, live); err != nil {
+		return err
+	}
+	return s.next.Put(seq, n, live)
+}
+
+func (s pair[E]) Erase(seq int) error {
+	if err := s.own.Delete(seq); err != nil {
+		return err
+	}
+	return s.next.Delete(seq)
+}
+
+// PutRows stores a batch of new rows column by column.
+func (s pair[E]) PutRows(seq0 int, rows [][]byte) error {
+	own, next := make([][]E, len(rows)), make([][]E, len(rows))
+	for i, b := range rows {
+		own[i], next[i] = s.halves(b)
+	}
+	if err := s.own.PutRows(seq0, own); err != nil {
+		return err
+	}
+	return s.next.PutRows(seq0, next)
+}
+
+// Engine is a share holder whatever its ring.
+type Engine = rowtxn.Holder
+
+// Holder is one share holder of a replicated cluster.
+type Holder[E additive.Elem] struct {
+	*rowtxn.Core[pair[E]]
+	env     engine.Env
+	p       *Params
+	gallery *engine.LevelTransformers
+	query   *engine.LevelTransformers
+	perms   sync.Pool // *additive.Permuter
+	m       struct {
+		score, permute prometheus.Counter
+		refused        *prometheus.CounterVec
+	}
+}
+
+// New makes share holder env.Self: feed it the log with Replay, then call
+// Start.
+func New(env engine.Env) (Engine, error) {
+	p, err := NewParams(env.Params)
+	if err != nil {
+		return nil, err
+	}
+	switch p.Bits {
+	case 8:
+		return newHolder[uint8](env, p)
+	case 16:
+		return newHolder[uint16](env, p)
+	}
+	return nil, fmt.Errorf("replicated: a ring of %d bits", p.Bits)
+}
+
+func newHolder[E additive.Elem](env engine.Env, p *Params) (*Holder[E], error) {
+	d := p.Dim()
+	core, err := rowtxn.New(env, rowtxn.Options[pair[E]]{
+		ShareSize: 2 * d * p.Bits / 8,
+		NewShares: func() (pair[E], error) {
+			own, err := additive.NewStore[E](d, 0)
+			if err != nil {
+				return pair[E]{}, err
+			}
+			next, err := additive.NewStore[E](d, 0)
+			return pair[E]{own, next}, err
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	g, err := engine.NewLevelTransformers(d, p.GalleryLevels())
+	if err != nil {
+		return nil, err
+	}
+	q, err := engine.NewLevelTransformers(d, p.QueryLevels())
+	if err != nil {
+		return nil, err
+	}
+	h := &Holder[E]{Core: core, env: env, p: p, gallery: g, query: q}
+	h.m.score = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_score_seconds_total", Help: "Time computing the two share-score vectors (column sums over every row)."})
+	h.m.permute = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_permute_seconds_total", Help: "Time permuting and masking the two share-score vectors, and tagging."})
+	h.m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_repl_entry_refusals_total",
+		Help: "Entry: queries refused because the decider's answer failed its check (decider) or the helpers' tag keys differ (the helper pair)."}, []string{"pair"})
+	for _, c := range []prometheus.Collector{h.m.score, h.m.permute, h.m.refused} {
+		env.Metrics.MustRegister(c)
+	}
+	return h, nil
+}
+
+// Routes lists the requests a share holder answers.
+func (h *Holder[E]) Routes() map[protocol.Type]engine.Route {
+	r := h.Core.Routes()
+	r[protocol.TEnroll] = engine.Route{Op: "enroll", From: engine.Operators, Handle: h.Guard(h.enroll), Max: engine.EnrollBound(h.p.Params)}
+	r[protocol.TIdentify] = engine.Route{Op: "identify", From: engine.Clients, Handle: h.Guard(h.identify), Max: engine.IdentifyBound(h.p.Params), Long: true}
+	r[protocol.TBlindQuery] = engine.Route{Op: "query", From: engine.Parties, Handle: h.Guard(h.serveQuery), Max: engine.BlindQueryBound(h.p.Params), Long: true}
+	return r
+}
+
+func (h *Holder[E]) enroll(ctx context.Context, r engine.Request) protocol.Msg {
+	return h.Enroll(ctx, r.Msg.(*protocol.Enroll), h.split)
+}
+
+// split makes every holder's op for each item: G(x), then the three shares
+// (two uniform, the third v minus them), and holder k's pair
+// (s_k, s_(k+1)) in full. Sealed enrollment will replace this function:
+// the operator's client will split and seal each pair to its holder.
+func (h *Holder[E]) split(items []protocol.Item) ([][]protocol.Op, error) {
+	d := h.p.Dim()
+	ops := make([][]protocol.Op, replicated.Holders)
+	for k := range ops {
+		ops[k] = make([]protocol.Op, len(items))
+	}
+	err := engine.Parallel(len(items), 64, func(lo, hi int) error {
+		tr := h.gallery.Get()
+		defer h.gallery.Put(tr)
+		rnd, err := sharing.NewStream(h.env.Rand) // AES-CTR keyed from crypto/rand
+		if err != nil {
+			return err
+		}
+		v := make([]int8, d)
+		defer clear(v)
+		var s [replicated.Holders][]E
+		for j := range s {
+			s[j] = make([]E, d)
+			defer clear(s[j])
+		}
+		for i := lo; i < hi; i++ {
+			if err := template.ApplyLevels(tr, items[i].Template, v); err != nil {
+				return fmt.Errorf("item %d (%s): %w", i, items[i].ID, err)
+			}
+			if err := replicated.Split(&s, v, rnd); err != nil {
+				return err
+			}
+			for k := range ops {
+				pr := replicated.Pair(&s, k)
+				share := append(append(make([]byte, 0, 2*d*h.p.Bits/8), additive.ElemBytes(pr[0])...), additive.ElemBytes(pr[1])...)
+				ops[k][i] = protocol.Op{Kind: protocol.OpPut, ID: items[i].ID, Share: share}
+			}
+		}
+		return nil
+	})
+	return ops, err
+}
+
+// vectors are one holder's two permuted, masked share-score vectors of a
+// query: own = pi(c_i) + m_i, next = pi(c_(i+1)) + m_(i+1).
+type vectors[E additive.Elem] struct {
+	blind.View
+	own, next []E
+}
+
+// score computes this holder's two vectors over its committed rows. A
+// helper passes the entry's sealed row map (want, from) and is refused if
+// its rows differ; the entry passes started, which sees the snapshot
+// before the scoring (to send the helpers the row map).
+func (h *Holder[E]) score(q *additive.Query, sigma *additive.Seed, from string, want protocol.Digest, started func(blind.View)) (*vectors[E], error) {
+	t0 := time.Now()
+	h.RLock()
+	v := blind.NewView(h.Digest(), func(s int) []uint64 { return h.Shares(s).own.LiveBits() })
+	if want != nil {
+		if have, err := h.SealFor(from, v.Digest); err != nil || !have.Equal(want) {
+			h.RUnlock()
+			return nil, protocol.Errorf(protocol.CodeInconsistent, "%s's rows changed during the query; retry", h.env.Self)
+		}
+	}
+	if started != nil {
+		started(v)
+	}
+	n := v.Rows()
+	own, next := make([]E, n), make([]E, n)
+	var err error
+	for s := range v.Digest {
+		if v.Digest[s].Rows == 0 {
+			continue
+		}
+		if err = h.Shares(s).score(own[v.Off[s]:v.Off[s+1]], next[v.Off[s]:v.Off[s+1]], q); err != nil {
+			break
+		}
+	}
+	h.RUnlock()
+	if err != nil {
+		return nil, err
+	}
+	t1 := time.Now()
+	out := &vectors[E]{View: v, own: make([]E, n), next: make([]E, n)}
+	perm := h.permuter()
+	defer h.perms.Put(perm)
+	if err := permuteBoth(perm, out, own, next, sigma, h.Self()); err != nil {
+		return nil, err
+	}
+	h.m.score.Add(t1.Sub(t0).Seconds())
+	h.m.permute.Add(time.Since(t1).Seconds())
+	return out, nil
+}
+
+// score computes the segment's rows' share-scores of both shares.
+func (s pair[E]) score(own, next []E, q *additive.Query) error {
+	if err := s.own.ScoreSharesParallel(own, q, 0, len(own), 0); err != nil {
+		return err
+	}
+	return s.next.ScoreSharesParallel(next, q, 0, len(next), 0)
+}
+
+// permuteBoth permutes and masks holder self's two share-score vectors
+// into out. The share index, not the holder, picks the mask: both holders
+// of s_j add the same m_j, and the masks of the three shares sum to zero.
+func permuteBoth[E additive.Elem](perm *additive.Permuter, out *vectors[E], own, next []E, sigma *additive.Seed, self int) error {
+	held := replicated.Held(self)
+	return additive.PermuteMaskPair(perm, out.own, out.next, own, next, out.Live, sigma, held[0], held[1], replicated.Holders)
+}
+
+func (h *Holder[E]) permuter() *additive.Permuter {
+	if p, ok := h.perms.Get().(*additive.Permuter); ok {
+		return p
+	}
+	return &additive.Permuter{}
+}
+
+// entryRoles names, for a query whose entry is holder e, the helper that
+// sends the tags (e-1: its own share is the one the entry lacks) and the
+// helper that sends their digest (e+1: that share is its next one).
+func entryRoles(e int) (tagger, digester int) {
+	return (e + 2) % replicated.Holders, (e + 1) % replicated.Holders
+}
+
+// sendShares sends this holder's vectors' contribution to the decider:
+// its own vector in full, the digest of its next one, and, by role, the
+// tags of its own vector or their digest. The entry's stream then carries
+// the decider's answer.
+func (h *Holder[E]) sendShares(ctx context.Context, qid [16]byte, vec *vectors[E], entry, topK int, tagKey *[32]byte) (*network.Stream, error) {
+	self := h.Self()
+	held := replicated.Held(self)
+	m := &protocol.ReplShare{Query: qid, Rows: uint32(vec.Rows()), Bits: uint8(h.p.Bits), TopK: uint16(topK), Entry: uint8(entry),
+		Digest: replicated.VectorDigest(qid, held[1], h.p.Bits, additive.ElemBytes(vec.next))}
+	var tags []byte
+	tagger, digester := entryRoles(entry)
+	switch self {
+	case tagger:
+		tags = make([]byte, 4*len(vec.own))
+		if err := replicated.Tags(tags, vec.own, tagKey); err != nil {
+			return nil, err
+		}
+		m.Tags = true
+	case digester:
+		t := make([]byte, 4*len(vec.next))
+		if err := replicated.Tags(t, vec.next, tagKey); err != nil {
+			return nil, err
+		}
+		m.TagDigest = replicated.TagsDigest(qid, t)
+	}
+	bulk := [][]byte{additive.ElemBytes(vec.own)}
+	if tags != nil {
+		bulk = append(bulk, tags)
+	}
+	return blind.SendShares(ctx, h.env.Net, h.p.DeciderName(), m, bulk...)
+}
+
+// tagKey is this query's MAC key, from the key this helper shares with
+// the other helper.
+func (h *Holder[E]) tagKey(entry int, qid [16]byte) ([32]byte, error) {
+	other := h.p.Party(3 - entry - h.Self()).Name
+	pk, ok := h.env.PairKeys[other]
+	if !ok {
+		return [32]byte{}, fmt.Errorf("%s shares no key with %s, so it cannot key the query's tags; start it with its identity key", h.env.Self, other)
+	}
+	return replicated.TagKey(&pk, qid), nil
+}
+
+// identify runs a query as the entry.
+func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg {
+	m := r.Msg.(*protocol.Identify)
+	topK := int(m.TopK)
+	nq, perr := blind.NewQuery(h.env, h.p.Params, h.query, m)
+	if perr != nil {
+		return perr
+	}
+	sigma, qid := nq.Sigma, nq.ID
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	// The helpers: (y, sigma) out, their traffic and the tag key back. The
+	// first failure, a helper's or the decider's, ends the query.
+	peers := h.Peers()
+	oks := make([]*protocol.ReplQueryOK, len(peers))
+	var wg sync.WaitGroup
+	var once sync.Once
+	var cause *protocol.Error
+	fail := func(who string, err error) {
+		once.Do(func() {
+			e := engine.AsError(err, protocol.CodeUnavailable)
+			cause = protocol.Errorf(e.Code, "%s: %s", who, e.Msg)
+			cancel()
+		})
+	}
+	ask := func(v blind.View) {
+		for i, name := range peers {
+			sealed, err := h.SealFor(name, v.Digest)
+			if err != nil {
+				fail(h.env.Self, err)
+				return
+			}
+			bq := &protocol.BlindQuery{Query: qid, Sigma: sigma, Digest: sealed, Pos: nq.Pos, Coef: nq.Coef}
+			wg.Go(func() {
+				ok, err := h.ask(ctx, name, bq)
+				if err != nil {
+					fail(name, err)
+				}
+				oks[i] = ok
+			})
+		}
+	}
+	vec, err := h.score(nq.Q, &sigma, "", nil, ask)
+	if err != nil {
+		fail(h.env.Self, err)
+		wg.Wait()
+		return cause
+	}
+	dec := h.p.DeciderName()
+	s, err := h.sendShares(ctx, qid, vec, h.Self(), topK, nil)
+	if err != nil {
+		fail(dec, err)
+		wg.Wait()
+		return cause
+	}
+	defer s.Finish()
+	stop := context.AfterFunc(ctx, func() { s.SetDeadline(time.Now()) }) // a helper failed
+	resp, err := network.ReadReply(ctx, s, dec)
+	stop()
+	if err != nil {
+		fail(dec, err)
+	}
+	wg.Wait()
+	if cause != nil {
+		return cause
+	}
+	if oks[0].TagKey != oks[1].TagKey {
+		h.m.refused.WithLabelValues(peers[0] + "/" + peers[1]).Inc()
+		return protocol.Errorf(protocol.CodeInconsistent, "%s and %s disagree on the query's tag key; the query is refused", peers[0], peers[1])
+	}
+	res, ok := resp.(*protocol.ReplResult)
+	if !ok {
+		return protocol.Errorf(protocol.CodeInternal, "the decider answered %v", resp.Type())
+	}
+	scores, perr := h.check(res, vec, &oks[0].TagKey, topK)
+	if perr != nil {
+		h.m.refused.WithLabelValues(dec).Inc()
+		h.env.Log.Warn("the decider's answer failed its check; query refused", "decider", dec)
+		return perr
+	}
+	total := uint64(s.Sent() + s.Received())
+	for _, ok := range oks {
+		total += ok.Bytes
+	}
+	return h.answer(res, scores, vec.View, &sigma, topK, total)
+}
+
+// check verifies the decider's answer: every position is a row of this
+// query, answered once, with a value whose tag holds; the score there
+// (this entry's two values plus the tagged one) reaches the threshold, or
+// in a research cluster equals the decider's score, best first. It
+// returns the scores.
+func (h *Holder[E]) check(res *protocol.ReplResult, vec *vectors[E], key *[32]byte, topK int) ([]int, *protocol.Error) {
+	dec := h.p.DeciderName()
+	bad := func(format string, a ...any) *protocol.Error {
+		return protocol.Errorf(protocol.CodeInconsistent, "the decider's answer fails its check (%s); the query is refused: %s may be faulty or compromised", fmt.Sprintf(format, a...), dec)
+	}
+	reveal := h.p.RevealScores()
+	n := len(res.Positions)
+	switch {
+	case n > topK:
+		return nil, bad("%d positions for top %d", n, topK)
+	case len(res.Values) != n || len(res.Tags) != n:
+		return nil, bad("%d values and %d tags for %d positions", len(res.Values), len(res.Tags), n)
+	case reveal && len(res.Scores) != n:
+		return nil, bad("%d scores for %d positions", len(res.Scores), n)
+	case !reveal && len(res.Scores) != 0:
+		return nil, bad("scores sent to a cluster that hides them")
+	}
+	seen := map[uint32]bool{}
+	scores := make([]int, n)
+	maxVal := uint64(1)<<h.p.Bits - 1
+	for i, p := range res.Positions {
+		if int(p) >= vec.Rows() || seen[p] {
+			return nil, bad("position %d of %d rows, or twice", p, vec.Rows())
+		}
+		seen[p] = true
+		v := uint64(res.Values[i])
+		if v > maxVal {
+			return nil, bad("a value of %d bits", h.p.Bits)
+		}
+		tag, err := replicated.Tag(key, int(p), v)
+		if err != nil {
+			return nil, protocol.Errorf(protocol.CodeInternal, "%v", err)
+		}
+		if tag != res.Tags[i] {
+			return nil, bad("a value whose tag does not hold")
+		}
+		s := additive.Signed(vec.own[p] + vec.next[p] + E(v))
+		switch {
+		case s == additive.DeadScore[E]():
+			return nil, bad("a deleted row")
+		case reveal && s != int(res.Scores[i]):
+			return nil, bad("a score that is not the row's")
+		case !reveal && s < h.p.Threshold():
+			return nil, bad("a row below the threshold")
+		case i > 0 && s > scores[i-1]:
+			return nil, bad("rows out of order")
+		}
+		scores[i] = s
+	}
+	return scores, nil
+}
+
+// ask sends a helper the query and waits for its acknowledgement (its
+// shares are on their way to the decider). A cancelled query stops
+// waiting at once.
+func (h *Holder[E]) ask(ctx context.Context, name string, bq *protocol.BlindQuery) (*protocol.ReplQueryOK, error) {
+	resp, n, err := blind.Ask(ctx, h.env.Net, name, bq)
+	if err != nil {
+		return nil, err
+	}
+	ok, isOK := resp.(*protocol.ReplQueryOK)
+	if !isOK {
+		return nil, fmt.Errorf("%s answered the query with %v", name, resp.Type())
+	}
+	ok.Bytes += n
+	return ok, nil
+}
+
+// answer maps the checked positions back to ids.
+func (h *Holder[E]) answer(res *protocol.ReplResult, scores []int, v blind.View, sigma *additive.Seed, topK int, total uint64) protocol.Msg {
+	ans := engine.NewAnswer(h.p.Params, topK)
+	ans.Bytes(0, 0, total)
+	perm := h.permuter()
+	rows, perr := blind.Unpermute(perm, res.Positions, sigma, v.Rows())
+	h.perms.Put(perm)
+	if perr != nil {
+		return perr
+	}
+	h.RLock()
+	defer h.RUnlock()
+	for i, row := range rows {
+		if s, seq, live := v.Locate(row); live { // deleted rows never win (and the check refused them)
+			ans.Scored(h.ID(s, seq), scores[i]) // checked: at the threshold, or revealed
+		}
+	}
+	return ans.Done()
+}
+
+// serveQuery answers an entry's query as a helper: check the query's form
+// and the row maps, then send this holder's vectors to the decider and the
+// query's tag key to the entry.
+func (h *Holder[E]) serveQuery(ctx context.Context, r engine.Request) protocol.Msg {
+	m := r.Msg.(*protocol.BlindQuery)
+	q, perr := blind.CheckQuery(h.p.Params, m)
+	if perr != nil {
+		return perr
+	}
+	entry := h.p.PartyIndex(r.From.Name)
+	if entry < 0 || entry == h.Self() {
+		return protocol.Errorf(protocol.CodeForbidden, "only another share holder sends a query")
+	}
+	if err := h.AwaitDigest(ctx, r.From.Name, m.Digest); err != nil {
+		return err
+	}
+	key, err := h.tagKey(entry, m.Query)
+	if err != nil {
+		return protocol.Errorf(protocol.CodeUnavailable, "%v", err)
+	}
+	sigma := additive.Seed(m.Sigma)
+	vec, err := h.score(q, &sigma, r.From.Name, m.Digest, nil)
+	if err != nil {
+		return engine.AsError(err, protocol.CodeInternal)
+	}
+	s, err := h.sendShares(ctx, m.Query, vec, entry, 1, &key)
+	if err != nil {
+		return engine.AsError(fmt.Errorf("decider: %w", err), protocol.CodeUnavailable)
+	}
+	return &protocol.ReplQueryOK{Bytes: blind.AwaitAck(s, h.p.DeciderName(), h.env.Log), TagKey: key}
+}
+
+// pairLabel names a pair of holders in refusals and metrics ("p1/p3").
+func pairLabel(p *Params, a, b int) string {
+	a, b = min(a, b), max(a, b)
+	return strings.Join([]string{p.Party(a).Name, p.Party(b).Name}, "/")
+}

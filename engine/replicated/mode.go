@@ -1,0 +1,62 @@
+package replicated
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/engine"
+	"github.com/idface/idface/engine/rowtxn"
+	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/sharing/replicated"
+)
+
+// Mode is replicated blind mode's name in cluster.json.
+const Mode config.Mode = "replicated"
+
+// Kind is the record kind of a replicated holder's log: rowtxn records
+// whose shares are the holder's pair (s_i, s_(i+1)). Kinds 1-3 are the
+// other modes' (internal/store).
+const Kind store.Kind = 4
+
+func init() {
+	engine.Register(engine.Mode{
+		ModeSpec: config.ModeSpec{
+			Name: Mode, Order: 50,
+			Summary: "replicated blind mode: three holders with 2-of-3 shares and a decider; any one deviating server is caught",
+			Layout: config.Layout{PartyRole: config.RoleShareHolder, PartyNoun: "share holders",
+				MinParties: replicated.Holders, MaxParties: replicated.Holders, DefaultParties: replicated.Holders, Helper: config.RoleDecider},
+			Levels: true,
+			Trust:  "trust: one of the four servers may deviate: a holder or entry that alters its part gets the query refused, a decider cannot get a row below the threshold accepted; the entry learns the answered rows' scores; no two servers may collude (docs/REPLICATED-NOTES.md)",
+		},
+		Server: func(p *config.Params, name string) engine.Server {
+			if name == p.DeciderName() {
+				return engine.Server{Role: "decider",
+					Open: func(_ context.Context, env engine.Env, _ string, _ func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
+						eng, err := NewDecider(env)
+						return eng, nil, err
+					},
+				}
+			}
+			return rowtxn.HolderServer("party", "shares.log", Kind, New)
+		},
+		Describe: func(p *config.Params) string {
+			g, q := p.Transform()
+			return fmt.Sprintf("gallery levels %s, query levels %s, 2-of-3 shares over Z_(2^%d)", g, q, p.Ring().Bits)
+		},
+		// Two k-bit shares of d elements a row.
+		Storage: func(p *config.Params, rows int) float64 { return float64(2 * rows * p.Dim() * p.Ring().Bits / 8) },
+		IdentifyFormula: func(p *config.Params, rows int) (string, float64) {
+			return "3*D*k + 32*D + query", IdentifyBits(rows, p.Beta(), p.Ring().Bits) / 8
+		},
+	})
+}
+
+// IdentifyBits is one identification's traffic between the servers: three
+// vectors of D k-bit masked score shares and one of D 32-bit tags into the
+// decider, three digests of them, and the query (beta positions of 16 bits
+// and coefficients of 8, a query id and a seed) to each of the two
+// helpers.
+func IdentifyBits(ids, beta, k int) float64 {
+	return float64(3*ids*k + 32*ids + 4*256 + 2*(24*beta+384))
+}

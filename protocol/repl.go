@@ -1,0 +1,113 @@
+package protocol
+
+import "github.com/idface/idface/internal/wire"
+
+// Replicated blind mode (SPEC section 8): three share holders with 2-of-3
+// replicated shares and a decider. The entry sends every helper the same
+// BlindQuery as in blind mode; these messages carry what differs: the
+// digests that let the decider check each share-score vector against the
+// other holder of its share, and the tags that let the entry check the
+// decider's answer (docs/REPLICATED-NOTES.md).
+
+// DigestSize is the bytes of a digest of a score-share vector or of a tag
+// vector (SHA-256).
+const DigestSize = 32
+
+// ReplQueryOK is a helper's answer to the entry: its traffic with the
+// decider (bytes_total) and the tag key of this query, which the two
+// helpers derive from the key they share; the entry checks the decider's
+// answer with it.
+type ReplQueryOK struct {
+	Bytes  uint64
+	TagKey [32]byte
+}
+
+func (m *ReplQueryOK) Type() Type { return TReplQueryOK }
+func (m *ReplQueryOK) marshal(e *wire.Enc) {
+	e.U64(m.Bytes)
+	e.Raw(m.TagKey[:])
+}
+func (m *ReplQueryOK) unmarshal(d *wire.Dec) {
+	m.Bytes = d.U64()
+	d.Fixed(m.TagKey[:])
+}
+
+// ReplShare announces holder i's share-score vectors of query Query to the
+// decider. Rows elements of Bits bits (pi(c_i) + m_i, little-endian) follow
+// as raw bytes, then, when Tags is set, Rows 4-byte little-endian tags of
+// that vector. Digest is the digest of the holder's other vector,
+// pi(c_(i+1)) + m_(i+1); TagDigest, when nonzero, the digest of the tags
+// of the vector of the share the entry does not hold. Entry is the index
+// of the query's entry holder; the entry's own ReplShare waits for the
+// ReplResult, a helper's is answered DecideShareOK.
+type ReplShare struct {
+	Query     [16]byte
+	Rows      uint32
+	Bits      uint8
+	TopK      uint16
+	Entry     uint8
+	Tags      bool
+	Digest    [DigestSize]byte
+	TagDigest [DigestSize]byte
+}
+
+func (m *ReplShare) Type() Type { return TReplShare }
+func (m *ReplShare) marshal(e *wire.Enc) {
+	e.Raw(m.Query[:])
+	e.U32(m.Rows)
+	e.U8(m.Bits)
+	e.U16(m.TopK)
+	e.U8(m.Entry)
+	e.Bool(m.Tags)
+	e.Raw(m.Digest[:])
+	e.Raw(m.TagDigest[:])
+}
+func (m *ReplShare) unmarshal(d *wire.Dec) {
+	d.Fixed(m.Query[:])
+	m.Rows, m.Bits, m.TopK, m.Entry, m.Tags = d.U32(), d.U8(), d.U16(), d.U8(), d.Bool()
+	d.Fixed(m.Digest[:])
+	d.Fixed(m.TagDigest[:])
+	if d.Err == nil && (m.Bits != 8 && m.Bits != 16 || m.Rows > MaxRows || m.TopK > MaxTopK || m.Entry > 2) {
+		d.Fail("score shares of %d rows of %d bits, top %d, entry %d", m.Rows, m.Bits, m.TopK, m.Entry)
+	}
+}
+
+// ReplResult is the decider's answer to the entry: as DecideResult, and
+// for every position the value there of the vector of the share the entry
+// does not hold and its tag, which the entry checks before it believes
+// that the row reaches the threshold.
+type ReplResult struct {
+	Positions []uint32
+	Scores    []int32
+	Values    []uint16
+	Tags      []uint32
+}
+
+func (m *ReplResult) Type() Type { return TReplResult }
+func (m *ReplResult) marshal(e *wire.Enc) {
+	e.U32(uint32(len(m.Positions)))
+	for i, p := range m.Positions {
+		e.U32(p)
+		e.U16(m.Values[i])
+		e.U32(m.Tags[i])
+	}
+	e.U32(uint32(len(m.Scores)))
+	for _, s := range m.Scores {
+		e.U32(uint32(s))
+	}
+}
+func (m *ReplResult) unmarshal(d *wire.Dec) {
+	n := d.Count(MaxTopK, 10)
+	for range n {
+		m.Positions = append(m.Positions, d.U32())
+		m.Values = append(m.Values, d.U16())
+		m.Tags = append(m.Tags, d.U32())
+	}
+	k := d.Count(MaxTopK, 4)
+	for range k {
+		m.Scores = append(m.Scores, int32(d.U32()))
+	}
+	if d.Err == nil && k != 0 && k != n {
+		d.Fail("%d scores for %d positions", k, n)
+	}
+}
