@@ -8,14 +8,11 @@ import (
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/internal/seal"
 	"github.com/idface/idface/protocol"
-	"github.com/idface/idface/sharing"
-	"github.com/idface/idface/sharing/additive"
-	"github.com/idface/idface/template"
 )
 
-// enrollSealed enrolls a batch in blind mode with the shares made here:
-// the gallery vector G(x) of each template (the cluster's gallery levels),
-// mu additive shares of it, each holder's shares sealed to that holder's
+// enrollSealed enrolls a batch with the shares made here: the gallery
+// vector G(x) of each template (the cluster's gallery levels), the mode's
+// shares of it, each holder's shares sealed to that holder's
 // key (internal/seal) and bound to this request; the operator signs the
 // ids and every part's hash. The entry relays the parts it cannot read and
 // never sees x, G(x) or another holder's share.
@@ -53,28 +50,19 @@ func (c *Client) enrollSealed(ctx context.Context, items []protocol.Item) error 
 	return nil
 }
 
-// SealShares makes every holder's sealed part of a blind enrollment of
-// items (party order): G(x) with the cluster's gallery levels, shares
-// over the cluster's ring from crypto/rand, the full share for the entry
-// (its log keeps it, as before) and a 32-byte seed for every other holder,
-// each part sealed to its holder for this request (nonce, ids).
+// SealShares makes every holder's sealed part of an enrollment of items
+// (party order): the mode's shares of G(x) (config.ModeSpec.SealedShares:
+// blind mode's additive shares, replicated mode's pairs), each part sealed
+// to its holder for this request (nonce, ids).
 func SealShares(p *config.Params, entry int, nonce [16]byte, items []protocol.Item) ([][]byte, error) {
-	if p.Mode() != config.ModeBlind { // the additive shares below are blind mode's
-		return nil, fmt.Errorf("client: this client makes sealed shares for blind mode only; this cluster runs %s", p.Mode())
+	shares := p.Spec().SealedShares
+	if !p.Spec().Sealed || shares == nil {
+		return nil, fmt.Errorf("client: mode %s does not enroll sealed shares", p.Mode())
 	}
 	if entry < 0 || entry >= p.Mu() {
 		return nil, fmt.Errorf("client: entry %d of %d holders", entry, p.Mu())
 	}
-	var pts [][]byte
-	var err error
-	switch p.Ring().Bits {
-	case 8:
-		pts, err = shareBlind[uint8](p, entry, items)
-	case 16:
-		pts, err = shareBlind[uint16](p, entry, items)
-	default:
-		err = fmt.Errorf("client: a ring of %d bits", p.Ring().Bits)
-	}
+	pts, err := shares(p, entry, items)
 	if err != nil {
 		return nil, err
 	}
@@ -97,52 +85,4 @@ func SealShares(p *config.Params, entry int, nonce [16]byte, items []protocol.It
 		}
 	}
 	return parts, nil
-}
-
-// shareBlind makes each holder's plaintext part: a flag (1: seeds, 0: full
-// shares) and one unit per item.
-func shareBlind[E additive.Elem](p *config.Params, entry int, items []protocol.Item) ([][]byte, error) {
-	mu, d := p.Mu(), p.Dim()
-	unit := d * additive.RingOf[E]().Bits / 8
-	pts := make([][]byte, mu)
-	for k := range pts {
-		if k == entry {
-			pts[k] = make([]byte, 1, 1+len(items)*unit)
-		} else {
-			pts[k] = make([]byte, 1, 1+len(items)*additive.SeedSize)
-			pts[k][0] = 1
-		}
-	}
-	tr, err := template.NewLevelTransformer(d, p.GalleryLevels())
-	if err != nil {
-		return nil, err
-	}
-	rnd, err := sharing.NewStream(nil) // AES-CTR keyed from crypto/rand
-	if err != nil {
-		return nil, err
-	}
-	v, own := make([]int8, d), make([]E, d)
-	seeds := make([]additive.Seed, mu-1)
-	defer func() { clear(v); clear(own); clear(seeds) }()
-	for i, it := range items {
-		if err := template.ApplyLevels(tr, it.Template, v); err != nil {
-			for _, pt := range pts {
-				clear(pt[:cap(pt)])
-			}
-			return nil, fmt.Errorf("item %d (%s): %w", i, it.ID, err)
-		}
-		if err := additive.GenSeededShares(seeds, own, v, rnd); err != nil {
-			return nil, err
-		}
-		next := 0
-		for k := range pts {
-			if k == entry {
-				pts[k] = append(pts[k], additive.ElemBytes(own)...)
-			} else {
-				pts[k] = append(pts[k], seeds[next][:]...)
-				next++
-			}
-		}
-	}
-	return pts, nil
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"github.com/idface/idface/protocol"
 	"fmt"
 	"sort"
 	"strings"
@@ -28,6 +29,12 @@ type ModeSpec struct {
 	// each party's to its seal key (internal/seal), so no server sees a
 	// template; every party then needs one (Member.Seal).
 	Sealed bool
+	// SealedShares makes, at the operator's client, every party's
+	// plaintext part of a sealed enrollment of items (party order; entry
+	// is the party that relays them): a flag byte (1: seeds of
+	// rowtxn's seed size, 0: full shares) and one unit per item. Required
+	// when Sealed.
+	SealedShares func(p *Params, entry int, items []protocol.Item) ([][]byte, error)
 	// NoRevealScores: the mode never reveals scores, even to research
 	// clusters.
 	NoRevealScores string
@@ -77,6 +84,8 @@ func RegisterMode(s ModeSpec) {
 		panic(fmt.Sprintf("config: mode %s: party role %q", s.Name, s.PartyRole))
 	case s.Helper != "" && s.Helper != RoleKeyServer && s.Helper != RoleDecider:
 		panic(fmt.Sprintf("config: mode %s: helper role %q", s.Name, s.Helper))
+	case s.Sealed && s.SealedShares == nil:
+		panic(fmt.Sprintf("config: mode %s: sealed without SealedShares", s.Name))
 	case s.MinParties < 1 || s.MaxParties > MaxParties || s.MinParties > s.MaxParties ||
 		s.DefaultParties < s.MinParties || s.DefaultParties > s.MaxParties:
 		panic(fmt.Sprintf("config: mode %s: parties %d..%d, default %d", s.Name, s.MinParties, s.MaxParties, s.DefaultParties))

@@ -18,8 +18,8 @@ func init() {
 			Layout: config.Layout{PartyRole: config.RoleShareHolder, PartyNoun: "share holders",
 				MinParties: 2, MaxParties: config.MaxParties, DefaultParties: 2, Helper: config.RoleDecider},
 			Levels: true,
-			Sealed: true,
-			Trust:  "trust: semi-honest: one deviating share holder can change answers (make a chosen id accepted) and, as the entry, learn the exact scores of rows it chooses; the decider must not collude with a holder (docs/SECURITY.md)",
+			Sealed: true, SealedShares: sealedShares,
+			Trust: "trust: semi-honest: one deviating share holder can change answers (make a chosen id accepted) and, as the entry, learn the exact scores of rows it chooses; the decider must not collude with a holder (docs/SECURITY.md)",
 		},
 		Server: func(p *config.Params, name string) engine.Server {
 			if name == p.DeciderName() {

@@ -21,6 +21,7 @@ import (
 	"github.com/idface/idface/engine/blind"
 	"github.com/idface/idface/internal/inproc"
 	"github.com/idface/idface/internal/pairkey"
+	"github.com/idface/idface/internal/seal"
 	"github.com/idface/idface/internal/store"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/network/memnet"
@@ -43,10 +44,12 @@ type cluster struct {
 	net  *memnet.Network
 	dir  string
 	keys map[string]crypto.PrivateKey
-	regs map[string]*prometheus.Registry
-	dec  *replicated.Decider
-	mu   sync.Mutex
-	stop map[string]func()
+	// seals are the holders' seal keys (sealed enrollment).
+	seals map[string]*seal.PrivateKey
+	regs  map[string]*prometheus.Registry
+	dec   *replicated.Decider
+	mu    sync.Mutex
+	stop  map[string]func()
 }
 
 // literal is a replicated literal of three holders and a decider.
@@ -71,7 +74,7 @@ func literal(lit config.Literal) config.Literal {
 func startCluster(t *testing.T, lit config.Literal, deciderTau *float64) *cluster {
 	t.Helper()
 	lit = literal(lit)
-	c := &cluster{t: t, net: memnet.New(), dir: t.TempDir(), keys: map[string]crypto.PrivateKey{}, regs: map[string]*prometheus.Registry{}, stop: map[string]func(){}}
+	c := &cluster{t: t, net: memnet.New(), dir: t.TempDir(), keys: map[string]crypto.PrivateKey{}, seals: map[string]*seal.PrivateKey{}, regs: map[string]*prometheus.Registry{}, stop: map[string]func(){}}
 	lit.Parties = append([]config.Member(nil), lit.Parties...)
 	lit.Clients = append([]config.Member(nil), lit.Clients...)
 	dec := *lit.Decider
@@ -93,6 +96,13 @@ func startCluster(t *testing.T, lit config.Literal, deciderTau *float64) *cluste
 			t.Fatal(err)
 		}
 		m.Cert, m.Pin, c.keys[m.Name] = string(id.CertPEM), id.Pin, pair.PrivateKey
+	}
+	for i := range lit.Parties {
+		k, err := seal.GenerateKey(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lit.Parties[i].Seal, c.seals[lit.Parties[i].Name] = k.Public().String(), k
 	}
 	p, err := config.New(lit, c.dir)
 	if err != nil {
@@ -130,7 +140,7 @@ func (c *cluster) start(name string, p *config.Params) {
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})).With("server", name)
 	reg := prometheus.NewRegistry()
 	var srv *server.Server
-	env := engine.Env{Params: p, Self: name, Net: c.dialer(name), Log: log, Metrics: reg, PairKeys: keys, Fatal: func(err error) { srv.Fatal(err) }}
+	env := engine.Env{Params: p, Self: name, Net: c.dialer(name), Log: log, Metrics: reg, PairKeys: keys, SealKey: c.seals[name], Fatal: func(err error) { srv.Fatal(err) }}
 	var eng engine.Engine
 	var closers []func() error
 	if name == p.DeciderName() {

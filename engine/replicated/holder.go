@@ -15,8 +15,10 @@
 // its own two vectors' values and accepts the position only if the tag
 // holds and the sum reaches the threshold.
 //
-// Enrollment is the two-phase transaction of engine/rowtxn with the entry
-// splitting the shares (split, to be replaced by sealed enrollment).
+// Enrollment is sealed (rowtxn's SealedEnroll): the operator's client
+// makes the three shares and seals each holder's pair to that holder
+// (sealedShares); the entry relays what it cannot read, and no server sees
+// a template. Then the two-phase transaction of engine/rowtxn.
 //
 // # Security model
 //
@@ -43,10 +45,8 @@ import (
 	"github.com/idface/idface/engine/rowtxn"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
-	"github.com/idface/idface/sharing"
 	"github.com/idface/idface/sharing/additive"
 	"github.com/idface/idface/sharing/replicated"
-	"github.com/idface/idface/template"
 )
 
 // Params are what the engines read from a cluster's parameters, checked
@@ -186,56 +186,12 @@ func newHolder[E additive.Elem](env engine.Env, p *Params) (*Holder[E], error) {
 // Routes lists the requests a share holder answers.
 func (h *Holder[E]) Routes() map[protocol.Type]engine.Route {
 	r := h.Core.Routes()
-	r[protocol.TEnroll] = engine.Route{Op: "enroll", From: engine.Operators, Handle: h.Guard(h.enroll), Max: engine.EnrollBound(h.p.Params)}
+	share := 2 * h.p.Dim() * h.p.Bits / 8 // the holder's pair of a row
+	r[protocol.TSealedEnroll] = engine.Route{Op: "enroll", From: engine.Operators, Handle: h.Guard(h.SealedEnroll), Max: engine.SealedEnrollBound(h.p.Params, share)}
+	r[protocol.TSealedPrepare] = engine.Route{Op: "prepare", From: engine.Parties, Handle: h.Guard(h.SealedPrepare), Max: engine.SealedPrepareBound(h.p.Params, share)}
 	r[protocol.TIdentify] = engine.Route{Op: "identify", From: engine.Clients, Handle: h.Guard(h.identify), Max: engine.IdentifyBound(h.p.Params), Long: true}
 	r[protocol.TBlindQuery] = engine.Route{Op: "query", From: engine.Parties, Handle: h.Guard(h.serveQuery), Max: engine.BlindQueryBound(h.p.Params), Long: true}
 	return r
-}
-
-func (h *Holder[E]) enroll(ctx context.Context, r engine.Request) protocol.Msg {
-	return h.Enroll(ctx, r.Msg.(*protocol.Enroll), h.split)
-}
-
-// split makes every holder's op for each item: G(x), then the three shares
-// (two uniform, the third v minus them), and holder k's pair
-// (s_k, s_(k+1)) in full. Sealed enrollment will replace this function:
-// the operator's client will split and seal each pair to its holder.
-func (h *Holder[E]) split(items []protocol.Item) ([][]protocol.Op, error) {
-	d := h.p.Dim()
-	ops := make([][]protocol.Op, replicated.Holders)
-	for k := range ops {
-		ops[k] = make([]protocol.Op, len(items))
-	}
-	err := engine.Parallel(len(items), 64, func(lo, hi int) error {
-		tr := h.gallery.Get()
-		defer h.gallery.Put(tr)
-		rnd, err := sharing.NewStream(h.env.Rand) // AES-CTR keyed from crypto/rand
-		if err != nil {
-			return err
-		}
-		v := make([]int8, d)
-		defer clear(v)
-		var s [replicated.Holders][]E
-		for j := range s {
-			s[j] = make([]E, d)
-			defer clear(s[j])
-		}
-		for i := lo; i < hi; i++ {
-			if err := template.ApplyLevels(tr, items[i].Template, v); err != nil {
-				return fmt.Errorf("item %d (%s): %w", i, items[i].ID, err)
-			}
-			if err := replicated.Split(&s, v, rnd); err != nil {
-				return err
-			}
-			for k := range ops {
-				pr := replicated.Pair(&s, k)
-				share := append(append(make([]byte, 0, 2*d*h.p.Bits/8), additive.ElemBytes(pr[0])...), additive.ElemBytes(pr[1])...)
-				ops[k][i] = protocol.Op{Kind: protocol.OpPut, ID: items[i].ID, Share: share}
-			}
-		}
-		return nil
-	})
-	return ops, err
 }
 
 // vectors are one holder's two permuted, masked share-score vectors of a

@@ -27,7 +27,8 @@ func init() {
 			Layout: config.Layout{PartyRole: config.RoleShareHolder, PartyNoun: "share holders",
 				MinParties: replicated.Holders, MaxParties: replicated.Holders, DefaultParties: replicated.Holders, Helper: config.RoleDecider},
 			Levels: true,
-			Trust:  "trust: one of the four servers may deviate: a holder or entry that alters its part gets the query refused, a decider cannot get a row below the threshold accepted; the entry learns the answered rows' scores; no two servers may collude (docs/REPLICATED-NOTES.md)",
+			Sealed: true, SealedShares: sealedShares,
+			Trust: "trust: one of the four servers may deviate: a holder or entry that alters its part gets the query refused, a decider cannot get a row below the threshold accepted; the entry learns the answered rows' scores; no two servers may collude (docs/REPLICATED-NOTES.md)",
 		},
 		Server: func(p *config.Params, name string) engine.Server {
 			if name == p.DeciderName() {
