@@ -1,11 +1,12 @@
 package config
 
 import (
-	"github.com/idface/idface/protocol"
 	"fmt"
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/idface/idface/protocol"
 )
 
 // ModeSpec is what configuration needs to know of a mode, declared by the
