@@ -24,8 +24,11 @@ import (
 
 // Client talks to the cluster through one entry server.
 type Client struct {
-	p     *config.Params
-	d     network.Dialer
+	p *config.Params
+	d network.Dialer
+	// entry is where requests go; in a mode that answers with a party
+	// down, Identify moves it to a party it can reach.
+	mu    sync.Mutex
 	entry string
 	// name and key sign enrollments and deletions (operators only).
 	name string
@@ -92,7 +95,11 @@ func (e notSent) Unwrap() error { return e.error }
 func (c *Client) Close() { c.d.Close() }
 
 // Entry names the entry server.
-func (c *Client) Entry() string { return c.entry }
+func (c *Client) Entry() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.entry
+}
 
 func (c *Client) call(ctx context.Context, to string, req protocol.Msg, want protocol.Type) (protocol.Msg, error) {
 	resp, err := network.Call(ctx, c.d, to, req)
@@ -121,7 +128,7 @@ func (c *Client) Enroll(ctx context.Context, items []protocol.Item) error {
 		return err
 	}
 	m.Auth = auth
-	resp, err := c.call(ctx, c.entry, m, protocol.TEnrollOK)
+	resp, err := c.call(ctx, c.Entry(), m, protocol.TEnrollOK)
 	if err != nil {
 		return err
 	}
@@ -132,13 +139,35 @@ func (c *Client) Enroll(ctx context.Context, items []protocol.Item) error {
 }
 
 // Identify returns the entry's answer for a template: the accepted ids (at
-// most k) or a rejection.
+// most k) or a rejection. In a mode that answers with a party down
+// (config.ModeSpec.Outage), an entry that cannot be reached is replaced by
+// the next party that can, which stays the entry.
 func (c *Client) Identify(ctx context.Context, tmpl []float32, k int) (*protocol.IdentifyOK, error) {
-	resp, err := c.call(ctx, c.entry, &protocol.Identify{TopK: uint16(k), Template: tmpl}, protocol.TIdentifyOK)
+	m := &protocol.Identify{TopK: uint16(k), Template: tmpl}
+	entry := c.Entry()
+	resp, err := c.call(ctx, entry, m, protocol.TIdentifyOK)
+	if c.p.Spec().Outage {
+		from := c.p.PartyIndex(entry)
+		for i := 1; i < c.p.Mu() && err != nil && unreached(ctx, err); i++ {
+			next := c.p.Party((from + i) % c.p.Mu()).Name
+			if resp, err = c.call(ctx, next, m, protocol.TIdentifyOK); err == nil {
+				c.mu.Lock()
+				c.entry = next
+				c.mu.Unlock()
+			}
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
 	return resp.(*protocol.IdentifyOK), nil
+}
+
+// unreached reports whether err is a failure to reach a server, not its
+// answer, while ctx still has time.
+func unreached(ctx context.Context, err error) bool {
+	var pe *protocol.Error
+	return ctx.Err() == nil && !errors.As(err, &pe)
 }
 
 // Delete revokes id at every server.
@@ -150,7 +179,7 @@ func (c *Client) Delete(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	_, err = c.call(ctx, c.entry, &protocol.Delete{Auth: auth, ID: id}, protocol.TDeleteOK)
+	_, err = c.call(ctx, c.Entry(), &protocol.Delete{Auth: auth, ID: id}, protocol.TDeleteOK)
 	var pe *protocol.Error
 	if errors.As(err, &pe) && pe.Code == protocol.CodeUnknownID {
 		if nfc := protocol.CheckID(id); nfc != nil { // ids are enrolled in NFC

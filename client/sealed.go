@@ -28,7 +28,8 @@ func (c *Client) enrollSealed(ctx context.Context, items []protocol.Item) error 
 	if _, err := rand.Read(nonce[:]); err != nil {
 		return notSent{err}
 	}
-	parts, err := SealShares(c.p, c.p.PartyIndex(c.entry), nonce, items)
+	entry := c.Entry() // the parts are made for it
+	parts, err := SealShares(c.p, c.p.PartyIndex(entry), nonce, items)
 	if err != nil {
 		return notSent{err}
 	}
@@ -40,7 +41,7 @@ func (c *Client) enrollSealed(ctx context.Context, items []protocol.Item) error 
 	if err != nil {
 		return notSent{err}
 	}
-	resp, err := c.call(ctx, c.entry, &protocol.SealedEnroll{Auth: auth, IDs: ids, Parts: parts}, protocol.TEnrollOK)
+	resp, err := c.call(ctx, entry, &protocol.SealedEnroll{Auth: auth, IDs: ids, Parts: parts}, protocol.TEnrollOK)
 	if err != nil {
 		return err
 	}

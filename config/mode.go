@@ -39,6 +39,10 @@ type ModeSpec struct {
 	// NoRevealScores: the mode never reveals scores, even to research
 	// clusters.
 	NoRevealScores string
+	// Outage: the mode answers with one party down (degraded): its entry
+	// runs a query without a helper it cannot reach, and a client whose
+	// entry cannot be reached identifies through another party.
+	Outage bool
 	// IdentifyTimeouts is how many request timeouts a whole identify may
 	// take at the entry (1 when zero).
 	IdentifyTimeouts int

@@ -77,5 +77,9 @@ func (a *Answer) Bytes(sent, recv, total uint64) {
 	a.resp.BytesSent, a.resp.BytesRecv, a.resp.BytesTotal = sent, recv, total
 }
 
+// Degraded flags the answer as computed without some of the mode's checks
+// (a server was down).
+func (a *Answer) Degraded() { a.resp.Degraded = true }
+
 // Done returns the answer.
 func (a *Answer) Done() *protocol.IdentifyOK { return a.resp }

@@ -21,15 +21,17 @@ import (
 // ErrMalformed wraps every decoding failure.
 var ErrMalformed = wire.ErrMalformed
 
-// Version is the wire version; the ALPN (idface/3) carries the same
+// Version is the wire version; the ALPN (idface/4) carries the same
 // number, so peers of different versions refuse each other at the
 // handshake. Version 2: HEQuery carries the public key's fingerprint, HE
 // changes are numbered (HEDecide.Seq, HEDelete, HESync). Version 3:
 // enrollments, deletions and prepares carry the operator's Auth;
 // row-map digests between servers are sealed with the key the two share
 // (no client gets one), Health asks a server to compare its row map with
-// its peers' and HealthOK reports each peer's agreement.
-const Version = 3
+// its peers' and HealthOK reports each peer's agreement. Version 4:
+// degraded queries of replicated mode (BlindQuery.Down, ReplShare.Down
+// and Next, IdentifyOK.Degraded).
+const Version = 4
 
 // Limits on what a peer or a client may send.
 const (
@@ -328,6 +330,9 @@ type IdentifyOK struct {
 	// BytesTotal is the application bytes moved between all servers for
 	// this query (blind mode: every server reports its part to the entry).
 	BytesTotal uint64
+	// Degraded: a server was down and the answer was computed without the
+	// checks it takes part in (replicated mode, docs/REPLICATED-NOTES.md).
+	Degraded bool
 }
 
 func (m *IdentifyOK) Type() Type { return TIdentifyOK }
@@ -344,6 +349,7 @@ func (m *IdentifyOK) marshal(e *wire.Enc) {
 	e.U64(m.BytesSent)
 	e.U64(m.BytesRecv)
 	e.U64(m.BytesTotal)
+	e.Bool(m.Degraded)
 }
 func (m *IdentifyOK) unmarshal(d *wire.Dec) {
 	n := d.Count(MaxTopK, 6)
@@ -355,6 +361,7 @@ func (m *IdentifyOK) unmarshal(d *wire.Dec) {
 	m.ScoresHidden = d.Bool()
 	m.Alpha, m.Beta = d.U16(), d.U16()
 	m.BytesSent, m.BytesRecv, m.BytesTotal = d.U64(), d.U64(), d.U64()
+	m.Degraded = d.Bool()
 }
 
 // Delete revokes an enrolled id at every party.

@@ -296,6 +296,11 @@ type BlindQuery struct {
 	Digest Digest
 	Pos    []int32
 	Coef   []int8
+	// Down, in replicated mode, is 1 + the index of a share holder the
+	// entry cannot reach: the query runs degraded, the live holders
+	// sending every share's vector between them (engine/replicated). 0
+	// otherwise, and always in blind mode.
+	Down uint8
 }
 
 func (m *BlindQuery) Type() Type { return TBlindQuery }
@@ -308,6 +313,7 @@ func (m *BlindQuery) marshal(e *wire.Enc) {
 		e.U16(uint16(p))
 		e.U8(uint8(m.Coef[i]))
 	}
+	e.U8(m.Down)
 }
 func (m *BlindQuery) unmarshal(d *wire.Dec) {
 	d.Fixed(m.Query[:])
@@ -320,6 +326,10 @@ func (m *BlindQuery) unmarshal(d *wire.Dec) {
 		if d.Err == nil && (m.Pos[i] >= MaxDim || m.Coef[i] == 0) {
 			d.Fail("query coefficient %d at %d", m.Coef[i], m.Pos[i])
 		}
+	}
+	m.Down = d.U8()
+	if d.Err == nil && m.Down > MaxParties {
+		d.Fail("down holder %d", m.Down)
 	}
 }
 

@@ -40,6 +40,13 @@ func (m *ReplQueryOK) unmarshal(d *wire.Dec) {
 // of the vector of the share the entry does not hold. Entry is the index
 // of the query's entry holder; the entry's own ReplShare waits for the
 // ReplResult, a helper's is answered DecideShareOK.
+//
+// Degraded queries (Down: 1 + the index of the holder that is down, 0
+// when all are up): a holder whose next share's other holder is down
+// sends that vector in full too (Next: it follows its own vector, and
+// Digest is zero), and the Tags, when set, are of whichever of its
+// vectors is the share the entry lacks; a digest whose other holder is
+// down is zero.
 type ReplShare struct {
 	Query     [16]byte
 	Rows      uint32
@@ -49,6 +56,8 @@ type ReplShare struct {
 	Tags      bool
 	Digest    [DigestSize]byte
 	TagDigest [DigestSize]byte
+	Down      uint8
+	Next      bool
 }
 
 func (m *ReplShare) Type() Type { return TReplShare }
@@ -61,14 +70,17 @@ func (m *ReplShare) marshal(e *wire.Enc) {
 	e.Bool(m.Tags)
 	e.Raw(m.Digest[:])
 	e.Raw(m.TagDigest[:])
+	e.U8(m.Down)
+	e.Bool(m.Next)
 }
 func (m *ReplShare) unmarshal(d *wire.Dec) {
 	d.Fixed(m.Query[:])
 	m.Rows, m.Bits, m.TopK, m.Entry, m.Tags = d.U32(), d.U8(), d.U16(), d.U8(), d.Bool()
 	d.Fixed(m.Digest[:])
 	d.Fixed(m.TagDigest[:])
-	if d.Err == nil && (m.Bits != 8 && m.Bits != 16 || m.Rows > MaxRows || m.TopK > MaxTopK || m.Entry > 2) {
-		d.Fail("score shares of %d rows of %d bits, top %d, entry %d", m.Rows, m.Bits, m.TopK, m.Entry)
+	m.Down, m.Next = d.U8(), d.Bool()
+	if d.Err == nil && (m.Bits != 8 && m.Bits != 16 || m.Rows > MaxRows || m.TopK > MaxTopK || m.Entry > 2 || m.Down > 3 || m.Down == m.Entry+1) {
+		d.Fail("score shares of %d rows of %d bits, top %d, entry %d, down %d", m.Rows, m.Bits, m.TopK, m.Entry, m.Down)
 	}
 }
 

@@ -67,7 +67,7 @@ func (d *Decider) share(ctx context.Context, r engine.Request) protocol.Msg {
 		entry = holder
 	}
 	size := int(m.Rows) * bits / 8
-	q, perr := d.queries.Join(m.Query, int(m.Rows), holder, size, entry, int(m.TopK))
+	q, perr := d.queries.Join(m.Query, int(m.Rows), holder, size, entry, int(m.TopK), 0)
 	if perr != nil {
 		return perr
 	}

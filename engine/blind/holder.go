@@ -382,6 +382,9 @@ func (h *Holder[E]) serveQuery(ctx context.Context, r engine.Request) protocol.M
 	if perr != nil {
 		return perr
 	}
+	if m.Down != 0 { // blind mode needs every holder: it has no degraded queries
+		return protocol.Errorf(protocol.CodeBadRequest, "a blind-mode query names a holder down; this mode answers only with every holder")
+	}
 	if r.From.Name == h.env.Self {
 		return protocol.Errorf(protocol.CodeForbidden, "a holder does not query itself")
 	}

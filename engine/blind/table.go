@@ -60,6 +60,7 @@ type Pending[P, R any] struct {
 	Entry   int // the entry's holder index, -1 until a part names it
 	Parts   []P // by holder
 	has     []bool
+	want    int // parts that make the query complete (holders, or fewer in a degraded query)
 	joined  int // holders that have announced their parts
 	got     int // holders whose parts have arrived
 	creator int // the holder whose part came first
@@ -94,7 +95,12 @@ func (t *Table[P, R]) Len() int {
 // reserves its bytes. entry is the entry's holder index as this part names
 // it (-1: it does not say); the entry's own part brings topK. A part that
 // contradicts the query's others ends the query: it cannot be answered.
-func (t *Table[P, R]) Join(id [16]byte, rows, holder, size, entry, topK int) (*Pending[P, R], *protocol.Error) {
+// want is the number of parts the query has by this part (0: one per
+// holder).
+func (t *Table[P, R]) Join(id [16]byte, rows, holder, size, entry, topK, want int) (*Pending[P, R], *protocol.Error) {
+	if want == 0 {
+		want = t.holders
+	}
 	t.mu.Lock()
 	q := t.queries[id]
 	if q == nil {
@@ -112,7 +118,7 @@ func (t *Table[P, R]) Join(id [16]byte, rows, holder, size, entry, topK int) (*P
 			t.mu.Unlock()
 			return nil, protocol.Errorf(protocol.CodeUnavailable, "%d queries from %s wait for the other holders' shares; retry shortly", orphans, t.name(holder))
 		}
-		q = &Pending[P, R]{ID: id, Rows: rows, TopK: 1, Entry: -1, Parts: make([]P, t.holders), has: make([]bool, t.holders),
+		q = &Pending[P, R]{ID: id, Rows: rows, TopK: 1, Entry: -1, Parts: make([]P, t.holders), has: make([]bool, t.holders), want: want,
 			creator: holder, done: make(chan struct{}), created: time.Now()}
 		t.queries[id] = q
 	}
@@ -122,6 +128,8 @@ func (t *Table[P, R]) Join(id [16]byte, rows, holder, size, entry, topK int) (*P
 		err = fmt.Errorf("%d rows where another holder sent %d: the holders' row maps differ", rows, q.Rows)
 	case q.has[holder]:
 		err = fmt.Errorf("holder %d sent its shares of this query twice", holder)
+	case q.want != want:
+		err = fmt.Errorf("holders disagree on how many parts the query has (%d, %d)", q.want, want)
 	case entry >= 0 && q.Entry >= 0 && entry != q.Entry:
 		err = fmt.Errorf("two entries for one query")
 	case t.bytes+size > maxPendingBytes:
@@ -159,7 +167,7 @@ func (t *Table[P, R]) Add(q *Pending[P, R], holder int, part P) bool {
 	}
 	q.Parts[holder] = part
 	q.got++
-	return q.got == t.holders && q.Entry >= 0
+	return q.got == q.want && q.Entry >= 0
 }
 
 // Finish drops the query and records its outcome.

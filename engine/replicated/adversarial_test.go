@@ -71,7 +71,8 @@ func TestTamperingHolder(t *testing.T) {
 		t.Fatalf("honest query: %v %+v", err, honest)
 	}
 	hdr := 4 + len(protocol.Marshal(&protocol.ReplShare{}))
-	digestAt, tagDigestAt := hdr-2*protocol.DigestSize, hdr-protocol.DigestSize
+	tail := 2 // Down and Next follow the digests
+	digestAt, tagDigestAt := hdr-tail-2*protocol.DigestSize, hdr-tail-protocol.DigestSize
 	rows := 30
 	r := rand.New(rand.NewPCG(8, 9))
 	dec := c.p.DeciderName()
@@ -87,7 +88,7 @@ func TestTamperingHolder(t *testing.T) {
 				must = "p2/p3" // tags, against p2's digest of them
 			case at >= hdr:
 				must = replicated.PairLabel(c.decP(), hi, (hi+2)%3) // own vector, against its other holder's digest
-			case at >= tagDigestAt && h == "p2":
+			case at >= tagDigestAt && at < hdr-tail && h == "p2":
 				must = "p2/p3"
 			case at >= digestAt && at < tagDigestAt:
 				must = replicated.PairLabel(c.decP(), hi, (hi+1)%3)
@@ -152,6 +153,18 @@ func TestTamperingEntry(t *testing.T) {
 			got, err := outcome(t, c, "p1", helper, f, y, 3)
 			if err == nil || !refused(err) {
 				t.Fatalf("the entry altered %v of its query to %s: %v %+v", f, helper, err, got)
+			}
+		}
+	}
+	// The down holder (the last byte): naming any holder down to one
+	// helper only, or a value that is no holder, is refused.
+	downAt := coefAt + 3*21
+	for _, mask := range []byte{1, 2, 3, 4, byte(5 + r.IntN(250))} {
+		for _, helper := range []string{"p2", "p3"} {
+			f := &flipper{at: downAt, mask: mask}
+			got, err := outcome(t, c, "p1", helper, f, y, 3)
+			if err == nil || !refused(err) {
+				t.Fatalf("the entry altered %v (the down holder) of its query to %s: %v %+v", f, helper, err, got)
 			}
 		}
 	}

@@ -232,7 +232,8 @@ func (c *cluster) settle() {
 	c.t.Fatal("the decider keeps its queries")
 }
 
-// counter reads a counter of server name by metric and label value.
+// counter reads a counter of server name by metric and label value ("":
+// the counter without labels).
 func (c *cluster) counter(name, metric, label string) float64 {
 	c.mu.Lock()
 	reg := c.regs[name]
@@ -247,6 +248,9 @@ func (c *cluster) counter(name, metric, label string) float64 {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
+			if label == "" && len(m.GetLabel()) == 0 { // a counter without labels
+				total += m.GetCounter().GetValue()
+			}
 			for _, l := range m.GetLabel() {
 				if l.GetValue() == label {
 					total += m.GetCounter().GetValue()

@@ -32,8 +32,9 @@ type Decider struct {
 // part is one holder's contribution to a query.
 type part struct {
 	msg  *protocol.ReplShare
-	vec  []byte // pi(c_i) + m_i
-	tags []byte // the tags of vec, from the entry's predecessor only
+	own  []byte // pi(c_i) + m_i
+	next []byte // pi(c_(i+1)) + m_(i+1), in a degraded query when its other holder is down
+	tags []byte // the tags of the vector of the share the entry lacks, from its tagger only
 }
 
 // pending is one query's three parts.
@@ -81,18 +82,28 @@ func (d *Decider) share(ctx context.Context, r engine.Request) protocol.Msg {
 	if holder < 0 {
 		return protocol.Errorf(protocol.CodeForbidden, "only share holders send score shares")
 	}
-	tagger, _ := entryRoles(int(m.Entry))
+	pl := planOf(int(m.Entry), m.Down)
 	if perr := blind.CheckShare(d.p.Params, int(m.Bits), int(m.TopK), m.Rows); perr != nil {
 		return perr
 	}
-	if m.Tags != (holder == tagger) {
-		return protocol.Errorf(protocol.CodeBadRequest, "tags from %s, whose entry is holder %d", r.From.Name, m.Entry)
+	held := replicated.Held(holder)
+	switch {
+	case pl.down == holder:
+		return protocol.Errorf(protocol.CodeBadRequest, "%s sent shares of a query that names it down", r.From.Name)
+	case m.Next != (pl.full(held[1]) == holder):
+		return protocol.Errorf(protocol.CodeBadRequest, "%s's next vector in full is %v, for a query of entry %d with down %d", r.From.Name, m.Next, m.Entry, m.Down)
+	case m.Tags != (pl.tagger() == holder):
+		return protocol.Errorf(protocol.CodeBadRequest, "tags from %s, whose entry is holder %d (down %d)", r.From.Name, m.Entry, m.Down)
 	}
-	size := int(m.Rows) * d.p.Bits / 8
+	vec := int(m.Rows) * d.p.Bits / 8
+	size := vec
+	if m.Next {
+		size += vec
+	}
 	if m.Tags {
 		size += 4 * int(m.Rows)
 	}
-	q, perr := d.queries.Join(m.Query, int(m.Rows), holder, size, int(m.Entry), int(m.TopK))
+	q, perr := d.queries.Join(m.Query, int(m.Rows), holder, size, int(m.Entry), int(m.TopK), pl.parts())
 	if perr != nil {
 		return perr
 	}
@@ -101,8 +112,11 @@ func (d *Decider) share(ctx context.Context, r engine.Request) protocol.Msg {
 		d.queries.Fail(q, fmt.Errorf("%s's score shares: %w", r.From.Name, err))
 		return protocol.Errorf(protocol.CodeBadRequest, "reading the score shares: %v", err)
 	}
-	vec := int(m.Rows) * d.p.Bits / 8
-	if d.queries.Add(q, holder, &part{msg: m, vec: b[:vec], tags: b[vec:]}) {
+	pt := &part{msg: m, own: b[:vec], tags: b[vec:]}
+	if m.Next {
+		pt.next, pt.tags = b[vec:2*vec], b[2*vec:]
+	}
+	if d.queries.Add(q, holder, pt) {
 		res, err := d.decide(q)
 		d.queries.Finish(q, res, err)
 	}
@@ -116,20 +130,39 @@ func (d *Decider) share(ctx context.Context, r engine.Request) protocol.Msg {
 	return res
 }
 
-// disagreements lists the pairs of holders whose parts contradict each
-// other: share j's full vector (from holder j) against its digest (from
-// holder j-1), and the tags (from the entry's predecessor) against their
-// digest (from the entry's successor).
-func (d *Decider) disagreements(q *pending) []string {
-	var pairs []string
-	for j := range replicated.Holders {
-		h := replicated.HoldersOf(j)
-		if replicated.VectorDigest(q.ID, j, d.p.Bits, q.Parts[h[0]].vec) != q.Parts[h[1]].msg.Digest {
-			pairs = append(pairs, pairLabel(d.p, h[0], h[1]))
+// vectors collects a complete query's three full share-score vectors by
+// its plan, after checking that every part follows the same plan.
+func (d *Decider) vectors(q *pending) (plan, [replicated.Holders][]byte, error) {
+	var full [replicated.Holders][]byte
+	pl := planOf(q.Entry, q.Parts[q.Entry].msg.Down)
+	for k, pt := range q.Parts {
+		if (pt == nil) != (k == pl.down) || pt != nil && pt.msg.Down != q.Parts[q.Entry].msg.Down {
+			return pl, full, protocol.Errorf(protocol.CodeInconsistent, "the share holders' parts name different holders down; the query is refused")
 		}
 	}
-	tagger, digester := entryRoles(q.Entry)
-	if replicated.TagsDigest(q.ID, q.Parts[tagger].tags) != q.Parts[digester].msg.TagDigest {
+	for j := range full {
+		if f := pl.full(j); f == j {
+			full[j] = q.Parts[f].own
+		} else {
+			full[j] = q.Parts[f].next
+		}
+	}
+	return pl, full, nil
+}
+
+// disagreements lists the pairs of holders whose parts contradict each
+// other: share j's full vector against its digest from its other holder,
+// and the tags against their digest, each where both holders are up.
+func (d *Decider) disagreements(q *pending, pl plan, full [replicated.Holders][]byte) []string {
+	var pairs []string
+	for j := range replicated.Holders {
+		g := pl.digest(j)
+		if g >= 0 && replicated.VectorDigest(q.ID, j, d.p.Bits, full[j]) != q.Parts[g].msg.Digest {
+			pairs = append(pairs, pairLabel(d.p, pl.full(j), g))
+		}
+	}
+	tagger, digester := pl.tagger(), pl.tagDigester()
+	if digester >= 0 && replicated.TagsDigest(q.ID, q.Parts[tagger].tags) != q.Parts[digester].msg.TagDigest {
 		pairs = append(pairs, pairLabel(d.p, tagger, digester))
 	}
 	return pairs
@@ -138,7 +171,11 @@ func (d *Decider) disagreements(q *pending) []string {
 // decide checks the parts, then adds the vectors and finds the best
 // positions, each with the value and tag of the vector the entry lacks.
 func (d *Decider) decide(q *pending) (*protocol.ReplResult, error) {
-	if pairs := d.disagreements(q); len(pairs) > 0 {
+	pl, full, err := d.vectors(q)
+	if err != nil {
+		return nil, err
+	}
+	if pairs := d.disagreements(q, pl, full); len(pairs) > 0 {
 		for _, p := range pairs {
 			d.refused.WithLabelValues(p).Inc()
 		}
@@ -151,19 +188,17 @@ func (d *Decider) decide(q *pending) (*protocol.ReplResult, error) {
 		thr = -1 << 30 // every live row; the entry judges the threshold
 	}
 	var matches []sharing.Match
-	var err error
 	switch d.p.Bits {
 	case 8:
-		matches, err = decideVecs[uint8](q, thr)
+		matches, err = decideVecs[uint8](q.TopK, thr, full)
 	default:
-		matches, err = decideVecs[uint16](q, thr)
+		matches, err = decideVecs[uint16](q.TopK, thr, full)
 	}
 	if err != nil {
 		return nil, err
 	}
 	res := &protocol.ReplResult{}
-	tagger, _ := entryRoles(q.Entry)
-	lacking, tags := q.Parts[tagger].vec, q.Parts[tagger].tags
+	lacking, tags := full[pl.lacking()], q.Parts[pl.tagger()].tags
 	for _, mt := range matches {
 		res.Positions = append(res.Positions, uint32(mt.Row))
 		v := uint16(lacking[mt.Row])
@@ -179,10 +214,10 @@ func (d *Decider) decide(q *pending) (*protocol.ReplResult, error) {
 	return res, nil
 }
 
-func decideVecs[E additive.Elem](q *pending, thr int) ([]sharing.Match, error) {
+func decideVecs[E additive.Elem](topK, thr int, full [replicated.Holders][]byte) ([]sharing.Match, error) {
 	var vecs [replicated.Holders][]E
-	for k, p := range q.Parts {
-		vecs[k] = additive.ViewElems[E](p.vec)
+	for j, v := range full {
+		vecs[j] = additive.ViewElems[E](v)
 	}
-	return additive.Decide(q.TopK, thr, 0, vecs[:]...)
+	return additive.Decide(topK, thr, 0, vecs[:]...)
 }

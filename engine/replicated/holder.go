@@ -126,6 +126,7 @@ type Holder[E additive.Elem] struct {
 	gallery *engine.LevelTransformers
 	query   *engine.LevelTransformers
 	perms   sync.Pool // *additive.Permuter
+	outage  *outage
 	m       struct {
 		score, permute prometheus.Counter
 		refused        *prometheus.CounterVec
@@ -172,12 +173,12 @@ func newHolder[E additive.Elem](env engine.Env, p *Params) (*Holder[E], error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Holder[E]{Core: core, env: env, p: p, gallery: g, query: q}
+	h := &Holder[E]{Core: core, env: env, p: p, gallery: g, query: q, outage: newOutage()}
 	h.m.score = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_score_seconds_total", Help: "Time computing the two share-score vectors (column sums over every row)."})
 	h.m.permute = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_permute_seconds_total", Help: "Time permuting and masking the two share-score vectors, and tagging."})
 	h.m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_repl_entry_refusals_total",
 		Help: "Entry: queries refused because the decider's answer failed its check (decider) or the helpers' tag keys differ (the helper pair)."}, []string{"pair"})
-	for _, c := range []prometheus.Collector{h.m.score, h.m.permute, h.m.refused} {
+	for _, c := range []prometheus.Collector{h.m.score, h.m.permute, h.m.refused, h.outage.gauge, h.outage.degraded} {
 		env.Metrics.MustRegister(c)
 	}
 	return h, nil
@@ -268,41 +269,41 @@ func (h *Holder[E]) permuter() *additive.Permuter {
 	return &additive.Permuter{}
 }
 
-// entryRoles names, for a query whose entry is holder e, the helper that
-// sends the tags (e-1: its own share is the one the entry lacks) and the
-// helper that sends their digest (e+1: that share is its next one).
-func entryRoles(e int) (tagger, digester int) {
-	return (e + 2) % replicated.Holders, (e + 1) % replicated.Holders
-}
-
-// sendShares sends this holder's vectors' contribution to the decider:
-// its own vector in full, the digest of its next one, and, by role, the
-// tags of its own vector or their digest. The entry's stream then carries
-// the decider's answer.
-func (h *Holder[E]) sendShares(ctx context.Context, qid [16]byte, vec *vectors[E], entry, topK int, tagKey *[32]byte) (*network.Stream, error) {
+// sendShares sends this holder's contribution to the decider, by the
+// query's plan: its own vector in full; its next one in full when that
+// share's other holder is down, else that vector's digest; and, by role,
+// the tags of the vector of the share the entry lacks or their digest.
+// The entry's stream then carries the decider's answer.
+func (h *Holder[E]) sendShares(ctx context.Context, qid [16]byte, vec *vectors[E], pl plan, topK int, tagKey *[32]byte) (*network.Stream, error) {
 	self := h.Self()
 	held := replicated.Held(self)
-	m := &protocol.ReplShare{Query: qid, Rows: uint32(vec.Rows()), Bits: uint8(h.p.Bits), TopK: uint16(topK), Entry: uint8(entry),
-		Digest: replicated.VectorDigest(qid, held[1], h.p.Bits, additive.ElemBytes(vec.next))}
-	var tags []byte
-	tagger, digester := entryRoles(entry)
+	m := &protocol.ReplShare{Query: qid, Rows: uint32(vec.Rows()), Bits: uint8(h.p.Bits), TopK: uint16(topK), Entry: uint8(pl.entry), Down: pl.wireDown()}
+	bulk := [][]byte{additive.ElemBytes(vec.own)}
 	switch self {
-	case tagger:
-		tags = make([]byte, 4*len(vec.own))
-		if err := replicated.Tags(tags, vec.own, tagKey); err != nil {
+	case pl.full(held[1]):
+		m.Next = true
+		bulk = append(bulk, additive.ElemBytes(vec.next))
+	case pl.digest(held[1]):
+		m.Digest = replicated.VectorDigest(qid, held[1], h.p.Bits, additive.ElemBytes(vec.next))
+	}
+	lacking := vec.own // the vector of the share the entry lacks, if this holder has it
+	if held[1] == pl.lacking() {
+		lacking = vec.next
+	}
+	switch self {
+	case pl.tagger():
+		tags := make([]byte, 4*len(lacking))
+		if err := replicated.Tags(tags, lacking, tagKey); err != nil {
 			return nil, err
 		}
 		m.Tags = true
-	case digester:
-		t := make([]byte, 4*len(vec.next))
-		if err := replicated.Tags(t, vec.next, tagKey); err != nil {
+		bulk = append(bulk, tags)
+	case pl.tagDigester():
+		t := make([]byte, 4*len(lacking))
+		if err := replicated.Tags(t, lacking, tagKey); err != nil {
 			return nil, err
 		}
 		m.TagDigest = replicated.TagsDigest(qid, t)
-	}
-	bulk := [][]byte{additive.ElemBytes(vec.own)}
-	if tags != nil {
-		bulk = append(bulk, tags)
 	}
 	return blind.SendShares(ctx, h.env.Net, h.p.DeciderName(), m, bulk...)
 }
@@ -318,27 +319,60 @@ func (h *Holder[E]) tagKey(entry int, qid [16]byte) ([32]byte, error) {
 	return replicated.TagKey(&pk, qid), nil
 }
 
-// identify runs a query as the entry.
+// identify runs a query as the entry: checked with every holder, or
+// degraded without a helper this entry cannot reach. A helper that turns
+// out unreachable during a checked query is marked down and the query
+// runs again, degraded, with a fresh permutation and query id (reusing
+// them would show the decider two masked vectors under one mask).
 func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg {
 	m := r.Msg.(*protocol.Identify)
+	down := h.outage.current()
+	resp, lost := h.runQuery(ctx, m, down)
+	if lost != noneDown && down == noneDown {
+		name := h.p.Party(lost).Name
+		if h.outage.mark(lost, name, ping(h.env.Net, name)) {
+			h.env.Log.Warn("a share holder cannot be reached; answering degraded until it is back", "holder", name)
+			resp, _ = h.runQuery(ctx, m, lost)
+		}
+	}
+	if ok, isOK := resp.(*protocol.IdentifyOK); isOK && ok.Degraded {
+		h.outage.degraded.Inc()
+	}
+	return resp
+}
+
+// runQuery runs one query by the plan of this entry with holder down down
+// (noneDown: none). When it fails because a helper could not be reached,
+// lost names that helper.
+func (h *Holder[E]) runQuery(ctx context.Context, m *protocol.Identify, down int) (resp protocol.Msg, lost int) {
 	topK := int(m.TopK)
+	pl := plan{entry: h.Self(), down: down}
 	nq, perr := blind.NewQuery(h.env, h.p.Params, h.query, m)
 	if perr != nil {
-		return perr
+		return perr, noneDown
 	}
 	sigma, qid := nq.Sigma, nq.ID
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	// The helpers: (y, sigma) out, their traffic and the tag key back. The
-	// first failure, a helper's or the decider's, ends the query.
-	peers := h.Peers()
+	// The live helpers: (y, sigma) out, their traffic and the tag key back.
+	// The first failure, a helper's or the decider's, ends the query.
+	var peers []string
+	for _, name := range h.Peers() {
+		if h.p.PartyIndex(name) != down {
+			peers = append(peers, name)
+		}
+	}
 	oks := make([]*protocol.ReplQueryOK, len(peers))
 	var wg sync.WaitGroup
 	var once sync.Once
 	var cause *protocol.Error
+	lost = noneDown
 	fail := func(who string, err error) {
 		once.Do(func() {
+			if k := h.p.PartyIndex(who); k >= 0 && k != h.Self() && unreachable(err) {
+				lost = k
+			}
 			e := engine.AsError(err, protocol.CodeUnavailable)
 			cause = protocol.Errorf(e.Code, "%s: %s", who, e.Msg)
 			cancel()
@@ -351,7 +385,7 @@ func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg
 				fail(h.env.Self, err)
 				return
 			}
-			bq := &protocol.BlindQuery{Query: qid, Sigma: sigma, Digest: sealed, Pos: nq.Pos, Coef: nq.Coef}
+			bq := &protocol.BlindQuery{Query: qid, Sigma: sigma, Digest: sealed, Pos: nq.Pos, Coef: nq.Coef, Down: pl.wireDown()}
 			wg.Go(func() {
 				ok, err := h.ask(ctx, name, bq)
 				if err != nil {
@@ -365,45 +399,45 @@ func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg
 	if err != nil {
 		fail(h.env.Self, err)
 		wg.Wait()
-		return cause
+		return cause, lost
 	}
 	dec := h.p.DeciderName()
-	s, err := h.sendShares(ctx, qid, vec, h.Self(), topK, nil)
+	s, err := h.sendShares(ctx, qid, vec, pl, topK, nil)
 	if err != nil {
 		fail(dec, err)
 		wg.Wait()
-		return cause
+		return cause, lost
 	}
 	defer s.Finish()
 	stop := context.AfterFunc(ctx, func() { s.SetDeadline(time.Now()) }) // a helper failed
-	resp, err := network.ReadReply(ctx, s, dec)
+	reply, err := network.ReadReply(ctx, s, dec)
 	stop()
 	if err != nil {
 		fail(dec, err)
 	}
 	wg.Wait()
 	if cause != nil {
-		return cause
+		return cause, lost
 	}
-	if oks[0].TagKey != oks[1].TagKey {
+	if len(oks) == 2 && oks[0].TagKey != oks[1].TagKey {
 		h.m.refused.WithLabelValues(peers[0] + "/" + peers[1]).Inc()
-		return protocol.Errorf(protocol.CodeInconsistent, "%s and %s disagree on the query's tag key; the query is refused", peers[0], peers[1])
+		return protocol.Errorf(protocol.CodeInconsistent, "%s and %s disagree on the query's tag key; the query is refused", peers[0], peers[1]), noneDown
 	}
-	res, ok := resp.(*protocol.ReplResult)
+	res, ok := reply.(*protocol.ReplResult)
 	if !ok {
-		return protocol.Errorf(protocol.CodeInternal, "the decider answered %v", resp.Type())
+		return protocol.Errorf(protocol.CodeInternal, "the decider answered %v", reply.Type()), noneDown
 	}
 	scores, perr := h.check(res, vec, &oks[0].TagKey, topK)
 	if perr != nil {
 		h.m.refused.WithLabelValues(dec).Inc()
 		h.env.Log.Warn("the decider's answer failed its check; query refused", "decider", dec)
-		return perr
+		return perr, noneDown
 	}
 	total := uint64(s.Sent() + s.Received())
 	for _, ok := range oks {
 		total += ok.Bytes
 	}
-	return h.answer(res, scores, vec.View, &sigma, topK, total)
+	return h.answer(res, scores, vec.View, &sigma, topK, total, down != noneDown), noneDown
 }
 
 // check verifies the decider's answer: every position is a row of this
@@ -480,9 +514,12 @@ func (h *Holder[E]) ask(ctx context.Context, name string, bq *protocol.BlindQuer
 }
 
 // answer maps the checked positions back to ids.
-func (h *Holder[E]) answer(res *protocol.ReplResult, scores []int, v blind.View, sigma *additive.Seed, topK int, total uint64) protocol.Msg {
+func (h *Holder[E]) answer(res *protocol.ReplResult, scores []int, v blind.View, sigma *additive.Seed, topK int, total uint64, degraded bool) protocol.Msg {
 	ans := engine.NewAnswer(h.p.Params, topK)
 	ans.Bytes(0, 0, total)
+	if degraded {
+		ans.Degraded()
+	}
 	perm := h.permuter()
 	rows, perr := blind.Unpermute(perm, res.Positions, sigma, v.Rows())
 	h.perms.Put(perm)
@@ -512,6 +549,10 @@ func (h *Holder[E]) serveQuery(ctx context.Context, r engine.Request) protocol.M
 	if entry < 0 || entry == h.Self() {
 		return protocol.Errorf(protocol.CodeForbidden, "only another share holder sends a query")
 	}
+	pl := planOf(entry, m.Down)
+	if pl.down == entry || pl.down == h.Self() || pl.down >= replicated.Holders {
+		return protocol.Errorf(protocol.CodeBadRequest, "a query with holder %d down, from holder %d to holder %d", pl.down, entry, h.Self())
+	}
 	if err := h.AwaitDigest(ctx, r.From.Name, m.Digest); err != nil {
 		return err
 	}
@@ -524,7 +565,7 @@ func (h *Holder[E]) serveQuery(ctx context.Context, r engine.Request) protocol.M
 	if err != nil {
 		return engine.AsError(err, protocol.CodeInternal)
 	}
-	s, err := h.sendShares(ctx, m.Query, vec, entry, 1, &key)
+	s, err := h.sendShares(ctx, m.Query, vec, pl, 1, &key)
 	if err != nil {
 		return engine.AsError(fmt.Errorf("decider: %w", err), protocol.CodeUnavailable)
 	}
@@ -535,4 +576,11 @@ func (h *Holder[E]) serveQuery(ctx context.Context, r engine.Request) protocol.M
 func pairLabel(p *Params, a, b int) string {
 	a, b = min(a, b), max(a, b)
 	return strings.Join([]string{p.Party(a).Name, p.Party(b).Name}, "/")
+}
+
+// Run does the core's background work and ends the probes of an outage
+// with ctx.
+func (h *Holder[E]) Run(ctx context.Context) {
+	h.outage.start(ctx)
+	h.Core.Run(ctx)
 }
