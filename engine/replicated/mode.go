@@ -29,7 +29,7 @@ func init() {
 			Levels: true,
 			Sealed: true, SealedShares: sealedShares,
 			Outage: true,
-			Trust: "trust: one of the four servers may deviate: a holder or entry that alters its part gets the query refused, a decider cannot get a row below the threshold accepted; the entry learns the answered rows' scores; no two servers may collude (docs/REPLICATED-NOTES.md)",
+			Trust:  "trust: one of the four servers may deviate: a holder or entry that alters its part gets the query refused, a decider cannot get a row below the threshold accepted; the entry learns the answered rows' scores; no two servers may collude (docs/REPLICATED-NOTES.md)",
 		},
 		Server: func(p *config.Params, name string) engine.Server {
 			if name == p.DeciderName() {
