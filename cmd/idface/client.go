@@ -66,6 +66,9 @@ type identifyLine struct {
 	Ms         float64     `json:"ms"`
 	Candidates []candidate `json:"candidates,omitempty"`
 	Error      string      `json:"error,omitempty"` // the query failed
+	// Degraded: a server was down and the answer skipped the checks it
+	// takes part in (replicated mode).
+	Degraded bool `json:"degraded,omitempty"`
 }
 
 type candidate struct {
@@ -130,13 +133,16 @@ func cmdIdentify(args []string, stdout, stderr io.Writer) error {
 	if !*asJSON {
 		fmt.Fprintf(stdout, "%6s  %-24s %6s %7s  %-8s %10s %8s\n", "query", "id", "score", "cosine", "decision", "bytes", "ms")
 	}
-	var accepted, rejected int
+	var accepted, rejected, degraded int
 	var failed []int
 	start, last := time.Now(), time.Now()
 	summary := func() string {
 		s := fmt.Sprintf("%d queries: %d accepted / %d rejected", accepted+rejected+len(failed), accepted, rejected)
 		if len(failed) > 0 {
 			s += fmt.Sprintf(" / %d failed", len(failed))
+		}
+		if degraded > 0 {
+			s += fmt.Sprintf("; %d answered degraded (*: a share holder was down, so its shares went unchecked; see idface cluster status)", degraded)
 		}
 		return s
 	}
@@ -180,6 +186,7 @@ func cmdIdentify(args []string, stdout, stderr io.Writer) error {
 			rejected++
 		}
 		line.Accepted, line.BytesSent, line.BytesRecv, line.BytesTotal = r.Accepted, r.BytesSent, r.BytesRecv, r.BytesTotal
+		line.Degraded = r.Degraded
 		for _, c := range r.Candidates {
 			cand := candidate{ID: c.ID}
 			if !r.ScoresHidden {
@@ -207,6 +214,10 @@ func cmdIdentify(args []string, stdout, stderr io.Writer) error {
 		id, dec, score, cos := "-", "reject", "-", "-"
 		if line.ID != nil {
 			id, dec = *line.ID, "accept"
+		}
+		if r.Degraded {
+			dec += "*" // explained below the table
+			degraded++
 		}
 		if line.Score != nil {
 			score, cos = fmt.Sprint(*line.Score), fmt.Sprintf("%.3f", *line.Cosine)

@@ -284,7 +284,11 @@ type statusReport struct {
 	AllReachable bool           `json:"all_reachable"`
 	SameConfig   bool           `json:"same_config"`
 	Agreement    string         `json:"agreement"` // agree, disagree, unknown (a device is not told)
-	Exit         int            `json:"exit"`
+	// Service is what identification gets: "checked" (every server up),
+	// "degraded" (one share holder down in a mode that answers without
+	// it, unchecked for its shares) or "down".
+	Service string `json:"service"`
+	Exit    int    `json:"exit"`
 }
 
 // serverStatus is one server's line of 'cluster status'.
@@ -397,6 +401,7 @@ func clusterStatus(cfg *config.Params, cl *client.Client, local, operator, asJSO
 	if len(configs) > 1 {
 		rep.SameConfig = false
 	}
+	rep.Service = service(cfg, &rep)
 	var failure error
 	switch {
 	case !rep.AllReachable:
@@ -417,6 +422,39 @@ func clusterStatus(cfg *config.Params, cl *client.Client, local, operator, asJSO
 		return &exitError{rep.Exit, failure}
 	}
 	return nil
+}
+
+// service says what identification gets from the servers of rep: every
+// server up, or in a mode that answers with a party down (ModeSpec.Outage)
+// one share holder down while the others agree among themselves (then
+// their reports of it as unreachable are not a disagreement).
+func service(cfg *config.Params, rep *statusReport) string {
+	var down []serverStatus
+	for _, st := range rep.Servers {
+		if !st.Reachable {
+			down = append(down, st)
+		}
+	}
+	switch {
+	case len(down) == 0:
+		return "checked"
+	case len(down) > 1 || !down[0].HoldsRows || !cfg.Spec().Outage:
+		return "down"
+	}
+	if rep.Agreement == "disagree" {
+		rep.Agreement = "agree"
+		for _, st := range rep.Servers {
+			for _, q := range st.Peers {
+				if q.Name != down[0].Name && q.State != "agrees" {
+					rep.Agreement = "disagree"
+				}
+			}
+		}
+	}
+	if rep.Agreement == "disagree" {
+		return "down"
+	}
+	return "degraded"
 }
 
 // printStatus is the human form of a status report.
@@ -440,6 +478,8 @@ func printStatus(cfg *config.Params, rep statusReport, lines []string, configsDi
 		fmt.Fprintln(stdout, "whether the servers agree on the row map is shown to operators only")
 	case rep.AllReachable && rep.Agreement == "agree":
 		fmt.Fprintln(stdout, "all servers agree on the row map (each compared its rows with every other server's)")
+	case rep.Service == "degraded":
+		fmt.Fprintln(stdout, "the cluster answers DEGRADED: one share holder is down; the others agree and answer without checking its shares (answers are flagged degraded); checked answers resume by themselves once it is back")
 	default:
 		fmt.Fprintln(stdout, "servers DISAGREE or are unreachable: identification is refused until they agree (the servers' logs say how their rows differ)")
 	}

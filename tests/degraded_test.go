@@ -1,0 +1,134 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idface/idface/cluster"
+	"github.com/idface/idface/protocol"
+)
+
+// TestReplicatedHolderKilled: a replicated cluster of real processes under
+// a steady identify load. A holder killed with SIGKILL, first a helper of
+// the client's entry, then the entry itself: no answer is ever wrong, and
+// every query started 5 s after the kill is answered (degraded, flagged);
+// `cluster status --json` says "degraded"; once the holder runs again,
+// answers are checked again with no operator action.
+func TestReplicatedHolderKilled(t *testing.T) {
+	dir, cfg := newCluster(t, "replicated", 3)
+	d := newDataset(t, t.TempDir(), 60, 21)
+	must(t, "enroll", "--cluster", dir, "--ids", d.ids, "--templates", d.enroll, "--quiet")
+	cl, err := cluster.Client(cfg, "device", "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask := func(ctx context.Context, i int) (*protocol.IdentifyOK, error) {
+		return cl.Identify(ctx, d.queries[i%len(d.queries)], 1)
+	}
+	// The checked answers, the reference for every later one.
+	want := make([]*protocol.IdentifyOK, len(d.queries))
+	for i := range want {
+		r, err := ask(context.Background(), i)
+		if err != nil || r.Degraded {
+			t.Fatalf("query %d before any kill: %v %+v", i, err, r)
+		}
+		want[i] = r
+	}
+	same := func(i int, r *protocol.IdentifyOK) bool {
+		w := want[i%len(want)]
+		return r.Accepted == w.Accepted && slices.Equal(r.Candidates, w.Candidates)
+	}
+
+	for _, victim := range []string{"p2", "p1"} {
+		// A steady load: one query after another until stop.
+		type outcome struct {
+			start    time.Time
+			took     time.Duration
+			err      error
+			degraded bool
+		}
+		var mu sync.Mutex
+		var got []outcome
+		ctx, stop := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for i := 0; ctx.Err() == nil; i++ {
+				qctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				t0 := time.Now()
+				r, err := ask(qctx, i)
+				cancel()
+				if err == nil && !same(i, r) {
+					t.Errorf("query %d with %s killed: a wrong answer %+v, checked %+v", i, victim, r, want[i%len(want)])
+				}
+				mu.Lock()
+				got = append(got, outcome{t0, time.Since(t0), err, err == nil && r.Degraded})
+				mu.Unlock()
+			}
+		})
+		time.Sleep(time.Second)
+		if err := cluster.Kill(cfg, victim); err != nil {
+			t.Fatal(err)
+		}
+		killed := time.Now()
+		time.Sleep(9 * time.Second)
+		var status struct{ Service string }
+		out, _, _ := idface(t, "cluster", "status", "--cluster", dir, "--json")
+		if err := json.Unmarshal([]byte(out), &status); err != nil || status.Service != "degraded" {
+			t.Errorf("%s killed: cluster status says service %q (%v): %s", victim, status.Service, err, out)
+		}
+		stop()
+		wg.Wait()
+		late, degraded, early := 0, 0, 0
+		var longest time.Duration
+		for _, o := range got {
+			longest = max(longest, o.took)
+			if o.err != nil && o.start.Before(killed.Add(5*time.Second)) {
+				early++
+			}
+			if o.start.Before(killed.Add(5 * time.Second)) {
+				continue
+			}
+			late++
+			if o.err != nil {
+				t.Errorf("%s killed: a query %v after the kill failed: %v", victim, o.start.Sub(killed), o.err)
+			}
+			if o.degraded {
+				degraded++
+			}
+		}
+		if late == 0 || degraded != late {
+			t.Fatalf("%s killed: %d of %d queries from 5 s after the kill answered degraded", victim, degraded, late)
+		}
+		t.Logf("%s killed: %d queries, %d from 5 s after the kill, all answered correctly, degraded; %d failed in the first 5 s; the longest took %v",
+			victim, len(got), late, early, longest.Round(time.Millisecond))
+
+		// Back: checked answers resume by themselves.
+		must(t, "cluster", "up", "--cluster", dir)
+		deadline := time.Now().Add(15 * time.Second)
+		for i := 0; ; i++ {
+			r, err := ask(context.Background(), i)
+			if err != nil {
+				t.Fatalf("%s restarted: %v", victim, err)
+			}
+			if !same(i, r) {
+				t.Fatalf("%s restarted: a wrong answer %+v", victim, r)
+			}
+			if !r.Degraded {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s restarted 15 s ago; answers are still degraded", victim)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		out, _, code := idface(t, "cluster", "status", "--cluster", dir, "--json")
+		if code != 0 || !strings.Contains(out, `"service":"checked"`) {
+			t.Fatalf("%s restarted: cluster status exit %d: %s", victim, code, out)
+		}
+	}
+}
