@@ -57,10 +57,10 @@ func QueryBound(p *config.Params) int {
 	return 2 + 4 + 16*template.Words(p.Dim()) + digestBytes + 4
 }
 
-// BlindQueryBound is a blind query: ids, sigma, digest and at most d
-// coefficients of 3 bytes.
+// BlindQueryBound is a blind query: ids, sigma, digest, at most d
+// coefficients of 3 bytes and the down holder.
 func BlindQueryBound(p *config.Params) int {
-	return 2 + 16 + 32 + digestBytes + 4 + 3*p.Dim()
+	return 2 + 16 + 32 + digestBytes + 4 + 3*p.Dim() + 1
 }
 
 // CheckRoutes refuses a route table the runtime cannot serve safely: a
