@@ -10,6 +10,7 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 
+	"github.com/idface/idface/config"
 	"github.com/idface/idface/experiments"
 	"github.com/idface/idface/experiments/hers"
 	"github.com/idface/idface/experiments/wan"
@@ -77,13 +78,23 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	if *parties == 0 {
-		*parties = map[string]int{"plain": 1, "2pc": 2, "mpc": 3, "he": 1, "blind": 2, "hers": 1}[*mode]
-	}
 	switch *mode {
-	case "plain", "2pc", "mpc", "he", "blind", "hers":
-	default:
-		return fmt.Errorf("--mode %q: want plain, 2pc, mpc, he, blind or hers", *mode)
+	case "plain", "hers": // in this process
+		if *parties == 0 {
+			*parties = 1
+		}
+	default: // a registered mode: a cluster of its default size unless told
+		m, err := config.ParseMode(*mode)
+		if err != nil {
+			return fmt.Errorf("--mode %q: want plain, %s or hers", *mode, modeNames(", "))
+		}
+		if *parties == 0 {
+			spec, err := config.Spec(m)
+			if err != nil {
+				return err
+			}
+			*parties = spec.DefaultParties
+		}
 	}
 	if *scheme != "" && *mode != "he" {
 		return fmt.Errorf("--scheme is for --mode he")
