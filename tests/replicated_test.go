@@ -1,0 +1,116 @@
+package tests
+
+import (
+	"context"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idface/idface/cluster"
+	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/protocol"
+)
+
+// TestReplicatedAlteredShares: a replicated holder run by a real process
+// whose stored shares were altered by its operator (one row's own share,
+// the unit checksum made to match, so the log opens as intact): every query through the cluster is refused, the decider naming
+// the pair that holds the altered share; none is answered, rightly or
+// wrongly. With that holder stopped the other two answer correctly,
+// degraded.
+func TestReplicatedAlteredShares(t *testing.T) {
+	dir, cfg := newCluster(t, "replicated", 3)
+	d := newDataset(t, t.TempDir(), 40, 23)
+	must(t, "enroll", "--cluster", dir, "--ids", d.ids, "--templates", d.enroll, "--quiet")
+	cl, err := cluster.Client(cfg, "device", "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]*protocol.IdentifyOK, 6)
+	for i := range want {
+		if want[i], err = cl.Identify(context.Background(), d.queries[i], 1); err != nil || !want[i].Accepted {
+			t.Fatalf("query %d: %v %+v", i, err, want[i])
+		}
+	}
+
+	// p2's operator adds 1 to every element of row 7's own share (s_2), so
+	// that every ternary query (an odd number, beta, of +-1 coefficients)
+	// changes that row's share-score: a change at positions a query does
+	// not use would not change its answer.
+	if err := cluster.Kill(cfg, "p2"); err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(dir, "homes", "p2", "data", "shares.log")
+	b, err := store.ReadBinding(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tail int64 = -1
+	if _, err := store.Scan(log, b, func(e store.Entry) error {
+		if tail < 0 && len(e.Tail) > 0 {
+			tail = e.TailOffset
+		}
+		return nil
+	}); err != nil || tail < 0 {
+		t.Fatalf("no shares in p2's log (%v)", err)
+	}
+	raw, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Ring().Bits != 8 {
+		t.Fatalf("a ring of %d bits; the alteration below is for k = 8", cfg.Ring().Bits)
+	}
+	pair := 2 * cfg.Dim() // a holder's two shares of a row, a byte an element
+	unit := raw[tail+int64(7*(pair+4)):][:pair+4]
+	for j := range pair / 2 { // k = 8: one byte an element
+		unit[j]++
+	}
+	binary.BigEndian.PutUint32(unit[pair:], store.Checksum(unit[:pair]))
+	if err := os.WriteFile(log, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	must(t, "cluster", "up", "--cluster", dir)
+	if out, _, _ := idface(t, "fsck", "--cluster", dir, "--party", "p2", "--json"); strings.Contains(out, "checksum") {
+		t.Fatalf("the altered log does not open as intact; the test alters the wrong bytes:\n%s", out)
+	}
+
+	// The entry's connection to p2 died with it: until its probe sees p2
+	// again (about a second) it answers without p2, degraded and right.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		r, err := cl.Identify(context.Background(), d.queries[0], 1)
+		if err != nil {
+			break
+		}
+		if !r.Degraded || !slices.Equal(r.Candidates, want[0].Candidates) {
+			t.Fatalf("with p2's share altered: answered %+v", r)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the entry never uses p2 again")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for i := range want {
+		r, err := cl.Identify(context.Background(), d.queries[i], 1)
+		if err == nil {
+			t.Fatalf("query %d with p2's share altered: answered %+v", i, r)
+		}
+		if !strings.Contains(err.Error(), "p1/p2") || !strings.Contains(err.Error(), "disagree") {
+			t.Fatalf("query %d with p2's share altered: %v; want the pair p1/p2 named", i, err)
+		}
+	}
+
+	// Without p2 the two others answer, degraded, as before the change.
+	if err := cluster.Kill(cfg, "p2"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range want {
+		r, err := cl.Identify(context.Background(), d.queries[i], 1)
+		if err != nil || !r.Degraded || r.Accepted != want[i].Accepted || !slices.Equal(r.Candidates, want[i].Candidates) {
+			t.Fatalf("query %d with p2 stopped: %v %+v, want %+v degraded", i, err, r, want[i])
+		}
+	}
+}
