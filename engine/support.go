@@ -46,13 +46,19 @@ func (env Env) NewTxnID() (protocol.TxnID, error) {
 // Broadcast sends req(k) to every server in to (in parallel) and checks
 // each reply with ok; it returns the errors, indexed like to.
 func Broadcast(ctx context.Context, d network.Dialer, to []string, req func(k int) protocol.Msg, ok func(protocol.Msg) error) []error {
+	return BroadcastEach(ctx, d, to, req, func(_ int, m protocol.Msg) error { return ok(m) })
+}
+
+// BroadcastEach is Broadcast whose check also gets the index of the
+// server that replied.
+func BroadcastEach(ctx context.Context, d network.Dialer, to []string, req func(k int) protocol.Msg, ok func(k int, m protocol.Msg) error) []error {
 	errs := make([]error, len(to))
 	var wg sync.WaitGroup
 	for k, name := range to {
 		wg.Go(func() {
 			resp, err := network.Call(ctx, d, name, req(k))
 			if err == nil {
-				err = ok(resp)
+				err = ok(k, resp)
 			}
 			errs[k] = err
 		})

@@ -189,11 +189,27 @@ func (m *Prepare) unmarshal(d *wire.Dec) {
 }
 
 // Vote is a party's yes to a Prepare (a refusal is an Error).
-type Vote struct{ Txn TxnID }
+type Vote struct {
+	Txn TxnID
+	// Check, in a mode that compares the parties' shares before it
+	// commits (replicated mode: a digest of each of the voter's two shares
+	// of the batch, bound to the row addresses), is what the origin
+	// compares across the votes; empty otherwise.
+	Check []byte
+}
 
-func (m *Vote) Type() Type            { return TVote }
-func (m *Vote) marshal(e *wire.Enc)   { e.Raw(m.Txn[:]) }
-func (m *Vote) unmarshal(d *wire.Dec) { copy(m.Txn[:], d.Take(16)) }
+// MaxVoteCheck bounds a vote's check.
+const MaxVoteCheck = 256
+
+func (m *Vote) Type() Type { return TVote }
+func (m *Vote) marshal(e *wire.Enc) {
+	e.Raw(m.Txn[:])
+	e.Bytes32(m.Check)
+}
+func (m *Vote) unmarshal(d *wire.Dec) {
+	copy(m.Txn[:], d.Take(16))
+	m.Check = d.Bytes32(MaxVoteCheck)
+}
 
 // Decide is phase two: commit or abort a prepared transaction. Parties
 // answer DecideOK whether or not they still hold it (idempotent).

@@ -30,6 +30,13 @@ type Options[S Shares] struct {
 	// nil when shares always travel in full.
 	SeedSize int
 	Expand   func(seed []byte) ([]byte, error)
+	// Check and Compare, when set, make every party's vote carry
+	// Check(its prepare, its index), and the origin abort the transaction
+	// when Compare of the checks (by party index) names a disagreement:
+	// replicated mode's two holders of each share compare a digest of it
+	// before anything commits.
+	Check   func(p *protocol.Prepare, self int) []byte
+	Compare func(checks [][]byte) []string
 }
 
 // Core is one party's rows and transactions.
@@ -529,10 +536,13 @@ func (c *Core[S]) runTxn(ctx context.Context, auth protocol.Auth, ops [][]protoc
 		}
 		return preps[idx[i]]
 	}
-	errs := engine.Broadcast(ctx, c.env.Net, peers, prepare, func(m protocol.Msg) error {
-		if v, ok := m.(*protocol.Vote); !ok || v.Txn != txn {
+	checks := make([][]byte, c.p.Mu())
+	errs := engine.BroadcastEach(ctx, c.env.Net, peers, prepare, func(i int, m protocol.Msg) error {
+		v, ok := m.(*protocol.Vote)
+		if !ok || v.Txn != txn {
 			return fmt.Errorf("answered the prepare with %v", m.Type())
 		}
+		checks[idx[i]] = v.Check
 		return nil
 	})
 	var first *protocol.Error
@@ -543,6 +553,14 @@ func (c *Core[S]) runTxn(ctx context.Context, auth protocol.Auth, ops [][]protoc
 				first = engine.AsError(err, protocol.CodeUnavailable)
 			}
 			failed = append(failed, fmt.Sprintf("%s: %v", peers[i], err))
+		}
+	}
+	if first == nil && c.opt.Compare != nil {
+		checks[c.self] = c.opt.Check(preps[c.self], c.self)
+		if pairs := c.opt.Compare(checks); len(pairs) > 0 {
+			c.env.Log.Warn("the parties' copies of the batch's shares differ; aborted", "pairs", strings.Join(pairs, ","))
+			first = protocol.Errorf(protocol.CodeInconsistent, "the share holders' copies of the batch's shares differ (%s): the operator's client made inconsistent shares, or one of them is faulty", strings.Join(pairs, ", "))
+			failed = append(failed, first.Msg)
 		}
 	}
 	d := &protocol.Decide{Txn: txn, Origin: uint8(c.self), Commit: first == nil}
@@ -636,7 +654,11 @@ func (c *Core[S]) prepare(ctx context.Context, from string, m *protocol.Prepare,
 	}
 	c.st.pending[m.Txn] = &pendingTxn{prep: m, tail: pos[0].TailOffset}
 	c.st.nonces[m.Auth.Nonce] = struct{}{}
-	return &protocol.Vote{Txn: m.Txn}
+	v := &protocol.Vote{Txn: m.Txn}
+	if c.opt.Check != nil {
+		v.Check = c.opt.Check(m, c.self)
+	}
+	return v
 }
 
 // OnDecide is phase two at a non-origin party; idempotent. Only the
