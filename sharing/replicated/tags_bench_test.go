@@ -18,4 +18,3 @@ func BenchmarkTags(b *testing.B) {
 		}
 	}
 }
-
