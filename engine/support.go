@@ -87,11 +87,21 @@ type Outbox struct {
 	net  network.Dialer
 	log  *slog.Logger
 	send time.Duration
+	// failed is when each server last failed a delivery: a transaction's
+	// flush does not wait for it again within holdoff (the background
+	// retries do).
+	failed map[string]time.Time
+	// Delivered, when set, is called after each message a server confirms.
+	Delivered func(to string, m protocol.Msg)
 }
+
+// holdoff is how long after a failed delivery a transaction's flush
+// counts a server as missing without trying it again.
+const holdoff = 5 * time.Second
 
 // NewOutbox returns an empty outbox sending through env's network.
 func NewOutbox(env Env) *Outbox {
-	return &Outbox{q: map[string][]protocol.Msg{}, net: env.Net, log: env.Log, send: env.Params.Timeouts().OutboxSend}
+	return &Outbox{q: map[string][]protocol.Msg{}, net: env.Net, log: env.Log, send: env.Params.Timeouts().OutboxSend, failed: map[string]time.Time{}}
 }
 
 // Add queues m for server to.
@@ -118,26 +128,61 @@ func (o *Outbox) Len() int {
 // engine's transaction lock); the queue stays readable meanwhile (Len,
 // health), because network calls run without the outbox's lock.
 func (o *Outbox) Flush(ctx context.Context) error {
+	missing := o.flush(ctx, true)
+	if len(missing) == 0 {
+		return nil
+	}
+	var l []string
+	for _, to := range slices.Sorted(maps.Keys(missing)) {
+		l = append(l, fmt.Sprintf("%s (%s)", to, missing[to]))
+	}
+	return fmt.Errorf("servers have not confirmed an earlier change: %s", strings.Join(l, ", "))
+}
+
+// FlushMissing is Flush returning the servers that still miss a message
+// (each with the reason): a server that failed a delivery within the
+// last few seconds is not tried again here.
+func (o *Outbox) FlushMissing(ctx context.Context) map[string]string {
+	return o.flush(ctx, false)
+}
+
+func (o *Outbox) flush(ctx context.Context, force bool) map[string]string {
 	o.mu.Lock()
 	queued := make(map[string][]protocol.Msg, len(o.q))
 	for to, ms := range o.q {
 		queued[to] = append([]protocol.Msg(nil), ms...)
 	}
 	o.mu.Unlock()
-	var missing []string
+	missing := map[string]string{}
 	for _, to := range slices.Sorted(maps.Keys(queued)) {
+		o.mu.Lock()
+		last, failed := o.failed[to]
+		o.mu.Unlock()
+		if !force && failed && time.Since(last) < holdoff {
+			missing[to] = fmt.Sprintf("did not answer %v ago", time.Since(last).Round(time.Millisecond))
+			continue
+		}
 		sent := 0
 		for _, m := range queued[to] {
 			cctx, cancel := context.WithTimeout(ctx, o.send)
 			_, err := network.Call(cctx, o.net, to, m)
 			cancel()
 			if err != nil {
-				missing = append(missing, fmt.Sprintf("%s (%v)", to, err))
+				missing[to] = err.Error()
+				o.mu.Lock()
+				o.failed[to] = time.Now()
+				o.mu.Unlock()
 				break
 			}
 			sent++
+			if o.Delivered != nil {
+				o.Delivered(to, m)
+			}
 		}
 		o.mu.Lock()
+		if sent == len(queued[to]) {
+			delete(o.failed, to)
+		}
 		if rest := o.q[to][sent:]; len(rest) == 0 {
 			delete(o.q, to)
 		} else {
@@ -145,10 +190,7 @@ func (o *Outbox) Flush(ctx context.Context) error {
 		}
 		o.mu.Unlock()
 	}
-	if len(missing) > 0 {
-		return fmt.Errorf("servers have not confirmed an earlier change: %s", strings.Join(missing, ", "))
-	}
-	return nil
+	return missing
 }
 
 // Run retries every interval while ctx lives, whenever txn (the lock that

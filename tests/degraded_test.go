@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -44,7 +45,7 @@ func TestReplicatedHolderKilled(t *testing.T) {
 		return r.Accepted == w.Accepted && slices.Equal(r.Candidates, w.Candidates)
 	}
 
-	for _, victim := range []string{"p2", "p1"} {
+	for vi, victim := range []string{"p2", "p1"} {
 		// A steady load: one query after another until stop.
 		type outcome struct {
 			start    time.Time
@@ -83,6 +84,19 @@ func TestReplicatedHolderKilled(t *testing.T) {
 		}
 		stop()
 		wg.Wait()
+		// An enrollment with the holder down commits; the holder gets it
+		// when it is back (checked below). Its template is a probe negated:
+		// no probe of the load matches it, so their answers stay.
+		newID := "late-" + victim
+		lateTmpl := slices.Clone(d.queries[vi])
+		for j := range lateTmpl {
+			lateTmpl[j] = -lateTmpl[j]
+		}
+		q := filepath.Join(t.TempDir(), "late.npy")
+		writeNpy(t, q, [][]float32{lateTmpl})
+		if _, errs, code := idface(t, "enroll", "--cluster", dir, "--entry", "p3", "--id", newID, "--template", q); code != 0 {
+			t.Fatalf("enroll with %s down: exit %d: %s", victim, code, errs)
+		}
 		late, degraded, early := 0, 0, 0
 		var longest time.Duration
 		for _, o := range got {
@@ -125,6 +139,17 @@ func TestReplicatedHolderKilled(t *testing.T) {
 				t.Fatalf("%s restarted 15 s ago; answers are still degraded", victim)
 			}
 			time.Sleep(100 * time.Millisecond)
+		}
+		// The row enrolled while it was down, through a checked query.
+		for deadline := time.Now().Add(15 * time.Second); ; {
+			r, err := cl.Identify(context.Background(), lateTmpl, 1)
+			if err == nil && !r.Degraded && len(r.Candidates) == 1 && r.Candidates[0].ID == newID {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s restarted: the row enrolled while it was down is not answered checked: %v %+v", victim, err, r)
+			}
+			time.Sleep(200 * time.Millisecond)
 		}
 		out, _, code := idface(t, "cluster", "status", "--cluster", dir, "--json")
 		if code != 0 || !strings.Contains(out, `"service":"checked"`) {

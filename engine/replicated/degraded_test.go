@@ -1,11 +1,15 @@
 package replicated_test
 
 import (
+	"fmt"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/idface/idface/config"
+	"github.com/idface/idface/engine/replicated"
+	"github.com/idface/idface/internal/store"
 	"github.com/idface/idface/protocol"
 )
 
@@ -117,4 +121,103 @@ func TestDegraded(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDegradedChanges: with p3 down, enrollments (sealed) and a deletion
+// through p1 and p2 commit; identify answers them, degraded; p1 restarts
+// meanwhile (its held parts come back from its log); when p3 is back it
+// gets every change it missed, in order, and answers checked again with
+// the new rows, through every entry; the held parts are then erased
+// from p1's log.
+func TestDegradedChanges(t *testing.T) {
+	cl := startCluster(t, config.Literal{Beta: 21, RevealScores: true}, nil)
+	xs, ids := enrollAll(t, cl, 5, 41)
+	cl.halt("p3")
+	more := templates(6, 42)
+	for k, entry := range []string{"p1", "p2"} {
+		part := more[3*k : 3*k+3]
+		if err := cl.client("client", entry).Enroll(ctx(t), items(part, "late-"+entry)); err != nil {
+			t.Fatalf("enroll through %s with p3 down: %v", entry, err)
+		}
+		xs = append(xs, part...)
+		for i := range part {
+			ids = append(ids, fmt.Sprintf("late-%s-%d", entry, i))
+		}
+	}
+	deleted := ids[1]
+	if err := cl.client("client", "p1").Delete(ctx(t), deleted); err != nil {
+		t.Fatalf("delete with p3 down: %v", err)
+	}
+	check := func(entry string, degraded bool) bool {
+		t.Helper()
+		for q := range 3 {
+			y := xs[len(xs)-1-q*4]
+			want := plain(t, cl.p, xs, y)
+			r, err := cl.client("device", entry).Identify(ctx(t), y, len(xs))
+			if err != nil {
+				t.Fatalf("entry %s: %v", entry, err)
+			}
+			if r.Degraded != degraded {
+				return false
+			}
+			if len(r.Candidates) != len(xs)-1 {
+				t.Fatalf("entry %s: %d candidates of %d live rows", entry, len(r.Candidates), len(xs)-1)
+			}
+			for _, cd := range r.Candidates {
+				i := slices.Index(ids, cd.ID)
+				if i < 0 || cd.ID == deleted || int(cd.Score) != want[i] {
+					t.Fatalf("entry %s: %s scored %d, plaintext %v", entry, cd.ID, cd.Score, want)
+				}
+			}
+		}
+		return true
+	}
+	if !check("p2", true) {
+		t.Fatal("an answer with p3 down not flagged degraded")
+	}
+	cl.restart("p1")
+	cl.start("p3", cl.p)
+	for _, entry := range []string{"p1", "p2", "p3"} {
+		deadline := time.Now().Add(15 * time.Second)
+		for !check(entry, false) {
+			if time.Now().After(deadline) {
+				t.Fatalf("p3 back 15 s ago; entry %s still answers degraded", entry)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	// Held parts are erased once delivered (p1's: an enrollment and a
+	// deletion).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		held, intact := cl.heldParts("p1")
+		if held < 2 {
+			t.Fatalf("p1's log holds %d held records; want its enrollment and its deletion", held)
+		}
+		if intact == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of p1's held parts are still in its log after p3 came back", intact)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// heldParts counts a holder's held records (rowtxn's type 4) and those
+// whose part is still in its log.
+func (c *cluster) heldParts(name string) (held, intact int) {
+	b := store.Binding{Kind: replicated.Kind, Cluster: c.p.ClusterID(), Member: name, Mode: string(c.p.Mode())}
+	if _, err := store.Scan(filepath.Join(c.dir, name+".log"), b, func(e store.Entry) error {
+		if e.Type == 4 {
+			held++
+			if slices.ContainsFunc(e.Tail, func(x byte) bool { return x != 0 }) {
+				intact++
+			}
+		}
+		return nil
+	}); err != nil {
+		c.t.Fatal(err)
+	}
+	return held, intact
 }

@@ -154,7 +154,7 @@ func newHolder[E additive.Elem](env engine.Env, p *Params) (*Holder[E], error) {
 	core, err := rowtxn.New(env, rowtxn.Options[pair[E]]{
 		ShareSize: 2 * d * p.Bits / 8,
 		Check:     func(prep *protocol.Prepare, self int) []byte { return shareCheck(p.ClusterID(), prep, self) },
-		Compare:   func(checks [][]byte) []string { return compareChecks(p, checks) },
+		Compare:   func(checks [][]byte, down int) []string { return compareChecks(p, checks, down) },
 		NewShares: func() (pair[E], error) {
 			own, err := additive.NewStore[E](d, 0)
 			if err != nil {

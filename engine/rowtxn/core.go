@@ -3,6 +3,8 @@ package rowtxn
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,11 +34,12 @@ type Options[S Shares] struct {
 	Expand   func(seed []byte) ([]byte, error)
 	// Check and Compare, when set, make every party's vote carry
 	// Check(its prepare, its index), and the origin abort the transaction
-	// when Compare of the checks (by party index) names a disagreement:
-	// replicated mode's two holders of each share compare a digest of it
-	// before anything commits.
+	// when Compare of the checks (by party index; down is a party that is
+	// down and has none, or -1) names a disagreement: replicated mode's
+	// two holders of each share compare a digest of it before anything
+	// commits.
 	Check   func(p *protocol.Prepare, self int) []byte
-	Compare func(checks [][]byte) []string
+	Compare func(checks [][]byte, down int) []string
 }
 
 // Core is one party's rows and transactions.
@@ -59,7 +62,16 @@ type Core[S Shares] struct {
 	// already sent (guarded by st.mu).
 	late   [lateTxns]protocol.TxnID
 	lateAt int
-	m      struct{ enrolled, deleted, aborts prometheus.Counter }
+	// held are the tails of this origin's held records (records.go) not
+	// yet confirmed by their party, by party name and transaction
+	// (guarded by txnMu: flushes run under it).
+	held map[heldKey]tail
+	m    struct{ enrolled, deleted, aborts prometheus.Counter }
+}
+
+type heldKey struct {
+	party string
+	txn   protocol.TxnID
 }
 
 // lateTxns bounds the remembered early decisions (an origin has one
@@ -74,6 +86,13 @@ type replayState struct {
 	erased, bad    map[rowmap.Ref]int64 // units found erased or damaged (value: record offset)
 	toErase        []rowmap.Ref         // deleted rows whose shares are still in the log
 	tails          []tail               // aborted prepares whose shares are still in the log
+	held           []heldTail           // held records, in log order
+	decided        map[protocol.TxnID]bool
+}
+
+type heldTail struct {
+	*held
+	tail
 }
 
 type tail struct {
@@ -98,7 +117,9 @@ func New[S Shares](env engine.Env, opt Options[S]) (*Core[S], error) {
 	}
 	st.operator = p.OperatorKey
 	c := &Core[S]{env: env, p: p, opt: opt, self: self, st: st, outbox: engine.NewOutbox(env),
-		replay: &replayState{erased: map[rowmap.Ref]int64{}, bad: map[rowmap.Ref]int64{}}}
+		replay: &replayState{erased: map[rowmap.Ref]int64{}, bad: map[rowmap.Ref]int64{}, decided: map[protocol.TxnID]bool{}},
+		held:   map[heldKey]tail{}}
+	c.outbox.Delivered = c.delivered
 	for _, m := range []struct {
 		c          *prometheus.Counter
 		name, help string
@@ -170,6 +191,13 @@ func (c *Core[S]) Replay(en store.Entry) error {
 		if r.lastOwn != nil && d.Txn == r.lastOwn.Txn {
 			r.lastOwnDecided, r.lastOwnCommit = true, d.Commit
 		}
+		r.decided[d.Txn] = d.Commit
+	case recHeld:
+		h, err := decodeHeld(en, len(st.segs))
+		if err != nil {
+			return err
+		}
+		r.held = append(r.held, heldTail{h, tail{en.TailOffset, len(en.Tail)}})
 	default:
 		return fmt.Errorf("rowtxn: record type %d in a party's log", en.Type)
 	}
@@ -256,6 +284,9 @@ func (c *Core[S]) Start(log engine.Log) error {
 		if err := log.Overwrite(t.off, make([]byte, t.n)); err != nil {
 			return err
 		}
+	}
+	if err := c.requeueHeld(r); err != nil {
+		return err
 	}
 	if own := r.lastOwn; own != nil {
 		if !r.lastOwnDecided {
@@ -485,8 +516,21 @@ func (c *Core[S]) checkAuth(a protocol.Auth, op protocol.OpKind, ids []string) *
 func (c *Core[S]) runTxn(ctx context.Context, auth protocol.Auth, ops [][]protocol.Op, sealed *sealedParts) *protocol.Error {
 	c.txnMu.Lock()
 	defer c.txnMu.Unlock()
-	if err := c.outbox.Flush(ctx); err != nil {
-		return protocol.Errorf(protocol.CodeUnavailable, "%v", err)
+	// A party that missed an earlier change gets it first; one that
+	// cannot be reached is left out when the change may be held for it.
+	down := ""
+	if missing := c.outbox.FlushMissing(ctx); len(missing) > 0 {
+		for name := range missing {
+			down = name
+		}
+		if len(missing) > 1 || !c.mayHold(ops, sealed) {
+			var l []string
+			for name, why := range missing {
+				l = append(l, fmt.Sprintf("%s (%s)", name, why))
+			}
+			sort.Strings(l)
+			return protocol.Errorf(protocol.CodeUnavailable, "servers have not confirmed an earlier change: %s", strings.Join(l, ", "))
+		}
 	}
 	txn, err := c.env.NewTxnID()
 	if err != nil {
@@ -522,20 +566,20 @@ func (c *Core[S]) runTxn(ctx context.Context, auth protocol.Auth, ops [][]protoc
 	c.st.nonces[auth.Nonce] = struct{}{}
 	c.st.mu.Unlock()
 
-	peers := c.Peers()
-	idx := make([]int, 0, len(peers)) // party index of each peer
+	var peers []string
+	var idx []int // party index of each peer
 	for k := range c.p.Mu() {
-		if k != c.self {
-			idx = append(idx, k)
+		if name := c.p.Party(k).Name; k != c.self && name != down {
+			peers, idx = append(peers, name), append(idx, k)
 		}
 	}
-	prepare := func(i int) protocol.Msg {
+	message := func(k int) protocol.Msg { // party k's prepare
 		if sealed != nil {
-			k := idx[i]
 			return &protocol.SealedPrepare{Prepare: *preps[k], Part: sealed.parts[k], Hashes: sealed.hashes}
 		}
-		return preps[idx[i]]
+		return preps[k]
 	}
+	prepare := func(i int) protocol.Msg { return message(idx[i]) }
 	checks := make([][]byte, c.p.Mu())
 	errs := engine.BroadcastEach(ctx, c.env.Net, peers, prepare, func(i int, m protocol.Msg) error {
 		v, ok := m.(*protocol.Vote)
@@ -545,6 +589,12 @@ func (c *Core[S]) runTxn(ctx context.Context, auth protocol.Auth, ops [][]protoc
 		checks[idx[i]] = v.Check
 		return nil
 	})
+	if lost := unreached(peers, errs); down == "" && lost != "" && c.mayHold(ops, sealed) {
+		down = lost // every other party voted yes: hold the change for it
+		i := slices.Index(peers, lost)
+		peers, idx = slices.Delete(peers, i, i+1), slices.Delete(idx, i, i+1)
+		errs = make([]error, len(peers))
+	}
 	var first *protocol.Error
 	var failed []string
 	for i, err := range errs {
@@ -555,15 +605,21 @@ func (c *Core[S]) runTxn(ctx context.Context, auth protocol.Auth, ops [][]protoc
 			failed = append(failed, fmt.Sprintf("%s: %v", peers[i], err))
 		}
 	}
+	downAt := c.p.PartyIndex(down) // -1: none
 	if first == nil && c.opt.Compare != nil {
 		checks[c.self] = c.opt.Check(preps[c.self], c.self)
-		if pairs := c.opt.Compare(checks); len(pairs) > 0 {
+		if pairs := c.opt.Compare(checks, downAt); len(pairs) > 0 {
 			c.env.Log.Warn("the parties' copies of the batch's shares differ; aborted", "pairs", strings.Join(pairs, ","))
 			first = protocol.Errorf(protocol.CodeInconsistent, "the share holders' copies of the batch's shares differ (%s): the operator's client made inconsistent shares, or one of them is faulty", strings.Join(pairs, ", "))
 			failed = append(failed, first.Msg)
 		}
 	}
 	d := &protocol.Decide{Txn: txn, Origin: uint8(c.self), Commit: first == nil}
+	if d.Commit && downAt >= 0 {
+		if perr := c.hold(downAt, message(downAt), txn); perr != nil {
+			return perr
+		}
+	}
 	if perr := c.decide(d); perr != nil {
 		return perr
 	}
@@ -571,6 +627,11 @@ func (c *Core[S]) runTxn(ctx context.Context, auth protocol.Auth, ops [][]protoc
 		if err != nil {
 			c.outbox.Add(peers[i], d)
 		}
+	}
+	if d.Commit && downAt >= 0 {
+		c.outbox.Add(down, message(downAt))
+		c.outbox.Add(down, d)
+		c.env.Log.Warn("committed without a party that cannot be reached; its part is kept until it is back", "party", down)
 	}
 	if first != nil {
 		c.m.aborts.Inc()
@@ -632,6 +693,9 @@ func (c *Core[S]) prepare(ctx context.Context, from string, m *protocol.Prepare,
 	if ctx.Err() != nil { // the origin has given up on this vote
 		return protocol.Errorf(protocol.CodeUnavailable, "%s: the prepare came too late", c.env.Self)
 	}
+	if v, ok := c.alreadyPrepared(m); ok {
+		return v
+	}
 	for _, id := range c.late {
 		if id == m.Txn {
 			return protocol.Errorf(protocol.CodeAborted, "%s: the transaction was decided before its prepare came", c.env.Self)
@@ -654,11 +718,7 @@ func (c *Core[S]) prepare(ctx context.Context, from string, m *protocol.Prepare,
 	}
 	c.st.pending[m.Txn] = &pendingTxn{prep: m, tail: pos[0].TailOffset}
 	c.st.nonces[m.Auth.Nonce] = struct{}{}
-	v := &protocol.Vote{Txn: m.Txn}
-	if c.opt.Check != nil {
-		v.Check = c.opt.Check(m, c.self)
-	}
-	return v
+	return c.vote(m)
 }
 
 // OnDecide is phase two at a non-origin party; idempotent. Only the

@@ -17,6 +17,7 @@ const (
 	recPrepareV1 uint8 = 1 // a prepared transaction (before operator signatures): read only
 	recDecide    uint8 = 2 // the decision on a transaction
 	recPrepare   uint8 = 3 // a prepared transaction: the operator's Auth and ops, with this party's shares in the tail
+	recHeld      uint8 = 4 // at an origin: the prepare of a party that was down, kept until it confirms the decision
 )
 
 // Each put's share is one unit of the prepare record's tail: the share's
@@ -163,4 +164,74 @@ func decodeDecide(en store.Entry) (*protocol.Decide, error) {
 		return nil, fmt.Errorf("decide record with a tail")
 	}
 	return m, nil
+}
+
+// A held record keeps, at the origin of a transaction committed while one
+// party was down (a mode that answers with a party down: Spec().Outage),
+// what that party must still get: its prepare, a SealedPrepare whose part
+// only it can open, or a Prepare without shares (a deletion). The part is
+// the record's tail (one unit), erased once the party has confirmed the
+// decision; a held record whose tail is intact at start is queued again.
+
+func encodeHeld(party int, m protocol.Msg) store.Record {
+	e := wire.Enc{}
+	e.U8(uint8(party))
+	var part []byte
+	if sp, ok := m.(*protocol.SealedPrepare); ok {
+		bare := *sp
+		part, bare.Part = sp.Part, nil
+		m = &bare
+	}
+	e.Bytes32(protocol.Marshal(m))
+	// The tail is one unit: a 1 byte (so that a held deletion, which has
+	// no part, still has a unit that erasing changes), the part, its CRC.
+	tail := append(append([]byte{1}, part...), 0, 0, 0, 0)
+	binary.BigEndian.PutUint32(tail[len(tail)-4:], store.Checksum(tail[:len(tail)-4]))
+	return store.Record{Type: recHeld, Sealed: e.B, Tail: tail}
+}
+
+// held is a decoded held record: the party, its message (nil when the
+// tail was erased: delivered) and the transaction.
+type held struct {
+	party int
+	msg   protocol.Msg
+	txn   protocol.TxnID
+}
+
+func decodeHeld(en store.Entry, mu int) (*held, error) {
+	d := wire.Dec{B: en.Sealed}
+	h := &held{party: int(d.U8())}
+	b := d.Bytes32(store.MaxRecord)
+	if err := d.Done(); err != nil {
+		return nil, fmt.Errorf("held record: %w", err)
+	}
+	if h.party >= mu || len(en.Tail) < 5 {
+		return nil, fmt.Errorf("held record of party %d with a tail of %d bytes", h.party, len(en.Tail))
+	}
+	m, err := protocol.Decode(b)
+	if err != nil {
+		return nil, fmt.Errorf("held record: %w", err)
+	}
+	switch m := m.(type) {
+	case *protocol.SealedPrepare:
+		h.txn = m.Prepare.Txn
+	case *protocol.Prepare:
+		h.txn = m.Txn
+	default:
+		return nil, fmt.Errorf("held record of a %v", m.Type())
+	}
+	switch checkUnit(en.Tail) {
+	case unitErased:
+		return h, nil
+	case unitBad:
+		return nil, fmt.Errorf("held record's part fails its checksum")
+	}
+	if en.Tail[0] != 1 {
+		return nil, fmt.Errorf("held record's part of format %d", en.Tail[0])
+	}
+	if sp, ok := m.(*protocol.SealedPrepare); ok {
+		sp.Part = append([]byte(nil), en.Tail[1:len(en.Tail)-4]...)
+	}
+	h.msg = m
+	return h, nil
 }

@@ -1,0 +1,148 @@
+package rowtxn
+
+import (
+	"errors"
+
+	"github.com/idface/idface/protocol"
+)
+
+// Changes with a party down. In a mode that answers with a party down
+// (config.ModeSpec.Outage: replicated mode), an origin whose one peer
+// cannot be reached commits a sealed enrollment, or a deletion, with the
+// others' votes, and keeps what the missing party must get: its prepare
+// (for an enrollment, the part sealed to it, which only it can open) in a
+// held record of its log, then the prepare and the decision in its outbox,
+// in order after whatever that party already misses. When the party is
+// back, the outbox delivers them in order, the party prepares and applies
+// each as it would have, and once it confirms a decision the held
+// record's part is erased. A held record whose part is intact at start is
+// queued again. A change that would hold another party's plain shares (a
+// non-sealed enrollment) is never committed without that party.
+
+// mayHold reports whether a transaction may commit without one party:
+// the mode answers with a party down and the change holds no plain share
+// of another party.
+func (c *Core[S]) mayHold(ops [][]protocol.Op, sealed *sealedParts) bool {
+	if !c.p.Spec().Outage || c.p.Mu() < 3 {
+		return false
+	}
+	if sealed != nil {
+		return true
+	}
+	for _, op := range ops[c.self] {
+		if op.Kind == protocol.OpPut {
+			return false
+		}
+	}
+	return true
+}
+
+// unreached picks, from a prepare broadcast's errors (indexed like peers),
+// the one peer that could not be reached when every other voted: the
+// party to hold the change for, or "" when the errors are anything else.
+func unreached(peers []string, errs []error) string {
+	down := ""
+	for i, err := range errs {
+		var pe *protocol.Error
+		switch {
+		case err == nil:
+		case errors.As(err, &pe) || down != "":
+			return "" // a refusal, or a second peer missing
+		default:
+			down = peers[i]
+		}
+	}
+	return down
+}
+
+// hold logs the held record of party k's prepare m (before the decision,
+// so that a crash in between finds it) and remembers its part.
+func (c *Core[S]) hold(k int, m protocol.Msg, txn protocol.TxnID) *protocol.Error {
+	pos, err := c.log.Append(encodeHeld(k, m))
+	if err != nil {
+		return c.fatal(err)
+	}
+	rec := encodeHeld(k, m) // the tail's length
+	c.held[heldKey{c.p.Party(k).Name, txn}] = tail{pos[0].TailOffset, len(rec.Tail)}
+	return nil
+}
+
+// delivered erases a held part once its party has confirmed the decision
+// (the outbox's Delivered; flushes run under txnMu).
+func (c *Core[S]) delivered(to string, m protocol.Msg) {
+	d, ok := m.(*protocol.Decide)
+	if !ok {
+		return
+	}
+	key := heldKey{to, d.Txn}
+	t, ok := c.held[key]
+	if !ok {
+		return
+	}
+	if err := c.log.Overwrite(t.off, make([]byte, t.n)); err != nil {
+		c.fatal(err)
+		return
+	}
+	delete(c.held, key)
+	c.env.Log.Info("a party that was down has the change it missed", "party", to)
+}
+
+// requeueHeld queues again, at start, the held prepares whose parts are
+// intact: those of committed transactions with their decision, in log
+// order; those of transactions that did not commit are erased.
+func (c *Core[S]) requeueHeld(r *replayState) error {
+	for _, h := range r.held {
+		if h.msg == nil {
+			continue // confirmed
+		}
+		if !r.decided[h.txn] {
+			if err := c.log.Overwrite(h.off, make([]byte, h.n)); err != nil {
+				return err
+			}
+			continue
+		}
+		name := c.p.Party(h.party).Name
+		c.outbox.Add(name, h.msg)
+		c.outbox.Add(name, &protocol.Decide{Txn: h.txn, Origin: uint8(c.self), Commit: true})
+		c.held[heldKey{name, h.txn}] = h.tail
+	}
+	return nil
+}
+
+// alreadyPrepared answers a prepare this party has seen before: a held
+// prepare delivered again (the origin restarted before it learnt that
+// this party confirmed the decision). Pending here: vote again. Applied
+// here (its operator nonce is used, its rows are at their addresses with
+// their ids, its deleted ids are gone): vote; nothing changes. Anything
+// else goes through validation, which refuses a used nonce.
+func (c *Core[S]) alreadyPrepared(m *protocol.Prepare) (*protocol.Vote, bool) {
+	if t, ok := c.st.pending[m.Txn]; ok && t.prep.Origin == m.Origin {
+		return c.vote(m), true
+	}
+	if _, used := c.st.nonces[m.Auth.Nonce]; !used || int(m.Origin) >= len(c.st.segs) {
+		return nil, false
+	}
+	seg := c.st.segs[m.Origin]
+	for _, op := range m.Ops {
+		switch op.Kind {
+		case protocol.OpPut:
+			if int(op.Seq) >= seg.shares.Rows() || seg.ids.At(int(op.Seq)) != op.ID {
+				return nil, false
+			}
+		case protocol.OpDelete:
+			if _, live := c.st.ids.Lookup(op.ID); live {
+				return nil, false
+			}
+		}
+	}
+	return c.vote(m), true
+}
+
+// vote is this party's yes to m, with the mode's check.
+func (c *Core[S]) vote(m *protocol.Prepare) *protocol.Vote {
+	v := &protocol.Vote{Txn: m.Txn}
+	if c.opt.Check != nil {
+		v.Check = c.opt.Check(m, c.self)
+	}
+	return v
+}
