@@ -48,6 +48,10 @@ type Server struct {
 	// Fsck reports a stopped server's data in dir: what it found to out,
 	// and the problems; nil for a server that keeps no data.
 	Fsck func(env Env, dir string, opt FsckOptions, out io.Writer) ([]string, error)
+	// Rebuild restores a stopped server whose data is gone into dir from
+	// the other servers, reached through env.Net (report to out); nil in
+	// a mode whose shares exist nowhere else.
+	Rebuild func(ctx context.Context, env Env, dir string, out io.Writer) error
 }
 
 // FsckOptions are fsck's requests beyond the report.

@@ -90,6 +90,8 @@ const (
 	TReplQueryOK Type = 48
 	TReplShare   Type = 49
 	TReplResult  Type = 50
+	TReplFetch   Type = 51
+	TReplRows    Type = 52
 )
 
 // registry makes an empty message of each type.
@@ -128,6 +130,8 @@ var registry = map[Type]func() Msg{
 	TReplQueryOK:      func() Msg { return &ReplQueryOK{} },
 	TReplShare:        func() Msg { return &ReplShare{} },
 	TReplResult:       func() Msg { return &ReplResult{} },
+	TReplFetch:        func() Msg { return &ReplFetch{} },
+	TReplRows:         func() Msg { return &ReplRows{} },
 }
 
 // Types lists every message type in number order (tests, golden files).

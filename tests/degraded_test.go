@@ -21,13 +21,7 @@ import (
 // `cluster status --json` says "degraded"; once the holder runs again,
 // answers are checked again with no operator action.
 func TestReplicatedHolderKilled(t *testing.T) {
-	dir, cfg := newCluster(t, "replicated", 3)
-	d := newDataset(t, t.TempDir(), 60, 21)
-	must(t, "enroll", "--cluster", dir, "--ids", d.ids, "--templates", d.enroll, "--quiet")
-	cl, err := cluster.Client(cfg, "device", "p1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, cfg, d, cl := replicatedCluster(t, 60, 21)
 	ask := func(ctx context.Context, i int) (*protocol.IdentifyOK, error) {
 		return cl.Identify(ctx, d.queries[i%len(d.queries)], 1)
 	}

@@ -17,7 +17,7 @@ import (
 )
 
 func init() {
-	register("party", "set up a server's own identity on its host: init, rotate", cmdParty)
+	register("party", "set up a server's own identity on its host: init, rotate, rebuild", cmdParty)
 	register("client", "set up a client's own identity on its host: init", cmdClientInit)
 }
 
@@ -69,6 +69,7 @@ func cmdParty(args []string, stdout, stderr io.Writer) error {
 	return group("party", []subcommand{
 		{"init", "create a server's home: private key, certificate, NAME.pub.json to hand out", partyInit},
 		{"rotate", "replace a server's or client's key and write a new NAME.pub.json", partyRotate},
+		{"rebuild", "restore a stopped server whose data is gone from the other servers (replicated mode)", partyRebuild},
 	}, args, stdout, stderr)
 }
 

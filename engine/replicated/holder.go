@@ -194,6 +194,7 @@ func (h *Holder[E]) Routes() map[protocol.Type]engine.Route {
 	r[protocol.TSealedPrepare] = engine.Route{Op: "prepare", From: engine.Parties, Handle: h.Guard(h.SealedPrepare), Max: engine.SealedPrepareBound(h.p.Params, share)}
 	r[protocol.TIdentify] = engine.Route{Op: "identify", From: engine.Clients, Handle: h.Guard(h.identify), Max: engine.IdentifyBound(h.p.Params), Long: true}
 	r[protocol.TBlindQuery] = engine.Route{Op: "query", From: engine.Parties, Handle: h.Guard(h.serveQuery), Max: engine.BlindQueryBound(h.p.Params), Long: true}
+	r[protocol.TReplFetch] = engine.Route{Op: "rebuild", From: engine.Parties, Handle: h.Guard(h.fetchRows), Max: engine.Small}
 	return r
 }
 

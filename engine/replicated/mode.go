@@ -3,6 +3,8 @@ package replicated
 import (
 	"context"
 	"fmt"
+	"io"
+	"path/filepath"
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
@@ -40,7 +42,11 @@ func init() {
 					},
 				}
 			}
-			return rowtxn.HolderServer("party", "shares.log", Kind, New)
+			srv := rowtxn.HolderServer("party", "shares.log", Kind, New)
+			srv.Rebuild = func(ctx context.Context, env engine.Env, dir string, out io.Writer) error {
+				return rebuildInto(ctx, env, filepath.Join(dir, srv.Log), out)
+			}
+			return srv
 		},
 		Describe: func(p *config.Params) string {
 			g, q := p.Transform()

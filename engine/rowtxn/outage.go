@@ -109,17 +109,17 @@ func (c *Core[S]) requeueHeld(r *replayState) error {
 	return nil
 }
 
-// alreadyPrepared answers a prepare this party has seen before: a held
-// prepare delivered again (the origin restarted before it learnt that
-// this party confirmed the decision). Pending here: vote again. Applied
-// here (its operator nonce is used, its rows are at their addresses with
-// their ids, its deleted ids are gone): vote; nothing changes. Anything
-// else goes through validation, which refuses a used nonce.
+// alreadyPrepared answers a prepare whose change this party already has:
+// a held prepare delivered again (the origin restarted before it learnt
+// that this party confirmed the decision), or one whose rows a rebuild
+// fetched from the peers. Pending here: vote again. Applied here (its new
+// rows are at their addresses with their ids, its deleted ids are gone):
+// vote; nothing changes. Anything else goes through validation.
 func (c *Core[S]) alreadyPrepared(m *protocol.Prepare) (*protocol.Vote, bool) {
 	if t, ok := c.st.pending[m.Txn]; ok && t.prep.Origin == m.Origin {
 		return c.vote(m), true
 	}
-	if _, used := c.st.nonces[m.Auth.Nonce]; !used || int(m.Origin) >= len(c.st.segs) {
+	if int(m.Origin) >= len(c.st.segs) || len(m.Ops) == 0 {
 		return nil, false
 	}
 	seg := c.st.segs[m.Origin]
@@ -133,6 +133,8 @@ func (c *Core[S]) alreadyPrepared(m *protocol.Prepare) (*protocol.Vote, bool) {
 			if _, live := c.st.ids.Lookup(op.ID); live {
 				return nil, false
 			}
+		default:
+			return nil, false
 		}
 	}
 	return c.vote(m), true

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/idface/idface/engine"
+	"github.com/idface/idface/network/quicnet"
+)
+
+func partyRebuild(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("party rebuild", "idface party rebuild --cluster DIR --party NAME\nidface party rebuild --config cluster.json --home DIR\n\n"+
+		"Restores a stopped server whose data directory is gone from the other\n"+
+		"servers, in a mode that can (replicated: each of the two other share\n"+
+		"holders sends the one share it holds in common with this one, and both\n"+
+		"send the ids; neither sends more). The home must be the server's own\n"+
+		"(identity.key and seal.key: restore them from the member's backup); its\n"+
+		"data directory must hold no log (move a damaged one aside first). The\n"+
+		"other holders must be running. Then start the server: entries deliver\n"+
+		"what was enrolled or deleted meanwhile, and checked answers resume.", stderr)
+	mf := addMemberFlags(fs, "party", "server name in a local cluster")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	p, h, _, err := mf.open("")
+	if err != nil {
+		return err
+	}
+	if _, err := h.Check(p); err != nil {
+		return err
+	}
+	name := h.Self.Name
+	srv, err := engine.ServerOf(p, name)
+	if err != nil {
+		return err
+	}
+	if srv.Rebuild == nil {
+		return fmt.Errorf("%s: a %s of mode %s cannot be rebuilt from the other servers (its data exists nowhere else): restore its own backup, or remove it from service and enroll its rows again", name, srv.Role, p.Mode())
+	}
+	unlock, err := h.Lock("rebuild") // never beside a running server
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	cert, err := h.Certificate()
+	if err != nil {
+		return err
+	}
+	d := quicnet.NewDialer(cert, p.Lookup)
+	defer d.Close()
+	data := h.DataDir()
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	env := engine.Env{Params: p, Self: name, Net: d, Log: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(), Fatal: func(error) {}}
+	fmt.Fprintf(stdout, "rebuilding %s (%s) in %s from the other servers\n", name, p.Mode(), data)
+	if err := srv.Rebuild(ctx, env, data, stdout); err != nil {
+		return fmt.Errorf("rebuild of %s: %w (nothing is served from a partial rebuild: move %s aside and run it again)", name, err, data)
+	}
+	fmt.Fprintf(stdout, "rebuilt: start %s ('idface cluster up' in a local cluster, or its service); the entries then deliver what changed meanwhile\n", name)
+	return nil
+}

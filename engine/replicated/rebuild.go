@@ -1,0 +1,223 @@
+package replicated
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/idface/idface/engine"
+	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/network"
+	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/sharing/additive"
+	"github.com/idface/idface/sharing/replicated"
+)
+
+// Rebuild. Holder i keeps s_i and s_(i+1); s_i is also holder i-1's next
+// share and s_(i+1) holder i+1's own. So a holder whose data is gone gets
+// its two shares back from the two others, one share from each: neither
+// sends more than the share it holds in common with the asker, and the
+// asker learns nothing it did not hold before. Each row's id and liveness
+// come from both, which must agree. The rows are written to a fresh log
+// through the holder's own engine (rowtxn.Restore), so the rebuilt log
+// replays as any other; the holder then starts as usual and gets, from
+// the entries' outboxes, whatever was enrolled or deleted while it was
+// down and the rebuild did not fetch.
+//
+// What a deviating peer can do: send a wrong share. Only it holds that
+// share besides the lost holder, so nothing can check it here; every
+// query then disagrees on that share and is refused, naming the pair (a
+// denial, never a wrong answer), and the holder must be rebuilt again
+// once the deviating peer is dealt with.
+
+// fetchRows answers a rebuilding holder: rows of one origin's segment,
+// with the one share of them this holder holds in common with the asker.
+func (h *Holder[E]) fetchRows(_ context.Context, r engine.Request) protocol.Msg {
+	m := r.Msg.(*protocol.ReplFetch)
+	self, asker := h.Self(), h.p.PartyIndex(r.From.Name)
+	var next bool
+	switch asker {
+	case (self + 1) % replicated.Holders: // the asker's own share is this holder's next
+		next = true
+	case (self + 2) % replicated.Holders: // the asker's next share is this holder's own
+	default:
+		return protocol.Errorf(protocol.CodeForbidden, "only another share holder rebuilds from %s", h.env.Self)
+	}
+	if int(m.Seg) >= replicated.Holders {
+		return protocol.Errorf(protocol.CodeBadRequest, "segment %d of %d", m.Seg, replicated.Holders)
+	}
+	h.RLock()
+	defer h.RUnlock()
+	sh := h.Shares(int(m.Seg))
+	st := sh.own
+	if next {
+		st = sh.next
+	}
+	total := sh.Rows()
+	from := min(int(m.From), total)
+	to := min(from+int(m.Max), total)
+	d := h.p.Dim()
+	res := &protocol.ReplRows{Seg: m.Seg, Total: uint32(total), From: uint32(from), Bits: uint8(h.p.Bits), Dim: uint16(d),
+		Shares: make([]byte, 0, (to-from)*d*h.p.Bits/8)}
+	row := make([]E, d)
+	for seq := from; seq < to; seq++ {
+		res.IDs = append(res.IDs, h.ID(int(m.Seg), seq))
+		res.Live = append(res.Live, sh.IsLive(seq))
+		if _, err := st.Row(seq, row); err != nil {
+			return protocol.Errorf(protocol.CodeInternal, "%v", err)
+		}
+		res.Shares = append(res.Shares, additive.ElemBytes(row)...)
+	}
+	return res
+}
+
+// RebuildReport says what a rebuild restored.
+type RebuildReport struct {
+	Rows, Live [replicated.Holders]int // per origin segment
+}
+
+// Rebuild restores holder env.Self into a new log at path (there must be
+// none) from the two other holders, reached through env.Net as env.Self.
+// progress, when set, is told after every batch of rows.
+func Rebuild(ctx context.Context, env engine.Env, path string, progress func(seg, done, total int)) (*RebuildReport, error) {
+	p, err := NewParams(env.Params)
+	if err != nil {
+		return nil, err
+	}
+	self := p.PartyIndex(env.Self)
+	if self < 0 {
+		return nil, fmt.Errorf("replicated: %s is not a share holder of this cluster", env.Self)
+	}
+	if exists, err := store.Exists(path); err != nil || exists {
+		return nil, fmt.Errorf("replicated: %s already exists (%v): rebuild writes a new log; move the old one aside first", path, err)
+	}
+	eng, err := New(env)
+	if err != nil {
+		return nil, err
+	}
+	h, ok := eng.(interface {
+		Restore(k, base int, ids []string, live []bool, shares [][]byte) error
+		Start(engine.Log) error
+	})
+	if !ok {
+		return nil, fmt.Errorf("replicated: the holder engine cannot restore rows")
+	}
+	srv, err := engine.ServerOf(p.Params, env.Self)
+	if err != nil {
+		return nil, err
+	}
+	l, _, err := store.Open(path, engine.Binding(p.Params, env.Self, srv.Kind, [32]byte{}), eng.Replay)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	if err := h.Start(l); err != nil {
+		return nil, err
+	}
+	prev := p.Party((self + 2) % replicated.Holders).Name // holds s_self as its next share
+	next := p.Party((self + 1) % replicated.Holders).Name // holds s_(self+1) as its own
+	rep := &RebuildReport{}
+	for seg := range replicated.Holders {
+		total := -1
+		for from := 0; total < 0 || from < total; {
+			a, b, err := fetchBoth(ctx, env.Net, p, prev, next, seg, from)
+			if err != nil {
+				return nil, err
+			}
+			if total < 0 {
+				total = int(min(a.Total, b.Total)) // both at a transaction's end: the smaller is all the other has
+			}
+			if from >= total {
+				break // an empty segment
+			}
+			n := min(len(a.IDs), len(b.IDs), total-from)
+			if n <= 0 {
+				return nil, fmt.Errorf("replicated: %s and %s sent no rows of origin %s from %d of %d", prev, next, p.Party(seg).Name, from, total)
+			}
+			size := p.Dim() * p.Bits / 8
+			shares := make([][]byte, n)
+			for i := range n {
+				if a.IDs[i] != b.IDs[i] {
+					return nil, fmt.Errorf("replicated: %s and %s disagree on row %d of origin %s (%q, %q): they are inconsistent; check 'idface cluster status'", prev, next, from+i, p.Party(seg).Name, a.IDs[i], b.IDs[i])
+				}
+				if a.Live[i] {
+					shares[i] = slices.Concat(a.Shares[i*size:(i+1)*size], b.Shares[i*size:(i+1)*size]) // own, next
+				}
+			}
+			if err := h.Restore(seg, from, a.IDs[:n], a.Live[:n], shares); err != nil {
+				return nil, err
+			}
+			for _, live := range a.Live[:n] {
+				if live {
+					rep.Live[seg]++
+				}
+			}
+			rep.Rows[seg] += n
+			from += n
+			if progress != nil {
+				progress(seg, from, total)
+			}
+		}
+	}
+	return rep, nil
+}
+
+// fetchBoth fetches rows from of origin seg's segment from both peers,
+// again while they disagree on the rows' liveness (a deletion between the
+// two fetches).
+func fetchBoth(ctx context.Context, d network.Dialer, p *Params, prev, next string, seg, from int) (a, b *protocol.ReplRows, err error) {
+	for try := 0; ; try++ {
+		if a, err = fetch(ctx, d, p, prev, seg, from); err != nil {
+			return nil, nil, err
+		}
+		if b, err = fetch(ctx, d, p, next, seg, from); err != nil {
+			return nil, nil, err
+		}
+		n := min(len(a.IDs), len(b.IDs))
+		if slices.Equal(a.Live[:n], b.Live[:n]) {
+			return a, b, nil
+		}
+		if try == 5 {
+			return nil, nil, fmt.Errorf("replicated: %s and %s disagree on which rows of origin %d from %d are deleted", prev, next, seg, from)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func fetch(ctx context.Context, d network.Dialer, p *Params, peer string, seg, from int) (*protocol.ReplRows, error) {
+	resp, err := network.Call(ctx, d, peer, &protocol.ReplFetch{Seg: uint8(seg), From: uint32(from), Max: protocol.MaxFetchRows})
+	if err != nil {
+		return nil, fmt.Errorf("replicated: fetching rows from %s: %w", peer, err)
+	}
+	rows, ok := resp.(*protocol.ReplRows)
+	if !ok {
+		return nil, fmt.Errorf("replicated: %s answered a fetch with %v", peer, resp.Type())
+	}
+	if int(rows.Seg) != seg || int(rows.From) != from {
+		return nil, fmt.Errorf("replicated: %s sent rows %d of origin %d for %d of %d", peer, rows.From, rows.Seg, from, seg)
+	}
+	if int(rows.Bits) != p.Bits || int(rows.Dim) != p.Dim() { // (the decoder checked the sizes against these)
+		return nil, fmt.Errorf("replicated: %s sent shares of %d elements of %d bits; this cluster has %d of %d", peer, rows.Dim, rows.Bits, p.Dim(), p.Bits)
+	}
+	return rows, nil
+}
+
+// rebuildInto is the mode's Rebuild: Rebuild with a report to out.
+func rebuildInto(ctx context.Context, env engine.Env, path string, out io.Writer) error {
+	last := time.Now()
+	rep, err := Rebuild(ctx, env, path, func(seg, done, total int) {
+		if time.Since(last) > 2*time.Second || done == total {
+			last = time.Now()
+			fmt.Fprintf(out, "origin %s: %d of %d rows\n", env.Params.Party(seg).Name, done, total)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	for seg := range replicated.Holders {
+		fmt.Fprintf(out, "origin %s: %d rows restored, %d live\n", env.Params.Party(seg).Name, rep.Rows[seg], rep.Live[seg])
+	}
+	return nil
+}

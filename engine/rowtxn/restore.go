@@ -1,0 +1,55 @@
+package rowtxn
+
+import (
+	"fmt"
+
+	"github.com/idface/idface/protocol"
+)
+
+// Restore appends rows of origin k's segment to a party being rebuilt
+// from its peers (started on an empty log): ids[i] is row base+i, live or
+// deleted, with this party's share (nil for a deleted row). It logs them
+// as one committed transaction, a put for every row and a delete right
+// after each deleted one, so that the log replays to the peers' rows and
+// digest. Nothing is signed: the rows were authorised when they were
+// enrolled, and a rebuilt log does not know the operators' past nonces.
+func (c *Core[S]) Restore(k, base int, ids []string, live []bool, shares [][]byte) error {
+	c.txnMu.Lock()
+	defer c.txnMu.Unlock()
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	if k < 0 || k >= len(c.st.segs) || len(live) != len(ids) || len(shares) != len(ids) {
+		return fmt.Errorf("rowtxn: restore of %d rows of origin %d", len(ids), k)
+	}
+	if have := c.st.segs[k].shares.Rows(); have != base {
+		return fmt.Errorf("rowtxn: restore of origin %d's rows from %d, it has %d", k, base, have)
+	}
+	txn, err := c.env.NewTxnID()
+	if err != nil {
+		return err
+	}
+	p := &protocol.Prepare{Txn: txn, Origin: uint8(k), Dim: uint16(c.p.Dim()), Base: uint32(base)}
+	for i, id := range ids {
+		share := shares[i]
+		if share == nil {
+			share = make([]byte, c.opt.ShareSize)
+		}
+		if len(share) != c.opt.ShareSize {
+			return fmt.Errorf("rowtxn: a share of %d bytes, want %d", len(share), c.opt.ShareSize)
+		}
+		seq := uint32(base + i)
+		p.Ops = append(p.Ops, protocol.Op{Kind: protocol.OpPut, Seq: seq, ID: id, Share: share})
+		if !live[i] {
+			p.Ops = append(p.Ops, protocol.Op{Kind: protocol.OpDelete, Seq: seq, ID: id})
+		}
+	}
+	pos, err := c.log.Append(encodePrepare(p))
+	if err != nil {
+		return err
+	}
+	c.st.pending[txn] = &pendingTxn{prep: p, tail: pos[0].TailOffset}
+	if perr := c.decideLocked(&protocol.Decide{Txn: txn, Origin: uint8(k), Commit: true}); perr != nil {
+		return perr
+	}
+	return nil
+}
