@@ -93,7 +93,7 @@ func (env Env) Health(ctx context.Context, r Request, h HealthOf) protocol.Msg {
 		for _, sd := range h.Digest() {
 			live += int(sd.Live)
 		}
-		ok.Empty = live == 0 // one bit an operator, who enrolls, knows anyway
+		ok.Empty, ok.Live = live == 0, uint32(live) // what an operator, who enrolls, knows anyway
 		if m, _ := r.Msg.(*protocol.Health); m != nil && m.Peers {
 			ok.Peers = env.ComparePeers(ctx, h)
 		}

@@ -402,11 +402,12 @@ func (m *Health) unmarshal(d *wire.Dec) { m.Peers = d.Bool() }
 //     with the key the two servers share, and InDoubt, how many
 //     transactions are unsettled (undecided here, or decided but not yet
 //     acknowledged by every other server);
-//   - an operator: InDoubt and, when it asked (Health.Peers), Peers: each
-//     other row-holding server's agreement with this one's row map;
+//   - an operator: InDoubt, Empty, Live (how many rows it holds: the
+//     operators enrolled them) and, when it asked (Health.Peers), Peers:
+//     each other row-holding server's agreement with this one's row map;
 //   - a device: nothing more.
 //
-// Row counts and set hashes never go to clients: the set hash is keyed
+// Per-segment row counts and set hashes never go to clients: the set hash is keyed
 // with the cluster id, which every client holds, and would confirm a
 // guessed id at a guessed row.
 type HealthOK struct {
@@ -421,6 +422,9 @@ type HealthOK struct {
 	// live row (an operator's identify warns that every query will be
 	// rejected); never for devices.
 	Empty bool
+	// Live, for servers and operators, is the number of enrolled rows
+	// this server holds (the gateway's count); never for devices.
+	Live uint32
 }
 
 // Agreement is how a peer's row map compares with a server's own.
@@ -468,6 +472,7 @@ func (m *HealthOK) marshal(e *wire.Enc) {
 		e.Str(p.Note)
 	}
 	e.Bool(m.Empty)
+	e.U32(m.Live)
 }
 func (m *HealthOK) unmarshal(d *wire.Dec) {
 	m.Name, m.Mode = d.Str(MaxIDLen), d.Str(16)
@@ -488,4 +493,5 @@ func (m *HealthOK) unmarshal(d *wire.Dec) {
 		}
 	}
 	m.Empty = d.Bool()
+	m.Live = d.U32()
 }

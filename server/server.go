@@ -252,7 +252,7 @@ func (s *Server) handle(ctx context.Context, st *network.Stream) {
 		case network.RoleOperator:
 			h.Digest = nil
 		case network.RoleDevice:
-			h.Digest, h.InDoubt, h.Peers, h.Empty = nil, 0, nil, false
+			h.Digest, h.InDoubt, h.Peers, h.Empty, h.Live = nil, 0, nil, false, 0
 		}
 	}
 	code := "ok"
