@@ -1,0 +1,151 @@
+package tests
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestGatewayPython: `idface gateway` of a real cluster's operator on
+// loopback, driven by the Python example (examples/python/gate.py, with
+// Debian's python3-requests): enroll, identify (accepted with the id, and
+// a stranger rejected), count, delete; a device's gateway on a Unix socket
+// identifies and refuses to enroll; a gateway refuses a public address.
+func TestGatewayPython(t *testing.T) {
+	if err := exec.Command("python3", "-c", "import requests").Run(); err != nil {
+		t.Skip("python3 with requests is not installed (Debian: apt-get install python3-requests):", err)
+	}
+	dir, _ := newCluster(t, "2pc", 2)
+	d := newDataset(t, t.TempDir(), 5, 37)
+	if _, errs, code := idface(t, "gateway", "--cluster", dir, "--listen", "0.0.0.0:8480"); code == 0 || !strings.Contains(errs, "loopback") {
+		t.Fatalf("a gateway on a public address: exit %d: %s", code, errs)
+	}
+	addr := "127.0.0.1:" + freeTCPPort(t)
+	startGateway(t, "--cluster", dir, "--listen", addr)
+	url := "http://" + addr
+
+	tmpl := func(name string, x []float32) string {
+		p := filepath.Join(t.TempDir(), name+".json")
+		b, _ := json.Marshal(x)
+		os.WriteFile(p, b, 0o644)
+		return p
+	}
+	gate := func(args ...string) (map[string]any, int) {
+		t.Helper()
+		cmd := exec.Command("python3", append([]string{"../examples/python/gate.py", "--url", url}, args...)...)
+		var errb strings.Builder
+		cmd.Stderr = &errb
+		out, err := cmd.Output()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		var ans map[string]any
+		if err := json.Unmarshal(out, &ans); err != nil {
+			t.Fatalf("gate.py %v: %q (%s)", args, out, errb.String())
+		}
+		return ans, code
+	}
+	for i := range 4 {
+		if ans, code := gate("enroll", "--id", d.names[i], "--template", tmpl("g", d.gallery[i])); code != 0 || ans["enrolled"] != d.names[i] {
+			t.Fatalf("enroll %d: %d %v", i, code, ans)
+		}
+	}
+	if ans, code := gate("identify", "--template", tmpl("q", d.queries[1])); code != 0 || ans["decision"] != "accepted" || ans["id"] != d.names[1] {
+		t.Fatalf("identify: %d %v", code, ans)
+	}
+	if ans, code := gate("identify", "--template", tmpl("s", d.queries[4])); code != 0 || ans["decision"] != "rejected" {
+		t.Fatalf("identify a stranger: %d %v", code, ans)
+	}
+	if ans, code := gate("count"); code != 0 || ans["count"] != 4.0 {
+		t.Fatalf("count: %d %v", code, ans)
+	}
+	if ans, code := gate("delete", "--id", d.names[1]); code != 0 || ans["deleted"] != d.names[1] {
+		t.Fatalf("delete: %d %v", code, ans)
+	}
+	if ans, code := gate("delete", "--id", d.names[1]); code != 1 || !strings.Contains(ans["error"].(string), "delete") {
+		t.Fatalf("delete again: %d %v", code, ans)
+	}
+	if ans, code := gate("health"); code != 0 || ans["status"] != "ok" || ans["mode"] != "2pc" {
+		t.Fatalf("health: %d %v", code, ans)
+	}
+
+	// A device's gateway on a Unix socket.
+	sock := filepath.Join(t.TempDir(), "gate.sock")
+	startGateway(t, "--cluster", dir, "--client", "device", "--listen", "unix:"+sock)
+	if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm() != 0o660 {
+		t.Fatalf("the socket: %v %v", fi, err)
+	}
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	post := func(path, body string) (int, map[string]any) {
+		resp, err := hc.Post("http://gate"+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var ans map[string]any
+		json.NewDecoder(resp.Body).Decode(&ans)
+		return resp.StatusCode, ans
+	}
+	q, _ := json.Marshal(map[string]any{"template": d.queries[2]})
+	if code, ans := post("/v1/identify", string(q)); code != 200 || ans["id"] != d.names[2] {
+		t.Fatalf("a device identifies: %d %v", code, ans)
+	}
+	if code, _ := post("/v1/enroll", `{"id":"x","template":[1]}`); code != http.StatusForbidden {
+		t.Fatalf("a device enrolls: %d", code)
+	}
+}
+
+// startGateway runs `idface gateway` until the test ends and waits until
+// it serves.
+func startGateway(t *testing.T, args ...string) {
+	t.Helper()
+	cmd := exec.Command(idfaceBin, append([]string{"gateway"}, args...)...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() })
+	ready := make(chan bool, 1)
+	go func() {
+		s := bufio.NewScanner(out)
+		ready <- s.Scan() && strings.Contains(s.Text(), "serving on")
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			t.Fatalf("idface gateway %v did not start: %s", args, errb.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("idface gateway %v: no start in 30 s: %s", args, errb.String())
+	}
+}
+
+// freeTCPPort returns a free TCP port on 127.0.0.1.
+func freeTCPPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	return port
+}
