@@ -80,3 +80,35 @@ func TestBlindNeedsSealKeys(t *testing.T) {
 		t.Fatal("a damaged seal key was accepted")
 	}
 }
+
+// TestAssembleMetrics: a server's descriptor names its loopback metrics
+// address and the assembled configuration carries it to 'serve'; a public
+// address, or one on a client, is refused.
+func TestAssembleMetrics(t *testing.T) {
+	h1 := descriptor(t, "h1", config.RoleShareHolder, "10.0.0.1:7443")
+	h1.Metrics = "127.0.0.1:9464"
+	h2 := descriptor(t, "h2", config.RoleShareHolder, "10.0.0.2:7443")
+	lit, err := config.Assemble(config.Literal{Mode: config.Mode2PC, ClusterID: "00112233445566778899aabbccddeeff"}, []config.Descriptor{h1, h2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := config.New(lit, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := p.Server("h1"); m.Metrics != "127.0.0.1:9464" {
+		t.Errorf("h1 metrics %q, want the descriptor's 127.0.0.1:9464", m.Metrics)
+	}
+	if m, _ := p.Server("h2"); m.Metrics != "" {
+		t.Errorf("h2 metrics %q, want none (its descriptor names none)", m.Metrics)
+	}
+	public := h2
+	public.Metrics = "0.0.0.0:9464"
+	ops := descriptor(t, "ops", config.RoleOperator, "")
+	ops.Metrics = "127.0.0.1:9464"
+	for _, d := range []config.Descriptor{public, ops} {
+		if err := d.Check(); err == nil {
+			t.Errorf("%s with metrics %s accepted", d.Name, d.Metrics)
+		}
+	}
+}

@@ -116,9 +116,12 @@ type Descriptor struct {
 	Name string `json:"name"`
 	Role string `json:"role"`
 	Addr string `json:"addr,omitempty"`
-	Cert string `json:"cert"`
-	Pin  string `json:"pin"`
-	Seal string `json:"seal,omitempty"` // a server's sealing key (Member.Seal)
+	// Metrics, when set, is the loopback TCP address where the server
+	// serves /metrics, chosen on its own host; the config carries it.
+	Metrics string `json:"metrics,omitempty"`
+	Cert    string `json:"cert"`
+	Pin     string `json:"pin"`
+	Seal    string `json:"seal,omitempty"` // a server's sealing key (Member.Seal)
 }
 
 // Check validates a descriptor: its pin is its certificate's.
@@ -135,6 +138,14 @@ func (d Descriptor) Check() error {
 	if d.Seal != "" {
 		if _, err := seal.ParsePublicKey(d.Seal); err != nil {
 			return fmt.Errorf("%s: %w", d.Name, err)
+		}
+	}
+	if d.Metrics != "" {
+		if !ServerRole(d.Role) {
+			return fmt.Errorf("%s: a client serves no metrics", d.Name)
+		}
+		if err := CheckLoopback(d.Metrics); err != nil {
+			return fmt.Errorf("%s: metrics address: %w", d.Name, err)
 		}
 	}
 	_, err := checkCert(d.Name, d.Cert, d.Pin)
@@ -159,7 +170,7 @@ func checkCert(name, certPEM, pin string) (any, error) {
 
 // Member returns the descriptor's entry in a configuration.
 func (d Descriptor) Member() Member {
-	return Member{Name: d.Name, Role: d.Role, Addr: d.Addr, Cert: d.Cert, Pin: d.Pin, Seal: d.Seal}
+	return Member(d) // the same fields: a descriptor is a member as its owner made it
 }
 
 // Literal is cluster.json as written. Zero values take the defaults above;

@@ -39,6 +39,7 @@ func cmdCluster(args []string, stdout, stderr io.Writer) error {
 		{"down", "stop a local cluster's servers", clusterDown},
 		{"status", "each server's configuration and whether their rows agree (exit 3: unreachable, 4: disagreeing)", clusterStatusCmd},
 		{"assemble", "build a deployment's cluster.json from its members' NAME.pub.json", clusterAssemble},
+		{"show", "print what a cluster.json, NAME.pub.json or directory pins: members, roles, addresses, pins", clusterShow},
 	}, args, stdout, stderr)
 }
 

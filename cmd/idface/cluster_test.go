@@ -475,3 +475,76 @@ func TestFsckJSONNoData(t *testing.T) {
 		t.Fatalf("fsck --json: exit %d %+v", code, r)
 	}
 }
+
+// TestClusterShowAndMetrics: 'party init --metrics-addr' puts a loopback
+// metrics address in the descriptor and 'cluster assemble' carries it into
+// cluster.json; a public one is refused. 'cluster show' prints every
+// member's role, address, metrics address and pin, equal to the pins the
+// members printed, for the config, a descriptor and a home (and --json).
+func TestClusterShowAndMetrics(t *testing.T) {
+	root := t.TempDir()
+	if code, _, errs := idface("party", "init", "--home", filepath.Join(root, "bad"), "--name", "bad", "--role", config.RoleShareHolder, "--listen", "127.0.0.1:1", "--metrics-addr", "0.0.0.0:9464"); code == 0 || !strings.Contains(errs, "loopback") {
+		t.Fatalf("a public metrics address: exit %d: %s", code, errs)
+	}
+	pins := map[string]string{}
+	var pubs []string
+	for _, m := range []struct{ name, role, metrics string }{{"h1", config.RoleShareHolder, "127.0.0.1:9464"}, {"h2", config.RoleShareHolder, ""}, {"k", config.RoleDecider, ""}} {
+		h := filepath.Join(root, m.name)
+		args := []string{"party", "init", "--home", h, "--name", m.name, "--role", m.role, "--listen", "127.0.0.1:1"}
+		if m.metrics != "" {
+			args = append(args, "--metrics-addr", m.metrics)
+		}
+		code, out, errs := idface(args...)
+		if code != 0 {
+			t.Fatalf("party init %s: %s", m.name, errs)
+		}
+		_, pin, _ := strings.Cut(out, "pin ")
+		pins[m.name] = strings.Fields(pin)[0]
+		pubs = append(pubs, filepath.Join(h, m.name+".pub.json"))
+	}
+	out := filepath.Join(root, "cluster.json")
+	if code, _, errs := idface(append([]string{"cluster", "assemble", "--out", out, "--mode", "blind"}, pubs...)...); code != 0 {
+		t.Fatalf("assemble: %s", errs)
+	}
+	cfg, err := config.LoadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := cfg.Server("h1"); m.Metrics != "127.0.0.1:9464" {
+		t.Fatalf("h1's metrics address in cluster.json: %q", m.Metrics)
+	}
+	code, shown, errs := idface("cluster", "show", out)
+	if code != 0 {
+		t.Fatalf("cluster show: %s", errs)
+	}
+	for name, pin := range pins {
+		if !strings.Contains(shown, pin) || !strings.Contains(shown, name) {
+			t.Fatalf("cluster show lacks %s's pin %s:\n%s", name, pin, shown)
+		}
+	}
+	if !strings.Contains(shown, "127.0.0.1:9464") || !strings.Contains(shown, config.RoleDecider) {
+		t.Fatalf("cluster show:\n%s", shown)
+	}
+	code, js, errs := idface("cluster", "show", "--json", out, pubs[1], filepath.Join(root, "k"))
+	if code != 0 {
+		t.Fatalf("cluster show --json: %s", errs)
+	}
+	dec := json.NewDecoder(strings.NewReader(js))
+	for i, want := range []string{"config", "descriptor", "descriptor"} {
+		var s struct {
+			Kind    string
+			Members []struct{ Name, Role, Pin string }
+		}
+		if err := dec.Decode(&s); err != nil || s.Kind != want {
+			t.Fatalf("object %d: %v %+v", i, err, s)
+		}
+		for _, m := range s.Members {
+			if pins[m.Name] != "" && pins[m.Name] != m.Pin {
+				t.Fatalf("object %d: %s's pin %s, it printed %s", i, m.Name, m.Pin, pins[m.Name])
+			}
+		}
+	}
+	if code, _, _ := idface("cluster", "show", filepath.Join(root, "nothing")); code == 0 {
+		t.Fatal("cluster show of a missing file")
+	}
+}

@@ -110,6 +110,7 @@ func partyInit(args []string, stdout, stderr io.Writer) error {
 	role := fs.String("role", "", serverRoles())
 	listen := fs.String("listen", "", "UDP address to bind")
 	advertise := fs.String("advertise", "", "address the others reach it at (default: --listen)")
+	metrics := fs.String("metrics-addr", "", "loopback TCP address of this server's Prometheus /metrics, carried into the cluster config (as "+defaultMetricsAddr+"; none by default: then only 'serve --metrics-addr' names one)")
 	force := fs.Bool("force", false, "replace an existing home's key")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -120,13 +121,37 @@ func partyInit(args []string, stdout, stderr io.Writer) error {
 	if !config.ServerRole(*role) {
 		return fmt.Errorf("--role %q: a server is a %s, %s, %s or %s (clients: idface client init)", *role, config.RoleShareHolder, config.RoleLocalServer, config.RoleKeyServer, config.RoleDecider)
 	}
+	if *metrics == "none" {
+		*metrics = ""
+	}
+	if *metrics != "" {
+		if err := config.CheckLoopback(*metrics); err != nil {
+			return fmt.Errorf("--metrics-addr: %w: metrics have no authentication, so the config names loopback only (give a public address with 'idface serve --metrics-addr' if you must)", err)
+		}
+	}
 	h, err := home.Init(*dir, *name, *role, *listen, *advertise, *force)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s (%s) at %s, pin %s\nhand out %s; keep the rest of %s on this host\n", h.Self.Name, h.Self.Role, h.Self.Addr, h.Self.Pin, h.PubPath(), *dir)
+	if err := h.SetMetrics(*metrics); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s (%s) at %s, pin %s\n", h.Self.Name, h.Self.Role, h.Self.Addr, h.Self.Pin)
+	if h.Self.Metrics != "" {
+		fmt.Fprintf(stdout, "metrics at http://%s/metrics (on this host)\n", h.Self.Metrics)
+	} else {
+		fmt.Fprintln(stdout, "no metrics endpoint (serve --metrics-addr names one)")
+	}
+	fmt.Fprintf(stdout, "hand out %s; keep the rest of %s on this host\n", h.PubPath(), *dir)
 	return nil
 }
+
+// defaultMetricsAddr is the metrics address the help suggests for a
+// deployed server: loopback, since the endpoint has no authentication, and
+// one port for all, since each server of a deployment has its own host
+// (9464: the port Prometheus exporters of OpenTelemetry use). Not a
+// default: servers of a test on one host would all take it.
+const defaultMetricsAddr = "127.0.0.1:9464"
 
 func cmdClientInit(args []string, stdout, stderr io.Writer) error {
 	return group("client", []subcommand{
@@ -235,6 +260,7 @@ func clusterAssemble(args []string, stdout, stderr io.Writer) error {
 	reveal := fs.Bool("reveal-scores", false, "research cluster: answers carry scores")
 	timeout := fs.Duration("timeout", config.DefaultTimeout, "request timeout between servers")
 	topK := fs.Int("max-top-k", config.DefaultMaxTopK, "most candidates one identify may return")
+	metrics := fs.String("metrics-addr", "", "loopback /metrics address for the servers whose descriptor names none (each server's descriptor names its own: 'party init --metrics-addr')")
 	levels := addLevelFlags(fs)
 	scheme := addSchemeFlag(fs)
 	if err := fs.Parse(args); err != nil {
@@ -258,6 +284,9 @@ func clusterAssemble(args []string, stdout, stderr io.Writer) error {
 		d, err := home.ReadDescriptor(path)
 		if err != nil {
 			return err
+		}
+		if d.Metrics == "" && config.ServerRole(d.Role) {
+			d.Metrics = *metrics
 		}
 		descs = append(descs, d)
 	}
@@ -304,5 +333,11 @@ func clusterAssemble(args []string, stdout, stderr io.Writer) error {
 	}
 	hash := p.Hash()
 	fmt.Fprintf(stdout, "%s: mode %s, %d servers, %d clients, serial %d, hash %x\n", filepath.Base(*out), p.Mode(), len(p.Servers()), len(p.Clients()), p.Serial(), hash[:8])
+	for _, m := range p.Servers() {
+		if m.Metrics == "" {
+			fmt.Fprintf(stdout, "%s has no metrics address: it serves /metrics only with 'serve --metrics-addr' (or assemble with --metrics-addr %s)\n", m.Name, defaultMetricsAddr)
+		}
+	}
+	fmt.Fprintf(stdout, "check every pin with its owner: idface cluster show %s\n", *out)
 	return nil
 }

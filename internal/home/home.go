@@ -108,6 +108,26 @@ func (h *Home) newIdentity() error {
 		return err
 	}
 	h.Self.Cert, h.Self.Pin = string(id.CertPEM), id.Pin
+	return h.writeSelf()
+}
+
+// SetMetrics records the server's loopback /metrics address in home.json
+// and NAME.pub.json ("" for none), to be assembled into the config.
+func (h *Home) SetMetrics(addr string) error {
+	if addr != "" && !config.ServerRole(h.Self.Role) {
+		return fmt.Errorf("%s is a %s: only servers serve metrics", h.Self.Name, h.Self.Role)
+	}
+	if addr != "" {
+		if err := config.CheckLoopback(addr); err != nil {
+			return fmt.Errorf("metrics address: %w (a public address is named on the server's command line: idface serve --metrics-addr)", err)
+		}
+	}
+	h.Self.Metrics = addr
+	return h.writeSelf()
+}
+
+// writeSelf writes home.json and the public descriptor.
+func (h *Home) writeSelf() error {
 	b, err := json.MarshalIndent(self{h.Self, h.Listen}, "", "  ")
 	if err != nil {
 		return err
