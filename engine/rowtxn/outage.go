@@ -58,11 +58,11 @@ func unreached(peers []string, errs []error) string {
 // hold logs the held record of party k's prepare m (before the decision,
 // so that a crash in between finds it) and remembers its part.
 func (c *Core[S]) hold(k int, m protocol.Msg, txn protocol.TxnID) *protocol.Error {
-	pos, err := c.log.Append(encodeHeld(k, m))
+	rec := encodeHeld(k, m)
+	pos, err := c.log.Append(rec)
 	if err != nil {
 		return c.fatal(err)
 	}
-	rec := encodeHeld(k, m) // the tail's length
 	c.held[heldKey{c.p.Party(k).Name, txn}] = tail{pos[0].TailOffset, len(rec.Tail)}
 	return nil
 }
