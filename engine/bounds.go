@@ -33,8 +33,11 @@ func EnrollBound(p *config.Params) int {
 // PrepareBound is a batch of ops for one party, each with a share of at
 // most share bytes (a seed is smaller), and the operator's Auth.
 func PrepareBound(p *config.Params, share int) int {
-	return 2 + 16 + 1 + 2 + 4 + protocol.MaxAuth + 4 + p.MaxEnrollBatch()*(1+4+2+protocol.MaxIDLen+1+4+share)
+	return 2 + 16 + 1 + 2 + 4 + protocol.MaxAuth + 4 + p.MaxEnrollBatch()*(1+4+2+protocol.MaxIDLen+1+4+share) + priorBytes
 }
+
+// priorBytes is a Prepare's Prior decision: a transaction id and a flag.
+const priorBytes = 16 + 1
 
 // SealedEnrollBound is a sealed batch: ids, and one sealed part per
 // party of a flag and a share of at most share bytes per id.

@@ -140,10 +140,11 @@ func (o *Outbox) Flush(ctx context.Context) error {
 }
 
 // FlushMissing is Flush returning the servers that still miss a message
-// (each with the reason): a server that failed a delivery within the
-// last few seconds is not tried again here.
-func (o *Outbox) FlushMissing(ctx context.Context) map[string]string {
-	return o.flush(ctx, false)
+// (each with the reason). Unless retry, a server that failed a delivery
+// within the last few seconds is not tried again (a change that may go on
+// without it need not wait for its timeout each time).
+func (o *Outbox) FlushMissing(ctx context.Context, retry bool) map[string]string {
+	return o.flush(ctx, retry)
 }
 
 func (o *Outbox) flush(ctx context.Context, force bool) map[string]string {

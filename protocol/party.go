@@ -140,6 +140,12 @@ type Prepare struct {
 	// transaction is of one kind).
 	Auth Auth
 	Ops  []Op
+	// Prior is the origin's decision on its previous transaction (zero
+	// Txn: none): a party still holding that one undecided (it missed the
+	// decision, which the origin's outbox lost at a restart while the
+	// party was down) settles it so before this one, instead of presuming
+	// an abort.
+	Prior Decide
 }
 
 func (m *Prepare) Type() Type { return TPrepare }
@@ -159,6 +165,8 @@ func (m *Prepare) marshal(e *wire.Enc) {
 			e.Bytes32(op.Share)
 		}
 	}
+	e.Raw(m.Prior.Txn[:])
+	e.Bool(m.Prior.Commit)
 }
 func (m *Prepare) unmarshal(d *wire.Dec) {
 	copy(m.Txn[:], d.Take(16))
@@ -185,6 +193,11 @@ func (m *Prepare) unmarshal(d *wire.Dec) {
 			return
 		}
 		m.Ops = append(m.Ops, op)
+	}
+	d.Fixed(m.Prior.Txn[:])
+	m.Prior.Commit = d.Bool()
+	if m.Prior.Txn != (TxnID{}) {
+		m.Prior.Origin = m.Origin // the origin's own previous transaction
 	}
 }
 

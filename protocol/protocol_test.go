@@ -52,6 +52,7 @@ func samples() []Msg {
 		&IdentifyOK{ScoresHidden: true, Candidates: []Candidate{{"x", 0}}},
 		&IdentifyOK{ScoresHidden: true, Accepted: true, Candidates: []Candidate{{"y", 0}}, Degraded: true},
 		&ReplFetch{Seg: 2, From: 4096, Max: 2048},
+		&Prepare{Txn: TxnID{6}, Origin: 2, Dim: 8, Base: 1, Ops: []Op{{Kind: OpDelete, Seq: 0, ID: "z"}}, Prior: Decide{Txn: TxnID{5}, Origin: 2, Commit: true}},
 		&ReplRows{Seg: 1, Total: 9, From: 7, Bits: 8, Dim: 3, IDs: []string{"a", "b"}, Live: []bool{true, false}, Shares: []byte{1, 2, 3, 0, 0, 0}},
 		&BlindQuery{Query: [16]byte{7}, Sigma: [32]byte{8}, Digest: Digest{{Rows: 2, Live: 2}}, Pos: []int32{1}, Coef: []int8{-1}, Down: 3},
 		&ReplShare{Query: [16]byte{9}, Rows: 10, Bits: 8, TopK: 1, Entry: 0, Tags: true, Digest: [32]byte{}, Down: 2, Next: true},

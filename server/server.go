@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -241,7 +242,7 @@ func (s *Server) handle(ctx context.Context, st *network.Stream) {
 	st.SetDeadline(start.Add(limit))
 	rctx, cancel := context.WithDeadline(ctx, start.Add(limit))
 	defer cancel()
-	resp := route.Handle(rctx, engine.Request{From: peer, Msg: m, Stream: st})
+	resp := s.call(rctx, route.Handle, engine.Request{From: peer, Msg: m, Stream: st}, route.Op)
 	if h, ok := resp.(*protocol.HealthOK); ok {
 		// Which configuration this server runs, to everyone; row maps to
 		// servers only, whatever the engine put in (engine.Env.Health).
@@ -340,4 +341,16 @@ func (m *metrics) observe(op, code string, d time.Duration, st *network.Stream) 
 	m.latency.WithLabelValues(op).Observe(d.Seconds())
 	m.bytesIn.WithLabelValues(op).Add(float64(st.Received()))
 	m.bytesOut.WithLabelValues(op).Add(float64(st.Sent()))
+}
+
+// call runs a handler; a panic (a bug: nothing from outside may cause one)
+// fails that request only, logged with its stack, instead of the server.
+func (s *Server) call(ctx context.Context, h engine.Handler, r engine.Request, op string) (resp protocol.Msg) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.log.Error("a request's handler panicked; the request is refused and the server goes on (a bug: please report it with this log)", "op", op, "from", r.From.Name, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			resp = protocol.Errorf(protocol.CodeInternal, "%s failed inside the server (a bug, logged there)", op)
+		}
+	}()
+	return h(ctx, r)
 }

@@ -60,11 +60,12 @@ type Pending[P, R any] struct {
 	Entry   int // the entry's holder index, -1 until a part names it
 	Parts   []P // by holder
 	has     []bool
-	want    int // parts that make the query complete (holders, or fewer in a degraded query)
-	joined  int // holders that have announced their parts
-	got     int // holders whose parts have arrived
-	creator int // the holder whose part came first
-	bytes   int // reserved of Table.bytes
+	arrived []bool // holders whose parts have arrived
+	want    int    // parts that make the query complete (holders, or fewer in a degraded query)
+	joined  int    // holders that have announced their parts
+	got     int    // holders whose parts have arrived
+	creator int    // the holder whose part came first
+	bytes   int    // reserved of Table.bytes
 	created time.Time
 	done    chan struct{} // closed by finish, once
 	once    sync.Once
@@ -118,7 +119,7 @@ func (t *Table[P, R]) Join(id [16]byte, rows, holder, size, entry, topK, want in
 			t.mu.Unlock()
 			return nil, protocol.Errorf(protocol.CodeUnavailable, "%d queries from %s wait for the other holders' shares; retry shortly", orphans, t.name(holder))
 		}
-		q = &Pending[P, R]{ID: id, Rows: rows, TopK: 1, Entry: -1, Parts: make([]P, t.holders), has: make([]bool, t.holders), want: want,
+		q = &Pending[P, R]{ID: id, Rows: rows, TopK: 1, Entry: -1, Parts: make([]P, t.holders), has: make([]bool, t.holders), arrived: make([]bool, t.holders), want: want,
 			creator: holder, done: make(chan struct{}), created: time.Now()}
 		t.queries[id] = q
 	}
@@ -130,6 +131,8 @@ func (t *Table[P, R]) Join(id [16]byte, rows, holder, size, entry, topK, want in
 		err = fmt.Errorf("holder %d sent its shares of this query twice", holder)
 	case q.want != want:
 		err = fmt.Errorf("holders disagree on how many parts the query has (%d, %d)", q.want, want)
+	case q.joined >= q.want:
+		err = fmt.Errorf("more parts than the query's %d", q.want)
 	case entry >= 0 && q.Entry >= 0 && entry != q.Entry:
 		err = fmt.Errorf("two entries for one query")
 	case t.bytes+size > maxPendingBytes:
@@ -155,7 +158,7 @@ func (t *Table[P, R]) Join(id [16]byte, rows, holder, size, entry, topK, want in
 }
 
 // Add stores holder's part and reports whether the query is complete
-// (every part, and its entry known): the caller then decides and calls
+// (every part, the entry's among them): the caller then decides and calls
 // Finish.
 func (t *Table[P, R]) Add(q *Pending[P, R], holder int, part P) bool {
 	t.mu.Lock()
@@ -166,8 +169,11 @@ func (t *Table[P, R]) Add(q *Pending[P, R], holder int, part P) bool {
 	default:
 	}
 	q.Parts[holder] = part
+	q.arrived[holder] = true
 	q.got++
-	return q.got == q.want && q.Entry >= 0
+	// Complete only with the entry's own part: a query is the entry's,
+	// and parts without it would be answered to no one.
+	return q.got == q.want && q.Entry >= 0 && q.arrived[q.Entry]
 }
 
 // Finish drops the query and records its outcome.

@@ -134,6 +134,9 @@ func (d *Decider) share(ctx context.Context, r engine.Request) protocol.Msg {
 // its plan, after checking that every part follows the same plan.
 func (d *Decider) vectors(q *pending) (plan, [replicated.Holders][]byte, error) {
 	var full [replicated.Holders][]byte
+	if q.Entry < 0 || q.Entry >= replicated.Holders || q.Parts[q.Entry] == nil {
+		return plan{}, full, protocol.Errorf(protocol.CodeInconsistent, "a query without its entry's part; refused")
+	}
 	pl := planOf(q.Entry, q.Parts[q.Entry].msg.Down)
 	for k, pt := range q.Parts {
 		if (pt == nil) != (k == pl.down) || pt != nil && pt.msg.Down != q.Parts[q.Entry].msg.Down {

@@ -66,7 +66,10 @@ type Core[S Shares] struct {
 	// yet confirmed by their party, by party name and transaction
 	// (guarded by txnMu: flushes run under it).
 	held map[heldKey]tail
-	m    struct{ enrolled, deleted, aborts prometheus.Counter }
+	// prior is this origin's decision on its last transaction, which
+	// every Prepare carries (guarded by txnMu).
+	prior protocol.Decide
+	m     struct{ enrolled, deleted, aborts prometheus.Counter }
 }
 
 type heldKey struct {
@@ -304,8 +307,10 @@ func (c *Core[S]) Start(log engine.Log) error {
 			}
 			c.env.Log.Info("aborted an enrollment left undecided by a crash")
 		}
+		c.prior = protocol.Decide{Txn: own.Txn, Origin: uint8(c.self), Commit: r.lastOwnDecided && r.lastOwnCommit}
 		for _, name := range c.Peers() {
-			c.outbox.Add(name, &protocol.Decide{Txn: own.Txn, Origin: uint8(c.self), Commit: r.lastOwnDecided && r.lastOwnCommit})
+			d := c.prior // the outbox keeps its own
+			c.outbox.Add(name, &d)
 		}
 	}
 	rows, live := c.st.totals()
@@ -519,7 +524,7 @@ func (c *Core[S]) runTxn(ctx context.Context, auth protocol.Auth, ops [][]protoc
 	// A party that missed an earlier change gets it first; one that
 	// cannot be reached is left out when the change may be held for it.
 	down := ""
-	if missing := c.outbox.FlushMissing(ctx); len(missing) > 0 {
+	if missing := c.outbox.FlushMissing(ctx, !c.mayHold(ops, sealed)); len(missing) > 0 {
 		for name := range missing {
 			down = name
 		}
@@ -547,7 +552,7 @@ func (c *Core[S]) runTxn(ctx context.Context, auth protocol.Auth, ops [][]protoc
 				seq++
 			}
 		}
-		preps[k] = &protocol.Prepare{Txn: txn, Origin: uint8(c.self), Dim: uint16(c.p.Dim()), Base: uint32(base), Auth: auth, Ops: ops[k]}
+		preps[k] = &protocol.Prepare{Txn: txn, Origin: uint8(c.self), Dim: uint16(c.p.Dim()), Base: uint32(base), Auth: auth, Ops: ops[k], Prior: c.prior}
 	}
 	var hashes [][32]byte
 	if sealed != nil {
@@ -615,6 +620,7 @@ func (c *Core[S]) runTxn(ctx context.Context, auth protocol.Auth, ops [][]protoc
 		}
 	}
 	d := &protocol.Decide{Txn: txn, Origin: uint8(c.self), Commit: first == nil}
+	c.prior = *d
 	if d.Commit && downAt >= 0 {
 		if perr := c.hold(downAt, message(downAt), txn); perr != nil {
 			return perr
@@ -695,6 +701,15 @@ func (c *Core[S]) prepare(ctx context.Context, from string, m *protocol.Prepare,
 	}
 	if v, ok := c.alreadyPrepared(m); ok {
 		return v
+	}
+	// The origin's previous transaction, still undecided here: settle it
+	// as the origin decided it.
+	if pr := m.Prior; pr.Txn != (protocol.TxnID{}) {
+		if t := c.st.pending[pr.Txn]; t != nil && t.prep.Origin == m.Origin {
+			if err := c.decideLocked(&protocol.Decide{Txn: pr.Txn, Origin: m.Origin, Commit: pr.Commit}); err != nil {
+				return err
+			}
+		}
 	}
 	for _, id := range c.late {
 		if id == m.Txn {

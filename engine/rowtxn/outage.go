@@ -113,8 +113,12 @@ func (c *Core[S]) requeueHeld(r *replayState) error {
 // a held prepare delivered again (the origin restarted before it learnt
 // that this party confirmed the decision), or one whose rows a rebuild
 // fetched from the peers. Pending here: vote again. Applied here (its new
-// rows are at their addresses with their ids, its deleted ids are gone):
-// vote; nothing changes. Anything else goes through validation.
+// rows are at their addresses with their ids, its deleted ids are gone or
+// its nonce was used here): vote; nothing changes. Anything else goes
+// through validation. (A rebuilt party does not know past nonces: a held
+// deletion delivered twice around a crash of its origin, of an id
+// enrolled again meanwhile, would delete it there; a window this narrow is
+// left open.)
 func (c *Core[S]) alreadyPrepared(m *protocol.Prepare) (*protocol.Vote, bool) {
 	if t, ok := c.st.pending[m.Txn]; ok && t.prep.Origin == m.Origin {
 		return c.vote(m), true
@@ -123,6 +127,7 @@ func (c *Core[S]) alreadyPrepared(m *protocol.Prepare) (*protocol.Vote, bool) {
 		return nil, false
 	}
 	seg := c.st.segs[m.Origin]
+	_, nonceUsed := c.st.nonces[m.Auth.Nonce]
 	for _, op := range m.Ops {
 		switch op.Kind {
 		case protocol.OpPut:
@@ -130,7 +135,9 @@ func (c *Core[S]) alreadyPrepared(m *protocol.Prepare) (*protocol.Vote, bool) {
 				return nil, false
 			}
 		case protocol.OpDelete:
-			if _, live := c.st.ids.Lookup(op.ID); live {
+			// Live again after this very deletion applied here (its nonce
+			// is used): enrolled anew since, and it stays.
+			if _, live := c.st.ids.Lookup(op.ID); live && !nonceUsed {
 				return nil, false
 			}
 		default:
