@@ -7,6 +7,7 @@ require (
 	github.com/bits-and-blooms/bitset v1.24.1
 	github.com/prometheus/client_golang v1.23.2
 	github.com/quic-go/quic-go v0.65.0
+	github.com/rogpeppe/go-internal v1.16.0
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/tuneinsight/lattigo/v5 v5.0.7
 	golang.org/x/text v0.40.0
@@ -40,5 +41,6 @@ require (
 	golang.org/x/net v0.56.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/term v0.45.0 // indirect
+	golang.org/x/tools v0.47.0 // indirect
 	google.golang.org/protobuf v1.36.8 // indirect
 )
