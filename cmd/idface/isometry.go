@@ -39,7 +39,7 @@ func cmdIsometry(args []string, stdout, stderr io.Writer) error {
 			for _, r := range rows {
 				x, y = append(x, float64(r.Alpha)), append(y, r.MeanEps)
 			}
-			if err := experiments.PlotLines(*plotPath, fmt.Sprintf("mean distortion of T_alpha over c in [-1, 1], d = %d", *dim), "alpha", "mean eps", false, false,
+			if err := experiments.PlotLines(*plotPath, fmt.Sprintf("mean distortion of T_alpha over c in [-1, 1], d = %d", *dim), "alpha", "mean distortion |cos(T(x),T(y)) - cos(x,y)|", false, false,
 				experiments.Series{Label: "mean |<T x, T y>/alpha - c|", X: x, Y: y}); err != nil {
 				return err
 			}
@@ -74,8 +74,8 @@ func cmdIsometry(args []string, stdout, stderr io.Writer) error {
 		for _, r := range rows {
 			x, mean, mx = append(x, r.Cos), append(mean, r.MeanEps), append(mx, r.MaxEps)
 		}
-		if err := experiments.PlotLines(*plotPath, fmt.Sprintf("distortion of T_alpha, d = %d, alpha = %d", *dim, a), "cosine c", "eps", false, false,
-			experiments.Series{Label: "mean eps", X: x, Y: mean}, experiments.Series{Label: "max eps", X: x, Y: mx}); err != nil {
+		if err := experiments.PlotLines(*plotPath, fmt.Sprintf("distortion of T_alpha, d = %d, alpha = %d", *dim, a), "cosine c", "distortion |cos(T(x),T(y)) - c|", false, false,
+			experiments.Series{Label: "mean distortion", X: x, Y: mean}, experiments.Series{Label: "max distortion", X: x, Y: mx}); err != nil {
 			return err
 		}
 	}
