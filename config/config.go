@@ -73,6 +73,45 @@ type Member struct {
 	// seals each holder's share to it, so the entry relays what it cannot
 	// read. Required of blind mode's share holders.
 	Seal string `json:"seal,omitempty"`
+	// Next, during a key rotation, is the member's new certificate: peers
+	// accept either until a configuration without the old one replaces
+	// this one (docs/DEPLOY.md, "Rotating a key").
+	Next *NextKey `json:"next,omitempty"`
+}
+
+// NextKey is a rotating member's new certificate and its pin.
+type NextKey struct {
+	Cert string `json:"cert"`
+	Pin  string `json:"pin"`
+}
+
+// Pins lists every pin the member may present: its pin, then its next one.
+func (m Member) Pins() []string {
+	if m.Next == nil {
+		return []string{m.Pin}
+	}
+	return []string{m.Pin, m.Next.Pin}
+}
+
+// Certs lists the member's certificates (PEM) in the order of Pins.
+func (m Member) Certs() []string {
+	if m.Next == nil {
+		return []string{m.Cert}
+	}
+	return []string{m.Cert, m.Next.Cert}
+}
+
+// checkNext checks a next certificate: its pin is its own and not the
+// current one.
+func checkNext(name, pin string, next *NextKey) error {
+	if next == nil {
+		return nil
+	}
+	if next.Pin == pin {
+		return fmt.Errorf("%s: the next certificate is the current one: drop \"next\"", name)
+	}
+	_, err := checkCert(name+" (next)", next.Cert, next.Pin)
+	return err
 }
 
 // Roles. Servers: share holders (2PCFace, MPCFace), HE local servers and
@@ -122,6 +161,9 @@ type Descriptor struct {
 	Cert    string `json:"cert"`
 	Pin     string `json:"pin"`
 	Seal    string `json:"seal,omitempty"` // a server's sealing key (Member.Seal)
+	// Next is the new certificate of a key rotation in progress ('idface
+	// party rotate --stage'), accepted beside Cert until it finishes.
+	Next *NextKey `json:"next,omitempty"`
 }
 
 // Check validates a descriptor: its pin is its certificate's.
@@ -148,8 +190,10 @@ func (d Descriptor) Check() error {
 			return fmt.Errorf("%s: metrics address: %w", d.Name, err)
 		}
 	}
-	_, err := checkCert(d.Name, d.Cert, d.Pin)
-	return err
+	if _, err := checkCert(d.Name, d.Cert, d.Pin); err != nil {
+		return err
+	}
+	return checkNext(d.Name, d.Pin, d.Next)
 }
 
 // checkCert verifies that a PEM certificate has the given pin.
@@ -410,11 +454,22 @@ func New(lit Literal, dir string) (*Params, error) {
 			if _, err := checkCert(m.Name, m.Cert, m.Pin); err != nil {
 				return nil, err
 			}
+			if err := checkNext(m.Name, m.Pin, m.Next); err != nil {
+				return nil, err
+			}
+		} else if m.Next != nil {
+			return nil, fmt.Errorf("member %q: a member without a certificate has no next one", m.Name)
 		}
-		if seen["name:"+m.Name] || seen["pin:"+m.Pin] {
+		if seen["name:"+m.Name] {
 			return nil, fmt.Errorf("member %q: name or pin used twice", m.Name)
 		}
-		seen["name:"+m.Name], seen["pin:"+m.Pin] = true, true
+		seen["name:"+m.Name] = true
+		for _, pin := range m.Pins() {
+			if seen["pin:"+pin] {
+				return nil, fmt.Errorf("member %q: name or pin used twice", m.Name)
+			}
+			seen["pin:"+pin] = true
+		}
 		if m.Metrics != "" {
 			if err := CheckLoopback(m.Metrics); err != nil {
 				return nil, fmt.Errorf("member %q: metrics address: %w (a public address must be named on the command line: idface serve --metrics-addr)", m.Name, err)
@@ -425,15 +480,18 @@ func New(lit Literal, dir string) (*Params, error) {
 		if ClientRole(m) != RoleOperator || m.Cert == "-" {
 			continue
 		}
-		pub, _ := checkCert(m.Name, m.Cert, m.Pin) // checked above
-		k, ok := pub.(*ecdsa.PublicKey)
-		if !ok {
-			return nil, fmt.Errorf("operator %q: its certificate's key is not ECDSA: create the operator with 'idface client init'", m.Name)
-		}
 		if p.operators == nil {
-			p.operators = map[string]*ecdsa.PublicKey{}
+			p.operators = map[string][]*ecdsa.PublicKey{}
 		}
-		p.operators[m.Name] = k
+		// A rotating operator signs with either key (its running one).
+		for i, c := range m.Certs() {
+			pub, _ := checkCert(m.Name, c, m.Pins()[i]) // checked above
+			k, ok := pub.(*ecdsa.PublicKey)
+			if !ok {
+				return nil, fmt.Errorf("operator %q: its certificate's key is not ECDSA: create the operator with 'idface client init'", m.Name)
+			}
+			p.operators[m.Name] = append(p.operators[m.Name], k)
+		}
 	}
 	if err := p.sealKeys(); err != nil {
 		return nil, err

@@ -33,7 +33,7 @@ type Params struct {
 	query     template.Levels
 	ring      additive.Ring
 	derived   any // the mode's own (ModeSpec.Derive)
-	operators map[string]*ecdsa.PublicKey
+	operators map[string][]*ecdsa.PublicKey
 	seals     []*seal.PublicKey // by party; nil where none
 }
 
@@ -66,13 +66,21 @@ func (p *Params) SealKey(k int) (*seal.PublicKey, bool) {
 	return p.seals[k], true
 }
 
-// OperatorKey is the named operator's signing key (its certificate's
-// public key), which every party checks enrollments and deletions
-// against. An operator without a certificate (an in-process test member)
-// has none, and its changes are refused.
-func (p *Params) OperatorKey(name string) (*ecdsa.PublicKey, bool) {
-	k, ok := p.operators[name]
-	return k, ok
+// OperatorKeys are the named operator's signing keys (its certificates'
+// public keys: two during its key rotation), which every party checks
+// enrollments and deletions against. An operator without a certificate
+// (an in-process test member) has none, and its changes are refused.
+func (p *Params) OperatorKeys(name string) []*ecdsa.PublicKey { return p.operators[name] }
+
+// OperatorSigned reports whether verify accepts one of the named
+// operator's keys.
+func OperatorSigned(keys []*ecdsa.PublicKey, verify func(*ecdsa.PublicKey) bool) bool {
+	for _, k := range keys {
+		if verify(k) {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *Params) derive() error {
@@ -299,23 +307,27 @@ func (p *Params) Pins() map[string]network.Peer {
 		if p.PartyIndex(m.Name) < 0 { // the key server or the decider
 			r = network.RoleHelper
 		}
-		pins[m.Pin] = network.Peer{Name: m.Name, Role: r}
+		for _, pin := range m.Pins() {
+			pins[pin] = network.Peer{Name: m.Name, Role: r}
+		}
 	}
 	for _, m := range p.lit.Clients {
 		r := network.RoleOperator
 		if ClientRole(m) == RoleDevice {
 			r = network.RoleDevice
 		}
-		pins[m.Pin] = network.Peer{Name: m.Name, Role: r}
+		for _, pin := range m.Pins() {
+			pins[pin] = network.Peer{Name: m.Name, Role: r}
+		}
 	}
 	return pins
 }
 
-// Lookup resolves a server's name to its address and pin (a dialer's
-// directory).
-func (p *Params) Lookup(name string) (addr, pin string, ok bool) {
+// Lookup resolves a server's name to its address and the pins it may
+// present (two during its key rotation): a dialer's directory.
+func (p *Params) Lookup(name string) (addr string, pins []string, ok bool) {
 	m, ok := p.Server(name)
-	return m.Addr, m.Pin, ok
+	return m.Addr, m.Pins(), ok
 }
 
 // Block is the bytes of one streamed block of selected columns.

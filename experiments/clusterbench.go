@@ -295,7 +295,7 @@ func WireFloor(ctx context.Context, n, reps int) (float64, error) {
 			s.WriteWords(payload)
 		}
 	})
-	d := quicnet.NewDialer(cli, func(string) (string, string, bool) { return ln.Addr(), srvPin, true })
+	d := quicnet.NewDialer(cli, func(string) (string, []string, bool) { return ln.Addr(), []string{srvPin}, true })
 	defer d.Close()
 	buf := make([]uint64, len(payload))
 	var times []float64

@@ -56,7 +56,13 @@ func Open(ctx context.Context, p *config.Params, h *home.Home, log *slog.Logger)
 		dialer.Close()
 		return nil, err
 	}
-	opt := BuildOptions{Key: cert.PrivateKey}
+	pairKey, err := h.PairKey(me, cert.PrivateKey) // the key of the certificate the config names (a rotation may be finishing)
+	if err != nil {
+		ln.Close()
+		dialer.Close()
+		return nil, err
+	}
+	opt := BuildOptions{Key: pairKey}
 	if p.Spec().Sealed && p.PartyIndex(me.Name) >= 0 { // its enrollments are sealed to it
 		if opt.SealKey, err = h.SealKey(); err != nil {
 			ln.Close()

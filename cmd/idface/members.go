@@ -74,27 +74,50 @@ func cmdParty(args []string, stdout, stderr io.Writer) error {
 }
 
 func partyRotate(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("party rotate", "idface party rotate --home DIR\n\n"+
-		"Replaces the member's key and certificate (the previous key stays in\n"+
-		"identity.key.previous until the new configuration runs everywhere) and\n"+
-		"writes a new NAME.pub.json: assemble the configuration again with it,\n"+
-		"then restart the servers one at a time. A server's seal key stays; a\n"+
-		"home made before seal keys gets one.", stderr)
+	fs := newFlags("party rotate", "idface party rotate --home DIR [--stage | --finish]\n\n"+
+		"Replaces the member's key and certificate and writes a new NAME.pub.json.\n"+
+		"Without a grace period (no flag): the new key at once; assemble the\n"+
+		"configuration again with the new descriptor and restart the servers, and\n"+
+		"the member is refused until they run it. With a grace period, so that no\n"+
+		"identification fails: --stage makes the next key beside the current one\n"+
+		"and names it in the descriptor's \"next\" (assemble, restart the servers:\n"+
+		"they accept either); --finish makes the next key the member's (restart\n"+
+		"the member; assemble again to drop the old one). The previous key stays\n"+
+		"in identity.key.previous. A server's seal key stays; a home made before\n"+
+		"seal keys gets one.", stderr)
 	dir := fs.String("home", "", "home directory")
+	stage := fs.Bool("stage", false, "begin a rotation with a grace period: the next key beside the current one")
+	finish := fs.Bool("finish", false, "end a staged rotation: the next key becomes the member's")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if err := required(fs, "home"); err != nil {
 		return err
 	}
+	if *stage && *finish {
+		return fmt.Errorf("--stage and --finish are two steps: run them one after the other, with a configuration assembled in between")
+	}
 	h, err := home.Open(*dir)
 	if err != nil {
 		return err
 	}
-	if err := h.Rotate(); err != nil {
-		return err
+	switch {
+	case *stage:
+		if err := h.Stage(); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s: next key staged, pin %s (current pin %s stays in use)\nhand out %s, assemble the configuration again and restart the servers; then run 'idface party rotate --finish --home %s'\n", h.Self.Name, h.Self.Next.Pin, h.Self.Pin, h.PubPath(), *dir)
+	case *finish:
+		if err := h.Finish(); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s: now uses pin %s\nrestart it (a server) or its client; then hand out %s and assemble again to drop the old pin\n", h.Self.Name, h.Self.Pin, h.PubPath())
+	default:
+		if err := h.Rotate(); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s: new key, pin %s\nhand out %s and assemble the configuration again\n", h.Self.Name, h.Self.Pin, h.PubPath())
 	}
-	fmt.Fprintf(stdout, "%s: new key, pin %s\nhand out %s and assemble the configuration again\n", h.Self.Name, h.Self.Pin, h.PubPath())
 	return nil
 }
 

@@ -2,6 +2,7 @@ package hemode
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -532,7 +533,9 @@ func (l *Local) apply(m protocol.Msg) *protocol.Error {
 		if _, used := l.nonces[m.Auth.Nonce]; used {
 			return protocol.Errorf(protocol.CodeForbidden, "the deletion replays an operator signature that was used before: refused")
 		}
-		if key, ok := l.p.OperatorKey(m.Auth.Signer); !ok || !m.Auth.Verify(key, l.p.ClusterID(), protocol.OpDelete, []string{m.ID}) {
+		if !config.OperatorSigned(l.p.OperatorKeys(m.Auth.Signer), func(key *ecdsa.PublicKey) bool {
+			return m.Auth.Verify(key, l.p.ClusterID(), protocol.OpDelete, []string{m.ID})
+		}) {
 			return protocol.Errorf(protocol.CodeForbidden, "the deletion of %q is not signed by an operator of this cluster: refused", m.ID)
 		}
 		if err := l.appendChange(encodeAuth(m.Auth), encodeDelete(m.Seq, m.ID, int(m.Row))); err != nil {

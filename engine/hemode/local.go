@@ -22,6 +22,7 @@ package hemode
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -209,8 +210,7 @@ func (l *Local) publicKey(ctx context.Context, keys Keys, existing []string) ([]
 // authorized checks that an operator signed op on exactly ids for this
 // cluster with a nonce this server never logged (caller holds changeMu).
 func (l *Local) authorized(a protocol.Auth, op protocol.OpKind, ids []string) *protocol.Error {
-	key, ok := l.p.OperatorKey(a.Signer)
-	if !ok || !a.Verify(key, l.p.ClusterID(), op, ids) {
+	if !config.OperatorSigned(l.p.OperatorKeys(a.Signer), func(key *ecdsa.PublicKey) bool { return a.Verify(key, l.p.ClusterID(), op, ids) }) {
 		return protocol.Errorf(protocol.CodeForbidden, "the %s of %d rows is not signed by an operator of this cluster (signer %q): only an operator's client, with its own key, may change the gallery", op, len(ids), a.Signer)
 	}
 	l.mu.RLock()

@@ -2,6 +2,7 @@ package rowtxn
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"fmt"
 	"slices"
 	"sort"
@@ -118,7 +119,7 @@ func New[S Shares](env engine.Env, opt Options[S]) (*Core[S], error) {
 	if opt.SeedSize > 0 {
 		st.seed, st.expand = opt.SeedSize, opt.Expand
 	}
-	st.operator = p.OperatorKey
+	st.operator = p.OperatorKeys
 	c := &Core[S]{env: env, p: p, opt: opt, self: self, st: st, outbox: engine.NewOutbox(env),
 		replay: &replayState{erased: map[rowmap.Ref]int64{}, bad: map[rowmap.Ref]int64{}, decided: map[protocol.TxnID]bool{}},
 		held:   map[heldKey]tail{}}
@@ -505,8 +506,7 @@ func (c *Core[S]) Delete(ctx context.Context, r engine.Request) protocol.Msg {
 // checkAuth is the early check of an operator's signature at the entry
 // (every party checks it again with the nonce when it prepares).
 func (c *Core[S]) checkAuth(a protocol.Auth, op protocol.OpKind, ids []string) *protocol.Error {
-	key, ok := c.p.OperatorKey(a.Signer)
-	if !ok || !a.Verify(key, c.p.ClusterID(), op, ids) {
+	if !config.OperatorSigned(c.p.OperatorKeys(a.Signer), func(key *ecdsa.PublicKey) bool { return a.Verify(key, c.p.ClusterID(), op, ids) }) {
 		return protocol.Errorf(protocol.CodeForbidden, "the %s request is not signed by an operator of this cluster (signer %q): only an operator's client, with its own key, may change the gallery", op, a.Signer)
 	}
 	return nil

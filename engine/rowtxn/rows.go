@@ -15,6 +15,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/idface/idface/config"
 	"github.com/idface/idface/internal/rowmap"
 	"github.com/idface/idface/protocol"
 )
@@ -86,8 +87,8 @@ type state[S Shares] struct {
 	segs    []*segment[S]
 	ids     *rowmap.Index // live ids
 	pending map[protocol.TxnID]*pendingTxn
-	// operator is the signing key of an operator (config.Params.OperatorKey).
-	operator func(name string) (*ecdsa.PublicKey, bool)
+	// operator is the signing keys of an operator (config.Params.OperatorKeys).
+	operator func(name string) []*ecdsa.PublicKey
 	// nonces holds every operator nonce prepared here (from the log at
 	// start), so that no signed change applies twice.
 	nonces map[[16]byte]struct{}
@@ -95,7 +96,7 @@ type state[S Shares] struct {
 
 func newState[S Shares](dim, share, mu int, cluster [16]byte, newShares func() (S, error)) (*state[S], error) {
 	st := &state[S]{dim: dim, share: share, cluster: cluster, changed: make(chan struct{}), pending: map[protocol.TxnID]*pendingTxn{},
-		nonces: map[[16]byte]struct{}{}, operator: func(string) (*ecdsa.PublicKey, bool) { return nil, false }}
+		nonces: map[[16]byte]struct{}{}, operator: func(string) []*ecdsa.PublicKey { return nil }}
 	st.expand = func(b []byte) ([]byte, error) { return b, nil }
 	st.ids = rowmap.NewIndex(func(r rowmap.Ref) string { return st.segs[r.Seg].ids.At(r.Seq) })
 	for range mu {
@@ -211,14 +212,16 @@ func (st *state[S]) authorized(p *protocol.Prepare, sealed [][32]byte) *protocol
 		}
 		ids[i] = op.ID
 	}
-	key, ok := st.operator(p.Auth.Signer)
-	if !ok {
+	keys := st.operator(p.Auth.Signer)
+	if len(keys) == 0 {
 		return protocol.Errorf(protocol.CodeForbidden, "the %s of %d rows is not signed by an operator of this cluster (signer %q): only an operator's client may change the gallery", kind, len(ids), p.Auth.Signer)
 	}
-	ok = p.Auth.Verify(key, st.cluster, kind, ids)
-	if sealed != nil { // the operator signed the sealed parts' hashes, not the shares
-		ok = kind == protocol.OpPut && p.Auth.VerifySealed(key, st.cluster, ids, sealed)
-	}
+	ok := config.OperatorSigned(keys, func(key *ecdsa.PublicKey) bool {
+		if sealed != nil { // the operator signed the sealed parts' hashes, not the shares
+			return kind == protocol.OpPut && p.Auth.VerifySealed(key, st.cluster, ids, sealed)
+		}
+		return p.Auth.Verify(key, st.cluster, kind, ids)
+	})
 	if !ok {
 		return protocol.Errorf(protocol.CodeForbidden, "the %s of %d rows carries a signature of %s that does not match the rows", kind, len(ids), p.Auth.Signer)
 	}

@@ -52,7 +52,12 @@ func operatorKey(t *testing.T, st *state[*memShares]) func(p *protocol.Prepare) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.operator = func(name string) (*ecdsa.PublicKey, bool) { return &key.PublicKey, name == "op" }
+	st.operator = func(name string) []*ecdsa.PublicKey {
+		if name != "op" {
+			return nil
+		}
+		return []*ecdsa.PublicKey{&key.PublicKey}
+	}
 	return func(p *protocol.Prepare) *protocol.Prepare {
 		if len(p.Ops) == 0 {
 			return p

@@ -2,8 +2,10 @@ package rowtxn
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"errors"
 
+	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/internal/seal"
 	"github.com/idface/idface/protocol"
@@ -45,8 +47,9 @@ func (c *Core[S]) SealedEnroll(ctx context.Context, r engine.Request) protocol.M
 	}
 	// The signature first: a part is opened only for a request an
 	// operator made.
-	key, ok := c.p.OperatorKey(m.Auth.Signer)
-	if !ok || !m.Auth.VerifySealed(key, c.p.ClusterID(), m.IDs, sp.hashes) {
+	if !config.OperatorSigned(c.p.OperatorKeys(m.Auth.Signer), func(key *ecdsa.PublicKey) bool {
+		return m.Auth.VerifySealed(key, c.p.ClusterID(), m.IDs, sp.hashes)
+	}) {
 		return protocol.Errorf(protocol.CodeForbidden, "the sealed enrollment is not signed by an operator of this cluster (signer %q), or its parts are not the ones signed: only an operator's client, with its own key, may change the gallery", m.Auth.Signer)
 	}
 	c.st.mu.RLock()

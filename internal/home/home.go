@@ -8,14 +8,18 @@ package home
 
 import (
 	"bytes"
+	"crypto"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/internal/seal"
@@ -184,7 +188,7 @@ func (h *Home) Check(p *config.Params) (config.Member, error) {
 	if !ok {
 		return m, fmt.Errorf("the cluster config (serial %d) does not list %s: assemble a config that includes %s", p.Serial(), h.Self.Name, h.PubPath())
 	}
-	if m.Pin != h.Self.Pin {
+	if !slices.Contains(m.Pins(), h.Self.Pin) { // its pin, or the next one during a rotation
 		return m, fmt.Errorf("the cluster config (serial %d) pins another certificate for %s than the one in %s (was its key rotated?): assemble the config again from the new %s", p.Serial(), h.Self.Name, h.Dir, filepath.Base(h.PubPath()))
 	}
 	return m, nil
@@ -195,6 +199,9 @@ func (h *Home) Check(p *config.Params) (config.Member, error) {
 // runs everywhere. A server's seal key stays; a server made before sealed
 // enrollment gets one. It writes a new descriptor to hand out.
 func (h *Home) Rotate() error {
+	if h.Self.Next != nil {
+		return fmt.Errorf("%s: a rotation is staged (next pin %s): finish it ('idface party rotate --finish') instead", h.Dir, h.Self.Next.Pin)
+	}
 	old := filepath.Join(h.Dir, keyFile)
 	b, err := os.ReadFile(old)
 	if err != nil {
@@ -209,6 +216,127 @@ func (h *Home) Rotate() error {
 		}
 	}
 	return h.newIdentity()
+}
+
+// Key rotation with a grace period (docs/DEPLOY.md, "Rotating a key"):
+// Stage makes the next key beside the current one and names its
+// certificate in the descriptor's "next"; a configuration assembled from
+// that descriptor makes every server accept either; Finish makes the next
+// key the member's; a configuration assembled from the finished
+// descriptor drops the old one. The member presents its current key
+// until Finish, so no identification fails on the way.
+const (
+	nextKeyFile  = "identity.next.key"
+	nextCertFile = "identity.next.crt"
+)
+
+// Stage begins a rotation: a new key and certificate beside the current
+// ones, named in the descriptor's "next".
+func (h *Home) Stage() error {
+	if h.Self.Next != nil {
+		return fmt.Errorf("%s: a rotation is staged already (next pin %s): finish it ('idface party rotate --finish --home %s')", h.Dir, h.Self.Next.Pin, h.Dir)
+	}
+	id, err := quicnet.GenerateIdentity(h.Self.Name)
+	if err != nil {
+		return err
+	}
+	if err := store.WriteFile(filepath.Join(h.Dir, nextKeyFile), id.KeyPEM, 0o600); err != nil {
+		return err
+	}
+	if err := store.WriteFile(filepath.Join(h.Dir, nextCertFile), id.CertPEM, 0o644); err != nil {
+		return err
+	}
+	h.Self.Next = &config.NextKey{Cert: string(id.CertPEM), Pin: id.Pin}
+	return h.writeSelf()
+}
+
+// Finish ends a staged rotation: the next key becomes the member's (the
+// current one is kept as identity.key.previous) and the descriptor names
+// only its certificate.
+func (h *Home) Finish() error {
+	if h.Self.Next == nil {
+		return fmt.Errorf("%s: no rotation is staged: 'idface party rotate --stage' begins one", h.Dir)
+	}
+	_, pin, err := quicnet.LoadCertificate(filepath.Join(h.Dir, nextCertFile), filepath.Join(h.Dir, nextKeyFile))
+	if err != nil {
+		return fmt.Errorf("%s: the staged key: %w", h.Dir, err)
+	}
+	if pin != h.Self.Next.Pin {
+		return fmt.Errorf("%s: the staged key pair does not match the descriptor's next pin %s", h.Dir, h.Self.Next.Pin)
+	}
+	for _, f := range []struct{ from, to string }{{keyFile, keyFile + ".previous"}, {nextKeyFile, keyFile}, {nextCertFile, certFile}} {
+		b, err := os.ReadFile(filepath.Join(h.Dir, f.from))
+		if err != nil {
+			return err
+		}
+		mode := os.FileMode(0o600)
+		if f.to == certFile {
+			mode = 0o644
+		}
+		if err := store.WriteFile(filepath.Join(h.Dir, f.to), b, mode); err != nil {
+			return err
+		}
+	}
+	h.Self.Cert, h.Self.Pin, h.Self.Next = h.Self.Next.Cert, h.Self.Next.Pin, nil
+	if err := h.writeSelf(); err != nil {
+		return err
+	}
+	os.Remove(filepath.Join(h.Dir, nextKeyFile))
+	os.Remove(filepath.Join(h.Dir, nextCertFile))
+	return nil
+}
+
+// PairKey is the private key a server derives the keys it shares with the
+// other servers from (internal/pairkey): the one whose certificate the
+// configuration names for it (m.Cert), so that both sides of a pair derive
+// the same key. That is its current key, or, after 'party rotate --finish'
+// and before the configuration names the new certificate, its previous one.
+func (h *Home) PairKey(m config.Member, current crypto.PrivateKey) (crypto.PrivateKey, error) {
+	pub, err := certKey(m.Cert)
+	if err != nil || samePublic(current, pub) {
+		return current, nil // (a config without a parsable certificate: pairkey says why)
+	}
+	b, err := os.ReadFile(filepath.Join(h.Dir, keyFile+".previous"))
+	if err != nil {
+		return current, nil // no previous key: the pair keys will differ, and the peers say so
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		return nil, fmt.Errorf("%s: identity.key.previous is not PEM", h.Dir)
+	}
+	prev, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
+	if err != nil {
+		if ec, err2 := x509.ParseECPrivateKey(blk.Bytes); err2 == nil {
+			prev = ec
+		} else {
+			return nil, fmt.Errorf("%s: identity.key.previous: %w", h.Dir, err)
+		}
+	}
+	if samePublic(prev, pub) {
+		return prev, nil
+	}
+	return current, nil
+}
+
+func certKey(certPEM string) (crypto.PublicKey, error) {
+	blk, _ := pem.Decode([]byte(certPEM))
+	if blk == nil {
+		return nil, fmt.Errorf("not PEM")
+	}
+	c, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	return c.PublicKey, nil
+}
+
+func samePublic(priv crypto.PrivateKey, pub crypto.PublicKey) bool {
+	s, ok := priv.(crypto.Signer)
+	if !ok {
+		return false
+	}
+	eq, ok := s.Public().(interface{ Equal(crypto.PublicKey) bool })
+	return ok && eq.Equal(pub)
 }
 
 // newSealKey writes a fresh seal key (mode 0600) and puts its public half

@@ -113,15 +113,22 @@ func ServerTLS(cert tls.Certificate, pins Pins) *tls.Config {
 	}
 }
 
-// ClientTLS is the dialer's TLS config: the server must present exactly the
-// certificate with serverPin.
-func ClientTLS(cert tls.Certificate, serverPin string) *tls.Config {
+// ClientTLS is the dialer's TLS config: the server must present a
+// certificate with one of serverPins (two while it rotates its key).
+func ClientTLS(cert tls.Certificate, serverPins []string) *tls.Config {
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS13,
 		Certificates: []tls.Certificate{cert},
 		NextProtos:   []string{ALPN},
 		// The pin replaces name and chain validation; see ServerTLS.
-		InsecureSkipVerify:    true,
-		VerifyPeerCertificate: verifyPinned(func(p string) bool { return strings.EqualFold(p, serverPin) }),
+		InsecureSkipVerify: true,
+		VerifyPeerCertificate: verifyPinned(func(p string) bool {
+			for _, want := range serverPins {
+				if strings.EqualFold(p, want) {
+					return true
+				}
+			}
+			return false
+		}),
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -281,11 +282,13 @@ func (l *Listener) Close() error {
 	return err
 }
 
-// Directory resolves a server's name to its address and certificate pin.
-type Directory func(name string) (addr, pin string, ok bool)
+// Directory resolves a server's name to its address and the certificate
+// pins it may present (its current one, and its next during a key
+// rotation).
+type Directory func(name string) (addr string, pins []string, ok bool)
 
 // Dialer opens request streams to pinned servers, keeping one connection
-// per server identity (name, address and pin: a rotated key or a moved
+// per server identity (name, address and pins: a rotated key or a moved
 // server gets a fresh connection) and re-dialing when it breaks.
 type Dialer struct {
 	cert  tls.Certificate
@@ -302,16 +305,16 @@ func NewDialer(cert tls.Certificate, dir Directory) *Dialer {
 // Open opens a new request stream to the named server, which must present
 // the certificate pinned for it.
 func (d *Dialer) Open(ctx context.Context, name string) (*network.Stream, error) {
-	addr, pin, ok := d.dir(name)
-	if !ok {
+	addr, pins, ok := d.dir(name)
+	if !ok || len(pins) == 0 {
 		return nil, fmt.Errorf("quicnet: no server %q in the configuration", name)
 	}
-	key := name + "|" + addr + "|" + pin
+	key := name + "|" + addr + "|" + strings.Join(pins, ",")
 	if network.IsBulk(ctx) {
 		key += "|bulk"
 	}
 	for attempt := 0; ; attempt++ {
-		conn, err := d.conn(ctx, key, name, addr, pin)
+		conn, err := d.conn(ctx, key, name, addr, pins)
 		if err != nil {
 			return nil, err
 		}
@@ -326,14 +329,14 @@ func (d *Dialer) Open(ctx context.Context, name string) (*network.Stream, error)
 	}
 }
 
-func (d *Dialer) conn(ctx context.Context, key, name, addr, pin string) (*quic.Conn, error) {
+func (d *Dialer) conn(ctx context.Context, key, name, addr string, pins []string) (*quic.Conn, error) {
 	d.mu.Lock()
 	c := d.conns[key]
 	d.mu.Unlock()
 	if c != nil && c.Context().Err() == nil {
 		return c, nil
 	}
-	c, err := quic.DialAddr(ctx, addr, ClientTLS(d.cert, pin), dialConfig())
+	c, err := quic.DialAddr(ctx, addr, ClientTLS(d.cert, pins), dialConfig())
 	if err != nil {
 		var idle *quic.IdleTimeoutError
 		var app *quic.ApplicationError

@@ -14,8 +14,8 @@ import (
 )
 
 // dir is a one-server directory.
-func dir(name, addr, pin string) Directory {
-	return func(n string) (string, string, bool) { return addr, pin, n == name }
+func dir(name, addr string, pins ...string) Directory {
+	return func(n string) (string, []string, bool) { return addr, pins, n == name }
 }
 
 func ident(t testing.TB, name string) (tls.Certificate, string) {
@@ -95,16 +95,60 @@ func TestMutualTLSPinned(t *testing.T) {
 	}
 }
 
+// A server that rotates its key is reached under either pin while the
+// directory lists both, and refused under the old one once it is dropped.
+func TestDialEitherPinDuringRotation(t *testing.T) {
+	old, oldPin := ident(t, "p1")
+	next, nextPin := ident(t, "p1")
+	cli, cliPin := ident(t, "client")
+	pins := Pins{cliPin: {Name: "client", Role: network.RoleOperator}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		name    string
+		srv     tls.Certificate
+		dirPins []string
+		ok      bool
+	}{
+		{"old-key/both-pins", old, []string{oldPin, nextPin}, true},
+		{"next-key/both-pins", next, []string{oldPin, nextPin}, true},
+		{"next-key/next-pin", next, []string{nextPin}, true},
+		{"old-key/next-pin", old, []string{nextPin}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln := echo(t, tc.srv, pins)
+			d := NewDialer(cli, dir("p1", ln.Addr(), tc.dirPins...))
+			defer d.Close()
+			s, err := d.Open(ctx, "p1")
+			if err != nil {
+				if tc.ok {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !tc.ok {
+				t.Fatal("a server presenting an unlisted certificate was accepted")
+			}
+			if err := s.WriteFrame([]byte("x")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.ReadFrame(100); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
 func TestFrameLimitAndDownParty(t *testing.T) {
 	srv, srvPin := ident(t, "p1")
 	cli, cliPin := ident(t, "c")
 	ln := echo(t, srv, Pins{cliPin: {Name: "c", Role: network.RoleOperator}})
 	ctx := context.Background()
-	d := NewDialer(cli, func(name string) (string, string, bool) {
+	d := NewDialer(cli, func(name string) (string, []string, bool) {
 		if name == "p9" { // nothing listens here
-			return "127.0.0.1:9", srvPin, true
+			return "127.0.0.1:9", []string{srvPin}, true
 		}
-		return ln.Addr(), srvPin, name == "p1"
+		return ln.Addr(), []string{srvPin}, name == "p1"
 	})
 	defer d.Close()
 	s, err := d.Open(ctx, "p1")
@@ -163,7 +207,7 @@ func TestConnectionsKeyedByIdentity(t *testing.T) {
 	cli, cliPin := ident(t, "c")
 	ln := echo(t, srv, Pins{cliPin: {Name: "c", Role: network.RoleOperator}})
 	pin := srvPin
-	d := NewDialer(cli, func(n string) (string, string, bool) { return ln.Addr(), pin, n == "p1" })
+	d := NewDialer(cli, func(n string) (string, []string, bool) { return ln.Addr(), []string{pin}, n == "p1" })
 	defer d.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
