@@ -170,6 +170,17 @@ func unreached(ctx context.Context, err error) bool {
 	return ctx.Err() == nil && !errors.As(err, &pe)
 }
 
+// Reshare asks share holder server, as an operator, to reshare its
+// segment at every holder (replicated mode): every row's shares refreshed
+// with a zero-sharing, the answer unchanged.
+func (c *Client) Reshare(ctx context.Context, server string) (*protocol.ReshareOK, error) {
+	resp, err := c.call(ctx, server, &protocol.ReshareRequest{}, protocol.TReshareOK)
+	if err != nil {
+		return nil, err
+	}
+	return resp.(*protocol.ReshareOK), nil
+}
+
 // Delete revokes id at every server.
 func (c *Client) Delete(ctx context.Context, id string) error {
 	if err := protocol.CheckStoredID(id); err != nil {

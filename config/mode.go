@@ -39,6 +39,9 @@ type ModeSpec struct {
 	// NoRevealScores: the mode never reveals scores, even to research
 	// clusters.
 	NoRevealScores string
+	// Reshare: the mode's parties refresh every share with a zero-sharing
+	// on an operator's request (idface reshare).
+	Reshare bool
 	// Outage: the mode answers with one party down (degraded): its entry
 	// runs a query without a helper it cannot reach, and a client whose
 	// entry cannot be reached identifies through another party.

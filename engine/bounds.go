@@ -36,8 +36,9 @@ func PrepareBound(p *config.Params, share int) int {
 	return 2 + 16 + 1 + 2 + 4 + protocol.MaxAuth + 4 + p.MaxEnrollBatch()*(1+4+2+protocol.MaxIDLen+1+4+share) + priorBytes
 }
 
-// priorBytes is a Prepare's Prior decision: a transaction id and a flag.
-const priorBytes = 16 + 1
+// priorBytes is a Prepare's trailer: the Prior decision (a transaction id
+// and a flag) and the reshare (a flag, an epoch and a key).
+const priorBytes = 16 + 1 + 1 + 4 + 32
 
 // SealedEnrollBound is a sealed batch: ids, and one sealed part per
 // party of a flag and a share of at most share bytes per id.

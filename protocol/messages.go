@@ -92,6 +92,9 @@ const (
 	TReplResult  Type = 50
 	TReplFetch   Type = 51
 	TReplRows    Type = 52
+	// Reshare (replicated mode).
+	TReshareRequest Type = 53
+	TReshareOK      Type = 54
 )
 
 // registry makes an empty message of each type.
@@ -132,6 +135,8 @@ var registry = map[Type]func() Msg{
 	TReplResult:       func() Msg { return &ReplResult{} },
 	TReplFetch:        func() Msg { return &ReplFetch{} },
 	TReplRows:         func() Msg { return &ReplRows{} },
+	TReshareRequest:   func() Msg { return &ReshareRequest{} },
+	TReshareOK:        func() Msg { return &ReshareOK{} },
 }
 
 // Types lists every message type in number order (tests, golden files).

@@ -110,6 +110,10 @@ type OpKind uint8
 const (
 	OpPut    OpKind = 1 // store a share at (origin, seq) under id
 	OpDelete OpKind = 2 // tombstone (origin, seq), which holds id
+	// OpReplace replaces the share at (origin, seq), which holds id, by a
+	// new sharing of the same row (a reshare: Prepare.Reshare); each
+	// party computes its own new share, so the message carries none.
+	OpReplace OpKind = 3
 )
 
 // Op is one row operation. For OpPut, Share is the receiving party's own
@@ -146,6 +150,18 @@ type Prepare struct {
 	// party was down) settles it so before this one, instead of presuming
 	// an abort.
 	Prior Decide
+	// Reshare, when set, makes the transaction a reshare of the rows its
+	// OpReplace ops name: every party adds its parts of a zero-sharing
+	// under Key to its shares, and the origin's segment reaches Epoch.
+	Reshare *Reshare
+}
+
+// Reshare is a reshare transaction's epoch and zero-sharing key (known to
+// the share holders only: it travels between them, never to a client or
+// the decider, and is never logged).
+type Reshare struct {
+	Epoch uint32
+	Key   [32]byte
 }
 
 func (m *Prepare) Type() Type { return TPrepare }
@@ -160,13 +176,21 @@ func (m *Prepare) marshal(e *wire.Enc) {
 		e.U8(uint8(op.Kind))
 		e.U32(op.Seq)
 		e.Str(op.ID)
-		if op.Kind == OpPut {
+		switch op.Kind {
+		case OpPut:
 			e.Bool(op.Seeded)
+			e.Bytes32(op.Share)
+		case OpReplace:
 			e.Bytes32(op.Share)
 		}
 	}
 	e.Raw(m.Prior.Txn[:])
 	e.Bool(m.Prior.Commit)
+	e.Bool(m.Reshare != nil)
+	if m.Reshare != nil {
+		e.U32(m.Reshare.Epoch)
+		e.Raw(m.Reshare.Key[:])
+	}
 }
 func (m *Prepare) unmarshal(d *wire.Dec) {
 	copy(m.Txn[:], d.Take(16))
@@ -185,6 +209,8 @@ func (m *Prepare) unmarshal(d *wire.Dec) {
 		case OpPut:
 			op.Seeded = d.Bool()
 			op.Share = d.Bytes32(MaxShare)
+		case OpReplace:
+			op.Share = d.Bytes32(MaxShare)
 		case OpDelete:
 		default:
 			d.Fail("op kind %d", op.Kind)
@@ -198,6 +224,10 @@ func (m *Prepare) unmarshal(d *wire.Dec) {
 	m.Prior.Commit = d.Bool()
 	if m.Prior.Txn != (TxnID{}) {
 		m.Prior.Origin = m.Origin // the origin's own previous transaction
+	}
+	if d.Bool() {
+		m.Reshare = &Reshare{Epoch: d.U32()}
+		d.Fixed(m.Reshare.Key[:])
 	}
 }
 

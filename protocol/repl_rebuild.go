@@ -43,6 +43,7 @@ type ReplRows struct {
 	IDs    []string
 	Live   []bool
 	Shares []byte
+	Epoch  uint32 // the segment's reshare epoch
 }
 
 func (m *ReplRows) Type() Type { return TReplRows }
@@ -58,6 +59,7 @@ func (m *ReplRows) marshal(e *wire.Enc) {
 		e.Bool(m.Live[i])
 	}
 	e.Bytes32(m.Shares)
+	e.U32(m.Epoch)
 }
 func (m *ReplRows) unmarshal(d *wire.Dec) {
 	m.Seg, m.Total, m.From, m.Bits, m.Dim = d.U8(), d.U32(), d.U32(), d.U8(), d.U16()
@@ -71,7 +73,30 @@ func (m *ReplRows) unmarshal(d *wire.Dec) {
 		m.IDs[i], m.Live[i] = d.Str(MaxIDLen), d.Bool()
 	}
 	m.Shares = d.Bytes32(MaxFetchRows * MaxDim * 2)
+	m.Epoch = d.U32()
 	if d.Err == nil && (len(m.Shares) != n*int(m.Dim)*int(m.Bits)/8 || uint64(m.From)+uint64(n) > uint64(m.Total)) {
 		d.Fail("%d bytes of shares for %d rows of %d elements, rows %d+%d of %d", len(m.Shares), n, m.Dim, m.From, n, m.Total)
 	}
 }
+
+// ReshareRequest asks a share holder, from an operator, to reshare its own
+// segment: every row's shares at every holder refreshed with a
+// zero-sharing, one transaction per batch of rows (idface reshare).
+type ReshareRequest struct{}
+
+func (m *ReshareRequest) Type() Type          { return TReshareRequest }
+func (m *ReshareRequest) marshal(*wire.Enc)   {}
+func (m *ReshareRequest) unmarshal(*wire.Dec) {}
+
+// ReshareOK answers it: the segment's epoch and the rows reshared.
+type ReshareOK struct {
+	Epoch uint32
+	Rows  uint32
+}
+
+func (m *ReshareOK) Type() Type { return TReshareOK }
+func (m *ReshareOK) marshal(e *wire.Enc) {
+	e.U32(m.Epoch)
+	e.U32(m.Rows)
+}
+func (m *ReshareOK) unmarshal(d *wire.Dec) { m.Epoch, m.Rows = d.U32(), d.U32() }

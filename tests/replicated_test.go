@@ -116,7 +116,8 @@ func TestReplicatedAlteredShares(t *testing.T) {
 // kept); an enrollment goes on meanwhile; `idface party rebuild` restores
 // it from the two others; after `cluster up` every answer is checked and
 // identical to the answers before, the new row is found, and every
-// holder's row map agrees (cluster status exit 0).
+// holder's row map agrees (cluster status exit 0); `idface reshare` then
+// refreshes every share and the answers stay.
 func TestReplicatedRebuild(t *testing.T) {
 	dir, cfg, d, cl := replicatedCluster(t, 50, 29)
 	var err error
@@ -166,6 +167,17 @@ func TestReplicatedRebuild(t *testing.T) {
 	}
 	if out, _, code := idface(t, "cluster", "status", "--cluster", dir, "--json"); code != 0 || !strings.Contains(out, `"agreement":"agree"`) {
 		t.Fatalf("cluster status after the rebuild: exit %d\n%s", code, out)
+	}
+	// Then the reshare (the rebuilt holder's lost disk may be a thief's):
+	// every answer stays.
+	if out := must(t, "reshare", "--cluster", dir); !strings.Contains(out, "p1: 51 rows reshared, epoch 1") {
+		t.Fatalf("reshare:\n%s", out)
+	}
+	for i := range want {
+		r, err := cl.Identify(context.Background(), d.queries[i], 2)
+		if err != nil || r.Degraded || !slices.Equal(r.Candidates, want[i].Candidates) {
+			t.Fatalf("query %d after the reshare: %v %+v, before %+v", i, err, r, want[i])
+		}
 	}
 }
 

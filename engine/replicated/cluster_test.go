@@ -48,8 +48,10 @@ type cluster struct {
 	seals map[string]*seal.PrivateKey
 	regs  map[string]*prometheus.Registry
 	dec   *replicated.Decider
-	mu    sync.Mutex
-	stop  map[string]func()
+	// holders are the running holders' engines, by name.
+	holders map[string]replicated.Engine
+	mu      sync.Mutex
+	stop    map[string]func()
 }
 
 // literal is a replicated literal of three holders and a decider.
@@ -74,7 +76,7 @@ func literal(lit config.Literal) config.Literal {
 func startCluster(t *testing.T, lit config.Literal, deciderTau *float64) *cluster {
 	t.Helper()
 	lit = literal(lit)
-	c := &cluster{t: t, net: memnet.New(), dir: t.TempDir(), keys: map[string]crypto.PrivateKey{}, seals: map[string]*seal.PrivateKey{}, regs: map[string]*prometheus.Registry{}, stop: map[string]func(){}}
+	c := &cluster{t: t, net: memnet.New(), dir: t.TempDir(), keys: map[string]crypto.PrivateKey{}, seals: map[string]*seal.PrivateKey{}, regs: map[string]*prometheus.Registry{}, stop: map[string]func(){}, holders: map[string]replicated.Engine{}}
 	lit.Parties = append([]config.Member(nil), lit.Parties...)
 	lit.Clients = append([]config.Member(nil), lit.Clients...)
 	dec := *lit.Decider
@@ -162,6 +164,9 @@ func (c *cluster) start(name string, p *config.Params) {
 			t.Fatal(err)
 		}
 		eng, closers = h, []func() error{l.Close}
+		c.mu.Lock()
+		c.holders[name] = h
+		c.mu.Unlock()
 	}
 	srv, err = server.New(p, name, eng, ln, log, server.Options{Registry: reg, Closers: closers})
 	if err != nil {

@@ -151,10 +151,12 @@ func New(env engine.Env) (Engine, error) {
 
 func newHolder[E additive.Elem](env engine.Env, p *Params) (*Holder[E], error) {
 	d := p.Dim()
+	var hp *Holder[E] // the holder, once made: the reshare hook reads its shares
 	core, err := rowtxn.New(env, rowtxn.Options[pair[E]]{
 		ShareSize: 2 * d * p.Bits / 8,
 		Check:     func(prep *protocol.Prepare, self int) []byte { return shareCheck(p.ClusterID(), prep, self) },
 		Compare:   func(checks [][]byte, down int) []string { return compareChecks(p, checks, down) },
+		Reshare:   func(prep *protocol.Prepare, self int) error { return hp.reshareRows(prep, self) },
 		NewShares: func() (pair[E], error) {
 			own, err := additive.NewStore[E](d, 0)
 			if err != nil {
@@ -176,6 +178,7 @@ func newHolder[E additive.Elem](env engine.Env, p *Params) (*Holder[E], error) {
 		return nil, err
 	}
 	h := &Holder[E]{Core: core, env: env, p: p, gallery: g, query: q, outage: newOutage()}
+	hp = h
 	h.m.score = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_score_seconds_total", Help: "Time computing the two share-score vectors (column sums over every row)."})
 	h.m.permute = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_permute_seconds_total", Help: "Time permuting and masking the two share-score vectors, and tagging."})
 	h.m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_repl_entry_refusals_total",
@@ -195,6 +198,7 @@ func (h *Holder[E]) Routes() map[protocol.Type]engine.Route {
 	r[protocol.TIdentify] = engine.Route{Op: "identify", From: engine.Clients, Handle: h.Guard(h.identify), Max: engine.IdentifyBound(h.p.Params), Long: true}
 	r[protocol.TBlindQuery] = engine.Route{Op: "query", From: engine.Parties, Handle: h.Guard(h.serveQuery), Max: engine.BlindQueryBound(h.p.Params), Long: true}
 	r[protocol.TReplFetch] = engine.Route{Op: "rebuild", From: engine.Parties, Handle: h.Guard(h.fetchRows), Max: engine.Small}
+	r[protocol.TReshareRequest] = engine.Route{Op: "reshare", From: engine.Operators, Handle: h.Guard(h.reshare), Max: engine.Small, Long: true}
 	return r
 }
 

@@ -30,8 +30,8 @@ func init() {
 				MinParties: replicated.Holders, MaxParties: replicated.Holders, DefaultParties: replicated.Holders, Helper: config.RoleDecider},
 			Levels: true,
 			Sealed: true, SealedShares: sealedShares,
-			Outage: true,
-			Trust:  "trust: one of the four servers may deviate: a holder or entry that alters its part gets the query refused, a decider cannot get a row below the threshold accepted; the entry learns the answered rows' scores; no two servers may collude (docs/REPLICATED-NOTES.md)",
+			Outage: true, Reshare: true,
+			Trust: "trust: one of the four servers may deviate: a holder or entry that alters its part gets the query refused, a decider cannot get a row below the threshold accepted; the entry learns the answered rows' scores; no two servers may collude (docs/REPLICATED-NOTES.md)",
 		},
 		Server: func(p *config.Params, name string) engine.Server {
 			if name == p.DeciderName() {

@@ -59,7 +59,7 @@ func (h *Holder[E]) fetchRows(_ context.Context, r engine.Request) protocol.Msg 
 	from := min(int(m.From), total)
 	to := min(from+int(m.Max), total)
 	d := h.p.Dim()
-	res := &protocol.ReplRows{Seg: m.Seg, Total: uint32(total), From: uint32(from), Bits: uint8(h.p.Bits), Dim: uint16(d),
+	res := &protocol.ReplRows{Seg: m.Seg, Total: uint32(total), From: uint32(from), Bits: uint8(h.p.Bits), Dim: uint16(d), Epoch: h.EpochLocked(int(m.Seg)),
 		Shares: make([]byte, 0, (to-from)*d*h.p.Bits/8)}
 	row := make([]E, d)
 	for seq := from; seq < to; seq++ {
@@ -98,7 +98,7 @@ func Rebuild(ctx context.Context, env engine.Env, path string, progress func(seg
 		return nil, err
 	}
 	h, ok := eng.(interface {
-		Restore(k, base int, ids []string, live []bool, shares [][]byte) error
+		Restore(k, base int, ids []string, live []bool, shares [][]byte, epoch uint32) error
 		Start(engine.Log) error
 	})
 	if !ok {
@@ -121,6 +121,7 @@ func Rebuild(ctx context.Context, env engine.Env, path string, progress func(seg
 	rep := &RebuildReport{}
 	for seg := range replicated.Holders {
 		total := -1
+		var epoch uint32
 		for from := 0; total < 0 || from < total; {
 			a, b, err := fetchBoth(ctx, env.Net, p, prev, next, seg, from)
 			if err != nil {
@@ -128,6 +129,10 @@ func Rebuild(ctx context.Context, env engine.Env, path string, progress func(seg
 			}
 			if total < 0 {
 				total = int(min(a.Total, b.Total)) // both at a transaction's end: the smaller is all the other has
+				epoch = a.Epoch
+			}
+			if a.Epoch != epoch || b.Epoch != epoch {
+				return nil, fmt.Errorf("replicated: origin %s's rows were reshared during the rebuild (epochs %d, %d, %d): move the new log aside and rebuild again", p.Party(seg).Name, epoch, a.Epoch, b.Epoch)
 			}
 			if from >= total {
 				break // an empty segment
@@ -146,7 +151,7 @@ func Rebuild(ctx context.Context, env engine.Env, path string, progress func(seg
 					shares[i] = slices.Concat(a.Shares[i*size:(i+1)*size], b.Shares[i*size:(i+1)*size]) // own, next
 				}
 			}
-			if err := h.Restore(seg, from, a.IDs[:n], a.Live[:n], shares); err != nil {
+			if err := h.Restore(seg, from, a.IDs[:n], a.Live[:n], shares, epoch); err != nil {
 				return nil, err
 			}
 			for _, live := range a.Live[:n] {

@@ -29,7 +29,7 @@ func shareCheck(cluster [16]byte, prep *protocol.Prepare, self int) []byte {
 	held := replicated.Held(self)
 	own, next := sha256.New(), sha256.New()
 	for _, op := range prep.Ops {
-		if op.Kind != protocol.OpPut {
+		if op.Kind == protocol.OpDelete { // puts, and a reshare's new shares
 			continue
 		}
 		half := len(op.Share) / 2 // the pair is s_i then s_(i+1)

@@ -109,7 +109,7 @@ func TestAwaitDigestWakesOnConcurrentChange(t *testing.T) {
 	begin := time.Now()
 	for i := range iterations {
 		p := putRow(i)
-		if _, err := ahead.apply(&pendingTxn{prep: p, tail: -1}); err != nil {
+		if _, _, err := ahead.apply(&pendingTxn{prep: p, tail: -1}); err != nil {
 			t.Fatal(err)
 		}
 		want := sealed(t, c, ahead.digest())

@@ -41,6 +41,11 @@ type Options[S Shares] struct {
 	// commits.
 	Check   func(p *protocol.Prepare, self int) []byte
 	Compare func(checks [][]byte, down int) []string
+	// Reshare, when set, makes a reshare's prepare this party's: it puts
+	// into every OpReplace op the party's new share of the row (its
+	// current one plus its parts of the zero-sharing under p.Reshare.Key;
+	// zeros for a deleted row). Modes without it refuse reshares.
+	Reshare func(p *protocol.Prepare, self int) error
 }
 
 // Core is one party's rows and transactions.
@@ -145,7 +150,7 @@ func (c *Core[S]) Self() int { return c.self }
 func (c *Core[S]) Replay(en store.Entry) error {
 	r, st := c.replay, c.st
 	switch en.Type {
-	case recPrepare, recPrepareV1:
+	case recPrepare, recPrepareV1, recEpoch:
 		prep, units, err := decodePrepare(en, c.opt.ShareSize, c.opt.SeedSize)
 		if err != nil {
 			return err
@@ -156,11 +161,11 @@ func (c *Core[S]) Replay(en store.Entry) error {
 		}
 		i := 0
 		for _, op := range prep.Ops {
-			if op.Kind != protocol.OpPut {
+			if !hasUnit(op.Kind) {
 				continue
 			}
-			// An aborted prepare's rows are numbered again by the next one:
-			// only the latest unit of a row counts.
+			// An aborted prepare's rows are numbered again by the next one,
+			// and a reshare writes them again: only the latest unit counts.
 			ref := rowmap.Ref{Seg: int(prep.Origin), Seq: int(op.Seq)}
 			delete(r.bad, ref)
 			delete(r.erased, ref)
@@ -215,7 +220,7 @@ func (c *Core[S]) settle(t *pendingTxn, commit, replaying bool) error {
 	us := c.st.unit(t.prep)
 	puts := 0
 	for _, op := range t.prep.Ops {
-		if op.Kind == protocol.OpPut {
+		if hasUnit(op.Kind) {
 			puts++
 		}
 	}
@@ -229,9 +234,16 @@ func (c *Core[S]) settle(t *pendingTxn, commit, replaying bool) error {
 		}
 		return nil
 	}
-	deleted, err := c.st.apply(t)
+	deleted, stale, err := c.st.apply(t)
 	if err != nil {
 		return err
+	}
+	for _, sp := range stale { // a reshare's superseded shares
+		if replaying {
+			c.replay.tails = append(c.replay.tails, sp)
+		} else if err := c.log.Overwrite(sp.off, make([]byte, sp.n)); err != nil {
+			return err
+		}
 	}
 	for _, ref := range deleted {
 		if replaying {
@@ -461,7 +473,7 @@ func (c *Core[S]) Enroll(ctx context.Context, m *protocol.Enroll, share func([]p
 	if err != nil {
 		return engine.AsError(err, protocol.CodeBadRequest)
 	}
-	if err := c.runTxn(ctx, m.Auth, ops, nil); err != nil {
+	if err := c.runTxn(ctx, m.Auth, ops, nil, nil); err != nil {
 		return err
 	}
 	c.m.enrolled.Add(float64(len(items)))
@@ -496,7 +508,7 @@ func (c *Core[S]) Delete(ctx context.Context, r engine.Request) protocol.Msg {
 	for k := range ops {
 		ops[k] = []protocol.Op{{Kind: protocol.OpDelete, Seq: uint32(ref.Seq), ID: m.ID}}
 	}
-	if err := c.runTxn(ctx, m.Auth, ops, nil); err != nil {
+	if err := c.runTxn(ctx, m.Auth, ops, nil, nil); err != nil {
 		return err
 	}
 	c.m.deleted.Inc()
@@ -518,7 +530,7 @@ func (c *Core[S]) checkAuth(a protocol.Auth, op protocol.OpKind, ids []string) *
 // every party voted yes, i.e. made the ops durable. A sealed enrollment
 // (sealed not nil) sends each other party its sealed part instead of its
 // shares, which only that party can open.
-func (c *Core[S]) runTxn(ctx context.Context, auth protocol.Auth, ops [][]protocol.Op, sealed *sealedParts) *protocol.Error {
+func (c *Core[S]) runTxn(ctx context.Context, auth protocol.Auth, ops [][]protocol.Op, sealed *sealedParts, reshare *protocol.Reshare) *protocol.Error {
 	c.txnMu.Lock()
 	defer c.txnMu.Unlock()
 	// A party that missed an earlier change gets it first; one that
@@ -552,13 +564,13 @@ func (c *Core[S]) runTxn(ctx context.Context, auth protocol.Auth, ops [][]protoc
 				seq++
 			}
 		}
-		preps[k] = &protocol.Prepare{Txn: txn, Origin: uint8(c.self), Dim: uint16(c.p.Dim()), Base: uint32(base), Auth: auth, Ops: ops[k], Prior: c.prior}
+		preps[k] = &protocol.Prepare{Txn: txn, Origin: uint8(c.self), Dim: uint16(c.p.Dim()), Base: uint32(base), Auth: auth, Ops: ops[k], Prior: c.prior, Reshare: reshare}
 	}
 	var hashes [][32]byte
 	if sealed != nil {
 		hashes = sealed.hashes
 	}
-	if perr := c.st.validate(preps[c.self], hashes); perr != nil {
+	if perr := c.validate(preps[c.self], hashes); perr != nil {
 		c.st.mu.Unlock()
 		return perr
 	}
@@ -724,7 +736,7 @@ func (c *Core[S]) prepare(ctx context.Context, from string, m *protocol.Prepare,
 			c.env.Log.Warn("aborted a transaction whose decision came before its prepare", "origin", c.p.Party(int(m.Origin)).Name)
 		}
 	}
-	if err := c.st.validate(m, sealed); err != nil {
+	if err := c.validate(m, sealed); err != nil {
 		return err
 	}
 	pos, err := c.log.Append(encodePrepare(m))

@@ -26,11 +26,11 @@ func (c *Core[S]) mayHold(ops [][]protocol.Op, sealed *sealedParts) bool {
 	if !c.p.Spec().Outage || c.p.Mu() < 3 {
 		return false
 	}
-	if sealed != nil {
-		return true
-	}
 	for _, op := range ops[c.self] {
-		if op.Kind == protocol.OpPut {
+		switch {
+		case op.Kind == protocol.OpReplace: // a reshare: its key would be logged
+			return false
+		case op.Kind == protocol.OpPut && sealed == nil: // another party's plain share
 			return false
 		}
 	}

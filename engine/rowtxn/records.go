@@ -18,7 +18,11 @@ const (
 	recDecide    uint8 = 2 // the decision on a transaction
 	recPrepare   uint8 = 3 // a prepared transaction: the operator's Auth and ops, with this party's shares in the tail
 	recHeld      uint8 = 4 // at an origin: the prepare of a party that was down, kept until it confirms the decision
+	recEpoch     uint8 = 5 // a prepare that sets its origin segment's reshare epoch (a reshare, or a rebuild's restore): recPrepare's layout, then the epoch
 )
+
+// hasUnit reports whether an op keeps a share in the prepare's tail.
+func hasUnit(k protocol.OpKind) bool { return k == protocol.OpPut || k == protocol.OpReplace }
 
 // Each put's share is one unit of the prepare record's tail: the share's
 // bytes (or the seed it expands from), then a CRC-32C of them. An erased
@@ -53,12 +57,16 @@ func encodePrepare(p *protocol.Prepare) store.Record {
 		e.Str(op.ID)
 	}
 	for _, op := range p.Ops {
-		if op.Kind != protocol.OpPut {
+		if !hasUnit(op.Kind) {
 			continue
 		}
 		at := len(tail)
 		tail = append(tail, op.Share...)
 		tail = binary.BigEndian.AppendUint32(tail, store.Checksum(tail[at:]))
+	}
+	if p.Reshare != nil { // the epoch, never the key
+		e.U32(p.Reshare.Epoch)
+		return store.Record{Type: recEpoch, Sealed: e.B, Tail: tail}
 	}
 	return store.Record{Type: recPrepare, Sealed: e.B, Tail: tail}
 }
@@ -81,7 +89,7 @@ func decodePrepare(en store.Entry, share, seed int) (*protocol.Prepare, []unit, 
 	d.Fixed(p.Txn[:])
 	p.Origin, p.Dim, p.Base = d.U8(), d.U16(), d.U32()
 	isSeeded := d.Bool()
-	if en.Type == recPrepare {
+	if en.Type == recPrepare || en.Type == recEpoch {
 		p.Auth = protocol.UnmarshalAuth(&d)
 	}
 	if isSeeded {
@@ -101,11 +109,16 @@ func decodePrepare(en store.Entry, share, seed int) (*protocol.Prepare, []unit, 
 		case protocol.OpPut:
 			op.Seeded = isSeeded
 			puts++
+		case protocol.OpReplace:
+			puts++
 		case protocol.OpDelete:
 		default:
 			d.Fail("op kind %d", op.Kind)
 		}
 		p.Ops = append(p.Ops, op)
+	}
+	if en.Type == recEpoch {
+		p.Reshare = &protocol.Reshare{Epoch: d.U32()}
 	}
 	if err := d.Done(); err != nil {
 		return nil, nil, fmt.Errorf("prepare record: %w", err)
@@ -117,7 +130,7 @@ func decodePrepare(en store.Entry, share, seed int) (*protocol.Prepare, []unit, 
 	units := make([]unit, 0, puts)
 	i := 0
 	for k := range p.Ops {
-		if p.Ops[k].Kind != protocol.OpPut {
+		if !hasUnit(p.Ops[k].Kind) {
 			continue
 		}
 		u := en.Tail[i*us : (i+1)*us]

@@ -11,9 +11,9 @@ import (
 // deleted, with this party's share (nil for a deleted row). It logs them
 // as one committed transaction, a put for every row and a delete right
 // after each deleted one, so that the log replays to the peers' rows and
-// digest. Nothing is signed: the rows were authorised when they were
+// digest (epoch is the segment's reshare epoch at the peers). Nothing is signed: the rows were authorised when they were
 // enrolled, and a rebuilt log does not know the operators' past nonces.
-func (c *Core[S]) Restore(k, base int, ids []string, live []bool, shares [][]byte) error {
+func (c *Core[S]) Restore(k, base int, ids []string, live []bool, shares [][]byte, epoch uint32) error {
 	c.txnMu.Lock()
 	defer c.txnMu.Unlock()
 	c.st.mu.Lock()
@@ -29,6 +29,9 @@ func (c *Core[S]) Restore(k, base int, ids []string, live []bool, shares [][]byt
 		return err
 	}
 	p := &protocol.Prepare{Txn: txn, Origin: uint8(k), Dim: uint16(c.p.Dim()), Base: uint32(base)}
+	if epoch > 0 { // the peers' segment had been reshared: its epoch comes along
+		p.Reshare = &protocol.Reshare{Epoch: epoch}
+	}
 	for i, id := range ids {
 		share := shares[i]
 		if share == nil {

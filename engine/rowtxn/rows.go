@@ -11,6 +11,8 @@ package rowtxn
 
 import (
 	"crypto/ecdsa"
+	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"sort"
 	"sync"
@@ -46,8 +48,49 @@ type segment[S Shares] struct {
 	ids    rowmap.IDs
 	hash   rowmap.Hash
 	// batches locate committed rows' shares in this party's log: row seq
-	// of a batch starting at seq0 is unit seq-seq0 of the tail at tail.
+	// of a batch starting at seq0 is unit seq-seq0 of the tail at tail
+	// (sorted by seq0, not overlapping).
 	batches []batch
+	// epoch counts the reshare transactions applied to the segment; the
+	// digest carries it, so that holders compare shares of one epoch only.
+	epoch uint32
+}
+
+// replaceBatches makes nb the batch of its rows (a reshare's new units)
+// and returns the spans of the units it supersedes, to erase.
+func (s *segment[S]) replaceBatches(nb batch) (stale []tail) {
+	var out []batch
+	end := nb.seq0 + nb.n
+	for _, b := range s.batches {
+		lo, hi := max(b.seq0, nb.seq0), min(b.seq0+b.n, end)
+		if lo >= hi {
+			out = append(out, b)
+			continue
+		}
+		stale = append(stale, tail{b.tail + int64((lo-b.seq0)*b.unit), (hi - lo) * b.unit})
+		if b.seq0 < lo {
+			out = append(out, batch{b.seq0, lo - b.seq0, b.tail, b.unit})
+		}
+		if hi < b.seq0+b.n {
+			out = append(out, batch{hi, b.seq0 + b.n - hi, b.tail + int64((hi-b.seq0)*b.unit), b.unit})
+		}
+	}
+	out = append(out, nb)
+	sort.Slice(out, func(i, j int) bool { return out[i].seq0 < out[j].seq0 })
+	s.batches = out
+	return stale
+}
+
+// epochMark is what a segment's reshare epoch adds to its digest's hash.
+func epochMark(cluster [16]byte, seg int, epoch uint32) [16]byte {
+	h := sha256.New()
+	h.Write([]byte("idface/rowtxn/epoch"))
+	h.Write(cluster[:])
+	h.Write([]byte{byte(seg)})
+	h.Write(binary.BigEndian.AppendUint32(nil, epoch))
+	var out [16]byte
+	copy(out[:], h.Sum(nil))
+	return out
 }
 
 type batch struct {
@@ -113,7 +156,11 @@ func newState[S Shares](dim, share, mu int, cluster [16]byte, newShares func() (
 func (st *state[S]) digest() protocol.Digest {
 	g := make(protocol.Digest, len(st.segs))
 	for i, s := range st.segs {
-		g[i] = protocol.SegDigest{Rows: uint32(s.shares.Rows()), Live: uint32(s.shares.Live()), Hash: s.hash}
+		h := s.hash
+		if s.epoch != 0 {
+			h.Toggle(epochMark(st.cluster, i, s.epoch))
+		}
+		g[i] = protocol.SegDigest{Rows: uint32(s.shares.Rows()), Live: uint32(s.shares.Live()), Hash: h}
 	}
 	return g
 }
@@ -236,11 +283,15 @@ func (st *state[S]) authorized(p *protocol.Prepare, sealed [][32]byte) *protocol
 // the caller checks that such a row is deleted later. Deleted rows' shares
 // are erased from memory here; it returns the deleted rows so that the
 // caller erases them from the log too.
-func (st *state[S]) apply(t *pendingTxn) (deleted []rowmap.Ref, err error) {
+func (st *state[S]) apply(t *pendingTxn) (deleted []rowmap.Ref, stale []tail, err error) {
 	p := t.prep
 	seg := st.segs[p.Origin]
+	if p.Reshare != nil && len(p.Ops) > 0 && p.Ops[0].Kind == protocol.OpReplace {
+		stale, err = st.replace(seg, t)
+		return nil, stale, err
+	}
 	if err := st.putAll(seg, p); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	puts := 0
 	for _, op := range p.Ops {
@@ -251,7 +302,7 @@ func (st *state[S]) apply(t *pendingTxn) (deleted []rowmap.Ref, err error) {
 			puts++
 		case protocol.OpDelete:
 			if err := seg.shares.Erase(int(op.Seq)); err != nil { // erase, not just tombstone
-				return nil, err
+				return nil, nil, err
 			}
 			st.ids.Remove(op.ID)
 			deleted = append(deleted, rowmap.Ref{Seg: int(p.Origin), Seq: int(op.Seq)})
@@ -261,9 +312,67 @@ func (st *state[S]) apply(t *pendingTxn) (deleted []rowmap.Ref, err error) {
 	if puts > 0 && t.tail >= 0 {
 		seg.batches = append(seg.batches, batch{seq0: int(p.Base), n: puts, tail: t.tail, unit: st.unit(p)})
 	}
+	if p.Reshare != nil { // a rebuild's restore carries the segment's epoch
+		seg.epoch = p.Reshare.Epoch
+	}
 	close(st.changed)
 	st.changed = make(chan struct{})
-	return deleted, nil
+	return deleted, nil, nil
+}
+
+// replace applies a reshare: every live row of the ops gets its new share,
+// the prepare's units become the rows' units (the old ones are returned to
+// erase) and the segment reaches the reshare's epoch.
+func (st *state[S]) replace(seg *segment[S], t *pendingTxn) ([]tail, error) {
+	p := t.prep
+	for _, op := range p.Ops {
+		// A nil share is a unit erased by a later reshare (or damaged: the
+		// replay reports a live row whose last unit is bad): keep the row.
+		if op.Share != nil && seg.shares.IsLive(int(op.Seq)) {
+			if err := seg.shares.Put(int(op.Seq), op.Share, true); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var stale []tail
+	if t.tail >= 0 {
+		stale = seg.replaceBatches(batch{seq0: int(p.Ops[0].Seq), n: len(p.Ops), tail: t.tail, unit: st.unit(p)})
+	}
+	seg.epoch = p.Reshare.Epoch
+	close(st.changed)
+	st.changed = make(chan struct{})
+	return stale, nil
+}
+
+// validateReshare checks a reshare's prepare: the next epoch of the
+// origin's segment, consecutive committed rows with their ids, a share of
+// the cluster's size for every row (the party filled them), nothing of
+// the origin's undecided.
+func (st *state[S]) validateReshare(p *protocol.Prepare) *protocol.Error {
+	if int(p.Origin) >= len(st.segs) || len(p.Ops) == 0 || int(p.Dim) != st.dim {
+		return protocol.Errorf(protocol.CodeBadRequest, "a reshare of %d rows of origin %d, dimension %d", len(p.Ops), p.Origin, p.Dim)
+	}
+	seg := st.segs[p.Origin]
+	if p.Reshare.Epoch != seg.epoch+1 {
+		return protocol.Errorf(protocol.CodeInconsistent, "a reshare to epoch %d of origin %d, whose segment is at %d here", p.Reshare.Epoch, p.Origin, seg.epoch)
+	}
+	for _, q := range st.pending {
+		if q.prep.Origin == p.Origin {
+			return protocol.Errorf(protocol.CodeUnavailable, "an earlier transaction of origin %d is still undecided here", p.Origin)
+		}
+	}
+	for i, op := range p.Ops {
+		seq := int(p.Ops[0].Seq) + i
+		switch {
+		case op.Kind != protocol.OpReplace || int(op.Seq) != seq:
+			return protocol.Errorf(protocol.CodeBadRequest, "a reshare op %v at row %d where row %d was due", op.Kind, op.Seq, seq)
+		case seq >= seg.shares.Rows() || seg.ids.At(seq) != op.ID:
+			return protocol.Errorf(protocol.CodeInconsistent, "a reshare of row %d of origin %d (%q), which this party does not hold", seq, p.Origin, op.ID)
+		case len(op.Share) != st.share:
+			return protocol.Errorf(protocol.CodeBadRequest, "a reshared share of %d bytes; this cluster's are %d", len(op.Share), st.share)
+		}
+	}
+	return nil
 }
 
 // unit is the bytes of one of a prepare's tail units.

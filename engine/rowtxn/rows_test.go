@@ -84,7 +84,7 @@ func TestValidateRefusesDivergence(t *testing.T) {
 	if e := st.validate(p, nil); e != nil {
 		t.Fatal(e)
 	}
-	if _, err := st.apply(&pendingTxn{prep: p, tail: -1}); err != nil {
+	if _, _, err := st.apply(&pendingTxn{prep: p, tail: -1}); err != nil {
 		t.Fatal(err)
 	}
 	for name, c := range map[string]struct {
@@ -159,7 +159,7 @@ func TestLegacyNonNFCRowDeletable(t *testing.T) {
 	if e := st.validate(old, nil); e == nil || e.Code != protocol.CodeBadRequest {
 		t.Fatalf("a new non-NFC id: %v", e)
 	}
-	if _, err := st.apply(&pendingTxn{prep: old, tail: -1}); err != nil { // as a replay does
+	if _, _, err := st.apply(&pendingTxn{prep: old, tail: -1}); err != nil { // as a replay does
 		t.Fatal(err)
 	}
 	del := sign(&protocol.Prepare{Txn: protocol.TxnID{2}, Origin: 1, Dim: 64, Base: 1, Ops: []protocol.Op{{Kind: protocol.OpDelete, Seq: 0, ID: nfd}}})

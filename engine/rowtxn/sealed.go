@@ -70,7 +70,7 @@ func (c *Core[S]) SealedEnroll(ctx context.Context, r engine.Request) protocol.M
 	if err := c.openPart(ops[c.self], m.Auth.Nonce, m.IDs, m.Parts[c.self]); err != nil {
 		return err
 	}
-	if err := c.runTxn(ctx, m.Auth, ops, sp); err != nil {
+	if err := c.runTxn(ctx, m.Auth, ops, sp, nil); err != nil {
 		return err
 	}
 	c.m.enrolled.Add(float64(len(m.IDs)))

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os/signal"
+	"syscall"
+)
+
+func init() {
+	register("reshare", "refresh every share of a replicated cluster with a zero-sharing (a new epoch)", cmdReshare)
+}
+
+func cmdReshare(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("reshare", "idface reshare --cluster DIR [--client NAME]\nidface reshare --config cluster.json --home DIR\n\n"+
+		"Asks every share holder in turn, as an operator, to reshare its segment:\n"+
+		"every row's shares at every holder refreshed with a zero-sharing under a\n"+
+		"fresh key that only the holders see and none writes down; the old shares\n"+
+		"are erased from their logs, answers do not change. Shares of two epochs\n"+
+		"never combine: a thief of one holder's old disk and another's new one has\n"+
+		"nothing. Run it on a schedule (docs/DEPLOY.md) and after 'party rebuild'.\n"+
+		"Every holder must be up; queries go on meanwhile (a query across holders\n"+
+		"of different epochs is refused and can be retried).", stderr)
+	cf := addClientFlags(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	cfg, cl, err := cf.open()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	if !cfg.Spec().Reshare {
+		return fmt.Errorf("mode %s does not reshare (its shares are not replicated)", cfg.Mode())
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	for _, m := range cfg.Parties() {
+		rctx, cancel := context.WithTimeout(ctx, *cf.timeout)
+		ok, err := cl.Reshare(rctx, m.Name)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("reshare of %s's rows: %w (the holders before it are done; run it again)", m.Name, err)
+		}
+		fmt.Fprintf(stdout, "%s: %d rows reshared, epoch %d\n", m.Name, ok.Rows, ok.Epoch)
+	}
+	return nil
+}

@@ -1,0 +1,79 @@
+package replicated
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/idface/idface/engine"
+	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/sharing/additive"
+	"github.com/idface/idface/sharing/replicated"
+)
+
+// Reshare (idface reshare, docs/REPLICATED-NOTES.md): an operator asks
+// each holder in turn to reshare its own segment (rowtxn.ReshareOwn). For
+// every row of a reshare transaction, holder i adds r_i to s_i and
+// r_(i+1) to s_(i+1), where r_0 + r_1 + r_2 = 0 is the zero-sharing of
+// the row under the transaction's key (replicated.ZeroShare): both holders
+// of s_j add the same r_j, so every row's value stays and every pair is
+// fresh. The key is drawn by the origin, sent to the two other holders
+// over their pinned TLS and never written: the log keeps the new shares
+// and the old ones are erased from it. A thief of one holder's old disk
+// and another's new one holds shares of two epochs, which do not combine.
+
+// reshare answers an operator's request: reshare this holder's segment.
+func (h *Holder[E]) reshare(ctx context.Context, _ engine.Request) protocol.Msg {
+	epoch, rows, perr := h.ReshareOwn(ctx)
+	if perr != nil {
+		return perr
+	}
+	return &protocol.ReshareOK{Epoch: epoch, Rows: uint32(rows)}
+}
+
+// reshareRows puts this holder's new pair of every row of a reshare's
+// prepare into its ops: (s_i + r_i, s_(i+1) + r_(i+1)); zeros for a
+// deleted row (caller holds the rows' lock).
+func (h *Holder[E]) reshareRows(p *protocol.Prepare, self int) error {
+	if p.Reshare == nil || int(p.Origin) >= replicated.Holders {
+		return fmt.Errorf("replicated: not a reshare")
+	}
+	d := h.p.Dim()
+	held := replicated.Held(self)
+	key := replicated.ReshareKey(p.Reshare.Key)
+	seg := int(p.Origin)
+	sh := h.Shares(seg)
+	own, next := make([]E, d), make([]E, d)
+	r0, r1 := make([]E, d), make([]E, d)
+	size := 2 * d * h.p.Bits / 8
+	for i := range p.Ops {
+		op := &p.Ops[i]
+		seq := int(op.Seq)
+		if op.Kind != protocol.OpReplace || seq >= sh.Rows() {
+			return fmt.Errorf("replicated: a reshare of row %d of origin %d (%d rows)", seq, seg, sh.Rows())
+		}
+		if !sh.IsLive(seq) {
+			op.Share = make([]byte, size)
+			continue
+		}
+		if _, err := sh.own.Row(seq, own); err != nil {
+			return err
+		}
+		if _, err := sh.next.Row(seq, next); err != nil {
+			return err
+		}
+		row := uint64(seg)<<32 | uint64(seq)
+		if err := replicated.ZeroShare(r0, held[0], &key, p.Reshare.Epoch, row); err != nil {
+			return err
+		}
+		if err := replicated.ZeroShare(r1, held[1], &key, p.Reshare.Epoch, row); err != nil {
+			return err
+		}
+		for j := range own {
+			own[j] += r0[j]
+			next[j] += r1[j]
+		}
+		op.Share = slices.Concat(additive.ElemBytes(own), additive.ElemBytes(next))
+	}
+	return nil
+}
