@@ -1,6 +1,7 @@
 package rowtxn
 
 import (
+	"bytes"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -175,4 +176,24 @@ func sealedTxn(m protocol.Msg) protocol.TxnID {
 		return sp.Prepare.Txn
 	}
 	return m.(*protocol.Prepare).Txn
+}
+
+// TestEpochRecord: a reshare's prepare is logged with its epoch and the
+// parties' new shares, never its key, and reads back.
+func TestEpochRecord(t *testing.T) {
+	key := [32]byte{0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28}
+	const share = 32
+	p := &protocol.Prepare{Txn: protocol.TxnID{4}, Origin: 2, Dim: 70, Base: 9, Ops: []protocol.Op{
+		{Kind: protocol.OpReplace, Seq: 3, ID: "x", Share: words([]uint64{1, 2}, []uint64{3, 4})},
+		{Kind: protocol.OpReplace, Seq: 4, ID: "y", Share: make([]byte, share)},
+	}, Reshare: &protocol.Reshare{Epoch: 7, Key: key}}
+	r := encodePrepare(p)
+	if r.Type != recEpoch || bytes.Contains(append(r.Sealed, r.Tail...), key[:8]) {
+		t.Fatalf("record type %d, or the key is in it", r.Type)
+	}
+	got, units, err := decodePrepare(store.Entry{Record: r, TailIntact: true}, share, 0)
+	if err != nil || got.Reshare == nil || got.Reshare.Epoch != 7 || got.Reshare.Key != [32]byte{} || len(units) != 2 ||
+		!bytes.Equal(got.Ops[0].Share, p.Ops[0].Share) || got.Ops[1].Kind != protocol.OpReplace {
+		t.Fatalf("decoded %+v %v (%v)", got, units, err)
+	}
 }
