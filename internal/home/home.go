@@ -170,15 +170,26 @@ func (h *Home) DataDir() string { return filepath.Join(h.Dir, dataDir) }
 
 // Certificate loads the key pair and checks it is the one the descriptor
 // names.
+//
+// While 'party rotate --finish' replaces the key and then the certificate
+// (two files, one after the other), a reader may find the new key beside
+// the old certificate: it then takes the staged pair or the previous key,
+// whichever pair the descriptor (its pin or its next pin) names.
 func (h *Home) Certificate() (tls.Certificate, error) {
-	cert, pin, err := quicnet.LoadCertificate(filepath.Join(h.Dir, certFile), filepath.Join(h.Dir, keyFile))
-	if err != nil {
-		return tls.Certificate{}, err
+	var first error
+	for _, f := range [][2]string{{certFile, keyFile}, {nextCertFile, nextKeyFile}, {certFile, keyFile + ".previous"}} {
+		cert, pin, err := quicnet.LoadCertificate(filepath.Join(h.Dir, f[0]), filepath.Join(h.Dir, f[1]))
+		switch {
+		case err == nil && (pin == h.Self.Pin || h.Self.Next != nil && pin == h.Self.Next.Pin):
+			return cert, nil
+		case first != nil:
+		case err != nil:
+			first = err
+		default:
+			first = fmt.Errorf("%s: the key pair does not match its descriptor (pin %s)", h.Dir, h.Self.Pin)
+		}
 	}
-	if pin != h.Self.Pin {
-		return tls.Certificate{}, fmt.Errorf("%s: the key pair does not match its descriptor (pin %s)", h.Dir, h.Self.Pin)
-	}
-	return cert, nil
+	return tls.Certificate{}, first
 }
 
 // Check confirms the configuration lists this member with this home's

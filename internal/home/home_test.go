@@ -70,3 +70,51 @@ func TestSealKey(t *testing.T) {
 		t.Fatalf("a client got a seal key (%v)", err)
 	}
 }
+
+// TestRotationStages: --stage keeps the current key in use and names the
+// next in the descriptor; a reader that finds the new key beside the old
+// certificate (in the middle of --finish) still gets a pair the
+// descriptor names; --finish makes the next key the member's; a second
+// stage or finish in the wrong order is refused.
+func TestRotationStages(t *testing.T) {
+	dir := t.TempDir()
+	h, err := Init(dir, "gate", config.RoleDevice, "", "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := h.Self.Pin
+	if err := h.Finish(); err == nil {
+		t.Fatal("finish without a stage")
+	}
+	if err := h.Stage(); err != nil || h.Self.Next == nil || h.Self.Pin != old {
+		t.Fatalf("stage: %v %+v", err, h.Self.Next)
+	}
+	if err := h.Stage(); err == nil {
+		t.Fatal("a second stage")
+	}
+	next := h.Self.Next.Pin
+	if pub, err := ReadDescriptor(h.PubPath()); err != nil || pub.Next == nil || pub.Next.Pin != next || pub.Pin != old {
+		t.Fatalf("the staged descriptor: %v %+v", err, pub)
+	}
+	if _, err := h.Certificate(); err != nil {
+		t.Fatalf("the current key while staged: %v", err)
+	}
+	// Half of a finish: the new key beside the old certificate.
+	b, _ := os.ReadFile(filepath.Join(dir, nextKeyFile))
+	good, _ := os.ReadFile(filepath.Join(dir, keyFile))
+	os.WriteFile(filepath.Join(dir, keyFile+".previous"), good, 0o600)
+	os.WriteFile(filepath.Join(dir, keyFile), b, 0o600)
+	if _, err := h.Certificate(); err != nil {
+		t.Fatalf("mid-finish: %v", err)
+	}
+	os.WriteFile(filepath.Join(dir, keyFile), good, 0o600)
+	if err := h.Finish(); err != nil || h.Self.Pin != next || h.Self.Next != nil {
+		t.Fatalf("finish: %v %+v", err, h.Self)
+	}
+	if _, err := h.Certificate(); err != nil {
+		t.Fatalf("the new key: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, nextKeyFile)); err == nil {
+		t.Fatal("the staged key is still there")
+	}
+}
