@@ -158,10 +158,17 @@ func (s *Store[E]) ScoreSharesParallel(out []E, q *Query, r0, r1, workers int) e
 	if err := s.checkScore(out, q, r0, r1); err != nil {
 		return err
 	}
+	parallelTiles[E](r0, r1, workers, func(a, b int) { s.score(out[a-r0:b-r0], q, a, b) })
+	return nil
+}
+
+// parallelTiles runs f over rows [r0, r1) on `workers` goroutines
+// (GOMAXPROCS when <= 0), each a contiguous run split at absolute tile
+// boundaries, so that no column word is scored twice.
+func parallelTiles[E Elem](r0, r1, workers int, f func(a, b int)) {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	// Split at absolute tile boundaries so no word is scored twice.
 	step := scoreTile * lanes[E]()
 	t0, t1 := r0/step, (r1+step-1)/step
 	workers = max(min(workers, t1-t0), 1)
@@ -170,11 +177,10 @@ func (s *Store[E]) ScoreSharesParallel(out []E, q *Query, r0, r1, workers int) e
 		a := max(r0, (t0+(t1-t0)*g/workers)*step)
 		b := min(r1, (t0+(t1-t0)*(g+1)/workers)*step)
 		if a < b {
-			wg.Go(func() { s.score(out[a-r0:b-r0], q, a, b) })
+			wg.Go(func() { f(a, b) })
 		}
 	}
 	wg.Wait()
-	return nil
 }
 
 func (s *Store[E]) checkScore(out []E, q *Query, r0, r1 int) error {

@@ -1,0 +1,77 @@
+// Command asm generates sharing/additive's AVX2 kernel (dense_amd64.s,
+// dense_amd64_stub.go) with avo: run `go generate ./sharing/additive` (or
+// `cd sharing/additive/asm && go run . -out ../dense_amd64.s -stubs
+// ../dense_amd64_stub.go -pkg additive`). It is its own module so that
+// avo is not a dependency of idface.
+package main
+
+import (
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+func main() {
+	ConstraintExpr("!purego")
+	TEXT("mac4AVX2", NOSPLIT, "func(accE, accO *uint16, x *[4]*byte, c *[4]uint16, n int)")
+	Doc(
+		"mac4AVX2 adds c[t] times every byte of the four columns x[t] (n bytes,",
+		"a multiple of 32) into 16-bit lanes mod 2^16: the even bytes of each",
+		"32-byte group g into accE[16g:16g+16], the odd ones into accO. The low",
+		"8 bits of a lane are its row's sum mod 2^8; lanes never carry into",
+		"each other, so no reduction is needed.",
+	)
+	accE := Load(Param("accE"), GP64())
+	accO := Load(Param("accO"), GP64())
+	xp := Load(Param("x"), GP64())
+	cp := Load(Param("c"), GP64())
+	n := Load(Param("n"), GP64())
+
+	var cols [4]GPVirtual
+	var coef [4]VecVirtual
+	for t := range 4 {
+		cols[t] = GP64()
+		MOVQ(Mem{Base: xp, Disp: 8 * t}, cols[t])
+		coef[t] = YMM()
+		VPBROADCASTW(Mem{Base: cp, Disp: 2 * t}, coef[t])
+	}
+	mask := YMM()
+	m := GP32()
+	MOVL(U32(0x00FF00FF), m)
+	xm := XMM()
+	MOVD(m, xm)
+	VPBROADCASTD(xm, mask)
+
+	i := GP64()
+	XORQ(i, i)
+	Label("loop")
+	CMPQ(i, n)
+	JAE(LabelRef("done"))
+	sumE, sumO := YMM(), YMM()
+	for t := range 4 {
+		x, e, o := YMM(), YMM(), YMM()
+		VMOVDQU(Mem{Base: cols[t], Index: i, Scale: 1}, x)
+		VPAND(mask, x, e)
+		VPSRLW(U8(8), x, o)
+		if t == 0 {
+			VPMULLW(coef[t], e, sumE)
+			VPMULLW(coef[t], o, sumO)
+			continue
+		}
+		VPMULLW(coef[t], e, e)
+		VPMULLW(coef[t], o, o)
+		VPADDW(e, sumE, sumE)
+		VPADDW(o, sumO, sumO)
+	}
+	VPADDW(Mem{Base: accE, Index: i, Scale: 1}, sumE, sumE)
+	VMOVDQU(sumE, Mem{Base: accE, Index: i, Scale: 1})
+	VPADDW(Mem{Base: accO, Index: i, Scale: 1}, sumO, sumO)
+	VMOVDQU(sumO, Mem{Base: accO, Index: i, Scale: 1})
+	ADDQ(U8(32), i)
+	JMP(LabelRef("loop"))
+
+	Label("done")
+	VZEROUPPER()
+	RET()
+	Generate()
+}

@@ -1,0 +1,11 @@
+//go:build !amd64 || purego
+
+package additive
+
+// denseAVX2 is false where the AVX2 kernel is not built (another
+// architecture, or the build tag purego).
+const denseAVX2 = false
+
+func avx2Tile(res []uint8, terms []DenseTerm[uint8], chunk, off, n int, acc []uint16) {
+	panic("additive: the AVX2 kernel is not built")
+}
