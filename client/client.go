@@ -143,7 +143,14 @@ func (c *Client) Enroll(ctx context.Context, items []protocol.Item) error {
 // (config.ModeSpec.Outage), an entry that cannot be reached is replaced by
 // the next party that can, which stays the entry.
 func (c *Client) Identify(ctx context.Context, tmpl []float32, k int) (*protocol.IdentifyOK, error) {
-	m := &protocol.Identify{TopK: uint16(k), Template: tmpl}
+	var m protocol.Msg = &protocol.Identify{TopK: uint16(k), Template: tmpl}
+	if c.p.HideProbes() { // no server sees the probe
+		hidden, err := HideProbe(c.p, tmpl, k)
+		if err != nil {
+			return nil, err
+		}
+		m = hidden
+	}
 	entry := c.Entry()
 	resp, err := c.call(ctx, entry, m, protocol.TIdentifyOK)
 	if c.p.Spec().Outage {

@@ -87,3 +87,53 @@ func SealShares(p *config.Params, entry int, nonce [16]byte, items []protocol.It
 	}
 	return parts, nil
 }
+
+// HideProbe makes a hidden-probe identify of tmpl (config.Params.HideProbes):
+// the mode's shares of the query vector Q(tmpl)
+// (config.ModeSpec.HiddenProbe), each holder's pair sealed to it for a
+// fresh request nonce. No server, the entry included, can open another's
+// part.
+func HideProbe(p *config.Params, tmpl []float32, topK int) (*protocol.HiddenIdentify, error) {
+	shares := p.Spec().HiddenProbe
+	if shares == nil {
+		return nil, fmt.Errorf("client: mode %s does not hide probes", p.Mode())
+	}
+	var nonce [16]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return nil, err
+	}
+	return SealProbe(p, nonce, tmpl, topK)
+}
+
+// SealProbe is HideProbe with the request nonce given (tests, and callers
+// that keep their own request ids); a nonce must never be used twice.
+func SealProbe(p *config.Params, nonce [16]byte, tmpl []float32, topK int) (*protocol.HiddenIdentify, error) {
+	shares := p.Spec().HiddenProbe
+	if shares == nil {
+		return nil, fmt.Errorf("client: mode %s does not hide probes", p.Mode())
+	}
+	m := &protocol.HiddenIdentify{TopK: uint16(topK), Nonce: nonce}
+	pts, err := shares(p, tmpl)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, pt := range pts {
+			clear(pt)
+		}
+	}()
+	ctx := protocol.QueryContext(m.Nonce)
+	for k, pt := range pts {
+		key, ok := p.SealKey(k)
+		if !ok {
+			return nil, fmt.Errorf("client: share holder %s has no seal key in the cluster configuration: assemble it again from the holder's current descriptor", p.Party(k).Name)
+		}
+		b := seal.Binding{Cluster: p.ClusterID(), Holder: p.Party(k).Name, Mode: string(p.Mode()), Context: ctx}
+		part, err := seal.Seal(key, b, pt)
+		if err != nil {
+			return nil, err
+		}
+		m.Parts = append(m.Parts, part)
+	}
+	return m, nil
+}

@@ -42,6 +42,8 @@ type Options struct {
 	Metrics bool   // give every server a loopback /metrics address
 	// RevealScores makes a research cluster whose answers carry scores.
 	RevealScores bool
+	// HideProbes makes a cluster whose probes no server sees (replicated).
+	HideProbes bool
 	// GalleryLevels and QueryLevels are blind mode's transforms ("L:a1,...").
 	GalleryLevels, QueryLevels string
 	// Scheme is mode he's encryption: "bgv" (default) or "paillier".
@@ -129,7 +131,7 @@ func Init(dir string, o Options) (_ *config.Params, err error) {
 	var id [16]byte
 	rand.Read(id[:])
 	lit, err := config.Assemble(config.Literal{Mode: o.Mode, Dim: o.Dim, Alpha: o.Alpha, Beta: o.Beta, Tau: o.Tau,
-		RevealScores: o.RevealScores, GalleryLevels: o.GalleryLevels, QueryLevels: o.QueryLevels, Scheme: o.Scheme, ClusterID: hex.EncodeToString(id[:]), Calibration: o.Calibration}, descs)
+		RevealScores: o.RevealScores, HideProbes: o.HideProbes, GalleryLevels: o.GalleryLevels, QueryLevels: o.QueryLevels, Scheme: o.Scheme, ClusterID: hex.EncodeToString(id[:]), Calibration: o.Calibration}, descs)
 	if err != nil {
 		return nil, err
 	}

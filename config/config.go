@@ -265,6 +265,10 @@ type Literal struct {
 	// the threshold: research output for experiments, never for a
 	// deployment (chosen probes with scores reconstruct templates).
 	RevealScores bool `json:"reveal_scores,omitempty"`
+	// HideProbes makes identify hide the probe from every server: the
+	// device's client computes the query vector and seals each share
+	// holder's shares of it (replicated mode; docs/HIDDEN-PROBES.md).
+	HideProbes bool `json:"hide_probes,omitempty"`
 	// ClusterID (32 hex digits, random at init) binds row-map digests to
 	// this cluster; when empty it is derived from the mode and the names.
 	ClusterID string `json:"cluster_id,omitempty"`

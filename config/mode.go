@@ -36,6 +36,11 @@ type ModeSpec struct {
 	// rowtxn's seed size, 0: full shares) and one unit per item. Required
 	// when Sealed.
 	SealedShares func(p *Params, entry int, items []protocol.Item) ([][]byte, error)
+	// HiddenProbe, when set, lets the mode's clusters hide probes
+	// (Literal.HideProbes): it makes, at the device's client, every party's
+	// plaintext part of a hidden-probe identify of tmpl (party order),
+	// which the client seals to each party. Optional.
+	HiddenProbe func(p *Params, tmpl []float32) ([][]byte, error)
 	// NoRevealScores: the mode never reveals scores, even to research
 	// clusters.
 	NoRevealScores string
@@ -161,6 +166,9 @@ func checkLayout(s *ModeSpec, lit Literal) error {
 	}
 	if !s.Scheme && lit.Scheme != "" {
 		return fmt.Errorf("scheme %q: mode %s takes no encryption scheme", lit.Scheme, s.Name)
+	}
+	if lit.HideProbes && s.HiddenProbe == nil {
+		return fmt.Errorf("hide_probes: mode %s cannot hide probes (replicated mode can: --mode replicated --hide-probes)", s.Name)
 	}
 	if s.NoRevealScores != "" && lit.RevealScores {
 		return fmt.Errorf("reveal_scores: %s", s.NoRevealScores)

@@ -197,6 +197,9 @@ func (p *Params) Transform() (gallery, query template.Levels) {
 // RevealScores reports a research cluster whose answers carry scores.
 func (p *Params) RevealScores() bool { return p.lit.RevealScores }
 
+// HideProbes reports a cluster whose probes no server sees.
+func (p *Params) HideProbes() bool { return p.lit.HideProbes }
+
 // MaxTopK caps the candidates one identify may return.
 func (p *Params) MaxTopK() int { return p.lit.MaxTopK }
 

@@ -62,10 +62,21 @@ func QueryBound(p *config.Params) int {
 }
 
 // BlindQueryBound is a blind query: ids, sigma, digest, at most d
-// coefficients of 3 bytes and the down holder.
+// coefficients of 3 bytes, the down holder, and a hidden probe's nonce
+// and sealed pair of query shares.
 func BlindQueryBound(p *config.Params) int {
-	return 2 + 16 + 32 + digestBytes + 4 + 3*p.Dim() + 1
+	return 2 + 16 + 32 + digestBytes + 4 + 3*p.Dim() + 1 + 16 + 4 + queryPartBound(p)
 }
+
+// HiddenIdentifyBound is a device's hidden-probe identify: top-K, nonce
+// and one sealed pair of query shares per party.
+func HiddenIdentifyBound(p *config.Params) int {
+	return 2 + 2 + 16 + 4 + p.Mu()*(4+queryPartBound(p))
+}
+
+// queryPartBound is one sealed pair of query shares (two d-vectors of at
+// most 16-bit elements).
+func queryPartBound(p *config.Params) int { return seal.Overhead + 4*p.Dim() }
 
 // CheckRoutes refuses a route table the runtime cannot serve safely: a
 // route without a handler, a sender or a size bound.

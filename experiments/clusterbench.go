@@ -38,7 +38,9 @@ type BenchOptions struct {
 	Queries int
 	Batch   int    // templates per enrollment request
 	Scheme  string // mode he: "bgv" (default) or "paillier"
-	Seed    uint64
+	// HideProbes: a hidden-probe cluster (mode replicated).
+	HideProbes bool
+	Seed       uint64
 	// Progress, when set, is told about enrollment progress.
 	Progress func(done, total int)
 	// Deploy, when set, replaces the local cluster on 127.0.0.1: it creates
@@ -79,6 +81,7 @@ func deployLocal(ctx context.Context, exe, dir string, o cluster.Options) (*Depl
 // BenchResult is one line of "idface bench --json".
 type BenchResult struct {
 	Mode          string  `json:"mode"`
+	HideProbes    bool    `json:"hide_probes,omitempty"`
 	Scheme        string  `json:"scheme,omitempty"`     // mode he's encryption (and hers)
 	GroupRows     int     `json:"group_rows,omitempty"` // rows of one column group (he, hers)
 	Parties       int     `json:"parties"`
@@ -175,7 +178,7 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 			return deployLocal(ctx, o.Exe, dir, co)
 		}
 	}
-	dep, err := deploy(ctx, dir, cluster.Options{Mode: mode, Parties: o.Parties, Dim: o.Dim, Alpha: o.Alpha, Beta: o.Beta, Tau: &tau, Scheme: o.Scheme})
+	dep, err := deploy(ctx, dir, cluster.Options{Mode: mode, Parties: o.Parties, Dim: o.Dim, Alpha: o.Alpha, Beta: o.Beta, Tau: &tau, Scheme: o.Scheme, HideProbes: o.HideProbes})
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +191,7 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 	if o.Batch == 0 {
 		o.Batch = m.Batch(cfg, o.IDs, 8192)
 	}
-	res := &BenchResult{Mode: string(cfg.Mode()), Parties: cfg.Mu(), IDs: o.IDs, Alpha: cfg.Alpha(), Beta: cfg.Beta()}
+	res := &BenchResult{Mode: string(cfg.Mode()), Parties: cfg.Mu(), IDs: o.IDs, Alpha: cfg.Alpha(), Beta: cfg.Beta(), HideProbes: cfg.HideProbes()}
 	// A mode whose rows are in encrypted groups (he) derives its scheme.
 	if hp, ok := cfg.Derived().(interface {
 		Name() string

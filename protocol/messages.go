@@ -30,8 +30,10 @@ var ErrMalformed = wire.ErrMalformed
 // (no client gets one), Health asks a server to compare its row map with
 // its peers' and HealthOK reports each peer's agreement. Version 4:
 // degraded queries of replicated mode (BlindQuery.Down, ReplShare.Down
-// and Next, IdentifyOK.Degraded).
-const Version = 4
+// and Next, IdentifyOK.Degraded). Version 5: hidden probes
+// (HiddenIdentify; BlindQuery.Nonce and Sealed; ReplShare.Hidden and
+// QueryDigests; ReplResult's second values and tags).
+const Version = 5
 
 // Limits on what a peer or a client may send.
 const (
@@ -95,6 +97,8 @@ const (
 	// Reshare (replicated mode).
 	TReshareRequest Type = 53
 	TReshareOK      Type = 54
+	// Hidden probes (replicated mode, protocol/hidden.go).
+	THiddenIdentify Type = 55
 )
 
 // registry makes an empty message of each type.
@@ -137,6 +141,7 @@ var registry = map[Type]func() Msg{
 	TReplRows:         func() Msg { return &ReplRows{} },
 	TReshareRequest:   func() Msg { return &ReshareRequest{} },
 	TReshareOK:        func() Msg { return &ReshareOK{} },
+	THiddenIdentify:   func() Msg { return &HiddenIdentify{} },
 }
 
 // Types lists every message type in number order (tests, golden files).
@@ -193,6 +198,25 @@ func Decode(b []byte) (Msg, error) {
 		return nil, fmt.Errorf("protocol: %T: %w", m, err)
 	}
 	return m, nil
+}
+
+// storedSince is, for the message types servers keep in their own logs
+// (rowtxn's held records), the oldest wire version whose encoding of the
+// type is the current one: a log written by an earlier build is read
+// after an upgrade. Raise an entry when the type's encoding changes (and
+// give the old encoding a reader).
+var storedSince = map[Type]uint8{TPrepare: 4, TSealedPrepare: 4}
+
+// DecodeStored parses a message a server wrote to its own log, by this
+// build or an earlier one whose encoding of the type is the same.
+func DecodeStored(b []byte) (Msg, error) {
+	if len(b) >= 2 && b[0] != Version {
+		if since, ok := storedSince[Type(b[1])]; ok && b[0] >= since && b[0] < Version {
+			cur := append([]byte{Version}, b[1:]...)
+			return Decode(cur)
+		}
+	}
+	return Decode(b)
 }
 
 // Code classifies an Error; codes are stable and also used as QUIC

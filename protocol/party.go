@@ -360,6 +360,11 @@ type BlindQuery struct {
 	// sending every share's vector between them (engine/replicated). 0
 	// otherwise, and always in blind mode.
 	Down uint8
+	// Nonce and Sealed, in a hidden-probe query (replicated mode), are the
+	// device's request nonce and this helper's sealed pair of query
+	// shares; Pos and Coef are then empty.
+	Nonce  [16]byte
+	Sealed []byte
 }
 
 func (m *BlindQuery) Type() Type { return TBlindQuery }
@@ -373,6 +378,8 @@ func (m *BlindQuery) marshal(e *wire.Enc) {
 		e.U8(uint8(m.Coef[i]))
 	}
 	e.U8(m.Down)
+	e.Raw(m.Nonce[:])
+	e.Bytes32(m.Sealed)
 }
 func (m *BlindQuery) unmarshal(d *wire.Dec) {
 	d.Fixed(m.Query[:])
@@ -389,6 +396,11 @@ func (m *BlindQuery) unmarshal(d *wire.Dec) {
 	m.Down = d.U8()
 	if d.Err == nil && m.Down > MaxParties {
 		d.Fail("down holder %d", m.Down)
+	}
+	d.Fixed(m.Nonce[:])
+	m.Sealed = d.Bytes32(MaxQueryPart)
+	if d.Err == nil && len(m.Sealed) > 0 && n > 0 {
+		d.Fail("a hidden-probe query with %d public coefficients", n)
 	}
 }
 

@@ -58,6 +58,14 @@ type ReplShare struct {
 	TagDigest [DigestSize]byte
 	Down      uint8
 	Next      bool
+	// Hidden: a hidden-probe query. The holder's one vector is its
+	// product share pi(z_i) + m_i; Tags are of that vector (every helper
+	// sends them, under the key it shares with the entry); QueryDigests
+	// are the digests of its two query shares y_i and y_(i+1), which the
+	// decider compares with the other holders' (an entry that relays one
+	// holder another probe's part is caught). Digest and Next are unused.
+	Hidden       bool
+	QueryDigests [2][DigestSize]byte
 }
 
 func (m *ReplShare) Type() Type { return TReplShare }
@@ -72,13 +80,24 @@ func (m *ReplShare) marshal(e *wire.Enc) {
 	e.Raw(m.TagDigest[:])
 	e.U8(m.Down)
 	e.Bool(m.Next)
+	e.Bool(m.Hidden)
+	e.Raw(m.QueryDigests[0][:])
+	e.Raw(m.QueryDigests[1][:])
 }
 func (m *ReplShare) unmarshal(d *wire.Dec) {
 	d.Fixed(m.Query[:])
 	m.Rows, m.Bits, m.TopK, m.Entry, m.Tags = d.U32(), d.U8(), d.U16(), d.U8(), d.Bool()
 	d.Fixed(m.Digest[:])
 	d.Fixed(m.TagDigest[:])
-	m.Down, m.Next = d.U8(), d.Bool()
+	m.Down, m.Next, m.Hidden = d.U8(), d.Bool(), d.Bool()
+	d.Fixed(m.QueryDigests[0][:])
+	d.Fixed(m.QueryDigests[1][:])
+	if d.Err == nil && m.Hidden && (m.Next || m.Down != 0) {
+		d.Fail("a hidden-probe share with a next vector or a holder down")
+	}
+	if d.Err == nil && !m.Hidden && m.QueryDigests != [2][DigestSize]byte{} {
+		d.Fail("query digests in a share of a visible probe")
+	}
 	if d.Err == nil && (m.Bits != 8 && m.Bits != 16 || m.Rows > MaxRows || m.TopK > MaxTopK || m.Entry > 2 || m.Down > 3 || m.Down == m.Entry+1) {
 		d.Fail("score shares of %d rows of %d bits, top %d, entry %d, down %d", m.Rows, m.Bits, m.TopK, m.Entry, m.Down)
 	}
@@ -87,12 +106,16 @@ func (m *ReplShare) unmarshal(d *wire.Dec) {
 // ReplResult is the decider's answer to the entry: as DecideResult, and
 // for every position the value there of the vector of the share the entry
 // does not hold and its tag, which the entry checks before it believes
-// that the row reaches the threshold.
+// that the row reaches the threshold. In a hidden-probe query the entry
+// lacks two vectors: Values and Tags are those of holder entry+1's,
+// Values2 and Tags2 of holder entry+2's (empty otherwise).
 type ReplResult struct {
 	Positions []uint32
 	Scores    []int32
 	Values    []uint16
 	Tags      []uint32
+	Values2   []uint16
+	Tags2     []uint32
 }
 
 func (m *ReplResult) Type() Type { return TReplResult }
@@ -106,6 +129,11 @@ func (m *ReplResult) marshal(e *wire.Enc) {
 	e.U32(uint32(len(m.Scores)))
 	for _, s := range m.Scores {
 		e.U32(uint32(s))
+	}
+	e.U32(uint32(len(m.Values2)))
+	for i, v := range m.Values2 {
+		e.U16(v)
+		e.U32(m.Tags2[i])
 	}
 }
 func (m *ReplResult) unmarshal(d *wire.Dec) {
@@ -121,5 +149,13 @@ func (m *ReplResult) unmarshal(d *wire.Dec) {
 	}
 	if d.Err == nil && k != 0 && k != n {
 		d.Fail("%d scores for %d positions", k, n)
+	}
+	h := d.Count(MaxTopK, 6)
+	for range h {
+		m.Values2 = append(m.Values2, d.U16())
+		m.Tags2 = append(m.Tags2, d.U32())
+	}
+	if d.Err == nil && h != 0 && h != n {
+		d.Fail("%d second values for %d positions", h, n)
 	}
 }

@@ -44,6 +44,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	alpha := fs.Int("alpha", 341, "enrollment weight")
 	beta := fs.Int("beta", 63, "query weight")
 	queries := fs.Int("queries", 20, "identifications per size")
+	hide := fs.Bool("hide-probes", false, "mode replicated: a hidden-probe cluster (devices seal the query's shares; docs/HIDDEN-PROBES.md)")
 	asJSON := fs.Bool("json", false, "one JSON object per size")
 	plotPath := fs.String("plot", "", "write a plot (PNG) of the times")
 	linkFlag := fs.String("link", "", "run the servers across a WAN: rtt=DURATION,rate=RATE (as rtt=20ms,rate=1gbit; rates 100mbit, 1gbit, 10gbit)")
@@ -96,6 +97,9 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			*parties = spec.DefaultParties
 		}
 	}
+	if *hide && *mode != "replicated" {
+		return fmt.Errorf("--hide-probes is for --mode replicated")
+	}
 	if *scheme != "" && *mode != "he" {
 		return fmt.Errorf("--scheme is for --mode he")
 	}
@@ -116,7 +120,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			progressbar.OptionSetDescription(fmt.Sprintf("%s %s: enrolling", *mode, experiments.SizeLabel(n))),
 			progressbar.OptionThrottle(200*time.Millisecond))
 		o := experiments.BenchOptions{Exe: exe, Mode: *mode, Parties: *parties, Alpha: *alpha, Beta: *beta,
-			IDs: n, Queries: *queries, Seed: 1, Scheme: *scheme, Progress: func(done, _ int) { bar.Set(done) }}
+			IDs: n, Queries: *queries, Seed: 1, Scheme: *scheme, HideProbes: *hide, Progress: func(done, _ int) { bar.Set(done) }}
 		var res *experiments.BenchResult
 		switch {
 		case *mode == "plain":

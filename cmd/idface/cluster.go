@@ -164,6 +164,7 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 	force := fs.Bool("force", false, "replace an existing cluster config")
 	metrics := fs.Bool("metrics", false, "give every server a loopback /metrics address")
 	reveal := fs.Bool("reveal-scores", false, "research cluster: identify answers with scores and candidates below the threshold (never for a deployment: scores for chosen probes reconstruct templates)")
+	hide := hideProbesFlag(fs)
 	levels := addLevelFlags(fs)
 	scheme := addSchemeFlag(fs)
 	asJSON := fs.Bool("json", false, "print one JSON object")
@@ -189,7 +190,7 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	cfg, err := cluster.Init(*dir, cluster.Options{Mode: m, Parties: *parties, Devices: *devices, Dim: lit.Dim,
-		Alpha: lit.Alpha, Beta: lit.Beta, Tau: lit.Tau, Host: *host, Force: *force, Metrics: *metrics, RevealScores: *reveal,
+		Alpha: lit.Alpha, Beta: lit.Beta, Tau: lit.Tau, Host: *host, Force: *force, Metrics: *metrics, RevealScores: *reveal, HideProbes: *hide,
 		GalleryLevels: lit.GalleryLevels, QueryLevels: lit.QueryLevels, Scheme: *scheme, Calibration: lit.Calibration})
 	if err != nil {
 		return err
@@ -209,6 +210,9 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 	if cfg.RevealScores() {
 		fmt.Fprintln(stdout, "scores are revealed to clients: a research cluster, not for templates of real people")
 	}
+	if cfg.HideProbes() {
+		fmt.Fprintln(stdout, "probes are hidden: devices seal the query's shares to the holders; no server sees a probe")
+	}
 	fmt.Fprintf(stdout, "start it with: idface cluster up --cluster %s\n", *dir)
 	return nil
 }
@@ -225,6 +229,7 @@ type initResult struct {
 	Threshold        int          `json:"threshold"`
 	ThresholdMeaning string       `json:"threshold_meaning"`
 	RevealScores     bool         `json:"reveal_scores"`
+	HideProbes       bool         `json:"hide_probes"`
 	Servers          []initServer `json:"servers"`
 }
 
@@ -238,7 +243,7 @@ type initServer struct {
 
 func initReport(cfg *config.Params, dir string) initResult {
 	r := initResult{Cluster: dir, Mode: string(cfg.Mode()), Parties: cfg.Mu(), Dim: cfg.Dim(), Alpha: cfg.Alpha(), Beta: cfg.Beta(),
-		Tau: cfg.Tau(), Threshold: cfg.Threshold(), ThresholdMeaning: thresholdMeaning(cfg), RevealScores: cfg.RevealScores()}
+		Tau: cfg.Tau(), Threshold: cfg.Threshold(), ThresholdMeaning: thresholdMeaning(cfg), RevealScores: cfg.RevealScores(), HideProbes: cfg.HideProbes()}
 	for _, p := range cfg.Servers() {
 		r.Servers = append(r.Servers, initServer{Name: p.Name, Role: roleOf(cfg, p.Name), Addr: p.Addr, Metrics: p.Metrics, Pin: p.Pin})
 	}
@@ -250,6 +255,12 @@ func initReport(cfg *config.Params, dir string) initResult {
 // checks them (config.New: levels are for mode blind only, their supports
 // set alpha and beta).
 type levelFlags struct{ gallery, query *string }
+
+// hideProbesFlag is --hide-probes of 'cluster init' and 'cluster
+// assemble' (config.Literal.HideProbes).
+func hideProbesFlag(fs *flag.FlagSet) *bool {
+	return fs.Bool("hide-probes", false, "mode replicated: devices seal the query's shares to the holders, so no server sees a probe (docs/HIDDEN-PROBES.md); every holder must be up to answer")
+}
 
 func addLevelFlags(fs *flag.FlagSet) levelFlags {
 	return levelFlags{
@@ -280,6 +291,7 @@ type statusReport struct {
 	ConfigSerial int            `json:"config_serial"`
 	ConfigHash   string         `json:"config_hash"`
 	RevealScores bool           `json:"reveal_scores"`
+	HideProbes   bool           `json:"hide_probes"`
 	Trust        string         `json:"trust"`
 	Servers      []serverStatus `json:"servers"`
 	AllReachable bool           `json:"all_reachable"`
@@ -347,7 +359,7 @@ func clusterStatus(cfg *config.Params, cl *client.Client, local, operator, asJSO
 	wg.Wait()
 	mine := cfg.Hash()
 	rep := statusReport{Mode: string(cfg.Mode()), ConfigSerial: cfg.Serial(), ConfigHash: fmt.Sprintf("%x", mine[:8]),
-		RevealScores: cfg.RevealScores(), Trust: trustLine(cfg.Mode()), AllReachable: true, SameConfig: true, Agreement: "unknown"}
+		RevealScores: cfg.RevealScores(), HideProbes: cfg.HideProbes(), Trust: trustLine(cfg.Mode()), AllReachable: true, SameConfig: true, Agreement: "unknown"}
 	if operator {
 		rep.Agreement = "agree"
 	}
@@ -439,7 +451,7 @@ func service(cfg *config.Params, rep *statusReport) string {
 	switch {
 	case len(down) == 0:
 		return "checked"
-	case len(down) > 1 || !down[0].HoldsRows || !cfg.Spec().Outage:
+	case len(down) > 1 || !down[0].HoldsRows || !cfg.Spec().Outage || cfg.HideProbes(): // a hidden probe needs every holder
 		return "down"
 	}
 	if rep.Agreement == "disagree" {
@@ -472,6 +484,9 @@ func printStatus(cfg *config.Params, rep statusReport, lines []string, configsDi
 		fmt.Fprintln(stdout, "answers reveal scores (research cluster)")
 	} else {
 		fmt.Fprintln(stdout, "answers reveal decisions only")
+	}
+	if cfg.HideProbes() {
+		fmt.Fprintln(stdout, "probes are hidden from every server (and need every share holder up)")
 	}
 	fmt.Fprintln(stdout, rep.Trust)
 	switch {

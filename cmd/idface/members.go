@@ -250,6 +250,9 @@ func carryOver(old, given config.Literal, set map[string]bool, path string) (con
 	if set["reveal-scores"] {
 		lit.RevealScores = given.RevealScores
 	}
+	if set["hide-probes"] {
+		lit.HideProbes = given.HideProbes
+	}
 	if set["timeout"] {
 		lit.Timeout = given.Timeout
 	}
@@ -271,8 +274,8 @@ func clusterAssemble(args []string, stdout, stderr io.Writer) error {
 		"serial raised: a new version of the same cluster (a rotated key, a device\n"+
 		"added or removed). Its settings are carried over: options that define the\n"+
 		"servers' data (--mode, --dim, --alpha, --beta, the levels, --scheme) must\n"+
-		"match it or be left out; --tau, --reveal-scores, --timeout and --max-top-k\n"+
-		"replace the old values when given.", stderr)
+		"match it or be left out; --tau, --reveal-scores, --hide-probes, --timeout\n"+
+		"and --max-top-k replace the old values when given.", stderr)
 	out := fs.String("out", "", "configuration file to write")
 	mode := fs.String("mode", "", "the mode: "+modeNames(", ")+"\n"+modeList())
 	dim := fs.Int("dim", 0, fmt.Sprintf("template dimension d (default %d)", config.DefaultDim))
@@ -281,6 +284,7 @@ func clusterAssemble(args []string, stdout, stderr io.Writer) error {
 	tau := fs.Float64("tau", config.DefaultTau, "cosine threshold (uncalibrated; see --calibration)")
 	cal := calibrationFlag(fs)
 	reveal := fs.Bool("reveal-scores", false, "research cluster: answers carry scores")
+	hide := hideProbesFlag(fs)
 	timeout := fs.Duration("timeout", config.DefaultTimeout, "request timeout between servers")
 	topK := fs.Int("max-top-k", config.DefaultMaxTopK, "most candidates one identify may return")
 	metrics := fs.String("metrics-addr", "", "loopback /metrics address for the servers whose descriptor names none (each server's descriptor names its own: 'party init --metrics-addr')")
@@ -313,7 +317,7 @@ func clusterAssemble(args []string, stdout, stderr io.Writer) error {
 		}
 		descs = append(descs, d)
 	}
-	settings := config.Literal{Mode: m, Dim: *dim, Alpha: *alpha, Beta: *beta, Tau: tau, RevealScores: *reveal,
+	settings := config.Literal{Mode: m, Dim: *dim, Alpha: *alpha, Beta: *beta, Tau: tau, RevealScores: *reveal, HideProbes: *hide,
 		Timeout: config.Duration(*timeout), MaxTopK: *topK, GalleryLevels: *levels.gallery, QueryLevels: *levels.query, Scheme: *scheme, Serial: 1}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

@@ -71,7 +71,7 @@ func TestTamperingHolder(t *testing.T) {
 		t.Fatalf("honest query: %v %+v", err, honest)
 	}
 	hdr := 4 + len(protocol.Marshal(&protocol.ReplShare{}))
-	tail := 2 // Down and Next follow the digests
+	tail := 2 + 1 + 2*protocol.DigestSize // Down, Next, Hidden and the query digests follow the digests
 	digestAt, tagDigestAt := hdr-tail-2*protocol.DigestSize, hdr-tail-protocol.DigestSize
 	rows := 30
 	r := rand.New(rand.NewPCG(8, 9))

@@ -88,6 +88,11 @@ func (d *Decider) share(ctx context.Context, r engine.Request) protocol.Msg {
 	}
 	held := replicated.Held(holder)
 	switch {
+	case m.Hidden != d.p.HideProbes():
+		return protocol.Errorf(protocol.CodeBadRequest, "%s sent shares of a hidden-probe query %v to a cluster whose hide_probes is %v", r.From.Name, m.Hidden, d.p.HideProbes())
+	case m.Hidden && m.Tags != (holder != int(m.Entry)):
+		return protocol.Errorf(protocol.CodeBadRequest, "tags from %s, whose entry is holder %d: in a hidden-probe query every helper, and only a helper, tags its vector", r.From.Name, m.Entry)
+	case m.Hidden:
 	case pl.down == holder:
 		return protocol.Errorf(protocol.CodeBadRequest, "%s sent shares of a query that names it down", r.From.Name)
 	case m.Next != (pl.full(held[1]) == holder):
@@ -174,6 +179,9 @@ func (d *Decider) disagreements(q *pending, pl plan, full [replicated.Holders][]
 // decide checks the parts, then adds the vectors and finds the best
 // positions, each with the value and tag of the vector the entry lacks.
 func (d *Decider) decide(q *pending) (*protocol.ReplResult, error) {
+	if q.Entry >= 0 && q.Entry < replicated.Holders && q.Parts[q.Entry] != nil && q.Parts[q.Entry].msg.Hidden {
+		return d.decideHidden(q)
+	}
 	pl, full, err := d.vectors(q)
 	if err != nil {
 		return nil, err
@@ -185,36 +193,78 @@ func (d *Decider) decide(q *pending) (*protocol.ReplResult, error) {
 		d.env.Log.Warn("holders disagree on a query's score shares; refused", "pairs", strings.Join(pairs, ","))
 		return nil, protocol.Errorf(protocol.CodeInconsistent, "the share holders disagree on this query's score shares (%s); the query is refused, nothing was answered. One of each pair is faulty or compromised: check them", strings.Join(pairs, ", "))
 	}
+	return d.result(q.TopK, full, lackingVec{full[pl.lacking()], q.Parts[pl.tagger()].tags})
+}
+
+// lackingVec is a vector the entry lacks and its tags.
+type lackingVec struct{ vec, tags []byte }
+
+// result adds the three vectors, finds the best positions and answers
+// each with the value and tag of every vector the entry lacks (one, or
+// two in a hidden-probe query: ReplResult.Values2 and Tags2).
+func (d *Decider) result(topK int, full [replicated.Holders][]byte, lacking ...lackingVec) (*protocol.ReplResult, error) {
 	thr := d.p.Threshold()
 	reveal := d.p.RevealScores()
 	if reveal {
 		thr = -1 << 30 // every live row; the entry judges the threshold
 	}
 	var matches []sharing.Match
+	var err error
 	switch d.p.Bits {
 	case 8:
-		matches, err = decideVecs[uint8](q.TopK, thr, full)
+		matches, err = decideVecs[uint8](topK, thr, full)
 	default:
-		matches, err = decideVecs[uint16](q.TopK, thr, full)
+		matches, err = decideVecs[uint16](topK, thr, full)
 	}
 	if err != nil {
 		return nil, err
 	}
 	res := &protocol.ReplResult{}
-	lacking, tags := full[pl.lacking()], q.Parts[pl.tagger()].tags
+	values, tags := [2]*[]uint16{&res.Values, &res.Values2}, [2]*[]uint32{&res.Tags, &res.Tags2}
 	for _, mt := range matches {
 		res.Positions = append(res.Positions, uint32(mt.Row))
-		v := uint16(lacking[mt.Row])
-		if d.p.Bits == 16 {
-			v = binary.LittleEndian.Uint16(lacking[2*mt.Row:])
+		for i, l := range lacking {
+			v := uint16(l.vec[mt.Row])
+			if d.p.Bits == 16 {
+				v = binary.LittleEndian.Uint16(l.vec[2*mt.Row:])
+			}
+			*values[i] = append(*values[i], v)
+			*tags[i] = append(*tags[i], binary.LittleEndian.Uint32(l.tags[4*mt.Row:]))
 		}
-		res.Values = append(res.Values, v)
-		res.Tags = append(res.Tags, binary.LittleEndian.Uint32(tags[4*mt.Row:]))
 		if reveal {
 			res.Scores = append(res.Scores, int32(mt.Score))
 		}
 	}
 	return res, nil
+}
+
+// decideHidden checks a hidden-probe query's parts (each holder's query
+// shares against the other holder of each share), adds the three product
+// shares and answers with the values and tags of both helpers' vectors.
+func (d *Decider) decideHidden(q *pending) (*protocol.ReplResult, error) {
+	var full [replicated.Holders][]byte
+	for k, pt := range q.Parts {
+		if pt == nil || !pt.msg.Hidden {
+			return nil, protocol.Errorf(protocol.CodeInconsistent, "a hidden-probe query whose parts are not all hidden-probe parts; refused")
+		}
+		full[k] = pt.own
+	}
+	var pairs []string
+	for k := range replicated.Holders {
+		next := (k + 1) % replicated.Holders // holds share k+1 as its own
+		if q.Parts[k].msg.QueryDigests[1] != q.Parts[next].msg.QueryDigests[0] {
+			pairs = append(pairs, pairLabel(d.p, k, next))
+		}
+	}
+	if len(pairs) > 0 {
+		for _, p := range pairs {
+			d.refused.WithLabelValues(p).Inc()
+		}
+		d.env.Log.Warn("holders scored a hidden probe with different query shares; refused", "pairs", strings.Join(pairs, ","))
+		return nil, protocol.Errorf(protocol.CodeInconsistent, "the share holders scored different probes (%s); the query is refused, nothing was answered. The entry relayed a wrong part, or one of each pair is faulty or compromised", strings.Join(pairs, ", "))
+	}
+	a, b := (q.Entry+1)%replicated.Holders, (q.Entry+2)%replicated.Holders
+	return d.result(q.TopK, full, lackingVec{full[a], q.Parts[a].tags}, lackingVec{full[b], q.Parts[b].tags})
 }
 
 func decideVecs[E additive.Elem](topK, thr int, full [replicated.Holders][]byte) ([]sharing.Match, error) {

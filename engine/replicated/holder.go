@@ -195,7 +195,8 @@ func (h *Holder[E]) Routes() map[protocol.Type]engine.Route {
 	share := 2 * h.p.Dim() * h.p.Bits / 8 // the holder's pair of a row
 	r[protocol.TSealedEnroll] = engine.Route{Op: "enroll", From: engine.Operators, Handle: h.Guard(h.SealedEnroll), Max: engine.SealedEnrollBound(h.p.Params, share)}
 	r[protocol.TSealedPrepare] = engine.Route{Op: "prepare", From: engine.Parties, Handle: h.Guard(h.SealedPrepare), Max: engine.SealedPrepareBound(h.p.Params, share)}
-	r[protocol.TIdentify] = engine.Route{Op: "identify", From: engine.Clients, Handle: h.Guard(h.identify), Max: engine.IdentifyBound(h.p.Params), Long: true}
+	r[protocol.TIdentify] = engine.Route{Op: "identify", From: engine.Clients, Handle: h.Guard(h.identifyPlain), Max: engine.IdentifyBound(h.p.Params), Long: true}
+	r[protocol.THiddenIdentify] = engine.Route{Op: "identify", From: engine.Clients, Handle: h.Guard(h.identifyHidden), Max: engine.HiddenIdentifyBound(h.p.Params), Long: true}
 	r[protocol.TBlindQuery] = engine.Route{Op: "query", From: engine.Parties, Handle: h.Guard(h.serveQuery), Max: engine.BlindQueryBound(h.p.Params), Long: true}
 	r[protocol.TReplFetch] = engine.Route{Op: "rebuild", From: engine.Parties, Handle: h.Guard(h.fetchRows), Max: engine.Small}
 	r[protocol.TReshareRequest] = engine.Route{Op: "reshare", From: engine.Operators, Handle: h.Guard(h.reshare), Max: engine.Small, Long: true}
@@ -215,20 +216,12 @@ type vectors[E additive.Elem] struct {
 // before the scoring (to send the helpers the row map).
 func (h *Holder[E]) score(q *additive.Query, sigma *additive.Seed, from string, want protocol.Digest, started func(blind.View)) (*vectors[E], error) {
 	t0 := time.Now()
-	h.RLock()
-	v := blind.NewView(h.Digest(), func(s int) []uint64 { return h.Shares(s).own.LiveBits() })
-	if want != nil {
-		if have, err := h.SealFor(from, v.Digest); err != nil || !have.Equal(want) {
-			h.RUnlock()
-			return nil, protocol.Errorf(protocol.CodeInconsistent, "%s's rows changed during the query; retry", h.env.Self)
-		}
-	}
-	if started != nil {
-		started(v)
+	v, err := h.snapshot(from, want, started)
+	if err != nil {
+		return nil, err
 	}
 	n := v.Rows()
 	own, next := make([]E, n), make([]E, n)
-	var err error
 	for s := range v.Digest {
 		if v.Digest[s].Rows == 0 {
 			continue
@@ -359,102 +352,160 @@ func (h *Holder[E]) runQuery(ctx context.Context, m *protocol.Identify, down int
 		return perr, noneDown
 	}
 	sigma, qid := nq.Sigma, nq.ID
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-
 	// The live helpers: (y, sigma) out, their traffic and the tag key back.
-	// The first failure, a helper's or the decider's, ends the query.
 	var peers []string
 	for _, name := range h.Peers() {
 		if h.p.PartyIndex(name) != down {
 			peers = append(peers, name)
 		}
 	}
-	oks := make([]*protocol.ReplQueryOK, len(peers))
-	var wg sync.WaitGroup
-	var once sync.Once
-	var cause *protocol.Error
-	lost = noneDown
-	fail := func(who string, err error) {
-		once.Do(func() {
-			if k := h.p.PartyIndex(who); k >= 0 && k != h.Self() && unreachable(err) {
-				lost = k
-			}
-			e := engine.AsError(err, protocol.CodeUnavailable)
-			cause = protocol.Errorf(e.Code, "%s: %s", who, e.Msg)
-			cancel()
+	f := h.newFanout(ctx, peers)
+	defer f.cancel()
+	ask := func(v blind.View) {
+		f.askAll(v, func(_ int, sealed protocol.Digest) *protocol.BlindQuery {
+			return &protocol.BlindQuery{Query: qid, Sigma: sigma, Digest: sealed, Pos: nq.Pos, Coef: nq.Coef, Down: pl.wireDown()}
 		})
 	}
-	ask := func(v blind.View) {
-		for i, name := range peers {
-			sealed, err := h.SealFor(name, v.Digest)
-			if err != nil {
-				fail(h.env.Self, err)
-				return
-			}
-			bq := &protocol.BlindQuery{Query: qid, Sigma: sigma, Digest: sealed, Pos: nq.Pos, Coef: nq.Coef, Down: pl.wireDown()}
-			wg.Go(func() {
-				ok, err := h.ask(ctx, name, bq)
-				if err != nil {
-					fail(name, err)
-				}
-				oks[i] = ok
-			})
-		}
-	}
 	vec, err := h.score(nq.Q, &sigma, "", nil, ask)
-	if err != nil {
-		fail(h.env.Self, err)
-		wg.Wait()
-		return cause, lost
+	res, total, perr := f.finish(err, func(ctx context.Context) (*network.Stream, error) {
+		return h.sendShares(ctx, qid, vec, pl, topK, nil)
+	})
+	if perr != nil {
+		return perr, f.lost
 	}
-	dec := h.p.DeciderName()
-	s, err := h.sendShares(ctx, qid, vec, pl, topK, nil)
-	if err != nil {
-		fail(dec, err)
-		wg.Wait()
-		return cause, lost
-	}
-	defer s.Finish()
-	stop := context.AfterFunc(ctx, func() { s.SetDeadline(time.Now()) }) // a helper failed
-	reply, err := network.ReadReply(ctx, s, dec)
-	stop()
-	if err != nil {
-		fail(dec, err)
-	}
-	wg.Wait()
-	if cause != nil {
-		return cause, lost
-	}
+	oks := f.oks
 	if len(oks) == 2 && oks[0].TagKey != oks[1].TagKey {
 		h.m.refused.WithLabelValues(peers[0] + "/" + peers[1]).Inc()
 		return protocol.Errorf(protocol.CodeInconsistent, "%s and %s disagree on the query's tag key; the query is refused", peers[0], peers[1]), noneDown
 	}
-	res, ok := reply.(*protocol.ReplResult)
-	if !ok {
-		return protocol.Errorf(protocol.CodeInternal, "the decider answered %v", reply.Type()), noneDown
-	}
-	scores, perr := h.check(res, vec, &oks[0].TagKey, topK)
+	base := func(p int) E { return vec.own[p] + vec.next[p] }
+	scores, perr := h.check(res, vec.Rows(), base, []tagged{{res.Values, res.Tags, &oks[0].TagKey}}, topK)
 	if perr != nil {
-		h.m.refused.WithLabelValues(dec).Inc()
-		h.env.Log.Warn("the decider's answer failed its check; query refused", "decider", dec)
 		return perr, noneDown
-	}
-	total := uint64(s.Sent() + s.Received())
-	for _, ok := range oks {
-		total += ok.Bytes
 	}
 	return h.answer(res, scores, vec.View, &sigma, topK, total, down != noneDown), noneDown
 }
 
+// fanout is one query at the entry: its requests to the helpers (names),
+// each answered with a ReplQueryOK, and the first failure (a helper's,
+// the decider's or the entry's own), which cancels the rest.
+type fanout struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	env    engine.Env
+	p      *Params
+	names  []string
+	seal   func(name string, g protocol.Digest) (protocol.Digest, error)
+	ask    func(ctx context.Context, name string, bq *protocol.BlindQuery) (*protocol.ReplQueryOK, error)
+
+	wg    sync.WaitGroup
+	once  sync.Once
+	cause *protocol.Error
+	lost  int // the helper that could not be reached, or noneDown
+	oks   []*protocol.ReplQueryOK
+}
+
+func (h *Holder[E]) newFanout(ctx context.Context, names []string) *fanout {
+	ctx, cancel := context.WithCancel(ctx)
+	seal := func(name string, g protocol.Digest) (protocol.Digest, error) {
+		d, perr := h.SealFor(name, g)
+		if perr != nil {
+			return nil, perr
+		}
+		return d, nil
+	}
+	return &fanout{ctx: ctx, cancel: cancel, env: h.env, p: h.p, names: names, seal: seal, ask: h.ask,
+		lost: noneDown, oks: make([]*protocol.ReplQueryOK, len(names))}
+}
+
+// fail records the query's first failure, by who.
+func (f *fanout) fail(who string, err error) {
+	f.once.Do(func() {
+		if k := f.p.PartyIndex(who); k >= 0 && who != f.env.Self && unreachable(err) {
+			f.lost = k
+		}
+		e := engine.AsError(err, protocol.CodeUnavailable)
+		f.cause = protocol.Errorf(e.Code, "%s: %s", who, e.Msg)
+		f.cancel()
+	})
+}
+
+// askAll sends every helper its query, made by query with the snapshot's
+// row map sealed for it.
+func (f *fanout) askAll(v blind.View, query func(i int, sealed protocol.Digest) *protocol.BlindQuery) {
+	for i, name := range f.names {
+		sealed, err := f.seal(name, v.Digest)
+		if err != nil {
+			f.fail(f.env.Self, err)
+			return
+		}
+		bq := query(i, sealed)
+		f.wg.Go(func() {
+			ok, err := f.ask(f.ctx, name, bq)
+			if err != nil {
+				f.fail(name, err)
+			}
+			f.oks[i] = ok
+		})
+	}
+}
+
+// finish takes the entry's scoring error, sends its part to the decider
+// (send), reads the decider's answer and waits for the helpers: the
+// answer and the query's bytes between servers, or the first failure.
+func (f *fanout) finish(scored error, send func(context.Context) (*network.Stream, error)) (*protocol.ReplResult, uint64, *protocol.Error) {
+	dec := f.p.DeciderName()
+	if scored != nil {
+		f.fail(f.env.Self, scored)
+		f.wg.Wait()
+		return nil, 0, f.cause
+	}
+	s, err := send(f.ctx)
+	if err != nil {
+		f.fail(dec, err)
+		f.wg.Wait()
+		return nil, 0, f.cause
+	}
+	defer s.Finish()
+	stop := context.AfterFunc(f.ctx, func() { s.SetDeadline(time.Now()) }) // a helper failed
+	reply, err := network.ReadReply(f.ctx, s, dec)
+	stop()
+	if err != nil {
+		f.fail(dec, err)
+	}
+	f.wg.Wait()
+	if f.cause != nil {
+		return nil, 0, f.cause
+	}
+	res, ok := reply.(*protocol.ReplResult)
+	if !ok {
+		return nil, 0, protocol.Errorf(protocol.CodeInternal, "the decider answered %v", reply.Type())
+	}
+	total := uint64(s.Sent() + s.Received())
+	for _, ok := range f.oks {
+		total += ok.Bytes
+	}
+	return res, total, nil
+}
+
+// tagged is one vector the entry lacks, as the decider answers it: the
+// values at the answered positions, their tags, and the tags' key.
+type tagged struct {
+	values []uint16
+	tags   []uint32
+	key    *[32]byte
+}
+
 // check verifies the decider's answer: every position is a row of this
-// query, answered once, with a value whose tag holds; the score there
-// (this entry's two values plus the tagged one) reaches the threshold, or
-// in a research cluster equals the decider's score, best first. It
-// returns the scores.
-func (h *Holder[E]) check(res *protocol.ReplResult, vec *vectors[E], key *[32]byte, topK int) ([]int, *protocol.Error) {
+// query (of rows), answered once, with values whose tags hold; the score
+// there (this entry's part, base, plus the tagged values) reaches the
+// threshold, or in a research cluster equals the decider's score, best
+// first. It returns the scores.
+func (h *Holder[E]) check(res *protocol.ReplResult, rows int, base func(p int) E, lacking []tagged, topK int) ([]int, *protocol.Error) {
 	dec := h.p.DeciderName()
 	bad := func(format string, a ...any) *protocol.Error {
+		h.m.refused.WithLabelValues(dec).Inc()
+		h.env.Log.Warn("the decider's answer failed its check; query refused", "decider", dec)
 		return protocol.Errorf(protocol.CodeInconsistent, "the decider's answer fails its check (%s); the query is refused: %s may be faulty or compromised", fmt.Sprintf(format, a...), dec)
 	}
 	reveal := h.p.RevealScores()
@@ -462,33 +513,42 @@ func (h *Holder[E]) check(res *protocol.ReplResult, vec *vectors[E], key *[32]by
 	switch {
 	case n > topK:
 		return nil, bad("%d positions for top %d", n, topK)
-	case len(res.Values) != n || len(res.Tags) != n:
-		return nil, bad("%d values and %d tags for %d positions", len(res.Values), len(res.Tags), n)
 	case reveal && len(res.Scores) != n:
 		return nil, bad("%d scores for %d positions", len(res.Scores), n)
 	case !reveal && len(res.Scores) != 0:
 		return nil, bad("scores sent to a cluster that hides them")
+	case len(lacking) == 1 && len(res.Values2)+len(res.Tags2) != 0:
+		return nil, bad("second values in a checked query")
+	}
+	for _, l := range lacking {
+		if len(l.values) != n || len(l.tags) != n {
+			return nil, bad("%d values and %d tags for %d positions", len(l.values), len(l.tags), n)
+		}
 	}
 	seen := map[uint32]bool{}
 	scores := make([]int, n)
 	maxVal := uint64(1)<<h.p.Bits - 1
 	for i, p := range res.Positions {
-		if int(p) >= vec.Rows() || seen[p] {
-			return nil, bad("position %d of %d rows, or twice", p, vec.Rows())
+		if int(p) >= rows || seen[p] {
+			return nil, bad("position %d of %d rows, or twice", p, rows)
 		}
 		seen[p] = true
-		v := uint64(res.Values[i])
-		if v > maxVal {
-			return nil, bad("a value of %d bits", h.p.Bits)
+		sum := base(int(p))
+		for _, l := range lacking {
+			v := uint64(l.values[i])
+			if v > maxVal {
+				return nil, bad("a value of %d bits", h.p.Bits)
+			}
+			tag, err := replicated.Tag(l.key, int(p), v)
+			if err != nil {
+				return nil, protocol.Errorf(protocol.CodeInternal, "%v", err)
+			}
+			if tag != l.tags[i] {
+				return nil, bad("a value whose tag does not hold")
+			}
+			sum += E(v)
 		}
-		tag, err := replicated.Tag(key, int(p), v)
-		if err != nil {
-			return nil, protocol.Errorf(protocol.CodeInternal, "%v", err)
-		}
-		if tag != res.Tags[i] {
-			return nil, bad("a value whose tag does not hold")
-		}
-		s := additive.Signed(vec.own[p] + vec.next[p] + E(v))
+		s := additive.Signed(sum)
 		switch {
 		case s == additive.DeadScore[E]():
 			return nil, bad("a deleted row")
@@ -548,13 +608,19 @@ func (h *Holder[E]) answer(res *protocol.ReplResult, scores []int, v blind.View,
 // query's tag key to the entry.
 func (h *Holder[E]) serveQuery(ctx context.Context, r engine.Request) protocol.Msg {
 	m := r.Msg.(*protocol.BlindQuery)
-	q, perr := blind.CheckQuery(h.p.Params, m)
-	if perr != nil {
-		return perr
-	}
 	entry := h.p.PartyIndex(r.From.Name)
 	if entry < 0 || entry == h.Self() {
 		return protocol.Errorf(protocol.CodeForbidden, "only another share holder sends a query")
+	}
+	if len(m.Sealed) > 0 {
+		return h.serveHidden(ctx, r, entry)
+	}
+	if h.p.HideProbes() {
+		return protocol.Errorf(protocol.CodeBadRequest, "a query with a visible probe in a cluster that hides probes; refused")
+	}
+	q, perr := blind.CheckQuery(h.p.Params, m)
+	if perr != nil {
+		return perr
 	}
 	pl := planOf(entry, m.Down)
 	if pl.down == entry || pl.down == h.Self() || pl.down >= replicated.Holders {

@@ -50,15 +50,17 @@ func enrollAll(t *testing.T, c *cluster, n int, seed uint64) ([][]float32, []str
 
 // TestExact compares every score with the plaintext (a research cluster
 // answers every row with its score), through every entry, for rings of 8
-// and 16 bits, before and after a deletion and a restart of every holder.
+// and 16 bits, before and after a deletion and a restart of every holder,
+// with probes shown to the holders and hidden from them.
 func TestExact(t *testing.T) {
 	for _, c := range []struct {
 		gallery string
 		beta    int
 		bits    int
-	}{{"", 21, 8}, {"4:20,20,20,25", 63, 16}} {
-		t.Run(fmt.Sprintf("gallery=%s/beta=%d/k=%d", c.gallery, c.beta, c.bits), func(t *testing.T) {
-			cl := startCluster(t, config.Literal{GalleryLevels: c.gallery, Beta: c.beta, RevealScores: true}, nil)
+		hide    bool
+	}{{"", 21, 8, false}, {"4:20,20,20,25", 63, 16, false}, {"", 21, 8, true}, {"4:20,20,20,25", 63, 16, true}} {
+		t.Run(fmt.Sprintf("gallery=%s/beta=%d/k=%d/hidden=%v", c.gallery, c.beta, c.bits, c.hide), func(t *testing.T) {
+			cl := startCluster(t, config.Literal{GalleryLevels: c.gallery, Beta: c.beta, RevealScores: true, HideProbes: c.hide}, nil)
 			if got := cl.p.Ring().Bits; got != c.bits {
 				t.Fatalf("ring of %d bits, want %d", got, c.bits)
 			}
@@ -112,9 +114,15 @@ func TestExact(t *testing.T) {
 
 // TestThreshold: a cluster that hides scores answers exactly the rows at
 // or above the integer threshold (at most top-K, best first), without
-// scores, the same as the plaintext.
+// scores, the same as the plaintext, with probes shown and hidden.
 func TestThreshold(t *testing.T) {
-	cl := startCluster(t, config.Literal{Beta: 21}, nil)
+	for _, hide := range []bool{false, true} {
+		t.Run(fmt.Sprintf("hidden=%v", hide), func(t *testing.T) { testThreshold(t, hide) })
+	}
+}
+
+func testThreshold(t *testing.T, hide bool) {
+	cl := startCluster(t, config.Literal{Beta: 21, HideProbes: hide}, nil)
 	xs, ids := enrollAll(t, cl, 20, 2)
 	for q := range 12 {
 		y := xs[q*5]

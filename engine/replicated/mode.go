@@ -9,6 +9,7 @@ import (
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/engine/rowtxn"
+	"github.com/idface/idface/internal/seal"
 	"github.com/idface/idface/internal/store"
 	"github.com/idface/idface/sharing/replicated"
 )
@@ -31,7 +32,8 @@ func init() {
 			Levels: true,
 			Sealed: true, SealedShares: sealedShares,
 			Outage: true, Reshare: true,
-			Trust: "trust: one of the four servers may deviate: a holder or entry that alters its part gets the query refused, a decider cannot get a row below the threshold accepted; the entry learns the answered rows' scores; no two servers may collude (docs/REPLICATED-NOTES.md)",
+			HiddenProbe: hiddenProbe,
+			Trust:       "trust: one of the four servers may deviate: a holder or entry that alters its part gets the query refused, a decider cannot get a row below the threshold accepted; the entry learns the answered rows' scores; no two servers may collude (docs/REPLICATED-NOTES.md)",
 		},
 		Server: func(p *config.Params, name string) engine.Server {
 			if name == p.DeciderName() {
@@ -55,6 +57,9 @@ func init() {
 		// Two k-bit shares of d elements a row.
 		Storage: func(p *config.Params, rows int) float64 { return float64(2 * rows * p.Dim() * p.Ring().Bits / 8) },
 		IdentifyFormula: func(p *config.Params, rows int) (string, float64) {
+			if p.HideProbes() {
+				return "3*D*k + 64*D + sealed query", HiddenIdentifyBits(rows, p.Dim(), p.Ring().Bits) / 8
+			}
 			return "3*D*k + 32*D + query", IdentifyBits(rows, p.Beta(), p.Ring().Bits) / 8
 		},
 	})
@@ -67,4 +72,13 @@ func init() {
 // helpers.
 func IdentifyBits(ids, beta, k int) float64 {
 	return float64(3*ids*k + 32*ids + 4*256 + 2*(24*beta+384))
+}
+
+// HiddenIdentifyBits is one hidden-probe identification's traffic between
+// the servers: three vectors of D k-bit masked product shares and two of
+// D 32-bit tags and three pairs of query-share digests into the decider,
+// and to each of the two helpers a query
+// id, a seed, a nonce and its sealed pair of d-element query shares.
+func HiddenIdentifyBits(ids, d, k int) float64 {
+	return float64(3*ids*k + 64*ids + 3*2*256 + 2*(8*(16+32+16+seal.Overhead)+2*d*k))
 }

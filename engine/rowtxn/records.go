@@ -221,7 +221,7 @@ func decodeHeld(en store.Entry, mu int) (*held, error) {
 	if h.party >= mu || len(en.Tail) < 5 {
 		return nil, fmt.Errorf("held record of party %d with a tail of %d bytes", h.party, len(en.Tail))
 	}
-	m, err := protocol.Decode(b)
+	m, err := protocol.DecodeStored(b) // a log an earlier build wrote
 	if err != nil {
 		return nil, fmt.Errorf("held record: %w", err)
 	}

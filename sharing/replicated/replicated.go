@@ -175,3 +175,18 @@ func zeroStream[E additive.Elem](dst []E, j int, key *ReshareKey, epoch uint32, 
 	cipher.NewCTR(b, iv[:]).XORKeyStream(out, out)
 	return nil
 }
+
+// ProductCoefficients returns the coefficients of holder i's share of a
+// product <x, y> of two replicated-shared vectors, from its pair of y's
+// shares (y_i, y_(i+1)): z_i = <x_i, y_i + y_(i+1)> + <x_(i+1), y_i>. The
+// three z_i are an additive sharing of <x, y>: together they hold each of
+// the nine terms <x_a, y_b> once. The diagonal terms are computable by two
+// holders; the cross terms <x_i, y_(i+1)> and <x_(i+1), y_i> by holder i
+// alone, so no other holder can check them.
+func ProductCoefficients[E additive.Elem](y [2][]E) (own, next []E) {
+	own = make([]E, len(y[0]))
+	for j := range own {
+		own[j] = y[0][j] + y[1][j]
+	}
+	return own, y[0]
+}

@@ -237,3 +237,44 @@ func testZero[E additive.Elem](t *testing.T) {
 		t.Fatal("share index 3 accepted")
 	}
 }
+
+// TestProductShares: the three holders' product shares, each from its
+// pairs of x's and y's shares only, sum to <x, y> in both rings.
+func TestProductShares(t *testing.T) {
+	testProductShares[uint8](t)
+	testProductShares[uint16](t)
+}
+
+func testProductShares[E additive.Elem](t *testing.T) {
+	r := mrand.New(mrand.NewPCG(4, 5))
+	for range 50 {
+		d := 1 + r.IntN(300)
+		x, y := make([]int8, d), make([]int8, d)
+		want := 0
+		for j := range d {
+			x[j], y[j] = int8(r.IntN(7)-3), int8(r.IntN(3)-1)
+			want += int(x[j]) * int(y[j])
+		}
+		var xs, ys [Holders][]E
+		for j := range Holders {
+			xs[j], ys[j] = make([]E, d), make([]E, d)
+		}
+		if err := Split(&xs, x, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := Split(&ys, y, nil); err != nil {
+			t.Fatal(err)
+		}
+		var sum E
+		for i := range Holders {
+			px := Pair(&xs, i)
+			own, next := ProductCoefficients(Pair(&ys, i))
+			for j := range d {
+				sum += px[0][j]*own[j] + px[1][j]*next[j]
+			}
+		}
+		if got := additive.Signed(sum); got != want {
+			t.Fatalf("d %d: product shares sum to %d, want %d", d, got, want)
+		}
+	}
+}

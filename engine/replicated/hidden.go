@@ -1,0 +1,335 @@
+package replicated
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/engine"
+	"github.com/idface/idface/engine/blind"
+	"github.com/idface/idface/internal/seal"
+	"github.com/idface/idface/network"
+	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/sharing"
+	"github.com/idface/idface/sharing/additive"
+	"github.com/idface/idface/sharing/replicated"
+	"github.com/idface/idface/template"
+)
+
+// Hidden probes (docs/HIDDEN-PROBES.md). In a cluster with hide_probes the
+// device's client computes y = Q(q) itself, splits it into three
+// replicated shares and seals holder i's pair (y_i, y_(i+1)) to it
+// (hiddenProbe); the entry relays the other holders' parts. Holder i
+// computes its product share z_i = <x_i, y_i + y_(i+1)> + <x_(i+1), y_i>
+// of every row over all d positions (additive.ScoreDense), permutes it
+// with sigma and masks it with m_i, and sends it in full to the decider,
+// which adds the three vectors and answers as in the checked path. No
+// server sees q or y: a holder sees two uniform shares of y, the decider
+// masked scores in random order, the entry the answer.
+//
+// What is checked: the decider compares the digests of the query shares
+// each holder used with the other holder of each share (an entry that
+// relays a part of another probe is caught), and the entry checks the
+// decider's answer with a tag on each of the two vectors it lacks, keyed
+// by the key it shares with that vector's holder. What is not: the cross
+// terms of z_i are computed by holder i alone, so a deviating holder can
+// shift the scores of rows it chooses (get a chosen row accepted, or a
+// match rejected) without being caught. It still learns nothing of the
+// probe. The checked path, where the holders see y, catches that.
+
+// hiddenProbe (config.ModeSpec.HiddenProbe) makes, at the device's
+// client, each holder's plaintext part of a hidden-probe identify: y =
+// Q(tmpl) with the cluster's query levels, its three shares (two uniform
+// from a CSPRNG keyed from crypto/rand), and for holder k the pair (y_k,
+// y_(k+1)) as little-endian k-bit elements.
+func hiddenProbe(p *config.Params, tmpl []float32) ([][]byte, error) {
+	switch p.Ring().Bits {
+	case 8:
+		return probePairs[uint8](p, tmpl)
+	case 16:
+		return probePairs[uint16](p, tmpl)
+	}
+	return nil, fmt.Errorf("replicated: a ring of %d bits", p.Ring().Bits)
+}
+
+func probePairs[E additive.Elem](p *config.Params, tmpl []float32) ([][]byte, error) {
+	d := p.Dim()
+	tr, err := template.NewLevelTransformer(d, p.QueryLevels())
+	if err != nil {
+		return nil, err
+	}
+	y := make([]int8, d)
+	defer clear(y)
+	if err := template.ApplyLevels(tr, tmpl, y); err != nil {
+		return nil, err
+	}
+	rnd, err := sharing.NewStream(nil)
+	if err != nil {
+		return nil, err
+	}
+	var s [replicated.Holders][]E
+	for j := range s {
+		s[j] = make([]E, d)
+	}
+	defer func() {
+		for j := range s {
+			clear(s[j])
+		}
+	}()
+	if err := replicated.Split(&s, y, rnd); err != nil {
+		return nil, err
+	}
+	pts := make([][]byte, replicated.Holders)
+	for k := range pts {
+		pr := replicated.Pair(&s, k)
+		pts[k] = append(append(make([]byte, 0, 2*len(additive.ElemBytes(pr[0]))), additive.ElemBytes(pr[0])...), additive.ElemBytes(pr[1])...)
+	}
+	return pts, nil
+}
+
+// probe is a holder's opened pair of query shares and their digests.
+type probe[E additive.Elem] struct {
+	y       [2][]E
+	digests [2][protocol.DigestSize]byte
+}
+
+// openProbe opens this holder's sealed pair of query shares of the
+// request nonce and digests both shares, bound to the query qid.
+func (h *Holder[E]) openProbe(nonce [16]byte, part []byte, qid [16]byte) (*probe[E], *protocol.Error) {
+	if h.env.SealKey == nil {
+		return nil, protocol.Errorf(protocol.CodeInternal, "%s has no seal key loaded and cannot open a hidden probe: start it with its home's seal.key", h.env.Self)
+	}
+	d := h.p.Dim()
+	size := 2 * d * h.p.Bits / 8
+	b := seal.Binding{Cluster: h.p.ClusterID(), Holder: h.env.Self, Mode: string(h.p.Mode()), Context: protocol.QueryContext(nonce)}
+	pt, err := seal.Open(h.env.SealKey, b, part, size)
+	switch {
+	case errors.Is(err, seal.ErrOpen):
+		return nil, protocol.Errorf(protocol.CodeBadRequest, "%s: its part of the hidden probe does not open (damaged, or sealed for another holder, cluster or request)", h.env.Self)
+	case err != nil:
+		return nil, protocol.Errorf(protocol.CodeBadRequest, "%s: %v", h.env.Self, err)
+	case len(pt) != size:
+		clear(pt)
+		return nil, protocol.Errorf(protocol.CodeBadRequest, "%s: its part of the hidden probe holds %d bytes, not two shares of d = %d", h.env.Self, len(pt), d)
+	}
+	// A fresh, aligned buffer for the element view.
+	e := make([]E, 2*d)
+	copy(additive.ElemBytes(e), pt)
+	clear(pt)
+	pr := &probe[E]{y: [2][]E{e[:d], e[d:]}}
+	held := replicated.Held(h.Self())
+	for i := range pr.digests {
+		pr.digests[i] = replicated.VectorDigest(qid, held[i], h.p.Bits, additive.ElemBytes(pr.y[i]))
+	}
+	return pr, nil
+}
+
+func (pr *probe[E]) clear() { clear(pr.y[0]); clear(pr.y[1]) }
+
+// snapshot takes the read lock and the query's view of the committed
+// rows: a helper passes the entry's sealed row map (want, from) and is
+// refused if its rows differ; the entry passes started, which sees the
+// view before the scoring. On success the caller scores and unlocks.
+func (h *Holder[E]) snapshot(from string, want protocol.Digest, started func(blind.View)) (blind.View, error) {
+	h.RLock()
+	v := blind.NewView(h.Digest(), func(s int) []uint64 { return h.Shares(s).own.LiveBits() })
+	if want != nil {
+		if have, err := h.SealFor(from, v.Digest); err != nil || !have.Equal(want) {
+			h.RUnlock()
+			return v, protocol.Errorf(protocol.CodeInconsistent, "%s's rows changed during the query; retry", h.env.Self)
+		}
+	}
+	if started != nil {
+		started(v)
+	}
+	return v, nil
+}
+
+// scoreHidden computes this holder's permuted, masked product share
+// pi(z_i) + m_i of every committed row.
+func (h *Holder[E]) scoreHidden(pr *probe[E], sigma *additive.Seed, from string, want protocol.Digest, started func(blind.View)) (*vectors[E], error) {
+	t0 := time.Now()
+	v, err := h.snapshot(from, want, started)
+	if err != nil {
+		return nil, err
+	}
+	own, next := replicated.ProductCoefficients(pr.y)
+	defer clear(own)
+	n := v.Rows()
+	z := make([]E, n)
+	for s := range v.Digest {
+		if v.Digest[s].Rows == 0 {
+			continue
+		}
+		st := h.Shares(s)
+		terms := []additive.DenseTerm[E]{{S: st.own, Y: own}, {S: st.next, Y: next}}
+		if err = additive.ScoreDense(z[v.Off[s]:v.Off[s+1]], terms, 0, v.Off[s+1]-v.Off[s], 0); err != nil {
+			break
+		}
+	}
+	h.RUnlock()
+	if err != nil {
+		return nil, err
+	}
+	t1 := time.Now()
+	out := &vectors[E]{View: v, own: make([]E, n)}
+	perm := h.permuter()
+	defer h.perms.Put(perm)
+	if err := additive.PermuteMask(perm, out.own, z, out.Live, sigma, h.Self(), replicated.Holders); err != nil {
+		return nil, err
+	}
+	h.m.score.Add(t1.Sub(t0).Seconds())
+	h.m.permute.Add(time.Since(t1).Seconds())
+	return out, nil
+}
+
+// sendHidden sends this holder's product-share vector to the decider,
+// with the digests of its query shares and, from a helper, the tags of
+// the vector under the key it shares with the entry.
+func (h *Holder[E]) sendHidden(ctx context.Context, qid [16]byte, vec *vectors[E], pr *probe[E], entry, topK int, tagKey *[32]byte) (*network.Stream, error) {
+	m := &protocol.ReplShare{Query: qid, Rows: uint32(vec.Rows()), Bits: uint8(h.p.Bits), TopK: uint16(topK), Entry: uint8(entry),
+		Hidden: true, QueryDigests: pr.digests}
+	bulk := [][]byte{additive.ElemBytes(vec.own)}
+	if tagKey != nil {
+		tags := make([]byte, 4*len(vec.own))
+		if err := replicated.Tags(tags, vec.own, tagKey); err != nil {
+			return nil, err
+		}
+		m.Tags = true
+		bulk = append(bulk, tags)
+	}
+	return blind.SendShares(ctx, h.env.Net, h.p.DeciderName(), m, bulk...)
+}
+
+// entryTagKey is a hidden query's MAC key for the vector of one helper:
+// from the key the entry and that helper share.
+func (h *Holder[E]) entryTagKey(other string, qid [16]byte) ([32]byte, error) {
+	pk, ok := h.env.PairKeys[other]
+	if !ok {
+		return [32]byte{}, fmt.Errorf("%s shares no key with %s, so it cannot key the query's tags; start it with its identity key", h.env.Self, other)
+	}
+	return replicated.TagKey(&pk, qid), nil
+}
+
+// identifyPlain refuses a template in a hidden-probe cluster (a device
+// that sent one has shown it to this server already; say so), else runs
+// the checked path.
+func (h *Holder[E]) identifyPlain(ctx context.Context, r engine.Request) protocol.Msg {
+	if h.p.HideProbes() {
+		return protocol.Errorf(protocol.CodeBadRequest, "this cluster hides probes: identify with a client that has this cluster's configuration (it seals the probe's shares to the holders); a template was not used")
+	}
+	return h.identify(ctx, r)
+}
+
+// identifyHidden runs a hidden-probe query as the entry. Every holder
+// must be up: the product needs all three shares' cross terms.
+func (h *Holder[E]) identifyHidden(ctx context.Context, r engine.Request) protocol.Msg {
+	m := r.Msg.(*protocol.HiddenIdentify)
+	if !h.p.HideProbes() {
+		return protocol.Errorf(protocol.CodeBadRequest, "this cluster does not hide probes: identify with a template (the client's configuration is not this cluster's)")
+	}
+	topK := int(m.TopK)
+	if perr := engine.CheckTopK(h.p.Params, topK); perr != nil {
+		return perr
+	}
+	if len(m.Parts) != replicated.Holders {
+		return protocol.Errorf(protocol.CodeBadRequest, "a hidden probe of %d parts, want one per share holder (%d)", len(m.Parts), replicated.Holders)
+	}
+	if down := h.outage.current(); down != noneDown {
+		return protocol.Errorf(protocol.CodeUnavailable, "%s is down, and a hidden probe needs all three share holders; retry once it is back", h.p.Party(down).Name)
+	}
+	var qid [16]byte
+	sigma, err := additive.NewSeed(h.env.RandReader())
+	if err == nil {
+		_, err = h.env.RandReader().Read(qid[:])
+	}
+	if err != nil {
+		return protocol.Errorf(protocol.CodeInternal, "%v", err)
+	}
+	pr, perr := h.openProbe(m.Nonce, m.Parts[h.Self()], qid)
+	if perr != nil {
+		return perr
+	}
+	defer pr.clear()
+	resp, lost := h.runHidden(ctx, m, pr, qid, sigma, topK)
+	if lost != noneDown {
+		name := h.p.Party(lost).Name
+		if h.outage.mark(lost, name, ping(h.env.Net, name)) {
+			h.env.Log.Warn("a share holder cannot be reached; hidden probes are refused until it is back", "holder", name)
+		}
+	}
+	return resp
+}
+
+// runHidden asks both helpers, scores, sends this holder's vector and
+// checks the decider's answer. When it fails because a helper could not
+// be reached, lost names that helper.
+func (h *Holder[E]) runHidden(ctx context.Context, m *protocol.HiddenIdentify, pr *probe[E], qid [16]byte, sigma additive.Seed, topK int) (resp protocol.Msg, lost int) {
+	self := h.Self()
+	helpers := [2]int{(self + 1) % replicated.Holders, (self + 2) % replicated.Holders}
+	names := []string{h.p.Party(helpers[0]).Name, h.p.Party(helpers[1]).Name}
+	var keys [2][32]byte
+	for i, name := range names {
+		key, err := h.entryTagKey(name, qid)
+		if err != nil {
+			return protocol.Errorf(protocol.CodeUnavailable, "%v", err), noneDown
+		}
+		keys[i] = key
+	}
+	f := h.newFanout(ctx, names)
+	defer f.cancel()
+	ask := func(v blind.View) {
+		f.askAll(v, func(i int, sealed protocol.Digest) *protocol.BlindQuery {
+			return &protocol.BlindQuery{Query: qid, Sigma: sigma, Digest: sealed, Nonce: m.Nonce, Sealed: m.Parts[helpers[i]]}
+		})
+	}
+	vec, err := h.scoreHidden(pr, &sigma, "", nil, ask)
+	res, total, perr := f.finish(err, func(ctx context.Context) (*network.Stream, error) {
+		return h.sendHidden(ctx, qid, vec, pr, self, topK, nil)
+	})
+	if perr != nil {
+		return perr, f.lost
+	}
+	lacking := []tagged{{res.Values, res.Tags, &keys[0]}, {res.Values2, res.Tags2, &keys[1]}}
+	scores, perr := h.check(res, vec.Rows(), func(p int) E { return vec.own[p] }, lacking, topK)
+	if perr != nil {
+		return perr, noneDown
+	}
+	return h.answer(res, scores, vec.View, &sigma, topK, total, false), noneDown
+}
+
+// serveHidden answers an entry's hidden-probe query as a helper: open its
+// part, check the row maps, send its vector and tags to the decider.
+func (h *Holder[E]) serveHidden(ctx context.Context, r engine.Request, entry int) protocol.Msg {
+	m := r.Msg.(*protocol.BlindQuery)
+	if !h.p.HideProbes() {
+		return protocol.Errorf(protocol.CodeBadRequest, "a hidden-probe query in a cluster that does not hide probes")
+	}
+	if m.Down != 0 {
+		return protocol.Errorf(protocol.CodeBadRequest, "a hidden-probe query needs all three holders")
+	}
+	pr, perr := h.openProbe(m.Nonce, m.Sealed, m.Query)
+	if perr != nil {
+		return perr
+	}
+	defer pr.clear()
+	if err := h.AwaitDigest(ctx, r.From.Name, m.Digest); err != nil {
+		return err
+	}
+	key, err := h.entryTagKey(r.From.Name, m.Query)
+	if err != nil {
+		return protocol.Errorf(protocol.CodeUnavailable, "%v", err)
+	}
+	sigma := additive.Seed(m.Sigma)
+	vec, err := h.scoreHidden(pr, &sigma, r.From.Name, m.Digest, nil)
+	if err != nil {
+		return engine.AsError(err, protocol.CodeInternal)
+	}
+	s, err := h.sendHidden(ctx, m.Query, vec, pr, entry, 1, &key)
+	if err != nil {
+		return engine.AsError(fmt.Errorf("decider: %w", err), protocol.CodeUnavailable)
+	}
+	return &protocol.ReplQueryOK{Bytes: blind.AwaitAck(s, h.p.DeciderName(), h.env.Log)}
+}

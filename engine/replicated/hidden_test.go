@@ -1,0 +1,181 @@
+package replicated_test
+
+import (
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idface/idface/client"
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/network"
+	"github.com/idface/idface/protocol"
+)
+
+// hiddenCluster is a hidden-probe cluster that hides scores, 3 x 10 rows.
+func hiddenCluster(t *testing.T) (*cluster, [][]float32, []string) {
+	c := startCluster(t, config.Literal{Beta: 21, HideProbes: true, Timeout: config.Duration(1500 * time.Millisecond)}, nil)
+	xs, ids := enrollAll(t, c, 10, 7)
+	return c, xs, ids
+}
+
+// TestHiddenWrongForm: a hidden-probe cluster refuses a template (and
+// says how to identify), a cluster that shows probes refuses a hidden
+// probe, and a hidden probe with a part missing is refused.
+func TestHiddenWrongForm(t *testing.T) {
+	c, xs, _ := hiddenCluster(t)
+	d := c.dialer("device")
+	_, err := network.Call(ctx(t), d, "p1", &protocol.Identify{TopK: 1, Template: xs[0]})
+	if err == nil || !strings.Contains(err.Error(), "hides probes") {
+		t.Fatalf("a template to a hidden-probe cluster: %v", err)
+	}
+	m, err := client.HideProbe(c.p, xs[0], 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := *m
+	short.Parts = short.Parts[:2]
+	if _, err := network.Call(ctx(t), d, "p2", &short); err == nil || !refused(err) {
+		t.Fatalf("two parts: %v", err)
+	}
+	plain := startCluster(t, config.Literal{Beta: 21}, nil)
+	if _, err := network.Call(ctx(t), plain.dialer("device"), "p1", m); err == nil || !strings.Contains(err.Error(), "does not hide probes") {
+		t.Fatalf("a hidden probe to a cluster that shows probes: %v", err)
+	}
+}
+
+// TestHiddenMixedProbes: parts of two probes (same nonce, so every part
+// opens) mixed into one request are caught by the decider, which compares
+// each holder's query shares with the other holder of each share, names
+// the pairs and answers nothing.
+func TestHiddenMixedProbes(t *testing.T) {
+	c, xs, _ := hiddenCluster(t)
+	nonce := [16]byte{1, 2, 3}
+	a, err := client.SealProbe(c.p, nonce, xs[2], 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := client.SealProbe(c.p, nonce, xs[2], 1) // the same probe, other shares
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Parts[2] = b.Parts[2]
+	before := c.counter(c.p.DeciderName(), "idface_repl_refusals_total", "p2/p3")
+	_, err = network.Call(ctx(t), c.dialer("device"), "p1", a)
+	if err == nil || !strings.Contains(err.Error(), "different probes") || !strings.Contains(err.Error(), "p2/p3") || !strings.Contains(err.Error(), "p1/p3") {
+		t.Fatalf("mixed parts: %v", err)
+	}
+	if got := c.counter(c.p.DeciderName(), "idface_repl_refusals_total", "p2/p3"); got != before+1 {
+		t.Fatalf("refusals p2/p3: %v, want %v", got, before+1)
+	}
+}
+
+// TestHiddenTampering: the entry altering any sampled byte of a helper's
+// sealed part, a holder altering its query digests, or the decider
+// altering any byte of its answer: every such query is refused; a holder
+// altering bytes of its vector or tags on the wire never gets a wrong row
+// accepted (the tags hold the answered values).
+func TestHiddenTampering(t *testing.T) {
+	c, xs, ids := hiddenCluster(t)
+	y := xs[4]
+	honest, err := c.client("device", "p1").Identify(ctx(t), y, 1)
+	if err != nil || !honest.Accepted || honest.Candidates[0].ID != ids[4] {
+		t.Fatalf("honest query: %v %+v", err, honest)
+	}
+	r := rand.New(rand.NewPCG(21, 22))
+	// Entry to helper: the BlindQuery ends with the nonce, the part's
+	// length and the part; alter bytes of the nonce and of the part.
+	bq := len(protocol.Marshal(&protocol.BlindQuery{Digest: protocol.Digest{{}, {}, {}}}))
+	part := len(c.mustProbe(y).Parts[1])
+	for range 24 {
+		at := 4 + bq - 16 - 4 + r.IntN(16+4+part)
+		if at >= 4+bq-4 && at < 4+bq { // the length: a short read, also refused
+			at = 4 + bq - 4 + r.IntN(4)
+		}
+		for _, helper := range []string{"p2", "p3"} {
+			f := &flipper{at: at, mask: byte(1 + r.IntN(255))}
+			got, err := outcome(t, c, "p1", helper, f, y, 1)
+			if err == nil || !refused(err) {
+				t.Fatalf("the entry altered %v of its query to %s: %v %+v", f, helper, err, got)
+			}
+		}
+	}
+	// Holder to decider: the query digests end the ReplShare header.
+	hdr := 4 + len(protocol.Marshal(&protocol.ReplShare{}))
+	for hi, h := range []string{"p1", "p2", "p3"} {
+		for range 6 {
+			at := hdr - 2*protocol.DigestSize + r.IntN(2*protocol.DigestSize)
+			f := &flipper{at: at, mask: byte(1 + r.IntN(255))}
+			got, err := outcome(t, c, h, c.p.DeciderName(), f, y, 1)
+			if err == nil || !strings.Contains(err.Error(), "different probes") {
+				t.Fatalf("%s (holder %d) altered %v of its query digests: %v %+v", h, hi, f, err, got)
+			}
+		}
+		// Its vector and tags: refused, or the honest answer, or (where
+		// the altered value pushed the match under the threshold) a
+		// rejection; never another row.
+		size := 30
+		if h != "p1" {
+			size += 4 * 30
+		}
+		for range 12 {
+			f := &flipper{at: hdr + r.IntN(size), mask: byte(1 + r.IntN(255))}
+			got, err := outcome(t, c, h, c.p.DeciderName(), f, y, 1)
+			switch {
+			case err != nil && !refused(err):
+				t.Fatalf("%s altered %v: %v", h, f, err)
+			case err == nil && got.Accepted && !sameAnswer(got, honest):
+				t.Fatalf("%s altered %v: a wrong row accepted %+v", h, f, got)
+			}
+		}
+	}
+	// Decider to entry: any byte of its answer.
+	size := 4 + len(protocol.Marshal(&protocol.ReplResult{Positions: []uint32{0}, Values: []uint16{0}, Tags: []uint32{0}, Values2: []uint16{0}, Tags2: []uint32{0}}))
+	for at := range size {
+		f := &flipper{at: at, mask: byte(1 + r.IntN(255))}
+		got, err := outcome(t, c, c.p.DeciderName(), "p1", f, y, 1)
+		if err == nil || !refused(err) {
+			t.Fatalf("the decider altered %v of its answer: %v %+v", f, err, got)
+		}
+	}
+	if got, err := c.client("device", "p1").Identify(ctx(t), y, 1); err != nil || !sameAnswer(got, honest) {
+		t.Fatalf("after the tampering: %v %+v", err, got)
+	}
+}
+
+// TestHiddenHolderDown: with a holder down a hidden probe cannot be
+// scored (each cross term has one holder): it is refused with the down
+// holder named, never answered; once the holder is back, answers resume.
+func TestHiddenHolderDown(t *testing.T) {
+	c, xs, ids := hiddenCluster(t)
+	c.halt("p3")
+	for range 3 {
+		got, err := c.client("device", "p1").Identify(ctx(t), xs[1], 1)
+		if err == nil || !strings.Contains(err.Error(), "p3") {
+			t.Fatalf("p3 down: %v %+v", err, got)
+		}
+	}
+	c.start("p3", c.p)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := c.client("device", "p1").Identify(ctx(t), xs[1], 1)
+		if err == nil {
+			if !got.Accepted || got.Candidates[0].ID != ids[1] || got.Degraded {
+				t.Fatalf("after p3 came back: %+v", got)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("p3 back, still refused: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func (c *cluster) mustProbe(y []float32) *protocol.HiddenIdentify {
+	m, err := client.HideProbe(c.p, y, 1)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return m
+}
