@@ -143,13 +143,17 @@ func (c *Client) Enroll(ctx context.Context, items []protocol.Item) error {
 // (config.ModeSpec.Outage), an entry that cannot be reached is replaced by
 // the next party that can, which stays the entry.
 func (c *Client) Identify(ctx context.Context, tmpl []float32, k int) (*protocol.IdentifyOK, error) {
-	var m protocol.Msg = &protocol.Identify{TopK: uint16(k), Template: tmpl}
-	if c.p.HideProbes() { // no server sees the probe
-		hidden, err := HideProbe(c.p, tmpl, k)
-		if err != nil {
-			return nil, err
+	// A hidden probe is sealed afresh for every attempt: holders run a
+	// probe's nonce once, and the unreachable entry may have relayed it.
+	msg := func() (protocol.Msg, error) {
+		if c.p.HideProbes() { // no server sees the probe
+			return HideProbe(c.p, tmpl, k)
 		}
-		m = hidden
+		return &protocol.Identify{TopK: uint16(k), Template: tmpl}, nil
+	}
+	m, err := msg()
+	if err != nil {
+		return nil, err
 	}
 	entry := c.Entry()
 	resp, err := c.call(ctx, entry, m, protocol.TIdentifyOK)
@@ -157,6 +161,9 @@ func (c *Client) Identify(ctx context.Context, tmpl []float32, k int) (*protocol
 		from := c.p.PartyIndex(entry)
 		for i := 1; i < c.p.Mu() && err != nil && unreached(ctx, err); i++ {
 			next := c.p.Party((from + i) % c.p.Mu()).Name
+			if m, err = msg(); err != nil {
+				return nil, err
+			}
 			if resp, err = c.call(ctx, next, m, protocol.TIdentifyOK); err == nil {
 				c.mu.Lock()
 				c.entry = next

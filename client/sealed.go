@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"time"
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/internal/seal"
@@ -102,17 +103,18 @@ func HideProbe(p *config.Params, tmpl []float32, topK int) (*protocol.HiddenIden
 	if _, err := rand.Read(nonce[:]); err != nil {
 		return nil, err
 	}
-	return SealProbe(p, nonce, tmpl, topK)
+	return SealProbe(p, nonce, time.Now().Unix(), tmpl, topK)
 }
 
-// SealProbe is HideProbe with the request nonce given (tests, and callers
-// that keep their own request ids); a nonce must never be used twice.
-func SealProbe(p *config.Params, nonce [16]byte, tmpl []float32, topK int) (*protocol.HiddenIdentify, error) {
+// SealProbe is HideProbe with the request nonce and time (Unix seconds)
+// given (tests, and callers that keep their own request ids); a holder
+// refuses a nonce it has seen, or a time outside its window.
+func SealProbe(p *config.Params, nonce [16]byte, t int64, tmpl []float32, topK int) (*protocol.HiddenIdentify, error) {
 	shares := p.Spec().HiddenProbe
 	if shares == nil {
 		return nil, fmt.Errorf("client: mode %s does not hide probes", p.Mode())
 	}
-	m := &protocol.HiddenIdentify{TopK: uint16(topK), Nonce: nonce}
+	m := &protocol.HiddenIdentify{TopK: uint16(topK), Nonce: nonce, Time: t}
 	pts, err := shares(p, tmpl)
 	if err != nil {
 		return nil, err
@@ -122,7 +124,7 @@ func SealProbe(p *config.Params, nonce [16]byte, tmpl []float32, topK int) (*pro
 			clear(pt)
 		}
 	}()
-	ctx := protocol.QueryContext(m.Nonce)
+	ctx := protocol.QueryContext(m.Nonce, m.Time)
 	for k, pt := range pts {
 		key, ok := p.SealKey(k)
 		if !ok {

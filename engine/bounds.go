@@ -65,13 +65,13 @@ func QueryBound(p *config.Params) int {
 // coefficients of 3 bytes, the down holder, and a hidden probe's nonce
 // and sealed pair of query shares.
 func BlindQueryBound(p *config.Params) int {
-	return 2 + 16 + 32 + digestBytes + 4 + 3*p.Dim() + 1 + 16 + 4 + queryPartBound(p)
+	return 2 + 16 + 32 + digestBytes + 4 + 3*p.Dim() + 1 + 16 + 8 + 4 + queryPartBound(p)
 }
 
 // HiddenIdentifyBound is a device's hidden-probe identify: top-K, nonce
-// and one sealed pair of query shares per party.
+// time and one sealed pair of query shares per party.
 func HiddenIdentifyBound(p *config.Params) int {
-	return 2 + 2 + 16 + 4 + p.Mu()*(4+queryPartBound(p))
+	return 2 + 2 + 16 + 8 + 4 + p.Mu()*(4+queryPartBound(p))
 }
 
 // queryPartBound is one sealed pair of query shares (two d-vectors of at

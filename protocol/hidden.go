@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 
 	"github.com/idface/idface/internal/seal"
 	"github.com/idface/idface/internal/wire"
@@ -19,10 +20,14 @@ const MaxQueryPart = seal.Overhead + 2*MaxDim*2
 
 // HiddenIdentify is a device's identify in a hidden-probe cluster: Parts
 // (party order) are the holders' sealed pairs of query shares, each sealed
-// for the Binding {cluster, holder, mode, QueryContext(Nonce)}.
+// for the Binding {cluster, holder, mode, QueryContext(Nonce, Time)}. Time
+// is the device's clock (Unix seconds): every holder refuses a probe
+// outside its window or a nonce it has seen in it, so that the entry
+// cannot run a traveller's probe again later.
 type HiddenIdentify struct {
 	TopK  uint16
 	Nonce [16]byte
+	Time  int64
 	Parts [][]byte
 }
 
@@ -30,6 +35,7 @@ func (m *HiddenIdentify) Type() Type { return THiddenIdentify }
 func (m *HiddenIdentify) marshal(e *wire.Enc) {
 	e.U16(m.TopK)
 	e.Raw(m.Nonce[:])
+	e.U64(uint64(m.Time))
 	e.U32(uint32(len(m.Parts)))
 	for _, p := range m.Parts {
 		e.Bytes32(p)
@@ -38,6 +44,7 @@ func (m *HiddenIdentify) marshal(e *wire.Enc) {
 func (m *HiddenIdentify) unmarshal(d *wire.Dec) {
 	m.TopK = d.U16()
 	d.Fixed(m.Nonce[:])
+	m.Time = int64(d.U64())
 	n := d.Count(MaxParties, 4)
 	for range n {
 		m.Parts = append(m.Parts, d.Bytes32(MaxQueryPart))
@@ -48,10 +55,13 @@ func (m *HiddenIdentify) unmarshal(d *wire.Dec) {
 }
 
 // QueryContext is the seal context of a hidden-probe query's parts: a
-// part opens only for the request it was made for.
-func QueryContext(nonce [16]byte) []byte {
+// part opens only for the request (nonce, time) it was made for.
+func QueryContext(nonce [16]byte, time int64) []byte {
 	h := sha256.New()
 	h.Write([]byte("idface hidden probe v1\x00"))
 	h.Write(nonce[:])
+	var t [8]byte
+	binary.BigEndian.PutUint64(t[:], uint64(time))
+	h.Write(t[:])
 	return h.Sum(nil)
 }

@@ -360,10 +360,11 @@ type BlindQuery struct {
 	// sending every share's vector between them (engine/replicated). 0
 	// otherwise, and always in blind mode.
 	Down uint8
-	// Nonce and Sealed, in a hidden-probe query (replicated mode), are the
-	// device's request nonce and this helper's sealed pair of query
-	// shares; Pos and Coef are then empty.
+	// Nonce, Time and Sealed, in a hidden-probe query (replicated mode),
+	// are the device's request nonce and time and this helper's sealed
+	// pair of query shares; Pos and Coef are then empty.
 	Nonce  [16]byte
+	Time   int64
 	Sealed []byte
 }
 
@@ -379,6 +380,7 @@ func (m *BlindQuery) marshal(e *wire.Enc) {
 	}
 	e.U8(m.Down)
 	e.Raw(m.Nonce[:])
+	e.U64(uint64(m.Time))
 	e.Bytes32(m.Sealed)
 }
 func (m *BlindQuery) unmarshal(d *wire.Dec) {
@@ -398,6 +400,7 @@ func (m *BlindQuery) unmarshal(d *wire.Dec) {
 		d.Fail("down holder %d", m.Down)
 	}
 	d.Fixed(m.Nonce[:])
+	m.Time = int64(d.U64())
 	m.Sealed = d.Bytes32(MaxQueryPart)
 	if d.Err == nil && len(m.Sealed) > 0 && n > 0 {
 		d.Fail("a hidden-probe query with %d public coefficients", n)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/idface/idface/config"
@@ -97,13 +98,16 @@ type probe[E additive.Elem] struct {
 
 // openProbe opens this holder's sealed pair of query shares of the
 // request nonce and digests both shares, bound to the query qid.
-func (h *Holder[E]) openProbe(nonce [16]byte, part []byte, qid [16]byte) (*probe[E], *protocol.Error) {
+func (h *Holder[E]) openProbe(nonce [16]byte, t int64, part []byte, qid [16]byte) (*probe[E], *protocol.Error) {
+	if perr := h.probes.use(nonce, t, time.Now(), h.env.Self); perr != nil {
+		return nil, perr
+	}
 	if h.env.SealKey == nil {
 		return nil, protocol.Errorf(protocol.CodeInternal, "%s has no seal key loaded and cannot open a hidden probe: start it with its home's seal.key", h.env.Self)
 	}
 	d := h.p.Dim()
 	size := 2 * d * h.p.Bits / 8
-	b := seal.Binding{Cluster: h.p.ClusterID(), Holder: h.env.Self, Mode: string(h.p.Mode()), Context: protocol.QueryContext(nonce)}
+	b := seal.Binding{Cluster: h.p.ClusterID(), Holder: h.env.Self, Mode: string(h.p.Mode()), Context: protocol.QueryContext(nonce, t)}
 	pt, err := seal.Open(h.env.SealKey, b, part, size)
 	switch {
 	case errors.Is(err, seal.ErrOpen):
@@ -248,7 +252,7 @@ func (h *Holder[E]) identifyHidden(ctx context.Context, r engine.Request) protoc
 	if err != nil {
 		return protocol.Errorf(protocol.CodeInternal, "%v", err)
 	}
-	pr, perr := h.openProbe(m.Nonce, m.Parts[h.Self()], qid)
+	pr, perr := h.openProbe(m.Nonce, m.Time, m.Parts[h.Self()], qid)
 	if perr != nil {
 		return perr
 	}
@@ -282,7 +286,7 @@ func (h *Holder[E]) runHidden(ctx context.Context, m *protocol.HiddenIdentify, p
 	defer f.cancel()
 	ask := func(v blind.View) {
 		f.askAll(v, func(i int, sealed protocol.Digest) *protocol.BlindQuery {
-			return &protocol.BlindQuery{Query: qid, Sigma: sigma, Digest: sealed, Nonce: m.Nonce, Sealed: m.Parts[helpers[i]]}
+			return &protocol.BlindQuery{Query: qid, Sigma: sigma, Digest: sealed, Nonce: m.Nonce, Time: m.Time, Sealed: m.Parts[helpers[i]]}
 		})
 	}
 	vec, err := h.scoreHidden(pr, &sigma, "", nil, ask)
@@ -310,7 +314,7 @@ func (h *Holder[E]) serveHidden(ctx context.Context, r engine.Request, entry int
 	if m.Down != 0 {
 		return protocol.Errorf(protocol.CodeBadRequest, "a hidden-probe query needs all three holders")
 	}
-	pr, perr := h.openProbe(m.Nonce, m.Sealed, m.Query)
+	pr, perr := h.openProbe(m.Nonce, m.Time, m.Sealed, m.Query)
 	if perr != nil {
 		return perr
 	}
@@ -332,4 +336,51 @@ func (h *Holder[E]) serveHidden(ctx context.Context, r engine.Request, entry int
 		return engine.AsError(fmt.Errorf("decider: %w", err), protocol.CodeUnavailable)
 	}
 	return &protocol.ReplQueryOK{Bytes: blind.AwaitAck(s, h.p.DeciderName(), h.env.Log)}
+}
+
+// ProbeWindow is how far a hidden probe's time may be from a holder's
+// clock; within it, a holder refuses a nonce it has seen. So the entry
+// cannot run a traveller's probe again later (after new enrollments, say).
+const ProbeWindow = 2 * time.Minute
+
+// maxProbeNonces bounds the nonces a holder remembers (a window's worth
+// at over 8,000 probes a second); past it, probes are refused until the
+// oldest leave the window.
+const maxProbeNonces = 1 << 20
+
+// probeNonces are the nonces of the hidden probes a holder has opened in
+// the window, with their times.
+type probeNonces struct {
+	mu      sync.Mutex
+	seen    map[[16]byte]int64
+	pruneAt int
+}
+
+// use admits a probe of (nonce, t) at now, once.
+func (n *probeNonces) use(nonce [16]byte, t int64, now time.Time, self string) *protocol.Error {
+	w := int64(ProbeWindow / time.Second)
+	if d := now.Unix() - t; d > w || d < -w {
+		return protocol.Errorf(protocol.CodeBadRequest, "the probe's time is %d s from %s's clock (window %v): set the device's clock (NTP) and identify again", d, self, ProbeWindow)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.seen == nil {
+		n.seen, n.pruneAt = map[[16]byte]int64{}, 4096
+	}
+	if len(n.seen) >= n.pruneAt {
+		for k, ts := range n.seen {
+			if now.Unix()-ts > w {
+				delete(n.seen, k)
+			}
+		}
+		n.pruneAt = max(4096, 2*len(n.seen))
+	}
+	if _, dup := n.seen[nonce]; dup {
+		return protocol.Errorf(protocol.CodeForbidden, "%s has seen this hidden probe before (its nonce): a probe runs once; the device must make a new one", self)
+	}
+	if len(n.seen) >= maxProbeNonces {
+		return protocol.Errorf(protocol.CodeUnavailable, "%s holds %d hidden probes of the last %v; retry shortly", self, len(n.seen), ProbeWindow)
+	}
+	n.seen[nonce] = t
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/idface/idface/client"
 	"github.com/idface/idface/config"
+	"github.com/idface/idface/engine/replicated"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
 )
@@ -50,12 +51,12 @@ func TestHiddenWrongForm(t *testing.T) {
 // the pairs and answers nothing.
 func TestHiddenMixedProbes(t *testing.T) {
 	c, xs, _ := hiddenCluster(t)
-	nonce := [16]byte{1, 2, 3}
-	a, err := client.SealProbe(c.p, nonce, xs[2], 1)
+	nonce, now := [16]byte{1, 2, 3}, time.Now().Unix()
+	a, err := client.SealProbe(c.p, nonce, now, xs[2], 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := client.SealProbe(c.p, nonce, xs[2], 1) // the same probe, other shares
+	b, err := client.SealProbe(c.p, nonce, now, xs[2], 1) // the same probe, other shares
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,4 +179,30 @@ func (c *cluster) mustProbe(y []float32) *protocol.HiddenIdentify {
 		c.t.Fatal(err)
 	}
 	return m
+}
+
+// TestHiddenReplay: a hidden probe runs once. Sent again, through the
+// same entry or another (an entry that replays a traveller's probe to
+// the helpers later), it is refused by every holder that saw it; a probe
+// whose time is outside the window is refused, naming the clock.
+func TestHiddenReplay(t *testing.T) {
+	c, xs, ids := hiddenCluster(t)
+	d := c.dialer("device")
+	m := c.mustProbe(xs[3])
+	resp, err := network.Call(ctx(t), d, "p1", m)
+	if err != nil || !resp.(*protocol.IdentifyOK).Accepted || resp.(*protocol.IdentifyOK).Candidates[0].ID != ids[3] {
+		t.Fatalf("first run: %v %+v", err, resp)
+	}
+	for _, entry := range []string{"p1", "p2", "p3"} {
+		if _, err := network.Call(ctx(t), d, entry, m); err == nil || !strings.Contains(err.Error(), "seen this hidden probe before") {
+			t.Fatalf("the probe again through %s: %v", entry, err)
+		}
+	}
+	old, err := client.SealProbe(c.p, [16]byte{9}, time.Now().Add(-2*replicated.ProbeWindow).Unix(), xs[3], 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := network.Call(ctx(t), d, "p1", old); err == nil || !strings.Contains(err.Error(), "clock") {
+		t.Fatalf("a probe of long ago: %v", err)
+	}
 }

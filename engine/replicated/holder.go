@@ -127,6 +127,7 @@ type Holder[E additive.Elem] struct {
 	query   *engine.LevelTransformers
 	perms   sync.Pool // *additive.Permuter
 	outage  *outage
+	probes  probeNonces // hidden probes seen in the window
 	m       struct {
 		score, permute prometheus.Counter
 		refused        *prometheus.CounterVec
