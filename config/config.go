@@ -377,6 +377,11 @@ func New(lit Literal, dir string) (*Params, error) {
 	if err := checkLayout(spec, lit); err != nil {
 		return nil, err
 	}
+	if spec.Levels && lit.HideProbes && lit.Beta == 0 && lit.QueryLevels == "" {
+		if err := hiddenDefaults(&lit); err != nil {
+			return nil, err
+		}
+	}
 	if spec.Levels { // the levels' supports are alpha and beta
 		for _, f := range []struct {
 			spec   string
@@ -546,6 +551,35 @@ func Weights(dim, alpha, beta int) (int, int, int, error) {
 		return 0, 0, 0, fmt.Errorf("alpha = %d, beta = %d: want 1..d = %d", alpha, beta, dim)
 	}
 	return dim, alpha, beta, nil
+}
+
+// HiddenQueryLevels is the number of levels of a hidden-probe cluster's
+// default query: a dense 4-bit quantisation of q (template.QuantisedLevels).
+const HiddenQueryLevels = 7
+
+// hiddenDefaults sets a hidden-probe cluster's transforms when neither
+// --beta nor --query-levels was given: in this mode the query's precision
+// is free (every holder reads every position whatever the query), so the
+// default is a dense 4-bit query and, unless --alpha or --gallery-levels
+// was given, the 4-level gallery, both in the 16-bit ring the query needs
+// anyway (docs/HIDDEN-PROBES.md, "Query forms"). With --beta the query
+// stays T_beta and answers equal those of a cluster that shows probes.
+func hiddenDefaults(lit *Literal) error {
+	d := lit.Dim
+	if d == 0 {
+		d = DefaultDim
+	}
+	q, err := template.QuantisedLevels(d, min(HiddenQueryLevels, d))
+	if err != nil {
+		return err
+	}
+	lit.QueryLevels = q.String()
+	if lit.GalleryLevels == "" && lit.Alpha == 0 {
+		if g, err := template.FourLevelGallery(template.DefaultAlpha(d)); err == nil {
+			lit.GalleryLevels = g.String()
+		}
+	}
+	return nil
 }
 
 // CheckLoopback accepts host:port addresses on a loopback interface.

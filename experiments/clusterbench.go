@@ -80,8 +80,11 @@ func deployLocal(ctx context.Context, exe, dir string, o cluster.Options) (*Depl
 
 // BenchResult is one line of "idface bench --json".
 type BenchResult struct {
-	Mode          string  `json:"mode"`
-	HideProbes    bool    `json:"hide_probes,omitempty"`
+	Mode       string `json:"mode"`
+	HideProbes bool   `json:"hide_probes,omitempty"`
+	// Levels, when the transforms are not the paper's T_alpha, T_beta:
+	// "gallery x query" (levels modes).
+	Levels        string  `json:"levels,omitempty"`
 	Scheme        string  `json:"scheme,omitempty"`     // mode he's encryption (and hers)
 	GroupRows     int     `json:"group_rows,omitempty"` // rows of one column group (he, hers)
 	Parties       int     `json:"parties"`
@@ -192,6 +195,9 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 		o.Batch = m.Batch(cfg, o.IDs, 8192)
 	}
 	res := &BenchResult{Mode: string(cfg.Mode()), Parties: cfg.Mu(), IDs: o.IDs, Alpha: cfg.Alpha(), Beta: cfg.Beta(), HideProbes: cfg.HideProbes()}
+	if g, q := cfg.Transform(); g.L() > 1 || q.L() > 1 {
+		res.Levels = g.String() + " x " + q.String()
+	}
 	// A mode whose rows are in encrypted groups (he) derives its scheme.
 	if hp, ok := cfg.Derived().(interface {
 		Name() string

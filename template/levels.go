@@ -303,3 +303,65 @@ func CheckLevels(coef []int8, lv Levels) error {
 	}
 	return nil
 }
+
+// QuantisedLevels is a dense L-level transform of d coordinates: every
+// coordinate gets a magnitude 1..L by rank, the counts those of a
+// Gaussian coordinate quantised in L equal bins of width 3/L standard
+// deviations (the top bin open), so that Q(q) is q quantised to
+// log2(2L+1) bits with the scale set per vector by rank. L = 7 is a 4-bit
+// query; for d = 512, "7:5,11,28,57,99,142,170". Each count is at least 1.
+func QuantisedLevels(d, L int) (Levels, error) {
+	if L < 1 || L > MaxLevels || d < L {
+		return Levels{}, fmt.Errorf("%w: %d levels over d = %d", ErrLevels, L, d)
+	}
+	w := 3 / float64(L)
+	cdf := func(x float64) float64 { return math.Erf(x / math.Sqrt2) } // P(|N(0,1)| < x)
+	counts := make([]int, L)
+	frac := make([]float64, L)
+	sum := 0
+	for i := range counts { // counts[0] is the top magnitude L
+		m := L - i
+		hi := 1.0
+		if m < L {
+			hi = cdf(float64(m) * w)
+		}
+		x := (hi - cdf(float64(m-1)*w)) * float64(d)
+		counts[i] = max(1, int(x))
+		frac[i] = x - float64(int(x))
+		sum += counts[i]
+	}
+	for sum < d { // the largest remainders get the rows left over
+		best := 0
+		for i := range frac {
+			if frac[i] > frac[best] {
+				best = i
+			}
+		}
+		counts[best]++
+		frac[best] = -1
+		sum++
+	}
+	for sum > d { // (the minimum of 1 overshot) the largest level gives way
+		best := 0
+		for i := range counts {
+			if counts[i] > counts[best] {
+				best = i
+			}
+		}
+		counts[best]--
+		sum--
+	}
+	lv := Levels{Counts: counts}
+	return lv, lv.Validate(d)
+}
+
+// FourLevelGallery is the 4-level gallery transform of support alpha that
+// SPEC 7.1's measurements chose (BLIND-NOTES.md): "4:32,64,96,149" for
+// alpha = 341, the counts scaled with alpha otherwise.
+func FourLevelGallery(alpha int) (Levels, error) {
+	if alpha < 4 {
+		return Levels{}, fmt.Errorf("%w: 4 levels over a support of %d", ErrLevels, alpha)
+	}
+	c := []int{max(1, alpha*32/341), max(1, alpha*64/341), max(1, alpha*96/341)}
+	return Levels{Counts: append(c, alpha-c[0]-c[1]-c[2])}, nil
+}

@@ -305,3 +305,44 @@ func BenchmarkLevels(b *testing.B) {
 		})
 	}
 }
+
+// TestQuantisedLevels: the dense default query of hidden-probe clusters
+// covers every coordinate, each level at least once, and for d = 512 is
+// the 4-bit query the measurements chose.
+func TestQuantisedLevels(t *testing.T) {
+	lv, err := QuantisedLevels(512, 7)
+	if err != nil || lv.String() != "7:5,11,28,57,99,142,170" {
+		t.Fatalf("QuantisedLevels(512, 7) = %v, %v", lv, err)
+	}
+	for _, d := range []int{7, 8, 64, 128, 511, 512, 1024, 4096} {
+		for _, L := range []int{1, 3, 7, 15} {
+			if L > d {
+				continue
+			}
+			lv, err := QuantisedLevels(d, L)
+			if err != nil || lv.Support() != d || lv.L() != L {
+				t.Fatalf("d %d, L %d: %v (%v)", d, L, lv, err)
+			}
+			for _, c := range lv.Counts {
+				if c < 1 {
+					t.Fatalf("d %d, L %d: %v", d, L, lv)
+				}
+			}
+		}
+	}
+	if _, err := QuantisedLevels(3, 7); err == nil {
+		t.Fatal("7 levels over 3 coordinates")
+	}
+}
+
+func TestFourLevelGallery(t *testing.T) {
+	for _, a := range []int{4, 5, 42, 85, 341, 682, 2730} {
+		lv, err := FourLevelGallery(a)
+		if err != nil || lv.Support() != a || lv.L() != 4 || slices.Min(lv.Counts) < 1 {
+			t.Fatalf("alpha %d: %v (%v)", a, lv, err)
+		}
+	}
+	if lv, _ := FourLevelGallery(341); lv.String() != "4:32,64,96,149" {
+		t.Fatalf("alpha 341: %v", lv)
+	}
+}

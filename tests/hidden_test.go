@@ -11,8 +11,8 @@ import (
 )
 
 // TestReplicatedHiddenProbes: a replicated cluster made with
-// --hide-probes, every server a real process: `idface identify` answers
-// every probe with the plaintext's scores (the query is T_beta, so the
+// --hide-probes --beta 63, every server a real process: `idface identify`
+// answers every probe with the plaintext's scores (the query is T_beta, so the
 // answers are those of the cluster without --hide-probes), through every
 // entry (a template sent as a plain identify is refused: the in-process
 // TestHiddenWrongForm); `cluster status`
@@ -20,7 +20,7 @@ import (
 // with the holder named, never answered, and answered again after its
 // restart.
 func TestReplicatedHiddenProbes(t *testing.T) {
-	dir, cfg := newCluster(t, "replicated", 3, "--reveal-scores", "--hide-probes")
+	dir, cfg := newCluster(t, "replicated", 3, "--reveal-scores", "--hide-probes", "--beta", "63")
 	if !cfg.HideProbes() {
 		t.Fatal("cluster init --hide-probes made a cluster that shows probes")
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -44,7 +45,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	alpha := fs.Int("alpha", 341, "enrollment weight")
 	beta := fs.Int("beta", 63, "query weight")
 	queries := fs.Int("queries", 20, "identifications per size")
-	hide := fs.Bool("hide-probes", false, "mode replicated: a hidden-probe cluster (devices seal the query's shares; docs/HIDDEN-PROBES.md)")
+	hide := fs.Bool("hide-probes", false, "mode replicated: a hidden-probe cluster (devices seal the query's shares; docs/HIDDEN-PROBES.md); without --beta its default transforms, a dense 4-bit query and the 4-level gallery at k = 16")
 	asJSON := fs.Bool("json", false, "one JSON object per size")
 	plotPath := fs.String("plot", "", "write a plot (PNG) of the times")
 	linkFlag := fs.String("link", "", "run the servers across a WAN: rtt=DURATION,rate=RATE (as rtt=20ms,rate=1gbit; rates 100mbit, 1gbit, 10gbit)")
@@ -99,6 +100,16 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	}
 	if *hide && *mode != "replicated" {
 		return fmt.Errorf("--hide-probes is for --mode replicated")
+	}
+	if *hide { // without --beta, the cluster's hidden-probe defaults (a dense 4-bit query)
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["beta"] {
+			*beta = 0
+			if !set["alpha"] {
+				*alpha = 0
+			}
+		}
 	}
 	if *scheme != "" && *mode != "he" {
 		return fmt.Errorf("--scheme is for --mode he")

@@ -58,7 +58,8 @@ func TestExact(t *testing.T) {
 		beta    int
 		bits    int
 		hide    bool
-	}{{"", 21, 8, false}, {"4:20,20,20,25", 63, 16, false}, {"", 21, 8, true}, {"4:20,20,20,25", 63, 16, true}} {
+	}{{"", 21, 8, false}, {"4:20,20,20,25", 63, 16, false}, {"", 21, 8, true}, {"4:20,20,20,25", 63, 16, true},
+		{"", 0, 16, true}} { // a hidden-probe cluster's defaults: a dense 4-bit query, the 4-level gallery
 		t.Run(fmt.Sprintf("gallery=%s/beta=%d/k=%d/hidden=%v", c.gallery, c.beta, c.bits, c.hide), func(t *testing.T) {
 			cl := startCluster(t, config.Literal{GalleryLevels: c.gallery, Beta: c.beta, RevealScores: true, HideProbes: c.hide}, nil)
 			if got := cl.p.Ring().Bits; got != c.bits {

@@ -55,7 +55,7 @@ func ScoreDense[E Elem](out []E, terms []DenseTerm[E], r0, r1, workers int) erro
 }
 
 // scoreDense runs the kernel over rows [r0, r1) in tiles that never cross
-// a chunk: the AVX2 kernel (k = 8, dense_amd64.s) on whole 32-byte groups,
+// a chunk: the AVX2 kernel (dense_amd64.s) on whole 32-byte groups,
 // else the pure-Go one. There each column word is split into even and odd
 // lanes in 2k-bit slots; a lane times a coefficient is < 2^(2k), so it
 // stays in its slot, and only its low k bits (the product mod 2^k) are
@@ -70,15 +70,13 @@ func scoreDense[E Elem](out []E, terms []DenseTerm[E], r0, r1 int) {
 	m := swarOf[E]().mE
 	nl, cw := lanes[E](), chunkWords[E]()
 	flush := denseFlush[E]()
-	asmTerms, asm := any(terms).([]DenseTerm[uint8])
-	asm = asm && denseAVX2
 	for w := r0 / nl; w*nl < r1; {
 		chunk, off := w/cw, w%cw
 		n := min(scoreTile, cw-off, (r1-1)/nl+1-w)
 		e, o := acc[0][:n], acc[1][:n]
 		res := unsafe.Slice((*E)(unsafe.Pointer(&e[0])), n*nl)
-		if asm && off%4 == 0 && n%4 == 0 { // whole 32-byte groups
-			avx2Tile(wordBytes(e), asmTerms, chunk, off, n, lanes16[:])
+		if denseAVX2 && off%4 == 0 && n%4 == 0 { // whole 32-byte groups
+			avx2Tile(wordBytes(e), terms, chunk, off, n, lanes16[:])
 		} else {
 			swarTile(e, o, terms, chunk, off, n, m, k, flush)
 		}

@@ -4,6 +4,7 @@ package additive
 
 import (
 	"os"
+	"unsafe"
 
 	"golang.org/x/sys/cpu"
 )
@@ -13,24 +14,38 @@ import (
 // the kernel altogether). Tests run both paths.
 var denseAVX2 = cpu.X86.HasAVX2 && os.Getenv("IDFACE_PUREGO") == ""
 
-// avx2Tile scores one tile of n words (8n rows) at word offset off of
-// chunk into res (8n bytes) with the AVX2 kernel, four columns a call.
-// acc holds 8n 16-bit lanes: even rows, then odd.
-func avx2Tile(res []uint8, terms []DenseTerm[uint8], chunk, off, n int, acc []uint16) {
+// avx2Tile scores one tile of n words (a multiple of 4) at word offset
+// off of chunk into res (its 8n bytes) with the AVX2 kernel of the ring,
+// four columns a call; acc holds at least 4n 16-bit lanes.
+func avx2Tile[E Elem](res []byte, terms []DenseTerm[E], chunk, off, n int, acc []uint16) {
 	nb := 8 * n
+	if elemBits[E]() == 16 {
+		a := acc[:nb/2]
+		clear(a)
+		columns4(terms, chunk, off, n, func(x *[4]*byte, c *[4]uint16) { mac4AVX2x16(&a[0], x, c, nb) })
+		copy(res, unsafe.Slice((*byte)(unsafe.Pointer(&a[0])), nb))
+		return
+	}
 	accE, accO := acc[:nb/2], acc[nb/2:nb]
 	clear(accE)
 	clear(accO)
+	columns4(terms, chunk, off, n, func(x *[4]*byte, c *[4]uint16) { mac4AVX2(&accE[0], &accO[0], x, c, nb) })
+	// Lane l of group g holds row 32g+2l (accE) or 32g+2l+1 (accO).
+	for g := 0; g < nb/32; g++ {
+		e, o, r := accE[16*g:16*g+16], accO[16*g:16*g+16], res[32*g:32*g+32]
+		for l := range 16 {
+			r[2*l], r[2*l+1] = uint8(e[l]), uint8(o[l])
+		}
+	}
+}
+
+// columns4 hands mac every nonzero coefficient's column run of the tile,
+// four at a time (the last call padded with zero coefficients on a column
+// already read).
+func columns4[E Elem](terms []DenseTerm[E], chunk, off, n int, mac func(x *[4]*byte, c *[4]uint16)) {
 	var x [4]*byte
 	var c [4]uint16
 	k := 0
-	flush := func() {
-		for ; k < 4; k++ { // pad with a zero coefficient on a column already read
-			x[k], c[k] = x[0], 0
-		}
-		mac4AVX2(&accE[0], &accO[0], &x, &c, nb)
-		k = 0
-	}
 	for _, t := range terms {
 		cols := t.S.chunks[chunk]
 		for j, cj := range t.Y {
@@ -39,18 +54,15 @@ func avx2Tile(res []uint8, terms []DenseTerm[uint8], chunk, off, n int, acc []ui
 			}
 			x[k], c[k] = &wordBytes(cols[j][off : off+n])[0], uint16(cj)
 			if k++; k == 4 {
-				flush()
+				mac(&x, &c)
+				k = 0
 			}
 		}
 	}
 	if k > 0 {
-		flush()
-	}
-	// Lane l of group g holds row 32g+2l (accE) or 32g+2l+1 (accO).
-	for g := 0; g < nb/32; g++ {
-		e, o, r := accE[16*g:16*g+16], accO[16*g:16*g+16], res[32*g:32*g+32]
-		for l := range 16 {
-			r[2*l], r[2*l+1] = uint8(e[l]), uint8(o[l])
+		for t := k; t < 4; t++ {
+			x[t], c[t] = x[0], 0
 		}
+		mac(&x, &c)
 	}
 }

@@ -64,3 +64,43 @@ loop:
 done:
 	VZEROUPPER
 	RET
+
+// func mac4AVX2x16(acc *uint16, x *[4]*byte, c *[4]uint16, n int)
+// Requires: AVX, AVX2
+TEXT ·mac4AVX2x16(SB), NOSPLIT, $0-32
+	MOVQ         acc+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         c+16(FP), DX
+	MOVQ         n+24(FP), BX
+	MOVQ         (CX), SI
+	VPBROADCASTW (DX), Y0
+	MOVQ         8(CX), DI
+	VPBROADCASTW 2(DX), Y1
+	MOVQ         16(CX), R8
+	VPBROADCASTW 4(DX), Y2
+	MOVQ         24(CX), CX
+	VPBROADCASTW 6(DX), Y3
+	XORQ         DX, DX
+
+loop16:
+	CMPQ    DX, BX
+	JAE     done16
+	VMOVDQU (SI)(DX*1), Y4
+	VPMULLW Y0, Y4, Y4
+	VMOVDQU (DI)(DX*1), Y5
+	VPMULLW Y1, Y5, Y5
+	VPADDW  Y5, Y4, Y4
+	VMOVDQU (R8)(DX*1), Y5
+	VPMULLW Y2, Y5, Y5
+	VPADDW  Y5, Y4, Y4
+	VMOVDQU (CX)(DX*1), Y5
+	VPMULLW Y3, Y5, Y5
+	VPADDW  Y5, Y4, Y4
+	VPADDW  (AX)(DX*1), Y4, Y4
+	VMOVDQU Y4, (AX)(DX*1)
+	ADDQ    $0x20, DX
+	JMP     loop16
+
+done16:
+	VZEROUPPER
+	RET

@@ -6,6 +6,6 @@ package additive
 // architecture, or the build tag purego).
 const denseAVX2 = false
 
-func avx2Tile(res []uint8, terms []DenseTerm[uint8], chunk, off, n int, acc []uint16) {
+func avx2Tile[E Elem](res []byte, terms []DenseTerm[E], chunk, off, n int, acc []uint16) {
 	panic("additive: the AVX2 kernel is not built")
 }

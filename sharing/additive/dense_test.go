@@ -163,26 +163,32 @@ func TestDenseKernelsAgree(t *testing.T) {
 	if !denseAVX2 {
 		t.Skip("no AVX2 kernel in this build or on this CPU: ScoreDense runs the pure-Go kernel, which TestScoreDense checks")
 	}
+	kernelsAgree[uint8](t)
+	kernelsAgree[uint16](t)
+}
+
+func kernelsAgree[E Elem](t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 14))
+	top := E(1)<<(elemBits[E]()-1) | (E(1)<<(elemBits[E]()-1) - 1)
 	for _, c := range []struct{ d, rows, terms int }{{512, 3 * ChunkRows / 2, 2}, {37, 9000, 3}, {4, 4096, 1}} {
-		terms := make([]DenseTerm[uint8], c.terms)
+		terms := make([]DenseTerm[E], c.terms)
 		for i := range terms {
-			s, _ := fillStore[uint8](t, r, c.d, c.rows, "random")
-			y := make([]uint8, c.d)
+			s, _ := fillStore[E](t, r, c.d, c.rows, "random")
+			y := make([]E, c.d)
 			for j := range y {
 				switch r.IntN(4) {
 				case 0:
 					y[j] = 0
 				case 1:
-					y[j] = 255
+					y[j] = top
 				default:
-					y[j] = uint8(r.Uint32())
+					y[j] = E(r.Uint32())
 				}
 			}
-			terms[i] = DenseTerm[uint8]{S: s, Y: y}
+			terms[i] = DenseTerm[E]{S: s, Y: y}
 		}
-		cw := chunkWords[uint8]()
-		words := (c.rows + 7) / 8
+		cw := chunkWords[E]()
+		words := (c.rows + lanes[E]() - 1) / lanes[E]()
 		for range 20 {
 			off := 4 * r.IntN(min(words, cw)/4)
 			chunk := 0
@@ -191,12 +197,13 @@ func TestDenseKernelsAgree(t *testing.T) {
 			}
 			n := 4 * (1 + r.IntN(min(scoreTile, cw-off, words-chunk*cw-off)/4))
 			e, o := make([]uint64, n), make([]uint64, n)
-			swarTile(e, o, terms, chunk, off, n, swarOf[uint8]().mE, 8, denseFlush[uint8]())
+			sw := swarOf[E]()
+			swarTile(e, o, terms, chunk, off, n, sw.mE, uint(elemBits[E]()), denseFlush[E]())
 			got := make([]uint64, n)
 			avx2Tile(wordBytes(got), terms, chunk, off, n, make([]uint16, 8*scoreTile))
 			for i := range e {
 				if got[i] != e[i] {
-					t.Fatalf("d %d, chunk %d, words [%d, %d): word %d AVX2 %#x, pure Go %#x", c.d, chunk, off, off+n, i, got[i], e[i])
+					t.Fatalf("k %d, d %d, chunk %d, words [%d, %d): word %d AVX2 %#x, pure Go %#x", elemBits[E](), c.d, chunk, off, off+n, i, got[i], e[i])
 				}
 			}
 		}

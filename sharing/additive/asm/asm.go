@@ -23,18 +23,7 @@ func main() {
 	)
 	accE := Load(Param("accE"), GP64())
 	accO := Load(Param("accO"), GP64())
-	xp := Load(Param("x"), GP64())
-	cp := Load(Param("c"), GP64())
-	n := Load(Param("n"), GP64())
-
-	var cols [4]GPVirtual
-	var coef [4]VecVirtual
-	for t := range 4 {
-		cols[t] = GP64()
-		MOVQ(Mem{Base: xp, Disp: 8 * t}, cols[t])
-		coef[t] = YMM()
-		VPBROADCASTW(Mem{Base: cp, Disp: 2 * t}, coef[t])
-	}
+	cols, coef, n := columns()
 	mask := YMM()
 	m := GP32()
 	MOVL(U32(0x00FF00FF), m)
@@ -73,5 +62,58 @@ func main() {
 	Label("done")
 	VZEROUPPER()
 	RET()
+
+	mac16()
 	Generate()
+}
+
+// mac16 is the kernel of the 16-bit ring: the elements are the lanes, and
+// a 16-bit lane product's low half is the product mod 2^16.
+func mac16() {
+	TEXT("mac4AVX2x16", NOSPLIT, "func(acc *uint16, x *[4]*byte, c *[4]uint16, n int)")
+	Doc(
+		"mac4AVX2x16 adds c[t] times every 16-bit element of the four columns",
+		"x[t] (n bytes, a multiple of 32) into acc (n/2 elements), mod 2^16.",
+	)
+	acc := Load(Param("acc"), GP64())
+	cols, coef, n := columns()
+	i := GP64()
+	XORQ(i, i)
+	Label("loop16")
+	CMPQ(i, n)
+	JAE(LabelRef("done16"))
+	sum := YMM()
+	for t := range 4 {
+		x := YMM()
+		VMOVDQU(Mem{Base: cols[t], Index: i, Scale: 1}, x)
+		if t == 0 {
+			VPMULLW(coef[t], x, sum)
+			continue
+		}
+		VPMULLW(coef[t], x, x)
+		VPADDW(x, sum, sum)
+	}
+	VPADDW(Mem{Base: acc, Index: i, Scale: 1}, sum, sum)
+	VMOVDQU(sum, Mem{Base: acc, Index: i, Scale: 1})
+	ADDQ(U8(32), i)
+	JMP(LabelRef("loop16"))
+	Label("done16")
+	VZEROUPPER()
+	RET()
+}
+
+// columns loads the parameters x, c and n both kernels take: the four
+// column pointers, the four coefficients broadcast to 16-bit lanes, the
+// byte count.
+func columns() (cols [4]GPVirtual, coef [4]VecVirtual, n Register) {
+	xp := Load(Param("x"), GP64())
+	cp := Load(Param("c"), GP64())
+	n = Load(Param("n"), GP64())
+	for t := range 4 {
+		cols[t] = GP64()
+		MOVQ(Mem{Base: xp, Disp: 8 * t}, cols[t])
+		coef[t] = YMM()
+		VPBROADCASTW(Mem{Base: cp, Disp: 2 * t}, coef[t])
+	}
+	return cols, coef, n
 }
