@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/internal/seal"
@@ -175,18 +176,30 @@ func (h *Home) DataDir() string { return filepath.Join(h.Dir, dataDir) }
 // (two files, one after the other), a reader may find the new key beside
 // the old certificate: it then takes the staged pair or the previous key,
 // whichever pair the descriptor (its pin or its next pin) names.
+//
+// A Finish that runs between two of those reads can leave none of the
+// pairs readable as it was (the new key beside the old certificate, then
+// the staged files gone, then the new certificate beside the previous
+// key): the whole search runs again, a few times, a moment apart, before
+// it fails (CI saw it once in TestRotateWithGrace).
 func (h *Home) Certificate() (tls.Certificate, error) {
 	var first error
-	for _, f := range [][2]string{{certFile, keyFile}, {nextCertFile, nextKeyFile}, {certFile, keyFile + ".previous"}} {
-		cert, pin, err := quicnet.LoadCertificate(filepath.Join(h.Dir, f[0]), filepath.Join(h.Dir, f[1]))
-		switch {
-		case err == nil && (pin == h.Self.Pin || h.Self.Next != nil && pin == h.Self.Next.Pin):
-			return cert, nil
-		case first != nil:
-		case err != nil:
-			first = err
-		default:
-			first = fmt.Errorf("%s: the key pair does not match its descriptor (pin %s)", h.Dir, h.Self.Pin)
+	for round := range 5 {
+		if round > 0 {
+			time.Sleep(20 * time.Millisecond)
+		}
+		first = nil
+		for _, f := range [][2]string{{certFile, keyFile}, {nextCertFile, nextKeyFile}, {certFile, keyFile + ".previous"}} {
+			cert, pin, err := quicnet.LoadCertificate(filepath.Join(h.Dir, f[0]), filepath.Join(h.Dir, f[1]))
+			switch {
+			case err == nil && (pin == h.Self.Pin || h.Self.Next != nil && pin == h.Self.Next.Pin):
+				return cert, nil
+			case first != nil:
+			case err != nil:
+				first = err
+			default:
+				first = fmt.Errorf("%s: the key pair does not match its descriptor (pin %s)", h.Dir, h.Self.Pin)
+			}
 		}
 	}
 	return tls.Certificate{}, first
