@@ -3,6 +3,7 @@ package additive
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/idface/idface/internal/testutil"
@@ -207,5 +208,108 @@ func kernelsAgree[E Elem](t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestScoreDenseBatch: a batch of probes over the same stores gives each
+// probe exactly what ScoreDense gives it, in both rings, on sub-ranges,
+// across chunks, with any number of workers; malformed batches are
+// refused.
+func TestScoreDenseBatch(t *testing.T) {
+	testScoreDenseBatch[uint8](t)
+	testScoreDenseBatch[uint16](t)
+}
+
+func testScoreDenseBatch[E Elem](t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	for _, c := range []struct{ d, rows, probes int }{{64, 70000, 5}, {512, 3000, MaxDenseBatch}, {13, 777, 1}} {
+		a, _ := fillStore[E](t, r, c.d, c.rows, "random")
+		b, _ := fillStore[E](t, r, c.d, c.rows, "random")
+		terms := make([][]DenseTerm[E], c.probes)
+		for q := range terms {
+			for _, s := range []*Store[E]{a, b} {
+				y := make([]E, c.d)
+				for j := range y {
+					y[j] = E(r.Uint32())
+				}
+				terms[q] = append(terms[q], DenseTerm[E]{S: s, Y: y})
+			}
+		}
+		for _, rg := range [][2]int{{0, c.rows}, {5, c.rows - 3}} {
+			for _, workers := range []int{1, 3} {
+				out := make([][]E, c.probes)
+				for q := range out {
+					out[q] = make([]E, rg[1]-rg[0])
+				}
+				if err := ScoreDenseBatch(out, terms, rg[0], rg[1], workers); err != nil {
+					t.Fatal(err)
+				}
+				for q := range out {
+					want := make([]E, rg[1]-rg[0])
+					if err := ScoreDense(want, terms[q], rg[0], rg[1], 1); err != nil {
+						t.Fatal(err)
+					}
+					if !slices.Equal(out[q], want) {
+						t.Fatalf("k %d, d %d, rows [%d, %d), probe %d of %d: the batch differs from ScoreDense", elemBits[E](), c.d, rg[0], rg[1], q, c.probes)
+					}
+				}
+			}
+		}
+		other, _ := fillStore[E](t, r, c.d, c.rows, "random")
+		bad := slices.Clone(terms)
+		bad[0] = []DenseTerm[E]{{S: other, Y: terms[0][0].Y}, terms[0][1]}
+		out := make([][]E, len(bad))
+		for q := range out {
+			out[q] = make([]E, c.rows)
+		}
+		if err := ScoreDenseBatch(out, bad, 0, c.rows, 1); err == nil && c.probes > 1 {
+			t.Fatal("a batch over two different stores accepted")
+		}
+		if err := ScoreDenseBatch(out[:len(out)-1], terms, 0, c.rows, 1); err == nil {
+			t.Fatal("a batch with an output missing accepted")
+		}
+	}
+	if err := ScoreDenseBatch[E](nil, nil, 0, 0, 1); err == nil {
+		t.Fatal("an empty batch accepted")
+	}
+}
+
+// BenchmarkScoreDenseBatch is a hidden-probe holder's work for a batch of
+// probes: each tile of its two shares read once for all of them. probes/s
+// against BenchmarkScoreDense's single-probe rate is the gain of
+// batching at the entry.
+func BenchmarkScoreDenseBatch(b *testing.B) {
+	rows := testutil.BenchRows(b)
+	benchScoreDenseBatch[uint8](b, rows)
+	benchScoreDenseBatch[uint16](b, rows)
+}
+
+func benchScoreDenseBatch[E Elem](b *testing.B, rows int) {
+	const d = 512
+	s0 := randomAdditiveStore[E](b, d, rows)
+	s1 := randomAdditiveStore[E](b, d, rows)
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, probes := range []int{1, 8, MaxDenseBatch} {
+		terms := make([][]DenseTerm[E], probes)
+		out := make([][]E, probes)
+		for q := range terms {
+			for _, s := range []*Store[E]{s0, s1} {
+				y := make([]E, d)
+				for j := range y {
+					y[j] = E(r.Uint32())
+				}
+				terms[q] = append(terms[q], DenseTerm[E]{S: s, Y: y})
+			}
+			out[q] = make([]E, rows)
+		}
+		b.Run(fmt.Sprintf("rows=%d/k=%d/probes=%d/workers=all", rows, elemBits[E](), probes), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := ScoreDenseBatch(out, terms, 0, rows, 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(probes)*float64(b.N)/b.Elapsed().Seconds(), "probes/s")
+		})
 	}
 }
