@@ -86,7 +86,10 @@ func CommCost(ids, d, alpha int, betas, mus []int) ([]CommRow, error) {
 		// Replicated: the entry sends each other holder its pair of d k-bit
 		// shares (sealed enrollment will send all three pairs through it).
 		rows = append(rows, row("replicated", "enroll", 3, alpha, beta, ids, float64(2*2*d*k)),
-			row("replicated", "identify", 3, alpha, beta, ids, replicated.IdentifyBits(ids, beta, k)))
+			row("replicated", "identify", 3, alpha, beta, ids, replicated.IdentifyBits(ids, beta, k)),
+			// Hidden probes (--hide-probes --beta beta): the T_beta query,
+			// sealed, its cost independent of beta but for the ring.
+			row("replicated-hidden", "identify", 3, alpha, beta, ids, replicated.HiddenIdentifyBits(ids, d, k)))
 		hp, err := heidface.NewParams(d, alpha, beta)
 		if err != nil {
 			return nil, err

@@ -405,6 +405,9 @@ func (m *BlindQuery) unmarshal(d *wire.Dec) {
 	if d.Err == nil && len(m.Sealed) > 0 && n > 0 {
 		d.Fail("a hidden-probe query with %d public coefficients", n)
 	}
+	if d.Err == nil && len(m.Sealed) == 0 && (m.Nonce != [16]byte{} || m.Time != 0) {
+		d.Fail("a nonce or time in a query without a sealed part")
+	}
 }
 
 // BlindQueryOK is a helper's answer: the application bytes it moved with

@@ -72,7 +72,7 @@ func cmdCommCost(args []string, stdout, stderr io.Writer) error {
 			if r.Phase != "identify" || strings.HasSuffix(r.Protocol, "-paper") || (r.Protocol == "mpcface" && (r.Mu == 2 || r.Mu > 6)) {
 				continue
 			}
-			mode, parties, scheme := "2pc", 2, ""
+			mode, parties, scheme, hide := "2pc", 2, "", false
 			switch r.Protocol {
 			case "idface-paillier":
 				mode, parties, scheme = "he", 1, "paillier"
@@ -87,10 +87,12 @@ func cmdCommCost(args []string, stdout, stderr io.Writer) error {
 				mode, parties = "blind", r.Mu
 			case "replicated":
 				mode, parties = "replicated", 3
+			case "replicated-hidden":
+				mode, parties, hide = "replicated", 3, true
 			}
 			fmt.Fprintf(stderr, "measuring %s, mu = %d, beta = %d on %d rows...\n", mode, parties, r.Beta, *ids)
 			res, err := experiments.RunClusterBench(context.Background(), experiments.BenchOptions{
-				Exe: exe, Mode: mode, Parties: parties, Dim: *dim, Alpha: *alpha, Beta: r.Beta, IDs: *ids, Queries: 3, Seed: 1, Scheme: scheme})
+				Exe: exe, Mode: mode, Parties: parties, Dim: *dim, Alpha: *alpha, Beta: r.Beta, IDs: *ids, Queries: 3, Seed: 1, Scheme: scheme, HideProbes: hide})
 			if err != nil {
 				return err
 			}
