@@ -3,6 +3,7 @@ package experiments
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -40,7 +41,11 @@ type BenchOptions struct {
 	Scheme  string // mode he: "bgv" (default) or "paillier"
 	// HideProbes: a hidden-probe cluster (mode replicated).
 	HideProbes bool
-	Seed       uint64
+	// Clients, when above 1, also runs that many clients identifying at
+	// once (Queries each, every client through its own connection) and
+	// reports identifications per second (BenchResult.IdentifyPerS).
+	Clients int
+	Seed    uint64
 	// Progress, when set, is told about enrollment progress.
 	Progress func(done, total int)
 	// Deploy, when set, replaces the local cluster on 127.0.0.1: it creates
@@ -100,7 +105,13 @@ type BenchResult struct {
 	BytesPerIdent float64 `json:"bytes_per_identify"`
 	FormulaBytes  float64 `json:"formula_bytes"`
 	RSSMBPerParty float64 `json:"rss_mb_per_party"`
-	ShareMB       float64 `json:"share_mb_per_party"`
+	// With Clients > 1: that many concurrent clients' identifications per
+	// second, beside the float32 search's single-query rate of the same
+	// run (1000 / PlainFloatP50).
+	Clients        int     `json:"clients,omitempty"`
+	IdentifyPerS   float64 `json:"identify_per_s,omitempty"`
+	PlainFloatPerS float64 `json:"plain_float_per_s,omitempty"`
+	ShareMB        float64 `json:"share_mb_per_party"`
 	// WAN runs (experiments/wan, idface bench --link): the link between the
 	// servers and the least time an identify can take on it.
 	Link       string  `json:"link,omitempty"`
@@ -245,9 +256,22 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 		}
 	}
 
+	if o.Clients > 1 {
+		if res.IdentifyPerS, err = concurrentRate(ctx, cfg, o.Clients, o.Queries, func(q int) []float32 {
+			q %= o.Queries
+			return data[(o.IDs+q)*d : (o.IDs+q+1)*d]
+		}); err != nil {
+			return nil, err
+		}
+		res.Clients = o.Clients
+	}
+
 	// The non-protected reference on the same templates.
 	if res.PlainFloatP50, err = FloatReference(d, data, o.IDs, o.Queries); err != nil {
 		return nil, err
+	}
+	if o.Clients > 1 && res.PlainFloatP50 > 0 {
+		res.PlainFloatPerS = 1000 / res.PlainFloatP50
 	}
 	res.WireFloorMs, err = WireFloor(ctx, int(bytes), 7)
 	return res, err
@@ -357,4 +381,38 @@ func RSSMB(pid int) float64 {
 		}
 	}
 	return math.NaN()
+}
+
+// concurrentRate runs clients clients at once, each with its own
+// connection identifying queries probes (probe(q) for q = i, i+clients,
+// ...), and returns the identifications per second over all of them.
+func concurrentRate(ctx context.Context, cfg *config.Params, clients, queries int, probe func(q int) []float32) (float64, error) {
+	cls := make([]*client.Client, clients)
+	for i := range cls {
+		cl, err := cluster.Client(cfg, "", cfg.Party(i%cfg.Mu()).Name)
+		if err != nil {
+			return 0, err
+		}
+		defer cl.Close()
+		cls[i] = cl
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, clients)
+	start := time.Now()
+	for i, cl := range cls {
+		wg.Go(func() {
+			for j := range queries {
+				if _, err := cl.Identify(ctx, probe(i+j*clients), 1); err != nil {
+					errs[i] = fmt.Errorf("client %d: %w", i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	el := time.Since(start).Seconds()
+	if err := errors.Join(errs...); err != nil {
+		return 0, err
+	}
+	return float64(clients*queries) / el, nil
 }

@@ -20,10 +20,21 @@ func BenchmarkCluster(b *testing.B) {
 		mode    string
 		parties int
 		beta    int
-	}{{"2pc", 2, 63}, {"mpc", 3, 63}, {"blind", 2, 63}, {"he", 1, 63}, {"he", 1, 341}} {
-		b.Run(fmt.Sprintf("mode=%s/mu=%d/rows=%d/beta=%d", c.mode, c.parties, rows, c.beta), func(b *testing.B) {
+		hide    bool
+		clients int
+	}{{"2pc", 2, 63, false, 1}, {"mpc", 3, 63, false, 1}, {"blind", 2, 63, false, 1}, {"blind", 2, 63, false, 8},
+		{"replicated", 3, 63, false, 1}, {"replicated", 3, 63, true, 1}, {"he", 1, 63, false, 1}, {"he", 1, 341, false, 1}} {
+		name := fmt.Sprintf("mode=%s/mu=%d/rows=%d/beta=%d", c.mode, c.parties, rows, c.beta)
+		if c.hide {
+			name += "/hidden"
+		}
+		if c.clients > 1 {
+			name += fmt.Sprintf("/clients=%d", c.clients)
+		}
+		b.Run(name, func(b *testing.B) {
 			res, err := experiments.RunClusterBench(context.Background(), experiments.BenchOptions{
 				Exe: idfaceBin, Mode: c.mode, Parties: c.parties, Beta: c.beta, IDs: rows, Queries: max(b.N, 15), Seed: 1,
+				HideProbes: c.hide, Clients: c.clients,
 			})
 			if err != nil {
 				b.Fatal(err)
@@ -36,6 +47,10 @@ func BenchmarkCluster(b *testing.B) {
 			b.ReportMetric(res.BytesPerIdent/res.FormulaBytes, "bytes/formula")
 			b.ReportMetric(res.RSSMBPerParty, "rss_MB")
 			b.ReportMetric(res.ShareMB, "share_MB")
+			if c.clients > 1 {
+				b.ReportMetric(res.IdentifyPerS, "identify_per_s")
+				b.ReportMetric(res.PlainFloatPerS, "plain_float_per_s")
+			}
 		})
 	}
 }

@@ -45,6 +45,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	alpha := fs.Int("alpha", 341, "enrollment weight")
 	beta := fs.Int("beta", 63, "query weight")
 	queries := fs.Int("queries", 20, "identifications per size")
+	clients := fs.Int("clients", 1, "also run this many clients identifying at once (--queries each) and report identifications per second beside the float32 search's single-query rate")
 	hide := fs.Bool("hide-probes", false, "mode replicated: a hidden-probe cluster (devices seal the query's shares; docs/HIDDEN-PROBES.md); without --beta its default transforms, a dense 4-bit query and the 4-level gallery at k = 16")
 	asJSON := fs.Bool("json", false, "one JSON object per size")
 	plotPath := fs.String("plot", "", "write a plot (PNG) of the times")
@@ -98,6 +99,12 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			*parties = spec.DefaultParties
 		}
 	}
+	if *clients < 1 || *clients > 256 {
+		return fmt.Errorf("--clients %d: want 1..256", *clients)
+	}
+	if *clients > 1 && (*mode == "plain" || *mode == "hers" || link != nil) {
+		return fmt.Errorf("--clients is for a cluster on this machine (not plain, hers or --link)")
+	}
 	if *hide && *mode != "replicated" {
 		return fmt.Errorf("--hide-probes is for --mode replicated")
 	}
@@ -131,7 +138,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			progressbar.OptionSetDescription(fmt.Sprintf("%s %s: enrolling", *mode, experiments.SizeLabel(n))),
 			progressbar.OptionThrottle(200*time.Millisecond))
 		o := experiments.BenchOptions{Exe: exe, Mode: *mode, Parties: *parties, Alpha: *alpha, Beta: *beta,
-			IDs: n, Queries: *queries, Seed: 1, Scheme: *scheme, HideProbes: *hide, Progress: func(done, _ int) { bar.Set(done) }}
+			IDs: n, Queries: *queries, Seed: 1, Scheme: *scheme, HideProbes: *hide, Clients: *clients, Progress: func(done, _ int) { bar.Set(done) }}
 		var res *experiments.BenchResult
 		switch {
 		case *mode == "plain":
@@ -161,6 +168,10 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 				res.Mode, res.Parties, res.IDs, res.Alpha, res.Beta, res.EnrollS, res.IdentifyP50, res.IdentifyP90, res.PlainFloatP50, res.WireFloorMs, res.BytesPerIdent, res.RSSMBPerParty)
 			if res.Scheme != "" {
 				fmt.Fprintf(stdout, "  scheme %s, %d rows per column group, storage %.1f MB\n", res.Scheme, res.GroupRows, res.ShareMB)
+			}
+			if res.Clients > 1 {
+				fmt.Fprintf(stdout, "  %d clients at once: %.1f identifications/s; float32 one query at a time: %.1f/s (%.2fx)\n",
+					res.Clients, res.IdentifyPerS, res.PlainFloatPerS, res.IdentifyPerS/res.PlainFloatPerS)
 			}
 			if x := res.Extrapolated; x != nil {
 				fmt.Fprintf(stdout, "  EXTRAPOLATED to %d rows (x%.1f, not measured): enroll %.0f s, identify %.0f ms, storage %.0f MB, %.0f bytes/identify\n",
