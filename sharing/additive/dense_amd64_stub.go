@@ -9,8 +9,12 @@ package additive
 // 32-byte group g into accE[16g:16g+16], the odd ones into accO. The low
 // 8 bits of a lane are its row's sum mod 2^8; lanes never carry into
 // each other, so no reduction is needed.
+//
+//go:noescape
 func mac4AVX2(accE *uint16, accO *uint16, x *[4]*byte, c *[4]uint16, n int)
 
 // mac4AVX2x16 adds c[t] times every 16-bit element of the four columns
 // x[t] (n bytes, a multiple of 32) into acc (n/2 elements), mod 2^16.
+//
+//go:noescape
 func mac4AVX2x16(acc *uint16, x *[4]*byte, c *[4]uint16, n int)

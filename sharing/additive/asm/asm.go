@@ -14,6 +14,7 @@ import (
 func main() {
 	ConstraintExpr("!purego")
 	TEXT("mac4AVX2", NOSPLIT, "func(accE, accO *uint16, x *[4]*byte, c *[4]uint16, n int)")
+	Pragma("noescape") // the kernel keeps no pointer: callers' accumulators stay on the stack
 	Doc(
 		"mac4AVX2 adds c[t] times every byte of the four columns x[t] (n bytes,",
 		"a multiple of 32) into 16-bit lanes mod 2^16: the even bytes of each",
@@ -71,6 +72,7 @@ func main() {
 // a 16-bit lane product's low half is the product mod 2^16.
 func mac16() {
 	TEXT("mac4AVX2x16", NOSPLIT, "func(acc *uint16, x *[4]*byte, c *[4]uint16, n int)")
+	Pragma("noescape")
 	Doc(
 		"mac4AVX2x16 adds c[t] times every 16-bit element of the four columns",
 		"x[t] (n bytes, a multiple of 32) into acc (n/2 elements), mod 2^16.",
