@@ -69,15 +69,26 @@ func Open(p *config.Params, h *home.Home, entry string) (*Client, error) {
 	return c, nil
 }
 
-// SetSigner makes the client sign its enrollments and deletions as the
-// operator name with key (its certificate's key); every party checks the
-// signature against the certificate in the cluster configuration.
+// SetSigner makes the client sign as the member name with key (its
+// certificate's key): an operator's enrollments and deletions, any
+// client's hidden probes. Every party checks the signature against the
+// certificate in the cluster configuration.
 func (c *Client) SetSigner(name string, key crypto.Signer) { c.name, c.key = name, key }
+
+// operator refuses, before sending, a change from a client that is not
+// an operator of the cluster.
+func (c *Client) operator(op protocol.OpKind) error {
+	m, ok := c.p.Client(c.name)
+	if c.key == nil || !ok || config.ClientRole(m) != config.RoleOperator {
+		return notSent{fmt.Errorf("this client has no operator key: only an operator (idface client init --role operator) may %s", op)}
+	}
+	return nil
+}
 
 // sign authorises op on ids, with a fresh nonce for each request.
 func (c *Client) sign(op protocol.OpKind, ids []string) (protocol.Auth, error) {
-	if c.key == nil {
-		return protocol.Auth{}, notSent{fmt.Errorf("this client has no operator key: only an operator (idface client init --role operator) may %s", op)}
+	if err := c.operator(op); err != nil {
+		return protocol.Auth{}, err
 	}
 	a, err := protocol.Sign(c.key, c.name, c.p.ClusterID(), op, ids)
 	if err != nil {
@@ -147,7 +158,10 @@ func (c *Client) Identify(ctx context.Context, tmpl []float32, k int) (*protocol
 	// probe's nonce once, and the unreachable entry may have relayed it.
 	msg := func() (protocol.Msg, error) {
 		if c.p.HideProbes() { // no server sees the probe
-			return HideProbe(c.p, tmpl, k)
+			if c.key == nil {
+				return nil, fmt.Errorf("this client has no key to sign its probe: a hidden-probe cluster runs only probes signed by one of its clients (open the client from its home)")
+			}
+			return HideProbe(c.p, c.key, c.name, tmpl, k)
 		}
 		return &protocol.Identify{TopK: uint16(k), Template: tmpl}, nil
 	}

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto"
 	"crypto/rand"
 	"fmt"
 	"time"
@@ -18,8 +19,8 @@ import (
 // ids and every part's hash. The entry relays the parts it cannot read and
 // never sees x, G(x) or another holder's share.
 func (c *Client) enrollSealed(ctx context.Context, items []protocol.Item) error {
-	if c.key == nil {
-		return notSent{fmt.Errorf("this client has no operator key: only an operator (idface client init --role operator) may %s", protocol.OpPut)}
+	if err := c.operator(protocol.OpPut); err != nil {
+		return err
 	}
 	ids := make([]string, len(items))
 	for i, it := range items {
@@ -92,9 +93,10 @@ func SealShares(p *config.Params, entry int, nonce [16]byte, items []protocol.It
 // HideProbe makes a hidden-probe identify of tmpl (config.Params.HideProbes):
 // the mode's shares of the query vector Q(tmpl)
 // (config.ModeSpec.HiddenProbe), each holder's pair sealed to it for a
-// fresh request nonce. No server, the entry included, can open another's
-// part.
-func HideProbe(p *config.Params, tmpl []float32, topK int) (*protocol.HiddenIdentify, error) {
+// fresh request nonce, and the probe signed as the client name with key
+// (protocol.SignProbe). No server, the entry included, can open another's
+// part, and holders run only probes their clients signed.
+func HideProbe(p *config.Params, key crypto.Signer, name string, tmpl []float32, topK int) (*protocol.HiddenIdentify, error) {
 	shares := p.Spec().HiddenProbe
 	if shares == nil {
 		return nil, fmt.Errorf("client: mode %s does not hide probes", p.Mode())
@@ -103,16 +105,19 @@ func HideProbe(p *config.Params, tmpl []float32, topK int) (*protocol.HiddenIden
 	if _, err := rand.Read(nonce[:]); err != nil {
 		return nil, err
 	}
-	return SealProbe(p, nonce, time.Now().Unix(), tmpl, topK)
+	return SealProbe(p, key, name, nonce, time.Now().Unix(), tmpl, topK)
 }
 
 // SealProbe is HideProbe with the request nonce and time (Unix seconds)
 // given (tests, and callers that keep their own request ids); a holder
 // refuses a nonce it has seen, or a time outside its window.
-func SealProbe(p *config.Params, nonce [16]byte, t int64, tmpl []float32, topK int) (*protocol.HiddenIdentify, error) {
+func SealProbe(p *config.Params, key crypto.Signer, name string, nonce [16]byte, t int64, tmpl []float32, topK int) (*protocol.HiddenIdentify, error) {
 	shares := p.Spec().HiddenProbe
 	if shares == nil {
 		return nil, fmt.Errorf("client: mode %s does not hide probes", p.Mode())
+	}
+	if key == nil {
+		return nil, fmt.Errorf("client: no key to sign the probe with: holders run only probes signed by a client of the cluster")
 	}
 	m := &protocol.HiddenIdentify{TopK: uint16(topK), Nonce: nonce, Time: t}
 	pts, err := shares(p, tmpl)
@@ -126,16 +131,19 @@ func SealProbe(p *config.Params, nonce [16]byte, t int64, tmpl []float32, topK i
 	}()
 	ctx := protocol.QueryContext(m.Nonce, m.Time)
 	for k, pt := range pts {
-		key, ok := p.SealKey(k)
+		pub, ok := p.SealKey(k)
 		if !ok {
 			return nil, fmt.Errorf("client: share holder %s has no seal key in the cluster configuration: assemble it again from the holder's current descriptor", p.Party(k).Name)
 		}
 		b := seal.Binding{Cluster: p.ClusterID(), Holder: p.Party(k).Name, Mode: string(p.Mode()), Context: ctx}
-		part, err := seal.Seal(key, b, pt)
+		part, err := seal.Seal(pub, b, pt)
 		if err != nil {
 			return nil, err
 		}
 		m.Parts = append(m.Parts, part)
+	}
+	if err := protocol.SignProbe(key, name, p.ClusterID(), m); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

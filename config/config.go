@@ -485,21 +485,26 @@ func New(lit Literal, dir string) (*Params, error) {
 			}
 		}
 	}
+	p.operators, p.clients = map[string][]*ecdsa.PublicKey{}, map[string][]*ecdsa.PublicKey{}
 	for _, m := range lit.Clients {
-		if ClientRole(m) != RoleOperator || m.Cert == "-" {
+		if m.Cert == "-" {
 			continue
 		}
-		if p.operators == nil {
-			p.operators = map[string][]*ecdsa.PublicKey{}
-		}
-		// A rotating operator signs with either key (its running one).
+		op := ClientRole(m) == RoleOperator
+		// A rotating client signs with either key (its running one).
 		for i, c := range m.Certs() {
 			pub, _ := checkCert(m.Name, c, m.Pins()[i]) // checked above
 			k, ok := pub.(*ecdsa.PublicKey)
-			if !ok {
+			if !ok && op {
 				return nil, fmt.Errorf("operator %q: its certificate's key is not ECDSA: create the operator with 'idface client init'", m.Name)
 			}
-			p.operators[m.Name] = append(p.operators[m.Name], k)
+			if !ok {
+				continue // a device that cannot sign hidden probes
+			}
+			p.clients[m.Name] = append(p.clients[m.Name], k)
+			if op {
+				p.operators[m.Name] = append(p.operators[m.Name], k)
+			}
 		}
 	}
 	if err := p.sealKeys(); err != nil {

@@ -34,7 +34,8 @@ type Params struct {
 	ring      additive.Ring
 	derived   any // the mode's own (ModeSpec.Derive)
 	operators map[string][]*ecdsa.PublicKey
-	seals     []*seal.PublicKey // by party; nil where none
+	clients   map[string][]*ecdsa.PublicKey // operators' and devices'
+	seals     []*seal.PublicKey             // by party; nil where none
 }
 
 // sealKeys parses the parties' sealing keys; the parties of a mode whose
@@ -71,6 +72,10 @@ func (p *Params) SealKey(k int) (*seal.PublicKey, bool) {
 // enrollments and deletions against. An operator without a certificate
 // (an in-process test member) has none, and its changes are refused.
 func (p *Params) OperatorKeys(name string) []*ecdsa.PublicKey { return p.operators[name] }
+
+// ClientKeys are the named client's signing keys, operator or device
+// (hidden probes are signed by the device that made them).
+func (p *Params) ClientKeys(name string) []*ecdsa.PublicKey { return p.clients[name] }
 
 // OperatorSigned reports whether verify accepts one of the named
 // operator's keys.

@@ -65,13 +65,18 @@ func QueryBound(p *config.Params) int {
 // coefficients of 3 bytes, the down holder, and a hidden probe's nonce
 // and sealed pair of query shares.
 func BlindQueryBound(p *config.Params) int {
-	return 2 + 16 + 32 + digestBytes + 4 + 3*p.Dim() + 1 + 16 + 8 + 4 + queryPartBound(p)
+	return 2 + 16 + 32 + digestBytes + 4 + 3*p.Dim() + 1 + 16 + 8 + 4 + queryPartBound(p) + probeAuthBound(p)
 }
 
+// probeAuthBound is a hidden probe's signature with its parts' hashes
+// (protocol.ProbeAuth).
+func probeAuthBound(p *config.Params) int { return 2 + 1 + 32*p.Mu() + protocol.MaxAuth }
+
 // HiddenIdentifyBound is a device's hidden-probe identify: top-K, nonce
-// time and one sealed pair of query shares per party.
+// time, one sealed pair of query shares per party and the device's
+// signature.
 func HiddenIdentifyBound(p *config.Params) int {
-	return 2 + 2 + 16 + 8 + 4 + p.Mu()*(4+queryPartBound(p))
+	return 2 + 2 + 16 + 8 + 4 + p.Mu()*(4+queryPartBound(p)) + protocol.MaxAuth
 }
 
 // queryPartBound is one sealed pair of query shares (two d-vectors of at

@@ -113,3 +113,46 @@ func TestSealedAuth(t *testing.T) {
 		t.Error("the seal context does not separate ids")
 	}
 }
+
+// TestProbeAuth: a hidden probe's signature covers the cluster, nonce,
+// time, top-k and every part; each holder checks its own part against
+// the signed hashes.
+func TestProbeAuth(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster := [16]byte{1}
+	m := &HiddenIdentify{TopK: 1, Nonce: [16]byte{2}, Time: 1_800_000_000, Parts: [][]byte{{1, 2}, {3, 4}, {5, 6}}}
+	if err := SignProbe(key, "device", cluster, m); err != nil {
+		t.Fatal(err)
+	}
+	a := m.Probe()
+	for k, part := range m.Parts {
+		if !a.VerifyProbe(&key.PublicKey, cluster, m.Nonce, m.Time, k, part) {
+			t.Fatalf("holder %d refuses its genuine part", k)
+		}
+	}
+	other, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	topK := a
+	topK.TopK = 2
+	hashes := a
+	hashes.Hashes = append([][32]byte(nil), a.Hashes...)
+	hashes.Hashes[1] = PartHash([]byte{9})
+	for name, ok := range map[string]bool{
+		"another part":    a.VerifyProbe(&key.PublicKey, cluster, m.Nonce, m.Time, 1, []byte{3, 5}),
+		"another holder":  a.VerifyProbe(&key.PublicKey, cluster, m.Nonce, m.Time, 0, m.Parts[1]),
+		"no such holder":  a.VerifyProbe(&key.PublicKey, cluster, m.Nonce, m.Time, 3, m.Parts[1]),
+		"another cluster": a.VerifyProbe(&key.PublicKey, [16]byte{9}, m.Nonce, m.Time, 0, m.Parts[0]),
+		"another nonce":   a.VerifyProbe(&key.PublicKey, cluster, [16]byte{3}, m.Time, 0, m.Parts[0]),
+		"another time":    a.VerifyProbe(&key.PublicKey, cluster, m.Nonce, m.Time+1, 0, m.Parts[0]),
+		"another top-k":   topK.VerifyProbe(&key.PublicKey, cluster, m.Nonce, m.Time, 0, m.Parts[0]),
+		"another hash":    hashes.VerifyProbe(&key.PublicKey, cluster, m.Nonce, m.Time, 1, []byte{9}),
+		"another key":     a.VerifyProbe(&other.PublicKey, cluster, m.Nonce, m.Time, 0, m.Parts[0]),
+		"no key":          a.VerifyProbe(nil, cluster, m.Nonce, m.Time, 0, m.Parts[0]),
+	} {
+		if ok {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

@@ -1,8 +1,12 @@
 package protocol
 
 import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
+	"fmt"
 
 	"github.com/idface/idface/internal/seal"
 	"github.com/idface/idface/internal/wire"
@@ -23,12 +27,16 @@ const MaxQueryPart = seal.Overhead + 2*MaxDim*2
 // for the Binding {cluster, holder, mode, QueryContext(Nonce, Time)}. Time
 // is the device's clock (Unix seconds): every holder refuses a probe
 // outside its window or a nonce it has seen in it, so that the entry
-// cannot run a traveller's probe again later.
+// cannot run a traveller's probe again later. Auth is the device's
+// signature over the probe (SignProbe): holders run only probes a client
+// of the cluster made, so an entry cannot make probes of its own (a unit
+// query, say, to read a coordinate of chosen rows through the answers).
 type HiddenIdentify struct {
 	TopK  uint16
 	Nonce [16]byte
 	Time  int64
 	Parts [][]byte
+	Auth  Auth // Auth.Nonce is Nonce
 }
 
 func (m *HiddenIdentify) Type() Type { return THiddenIdentify }
@@ -40,6 +48,7 @@ func (m *HiddenIdentify) marshal(e *wire.Enc) {
 	for _, p := range m.Parts {
 		e.Bytes32(p)
 	}
+	MarshalAuth(e, m.Auth)
 }
 func (m *HiddenIdentify) unmarshal(d *wire.Dec) {
 	m.TopK = d.U16()
@@ -49,9 +58,95 @@ func (m *HiddenIdentify) unmarshal(d *wire.Dec) {
 	for range n {
 		m.Parts = append(m.Parts, d.Bytes32(MaxQueryPart))
 	}
+	m.Auth = UnmarshalAuth(d)
 	if d.Err == nil && (m.TopK < 1 || m.TopK > MaxTopK) {
 		d.Fail("top-k %d outside 1..%d", m.TopK, MaxTopK)
 	}
+	if d.Err == nil && m.Auth.Nonce != m.Nonce {
+		d.Fail("a hidden probe signed for another nonce")
+	}
+}
+
+// ProbeAuth is what a helper needs of a hidden probe beyond its own part
+// to check the device's signature (BlindQuery.Probe): the top-k asked and
+// the hashes of every holder's part, in party order.
+type ProbeAuth struct {
+	TopK   uint16
+	Hashes [][32]byte
+	Auth   Auth
+}
+
+func (a *ProbeAuth) marshal(e *wire.Enc) {
+	e.U16(a.TopK)
+	e.U8(uint8(len(a.Hashes)))
+	for _, h := range a.Hashes {
+		e.Raw(h[:])
+	}
+	MarshalAuth(e, a.Auth)
+}
+
+func (a *ProbeAuth) unmarshal(d *wire.Dec) {
+	a.TopK = d.U16()
+	n := int(d.U8())
+	if d.Err == nil && n > MaxParties {
+		d.Fail("%d part hashes", n)
+		return
+	}
+	a.Hashes = make([][32]byte, n)
+	for i := range a.Hashes {
+		d.Fixed(a.Hashes[i][:])
+	}
+	a.Auth = UnmarshalAuth(d)
+}
+
+// probeStatement is what a device signs for a hidden probe: the cluster,
+// the nonce and time its parts are sealed for, the top-k it asks and the
+// hash of every part (so no part can be swapped for another's).
+func probeStatement(cluster [16]byte, nonce [16]byte, t int64, topK uint16, hashes [][32]byte) []byte {
+	h := sha256.New()
+	h.Write([]byte("idface hidden probe v1 signed\x00"))
+	h.Write(cluster[:])
+	h.Write(QueryContext(nonce, t))
+	var b [8]byte
+	binary.BigEndian.PutUint16(b[:2], topK)
+	h.Write(b[:2])
+	h.Write([]byte{byte(len(hashes))})
+	for _, p := range hashes {
+		h.Write(p[:])
+	}
+	return h.Sum(nil)
+}
+
+// SignProbe signs a hidden probe as the client name holding key; its
+// parts must be sealed already (their hashes are signed).
+func SignProbe(key crypto.Signer, name string, cluster [16]byte, m *HiddenIdentify) error {
+	hashes := make([][32]byte, len(m.Parts))
+	for i, p := range m.Parts {
+		hashes[i] = PartHash(p)
+	}
+	sig, err := key.Sign(rand.Reader, probeStatement(cluster, m.Nonce, m.Time, m.TopK, hashes), crypto.SHA256)
+	if err != nil {
+		return fmt.Errorf("signing the hidden probe: %w", err)
+	}
+	m.Auth = Auth{Signer: name, Nonce: m.Nonce, Sig: sig}
+	return nil
+}
+
+// Probe is the probe's signature and part hashes, for the helpers.
+func (m *HiddenIdentify) Probe() ProbeAuth {
+	a := ProbeAuth{TopK: m.TopK, Auth: m.Auth, Hashes: make([][32]byte, len(m.Parts))}
+	for i, p := range m.Parts {
+		a.Hashes[i] = PartHash(p)
+	}
+	return a
+}
+
+// VerifyProbe checks that a is pub's signature of a probe of (nonce, t)
+// in cluster whose part holder k sealed hashes to PartHash(part).
+func (a *ProbeAuth) VerifyProbe(pub *ecdsa.PublicKey, cluster [16]byte, nonce [16]byte, t int64, k int, part []byte) bool {
+	return pub != nil && len(a.Auth.Sig) > 0 && a.Auth.Nonce == nonce &&
+		k >= 0 && k < len(a.Hashes) && a.Hashes[k] == PartHash(part) &&
+		ecdsa.VerifyASN1(pub, probeStatement(cluster, nonce, t, a.TopK, a.Hashes), a.Auth.Sig)
 }
 
 // QueryContext is the seal context of a hidden-probe query's parts: a

@@ -32,8 +32,9 @@ var ErrMalformed = wire.ErrMalformed
 // degraded queries of replicated mode (BlindQuery.Down, ReplShare.Down
 // and Next, IdentifyOK.Degraded). Version 5: hidden probes
 // (HiddenIdentify; BlindQuery.Nonce and Sealed; ReplShare.Hidden and
-// QueryDigests; ReplResult's second values and tags).
-const Version = 5
+// QueryDigests; ReplResult's second values and tags). Version 6: hidden
+// probes are signed by the device (HiddenIdentify.Auth, BlindQuery.Probe).
+const Version = 6
 
 // Limits on what a peer or a client may send.
 const (

@@ -218,10 +218,19 @@ func (c *cluster) client(name, entry string) *client.Client {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	if name == "client" {
-		cl.SetSigner(name, c.keys[name].(crypto.Signer))
+	if key, ok := c.keys[name].(crypto.Signer); ok {
+		cl.SetSigner(name, key) // an operator's changes, any client's hidden probes
 	}
 	return cl
+}
+
+// signer is the named member's signing key.
+func (c *cluster) signer(name string) crypto.Signer {
+	key, ok := c.keys[name].(crypto.Signer)
+	if !ok {
+		c.t.Fatalf("no signing key for %s", name)
+	}
+	return key
 }
 
 // settle waits, if the decider holds many unfinished queries (a refused

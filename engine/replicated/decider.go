@@ -248,6 +248,11 @@ func (d *Decider) decideHidden(q *pending) (*protocol.ReplResult, error) {
 			return nil, protocol.Errorf(protocol.CodeInconsistent, "a hidden-probe query whose parts are not all hidden-probe parts; refused")
 		}
 		full[k] = pt.own
+		// Every holder sends the top-k the device signed: an entry
+		// cannot ask for more answers than the device did.
+		if int(pt.msg.TopK) != q.TopK {
+			return nil, protocol.Errorf(protocol.CodeInconsistent, "the entry asked for the top %d of a hidden probe whose device signed for %d; refused", q.TopK, pt.msg.TopK)
+		}
 	}
 	var pairs []string
 	for k := range replicated.Holders {

@@ -2,6 +2,7 @@ package replicated
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"errors"
 	"fmt"
 	"sync"
@@ -30,15 +31,18 @@ import (
 // server sees q or y: a holder sees two uniform shares of y, the decider
 // masked scores in random order, the entry the answer.
 //
-// What is checked: the decider compares the digests of the query shares
-// each holder used with the other holder of each share (an entry that
-// relays a part of another probe is caught), and the entry checks the
-// decider's answer with a tag on each of the two vectors it lacks, keyed
-// by the key it shares with that vector's holder. What is not: the cross
-// terms of z_i are computed by holder i alone, so a deviating holder can
-// shift the scores of rows it chooses (get a chosen row accepted, or a
-// match rejected) without being caught. It still learns nothing of the
-// probe. The checked path, where the holders see y, catches that.
+// What is checked: every holder runs only probes a client of the cluster
+// signed (so an entry cannot make its own), each nonce once; the decider
+// compares the digests of the query shares each holder used with the
+// other holder of each share (an entry that relays a part of another
+// probe is caught), and the entry checks the decider's answer with a tag
+// on each of the two vectors it lacks, keyed by the key it shares with
+// that vector's holder. What is not: the cross terms of z_i are computed
+// by holder i alone, so a deviating holder can shift the scores of rows
+// it chooses (get a chosen row accepted, or a match rejected) without
+// being caught, and a deviating entry, which knows sigma and the masks,
+// can so learn the scores of up to top-k chosen rows of each probe it
+// relays. The checked path, where the holders see y, catches both.
 
 // hiddenProbe (config.ModeSpec.HiddenProbe) makes, at the device's
 // client, each holder's plaintext part of a hidden-probe identify: y =
@@ -96,11 +100,19 @@ type probe[E additive.Elem] struct {
 	digests [2][protocol.DigestSize]byte
 }
 
-// openProbe opens this holder's sealed pair of query shares of the
-// request nonce and digests both shares, bound to the query qid.
-func (h *Holder[E]) openProbe(nonce [16]byte, t int64, part []byte, qid [16]byte) (*probe[E], *protocol.Error) {
-	if perr := h.probes.use(nonce, t, time.Now(), h.env.Self); perr != nil {
+// openProbe checks the device's signature of a hidden probe (request
+// nonce, time, this holder's part among the signed ones), opens the part
+// and digests both shares, bound to the query qid. The nonce is spent
+// only once the part has opened, so nobody can burn a device's nonce with
+// a forged request.
+func (h *Holder[E]) openProbe(nonce [16]byte, t int64, part []byte, a *protocol.ProbeAuth, qid [16]byte) (*probe[E], *protocol.Error) {
+	if perr := h.probes.check(t, time.Now(), h.env.Self); perr != nil {
 		return nil, perr
+	}
+	if !config.OperatorSigned(h.p.ClientKeys(a.Auth.Signer), func(key *ecdsa.PublicKey) bool {
+		return a.VerifyProbe(key, h.p.ClusterID(), nonce, t, h.Self(), part)
+	}) {
+		return nil, protocol.Errorf(protocol.CodeForbidden, "%s: the hidden probe is not signed by a client of this cluster (signer %q), or its part is not the one signed: identify with the cluster's client, which signs with its own key", h.env.Self, a.Auth.Signer)
 	}
 	if h.env.SealKey == nil {
 		return nil, protocol.Errorf(protocol.CodeInternal, "%s has no seal key loaded and cannot open a hidden probe: start it with its home's seal.key", h.env.Self)
@@ -117,6 +129,10 @@ func (h *Holder[E]) openProbe(nonce [16]byte, t int64, part []byte, qid [16]byte
 	case len(pt) != size:
 		clear(pt)
 		return nil, protocol.Errorf(protocol.CodeBadRequest, "%s: its part of the hidden probe holds %d bytes, not two shares of d = %d", h.env.Self, len(pt), d)
+	}
+	if perr := h.probes.use(nonce, t, time.Now(), h.env.Self); perr != nil {
+		clear(pt)
+		return nil, perr
 	}
 	// A fresh, aligned buffer for the element view.
 	e := make([]E, 2*d)
@@ -252,12 +268,13 @@ func (h *Holder[E]) identifyHidden(ctx context.Context, r engine.Request) protoc
 	if err != nil {
 		return protocol.Errorf(protocol.CodeInternal, "%v", err)
 	}
-	pr, perr := h.openProbe(m.Nonce, m.Time, m.Parts[h.Self()], qid)
+	signed := m.Probe()
+	pr, perr := h.openProbe(m.Nonce, m.Time, m.Parts[h.Self()], &signed, qid)
 	if perr != nil {
 		return perr
 	}
 	defer pr.clear()
-	resp, lost := h.runHidden(ctx, m, pr, qid, sigma, topK)
+	resp, lost := h.runHidden(ctx, m, &signed, pr, qid, sigma, topK)
 	if lost != noneDown {
 		name := h.p.Party(lost).Name
 		if h.outage.mark(lost, name, ping(h.env.Net, name)) {
@@ -270,7 +287,7 @@ func (h *Holder[E]) identifyHidden(ctx context.Context, r engine.Request) protoc
 // runHidden asks both helpers, scores, sends this holder's vector and
 // checks the decider's answer. When it fails because a helper could not
 // be reached, lost names that helper.
-func (h *Holder[E]) runHidden(ctx context.Context, m *protocol.HiddenIdentify, pr *probe[E], qid [16]byte, sigma additive.Seed, topK int) (resp protocol.Msg, lost int) {
+func (h *Holder[E]) runHidden(ctx context.Context, m *protocol.HiddenIdentify, signed *protocol.ProbeAuth, pr *probe[E], qid [16]byte, sigma additive.Seed, topK int) (resp protocol.Msg, lost int) {
 	self := h.Self()
 	helpers := [2]int{(self + 1) % replicated.Holders, (self + 2) % replicated.Holders}
 	names := []string{h.p.Party(helpers[0]).Name, h.p.Party(helpers[1]).Name}
@@ -286,7 +303,7 @@ func (h *Holder[E]) runHidden(ctx context.Context, m *protocol.HiddenIdentify, p
 	defer f.cancel()
 	ask := func(v blind.View) {
 		f.askAll(v, func(i int, sealed protocol.Digest) *protocol.BlindQuery {
-			return &protocol.BlindQuery{Query: qid, Sigma: sigma, Digest: sealed, Nonce: m.Nonce, Time: m.Time, Sealed: m.Parts[helpers[i]]}
+			return &protocol.BlindQuery{Query: qid, Sigma: sigma, Digest: sealed, Nonce: m.Nonce, Time: m.Time, Sealed: m.Parts[helpers[i]], Probe: *signed}
 		})
 	}
 	vec, err := h.scoreHidden(pr, &sigma, "", nil, ask)
@@ -314,7 +331,7 @@ func (h *Holder[E]) serveHidden(ctx context.Context, r engine.Request, entry int
 	if m.Down != 0 {
 		return protocol.Errorf(protocol.CodeBadRequest, "a hidden-probe query needs all three holders")
 	}
-	pr, perr := h.openProbe(m.Nonce, m.Time, m.Sealed, m.Query)
+	pr, perr := h.openProbe(m.Nonce, m.Time, m.Sealed, &m.Probe, m.Query)
 	if perr != nil {
 		return perr
 	}
@@ -331,7 +348,7 @@ func (h *Holder[E]) serveHidden(ctx context.Context, r engine.Request, entry int
 	if err != nil {
 		return engine.AsError(err, protocol.CodeInternal)
 	}
-	s, err := h.sendHidden(ctx, m.Query, vec, pr, entry, 1, &key)
+	s, err := h.sendHidden(ctx, m.Query, vec, pr, entry, int(m.Probe.TopK), &key)
 	if err != nil {
 		return engine.AsError(fmt.Errorf("decider: %w", err), protocol.CodeUnavailable)
 	}
@@ -349,19 +366,35 @@ const ProbeWindow = 2 * time.Minute
 const maxProbeNonces = 1 << 20
 
 // probeNonces are the nonces of the hidden probes a holder has opened in
-// the window, with their times.
+// the window, with their times. They live in memory only, so a holder
+// refuses probes made before it started: a restart cannot open the window
+// again for probes it ran before.
 type probeNonces struct {
 	mu      sync.Mutex
 	seen    map[[16]byte]int64
 	pruneAt int
+	start   int64 // Unix seconds at which this holder started
 }
 
-// use admits a probe of (nonce, t) at now, once.
-func (n *probeNonces) use(nonce [16]byte, t int64, now time.Time, self string) *protocol.Error {
+// check refuses a probe whose time is outside the window around now, or
+// before this holder started.
+func (n *probeNonces) check(t int64, now time.Time, self string) *protocol.Error {
 	w := int64(ProbeWindow / time.Second)
 	if d := now.Unix() - t; d > w || d < -w {
 		return protocol.Errorf(protocol.CodeBadRequest, "the probe's time is %d s from %s's clock (window %v): set the device's clock (NTP) and identify again", d, self, ProbeWindow)
 	}
+	if t < n.start {
+		return protocol.Errorf(protocol.CodeUnavailable, "the probe was made before %s started (it runs a probe once, and forgets the probes of its last run): identify again, with a new probe", self)
+	}
+	return nil
+}
+
+// use admits a probe of (nonce, t) at now, once.
+func (n *probeNonces) use(nonce [16]byte, t int64, now time.Time, self string) *protocol.Error {
+	if perr := n.check(t, now, self); perr != nil {
+		return perr
+	}
+	w := int64(ProbeWindow / time.Second)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.seen == nil {
@@ -373,7 +406,9 @@ func (n *probeNonces) use(nonce [16]byte, t int64, now time.Time, self string) *
 				delete(n.seen, k)
 			}
 		}
-		n.pruneAt = max(4096, 2*len(n.seen))
+		// Never above the cap: a full table is pruned on every probe
+		// until the oldest leave the window.
+		n.pruneAt = min(max(4096, 2*len(n.seen)), maxProbeNonces)
 	}
 	if _, dup := n.seen[nonce]; dup {
 		return protocol.Errorf(protocol.CodeForbidden, "%s has seen this hidden probe before (its nonce): a probe runs once; the device must make a new one", self)

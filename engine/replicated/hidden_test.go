@@ -1,6 +1,10 @@
 package replicated_test
 
 import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	crand "crypto/rand"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -30,7 +34,7 @@ func TestHiddenWrongForm(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "hides probes") {
 		t.Fatalf("a template to a hidden-probe cluster: %v", err)
 	}
-	m, err := client.HideProbe(c.p, xs[0], 1)
+	m, err := client.HideProbe(c.p, c.signer("device"), "device", xs[0], 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,15 +56,32 @@ func TestHiddenWrongForm(t *testing.T) {
 func TestHiddenMixedProbes(t *testing.T) {
 	c, xs, _ := hiddenCluster(t)
 	nonce, now := [16]byte{1, 2, 3}, time.Now().Unix()
-	a, err := client.SealProbe(c.p, nonce, now, xs[2], 1)
+	a, err := client.SealProbe(c.p, c.signer("device"), "device", nonce, now, xs[2], 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := client.SealProbe(c.p, nonce, now, xs[2], 1) // the same probe, other shares
+	b, err := client.SealProbe(c.p, c.signer("device"), "device", nonce, now, xs[2], 1) // the same probe, other shares
 	if err != nil {
 		t.Fatal(err)
 	}
 	a.Parts[2] = b.Parts[2]
+	// Mixed by the entry: a part is not the one the device signed.
+	if _, err = network.Call(ctx(t), c.dialer("device"), "p1", a); err == nil || !strings.Contains(err.Error(), "the hidden probe is not signed") {
+		t.Fatalf("parts mixed after signing: %v", err)
+	}
+	// Mixed before signing (a faulty device, or a holder that scores
+	// with another part): the decider catches it.
+	nonce[0]++
+	if a, err = client.SealProbe(c.p, c.signer("device"), "device", nonce, now, xs[2], 1); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = client.SealProbe(c.p, c.signer("device"), "device", nonce, now, xs[2], 1); err != nil {
+		t.Fatal(err)
+	}
+	a.Parts[2] = b.Parts[2]
+	if err := protocol.SignProbe(c.signer("device"), "device", c.p.ClusterID(), a); err != nil {
+		t.Fatal(err)
+	}
 	before := c.counter(c.p.DeciderName(), "idface_repl_refusals_total", "p2/p3")
 	_, err = network.Call(ctx(t), c.dialer("device"), "p1", a)
 	if err == nil || !strings.Contains(err.Error(), "different probes") || !strings.Contains(err.Error(), "p2/p3") || !strings.Contains(err.Error(), "p1/p3") {
@@ -173,8 +194,66 @@ func TestHiddenHolderDown(t *testing.T) {
 	}
 }
 
+// TestHiddenSigned: holders run only probes a client of the cluster
+// signed. Unsigned, signed with a key the cluster does not know, by a
+// name it does not know, or with a part changed after signing: refused,
+// and the refused request does not spend the device's nonce, so the
+// genuine probe of that nonce still runs. An operator's signature is a
+// client's: accepted.
+func TestHiddenSigned(t *testing.T) {
+	c, xs, ids := hiddenCluster(t)
+	d := c.dialer("device")
+	nonce, now := [16]byte{4, 5, 6}, time.Now().Unix()
+	genuine, err := client.SealProbe(c.p, c.signer("device"), "device", nonce, now, xs[4], 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger, err := ecdsa.GenerateKey(elliptic.P256(), crand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forge := func(key crypto.Signer, name string) *protocol.HiddenIdentify {
+		m := *genuine
+		m.Parts = append([][]byte(nil), genuine.Parts...)
+		if err := protocol.SignProbe(key, name, c.p.ClusterID(), &m); err != nil {
+			t.Fatal(err)
+		}
+		return &m
+	}
+	unsigned := *genuine
+	unsigned.Auth.Sig = nil
+	changed := *genuine
+	changed.Parts = append([][]byte(nil), genuine.Parts...)
+	changed.Parts[1] = append([]byte(nil), changed.Parts[1]...)
+	changed.Parts[1][40] ^= 1
+	for name, m := range map[string]*protocol.HiddenIdentify{
+		"unsigned": &unsigned, "a stranger's key": forge(stranger, "device"), "an unknown name": forge(c.signer("device"), "mallory"),
+		"a part changed after signing": &changed,
+	} {
+		for _, entry := range []string{"p1", "p2"} {
+			if _, err := network.Call(ctx(t), d, entry, m); err == nil || !strings.Contains(err.Error(), "not signed by a client of this cluster") {
+				t.Fatalf("%s through %s: %v", name, entry, err)
+			}
+		}
+	}
+	for name, m := range map[string]*protocol.HiddenIdentify{"the device's": genuine, "an operator's": c.mustProbeAs("client", xs[4])} {
+		resp, err := network.Call(ctx(t), d, "p2", m)
+		if err != nil || !resp.(*protocol.IdentifyOK).Accepted || resp.(*protocol.IdentifyOK).Candidates[0].ID != ids[4] {
+			t.Fatalf("%s probe: %v %+v", name, err, resp)
+		}
+	}
+}
+
+func (c *cluster) mustProbeAs(name string, y []float32) *protocol.HiddenIdentify {
+	m, err := client.HideProbe(c.p, c.signer(name), name, y, 1)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return m
+}
+
 func (c *cluster) mustProbe(y []float32) *protocol.HiddenIdentify {
-	m, err := client.HideProbe(c.p, y, 1)
+	m, err := client.HideProbe(c.p, c.signer("device"), "device", y, 1)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -198,7 +277,7 @@ func TestHiddenReplay(t *testing.T) {
 			t.Fatalf("the probe again through %s: %v", entry, err)
 		}
 	}
-	old, err := client.SealProbe(c.p, [16]byte{9}, time.Now().Add(-2*replicated.ProbeWindow).Unix(), xs[3], 1)
+	old, err := client.SealProbe(c.p, c.signer("device"), "device", [16]byte{9}, time.Now().Add(-2*replicated.ProbeWindow).Unix(), xs[3], 1)
 	if err != nil {
 		t.Fatal(err)
 	}
