@@ -50,6 +50,10 @@ type Options struct {
 	Scheme string
 	// Calibration records the target FPIR Tau was chosen for.
 	Calibration *config.Calibration
+	// BatchMax and BatchWait group an entry's concurrent identifies
+	// (config.Literal.BatchMax, BatchWait).
+	BatchMax  int
+	BatchWait time.Duration
 }
 
 // Init writes a new local cluster into dir, built on the same pieces as a
@@ -131,7 +135,8 @@ func Init(dir string, o Options) (_ *config.Params, err error) {
 	var id [16]byte
 	rand.Read(id[:])
 	lit, err := config.Assemble(config.Literal{Mode: o.Mode, Dim: o.Dim, Alpha: o.Alpha, Beta: o.Beta, Tau: o.Tau,
-		RevealScores: o.RevealScores, HideProbes: o.HideProbes, GalleryLevels: o.GalleryLevels, QueryLevels: o.QueryLevels, Scheme: o.Scheme, ClusterID: hex.EncodeToString(id[:]), Calibration: o.Calibration}, descs)
+		RevealScores: o.RevealScores, HideProbes: o.HideProbes, GalleryLevels: o.GalleryLevels, QueryLevels: o.QueryLevels, Scheme: o.Scheme, ClusterID: hex.EncodeToString(id[:]), Calibration: o.Calibration,
+		BatchMax: o.BatchMax, BatchWait: config.Duration(o.BatchWait)}, descs)
 	if err != nil {
 		return nil, err
 	}

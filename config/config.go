@@ -51,7 +51,14 @@ const (
 	DefaultTau     = 0.3
 	DefaultBlock   = 256 << 10 // bytes of one streamed block (docs/DESIGN-NOTES.md)
 	DefaultTimeout = 30 * time.Second
-	DefaultMaxTopK = 10
+	// DefaultBatchMax and DefaultBatchWait: an entry scores up to 32
+	// concurrent identifies in one pass (the dense kernel's batch), holding
+	// the first at most 2 ms for the others.
+	DefaultBatchMax  = 32
+	DefaultBatchWait = 2 * time.Millisecond
+	MaxBatch         = 32
+	maxBatchWait     = 100 * time.Millisecond
+	DefaultMaxTopK   = 10
 )
 
 // Member is a server or a client of the cluster, from its public
@@ -269,6 +276,13 @@ type Literal struct {
 	// device's client computes the query vector and seals each share
 	// holder's shares of it (replicated mode; docs/HIDDEN-PROBES.md).
 	HideProbes bool `json:"hide_probes,omitempty"`
+	// BatchMax is the most concurrent identifies an entry scores in one
+	// pass over its shares, in a mode that batches (hidden probes); 1
+	// turns batching off. Default DefaultBatchMax.
+	BatchMax int `json:"batch_max,omitempty"`
+	// BatchWait is how long an entry holds the first identify of a batch
+	// for others to join; default DefaultBatchWait.
+	BatchWait Duration `json:"batch_wait,omitempty"`
 	// ClusterID (32 hex digits, random at init) binds row-map digests to
 	// this cluster; when empty it is derived from the mode and the names.
 	ClusterID string `json:"cluster_id,omitempty"`
@@ -426,6 +440,12 @@ func New(lit Literal, dir string) (*Params, error) {
 	}
 	if lit.Timeout < Duration(100*time.Millisecond) {
 		return nil, fmt.Errorf("timeout = %v is too short", time.Duration(lit.Timeout))
+	}
+	if lit.BatchMax < 0 || lit.BatchMax > MaxBatch {
+		return nil, fmt.Errorf("batch_max = %d, want 1..%d (1: no batching)", lit.BatchMax, MaxBatch)
+	}
+	if lit.BatchWait < 0 || lit.BatchWait > Duration(maxBatchWait) {
+		return nil, fmt.Errorf("batch_wait = %v, want at most %v: a batch holds its first identify this long", time.Duration(lit.BatchWait), maxBatchWait)
 	}
 	if lit.MaxTopK == 0 {
 		lit.MaxTopK = DefaultMaxTopK

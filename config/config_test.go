@@ -41,6 +41,9 @@ func TestDefaults(t *testing.T) {
 		p.Timeouts().Request != config.DefaultTimeout || p.MaxTopK() != config.DefaultMaxTopK || hemode.Scheme(p) != nil {
 		t.Fatalf("defaults: %+v", p.Literal())
 	}
+	if n, w := p.Batch(); n != config.DefaultBatchMax || w != config.DefaultBatchWait {
+		t.Fatalf("batch %d, %v", n, w)
+	}
 	if p.Threshold() != 44 { // least integer above 0.3*sqrt(341*63) = 43.97
 		t.Fatalf("threshold %d", p.Threshold())
 	}
@@ -76,6 +79,8 @@ func TestRejects(t *testing.T) {
 		"block":       func(l *config.Literal) { l.Block = 10 },
 		"timeout":     func(l *config.Literal) { l.Timeout = config.Duration(time.Millisecond) },
 		"top-k":       func(l *config.Literal) { l.MaxTopK = 5000 },
+		"batch":       func(l *config.Literal) { l.BatchMax = 33 },
+		"batch wait":  func(l *config.Literal) { l.BatchWait = config.Duration(time.Second) },
 		"same name":   func(l *config.Literal) { l.Parties[1].Name = "p1" },
 		"same pin":    func(l *config.Literal) { l.Clients[0].Pin = "pin-p1" },
 		"no addr":     func(l *config.Literal) { l.Parties[1].Addr = "" },

@@ -202,6 +202,19 @@ func (p *Params) Transform() (gallery, query template.Levels) {
 // RevealScores reports a research cluster whose answers carry scores.
 func (p *Params) RevealScores() bool { return p.lit.RevealScores }
 
+// Batch is how an entry groups concurrent identifies in a mode that
+// batches: at most max in one pass, the first held at most wait.
+func (p *Params) Batch() (maxItems int, wait time.Duration) {
+	maxItems, wait = p.lit.BatchMax, time.Duration(p.lit.BatchWait)
+	if maxItems == 0 {
+		maxItems = DefaultBatchMax
+	}
+	if wait == 0 {
+		wait = DefaultBatchWait
+	}
+	return maxItems, wait
+}
+
 // HideProbes reports a cluster whose probes no server sees.
 func (p *Params) HideProbes() bool { return p.lit.HideProbes }
 

@@ -65,7 +65,14 @@ func QueryBound(p *config.Params) int {
 // coefficients of 3 bytes, the down holder, and a hidden probe's nonce
 // and sealed pair of query shares.
 func BlindQueryBound(p *config.Params) int {
-	return 2 + 16 + 32 + digestBytes + 4 + 3*p.Dim() + 1 + 16 + 8 + 4 + queryPartBound(p) + probeAuthBound(p)
+	return 2 + 16 + 32 + digestBytes + 4 + 3*p.Dim() + 1
+}
+
+// HiddenQueryBound is an entry's batch of hidden probes for a helper: the
+// sealed row map and, per probe, ids, nonce, time, the helper's sealed
+// part and the device's signature.
+func HiddenQueryBound(p *config.Params) int {
+	return 2 + digestBytes + 2 + protocol.MaxHiddenBatch*(16+32+16+8+4+queryPartBound(p)+probeAuthBound(p))
 }
 
 // probeAuthBound is a hidden probe's signature with its parts' hashes

@@ -41,6 +41,10 @@ type BenchOptions struct {
 	Scheme  string // mode he: "bgv" (default) or "paillier"
 	// HideProbes: a hidden-probe cluster (mode replicated).
 	HideProbes bool
+	// BatchMax and BatchWait: the cluster's batching of concurrent
+	// identifies (0: the defaults).
+	BatchMax  int
+	BatchWait time.Duration
 	// Clients, when above 1, also runs that many clients identifying at
 	// once (Queries each, every client through its own connection) and
 	// reports identifications per second (BenchResult.IdentifyPerS).
@@ -87,6 +91,10 @@ func deployLocal(ctx context.Context, exe, dir string, o cluster.Options) (*Depl
 type BenchResult struct {
 	Mode       string `json:"mode"`
 	HideProbes bool   `json:"hide_probes,omitempty"`
+	// BatchMax and BatchWaitMS: how the entry grouped concurrent
+	// identifies (hidden probes; the other modes score one by one).
+	BatchMax    int     `json:"batch_max,omitempty"`
+	BatchWaitMS float64 `json:"batch_wait_ms,omitempty"`
 	// Levels, when the transforms are not the paper's T_alpha, T_beta:
 	// "gallery x query" (levels modes).
 	Levels        string  `json:"levels,omitempty"`
@@ -192,7 +200,8 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 			return deployLocal(ctx, o.Exe, dir, co)
 		}
 	}
-	dep, err := deploy(ctx, dir, cluster.Options{Mode: mode, Parties: o.Parties, Dim: o.Dim, Alpha: o.Alpha, Beta: o.Beta, Tau: &tau, Scheme: o.Scheme, HideProbes: o.HideProbes})
+	dep, err := deploy(ctx, dir, cluster.Options{Mode: mode, Parties: o.Parties, Dim: o.Dim, Alpha: o.Alpha, Beta: o.Beta, Tau: &tau, Scheme: o.Scheme, HideProbes: o.HideProbes,
+		BatchMax: o.BatchMax, BatchWait: o.BatchWait})
 	if err != nil {
 		return nil, err
 	}
@@ -208,6 +217,10 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 	res := &BenchResult{Mode: string(cfg.Mode()), Parties: cfg.Mu(), IDs: o.IDs, Alpha: cfg.Alpha(), Beta: cfg.Beta(), HideProbes: cfg.HideProbes()}
 	if g, q := cfg.Transform(); g.L() > 1 || q.L() > 1 {
 		res.Levels = g.String() + " x " + q.String()
+	}
+	if cfg.HideProbes() {
+		n, w := cfg.Batch()
+		res.BatchMax, res.BatchWaitMS = n, float64(w)/float64(time.Millisecond)
 	}
 	// A mode whose rows are in encrypted groups (he) derives its scheme.
 	if hp, ok := cfg.Derived().(interface {

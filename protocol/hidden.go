@@ -68,7 +68,7 @@ func (m *HiddenIdentify) unmarshal(d *wire.Dec) {
 }
 
 // ProbeAuth is what a helper needs of a hidden probe beyond its own part
-// to check the device's signature (BlindQuery.Probe): the top-k asked and
+// to check the device's signature (HiddenItem.Probe): the top-k asked and
 // the hashes of every holder's part, in party order.
 type ProbeAuth struct {
 	TopK   uint16
@@ -159,4 +159,109 @@ func QueryContext(nonce [16]byte, time int64) []byte {
 	binary.BigEndian.PutUint64(t[:], uint64(time))
 	h.Write(t[:])
 	return h.Sum(nil)
+}
+
+// MaxHiddenBatch bounds the probes of one HiddenQuery (the dense kernel
+// scores this many in one pass: additive.MaxDenseBatch).
+const MaxHiddenBatch = 32
+
+// HiddenQuery is an entry's batch of hidden probes for one helper: the
+// row map the entry scored them on (sealed for the helper) and, for each
+// probe, what the helper needs to open, check and score its part. The
+// helper scores the batch in one pass over its shares and sends each
+// probe's vector to the decider on its own.
+type HiddenQuery struct {
+	Digest Digest
+	Items  []HiddenItem
+}
+
+// HiddenItem is one probe of a HiddenQuery: the query id and sigma (as
+// in BlindQuery), the device's request nonce and time, this helper's
+// sealed pair of query shares, and the device's signature with every
+// part's hash.
+type HiddenItem struct {
+	Query  [16]byte
+	Sigma  [32]byte
+	Nonce  [16]byte
+	Time   int64
+	Sealed []byte
+	Probe  ProbeAuth
+}
+
+func (m *HiddenQuery) Type() Type { return THiddenQuery }
+func (m *HiddenQuery) marshal(e *wire.Enc) {
+	m.Digest.marshal(e)
+	e.U16(uint16(len(m.Items)))
+	for i := range m.Items {
+		it := &m.Items[i]
+		e.Raw(it.Query[:])
+		e.Raw(it.Sigma[:])
+		e.Raw(it.Nonce[:])
+		e.U64(uint64(it.Time))
+		e.Bytes32(it.Sealed)
+		it.Probe.marshal(e)
+	}
+}
+func (m *HiddenQuery) unmarshal(d *wire.Dec) {
+	m.Digest.unmarshal(d)
+	n := int(d.U16())
+	if d.Err == nil && (n < 1 || n > MaxHiddenBatch) {
+		d.Fail("a batch of %d hidden probes (1..%d)", n, MaxHiddenBatch)
+		return
+	}
+	m.Items = make([]HiddenItem, n)
+	for i := range m.Items {
+		it := &m.Items[i]
+		d.Fixed(it.Query[:])
+		d.Fixed(it.Sigma[:])
+		d.Fixed(it.Nonce[:])
+		it.Time = int64(d.U64())
+		it.Sealed = d.Bytes32(MaxQueryPart)
+		it.Probe.unmarshal(d)
+		if d.Err == nil && (len(it.Sealed) == 0 || it.Probe.Auth.Nonce != it.Nonce) {
+			d.Fail("hidden probe %d: no sealed part, or signed for another nonce", i)
+		}
+	}
+}
+
+// HiddenQueryOK is a helper's answer to a HiddenQuery, one result per
+// probe in order: the bytes it moved with the decider for that probe, or
+// why it did not score it (then nothing of the probe reached the decider
+// from this helper).
+type HiddenQueryOK struct {
+	Items []HiddenResult
+}
+
+// HiddenResult is one probe's result at a helper: Err is nil when the
+// helper scored the probe and sent its vector.
+type HiddenResult struct {
+	Bytes uint64
+	Err   *Error
+}
+
+func (m *HiddenQueryOK) Type() Type { return THiddenQueryOK }
+func (m *HiddenQueryOK) marshal(e *wire.Enc) {
+	e.U16(uint16(len(m.Items)))
+	for _, it := range m.Items {
+		e.U64(it.Bytes)
+		if it.Err == nil {
+			e.U16(0)
+			continue
+		}
+		it.Err.marshal(e)
+	}
+}
+func (m *HiddenQueryOK) unmarshal(d *wire.Dec) {
+	n := int(d.U16())
+	if d.Err == nil && n > MaxHiddenBatch {
+		d.Fail("%d results for a batch of at most %d", n, MaxHiddenBatch)
+		return
+	}
+	m.Items = make([]HiddenResult, n)
+	for i := range m.Items {
+		m.Items[i].Bytes = d.U64()
+		if c := Code(d.U16()); c != 0 {
+			m.Items[i].Err = &Error{Code: c, Msg: d.Str(MaxMessage)}
+		}
+	}
 }

@@ -33,7 +33,9 @@ var ErrMalformed = wire.ErrMalformed
 // and Next, IdentifyOK.Degraded). Version 5: hidden probes
 // (HiddenIdentify; BlindQuery.Nonce and Sealed; ReplShare.Hidden and
 // QueryDigests; ReplResult's second values and tags). Version 6: hidden
-// probes are signed by the device (HiddenIdentify.Auth, BlindQuery.Probe).
+// probes are signed by the device (HiddenIdentify.Auth), and an entry
+// asks a helper for a batch of them (HiddenQuery, HiddenQueryOK; the
+// hidden-probe fields of BlindQuery went there).
 const Version = 6
 
 // Limits on what a peer or a client may send.
@@ -100,6 +102,8 @@ const (
 	TReshareOK      Type = 54
 	// Hidden probes (replicated mode, protocol/hidden.go).
 	THiddenIdentify Type = 55
+	THiddenQuery    Type = 56
+	THiddenQueryOK  Type = 57
 )
 
 // registry makes an empty message of each type.
@@ -143,6 +147,8 @@ var registry = map[Type]func() Msg{
 	TReshareRequest:   func() Msg { return &ReshareRequest{} },
 	TReshareOK:        func() Msg { return &ReshareOK{} },
 	THiddenIdentify:   func() Msg { return &HiddenIdentify{} },
+	THiddenQuery:      func() Msg { return &HiddenQuery{} },
+	THiddenQueryOK:    func() Msg { return &HiddenQueryOK{} },
 }
 
 // Types lists every message type in number order (tests, golden files).

@@ -360,14 +360,6 @@ type BlindQuery struct {
 	// sending every share's vector between them (engine/replicated). 0
 	// otherwise, and always in blind mode.
 	Down uint8
-	// Nonce, Time and Sealed, in a hidden-probe query (replicated mode),
-	// are the device's request nonce and time and this helper's sealed
-	// pair of query shares; Pos and Coef are then empty. Probe is the
-	// device's signature of the probe, with every part's hash.
-	Nonce  [16]byte
-	Time   int64
-	Sealed []byte
-	Probe  ProbeAuth
 }
 
 func (m *BlindQuery) Type() Type { return TBlindQuery }
@@ -381,10 +373,6 @@ func (m *BlindQuery) marshal(e *wire.Enc) {
 		e.U8(uint8(m.Coef[i]))
 	}
 	e.U8(m.Down)
-	e.Raw(m.Nonce[:])
-	e.U64(uint64(m.Time))
-	e.Bytes32(m.Sealed)
-	m.Probe.marshal(e)
 }
 func (m *BlindQuery) unmarshal(d *wire.Dec) {
 	d.Fixed(m.Query[:])
@@ -401,16 +389,6 @@ func (m *BlindQuery) unmarshal(d *wire.Dec) {
 	m.Down = d.U8()
 	if d.Err == nil && m.Down > MaxParties {
 		d.Fail("down holder %d", m.Down)
-	}
-	d.Fixed(m.Nonce[:])
-	m.Time = int64(d.U64())
-	m.Sealed = d.Bytes32(MaxQueryPart)
-	m.Probe.unmarshal(d)
-	if d.Err == nil && len(m.Sealed) > 0 && n > 0 {
-		d.Fail("a hidden-probe query with %d public coefficients", n)
-	}
-	if d.Err == nil && len(m.Sealed) == 0 && (m.Nonce != [16]byte{} || m.Time != 0 || len(m.Probe.Hashes) > 0 || len(m.Probe.Auth.Sig) > 0) {
-		d.Fail("a nonce, time or probe signature in a query without a sealed part")
 	}
 }
 

@@ -55,8 +55,11 @@ func samples() []Msg {
 		&ReshareRequest{},
 		&ReshareOK{Epoch: 3, Rows: 9},
 		&HiddenIdentify{TopK: 2, Nonce: [16]byte{9}, Time: 1_790_000_000, Parts: [][]byte{{1}, {2, 3}, {4}}, Auth: Auth{Signer: "device", Nonce: [16]byte{9}, Sig: []byte{4, 5}}},
-		&BlindQuery{Query: [16]byte{7}, Sigma: [32]byte{8}, Digest: Digest{{Rows: 2, Live: 2}}, Nonce: [16]byte{3}, Time: 1_790_000_001, Sealed: []byte{5, 6, 7},
-			Probe: ProbeAuth{TopK: 2, Hashes: [][32]byte{{1}, {2}, {3}}, Auth: Auth{Signer: "device", Nonce: [16]byte{3}, Sig: []byte{6}}}},
+		&HiddenQuery{Digest: Digest{{Rows: 2, Live: 2}}, Items: []HiddenItem{
+			{Query: [16]byte{7}, Sigma: [32]byte{8}, Nonce: [16]byte{3}, Time: 1_790_000_001, Sealed: []byte{5, 6, 7},
+				Probe: ProbeAuth{TopK: 2, Hashes: [][32]byte{{1}, {2}, {3}}, Auth: Auth{Signer: "device", Nonce: [16]byte{3}, Sig: []byte{6}}}},
+			{Query: [16]byte{8}, Nonce: [16]byte{4}, Time: 1_790_000_002, Sealed: []byte{1}, Probe: ProbeAuth{TopK: 1, Auth: Auth{Signer: "d", Nonce: [16]byte{4}}}}}},
+		&HiddenQueryOK{Items: []HiddenResult{{Bytes: 7}, {Err: &Error{Code: CodeForbidden, Msg: "no"}}}},
 		&ReplShare{Query: [16]byte{4}, Rows: 10, Bits: 8, TopK: 1, Entry: 1, Tags: true, Hidden: true, QueryDigests: [2][32]byte{{1}, {2}}},
 		&ReplResult{Positions: []uint32{5}, Values: []uint16{1}, Tags: []uint32{2}, Values2: []uint16{7}, Tags2: []uint32{8}},
 		&Prepare{Txn: TxnID{7}, Origin: 1, Dim: 8, Base: 2, Ops: []Op{{Kind: OpReplace, Seq: 0, ID: "a"}, {Kind: OpReplace, Seq: 1, ID: "b", Share: []byte{1, 2}}}, Reshare: &Reshare{Epoch: 2, Key: [32]byte{5}}},

@@ -165,6 +165,7 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 	metrics := fs.Bool("metrics", false, "give every server a loopback /metrics address")
 	reveal := fs.Bool("reveal-scores", false, "research cluster: identify answers with scores and candidates below the threshold (never for a deployment: scores for chosen probes reconstruct templates)")
 	hide := hideProbesFlag(fs)
+	batch := addBatchFlags(fs)
 	levels := addLevelFlags(fs)
 	scheme := addSchemeFlag(fs)
 	asJSON := fs.Bool("json", false, "print one JSON object")
@@ -191,7 +192,8 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 	}
 	cfg, err := cluster.Init(*dir, cluster.Options{Mode: m, Parties: *parties, Devices: *devices, Dim: lit.Dim,
 		Alpha: lit.Alpha, Beta: lit.Beta, Tau: lit.Tau, Host: *host, Force: *force, Metrics: *metrics, RevealScores: *reveal, HideProbes: *hide,
-		GalleryLevels: lit.GalleryLevels, QueryLevels: lit.QueryLevels, Scheme: *scheme, Calibration: lit.Calibration})
+		GalleryLevels: lit.GalleryLevels, QueryLevels: lit.QueryLevels, Scheme: *scheme, Calibration: lit.Calibration,
+		BatchMax: *batch.max, BatchWait: *batch.wait})
 	if err != nil {
 		return err
 	}
@@ -260,6 +262,20 @@ type levelFlags struct{ gallery, query *string }
 // assemble' (config.Literal.HideProbes).
 func hideProbesFlag(fs *flag.FlagSet) *bool {
 	return fs.Bool("hide-probes", false, "mode replicated: devices seal the query's shares to the holders, so no server sees a probe (docs/HIDDEN-PROBES.md); every holder must be up to answer")
+}
+
+// batchFlags are --batch-max and --batch-wait (config.Literal.BatchMax,
+// BatchWait): how an entry groups concurrent identifies into one pass.
+type batchFlags struct {
+	max  *int
+	wait *time.Duration
+}
+
+func addBatchFlags(fs *flag.FlagSet) batchFlags {
+	return batchFlags{
+		max:  fs.Int("batch-max", 0, fmt.Sprintf("most concurrent identifies an entry scores in one pass, where the mode batches (hidden probes); 1: no batching (default %d)", config.DefaultBatchMax)),
+		wait: fs.Duration("batch-wait", 0, fmt.Sprintf("how long an entry holds the first identify of a batch for others (default %v)", config.DefaultBatchWait)),
+	}
 }
 
 func addLevelFlags(fs *flag.FlagSet) levelFlags {

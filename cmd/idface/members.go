@@ -259,6 +259,12 @@ func carryOver(old, given config.Literal, set map[string]bool, path string) (con
 	if set["max-top-k"] {
 		lit.MaxTopK = given.MaxTopK
 	}
+	if set["batch-max"] {
+		lit.BatchMax = given.BatchMax
+	}
+	if set["batch-wait"] {
+		lit.BatchWait = given.BatchWait
+	}
 	lit.Serial = old.Serial + 1
 	return lit, nil
 }
@@ -285,6 +291,7 @@ func clusterAssemble(args []string, stdout, stderr io.Writer) error {
 	cal := calibrationFlag(fs)
 	reveal := fs.Bool("reveal-scores", false, "research cluster: answers carry scores")
 	hide := hideProbesFlag(fs)
+	batch := addBatchFlags(fs)
 	timeout := fs.Duration("timeout", config.DefaultTimeout, "request timeout between servers")
 	topK := fs.Int("max-top-k", config.DefaultMaxTopK, "most candidates one identify may return")
 	metrics := fs.String("metrics-addr", "", "loopback /metrics address for the servers whose descriptor names none (each server's descriptor names its own: 'party init --metrics-addr')")
@@ -318,6 +325,7 @@ func clusterAssemble(args []string, stdout, stderr io.Writer) error {
 		descs = append(descs, d)
 	}
 	settings := config.Literal{Mode: m, Dim: *dim, Alpha: *alpha, Beta: *beta, Tau: tau, RevealScores: *reveal, HideProbes: *hide,
+		BatchMax: *batch.max, BatchWait: config.Duration(*batch.wait),
 		Timeout: config.Duration(*timeout), MaxTopK: *topK, GalleryLevels: *levels.gallery, QueryLevels: *levels.query, Scheme: *scheme, Serial: 1}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

@@ -93,7 +93,7 @@ func (v View) Locate(row int) (seg, seq int, live bool) {
 
 // Ask sends a helper the query and returns its reply and the bytes of the
 // stream both ways. A cancelled query stops waiting at once.
-func Ask(ctx context.Context, d network.Dialer, name string, bq *protocol.BlindQuery) (protocol.Msg, uint64, error) {
+func Ask(ctx context.Context, d network.Dialer, name string, bq protocol.Msg) (protocol.Msg, uint64, error) {
 	s, err := d.Open(ctx, name)
 	if err != nil {
 		return nil, 0, err

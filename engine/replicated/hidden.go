@@ -167,25 +167,41 @@ func (h *Holder[E]) snapshot(from string, want protocol.Digest, started func(bli
 	return v, nil
 }
 
-// scoreHidden computes this holder's permuted, masked product share
-// pi(z_i) + m_i of every committed row.
-func (h *Holder[E]) scoreHidden(pr *probe[E], sigma *additive.Seed, from string, want protocol.Digest, started func(blind.View)) (*vectors[E], error) {
+// scoreHidden computes this holder's permuted, masked product shares
+// pi(z_i) + m_i of every committed row for a batch of probes, each with
+// its sigma, in one pass over the shares (additive.ScoreDenseBatch).
+func (h *Holder[E]) scoreHidden(prs []*probe[E], sigmas []*additive.Seed, from string, want protocol.Digest, started func(blind.View)) ([]*vectors[E], error) {
 	t0 := time.Now()
 	v, err := h.snapshot(from, want, started)
 	if err != nil {
 		return nil, err
 	}
-	own, next := replicated.ProductCoefficients(pr.y)
-	defer clear(own)
 	n := v.Rows()
-	z := make([]E, n)
+	zs, coef := make([][]E, len(prs)), make([][2][]E, len(prs))
+	for q, pr := range prs {
+		own, next := replicated.ProductCoefficients(pr.y)
+		coef[q], zs[q] = [2][]E{own, next}, make([]E, n)
+	}
+	defer func() {
+		for q := range coef {
+			clear(coef[q][0])
+		}
+	}()
+	outs, terms := make([][]E, len(prs)), make([][]additive.DenseTerm[E], len(prs))
 	for s := range v.Digest {
 		if v.Digest[s].Rows == 0 {
 			continue
 		}
 		st := h.Shares(s)
-		terms := []additive.DenseTerm[E]{{S: st.own, Y: own}, {S: st.next, Y: next}}
-		if err = additive.ScoreDense(z[v.Off[s]:v.Off[s+1]], terms, 0, v.Off[s+1]-v.Off[s], 0); err != nil {
+		for q := range prs {
+			outs[q] = zs[q][v.Off[s]:v.Off[s+1]]
+			terms[q] = []additive.DenseTerm[E]{{S: st.own, Y: coef[q][0]}, {S: st.next, Y: coef[q][1]}}
+		}
+		for a := 0; a < len(prs) && err == nil; a += additive.MaxDenseBatch {
+			b := min(a+additive.MaxDenseBatch, len(prs))
+			err = additive.ScoreDenseBatch(outs[a:b], terms[a:b], 0, v.Off[s+1]-v.Off[s], 0)
+		}
+		if err != nil {
 			break
 		}
 	}
@@ -194,15 +210,18 @@ func (h *Holder[E]) scoreHidden(pr *probe[E], sigma *additive.Seed, from string,
 		return nil, err
 	}
 	t1 := time.Now()
-	out := &vectors[E]{View: v, own: make([]E, n)}
+	vecs := make([]*vectors[E], len(prs))
 	perm := h.permuter()
 	defer h.perms.Put(perm)
-	if err := additive.PermuteMask(perm, out.own, z, out.Live, sigma, h.Self(), replicated.Holders); err != nil {
-		return nil, err
+	for q := range prs {
+		vecs[q] = &vectors[E]{View: v, own: make([]E, n)}
+		if err := additive.PermuteMask(perm, vecs[q].own, zs[q], v.Live, sigmas[q], h.Self(), replicated.Holders); err != nil {
+			return nil, err
+		}
 	}
 	h.m.score.Add(t1.Sub(t0).Seconds())
 	h.m.permute.Add(time.Since(t1).Seconds())
-	return out, nil
+	return vecs, nil
 }
 
 // sendHidden sends this holder's product-share vector to the decider,
@@ -243,15 +262,34 @@ func (h *Holder[E]) identifyPlain(ctx context.Context, r engine.Request) protoco
 	return h.identify(ctx, r)
 }
 
-// identifyHidden runs a hidden-probe query as the entry. Every holder
-// must be up: the product needs all three shares' cross terms.
+// hiddenJob is one hidden probe at the entry: the device's request, its
+// signature, this holder's opened part, and the query's id and sigma.
+type hiddenJob[E additive.Elem] struct {
+	m      *protocol.HiddenIdentify
+	signed protocol.ProbeAuth
+	pr     *probe[E]
+	qid    [16]byte
+	sigma  additive.Seed
+}
+
+// hiddenDone is a hidden probe's answer, and the helper that could not
+// be reached when that is why it failed (else noneDown).
+type hiddenDone struct {
+	resp protocol.Msg
+	lost int
+}
+
+// identifyHidden runs a hidden-probe query as the entry: it checks the
+// request and opens this holder's part, then the probe joins a batch
+// (engine.Batcher: concurrent probes share one pass over the shares, here
+// and at the helpers). Every holder must be up: the product needs all
+// three shares' cross terms.
 func (h *Holder[E]) identifyHidden(ctx context.Context, r engine.Request) protocol.Msg {
 	m := r.Msg.(*protocol.HiddenIdentify)
 	if !h.p.HideProbes() {
 		return protocol.Errorf(protocol.CodeBadRequest, "this cluster does not hide probes: identify with a template (the client's configuration is not this cluster's)")
 	}
-	topK := int(m.TopK)
-	if perr := engine.CheckTopK(h.p.Params, topK); perr != nil {
+	if perr := engine.CheckTopK(h.p.Params, int(m.TopK)); perr != nil {
 		return perr
 	}
 	if len(m.Parts) != replicated.Holders {
@@ -260,99 +298,217 @@ func (h *Holder[E]) identifyHidden(ctx context.Context, r engine.Request) protoc
 	if down := h.outage.current(); down != noneDown {
 		return protocol.Errorf(protocol.CodeUnavailable, "%s is down, and a hidden probe needs all three share holders; retry once it is back", h.p.Party(down).Name)
 	}
-	var qid [16]byte
+	job := &hiddenJob[E]{m: m, signed: m.Probe()}
 	sigma, err := additive.NewSeed(h.env.RandReader())
 	if err == nil {
-		_, err = h.env.RandReader().Read(qid[:])
+		_, err = h.env.RandReader().Read(job.qid[:])
 	}
 	if err != nil {
 		return protocol.Errorf(protocol.CodeInternal, "%v", err)
 	}
-	signed := m.Probe()
-	pr, perr := h.openProbe(m.Nonce, m.Time, m.Parts[h.Self()], &signed, qid)
+	job.sigma = sigma
+	pr, perr := h.openProbe(m.Nonce, m.Time, m.Parts[h.Self()], &job.signed, job.qid)
 	if perr != nil {
 		return perr
 	}
-	defer pr.clear()
-	resp, lost := h.runHidden(ctx, m, &signed, pr, qid, sigma, topK)
-	if lost != noneDown {
-		name := h.p.Party(lost).Name
-		if h.outage.mark(lost, name, ping(h.env.Net, name)) {
+	job.pr = pr
+	done, err := h.hidden.Do(ctx, job) // the batch clears the probe
+	if err != nil {
+		return engine.AsError(err, protocol.CodeUnavailable)
+	}
+	if done.lost != noneDown {
+		name := h.p.Party(done.lost).Name
+		if h.outage.mark(done.lost, name, ping(h.env.Net, name)) {
 			h.env.Log.Warn("a share holder cannot be reached; hidden probes are refused until it is back", "holder", name)
 		}
 	}
-	return resp
+	return done.resp
 }
 
-// runHidden asks both helpers, scores, sends this holder's vector and
-// checks the decider's answer. When it fails because a helper could not
-// be reached, lost names that helper.
-func (h *Holder[E]) runHidden(ctx context.Context, m *protocol.HiddenIdentify, signed *protocol.ProbeAuth, pr *probe[E], qid [16]byte, sigma additive.Seed, topK int) (resp protocol.Msg, lost int) {
+// runHidden runs a batch of hidden probes as the entry: it asks each
+// helper for the whole batch in one request, scores the batch in one
+// pass, and then, for each probe on its own, sends its vector to the
+// decider and checks the answer. A probe fails alone when a helper
+// refuses it (its part, say); every probe fails when a helper cannot be
+// reached, naming it.
+func (h *Holder[E]) runHidden(ctx context.Context, jobs []*hiddenJob[E]) []hiddenDone {
+	h.m.batches.Inc()
+	h.m.batched.Add(float64(len(jobs)))
+	out := make([]hiddenDone, len(jobs))
+	defer func() {
+		for _, j := range jobs {
+			j.pr.clear()
+		}
+	}()
 	self := h.Self()
 	helpers := [2]int{(self + 1) % replicated.Holders, (self + 2) % replicated.Holders}
 	names := []string{h.p.Party(helpers[0]).Name, h.p.Party(helpers[1]).Name}
-	var keys [2][32]byte
-	for i, name := range names {
-		key, err := h.entryTagKey(name, qid)
-		if err != nil {
-			return protocol.Errorf(protocol.CodeUnavailable, "%v", err), noneDown
+	keys := make([][2][32]byte, len(jobs))
+	fs := make([]*fanout, len(jobs))
+	for q, j := range jobs {
+		for i, name := range names {
+			key, err := h.entryTagKey(name, j.qid)
+			if err != nil {
+				for q := range out {
+					out[q] = hiddenDone{protocol.Errorf(protocol.CodeUnavailable, "%v", err), noneDown}
+				}
+				return out
+			}
+			keys[q][i] = key
 		}
-		keys[i] = key
+		fs[q] = h.newFanout(ctx, names)
+		fs[q].wg.Add(len(names))
+		defer fs[q].cancel()
 	}
-	f := h.newFanout(ctx, names)
-	defer f.cancel()
+	asked := false
 	ask := func(v blind.View) {
-		f.askAll(v, func(i int, sealed protocol.Digest) *protocol.BlindQuery {
-			return &protocol.BlindQuery{Query: qid, Sigma: sigma, Digest: sealed, Nonce: m.Nonce, Time: m.Time, Sealed: m.Parts[helpers[i]], Probe: *signed}
+		asked = true
+		for i, name := range names {
+			hq := &protocol.HiddenQuery{Items: make([]protocol.HiddenItem, len(jobs))}
+			var sealErr error
+			sealed, perr := h.SealFor(name, v.Digest)
+			if perr != nil { // a *protocol.Error; never a typed nil in sealErr
+				sealErr = perr
+			}
+			for q, j := range jobs {
+				hq.Items[q] = protocol.HiddenItem{Query: j.qid, Sigma: j.sigma, Nonce: j.m.Nonce, Time: j.m.Time, Sealed: j.m.Parts[helpers[i]], Probe: j.signed}
+			}
+			hq.Digest = sealed
+			go h.askHidden(ctx, i, name, hq, fs, sealErr)
+		}
+	}
+	prs, sigmas := make([]*probe[E], len(jobs)), make([]*additive.Seed, len(jobs))
+	for q, j := range jobs {
+		prs[q], sigmas[q] = j.pr, &j.sigma
+	}
+	vecs, scored := h.scoreHidden(prs, sigmas, "", nil, ask)
+	if !asked { // no helper will answer: release the fanouts' waits
+		for _, f := range fs {
+			f.wg.Add(-len(names))
+		}
+	}
+	var wg sync.WaitGroup
+	for q, j := range jobs {
+		wg.Go(func() {
+			var vec *vectors[E]
+			if scored == nil {
+				vec = vecs[q]
+			}
+			out[q] = h.finishHidden(fs[q], scored, vec, j, keys[q])
 		})
 	}
-	vec, err := h.scoreHidden(pr, &sigma, "", nil, ask)
-	res, total, perr := f.finish(err, func(ctx context.Context) (*network.Stream, error) {
-		return h.sendHidden(ctx, qid, vec, pr, self, topK, nil)
+	wg.Wait()
+	return out
+}
+
+// askHidden sends helper i the batch and records its result for each
+// probe in that probe's fanout (sealing the row map failed: sealErr).
+func (h *Holder[E]) askHidden(ctx context.Context, i int, name string, hq *protocol.HiddenQuery, fs []*fanout, sealErr error) {
+	var ok *protocol.HiddenQueryOK
+	var n uint64
+	err := sealErr
+	if err == nil {
+		var resp protocol.Msg
+		resp, n, err = blind.Ask(ctx, h.env.Net, name, hq)
+		if err == nil {
+			var isOK bool
+			if ok, isOK = resp.(*protocol.HiddenQueryOK); !isOK || len(ok.Items) != len(fs) {
+				err = fmt.Errorf("%s answered a batch of %d hidden probes with %v", name, len(fs), resp.Type())
+			}
+		}
+	}
+	for q, f := range fs {
+		switch {
+		case err != nil:
+			f.fail(name, err)
+		case ok.Items[q].Err != nil:
+			f.fail(name, ok.Items[q].Err)
+		default: // the batch's request bytes, shared
+			f.oks[i] = &protocol.ReplQueryOK{Bytes: ok.Items[q].Bytes + n/uint64(len(fs))}
+		}
+		f.wg.Done()
+	}
+}
+
+// finishHidden sends one probe's vector to the decider, and checks and
+// answers the decider's result.
+func (h *Holder[E]) finishHidden(f *fanout, scored error, vec *vectors[E], j *hiddenJob[E], keys [2][32]byte) hiddenDone {
+	topK := int(j.m.TopK)
+	res, total, perr := f.finish(scored, func(ctx context.Context) (*network.Stream, error) {
+		return h.sendHidden(ctx, j.qid, vec, j.pr, h.Self(), topK, nil)
 	})
 	if perr != nil {
-		return perr, f.lost
+		return hiddenDone{perr, f.lost}
 	}
 	lacking := []tagged{{res.Values, res.Tags, &keys[0]}, {res.Values2, res.Tags2, &keys[1]}}
 	scores, perr := h.check(res, vec.Rows(), func(p int) E { return vec.own[p] }, lacking, topK)
 	if perr != nil {
-		return perr, noneDown
+		return hiddenDone{perr, noneDown}
 	}
-	return h.answer(res, scores, vec.View, &sigma, topK, total, false), noneDown
+	return hiddenDone{h.answer(res, scores, vec.View, &j.sigma, topK, total, false), noneDown}
 }
 
-// serveHidden answers an entry's hidden-probe query as a helper: open its
-// part, check the row maps, send its vector and tags to the decider.
-func (h *Holder[E]) serveHidden(ctx context.Context, r engine.Request, entry int) protocol.Msg {
-	m := r.Msg.(*protocol.BlindQuery)
-	if !h.p.HideProbes() {
+// serveHidden answers an entry's batch of hidden probes as a helper: open
+// and check each probe's part (a probe refused here fails alone), check
+// the row maps, score the batch in one pass and send each probe's vector
+// and tags to the decider.
+func (h *Holder[E]) serveHidden(ctx context.Context, r engine.Request) protocol.Msg {
+	m := r.Msg.(*protocol.HiddenQuery)
+	entry := h.p.PartyIndex(r.From.Name)
+	switch {
+	case entry < 0 || entry == h.Self():
+		return protocol.Errorf(protocol.CodeForbidden, "only another share holder sends a query")
+	case !h.p.HideProbes():
 		return protocol.Errorf(protocol.CodeBadRequest, "a hidden-probe query in a cluster that does not hide probes")
 	}
-	if m.Down != 0 {
-		return protocol.Errorf(protocol.CodeBadRequest, "a hidden-probe query needs all three holders")
+	ok := &protocol.HiddenQueryOK{Items: make([]protocol.HiddenResult, len(m.Items))}
+	var prs []*probe[E]
+	var sigmas []*additive.Seed
+	var at []int // the items opened, in order
+	defer func() {
+		for _, pr := range prs {
+			pr.clear()
+		}
+	}()
+	for q := range m.Items {
+		it := &m.Items[q]
+		pr, perr := h.openProbe(it.Nonce, it.Time, it.Sealed, &it.Probe, it.Query)
+		if perr != nil {
+			ok.Items[q].Err = perr
+			continue
+		}
+		sigma := additive.Seed(it.Sigma)
+		prs, sigmas, at = append(prs, pr), append(sigmas, &sigma), append(at, q)
 	}
-	pr, perr := h.openProbe(m.Nonce, m.Time, m.Sealed, &m.Probe, m.Query)
-	if perr != nil {
-		return perr
+	if len(prs) == 0 {
+		return ok
 	}
-	defer pr.clear()
 	if err := h.AwaitDigest(ctx, r.From.Name, m.Digest); err != nil {
 		return err
 	}
-	key, err := h.entryTagKey(r.From.Name, m.Query)
-	if err != nil {
-		return protocol.Errorf(protocol.CodeUnavailable, "%v", err)
-	}
-	sigma := additive.Seed(m.Sigma)
-	vec, err := h.scoreHidden(pr, &sigma, r.From.Name, m.Digest, nil)
+	vecs, err := h.scoreHidden(prs, sigmas, r.From.Name, m.Digest, nil)
 	if err != nil {
 		return engine.AsError(err, protocol.CodeInternal)
 	}
-	s, err := h.sendHidden(ctx, m.Query, vec, pr, entry, int(m.Probe.TopK), &key)
-	if err != nil {
-		return engine.AsError(fmt.Errorf("decider: %w", err), protocol.CodeUnavailable)
+	var wg sync.WaitGroup
+	for x, q := range at {
+		it := &m.Items[q]
+		wg.Go(func() {
+			key, err := h.entryTagKey(r.From.Name, it.Query)
+			if err != nil {
+				ok.Items[q].Err = protocol.Errorf(protocol.CodeUnavailable, "%v", err)
+				return
+			}
+			s, err := h.sendHidden(ctx, it.Query, vecs[x], prs[x], entry, int(it.Probe.TopK), &key)
+			if err != nil {
+				ok.Items[q].Err = engine.AsError(fmt.Errorf("decider: %w", err), protocol.CodeUnavailable)
+				return
+			}
+			ok.Items[q].Bytes = blind.AwaitAck(s, h.p.DeciderName(), h.env.Log)
+		})
 	}
-	return &protocol.ReplQueryOK{Bytes: blind.AwaitAck(s, h.p.DeciderName(), h.env.Log)}
+	wg.Wait()
+	return ok
 }
 
 // ProbeWindow is how far a hidden probe's time may be from a holder's

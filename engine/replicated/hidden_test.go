@@ -7,6 +7,7 @@ import (
 	crand "crypto/rand"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -105,15 +106,14 @@ func TestHiddenTampering(t *testing.T) {
 		t.Fatalf("honest query: %v %+v", err, honest)
 	}
 	r := rand.New(rand.NewPCG(21, 22))
-	// Entry to helper: the BlindQuery ends with the nonce, the part's
-	// length and the part; alter bytes of the nonce and of the part.
-	bq := len(protocol.Marshal(&protocol.BlindQuery{Digest: protocol.Digest{{}, {}, {}}}))
+	// Entry to helper: a HiddenQuery of one probe; after its header the
+	// item's query id and sigma, then the nonce, time, the part's length,
+	// the part and the device's signature. Alter bytes from the nonce to
+	// the end of the part.
+	hq := 4 + len(protocol.Marshal(&protocol.HiddenQuery{Digest: protocol.Digest{{}, {}, {}}}))
 	part := len(c.mustProbe(y).Parts[1])
 	for range 24 {
-		at := 4 + bq - 16 - 4 + r.IntN(16+4+part)
-		if at >= 4+bq-4 && at < 4+bq { // the length: a short read, also refused
-			at = 4 + bq - 4 + r.IntN(4)
-		}
+		at := hq + 16 + 32 + r.IntN(16+8+4+part)
 		for _, helper := range []string{"p2", "p3"} {
 			f := &flipper{at: at, mask: byte(1 + r.IntN(255))}
 			got, err := outcome(t, c, "p1", helper, f, y, 1)
@@ -284,4 +284,52 @@ func TestHiddenReplay(t *testing.T) {
 	if _, err := network.Call(ctx(t), d, "p1", old); err == nil || !strings.Contains(err.Error(), "clock") {
 		t.Fatalf("a probe of long ago: %v", err)
 	}
+}
+
+// TestHiddenBatch: concurrent hidden probes at one entry are scored in
+// batches (one pass over the shares here and at each helper) and answered
+// as one by one; a probe whose part a helper cannot open (signed as it
+// is by a faulty device) fails alone, the others of its batch answer.
+func TestHiddenBatch(t *testing.T) {
+	c := startCluster(t, config.Literal{Beta: 21, HideProbes: true, BatchWait: config.Duration(100 * time.Millisecond)}, nil)
+	xs, ids := enrollAll(t, c, 10, 7)
+	d := c.dialer("device")
+	const n = 12
+	probes := make([]*protocol.HiddenIdentify, n)
+	for i := range probes {
+		probes[i] = c.mustProbe(xs[i%len(xs)])
+	}
+	bad := probes[n-1]
+	bad.Parts[1] = append([]byte(nil), bad.Parts[1]...)
+	bad.Parts[1][len(bad.Parts[1])-1] ^= 1
+	if err := protocol.SignProbe(c.signer("device"), "device", c.p.ClusterID(), bad); err != nil {
+		t.Fatal(err)
+	}
+	batches := c.counter("p1", "idface_identify_batches_total", "")
+	errs := make([]error, n)
+	got := make([]*protocol.IdentifyOK, n)
+	var wg sync.WaitGroup
+	for i, m := range probes {
+		wg.Go(func() {
+			resp, err := network.Call(ctx(t), d, "p1", m)
+			errs[i] = err
+			if err == nil {
+				got[i] = resp.(*protocol.IdentifyOK)
+			}
+		})
+	}
+	wg.Wait()
+	for i := range n - 1 {
+		if errs[i] != nil || !got[i].Accepted || got[i].Candidates[0].ID != ids[i%len(xs)] {
+			t.Fatalf("probe %d of the batch: %v %+v", i, errs[i], got[i])
+		}
+	}
+	if errs[n-1] == nil || !strings.Contains(errs[n-1].Error(), "p2: its part of the hidden probe does not open") {
+		t.Fatalf("the probe with a damaged part: %v %+v", errs[n-1], got[n-1])
+	}
+	ran := c.counter("p1", "idface_identify_batches_total", "") - batches
+	if ran < 1 || ran >= n {
+		t.Fatalf("%v batches for %d concurrent probes held up to 100 ms: not batched", ran, n)
+	}
+	t.Logf("%d probes in %v batches", n, ran)
 }

@@ -128,9 +128,11 @@ type Holder[E additive.Elem] struct {
 	perms   sync.Pool // *additive.Permuter
 	outage  *outage
 	probes  probeNonces // hidden probes seen in the window
+	hidden  *engine.Batcher[*hiddenJob[E], hiddenDone]
 	m       struct {
-		score, permute prometheus.Counter
-		refused        *prometheus.CounterVec
+		score, permute   prometheus.Counter
+		batches, batched prometheus.Counter // hidden-probe batches at the entry, and their probes
+		refused          *prometheus.CounterVec
 	}
 }
 
@@ -180,12 +182,17 @@ func newHolder[E additive.Elem](env engine.Env, p *Params) (*Holder[E], error) {
 	}
 	h := &Holder[E]{Core: core, env: env, p: p, gallery: g, query: q, outage: newOutage()}
 	h.probes.start = time.Now().Unix()
+	// Two batches in flight: one scoring while the other's vectors travel.
+	bmax, bwait := p.Batch()
+	h.hidden = engine.NewBatcher(min(bmax, protocol.MaxHiddenBatch), bwait, 2, p.Timeouts().Identify, h.runHidden)
 	hp = h
 	h.m.score = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_score_seconds_total", Help: "Time computing the two share-score vectors (column sums over every row)."})
 	h.m.permute = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_permute_seconds_total", Help: "Time permuting and masking the two share-score vectors, and tagging."})
 	h.m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_repl_entry_refusals_total",
 		Help: "Entry: queries refused because the decider's answer failed its check (decider) or the helpers' tag keys differ (the helper pair)."}, []string{"pair"})
-	for _, c := range []prometheus.Collector{h.m.score, h.m.permute, h.m.refused, h.outage.gauge, h.outage.degraded} {
+	h.m.batches = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_identify_batches_total", Help: "Entry: batches of concurrent identifies scored in one pass (hidden probes)."})
+	h.m.batched = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_identify_batched_total", Help: "Entry: identifies in those batches (over batches: the mean batch)."})
+	for _, c := range []prometheus.Collector{h.m.score, h.m.permute, h.m.batches, h.m.batched, h.m.refused, h.outage.gauge, h.outage.degraded} {
 		env.Metrics.MustRegister(c)
 	}
 	return h, nil
@@ -200,6 +207,7 @@ func (h *Holder[E]) Routes() map[protocol.Type]engine.Route {
 	r[protocol.TIdentify] = engine.Route{Op: "identify", From: engine.Clients, Handle: h.Guard(h.identifyPlain), Max: engine.IdentifyBound(h.p.Params), Long: true}
 	r[protocol.THiddenIdentify] = engine.Route{Op: "identify", From: engine.Clients, Handle: h.Guard(h.identifyHidden), Max: engine.HiddenIdentifyBound(h.p.Params), Long: true}
 	r[protocol.TBlindQuery] = engine.Route{Op: "query", From: engine.Parties, Handle: h.Guard(h.serveQuery), Max: engine.BlindQueryBound(h.p.Params), Long: true}
+	r[protocol.THiddenQuery] = engine.Route{Op: "query", From: engine.Parties, Handle: h.Guard(h.serveHidden), Max: engine.HiddenQueryBound(h.p.Params), Long: true}
 	r[protocol.TReplFetch] = engine.Route{Op: "rebuild", From: engine.Parties, Handle: h.Guard(h.fetchRows), Max: engine.Small}
 	r[protocol.TReshareRequest] = engine.Route{Op: "reshare", From: engine.Operators, Handle: h.Guard(h.reshare), Max: engine.Small, Long: true}
 	return r
@@ -613,9 +621,6 @@ func (h *Holder[E]) serveQuery(ctx context.Context, r engine.Request) protocol.M
 	entry := h.p.PartyIndex(r.From.Name)
 	if entry < 0 || entry == h.Self() {
 		return protocol.Errorf(protocol.CodeForbidden, "only another share holder sends a query")
-	}
-	if len(m.Sealed) > 0 {
-		return h.serveHidden(ctx, r, entry)
 	}
 	if h.p.HideProbes() {
 		return protocol.Errorf(protocol.CodeBadRequest, "a query with a visible probe in a cluster that hides probes; refused")

@@ -1,0 +1,93 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestBatcher: every request gets its own result; no batch holds more
+// than Max; a lone request waits about Wait, not more; at most Flights
+// batches run at once, and requests that arrive meanwhile gather into
+// the next; a caller whose context ends gets its error.
+func TestBatcher(t *testing.T) {
+	var running, most atomic.Int32
+	var mu sync.Mutex
+	var sizes []int
+	release := make(chan struct{})
+	run := func(_ context.Context, items []int) []int {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		mu.Lock()
+		sizes = append(sizes, len(items))
+		mu.Unlock()
+		<-release
+		out := make([]int, len(items))
+		for i, x := range items {
+			out[i] = 2 * x
+		}
+		return out
+	}
+	b := NewBatcher(4, 20*time.Millisecond, 1, time.Minute, run)
+	close(release) // batches end at once, for the lone request
+	t0 := time.Now()
+	if got, err := b.Do(context.Background(), 21); err != nil || got != 42 {
+		t.Fatalf("a lone request: %v %v", got, err)
+	}
+	if el := time.Since(t0); el < 15*time.Millisecond {
+		t.Fatalf("a lone request ran after %v, before the wait", el)
+	}
+
+	release = make(chan struct{})
+	sizes = nil
+	b = NewBatcher(4, time.Millisecond, 1, time.Minute, run)
+	var wg sync.WaitGroup
+	got := make([]int, 11)
+	first := make(chan struct{})
+	wg.Go(func() { got[0], _ = b.Do(context.Background(), 0); close(first) })
+	for running.Load() == 0 { // the first batch runs, holding its flight
+		time.Sleep(time.Millisecond)
+	}
+	for i := 1; i < 11; i++ {
+		wg.Go(func() { got[i], _ = b.Do(context.Background(), i) })
+	}
+	time.Sleep(50 * time.Millisecond) // all ten gather (4, 4, 2) behind the flight
+	close(release)
+	wg.Wait()
+	for i, g := range got {
+		if g != 2*i {
+			t.Fatalf("request %d got %d", i, g)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if most.Load() != 1 {
+		t.Fatalf("%d batches ran at once with one flight", most.Load())
+	}
+	total := 0
+	for _, n := range sizes[1:] {
+		if n > 4 {
+			t.Fatalf("a batch of %d, max 4", n)
+		}
+		total += n
+	}
+	if total != 10 || len(sizes) != 4 {
+		t.Fatalf("batches %v: want 1 then 4, 4, 2", sizes)
+	}
+
+	stuck := NewBatcher(4, time.Millisecond, 1, 100*time.Millisecond, func(ctx context.Context, items []int) []int { <-ctx.Done(); return nil })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := stuck.Do(ctx, 1); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a caller that gives up: %v", err)
+	}
+	short := NewBatcher(4, time.Millisecond, 1, time.Minute, func(context.Context, []int) []int { return nil })
+	if _, err := short.Do(context.Background(), 1); !errors.Is(err, errShort) {
+		t.Fatalf("a batch without results: %v", err)
+	}
+}
