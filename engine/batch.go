@@ -23,6 +23,7 @@ type Batcher[T, R any] struct {
 	wait         time.Duration
 	run          func(ctx context.Context, items []T) []R
 	timeout      time.Duration
+	weight       func(T) int // an item's share of max (default 1)
 
 	mu      sync.Mutex
 	queue   []*batch[T, R] // gathering, oldest first; all but the last are full
@@ -30,11 +31,12 @@ type Batcher[T, R any] struct {
 }
 
 type batch[T, R any] struct {
-	items []T
-	res   []R
-	due   bool // Wait has passed since it opened
-	timer *time.Timer
-	done  chan struct{}
+	items  []T
+	weight int // the items' total
+	res    []R
+	due    bool // Wait has passed since it opened
+	timer  *time.Timer
+	done   chan struct{}
 }
 
 // NewBatcher makes a Batcher of at most maxItems requests per batch,
@@ -45,6 +47,21 @@ func NewBatcher[T, R any](maxItems int, wait time.Duration, flights int, timeout
 	return &Batcher[T, R]{max: max(1, maxItems), wait: wait, flights: max(1, flights), timeout: timeout, run: run}
 }
 
+// Weighed makes a batch full once its items' weights (at least 1 each)
+// reach max, rather than their number; an item heavier than max runs in
+// a batch of its own.
+func (b *Batcher[T, R]) Weighed(weight func(T) int) *Batcher[T, R] {
+	b.weight = weight
+	return b
+}
+
+func (b *Batcher[T, R]) weigh(item T) int {
+	if b.weight == nil {
+		return 1
+	}
+	return max(1, b.weight(item))
+}
+
 // errShort is a batch whose run returned too few results: a bug in the
 // mode, reported to the requests it left without one.
 var errShort = errors.New("internal error: a batch returned fewer results than it had requests")
@@ -52,9 +69,10 @@ var errShort = errors.New("internal error: a batch returned fewer results than i
 // Do adds item to a batch and returns its result, or ctx's error if the
 // caller's context ends first.
 func (b *Batcher[T, R]) Do(ctx context.Context, item T) (R, error) {
+	w := b.weigh(item)
 	b.mu.Lock()
 	var bt *batch[T, R]
-	if n := len(b.queue); n > 0 && len(b.queue[n-1].items) < b.max {
+	if n := len(b.queue); n > 0 && b.queue[n-1].weight+w <= b.max {
 		bt = b.queue[n-1]
 	} else {
 		bt = &batch[T, R]{done: make(chan struct{}), due: b.wait <= 0}
@@ -70,6 +88,7 @@ func (b *Batcher[T, R]) Do(ctx context.Context, item T) (R, error) {
 	}
 	i := len(bt.items)
 	bt.items = append(bt.items, item)
+	bt.weight += w
 	b.startLocked()
 	b.mu.Unlock()
 	var zero R
@@ -89,7 +108,8 @@ func (b *Batcher[T, R]) Do(ctx context.Context, item T) (R, error) {
 func (b *Batcher[T, R]) startLocked() {
 	for len(b.queue) > 0 && b.running < b.flights {
 		bt := b.queue[0]
-		if !bt.due && len(bt.items) < b.max {
+		if !bt.due && bt.weight < b.max && len(b.queue) == 1 { // still open
+
 			return
 		}
 		b.queue = b.queue[1:]

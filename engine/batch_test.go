@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -78,6 +80,31 @@ func TestBatcher(t *testing.T) {
 	}
 	if total != 10 || len(sizes) != 4 {
 		t.Fatalf("batches %v: want 1 then 4, 4, 2", sizes)
+	}
+
+	// Weighed (max 4): 1 and 2 together; 3 would make 6, so it opens the
+	// next batch and the first runs; 9 runs alone, and closes 3's.
+	var wsizes []int
+	var wmu sync.Mutex
+	wb := NewBatcher(4, 30*time.Millisecond, 4, time.Minute, func(_ context.Context, items []int) []int {
+		wmu.Lock()
+		wsizes = append(wsizes, len(items))
+		wmu.Unlock()
+		return items
+	}).Weighed(func(x int) int { return x })
+	var wwg sync.WaitGroup
+	for _, x := range []int{1, 2, 3, 9} {
+		wwg.Go(func() {
+			if got, err := wb.Do(context.Background(), x); err != nil || got != x {
+				t.Errorf("weighed %d: %v %v", x, got, err)
+			}
+		})
+		time.Sleep(2 * time.Millisecond) // in this order
+	}
+	wwg.Wait()
+	slices.Sort(wsizes)
+	if fmt.Sprint(wsizes) != "[1 1 2]" {
+		t.Fatalf("weighed batches %v, want [1 1 2] (1+2 | 3 | 9)", wsizes)
 	}
 
 	stuck := NewBatcher(4, time.Millisecond, 1, 100*time.Millisecond, func(ctx context.Context, items []int) []int { <-ctx.Done(); return nil })

@@ -1,6 +1,13 @@
 package replicated
 
-import "github.com/idface/idface/sharing/additive"
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/idface/idface/engine/blind"
+	"github.com/idface/idface/sharing/additive"
+)
 
 // Pending is the number of queries the decider holds parts of.
 func (d *Decider) Pending() int { return d.queries.Len() }
@@ -27,4 +34,51 @@ func (h *Holder[E]) storedPair(seg, seq int) []byte {
 	sh.own.Row(seq, own)
 	sh.next.Row(seq, next)
 	return append(append([]byte(nil), additive.ElemBytes(own)...), additive.ElemBytes(next)...)
+}
+
+// MergedScans checks a holder's merged pass over its shares: three scans
+// of random probes (1, 2 and 3 probes, each with its sigma) scored in one
+// scanAll give every probe the vector it gets in a pass of its own.
+func MergedScans(e any) error {
+	switch h := e.(type) {
+	case *Holder[uint8]:
+		return mergedScans(h)
+	case *Holder[uint16]:
+		return mergedScans(h)
+	}
+	return fmt.Errorf("not a holder: %T", e)
+}
+
+func mergedScans[E additive.Elem](h *Holder[E]) error {
+	r := rand.New(rand.NewPCG(5, 6))
+	d := h.p.Dim()
+	var scans []*scan[E]
+	for n := 1; n <= 3; n++ {
+		sc := &scan[E]{started: func(blind.View) {}}
+		for range n {
+			pr := &probe[E]{y: [2][]E{make([]E, d), make([]E, d)}}
+			for i := range d {
+				pr.y[0][i], pr.y[1][i] = E(r.Uint32()), E(r.Uint32())
+			}
+			var sigma additive.Seed
+			for i := range sigma {
+				sigma[i] = byte(r.Uint32())
+			}
+			sc.prs, sc.sigmas = append(sc.prs, pr), append(sc.sigmas, &sigma)
+		}
+		scans = append(scans, sc)
+	}
+	merged := h.scanAll(nil, scans)
+	for i, sc := range scans {
+		alone := h.scanAll(nil, []*scan[E]{sc})
+		if merged[i].err != nil || alone[0].err != nil {
+			return fmt.Errorf("scan %d: %v, alone %v", i, merged[i].err, alone[0].err)
+		}
+		for q := range sc.prs {
+			if !slices.Equal(merged[i].vecs[q].own, alone[0].vecs[q].own) {
+				return fmt.Errorf("scan %d probe %d: the merged pass's vector differs from its own pass's", i, q)
+			}
+		}
+	}
+	return nil
 }

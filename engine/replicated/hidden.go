@@ -154,28 +154,114 @@ func (pr *probe[E]) clear() { clear(pr.y[0]); clear(pr.y[1]) }
 // view before the scoring. On success the caller scores and unlocks.
 func (h *Holder[E]) snapshot(from string, want protocol.Digest, started func(blind.View)) (blind.View, error) {
 	h.RLock()
-	v := blind.NewView(h.Digest(), func(s int) []uint64 { return h.Shares(s).own.LiveBits() })
+	v := h.view()
+	if perr := h.admit(v, from, want, started); perr != nil {
+		h.RUnlock()
+		return v, perr
+	}
+	return v, nil
+}
+
+// view is the committed rows' view; the caller holds the read lock.
+func (h *Holder[E]) view() blind.View {
+	return blind.NewView(h.Digest(), func(s int) []uint64 { return h.Shares(s).own.LiveBits() })
+}
+
+// admit checks a helper's view against the entry's sealed row map (want,
+// from), or shows the entry's view to started.
+func (h *Holder[E]) admit(v blind.View, from string, want protocol.Digest, started func(blind.View)) *protocol.Error {
 	if want != nil {
 		if have, err := h.SealFor(from, v.Digest); err != nil || !have.Equal(want) {
-			h.RUnlock()
-			return v, protocol.Errorf(protocol.CodeInconsistent, "%s's rows changed during the query; retry", h.env.Self)
+			return protocol.Errorf(protocol.CodeInconsistent, "%s's rows changed during the query; retry", h.env.Self)
 		}
 	}
 	if started != nil {
 		started(v)
 	}
-	return v, nil
+	return nil
+}
+
+// scan is one caller's probes for this holder's next pass over its
+// shares: the entry's batch (started asks the helpers once it sees the
+// view) or a helper's batch from one entry (from, want: the entry's
+// sealed row map, which the view must match).
+type scan[E additive.Elem] struct {
+	prs     []*probe[E]
+	sigmas  []*additive.Seed
+	from    string
+	want    protocol.Digest
+	started func(blind.View)
+}
+
+// scanned is a scan's permuted, masked vectors, one per probe, or why it
+// was refused.
+type scanned[E additive.Elem] struct {
+	vecs []*vectors[E]
+	err  error
 }
 
 // scoreHidden computes this holder's permuted, masked product shares
 // pi(z_i) + m_i of every committed row for a batch of probes, each with
-// its sigma, in one pass over the shares (additive.ScoreDenseBatch).
-func (h *Holder[E]) scoreHidden(prs []*probe[E], sigmas []*additive.Seed, from string, want protocol.Digest, started func(blind.View)) ([]*vectors[E], error) {
-	t0 := time.Now()
-	v, err := h.snapshot(from, want, started)
+// its sigma. Concurrent calls (this holder's own batch as the entry, and
+// the batches the other entries ask it for as a helper) share one pass
+// over the shares (h.scans, scanAll): every hidden probe a holder scores
+// at a time costs one read of its shares, whichever entry it came from.
+func (h *Holder[E]) scoreHidden(ctx context.Context, sc *scan[E]) ([]*vectors[E], error) {
+	res, err := h.scans.Do(ctx, sc)
 	if err != nil {
 		return nil, err
 	}
+	return res.vecs, res.err
+}
+
+// scanAll is one pass over the shares for every probe of the scans: one
+// view of the committed rows (each scan admitted on it or refused), the
+// product shares of all probes by additive.ScoreDenseBatch, then each
+// probe's permutation and masks.
+func (h *Holder[E]) scanAll(_ context.Context, scans []*scan[E]) []scanned[E] {
+	out := make([]scanned[E], len(scans))
+	t0 := time.Now()
+	h.RLock()
+	v := h.view()
+	var prs []*probe[E]
+	for i, sc := range scans {
+		if perr := h.admit(v, sc.from, sc.want, sc.started); perr != nil {
+			out[i].err = perr
+			continue
+		}
+		prs = append(prs, sc.prs...)
+	}
+	zs, err := h.productShares(v, prs)
+	h.RUnlock()
+	h.m.scans.Inc()
+	h.m.scanned.Add(float64(len(prs)))
+	t1 := time.Now()
+	perm := h.permuter()
+	defer h.perms.Put(perm)
+	at := 0
+	for i, sc := range scans {
+		if out[i].err != nil {
+			continue
+		}
+		out[i].err = err
+		for q := range sc.prs {
+			if out[i].err != nil {
+				break
+			}
+			vec := &vectors[E]{View: v, own: make([]E, v.Rows())}
+			out[i].err = additive.PermuteMask(perm, vec.own, zs[at+q], v.Live, sc.sigmas[q], h.Self(), replicated.Holders)
+			out[i].vecs = append(out[i].vecs, vec)
+		}
+		at += len(sc.prs)
+	}
+	h.m.score.Add(t1.Sub(t0).Seconds())
+	h.m.permute.Add(time.Since(t1).Seconds())
+	return out
+}
+
+// productShares scores every probe over the view's rows in passes of up
+// to additive.MaxDenseBatch probes; the caller holds the read lock.
+func (h *Holder[E]) productShares(v blind.View, prs []*probe[E]) ([][]E, error) {
 	n := v.Rows()
 	zs, coef := make([][]E, len(prs)), make([][2][]E, len(prs))
 	for q, pr := range prs {
@@ -197,31 +283,14 @@ func (h *Holder[E]) scoreHidden(prs []*probe[E], sigmas []*additive.Seed, from s
 			outs[q] = zs[q][v.Off[s]:v.Off[s+1]]
 			terms[q] = []additive.DenseTerm[E]{{S: st.own, Y: coef[q][0]}, {S: st.next, Y: coef[q][1]}}
 		}
-		for a := 0; a < len(prs) && err == nil; a += additive.MaxDenseBatch {
+		for a := 0; a < len(prs); a += additive.MaxDenseBatch {
 			b := min(a+additive.MaxDenseBatch, len(prs))
-			err = additive.ScoreDenseBatch(outs[a:b], terms[a:b], 0, v.Off[s+1]-v.Off[s], 0)
-		}
-		if err != nil {
-			break
-		}
-	}
-	h.RUnlock()
-	if err != nil {
-		return nil, err
-	}
-	t1 := time.Now()
-	vecs := make([]*vectors[E], len(prs))
-	perm := h.permuter()
-	defer h.perms.Put(perm)
-	for q := range prs {
-		vecs[q] = &vectors[E]{View: v, own: make([]E, n)}
-		if err := additive.PermuteMask(perm, vecs[q].own, zs[q], v.Live, sigmas[q], h.Self(), replicated.Holders); err != nil {
-			return nil, err
+			if err := additive.ScoreDenseBatch(outs[a:b], terms[a:b], 0, v.Off[s+1]-v.Off[s], 0); err != nil {
+				return nil, err
+			}
 		}
 	}
-	h.m.score.Add(t1.Sub(t0).Seconds())
-	h.m.permute.Add(time.Since(t1).Seconds())
-	return vecs, nil
+	return zs, nil
 }
 
 // sendHidden sends this holder's product-share vector to the decider,
@@ -360,28 +429,17 @@ func (h *Holder[E]) runHidden(ctx context.Context, jobs []*hiddenJob[E]) []hidde
 		fs[q].wg.Add(len(names))
 		defer fs[q].cancel()
 	}
+	// The scan shows the view to ask once; if it has not run by the time
+	// scoreHidden returns (it gave up), it never asks the helpers.
+	var askOnce sync.Once
 	asked := false
-	ask := func(v blind.View) {
-		asked = true
-		for i, name := range names {
-			hq := &protocol.HiddenQuery{Items: make([]protocol.HiddenItem, len(jobs))}
-			var sealErr error
-			sealed, perr := h.SealFor(name, v.Digest)
-			if perr != nil { // a *protocol.Error; never a typed nil in sealErr
-				sealErr = perr
-			}
-			for q, j := range jobs {
-				hq.Items[q] = protocol.HiddenItem{Query: j.qid, Sigma: j.sigma, Nonce: j.m.Nonce, Time: j.m.Time, Sealed: j.m.Parts[helpers[i]], Probe: j.signed}
-			}
-			hq.Digest = sealed
-			go h.askHidden(ctx, i, name, hq, fs, sealErr)
-		}
-	}
+	ask := func(v blind.View) { askOnce.Do(func() { asked = true; h.askAll(ctx, v, jobs, names, helpers, fs) }) }
 	prs, sigmas := make([]*probe[E], len(jobs)), make([]*additive.Seed, len(jobs))
 	for q, j := range jobs {
 		prs[q], sigmas[q] = j.pr, &j.sigma
 	}
-	vecs, scored := h.scoreHidden(prs, sigmas, "", nil, ask)
+	vecs, scored := h.scoreHidden(ctx, &scan[E]{prs: prs, sigmas: sigmas, started: ask})
+	askOnce.Do(func() {})
 	if !asked { // no helper will answer: release the fanouts' waits
 		for _, f := range fs {
 			f.wg.Add(-len(names))
@@ -399,6 +457,23 @@ func (h *Holder[E]) runHidden(ctx context.Context, jobs []*hiddenJob[E]) []hidde
 	}
 	wg.Wait()
 	return out
+}
+
+// askAll sends each helper the batch, on the entry's view v.
+func (h *Holder[E]) askAll(ctx context.Context, v blind.View, jobs []*hiddenJob[E], names []string, helpers [2]int, fs []*fanout) {
+	for i, name := range names {
+		hq := &protocol.HiddenQuery{Items: make([]protocol.HiddenItem, len(jobs))}
+		var sealErr error
+		sealed, perr := h.SealFor(name, v.Digest)
+		if perr != nil { // a *protocol.Error; never a typed nil in sealErr
+			sealErr = perr
+		}
+		for q, j := range jobs {
+			hq.Items[q] = protocol.HiddenItem{Query: j.qid, Sigma: j.sigma, Nonce: j.m.Nonce, Time: j.m.Time, Sealed: j.m.Parts[helpers[i]], Probe: j.signed}
+		}
+		hq.Digest = sealed
+		go h.askHidden(ctx, i, name, hq, fs, sealErr)
+	}
 }
 
 // askHidden sends helper i the batch and records its result for each
@@ -486,7 +561,7 @@ func (h *Holder[E]) serveHidden(ctx context.Context, r engine.Request) protocol.
 	if err := h.AwaitDigest(ctx, r.From.Name, m.Digest); err != nil {
 		return err
 	}
-	vecs, err := h.scoreHidden(prs, sigmas, r.From.Name, m.Digest, nil)
+	vecs, err := h.scoreHidden(ctx, &scan[E]{prs: prs, sigmas: sigmas, from: r.From.Name, want: m.Digest})
 	if err != nil {
 		return engine.AsError(err, protocol.CodeInternal)
 	}

@@ -129,9 +129,11 @@ type Holder[E additive.Elem] struct {
 	outage  *outage
 	probes  probeNonces // hidden probes seen in the window
 	hidden  *engine.Batcher[*hiddenJob[E], hiddenDone]
+	scans   *engine.Batcher[*scan[E], scanned[E]] // one pass over the shares for concurrent hidden probes
 	m       struct {
 		score, permute   prometheus.Counter
 		batches, batched prometheus.Counter // hidden-probe batches at the entry, and their probes
+		scans, scanned   prometheus.Counter // passes over the shares for hidden probes, and their probes
 		refused          *prometheus.CounterVec
 	}
 }
@@ -185,6 +187,10 @@ func newHolder[E additive.Elem](env engine.Env, p *Params) (*Holder[E], error) {
 	// Two batches in flight: one scoring while the other's vectors travel.
 	bmax, bwait := p.Batch()
 	h.hidden = engine.NewBatcher(min(bmax, protocol.MaxHiddenBatch), bwait, 2, p.Timeouts().Identify, h.runHidden)
+	// One scan at a time, taking what arrived while the last ran (two at
+	// once would share the memory bandwidth each is bound by); at most
+	// bmax probes per pass bound the pass's vectors in memory.
+	h.scans = engine.NewBatcher(bmax, 0, 1, p.Timeouts().Identify, h.scanAll).Weighed(func(sc *scan[E]) int { return len(sc.prs) })
 	hp = h
 	h.m.score = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_score_seconds_total", Help: "Time computing the two share-score vectors (column sums over every row)."})
 	h.m.permute = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_permute_seconds_total", Help: "Time permuting and masking the two share-score vectors, and tagging."})
@@ -192,7 +198,9 @@ func newHolder[E additive.Elem](env engine.Env, p *Params) (*Holder[E], error) {
 		Help: "Entry: queries refused because the decider's answer failed its check (decider) or the helpers' tag keys differ (the helper pair)."}, []string{"pair"})
 	h.m.batches = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_identify_batches_total", Help: "Entry: batches of concurrent identifies scored in one pass (hidden probes)."})
 	h.m.batched = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_identify_batched_total", Help: "Entry: identifies in those batches (over batches: the mean batch)."})
-	for _, c := range []prometheus.Collector{h.m.score, h.m.permute, h.m.batches, h.m.batched, h.m.refused, h.outage.gauge, h.outage.degraded} {
+	h.m.scans = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_scans_total", Help: "Passes over this holder's shares for hidden probes (its own as the entry and the other entries' together)."})
+	h.m.scanned = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_scanned_total", Help: "Hidden probes scored in those passes (over scans: the mean pass)."})
+	for _, c := range []prometheus.Collector{h.m.score, h.m.permute, h.m.batches, h.m.batched, h.m.scans, h.m.scanned, h.m.refused, h.outage.gauge, h.outage.degraded} {
 		env.Metrics.MustRegister(c)
 	}
 	return h, nil
