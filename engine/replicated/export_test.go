@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"slices"
 
-	"github.com/idface/idface/engine/blind"
 	"github.com/idface/idface/sharing/additive"
 )
 
@@ -54,7 +53,7 @@ func mergedScans[E additive.Elem](h *Holder[E]) error {
 	d := h.p.Dim()
 	var scans []*scan[E]
 	for n := 1; n <= 3; n++ {
-		sc := &scan[E]{started: func(blind.View) {}}
+		sc := &scan[E]{}
 		for range n {
 			pr := &probe[E]{y: [2][]E{make([]E, d), make([]E, d)}}
 			for i := range d {

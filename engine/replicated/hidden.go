@@ -182,15 +182,15 @@ func (h *Holder[E]) admit(v blind.View, from string, want protocol.Digest, start
 }
 
 // scan is one caller's probes for this holder's next pass over its
-// shares: the entry's batch (started asks the helpers once it sees the
-// view) or a helper's batch from one entry (from, want: the entry's
-// sealed row map, which the view must match).
+// shares: the entry's batch (same: the row map it sent the helpers, which
+// the pass's view must match) or a helper's batch from one entry (from,
+// want: the entry's sealed row map, which the view must match).
 type scan[E additive.Elem] struct {
-	prs     []*probe[E]
-	sigmas  []*additive.Seed
-	from    string
-	want    protocol.Digest
-	started func(blind.View)
+	prs    []*probe[E]
+	sigmas []*additive.Seed
+	same   protocol.Digest
+	from   string
+	want   protocol.Digest
 }
 
 // scanned is a scan's permuted, masked vectors, one per probe, or why it
@@ -225,7 +225,11 @@ func (h *Holder[E]) scanAll(_ context.Context, scans []*scan[E]) []scanned[E] {
 	v := h.view()
 	var prs []*probe[E]
 	for i, sc := range scans {
-		if perr := h.admit(v, sc.from, sc.want, sc.started); perr != nil {
+		perr := h.admit(v, sc.from, sc.want, nil)
+		if perr == nil && sc.same != nil && !sc.same.Equal(v.Digest) {
+			perr = protocol.Errorf(protocol.CodeInconsistent, "%s's rows changed during the query; retry", h.env.Self)
+		}
+		if perr != nil {
 			out[i].err = perr
 			continue
 		}
@@ -429,22 +433,18 @@ func (h *Holder[E]) runHidden(ctx context.Context, jobs []*hiddenJob[E]) []hidde
 		fs[q].wg.Add(len(names))
 		defer fs[q].cancel()
 	}
-	// The scan shows the view to ask once; if it has not run by the time
-	// scoreHidden returns (it gave up), it never asks the helpers.
-	var askOnce sync.Once
-	asked := false
-	ask := func(v blind.View) { askOnce.Do(func() { asked = true; h.askAll(ctx, v, jobs, names, helpers, fs) }) }
+	// The helpers are asked at once, on the row map of now, so that their
+	// passes over their shares need not wait for this holder's to start;
+	// this holder's pass then scores on the same rows or refuses.
+	h.RLock()
+	v := h.view()
+	h.RUnlock()
+	h.askAll(ctx, v, jobs, names, helpers, fs)
 	prs, sigmas := make([]*probe[E], len(jobs)), make([]*additive.Seed, len(jobs))
 	for q, j := range jobs {
 		prs[q], sigmas[q] = j.pr, &j.sigma
 	}
-	vecs, scored := h.scoreHidden(ctx, &scan[E]{prs: prs, sigmas: sigmas, started: ask})
-	askOnce.Do(func() {})
-	if !asked { // no helper will answer: release the fanouts' waits
-		for _, f := range fs {
-			f.wg.Add(-len(names))
-		}
-	}
+	vecs, scored := h.scoreHidden(ctx, &scan[E]{prs: prs, sigmas: sigmas, same: v.Digest})
 	var wg sync.WaitGroup
 	for q, j := range jobs {
 		wg.Go(func() {
