@@ -21,7 +21,7 @@ import (
 // ErrMalformed wraps every decoding failure.
 var ErrMalformed = wire.ErrMalformed
 
-// Version is the wire version; the ALPN (idface/4) carries the same
+// Version is the wire version; the ALPN (idface/<Version>) carries the same
 // number, so peers of different versions refuse each other at the
 // handshake. Version 2: HEQuery carries the public key's fingerprint, HE
 // changes are numbered (HEDecide.Seq, HEDelete, HESync). Version 3:
