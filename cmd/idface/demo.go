@@ -41,6 +41,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 	keep := fs.Bool("keep", false, "keep the cluster directory and leave the parties running")
 	seed := fs.Uint64("seed", 0, "seed of the synthetic people (default: from the clock)")
 	scheme := addSchemeFlag(fs)
+	hide := hideProbesFlag(fs)
 	asJSON := fs.Bool("json", false, "print the summary as one JSON object")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -72,7 +73,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 		procs++ // the key server or the decider
 	}
 	fmt.Fprintf(info, "idface demo: %s cluster of %d server processes in %s\n", *mode, procs, dir)
-	cfg, err := cluster.Init(dir, cluster.Options{Mode: m, Parties: *parties, Beta: *beta, Tau: tau, Scheme: *scheme})
+	cfg, err := cluster.Init(dir, cluster.Options{Mode: m, Parties: *parties, Beta: *beta, Tau: tau, Scheme: *scheme, HideProbes: *hide})
 	if err != nil {
 		return err
 	}
@@ -104,7 +105,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 	} else {
 		r.print(stdout)
 	}
-	nextSteps(info, m, dir, *keep)
+	nextSteps(info, m, dir, *keep, *hide)
 	return nil
 }
 
@@ -216,7 +217,7 @@ func runDemo(ctx context.Context, cfg *config.Params, people, samples int, intra
 }
 
 // nextSteps tells a new user where to go from the demo.
-func nextSteps(w io.Writer, m config.Mode, dir string, keep bool) {
+func nextSteps(w io.Writer, m config.Mode, dir string, keep, hidden bool) {
 	fmt.Fprintln(w, "\nnext steps:")
 	if keep {
 		fmt.Fprintf(w, "  idface cluster status --cluster %s  # the servers, still running\n", dir)
@@ -227,6 +228,9 @@ func nextSteps(w io.Writer, m config.Mode, dir string, keep bool) {
 		if s, _ := config.Spec(o); o != m {
 			fmt.Fprintf(w, "  idface demo --mode %-6s   # %s\n", o, s.Summary)
 		}
+	}
+	if !hidden {
+		fmt.Fprintln(w, "  idface demo --mode replicated --hide-probes   # no server sees a probe: devices seal its shares to the holders")
 	}
 	fmt.Fprintln(w, `  a cluster of your own, with a threshold calibrated to a target FPIR: README "Using it"`)
 	fmt.Fprintln(w, "  across organisations, each keeping its own key: docs/DEPLOY.md")
