@@ -1,6 +1,7 @@
 package replicated
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -67,9 +68,9 @@ func mergedScans[E additive.Elem](h *Holder[E]) error {
 		}
 		scans = append(scans, sc)
 	}
-	merged := h.scanAll(nil, scans)
+	merged := h.scanAll(context.Background(), scans)
 	for i, sc := range scans {
-		alone := h.scanAll(nil, []*scan[E]{sc})
+		alone := h.scanAll(context.Background(), []*scan[E]{sc})
 		if merged[i].err != nil || alone[0].err != nil {
 			return fmt.Errorf("scan %d: %v, alone %v", i, merged[i].err, alone[0].err)
 		}
