@@ -2,15 +2,18 @@
 // declares its members, how its servers open their engines and data, and
 // what fsck, bench and commcost need) and the contract between the server
 // runtime (package server) and the protocol engines (engine/mpcface for
-// 2PCFace and (mu,nu)-MPCFace, engine/blind for blind mode, engine/hemode
-// for IDFace): an engine
+// 2PCFace and (mu,nu)-MPCFace, engine/blind for blind mode,
+// engine/replicated for replicated mode and its hidden probes,
+// engine/hemode for IDFace): an engine
 // declares which message types it answers and who may send them, and does
 // its side effects through small interfaces, the network (network.Dialer)
 // and its log (Log), so that it holds no socket and opens no file. The
 // runtime does the rest: identity, limits, timeouts, metrics, shutdown.
 //
 // It also holds what every engine needs: the outbox of undelivered
-// decisions, parallel broadcast, the batch transform.
+// decisions, parallel broadcast, the batch transform, one answer path for
+// identify (answer.go), the size bounds of every message (bounds.go), and
+// the batching of concurrent identifies (batch.go).
 package engine
 
 import (

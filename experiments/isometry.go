@@ -1,6 +1,7 @@
 // Package experiments holds the paper's measurements and ours: the
 // isometry of T_a (App. B/C), the communication tables (2PCFace, MPCFace,
-// IDFace over BGV and Paillier, blind mode), the accuracy evaluation, and
+// IDFace over BGV and Paillier, blind and replicated mode, hidden probes),
+// the accuracy evaluation, and
 // the benchmarks of local clusters of every mode against the float32 and
 // plaintext baselines (experiments/wan across a WAN, experiments/hers the
 // HERS baseline). Randomness here generates synthetic data only, never a

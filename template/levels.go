@@ -356,7 +356,7 @@ func QuantisedLevels(d, L int) (Levels, error) {
 }
 
 // FourLevelGallery is the 4-level gallery transform of support alpha that
-// SPEC 7.1's measurements chose (BLIND-NOTES.md): "4:32,64,96,149" for
+// blind mode's measurements chose (docs/BLIND-NOTES.md): "4:32,64,96,149" for
 // alpha = 341, the counts scaled with alpha otherwise.
 func FourLevelGallery(alpha int) (Levels, error) {
 	if alpha < 4 {

@@ -1,7 +1,8 @@
 // Command idface is the one CLI of the idface system: protected 1:N face
 // identification (IDFace, ICCV 2025) with 2PC/MPC secret sharing, blind
-// mode (additive shares and a decider) or homomorphic encryption. Run
-// "idface help" for the commands.
+// mode (additive shares and a decider), replicated mode (2-of-3 shares,
+// any one server may deviate or be down; hidden probes) or homomorphic
+// encryption. Run "idface help" for the commands.
 package main
 
 import (
