@@ -113,6 +113,11 @@ type BenchResult struct {
 	BytesPerIdent float64 `json:"bytes_per_identify"`
 	FormulaBytes  float64 `json:"formula_bytes"`
 	RSSMBPerParty float64 `json:"rss_mb_per_party"`
+	// Servers is the cluster's server processes (parties and the mode's
+	// helper), HostCores and Host the machine they all ran on.
+	Servers   int    `json:"servers,omitempty"`
+	HostCores int    `json:"host_cores,omitempty"`
+	Host      string `json:"host,omitempty"`
 	// With Clients > 1: that many concurrent clients' identifications per
 	// second, beside the float32 search's single-query rate of the same
 	// run (1000 / PlainFloatP50).
@@ -214,7 +219,8 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 	if o.Batch == 0 {
 		o.Batch = m.Batch(cfg, o.IDs, 8192)
 	}
-	res := &BenchResult{Mode: string(cfg.Mode()), Parties: cfg.Mu(), IDs: o.IDs, Alpha: cfg.Alpha(), Beta: cfg.Beta(), HideProbes: cfg.HideProbes()}
+	res := &BenchResult{Mode: string(cfg.Mode()), Parties: cfg.Mu(), IDs: o.IDs, Alpha: cfg.Alpha(), Beta: cfg.Beta(), HideProbes: cfg.HideProbes(),
+		Servers: len(cfg.Servers()), HostCores: runtime.NumCPU(), Host: HostModel()}
 	if g, q := cfg.Transform(); g.L() > 1 || q.L() > 1 {
 		res.Levels = g.String() + " x " + q.String()
 	}
@@ -379,6 +385,21 @@ func quantile(v []float64, q float64) float64 {
 	}
 	slices.Sort(v)
 	return v[min(len(v)-1, int(q*float64(len(v))))]
+}
+
+// HostModel is this machine's processor model (/proc/cpuinfo), for the
+// record of a measurement; "" where it cannot be read.
+func HostModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }
 
 // RSSMB reads a process's resident set from /proc.
