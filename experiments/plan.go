@@ -60,13 +60,17 @@ func PlanFrom(b BenchResult, t PlanTarget) (Plan, error) {
 		return Plan{}, fmt.Errorf("a target of %d rows at %g identifications a second on machines of %d cores and %g GB", t.Rows, t.QPS, t.MachineCores, t.MachineGB)
 	}
 	f := float64(t.Rows) / float64(b.IDs)
+	mode := b.Mode
+	if b.HideProbes {
+		mode += " (hidden probes)"
+	}
 	coreS := float64(cores) / b.IdentifyPerS * f // one identify, every server
 	p := Plan{Rows: t.Rows, QPS: t.QPS,
 		CoresPerServer:  coreS * t.QPS / float64(servers),
 		MemGBPerParty:   b.RSSMBPerParty * f / 1e3,
 		NetGbitPerServe: 2 * b.BytesPerIdent * f * t.QPS * 8 / 1e9 / float64(servers),
 		Basis: fmt.Sprintf("%s, %d rows, %d clients: %.1f identifications/s on %d cores, %.0f MB per party, %.2f MB per identify",
-			b.Mode, b.IDs, b.Clients, b.IdentifyPerS, cores, b.RSSMBPerParty, b.BytesPerIdent/1e6)}
+			mode, b.IDs, b.Clients, b.IdentifyPerS, cores, b.RSSMBPerParty, b.BytesPerIdent/1e6)}
 	p.MachinesPerParty = max(1, int(math.Ceil(p.MemGBPerParty/t.MachineGB)), int(math.Ceil(p.CoresPerServer/float64(t.MachineCores))))
 	if t.MachineGbit > 0 {
 		p.MachinesPerParty = max(p.MachinesPerParty, int(math.Ceil(p.NetGbitPerServe/t.MachineGbit)))
