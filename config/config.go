@@ -51,10 +51,11 @@ const (
 	DefaultTau     = 0.3
 	DefaultBlock   = 256 << 10 // bytes of one streamed block (docs/DESIGN-NOTES.md)
 	DefaultTimeout = 30 * time.Second
-	// DefaultBatchMax and DefaultBatchWait: an entry scores up to 32
-	// concurrent identifies in one pass (the dense kernel's batch), holding
-	// the first at most 2 ms for the others.
-	DefaultBatchMax  = 32
+	// DefaultBatchMax and DefaultBatchWait: an entry scores up to 8
+	// concurrent identifies in one pass, holding the first at most 2 ms for
+	// the others (passes held 2 on average at 8 clients; larger batches of
+	// every entry at once would fill the decider's table: blind.MaxQueries).
+	DefaultBatchMax  = 8
 	DefaultBatchWait = 2 * time.Millisecond
 	MaxBatch         = 32
 	maxBatchWait     = 100 * time.Millisecond

@@ -18,7 +18,7 @@ import (
 // shares of queries nobody else joins cannot fill the table; orphans and
 // unanswered queries expire after Timeouts().DeciderWait.
 const (
-	MaxQueries      = 32
+	MaxQueries      = 128 // three entries of replicated mode with two batches of 8 hidden probes in flight: 48
 	maxPendingBytes = 2 << 30
 )
 

@@ -368,6 +368,15 @@ func (h *Holder[E]) identifyHidden(ctx context.Context, r engine.Request) protoc
 	if len(m.Parts) != replicated.Holders {
 		return protocol.Errorf(protocol.CodeBadRequest, "a hidden probe of %d parts, want one per share holder (%d)", len(m.Parts), replicated.Holders)
 	}
+	// Every part of the size a sealed pair of shares has, before the probe
+	// joins a batch: a helper refuses a malformed batch whole, so one
+	// device's bad part would fail the other devices' probes with it.
+	want := seal.Overhead + 2*h.p.Dim()*h.p.Bits/8
+	for k, part := range m.Parts {
+		if len(part) != want {
+			return protocol.Errorf(protocol.CodeBadRequest, "the hidden probe's part for %s holds %d bytes, not a sealed pair of shares (%d)", h.p.Party(k).Name, len(part), want)
+		}
+	}
 	if down := h.outage.current(); down != noneDown {
 		return protocol.Errorf(protocol.CodeUnavailable, "%s is down, and a hidden probe needs all three share holders; retry once it is back", h.p.Party(down).Name)
 	}
@@ -579,7 +588,15 @@ func (h *Holder[E]) serveHidden(ctx context.Context, r engine.Request) protocol.
 				ok.Items[q].Err = engine.AsError(fmt.Errorf("decider: %w", err), protocol.CodeUnavailable)
 				return
 			}
-			ok.Items[q].Bytes = blind.AwaitAck(s, h.p.DeciderName(), h.env.Log)
+			// Waited for, unlike the checked path's: a refusal (a full
+			// table) is then this probe's error at the entry at once,
+			// not a wait of DeciderWait.
+			defer s.Finish()
+			if _, err := network.ReadReply(ctx, s, h.p.DeciderName()); err != nil {
+				ok.Items[q].Err = engine.AsError(fmt.Errorf("decider: %w", err), protocol.CodeUnavailable)
+				return
+			}
+			ok.Items[q].Bytes = uint64(s.Sent() + s.Received())
 		})
 	}
 	wg.Wait()

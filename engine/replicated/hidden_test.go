@@ -291,7 +291,7 @@ func TestHiddenReplay(t *testing.T) {
 // as one by one; a probe whose part a helper cannot open (signed as it
 // is by a faulty device) fails alone, the others of its batch answer.
 func TestHiddenBatch(t *testing.T) {
-	c := startCluster(t, config.Literal{Beta: 21, HideProbes: true, BatchWait: config.Duration(100 * time.Millisecond)}, nil)
+	c := startCluster(t, config.Literal{Beta: 21, HideProbes: true, BatchMax: 16, BatchWait: config.Duration(100 * time.Millisecond)}, nil)
 	xs, ids := enrollAll(t, c, 10, 7)
 	d := c.dialer("device")
 	const n = 12
@@ -349,4 +349,51 @@ func TestHiddenBatch(t *testing.T) {
 		}
 	}
 	t.Logf("%d probes in %v batches at p1; p2 scored %v in %v passes", n-2, ran, probed, passes)
+}
+
+// TestHiddenLoad (from a review): 96 concurrent probes through the three
+// entries at once with the default batching, among them signed probes
+// whose part for a helper is empty, oversized or short: every good probe
+// is answered right (the decider's table holds every entry's batches in
+// flight), and every bad one is refused at its entry alone (its part's
+// size, or the request's), before it joins a batch.
+func TestHiddenLoad(t *testing.T) {
+	c := startCluster(t, config.Literal{Beta: 21, HideProbes: true, BatchWait: config.Duration(20 * time.Millisecond)}, nil)
+	xs, ids := enrollAll(t, c, 10, 7)
+	d := c.dialer("device")
+	const n = 96
+	probes := make([]*protocol.HiddenIdentify, n)
+	bad := map[int]bool{}
+	for i := range probes {
+		probes[i] = c.mustProbe(xs[i%len(xs)])
+		if i%16 == 5 {
+			bad[i] = true
+			size := len(probes[i].Parts[1])
+			probes[i].Parts[1+i%2] = [][]byte{nil, make([]byte, 2*size), make([]byte, size-1)}[i%3]
+			if err := protocol.SignProbe(c.signer("device"), "device", c.p.ClusterID(), probes[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	errs := make([]error, n)
+	got := make([]*protocol.IdentifyOK, n)
+	var wg sync.WaitGroup
+	for i, m := range probes {
+		wg.Go(func() {
+			resp, err := network.Call(ctx(t), d, []string{"p1", "p2", "p3"}[i%3], m)
+			errs[i] = err
+			if err == nil {
+				got[i] = resp.(*protocol.IdentifyOK)
+			}
+		})
+	}
+	wg.Wait()
+	for i := range probes {
+		switch {
+		case bad[i] && (errs[i] == nil || !strings.Contains(errs[i].Error(), "not a sealed pair of shares") && !strings.Contains(errs[i].Error(), "exceeds the size limit")):
+			t.Errorf("bad probe %d: %v", i, errs[i])
+		case !bad[i] && (errs[i] != nil || !got[i].Accepted || got[i].Candidates[0].ID != ids[i%len(xs)]):
+			t.Errorf("probe %d: %v %+v", i, errs[i], got[i])
+		}
+	}
 }
