@@ -17,6 +17,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,6 +43,8 @@ type Server struct {
 	m      *metrics
 	lim    config.Limits
 	ceil   map[network.Role]int // the largest request a role may send at all
+
+	state atomic.Int32 // health: starting, serving, stopping (/healthz)
 
 	mu     sync.Mutex
 	active map[string]int // requests in progress per peer
@@ -133,10 +136,13 @@ func (s *Server) Serve(ctx context.Context) error {
 	go func() {
 		done <- s.ln.Serve(lnCtx, func(_ context.Context, st *network.Stream) { s.handle(reqCtx, st) })
 	}()
+	s.state.Store(serving)
+	defer s.state.Store(stopping)
 	var err error
 	select {
 	case err = <-done:
 	case <-ctx.Done():
+		s.state.Store(stopping)
 		s.log.Info("shutting down", "grace", s.p.Timeouts().Shutdown)
 		lnStop()
 		t := time.AfterFunc(s.p.Timeouts().Shutdown, func() { reqStop(); s.ln.Close() })
@@ -267,10 +273,39 @@ func (s *Server) handle(ctx context.Context, st *network.Stream) {
 	s.m.observe(route.Op, code, time.Since(start), st)
 }
 
-// MetricsHandler serves the Prometheus registry at /metrics.
+// Health states for /healthz.
+const (
+	starting int32 = iota
+	serving
+	stopping
+)
+
+// MetricsHandler serves the Prometheus registry at /metrics and the
+// server's health at /healthz: 200 "serving" while it takes requests, 503
+// while it starts, stops or has failed (Kubernetes' probes, docs/DEPLOY.md).
+// Health says nothing about rows or peers: 'idface cluster status' does.
 func (s *Server) MetricsHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		state := "starting"
+		switch s.state.Load() {
+		case serving:
+			state = "serving"
+		case stopping:
+			state = "stopping"
+		}
+		s.mu.Lock()
+		if s.fatal != nil {
+			state = "failed"
+		}
+		s.mu.Unlock()
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if state != "serving" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		fmt.Fprintln(w, state)
+	})
 	return mux
 }
 

@@ -162,9 +162,22 @@ func TestDispatchAndLimits(t *testing.T) {
 	}
 }
 
+// healthz is the server's /healthz: its status code and body.
+func healthz(s *Server) (int, string) {
+	rec := httptest.NewRecorder()
+	s.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
+	return rec.Code, strings.TrimSpace(rec.Body.String())
+}
+
 func TestShutdownAndFatal(t *testing.T) {
 	s, f, n, cancel, done := setup(t)
 	dev := network.Peer{Name: "dev", Role: network.RoleDevice}
+	for code, body := healthz(s); code != 200 || body != "serving"; code, body = healthz(s) {
+		if body != "starting" || code != 503 {
+			t.Fatalf("healthz before serving: %d %q", code, body)
+		}
+		time.Sleep(time.Millisecond) // Serve runs in its own goroutine
+	}
 	got := make(chan error, 1)
 	go func() {
 		_, err := call(t, n, dev, frame(&protocol.Identify{TopK: 1, Template: []float32{1}}))
@@ -181,11 +194,17 @@ func TestShutdownAndFatal(t *testing.T) {
 		t.Fatal(err)
 	}
 	done <- nil // for the cleanup
+	if code, body := healthz(s); code != 503 || body != "stopping" {
+		t.Fatalf("healthz after shutdown: %d %q", code, body)
+	}
 
 	s2, _, _, _, done2 := setup(t)
 	s2.Fatal(errors.New("log broken"))
 	if err := <-done2; err == nil || err.Error() != "log broken" {
 		t.Fatalf("fatal: %v", err)
+	}
+	if code, body := healthz(s2); code != 503 || body != "failed" {
+		t.Fatalf("healthz after a fatal error: %d %q", code, body)
 	}
 	done2 <- nil
 	_ = s

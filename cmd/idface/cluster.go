@@ -576,7 +576,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("serve", "idface serve --config cluster.json --home DIR [--metrics-addr HOST:PORT]\nidface serve --cluster DIR --party NAME\n\n"+
 		"Runs the server whose home is DIR (its key, certificate and data) until\n"+
 		"SIGINT or SIGTERM; --cluster/--party is the same for a local cluster.", stderr)
-	mf := addMemberFlags(fs, "party", "server name in a local cluster")
+	mf := addMemberFlags(fs, "party", "server name in a local cluster").withData(fs)
 	verbose := fs.Bool("v", false, "debug logging")
 	metricsAddr := fs.String("metrics-addr", "", "serve /metrics on this TCP address (default: the server's loopback metrics address in the config); any address named here is used as given")
 	pprofOn := fs.Bool("pprof", false, "also serve /debug/pprof/ on the metrics address (loopback addresses only)")
@@ -623,7 +623,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 				return fmt.Errorf("--pprof: %w: profiles are served on loopback only", err)
 			}
 			mux := http.NewServeMux()
-			mux.Handle("/metrics", h)
+			mux.Handle("/", h) // /metrics and /healthz
 			mux.HandleFunc("/debug/pprof/", pprof.Index)
 			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)

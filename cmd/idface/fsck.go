@@ -40,7 +40,7 @@ func cmdFsck(args []string, stdout, stderr io.Writer) (err error) {
 		"(share holders: origin, rows, live per origin), rows (with --rows:\n"+
 		"origin, row, id, live), report (the lines of the human report) and, when\n"+
 		"fsck could not check at all, error.", stderr)
-	mf := addMemberFlags(fs, "party", "server name in a local cluster")
+	mf := addMemberFlags(fs, "party", "server name in a local cluster").withData(fs)
 	repair := fs.Bool("repair", false, "cut a torn tail")
 	rows := fs.String("rows", "", "list ids at ORIGIN:LO-HI")
 	adopt := fs.Bool("adopt", false, "bind this server's own format-1 log to it")

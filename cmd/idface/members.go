@@ -25,6 +25,13 @@ func init() {
 // and name, in a deployment by its configuration file and home.
 type memberFlags struct {
 	dir, name, config, home *string
+	data                    *string // a server's data directory, when not HOME/data (withData)
+}
+
+// withData adds --data, for the commands that open a server's data.
+func (m memberFlags) withData(fs *flag.FlagSet) memberFlags {
+	m.data = fs.String("data", "", "the server's data directory, when not HOME/data (with --home; its lock file is kept beside it, in its parent); a home installed from a Kubernetes Secret keeps its data on a volume")
+	return m
 }
 
 func addMemberFlags(fs *flag.FlagSet, nameFlag, nameHelp string) memberFlags {
@@ -39,6 +46,9 @@ func addMemberFlags(fs *flag.FlagSet, nameFlag, nameHelp string) memberFlags {
 // open loads the configuration and the member's home; local reports a
 // local cluster directory (pids and logs of 'cluster up' are there).
 func (m memberFlags) open(defaultName string) (*config.Params, *home.Home, bool, error) {
+	if m.data != nil && *m.data != "" && *m.home == "" {
+		return nil, nil, false, errors.New("--data goes with --config and --home (a local cluster keeps each server's data in its home)")
+	}
 	switch {
 	case *m.dir != "" && *m.config == "" && *m.home == "":
 		p, err := config.Load(*m.dir)
@@ -60,6 +70,9 @@ func (m memberFlags) open(defaultName string) (*config.Params, *home.Home, bool,
 			return nil, nil, false, err
 		}
 		h, err := home.Open(*m.home)
+		if err == nil && m.data != nil {
+			h.Data = *m.data
+		}
 		return p, h, false, err
 	}
 	return nil, nil, false, errors.New("give either --cluster DIR (a local cluster) or --config FILE with --home DIR")
@@ -70,6 +83,7 @@ func cmdParty(args []string, stdout, stderr io.Writer) error {
 		{"init", "create a server's home: private key, certificate, NAME.pub.json to hand out", partyInit},
 		{"rotate", "replace a server's or client's key and write a new NAME.pub.json", partyRotate},
 		{"rebuild", "restore a stopped server whose data is gone from the other servers (replicated mode)", partyRebuild},
+		{"install", "copy a home (e.g. a mounted Kubernetes Secret) into a private directory to serve from", partyInstall},
 	}, args, stdout, stderr)
 }
 
@@ -118,6 +132,29 @@ func partyRotate(args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "%s: new key, pin %s\nhand out %s and assemble the configuration again\n", h.Self.Name, h.Self.Pin, h.PubPath())
 	}
+	return nil
+}
+
+func partyInstall(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("party install", "idface party install --from DIR --home DIR\n\n"+
+		"Copies the member's home in --from (its key, certificate, seal key and\n"+
+		"descriptors; for instance a Kubernetes Secret made from the home, mounted\n"+
+		"read-only and group-readable) into --home, each file mode 0600, after\n"+
+		"checking the key pair is the one the descriptor names. 'idface deploy\n"+
+		"k8s' runs it in each pod's init container, onto memory (docs/DEPLOY.md).", stderr)
+	from := fs.String("from", "", "the home to copy")
+	dir := fs.String("home", "", "where to put it (created, mode 0700)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := required(fs, "from", "home"); err != nil {
+		return err
+	}
+	h, err := home.Install(*from, *dir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s (%s) installed in %s, pin %s\n", h.Self.Name, h.Self.Role, h.Dir, h.Self.Pin)
 	return nil
 }
 

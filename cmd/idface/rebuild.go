@@ -25,7 +25,7 @@ func partyRebuild(args []string, stdout, stderr io.Writer) error {
 		"data directory must hold no log (move a damaged one aside first). The\n"+
 		"other holders must be running. Then start the server: entries deliver\n"+
 		"what was enrolled or deleted meanwhile, and checked answers resume.", stderr)
-	mf := addMemberFlags(fs, "party", "server name in a local cluster")
+	mf := addMemberFlags(fs, "party", "server name in a local cluster").withData(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}

@@ -45,6 +45,10 @@ type Home struct {
 	Self config.Descriptor
 	// Listen is where a server binds (its advertised address by default).
 	Listen string
+	// Data, when set, is where a server keeps its data instead of
+	// Dir/data (a home installed from a Kubernetes Secret is read-only
+	// and its data live on a volume: docs/DEPLOY.md).
+	Data string
 }
 
 // self is home.json: the descriptor and the listen address.
@@ -166,8 +170,63 @@ func Open(dir string) (*Home, error) {
 // PubPath is the public descriptor to hand out.
 func (h *Home) PubPath() string { return filepath.Join(h.Dir, h.Self.Name+".pub.json") }
 
-// DataDir is where a server keeps its data.
-func (h *Home) DataDir() string { return filepath.Join(h.Dir, dataDir) }
+// DataDir is where a server keeps its data: Data, or Dir/data.
+func (h *Home) DataDir() string {
+	if h.Data != "" {
+		return h.Data
+	}
+	return filepath.Join(h.Dir, dataDir)
+}
+
+// lockPath is the lock beside the data directory (Dir/lock by default):
+// it guards the data, which may live elsewhere than the keys.
+func (h *Home) lockPath() string { return filepath.Join(filepath.Dir(h.DataDir()), lockFile) }
+
+// homeFiles are the files a home may hold besides its data: what Install
+// copies. NAME.pub.json is added by name.
+var homeFiles = []string{selfFile, keyFile, certFile, sealFile, keyFile + ".previous", nextKeyFile, nextCertFile}
+
+// Install copies the home in from (for instance a Kubernetes Secret
+// mounted read-only, whose files are group-readable) into dir, each file
+// private to this user (mode 0600, dir 0700), after checking that its key
+// pair is the one its descriptor names. Files of the same names in dir are
+// replaced; anything else in from is left alone. The data are not part of
+// a home's files: a server started on dir keeps them where --data says.
+func Install(from, dir string) (*Home, error) {
+	src, err := Open(from)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := src.Certificate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	names := append(slices.Clone(homeFiles), filepath.Base(src.PubPath()))
+	for _, name := range names {
+		b, err := os.ReadFile(filepath.Join(from, name))
+		if errors.Is(err, os.ErrNotExist) {
+			continue // optional: seal.key of a client, the files of a rotation
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := store.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			return nil, err
+		}
+	}
+	h, err := Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	if config.ServerRole(h.Self.Role) {
+		if _, err := h.SealKey(); err != nil {
+			return nil, err
+		}
+	}
+	return h, nil
+}
 
 // Certificate loads the key pair and checks it is the one the descriptor
 // names.

@@ -118,3 +118,93 @@ func TestRotationStages(t *testing.T) {
 		t.Fatal("the staged key is still there")
 	}
 }
+
+// TestInstall copies a home laid out as Kubernetes mounts a Secret (each
+// file a symlink into a "..data" directory, group-readable) into a private
+// directory, and refuses a Secret whose key is not its descriptor's.
+func TestInstall(t *testing.T) {
+	src, err := Init(t.TempDir(), "h1", config.RoleShareHolder, "0.0.0.0:7443", "h1-0.h1.idface.svc.cluster.local:7443", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := func(from string, swap map[string]string) string {
+		dir := t.TempDir()
+		data := filepath.Join(dir, "..2026_11_25_08_00_00.1")
+		if err := os.Mkdir(data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Base(data), filepath.Join(dir, "..data")); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"home.json", "identity.key", "identity.crt", "seal.key", "h1.pub.json"} {
+			b, err := os.ReadFile(filepath.Join(from, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if other, ok := swap[name]; ok {
+				if b, err = os.ReadFile(other); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.WriteFile(filepath.Join(data, name), b, 0o440); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(filepath.Join("..data", name), filepath.Join(dir, name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dir
+	}
+	dst := filepath.Join(t.TempDir(), "home")
+	h, err := Install(secret(src.Dir, nil), dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Self.Pin != src.Self.Pin || h.Listen != "0.0.0.0:7443" {
+		t.Fatalf("installed %s at %s, want %s", h.Self.Pin, h.Listen, src.Self.Pin)
+	}
+	entries, err := os.ReadDir(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 5 {
+		t.Fatalf("installed %d files, want the 5 of the home", len(entries))
+	}
+	for _, e := range entries {
+		fi, err := os.Lstat(filepath.Join(dst, e.Name()))
+		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("%s: %v %v, want a regular file of mode 0600", e.Name(), fi.Mode(), err)
+		}
+	}
+	if _, err := h.Certificate(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.SealKey(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Another member's key, or seal key, beside this descriptor is refused.
+	other, err := Init(t.TempDir(), "h2", config.RoleShareHolder, "0.0.0.0:7443", "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"identity.key", "seal.key"} {
+		if _, err := Install(secret(src.Dir, map[string]string{f: filepath.Join(other.Dir, f)}), filepath.Join(t.TempDir(), "home")); err == nil {
+			t.Errorf("a Secret with another member's %s was installed", f)
+		}
+	}
+
+	// With --data elsewhere, the lock is beside the data, not in the home.
+	h.Data = filepath.Join(t.TempDir(), "data")
+	unlock, err := h.Lock("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	if _, err := os.Stat(filepath.Join(filepath.Dir(h.Data), "lock")); err != nil {
+		t.Fatalf("no lock beside the data: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dst, "lock")); err == nil {
+		t.Fatal("the lock was written into the installed home")
+	}
+}

@@ -6,17 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 )
 
 // Lock takes the home's lock for this process (a server, or fsck
 // repairing its data): two processes on one data directory would
-// interleave their writes to one log. The lock is the kernel's (flock), so
+// interleave their writes to one log. The lock file is beside the data
+// directory (lockPath). The lock is the kernel's (flock), so
 // it goes with the process, also on kill -9. unlock releases it.
 func (h *Home) Lock(what string) (unlock func() error, err error) {
-	path := filepath.Join(h.Dir, lockFile)
+	path := h.lockPath()
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, err
@@ -26,7 +26,7 @@ func (h *Home) Lock(what string) (unlock func() error, err error) {
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			holder, _ := os.ReadFile(path)
 			return nil, fmt.Errorf("%s is in use by another idface process (%s): is this server already running? Stop it first ('idface cluster down', or SIGTERM to that process)",
-				h.Dir, strings.TrimSpace(string(holder)))
+				h.DataDir(), strings.TrimSpace(string(holder)))
 		}
 		return nil, fmt.Errorf("locking %s: %w", path, err)
 	}
