@@ -23,6 +23,7 @@ import (
 
 	"github.com/idface/idface/client"
 	"github.com/idface/idface/config"
+	"github.com/idface/idface/deploy"
 	"github.com/idface/idface/internal/home"
 	"github.com/idface/idface/internal/store"
 	_ "github.com/idface/idface/modes" // the modes a cluster may run
@@ -38,8 +39,12 @@ type Options struct {
 	Beta    int
 	Tau     *float64
 	Host    string // default 127.0.0.1
-	Force   bool   // overwrite an existing cluster.json
-	Metrics bool   // give every server a loopback /metrics address
+	// Kubernetes, when set, makes a test cluster for that namespace of
+	// one Kubernetes cluster ('idface deploy k8s --cluster'): servers
+	// listen on 0.0.0.0:deploy.QUICPort and advertise their pods' names.
+	Kubernetes string
+	Force      bool // overwrite an existing cluster.json
+	Metrics    bool // give every server a loopback /metrics address
 	// RevealScores makes a research cluster whose answers carry scores.
 	RevealScores bool
 	// HideProbes makes a cluster whose probes no server sees (replicated).
@@ -86,15 +91,17 @@ func Init(dir string, o Options) (_ *config.Params, err error) {
 	}
 	var descs []config.Descriptor
 	member := func(name, role string, server bool) error {
-		listen := ""
-		if server {
+		listen, advertise := "", ""
+		if server && o.Kubernetes != "" {
+			listen, advertise = net.JoinHostPort("0.0.0.0", strconv.Itoa(deploy.QUICPort)), deploy.PodAddress(o.Kubernetes, name)
+		} else if server {
 			port, err := freeUDPPort(o.Host)
 			if err != nil {
 				return err
 			}
 			listen = net.JoinHostPort(o.Host, strconv.Itoa(port))
 		}
-		h, err := home.Init(HomeDir(dir, name), name, role, listen, "", o.Force)
+		h, err := home.Init(HomeDir(dir, name), name, role, listen, advertise, o.Force)
 		if err != nil {
 			return err
 		}
@@ -288,6 +295,9 @@ func Up(ctx context.Context, p *config.Params, exe string, timeout time.Duration
 		servers = append([]config.Member{k}, p.Parties()...)
 	}
 	for _, s := range servers {
+		if strings.HasSuffix(s.Addr, ".svc.cluster.local:"+strconv.Itoa(deploy.QUICPort)) {
+			return fmt.Errorf("%s is made for Kubernetes ('cluster init --k8s'; %s advertises %s): render it with 'idface deploy k8s --cluster %s'", p.Dir(), s.Name, s.Addr, p.Dir())
+		}
 		if _, ok := Running(p, s.Name); ok {
 			continue
 		}

@@ -161,6 +161,7 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 	tau := fs.Float64("tau", config.DefaultTau, "cosine threshold (uncalibrated; see --calibration)")
 	cal := calibrationFlag(fs)
 	host := fs.String("host", "127.0.0.1", "address the parties listen on")
+	k8s := fs.String("k8s", "", "make a test cluster for this namespace of one Kubernetes cluster: servers listen on 0.0.0.0 and advertise their pods' names (render it with 'idface deploy k8s --cluster DIR'; 'cluster up' refuses it)")
 	force := fs.Bool("force", false, "replace an existing cluster config")
 	metrics := fs.Bool("metrics", false, "give every server a loopback /metrics address")
 	reveal := fs.Bool("reveal-scores", false, "research cluster: identify answers with scores and candidates below the threshold (never for a deployment: scores for chosen probes reconstruct templates)")
@@ -191,7 +192,7 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	cfg, err := cluster.Init(*dir, cluster.Options{Mode: m, Parties: *parties, Devices: *devices, Dim: lit.Dim,
-		Alpha: lit.Alpha, Beta: lit.Beta, Tau: lit.Tau, Host: *host, Force: *force, Metrics: *metrics, RevealScores: *reveal, HideProbes: *hide,
+		Alpha: lit.Alpha, Beta: lit.Beta, Tau: lit.Tau, Host: *host, Kubernetes: *k8s, Force: *force, Metrics: *metrics, RevealScores: *reveal, HideProbes: *hide,
 		GalleryLevels: lit.GalleryLevels, QueryLevels: lit.QueryLevels, Scheme: *scheme, Calibration: lit.Calibration,
 		BatchMax: *batch.max, BatchWait: *batch.wait})
 	if err != nil {
@@ -580,12 +581,19 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 	verbose := fs.Bool("v", false, "debug logging")
 	metricsAddr := fs.String("metrics-addr", "", "serve /metrics on this TCP address (default: the server's loopback metrics address in the config); any address named here is used as given")
 	pprofOn := fs.Bool("pprof", false, "also serve /debug/pprof/ on the metrics address (loopback addresses only)")
+	listen := fs.String("listen", "", "bind this UDP address instead of the home's (a pod binds 0.0.0.0:PORT; the others still dial the advertised address)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	cfg, h, _, err := mf.open("")
 	if err != nil {
 		return err
+	}
+	if *listen != "" {
+		if _, _, err := net.SplitHostPort(*listen); err != nil {
+			return fmt.Errorf("--listen %q: %w", *listen, err)
+		}
+		h.Listen = *listen
 	}
 	name := &h.Self.Name
 	level := slog.LevelInfo

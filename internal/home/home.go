@@ -186,6 +186,28 @@ func (h *Home) lockPath() string { return filepath.Join(filepath.Dir(h.DataDir()
 // copies. NAME.pub.json is added by name.
 var homeFiles = []string{selfFile, keyFile, certFile, sealFile, keyFile + ".previous", nextKeyFile, nextCertFile}
 
+// Files are the files of the home in dir that 'idface party install'
+// copies (a Kubernetes Secret of the member: 'idface deploy k8s'), by
+// name: its keys, certificate and descriptors, never its data or lock.
+func Files(dir string) (map[string][]byte, error) {
+	h, err := Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]byte{}
+	for _, name := range append(slices.Clone(homeFiles), filepath.Base(h.PubPath())) {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[name] = b
+	}
+	return out, nil
+}
+
 // Install copies the home in from (for instance a Kubernetes Secret
 // mounted read-only, whose files are group-readable) into dir, each file
 // private to this user (mode 0600, dir 0700), after checking that its key
@@ -203,15 +225,11 @@ func Install(from, dir string) (*Home, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	names := append(slices.Clone(homeFiles), filepath.Base(src.PubPath()))
-	for _, name := range names {
-		b, err := os.ReadFile(filepath.Join(from, name))
-		if errors.Is(err, os.ErrNotExist) {
-			continue // optional: seal.key of a client, the files of a rotation
-		}
-		if err != nil {
-			return nil, err
-		}
+	files, err := Files(from)
+	if err != nil {
+		return nil, err
+	}
+	for name, b := range files {
 		if err := store.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
 			return nil, err
 		}

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/idface/idface/cluster"
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/deploy"
+	"github.com/idface/idface/engine"
+	"github.com/idface/idface/internal/buildinfo"
+	"github.com/idface/idface/internal/home"
+)
+
+func init() {
+	register("deploy", "render what runs the servers elsewhere: Kubernetes manifests, the OCI image", cmdDeploy)
+}
+
+func cmdDeploy(args []string, stdout, stderr io.Writer) error {
+	return group("deploy", []subcommand{
+		{"k8s", "Kubernetes manifests for a cluster's servers (docs/DEPLOY.md, \"Kubernetes\")", deployK8s},
+		{"image", "the OCI image the manifests run: a static idface FROM scratch, built offline", deployImage},
+	}, args, stdout, stderr)
+}
+
+// imageRef is the default image reference: idface at this build's version.
+func imageRef() string {
+	v := buildinfo.Read().Version
+	if v == "" || v == "(devel)" || v == "devel" {
+		v = "dev"
+	}
+	return "idface:" + v
+}
+
+func deployK8s(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("deploy k8s", "idface deploy k8s --config cluster.json [--home DIR] [flags]\nidface deploy k8s --cluster DIR [flags]\n\n"+
+		"Writes the Kubernetes objects that run the cluster's servers, as YAML\n"+
+		"(kubectl apply -f): per server a StatefulSet (its pod installs the\n"+
+		"server's home from its Secret onto memory and keeps its data on its own\n"+
+		"volume; pods of different servers never share a node), a headless\n"+
+		"Service, and one PodDisruptionBudget (one server down at a time); the\n"+
+		"configuration as a ConfigMap. With --home, only that server, with its\n"+
+		"Secret (each organisation renders its own); with --config alone, every\n"+
+		"server and no Secret (each operator creates its own, as the output\n"+
+		"says); with --cluster, a test cluster made by 'cluster init --k8s NS',\n"+
+		"Secrets of every server included. Probes use /healthz on port 9464.", stderr)
+	dir := clusterDirFlag(fs, "a local test cluster made with 'cluster init --k8s NAMESPACE' (every server, every key)")
+	cfgFile := fs.String("config", "", "the cluster configuration")
+	homeDir := fs.String("home", "", "with --config: render only this server, its home as its Secret")
+	ns := fs.String("namespace", "", "the namespace (default: the test cluster's, or idface)")
+	image := fs.String("image", imageRef(), "the image the pods run ('idface deploy image' builds it)")
+	rows := fs.Int("rows", 0, "size each row-holding server's volume and memory for this many rows (the mode's storage estimate)")
+	disk := fs.String("disk", "10Gi", "each server's data volume (with --rows: the servers that hold no rows)")
+	memory := fs.String("memory", "", "each server's memory request (with --rows: the servers that hold no rows)")
+	class := fs.String("storage-class", "", "the volumes' storage class (default: the Kubernetes cluster's)")
+	expose := fs.Bool("expose", false, "also a LoadBalancer Service per server for clients outside the Kubernetes cluster (its advertised address must be the load balancer's)")
+	out := fs.String("out", "", "write to this file (mode 0600 when it holds a Secret) instead of standard output")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	var (
+		p    *config.Params
+		path string
+		err  error
+		o    = deploy.Options{Namespace: *ns, Image: *image, Disk: *disk, Memory: *memory, StorageClass: *class, Expose: *expose, Homes: map[string]map[string][]byte{}}
+	)
+	switch {
+	case *dir != "" && *cfgFile == "" && *homeDir == "":
+		if p, err = config.Load(*dir); err != nil {
+			return err
+		}
+		path = p.Dir() + "/" + config.File
+		for _, m := range p.Servers() {
+			files, err := home.Files(cluster.HomeDir(*dir, m.Name))
+			if err != nil {
+				return err
+			}
+			o.Homes[m.Name] = files
+			if o.Namespace == "" {
+				o.Namespace = namespaceOf(m.Addr)
+			}
+		}
+	case *cfgFile != "" && *dir == "":
+		if p, err = config.LoadFile(*cfgFile); err != nil {
+			return err
+		}
+		path = *cfgFile
+		if *homeDir != "" {
+			h, err := home.Open(*homeDir)
+			if err != nil {
+				return err
+			}
+			if _, err := h.Check(p); err != nil {
+				return err
+			}
+			if _, ok := p.Server(h.Self.Name); !ok {
+				return fmt.Errorf("%s is a client: only servers run in Kubernetes", h.Self.Name)
+			}
+			files, err := home.Files(*homeDir)
+			if err != nil {
+				return err
+			}
+			o.Members, o.Homes[h.Self.Name] = []string{h.Self.Name}, files
+		}
+	default:
+		return errors.New("give --config FILE (with --home DIR for one server) or --cluster DIR")
+	}
+	cfgJSON, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if *rows > 0 {
+		mode, err := engine.ModeOf(p)
+		if err != nil {
+			return err
+		}
+		per := mode.Storage(p, *rows)
+		o.Sizes = map[string]deploy.Size{}
+		for _, m := range p.Parties() {
+			// The log holds the rows once more than memory does, and
+			// grows until compacted: twice the rows, at least 1 GiB.
+			o.Sizes[m.Name] = deploy.Size{Disk: gib(max(2*per, 1<<30)), Memory: gib(1.25*per + 512<<20)}
+		}
+	}
+	b, err := deploy.K8s(p, cfgJSON, o)
+	if err != nil {
+		return err
+	}
+	if *out == "" {
+		_, err = stdout.Write(b)
+		return err
+	}
+	mode := os.FileMode(0o644)
+	if len(o.Homes) > 0 {
+		mode = 0o600
+	}
+	if err := os.WriteFile(*out, b, mode); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s (%d bytes): kubectl apply -f %s\n", *out, len(b), *out)
+	return nil
+}
+
+// gib writes bytes as whole GiB, rounded up.
+func gib(bytes float64) string {
+	return fmt.Sprintf("%dGi", int64((bytes+(1<<30)-1)/(1<<30)))
+}
+
+// namespaceOf reads the namespace out of a pod address
+// (NAME-0.NAME.NS.svc.cluster.local:PORT), "" if it is not one.
+func namespaceOf(addr string) string {
+	host, _, _ := strings.Cut(addr, ":")
+	parts := strings.Split(host, ".")
+	if len(parts) == 6 && parts[3] == "svc" {
+		return parts[2]
+	}
+	return ""
+}
+
+func deployImage(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("deploy image", "idface deploy image --binary FILE --out DIR|FILE.tar [--ref idface:VERSION]\n\n"+
+		"Builds the OCI image that 'deploy k8s' runs, offline: one layer with the\n"+
+		"static executable at /idface, FROM scratch, user 65532, entry point\n"+
+		"/idface. The same binary always gives the same image. Build the binary\n"+
+		"first: CGO_ENABLED=0 go build -trimpath -o idface ./cmd/idface\n"+
+		"--out DIR writes an OCI layout (skopeo copy oci:DIR docker://REGISTRY/idface:TAG);\n"+
+		"--out FILE.tar an OCI archive (podman load -i FILE.tar; ctr image import FILE.tar).\n"+
+		"With a Docker engine, deploy/Dockerfile builds the same from source.", stderr)
+	bin := fs.String("binary", "", "a static idface executable (default: this one, if it is static)")
+	out := fs.String("out", "", "an OCI layout directory to create, or FILE.tar for an OCI archive")
+	ref := fs.String("ref", imageRef(), "the image's name and tag")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := required(fs, "out"); err != nil {
+		return err
+	}
+	path := *bin
+	if path == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		path = exe
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	o := deploy.ImageOptions{Ref: *ref, Version: buildinfo.Read().Version}
+	var manifest string
+	if strings.HasSuffix(*out, ".tar") {
+		var archive []byte
+		if archive, manifest, err = deploy.ImageTar(b, o); err == nil {
+			err = os.WriteFile(*out, archive, 0o644)
+		}
+	} else {
+		manifest, err = deploy.Image(*out, b, o)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	fmt.Fprintf(stdout, "%s: %s (manifest %s)\n", *out, *ref, manifest)
+	return nil
+}

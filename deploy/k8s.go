@@ -1,0 +1,495 @@
+// Package deploy places a cluster's servers with engines that exist
+// rather than home-made ones: Kubernetes manifests (K8s) and the OCI image
+// they run (Image). It only renders files; nothing here talks to a
+// Kubernetes cluster or a registry.
+//
+// The manifests keep the trust model of a deployment across hosts: each
+// server's home (its private keys) is its own Secret, mounted only by its
+// own pods, copied by 'idface party install' onto memory; its data live on
+// its own volume; pods of different members never share a node (a node's
+// root sees one member's shares, not two). docs/DEPLOY.md, "Kubernetes".
+package deploy
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idface/idface/config"
+	"sigs.k8s.io/yaml"
+)
+
+// Fixed places inside a pod.
+const (
+	// QUICPort is where a server listens in its pod, and the port of the
+	// addresses PodAddress gives.
+	QUICPort = 7443
+	// MetricsPort serves /metrics and /healthz inside the cluster network.
+	MetricsPort = 9464
+	// UID runs every container (no root: the image has no user database).
+	UID = 65532
+
+	binary      = "/idface"
+	secretDir   = "/etc/idface/secret"
+	homeDir     = "/run/idface/home" // memory (emptyDir medium Memory)
+	configDir   = "/etc/idface/cluster"
+	dataMount   = "/var/lib/idface"
+	dataDir     = dataMount + "/data"
+	labelName   = "app.kubernetes.io/name"
+	labelPart   = "app.kubernetes.io/part-of"
+	labelClust  = "idface.io/cluster"
+	labelMember = "idface.io/member"
+	labelRole   = "idface.io/role"
+)
+
+// Options of K8s.
+type Options struct {
+	// Namespace of every object (default "idface").
+	Namespace string
+	// Image is the OCI image reference the pods run (see Image).
+	Image string
+	// Members are the servers to render (default: every server).
+	Members []string
+	// Homes holds the files of the rendered members' homes, by member and
+	// file name, to render as their Secrets; a member without one gets
+	// none (its operator creates it: 'kubectl create secret generic').
+	Homes map[string]map[string][]byte
+	// Disk is each member's data volume request (default 10Gi); Memory,
+	// when set, its memory request. Sizes overrides both per member.
+	Disk, Memory string
+	Sizes        map[string]Size
+	// StorageClass names the volumes' class ("" is the cluster's default).
+	StorageClass string
+	// Expose adds a LoadBalancer Service per member for clients outside
+	// the Kubernetes cluster (the member's advertised address must then
+	// be that load balancer's).
+	Expose bool
+}
+
+// Size is a member's data volume and memory requests (Kubernetes
+// quantities; "" keeps Options' value).
+type Size struct{ Disk, Memory string }
+
+// Name is the StatefulSet, headless Service, Secret and volume prefix of
+// member.
+func Name(member string) string { return "idface-" + member }
+
+// SecretName is member's home Secret.
+func SecretName(member string) string { return Name(member) + "-home" }
+
+// PodAddress is the address member's first pod has inside the Kubernetes
+// cluster, in namespace ns: what its descriptor advertises when its peers
+// and clients run in the same Kubernetes cluster ('party init --advertise',
+// 'cluster init --k8s').
+func PodAddress(ns, member string) string {
+	return net.JoinHostPort(fmt.Sprintf("%s-0.%s.%s.svc.cluster.local", Name(member), Name(member), ns), strconv.Itoa(QUICPort))
+}
+
+// K8s renders the Kubernetes objects that run the servers of the cluster
+// whose configuration is p (cfgJSON, its file, goes into a ConfigMap), as
+// one YAML stream.
+func K8s(p *config.Params, cfgJSON []byte, o Options) ([]byte, error) {
+	if o.Namespace == "" {
+		o.Namespace = "idface"
+	}
+	if o.Image == "" {
+		return nil, fmt.Errorf("name the image the pods run (--image; 'idface deploy image' builds one)")
+	}
+	if o.Disk == "" {
+		o.Disk = "10Gi"
+	}
+	qs := []struct{ flag, v string }{{"disk", o.Disk}, {"memory", o.Memory}}
+	for _, z := range o.Sizes {
+		qs = append(qs, struct{ flag, v string }{"disk", z.Disk}, struct{ flag, v string }{"memory", z.Memory})
+	}
+	for _, q := range qs {
+		if q.v != "" && !quantity(q.v) {
+			return nil, fmt.Errorf("--%s %q: want a Kubernetes quantity such as 20Gi or 512Mi", q.flag, q.v)
+		}
+	}
+	if err := dnsLabel(o.Namespace); err != nil {
+		return nil, fmt.Errorf("namespace: %w", err)
+	}
+	members := o.Members
+	if len(members) == 0 {
+		for _, m := range p.Servers() {
+			members = append(members, m.Name)
+		}
+	}
+	for name := range o.Homes {
+		if !slices.Contains(members, name) {
+			return nil, fmt.Errorf("a home is given for %s, which is not rendered", name)
+		}
+	}
+	id := p.ClusterID()
+	cluster := hex.EncodeToString(id[:])
+	docs := []any{configMap(o.Namespace, cluster, cfgJSON)}
+	for _, name := range members {
+		m, ok := p.Server(name)
+		if !ok {
+			return nil, fmt.Errorf("%s is not a server of this cluster (servers: %s)", name, serverNames(p))
+		}
+		if err := dnsLabel(Name(name) + "-home"); err != nil {
+			return nil, fmt.Errorf("member %s: %w", name, err)
+		}
+		port, err := quicPort(m)
+		if err != nil {
+			return nil, err
+		}
+		labels := map[string]string{labelName: "idface", labelPart: "idface-" + cluster[:8], labelClust: cluster, labelMember: name, labelRole: role(p, name)}
+		if files, ok := o.Homes[name]; ok {
+			s, err := secret(o.Namespace, name, labels, files, m)
+			if err != nil {
+				return nil, err
+			}
+			docs = append(docs, s)
+		}
+		docs = append(docs, headless(o.Namespace, name, labels, port))
+		if o.Expose {
+			docs = append(docs, exposed(o.Namespace, name, labels, port))
+		}
+		docs = append(docs, statefulSet(p, o, name, cluster, labels, port))
+	}
+	docs = append(docs, disruptionBudget(o.Namespace, cluster, members))
+
+	var out bytes.Buffer
+	fmt.Fprintf(&out, "# idface cluster %s (mode %s, serial %d): %s in namespace %s.\n", cluster, p.Mode(), p.Serial(), strings.Join(members, ", "), o.Namespace)
+	var missing []string
+	for _, name := range members {
+		if _, ok := o.Homes[name]; !ok {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		fmt.Fprintf(&out, "# Each member's home Secret is made by its own operator, on the host of its home, before applying:\n")
+		for _, name := range missing {
+			fmt.Fprintf(&out, "#   kubectl -n %s create secret generic %s --from-file=HOME/home.json --from-file=HOME/identity.key --from-file=HOME/identity.crt --from-file=HOME/seal.key --from-file=HOME/%s.pub.json\n", o.Namespace, SecretName(name), name)
+		}
+	}
+	if len(o.Homes) > 1 {
+		fmt.Fprintf(&out, "# This file holds the private keys of %d members: a test cluster only. Members of a deployment each render their own.\n", len(o.Homes))
+	}
+	for _, d := range docs {
+		b, err := yaml.Marshal(d)
+		if err != nil {
+			return nil, err
+		}
+		out.WriteString("---\n")
+		out.Write(b)
+	}
+	return out.Bytes(), nil
+}
+
+// role is the member's role label: the party role of the mode, or the
+// helper's.
+func role(p *config.Params, name string) string {
+	if p.PartyIndex(name) >= 0 {
+		return p.Spec().PartyRole
+	}
+	if k, ok := p.KeyServer(); ok && k.Name == name {
+		return config.RoleKeyServer
+	}
+	return config.RoleDecider
+}
+
+func serverNames(p *config.Params) string {
+	var s []string
+	for _, m := range p.Servers() {
+		s = append(s, m.Name)
+	}
+	return strings.Join(s, ", ")
+}
+
+// quicPort is the port of member m's advertised address: its pod listens
+// there, so that the address the others dial reaches it through the
+// headless Service (or a load balancer that keeps the port).
+func quicPort(m config.Member) (int, error) {
+	host, port, err := net.SplitHostPort(m.Addr)
+	if err != nil {
+		return 0, fmt.Errorf("%s's address %q: %w", m.Name, m.Addr, err)
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return 0, fmt.Errorf("%s advertises %s, a loopback address no pod can reach: make its home with 'idface party init --listen 0.0.0.0:%d --advertise ADDRESS' (in one Kubernetes cluster, ADDRESS is %s), or a test cluster with 'idface cluster init --k8s NAMESPACE'",
+			m.Name, m.Addr, QUICPort, PodAddress("NAMESPACE", m.Name))
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 {
+		return 0, fmt.Errorf("%s's address %q: bad port", m.Name, m.Addr)
+	}
+	return n, nil
+}
+
+// The objects, as their JSON (sigs.k8s.io/yaml writes them as YAML). Only
+// the fields rendered here; the tests decode every one strictly into the
+// k8s.io/api types.
+
+type object struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   meta   `json:"metadata"`
+}
+
+type meta struct {
+	Name        string            `json:"name"`
+	Namespace   string            `json:"namespace,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+type selector struct {
+	MatchLabels      map[string]string `json:"matchLabels,omitempty"`
+	MatchExpressions []requirement     `json:"matchExpressions,omitempty"`
+}
+
+type requirement struct {
+	Key      string   `json:"key"`
+	Operator string   `json:"operator"`
+	Values   []string `json:"values,omitempty"`
+}
+
+func configMap(ns, cluster string, cfgJSON []byte) any {
+	return struct {
+		object
+		Data map[string]string `json:"data"`
+	}{object{"v1", "ConfigMap", meta{Name: "idface-cluster", Namespace: ns, Labels: map[string]string{labelName: "idface", labelClust: cluster}}},
+		map[string]string{config.File: string(cfgJSON)}}
+}
+
+// secret is member's home: the files 'idface party install' copies, no
+// data. Each must belong to this member: a Secret with another member's
+// home (or none of its certificate) is refused before it is written.
+func secret(ns, name string, labels map[string]string, files map[string][]byte, m config.Member) (any, error) {
+	var self struct {
+		Name string `json:"name"`
+		Pin  string `json:"pin"`
+	}
+	if err := json.Unmarshal(files["home.json"], &self); err != nil {
+		return nil, fmt.Errorf("%s's home.json: %w", name, err)
+	}
+	if self.Name != name || !slices.Contains(m.Pins(), self.Pin) {
+		return nil, fmt.Errorf("the home given for %s is %s's (pin %s), not the one the configuration pins", name, self.Name, self.Pin)
+	}
+	for _, need := range []string{"identity.key", "identity.crt"} {
+		if len(files[need]) == 0 {
+			return nil, fmt.Errorf("%s's home lacks %s", name, need)
+		}
+	}
+	data := map[string][]byte{}
+	for f, b := range files {
+		data[f] = b
+	}
+	return struct {
+		object
+		Type string            `json:"type"`
+		Data map[string][]byte `json:"data"` // base64, as Kubernetes wants
+	}{object{"v1", "Secret", meta{Name: SecretName(name), Namespace: ns, Labels: labels}}, "Opaque", data}, nil
+}
+
+type servicePort struct {
+	Name       string `json:"name"`
+	Protocol   string `json:"protocol"`
+	Port       int    `json:"port"`
+	TargetPort string `json:"targetPort,omitempty"`
+}
+
+type serviceSpec struct {
+	Type      string            `json:"type,omitempty"`
+	ClusterIP string            `json:"clusterIP,omitempty"`
+	Selector  map[string]string `json:"selector"`
+	Ports     []servicePort     `json:"ports"`
+	// The others dial a member as soon as it listens; its DNS name must
+	// not wait for readiness.
+	PublishNotReady bool `json:"publishNotReadyAddresses,omitempty"`
+}
+
+// headless gives each pod of the member a stable DNS name
+// (PodAddress), for the others and for clients in the same cluster.
+func headless(ns, name string, labels map[string]string, port int) any {
+	return struct {
+		object
+		Spec serviceSpec `json:"spec"`
+	}{object{"v1", "Service", meta{Name: Name(name), Namespace: ns, Labels: labels}},
+		serviceSpec{ClusterIP: "None", Selector: podSelector(labels), PublishNotReady: true, Ports: []servicePort{
+			{Name: "quic", Protocol: "UDP", Port: port, TargetPort: "quic"},
+			{Name: "metrics", Protocol: "TCP", Port: MetricsPort, TargetPort: "metrics"},
+		}}}
+}
+
+// exposed is a load balancer for clients outside the cluster: QUIC only.
+func exposed(ns, name string, labels map[string]string, port int) any {
+	return struct {
+		object
+		Spec serviceSpec `json:"spec"`
+	}{object{"v1", "Service", meta{Name: Name(name) + "-public", Namespace: ns, Labels: labels}},
+		serviceSpec{Type: "LoadBalancer", Selector: podSelector(labels), Ports: []servicePort{{Name: "quic", Protocol: "UDP", Port: port, TargetPort: "quic"}}}}
+}
+
+// podSelector picks a member's pods.
+func podSelector(labels map[string]string) map[string]string {
+	return map[string]string{labelClust: labels[labelClust], labelMember: labels[labelMember]}
+}
+
+// disruptionBudget lets a voluntary disruption (a node drain, an upgrade)
+// take at most one of the rendered members' pods at a time: the
+// replicated mode answers with one holder down, not two; the n-of-n modes
+// are down while any member moves, and two at once only lengthen that.
+func disruptionBudget(ns, cluster string, members []string) any {
+	name := "idface-" + cluster[:8]
+	if len(members) == 1 {
+		name = Name(members[0])
+	}
+	type budget struct {
+		MaxUnavailable int      `json:"maxUnavailable"`
+		Selector       selector `json:"selector"`
+	}
+	return struct {
+		object
+		Spec budget `json:"spec"`
+	}{object{"policy/v1", "PodDisruptionBudget", meta{Name: name, Namespace: ns, Labels: map[string]string{labelName: "idface", labelClust: cluster}}},
+		budget{1, selector{MatchLabels: map[string]string{labelClust: cluster}, MatchExpressions: []requirement{{Key: labelMember, Operator: "In", Values: sorted(members)}}}}}
+}
+
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	sort.Strings(s)
+	return s
+}
+
+// statefulSet runs member name: one pod (one per shard when a party is
+// sharded), its home installed from its Secret onto memory, its data on
+// its own volume, never on a node with another member of the cluster.
+func statefulSet(p *config.Params, o Options, name, cluster string, labels map[string]string, port int) any {
+	grace := int((p.Timeouts().Shutdown + 10*time.Second) / time.Second)
+	probe := func(period, failures int) map[string]any {
+		return map[string]any{"httpGet": map[string]any{"path": "/healthz", "port": "metrics"}, "periodSeconds": period, "failureThreshold": failures, "timeoutSeconds": 2}
+	}
+	restricted := map[string]any{
+		"allowPrivilegeEscalation": false,
+		"readOnlyRootFilesystem":   true,
+		"capabilities":             map[string]any{"drop": []string{"ALL"}},
+	}
+	volumeMounts := func(extra ...map[string]any) []map[string]any {
+		return append([]map[string]any{{"name": "home", "mountPath": homeDir}}, extra...)
+	}
+	disk, memory := o.Disk, o.Memory
+	if z, ok := o.Sizes[name]; ok {
+		disk, memory = cmp.Or(z.Disk, disk), cmp.Or(z.Memory, memory)
+	}
+	resources := map[string]any{}
+	if memory != "" {
+		resources["requests"] = map[string]any{"memory": memory}
+	}
+	pvc := map[string]any{
+		"metadata": map[string]any{"name": "data", "labels": podSelector(labels)},
+		"spec": map[string]any{
+			"accessModes": []string{"ReadWriteOnce"},
+			"resources":   map[string]any{"requests": map[string]any{"storage": disk}},
+		},
+	}
+	if o.StorageClass != "" {
+		pvc["spec"].(map[string]any)["storageClassName"] = o.StorageClass
+	}
+	pod := map[string]any{
+		"metadata": map[string]any{"labels": labels},
+		"spec": map[string]any{
+			"automountServiceAccountToken":  false, // a server never calls the Kubernetes API
+			"enableServiceLinks":            false,
+			"terminationGracePeriodSeconds": grace,
+			"securityContext": map[string]any{
+				"runAsNonRoot": true, "runAsUser": UID, "runAsGroup": UID, "fsGroup": UID,
+				"seccompProfile": map[string]any{"type": "RuntimeDefault"},
+			},
+			"affinity": map[string]any{"podAntiAffinity": map[string]any{
+				"requiredDuringSchedulingIgnoredDuringExecution": []map[string]any{{
+					"topologyKey": "kubernetes.io/hostname",
+					"labelSelector": selector{MatchLabels: map[string]string{labelClust: cluster},
+						MatchExpressions: []requirement{{Key: labelMember, Operator: "NotIn", Values: []string{name}}}},
+				}},
+			}},
+			"initContainers": []map[string]any{{
+				"name": "install-home", "image": o.Image,
+				"command":         []string{binary, "party", "install", "--from", secretDir, "--home", homeDir},
+				"securityContext": restricted,
+				"volumeMounts":    volumeMounts(map[string]any{"name": "secret", "mountPath": secretDir, "readOnly": true}),
+			}},
+			"containers": []map[string]any{{
+				"name": "idface", "image": o.Image,
+				"command": []string{binary, "serve", "--config", configDir + "/" + config.File, "--home", homeDir, "--data", dataDir,
+					"--listen", net.JoinHostPort("0.0.0.0", strconv.Itoa(port)), "--metrics-addr", net.JoinHostPort("0.0.0.0", strconv.Itoa(MetricsPort))},
+				"ports": []map[string]any{
+					{"name": "quic", "containerPort": port, "protocol": "UDP"},
+					{"name": "metrics", "containerPort": MetricsPort, "protocol": "TCP"},
+				},
+				// Replaying a large log takes minutes: the startup probe
+				// allows 30 before liveness applies.
+				"startupProbe":    probe(5, 360),
+				"readinessProbe":  probe(5, 2),
+				"livenessProbe":   probe(10, 6),
+				"resources":       resources,
+				"securityContext": restricted,
+				"volumeMounts": volumeMounts(
+					map[string]any{"name": "cluster", "mountPath": configDir, "readOnly": true},
+					map[string]any{"name": "data", "mountPath": dataMount}),
+			}},
+			"volumes": []map[string]any{
+				// 0440 with fsGroup: party install copies it to 0600.
+				{"name": "secret", "secret": map[string]any{"secretName": SecretName(name), "defaultMode": 0o440}},
+				{"name": "home", "emptyDir": map[string]any{"medium": "Memory", "sizeLimit": "16Mi"}},
+				{"name": "cluster", "configMap": map[string]any{"name": "idface-cluster"}},
+			},
+		},
+	}
+	return struct {
+		object
+		Spec map[string]any `json:"spec"`
+	}{object{"apps/v1", "StatefulSet", meta{Name: Name(name), Namespace: o.Namespace, Labels: labels}}, map[string]any{
+		"serviceName":          Name(name),
+		"replicas":             1,
+		"podManagementPolicy":  "Parallel",
+		"selector":             selector{MatchLabels: podSelector(labels)},
+		"template":             pod,
+		"volumeClaimTemplates": []map[string]any{pvc},
+	}}
+}
+
+// dnsLabel checks a name Kubernetes takes as a DNS label.
+func dnsLabel(s string) error {
+	ok := len(s) > 0 && len(s) <= 63
+	for i, c := range s {
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case c == '-' && i > 0 && i < len(s)-1:
+		default:
+			ok = false
+		}
+	}
+	if !ok {
+		return fmt.Errorf("%q is not a DNS label (lower-case letters, digits and '-', at most 63): Kubernetes refuses it; rename the member", s)
+	}
+	return nil
+}
+
+// quantity accepts the Kubernetes quantities an operator writes for sizes:
+// digits with an optional binary or decimal suffix.
+func quantity(s string) bool {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	if i == 0 {
+		return false
+	}
+	switch s[i:] {
+	case "", "Ki", "Mi", "Gi", "Ti", "Pi", "k", "M", "G", "T", "P":
+		return true
+	}
+	return false
+}

@@ -1,0 +1,314 @@
+package deploy_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/yaml"
+
+	"github.com/idface/idface/cluster"
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/deploy"
+	"github.com/idface/idface/engine/replicated"
+	"github.com/idface/idface/internal/home"
+	_ "github.com/idface/idface/modes"
+)
+
+// rendered is a YAML stream decoded strictly (an unknown or misspelt
+// field is an error) into the k8s.io/api types, by kind.
+type rendered struct {
+	stateful []appsv1.StatefulSet
+	services []corev1.Service
+	secrets  []corev1.Secret
+	maps     []corev1.ConfigMap
+	budgets  []policyv1.PodDisruptionBudget
+}
+
+func decode(t *testing.T, stream []byte) rendered {
+	t.Helper()
+	var r rendered
+	for i, doc := range bytes.Split(stream, []byte("\n---\n")) {
+		if i == 0 {
+			continue // the header comment
+		}
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal(doc, &tm); err != nil {
+			t.Fatalf("document %d: %v", i, err)
+		}
+		var err error
+		strict := func(v any) { err = yaml.UnmarshalStrict(doc, v) }
+		switch tm.APIVersion + " " + tm.Kind {
+		case "apps/v1 StatefulSet":
+			r.stateful = append(r.stateful, appsv1.StatefulSet{})
+			strict(&r.stateful[len(r.stateful)-1])
+		case "v1 Service":
+			r.services = append(r.services, corev1.Service{})
+			strict(&r.services[len(r.services)-1])
+		case "v1 Secret":
+			r.secrets = append(r.secrets, corev1.Secret{})
+			strict(&r.secrets[len(r.secrets)-1])
+		case "v1 ConfigMap":
+			r.maps = append(r.maps, corev1.ConfigMap{})
+			strict(&r.maps[len(r.maps)-1])
+		case "policy/v1 PodDisruptionBudget":
+			r.budgets = append(r.budgets, policyv1.PodDisruptionBudget{})
+			strict(&r.budgets[len(r.budgets)-1])
+		default:
+			t.Fatalf("document %d: unexpected %s %s", i, tm.APIVersion, tm.Kind)
+		}
+		if err != nil {
+			t.Fatalf("document %d (%s) does not decode strictly into the Kubernetes type: %v\n%s", i, tm.Kind, err, doc)
+		}
+	}
+	return r
+}
+
+// TestK8s renders a replicated test cluster made for Kubernetes and checks
+// the invariants the deployment rests on: each pod mounts one Secret, its
+// own member's, holding that member's home and no other; ports agree with
+// the configuration; members never share a node; probes reach /healthz;
+// the pods run as no root with a read-only root.
+func TestK8s(t *testing.T) {
+	dir := t.TempDir()
+	p, err := cluster.Init(dir, cluster.Options{Mode: replicated.Mode, Parties: 3, Kubernetes: "gate-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgJSON, err := os.ReadFile(filepath.Join(dir, config.File))
+	if err != nil {
+		t.Fatal(err)
+	}
+	homes := map[string]map[string][]byte{}
+	for _, m := range p.Servers() {
+		if homes[m.Name], err = home.Files(cluster.HomeDir(dir, m.Name)); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := homes[m.Name]["lock"]; ok {
+			t.Fatal("a home's lock went into its Secret")
+		}
+	}
+	out, err := deploy.K8s(p, cfgJSON, deploy.Options{Namespace: "gate-test", Image: "registry.example/idface:1", Homes: homes,
+		Sizes: map[string]deploy.Size{"p1": {Disk: "20Gi", Memory: "3Gi"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := decode(t, out)
+	servers := p.Servers()
+	if len(r.stateful) != len(servers) || len(r.secrets) != len(servers) || len(r.services) != len(servers) || len(r.maps) != 1 || len(r.budgets) != 1 {
+		t.Fatalf("rendered %d StatefulSets, %d Secrets, %d Services, %d ConfigMaps, %d budgets for %d servers",
+			len(r.stateful), len(r.secrets), len(r.services), len(r.maps), len(r.budgets), len(servers))
+	}
+	if r.maps[0].Data[config.File] != string(cfgJSON) {
+		t.Fatal("the ConfigMap does not hold the configuration as it is")
+	}
+	secretOf := map[string]corev1.Secret{}
+	for _, s := range r.secrets {
+		secretOf[s.Name] = s
+	}
+	mountedBy := map[string]string{}
+	for _, ss := range r.stateful {
+		member := ss.Spec.Template.Labels["idface.io/member"]
+		m, ok := p.Server(member)
+		if !ok || ss.Name != deploy.Name(member) || ss.Namespace != "gate-test" {
+			t.Fatalf("StatefulSet %s/%s for member %q", ss.Namespace, ss.Name, member)
+		}
+		pod := ss.Spec.Template.Spec
+		// One Secret per pod, its own member's, mounted by no other pod;
+		// it holds that member's home (its pin), keys private after install.
+		var secrets []string
+		for _, v := range pod.Volumes {
+			if v.Secret != nil {
+				secrets = append(secrets, v.Secret.SecretName)
+			}
+			if v.Projected != nil || v.HostPath != nil {
+				t.Errorf("%s mounts a projected or host volume", member)
+			}
+		}
+		if len(secrets) != 1 || secrets[0] != deploy.SecretName(member) {
+			t.Fatalf("%s mounts Secrets %v, want only %s", member, secrets, deploy.SecretName(member))
+		}
+		if other, dup := mountedBy[secrets[0]]; dup {
+			t.Fatalf("%s and %s mount the same Secret", member, other)
+		}
+		mountedBy[secrets[0]] = member
+		s, ok := secretOf[secrets[0]]
+		if !ok {
+			t.Fatalf("%s's Secret is not rendered", member)
+		}
+		if !bytes.Contains(s.Data["home.json"], []byte(`"pin": "`+m.Pin+`"`)) || !bytes.Equal(s.Data["identity.key"], homes[member]["identity.key"]) {
+			t.Fatalf("%s's Secret does not hold its own home", member)
+		}
+		for name, others := range homes {
+			if name != member && bytes.Equal(s.Data["identity.key"], others["identity.key"]) {
+				t.Fatalf("%s's Secret holds %s's key", member, name)
+			}
+		}
+		if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+			t.Errorf("%s's pods get a service account token", member)
+		}
+
+		// Ports: the pod listens where the configuration says the others
+		// dial it, through its headless Service; metrics and probes on 9464.
+		if m.Addr != deploy.PodAddress("gate-test", member) {
+			t.Fatalf("%s advertises %s", member, m.Addr)
+		}
+		c := pod.Containers[0]
+		if len(pod.Containers) != 1 || len(pod.InitContainers) != 1 {
+			t.Fatalf("%s: %d containers, %d init containers", member, len(pod.Containers), len(pod.InitContainers))
+		}
+		var quic, metrics int32
+		for _, cp := range c.Ports {
+			switch {
+			case cp.Name == "quic" && cp.Protocol == corev1.ProtocolUDP:
+				quic = cp.ContainerPort
+			case cp.Name == "metrics" && cp.Protocol == corev1.ProtocolTCP:
+				metrics = cp.ContainerPort
+			}
+		}
+		if quic != deploy.QUICPort || metrics != deploy.MetricsPort {
+			t.Fatalf("%s: quic port %d, metrics %d", member, quic, metrics)
+		}
+		args := strings.Join(c.Command, " ")
+		for _, want := range []string{fmt.Sprintf("--listen 0.0.0.0:%d", quic), fmt.Sprintf("--metrics-addr 0.0.0.0:%d", metrics), "--home /run/idface/home", "--data /var/lib/idface/data"} {
+			if !strings.Contains(args, want) {
+				t.Errorf("%s runs %q, without %q", member, args, want)
+			}
+		}
+		if init := strings.Join(pod.InitContainers[0].Command, " "); init != "/idface party install --from /etc/idface/secret --home /run/idface/home" {
+			t.Errorf("%s's init container runs %q", member, init)
+		}
+		for _, pr := range []*corev1.Probe{c.StartupProbe, c.ReadinessProbe, c.LivenessProbe} {
+			if pr == nil || pr.HTTPGet == nil || pr.HTTPGet.Path != "/healthz" || pr.HTTPGet.Port.StrVal != "metrics" {
+				t.Fatalf("%s: a probe is not /healthz on the metrics port: %+v", member, pr)
+			}
+		}
+		var svc *corev1.Service
+		for i := range r.services {
+			if r.services[i].Name == ss.Spec.ServiceName {
+				svc = &r.services[i]
+			}
+		}
+		if svc == nil || svc.Spec.ClusterIP != "None" || !matches(svc.Spec.Selector, ss.Spec.Template.Labels) {
+			t.Fatalf("%s has no headless Service selecting its pods", member)
+		}
+		if svc.Spec.Ports[0].Port != quic || svc.Spec.Ports[0].Protocol != corev1.ProtocolUDP {
+			t.Fatalf("%s's Service: %+v", member, svc.Spec.Ports)
+		}
+
+		// Anti-affinity: required, per node, against every other member
+		// of the cluster and not against itself.
+		aa := pod.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+		if len(aa) != 1 || aa[0].TopologyKey != "kubernetes.io/hostname" {
+			t.Fatalf("%s: anti-affinity %+v", member, aa)
+		}
+		sel, err := metav1.LabelSelectorAsSelector(aa[0].LabelSelector)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, other := range r.stateful {
+			l := labels.Set(other.Spec.Template.Labels)
+			if sel.Matches(l) == (other.Name == ss.Name) {
+				t.Fatalf("%s's anti-affinity selects %s: %v (want: every other member, not itself)", member, other.Name, sel.Matches(l))
+			}
+		}
+
+		// No root, no privilege, read-only root file system, keys on memory.
+		psc := pod.SecurityContext
+		if psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser == 0 {
+			t.Errorf("%s may run as root", member)
+		}
+		for _, cc := range append(pod.InitContainers, pod.Containers...) {
+			sc := cc.SecurityContext
+			if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+				t.Errorf("%s/%s: root file system writable or privilege escalation allowed", member, cc.Name)
+			}
+		}
+		for _, v := range pod.Volumes {
+			if v.Name == "home" && (v.EmptyDir == nil || v.EmptyDir.Medium != corev1.StorageMediumMemory) {
+				t.Errorf("%s's home is not on memory", member)
+			}
+		}
+		if len(ss.Spec.VolumeClaimTemplates) != 1 {
+			t.Fatalf("%s: %d volume claims", member, len(ss.Spec.VolumeClaimTemplates))
+		}
+		disk := ss.Spec.VolumeClaimTemplates[0].Spec.Resources.Requests[corev1.ResourceStorage]
+		want := "10Gi"
+		if member == "p1" {
+			want = "20Gi"
+			if mem := c.Resources.Requests[corev1.ResourceMemory]; mem.String() != "3Gi" {
+				t.Errorf("p1's memory request: %s", mem.String())
+			}
+		}
+		if disk.String() != want {
+			t.Errorf("%s's volume: %s, want %s", member, disk.String(), want)
+		}
+	}
+
+	// One budget over every rendered member: one down at a time.
+	b := r.budgets[0]
+	if b.Spec.MaxUnavailable == nil || b.Spec.MaxUnavailable.IntValue() != 1 {
+		t.Fatalf("budget: %+v", b.Spec)
+	}
+	bsel, err := metav1.LabelSelectorAsSelector(b.Spec.Selector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ss := range r.stateful {
+		if !bsel.Matches(labels.Set(ss.Spec.Template.Labels)) {
+			t.Errorf("the budget does not cover %s", ss.Name)
+		}
+	}
+}
+
+// TestK8sRefuses: a loopback address, another member's home, a bad name or
+// size, a client, no image.
+func TestK8sRefuses(t *testing.T) {
+	local := t.TempDir()
+	p, err := cluster.Init(local, cluster.Options{Mode: config.ModeBlind, Parties: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := deploy.K8s(p, nil, deploy.Options{Image: "i"}); err == nil || !strings.Contains(err.Error(), "loopback") {
+		t.Fatalf("a loopback cluster: %v", err)
+	}
+	dir := t.TempDir()
+	if p, err = cluster.Init(dir, cluster.Options{Mode: config.ModeBlind, Parties: 2, Kubernetes: "ns"}); err != nil {
+		t.Fatal(err)
+	}
+	h2, err := home.Files(cluster.HomeDir(dir, "p2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, o := range map[string]deploy.Options{
+		"another's home": {Image: "i", Homes: map[string]map[string][]byte{"p1": h2}},
+		"a client":       {Image: "i", Members: []string{"client"}},
+		"no image":       {},
+		"a bad size":     {Image: "i", Disk: "ten gigs"},
+		"a bad ns":       {Image: "i", Namespace: "Gate_Test"},
+		"home unrendered": {Image: "i", Members: []string{"p1"},
+			Homes: map[string]map[string][]byte{"p2": h2}},
+	} {
+		if _, err := deploy.K8s(p, nil, o); err == nil {
+			t.Errorf("%s: rendered", name)
+		}
+	}
+}
+
+// matches reports whether a Service selector picks pods labelled l.
+func matches(sel, l map[string]string) bool {
+	for k, v := range sel {
+		if l[k] != v {
+			return false
+		}
+	}
+	return len(sel) > 0
+}
