@@ -20,6 +20,7 @@ import (
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/network/quicnet"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
 )
 
 // Client talks to the cluster through one entry server.
@@ -113,7 +114,7 @@ func (c *Client) Entry() string {
 }
 
 func (c *Client) call(ctx context.Context, to string, req protocol.Msg, want protocol.Type) (protocol.Msg, error) {
-	resp, err := network.Call(ctx, c.d, to, req)
+	resp, err := rpc.Call(ctx, c.d, to, req)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
 )
 
 // Row-map digests and health.
@@ -123,7 +124,7 @@ func (env Env) comparePeer(ctx context.Context, name string, h HealthOf) protoco
 	}
 	for {
 		cctx, cancel := context.WithTimeout(ctx, max(wait, 3*time.Second))
-		resp, err := network.Call(cctx, env.Net, name, &protocol.Health{})
+		resp, err := rpc.Call(cctx, env.Net, name, &protocol.Health{})
 		cancel()
 		if err != nil {
 			return unreachable(err)

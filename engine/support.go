@@ -16,6 +16,7 @@ import (
 
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
 	"github.com/idface/idface/template"
 )
 
@@ -56,7 +57,7 @@ func BroadcastEach(ctx context.Context, d network.Dialer, to []string, req func(
 	var wg sync.WaitGroup
 	for k, name := range to {
 		wg.Go(func() {
-			resp, err := network.Call(ctx, d, name, req(k))
+			resp, err := rpc.Call(ctx, d, name, req(k))
 			if err == nil {
 				err = ok(k, resp)
 			}
@@ -166,7 +167,7 @@ func (o *Outbox) flush(ctx context.Context, force bool) map[string]string {
 		sent := 0
 		for _, m := range queued[to] {
 			cctx, cancel := context.WithTimeout(ctx, o.send)
-			_, err := network.Call(cctx, o.net, to, m)
+			_, err := rpc.Call(cctx, o.net, to, m)
 			cancel()
 			if err != nil {
 				missing[to] = err.Error()

@@ -17,6 +17,7 @@ import (
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/network/memnet"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
 )
 
 // fakeEngine answers Health at once and Identify when release is closed.
@@ -77,7 +78,7 @@ func call(t *testing.T, n *memnet.Network, who network.Peer, frame []byte) (prot
 	s.SetDeadline(time.Now().Add(30 * time.Second))
 	s.Write(frame)
 	s.CloseWrite()
-	return network.ReadReply(context.Background(), s, "p1")
+	return rpc.ReadReply(context.Background(), s, "p1")
 }
 
 func frame(m protocol.Msg) []byte {

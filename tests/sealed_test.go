@@ -11,8 +11,8 @@ import (
 
 	"github.com/idface/idface/cluster"
 	"github.com/idface/idface/internal/home"
-	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
 )
 
 // TestBlindSealedEnrollment: a blind cluster made by 'cluster init' gives
@@ -70,7 +70,7 @@ func TestBlindSealedEnrollment(t *testing.T) {
 	// A plain Enroll is not served in blind mode.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err := network.Call(ctx, dialAs(t, cfg, "client"), "p1", &protocol.Enroll{Items: []protocol.Item{{ID: "plain", Template: d.gallery[0]}}})
+	_, err := rpc.Call(ctx, dialAs(t, cfg, "client"), "p1", &protocol.Enroll{Items: []protocol.Item{{ID: "plain", Template: d.gallery[0]}}})
 	var pe *protocol.Error
 	if !errors.As(err, &pe) || pe.Code != protocol.CodeForbidden {
 		t.Fatalf("a plain enrollment: %v", err)

@@ -12,6 +12,7 @@ import (
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/network/memnet"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
 	"github.com/idface/idface/sharing/additive"
 )
 
@@ -40,7 +41,7 @@ func TestRolesAreEnforced(t *testing.T) {
 	pos, coef := q.Coefficients()
 	forbidden := func(as, to string, m protocol.Msg) {
 		t.Helper()
-		_, err := network.Call(ctx(t), cl.Dialer(as), to, m)
+		_, err := rpc.Call(ctx(t), cl.Dialer(as), to, m)
 		var pe *protocol.Error
 		if !errors.As(err, &pe) || pe.Code != protocol.CodeForbidden {
 			t.Fatalf("%s sent %v to %s: %v, want forbidden", as, m.Type(), to, err)
@@ -112,7 +113,7 @@ func sendShares(t *testing.T, cl interface {
 	}
 	s.Write(make([]byte, send))
 	s.CloseWrite()
-	_, err = network.ReadReply(ctx(t), s, dec)
+	_, err = rpc.ReadReply(ctx(t), s, dec)
 	return err
 }
 

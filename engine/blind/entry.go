@@ -9,6 +9,7 @@ import (
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
 	"github.com/idface/idface/sharing/additive"
 	"github.com/idface/idface/template"
 )
@@ -107,7 +108,7 @@ func Ask(ctx context.Context, d network.Dialer, name string, bq protocol.Msg) (p
 		return nil, 0, err
 	}
 	s.CloseWrite()
-	resp, err := network.ReadReply(ctx, s, name)
+	resp, err := rpc.ReadReply(ctx, s, name)
 	return resp, uint64(s.Sent() + s.Received()), err
 }
 
@@ -158,7 +159,7 @@ func SendShares(ctx context.Context, d network.Dialer, dec string, m protocol.Ms
 	}
 	s.CloseWrite()
 	if err != nil {
-		if _, rerr := network.ReadReply(ctx, s, dec); rerr != nil {
+		if _, rerr := rpc.ReadReply(ctx, s, dec); rerr != nil {
 			err = rerr // the decider's refusal explains
 		}
 		s.Finish()
@@ -177,7 +178,7 @@ func AwaitAck(s *network.Stream, dec string, log *slog.Logger) uint64 {
 	sent := s.Sent()
 	go func() {
 		defer s.Finish()
-		if _, err := network.ReadReply(context.Background(), s, dec); err != nil {
+		if _, err := rpc.ReadReply(context.Background(), s, dec); err != nil {
 			log.Warn("the decider refused this holder's score shares", "err", err)
 		}
 	}()

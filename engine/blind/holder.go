@@ -40,6 +40,7 @@ import (
 	"github.com/idface/idface/engine/rowtxn"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
 	"github.com/idface/idface/sharing/additive"
 )
 
@@ -301,7 +302,7 @@ func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg
 	}
 	defer s.Finish()
 	stop := context.AfterFunc(ctx, func() { s.SetDeadline(time.Now()) }) // a helper failed
-	resp, err := network.ReadReply(ctx, s, dec)
+	resp, err := rpc.ReadReply(ctx, s, dec)
 	stop()
 	h.m.decider.Add(time.Since(sent).Seconds())
 	if err != nil {

@@ -15,9 +15,9 @@ import (
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/internal/inproc"
 	"github.com/idface/idface/internal/store"
-	"github.com/idface/idface/network"
 	"github.com/idface/idface/network/memnet"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
 	"github.com/idface/idface/sharing/additive"
 	"github.com/idface/idface/template"
 )
@@ -194,7 +194,7 @@ func TestSealedPartTampered(t *testing.T) {
 	auth := protocol.Auth{Signer: "client", Nonce: nonce}
 	prep := &protocol.SealedPrepare{Prepare: protocol.Prepare{Txn: protocol.TxnID{7}, Origin: 0, Dim: uint16(dim), Base: 5, Auth: auth,
 		Ops: []protocol.Op{{Kind: protocol.OpPut, Seq: 5, ID: one[0].ID}}}, Part: parts[2], Hashes: hashes}
-	_, err = network.Call(ctx(t), cl.Dialer("p1"), "p2", prep)
+	_, err = rpc.Call(ctx(t), cl.Dialer("p1"), "p2", prep)
 	if !asError(err, &pe) || pe.Code != protocol.CodeBadRequest || !strings.Contains(pe.Msg, "does not open") {
 		t.Fatalf("p3's part sent to p2: %v", err)
 	}
@@ -202,7 +202,7 @@ func TestSealedPartTampered(t *testing.T) {
 	// signature does not cover them.
 	hashes[1] = protocol.PartHash(parts[1])
 	prep.Part, prep.Hashes = parts[1], hashes
-	_, err = network.Call(ctx(t), cl.Dialer("p1"), "p2", prep)
+	_, err = rpc.Call(ctx(t), cl.Dialer("p1"), "p2", prep)
 	if !asError(err, &pe) || pe.Code != protocol.CodeForbidden {
 		t.Fatalf("an unsigned sealed prepare: %v", err)
 	}
@@ -255,12 +255,12 @@ func TestSealedReplay(t *testing.T) {
 	parts, hashes := sealed(t, cl, nonce, its)
 	m := &protocol.SealedEnroll{Auth: cl.SignSealed(nonce, ids, hashes), IDs: ids, Parts: parts}
 	op := cl.Dialer("client")
-	if _, err := network.Call(ctx(t), op, "p1", m); err != nil {
+	if _, err := rpc.Call(ctx(t), op, "p1", m); err != nil {
 		t.Fatal(err)
 	}
 	var pe *protocol.Error
 	for _, to := range []string{"p1", "p2"} {
-		if _, err := network.Call(ctx(t), op, to, m); !asError(err, &pe) || pe.Code != protocol.CodeDuplicate {
+		if _, err := rpc.Call(ctx(t), op, to, m); !asError(err, &pe) || pe.Code != protocol.CodeDuplicate {
 			t.Fatalf("replayed to %s: %v", to, err)
 		}
 	}
@@ -271,7 +271,7 @@ func TestSealedReplay(t *testing.T) {
 		}
 	}
 	for _, to := range []string{"p1", "p2"} {
-		if _, err := network.Call(ctx(t), op, to, m); !asError(err, &pe) || pe.Code != protocol.CodeForbidden || !strings.Contains(pe.Msg, "replays") {
+		if _, err := rpc.Call(ctx(t), op, to, m); !asError(err, &pe) || pe.Code != protocol.CodeForbidden || !strings.Contains(pe.Msg, "replays") {
 			t.Fatalf("replayed to %s after the deletion: %v", to, err)
 		}
 	}
@@ -280,7 +280,7 @@ func TestSealedReplay(t *testing.T) {
 	other := []string{"r-x", "r-y", "r-z"}
 	n2 := [16]byte{3: 10}
 	m2 := &protocol.SealedEnroll{Auth: cl.SignSealed(n2, other, hashes), IDs: other, Parts: parts}
-	if _, err := network.Call(ctx(t), op, "p2", m2); !asError(err, &pe) || !strings.Contains(pe.Msg, "does not open") {
+	if _, err := rpc.Call(ctx(t), op, "p2", m2); !asError(err, &pe) || !strings.Contains(pe.Msg, "does not open") {
 		t.Fatalf("parts moved to other ids: %v", err)
 	}
 	cl.WaitSettled()

@@ -19,6 +19,7 @@ import (
 	"github.com/idface/idface/internal/inproc"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
 	"github.com/idface/idface/template"
 )
 
@@ -79,7 +80,7 @@ func craftedIn(t *testing.T, c *inproc.Cluster, key [32]byte, rows int, value ui
 		s.Write(ct(0))
 	}
 	s.CloseWrite()
-	_, err = network.ReadReply(ctx(t), s, "key")
+	_, err = rpc.ReadReply(ctx(t), s, "key")
 	return err
 }
 
@@ -371,7 +372,7 @@ func TestChangesOnlyFromTheSequencer(t *testing.T) {
 	}
 	for _, s := range senders {
 		for what, m := range msgs {
-			_, err := network.Call(ctx(t), s.d, "p2", m)
+			_, err := rpc.Call(ctx(t), s.d, "p2", m)
 			refused(s.name, "p2", what, err)
 		}
 	}
@@ -380,16 +381,16 @@ func TestChangesOnlyFromTheSequencer(t *testing.T) {
 		if what == "sync" {
 			continue // a participant may ask the sequencer to sync
 		}
-		_, err := network.Call(ctx(t), c.Dialer("p2"), "p1", m)
+		_, err := rpc.Call(ctx(t), c.Dialer("p2"), "p1", m)
 		refused("p2", "p1", what, err)
 	}
 	// The key server answers local servers only, and only they and the
 	// key server sync with the sequencer.
 	for _, s := range senders[1:] {
-		_, err := network.Call(ctx(t), s.d, "key", &protocol.PublicKeyRequest{})
+		_, err := rpc.Call(ctx(t), s.d, "key", &protocol.PublicKeyRequest{})
 		refused(s.name, "key", "a public key request", err)
 		if s.name != "key (the key server)" {
-			_, err = network.Call(ctx(t), s.d, "p1", &protocol.HESync{})
+			_, err = rpc.Call(ctx(t), s.d, "p1", &protocol.HESync{})
 			refused(s.name, "p1", "sync", err)
 		}
 	}
@@ -399,7 +400,7 @@ func TestChangesOnlyFromTheSequencer(t *testing.T) {
 			if what == "prepare" {
 				continue // no route at the key server
 			}
-			_, err := network.Call(ctx(t), s.d, "key", m)
+			_, err := rpc.Call(ctx(t), s.d, "key", m)
 			refused(s.name, "key", what, err)
 		}
 	}
@@ -429,7 +430,7 @@ func TestChangesOnlyFromTheSequencer(t *testing.T) {
 		t.Fatalf("the key server after the forged changes: %+v %v", h, err)
 	}
 	// The same deletion from the sequencer is applied at p2.
-	if resp, err := network.Call(ctx(t), c.Dialer("p1"), "p2", del); err != nil || resp.Type() != protocol.TDecideOK {
+	if resp, err := rpc.Call(ctx(t), c.Dialer("p1"), "p2", del); err != nil || resp.Type() != protocol.TDecideOK {
 		t.Fatalf("the sequencer's deletion: %v %v", resp, err)
 	}
 	g, err := c.RowMap("p2", "key")
@@ -522,7 +523,7 @@ func TestOnlyOperatorsChangeTheGallery(t *testing.T) {
 	var pe *protocol.Error
 	forbidden := func(what, from, to string, m protocol.Msg) {
 		t.Helper()
-		if _, err := network.Call(ctx(t), c.Dialer(from), to, m); !errors.As(err, &pe) || pe.Code != protocol.CodeForbidden {
+		if _, err := rpc.Call(ctx(t), c.Dialer(from), to, m); !errors.As(err, &pe) || pe.Code != protocol.CodeForbidden {
 			t.Fatalf("%s: %v, want forbidden", what, err)
 		}
 	}
@@ -546,7 +547,7 @@ func TestOnlyOperatorsChangeTheGallery(t *testing.T) {
 	// replayed after a-0 is enrolled again, is refused at the sequencer,
 	// and the sequencer's replay of its signed change at p2.
 	del := &protocol.Delete{Auth: c.Sign(protocol.OpDelete, "a-0"), ID: "a-0"}
-	if _, err := network.Call(ctx(t), c.Dialer("client"), "p2", del); err != nil {
+	if _, err := rpc.Call(ctx(t), c.Dialer("client"), "p2", del); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Client("client", "").Enroll(ctx(t), items(xs[:1], "a")); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/idface/idface/heidface"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
 	"github.com/idface/idface/template"
 )
 
@@ -165,7 +166,7 @@ func (l *Local) toFollower(name string, m protocol.Msg) protocol.Msg {
 
 // forward sends a device's request to the sequencer and relays its answer.
 func (l *Local) forward(ctx context.Context, m protocol.Msg) protocol.Msg {
-	resp, err := network.Call(ctx, l.env.Net, l.p.Party(0).Name, m)
+	resp, err := rpc.Call(ctx, l.env.Net, l.p.Party(0).Name, m)
 	if err != nil {
 		return engine.AsError(err, protocol.CodeUnavailable)
 	}
@@ -204,7 +205,7 @@ func (l *Local) syncAll(ctx context.Context, names []string) error {
 func (l *Local) syncOne(ctx context.Context, name string, seq uint64) error {
 	cctx, cancel := context.WithTimeout(ctx, l.p.Timeouts().OutboxSend)
 	defer cancel()
-	resp, err := network.Call(cctx, l.env.Net, name, &protocol.HESync{Seq: seq})
+	resp, err := rpc.Call(cctx, l.env.Net, name, &protocol.HESync{Seq: seq})
 	if err != nil {
 		return err
 	}
@@ -216,7 +217,7 @@ func (l *Local) syncOne(ctx context.Context, name string, seq uint64) error {
 	missed := append([]protocol.Msg(nil), l.history[ok.Seq:seq]...)
 	l.mu.RUnlock()
 	for _, m := range missed {
-		if _, err := network.Call(cctx, l.env.Net, name, l.toFollower(name, m)); err != nil {
+		if _, err := rpc.Call(cctx, l.env.Net, name, l.toFollower(name, m)); err != nil {
 			return err
 		}
 	}

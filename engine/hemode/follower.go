@@ -5,8 +5,8 @@ import (
 	"sync/atomic"
 
 	"github.com/idface/idface/engine"
-	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
 )
 
 // follower is how far a server that applies the sequencer's numbered
@@ -59,7 +59,7 @@ func inOrder(m protocol.Msg, have uint64, who string) protocol.Msg {
 func (f *follower) askSync(ctx context.Context, env engine.Env, seq func() uint64) {
 	cctx, cancel := context.WithTimeout(ctx, env.Params.Timeouts().OutboxSend)
 	defer cancel()
-	resp, err := network.Call(cctx, env.Net, env.Params.Party(0).Name, &protocol.HESync{Seq: seq()})
+	resp, err := rpc.Call(cctx, env.Net, env.Params.Party(0).Name, &protocol.HESync{Seq: seq()})
 	if err != nil {
 		env.Log.Debug("the sequencer did not answer a sync", "err", err)
 		return

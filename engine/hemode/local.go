@@ -39,8 +39,8 @@ import (
 	"github.com/idface/idface/heidface"
 	"github.com/idface/idface/internal/rowmap"
 	"github.com/idface/idface/internal/store"
-	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
 )
 
 // Groups stores the encrypted column groups (internal/heidface.Groups).
@@ -184,7 +184,7 @@ func (l *Local) publicKey(ctx context.Context, keys Keys, existing []string) ([]
 	deadline := time.Now().Add(to.KeyFetch)
 	for {
 		cctx, cancel := context.WithTimeout(ctx, to.KeyFetchTry)
-		resp, cerr := network.Call(cctx, l.env.Net, l.keySrv, &protocol.PublicKeyRequest{})
+		resp, cerr := rpc.Call(cctx, l.env.Net, l.keySrv, &protocol.PublicKeyRequest{})
 		cancel()
 		if cerr == nil {
 			m, ok := resp.(*protocol.PublicKey)

@@ -6,8 +6,8 @@ import (
 
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/heidface"
-	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
 	"github.com/idface/idface/template"
 )
 
@@ -53,7 +53,7 @@ func (l *Local) identify(ctx context.Context, r engine.Request) protocol.Msg {
 	// A key server that refuses the query answers at once and stops
 	// reading: a failed write is followed by reading its answer.
 	sendErr := func(err error) protocol.Msg {
-		if _, rerr := network.ReadReply(ctx, s, l.keySrv); rerr != nil {
+		if _, rerr := rpc.ReadReply(ctx, s, l.keySrv); rerr != nil {
 			if perr, ok := rerr.(*protocol.Error); ok {
 				return perr
 			}
@@ -108,7 +108,7 @@ func (l *Local) identify(ctx context.Context, r engine.Request) protocol.Msg {
 		}
 	}
 	s.CloseWrite()
-	rm, err := network.ReadReply(ctx, s, l.keySrv)
+	rm, err := rpc.ReadReply(ctx, s, l.keySrv)
 	if err != nil {
 		return engine.AsError(err, protocol.CodeUnavailable)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/network/memnet"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
 	"github.com/idface/idface/template"
 )
 
@@ -139,7 +140,7 @@ func TestHelperRefusesWideQuery(t *testing.T) {
 		{Dim: dim, Beta: dim, Plus: all, Minus: make([]uint64, w), Digest: g, BlockWords: uint32(c.P.BlockWords())},
 		{Dim: dim, Beta: uint16(c.P.Beta() + 1), Plus: probePlus(c.P.Beta() + 1), Minus: make([]uint64, w), Digest: g, BlockWords: uint32(c.P.BlockWords())},
 	} {
-		_, err := network.Call(ctx(t), serverDialer(c, "p1"), "p2", q)
+		_, err := rpc.Call(ctx(t), serverDialer(c, "p1"), "p2", q)
 		var pe *protocol.Error
 		if !errors.As(err, &pe) || pe.Code != protocol.CodeBadRequest || !strings.Contains(pe.Msg, "beta") {
 			t.Fatalf("query of weight %d: %v", q.Beta, err)
@@ -218,11 +219,11 @@ func TestDecideInAnotherOriginsName(t *testing.T) {
 	}
 	mallory := serverDialer(c, "p2")
 	var pe *protocol.Error
-	_, err := network.Call(ctx(t), mallory, "p3", &protocol.Decide{Txn: protocol.TxnID{1}, Origin: 0, Commit: true})
+	_, err := rpc.Call(ctx(t), mallory, "p3", &protocol.Decide{Txn: protocol.TxnID{1}, Origin: 0, Commit: true})
 	if !errors.As(err, &pe) || pe.Code != protocol.CodeForbidden {
 		t.Fatalf("Decide in p1's name: %v", err)
 	}
-	_, err = network.Call(ctx(t), mallory, "p3", &protocol.Prepare{Txn: protocol.TxnID{2}, Origin: 0, Dim: dim, Base: 3,
+	_, err = rpc.Call(ctx(t), mallory, "p3", &protocol.Prepare{Txn: protocol.TxnID{2}, Origin: 0, Dim: dim, Base: 3,
 		Ops: []protocol.Op{{Kind: protocol.OpDelete, Seq: 0, ID: "a-0"}}})
 	if !errors.As(err, &pe) || pe.Code != protocol.CodeForbidden {
 		t.Fatalf("Prepare in p1's name: %v", err)
@@ -301,7 +302,7 @@ func TestOnlyOperatorsChangeTheGallery(t *testing.T) {
 	var pe *protocol.Error
 	forbidden := func(what, to string, m protocol.Msg) {
 		t.Helper()
-		if _, err := network.Call(ctx(t), p1, to, m); !errors.As(err, &pe) || pe.Code != protocol.CodeForbidden {
+		if _, err := rpc.Call(ctx(t), p1, to, m); !errors.As(err, &pe) || pe.Code != protocol.CodeForbidden {
 			t.Fatalf("%s: %v, want forbidden", what, err)
 		}
 	}
@@ -326,7 +327,7 @@ func TestOnlyOperatorsChangeTheGallery(t *testing.T) {
 	// The operator deletes p2-0; p1 keeps the signed request and replays it
 	// after p2-0 is enrolled again.
 	del := &protocol.Delete{Auth: c.Sign(protocol.OpDelete, "p2-0"), ID: "p2-0"}
-	if _, err := network.Call(ctx(t), c.Dialer("client"), "p2", del); err != nil {
+	if _, err := rpc.Call(ctx(t), c.Dialer("client"), "p2", del); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Client("client", "p2").Enroll(ctx(t), items(xs[:1], "p2")); err != nil {

@@ -11,14 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idface/idface/network"
-
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/internal/inproc"
 	"github.com/idface/idface/internal/store"
 	"github.com/idface/idface/network/memnet"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
 	"github.com/idface/idface/template"
 )
 
@@ -176,7 +175,7 @@ func testExact(t *testing.T, mu int) {
 		t.Fatal("a device deleted")
 	}
 	// Even with an operator's signature a device's connection may not.
-	_, err := network.Call(ctx(t), c.Dialer("device"), "p1", &protocol.Delete{Auth: c.Sign(protocol.OpDelete, "p1-8"), ID: "p1-8"})
+	_, err := rpc.Call(ctx(t), c.Dialer("device"), "p1", &protocol.Delete{Auth: c.Sign(protocol.OpDelete, "p1-8"), ID: "p1-8"})
 	if !errors.As(err, &pe) || pe.Code != protocol.CodeForbidden {
 		t.Fatalf("a device deleted: %v", err)
 	}

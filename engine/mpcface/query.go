@@ -10,6 +10,7 @@ import (
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
 	"github.com/idface/idface/sharing"
 	"github.com/idface/idface/template"
 )
@@ -227,7 +228,7 @@ func openQuery(ctx context.Context, net network.Dialer, to string, q *protocol.Q
 
 func (ps *peerStream) receive(ctx context.Context, blocks []blockPlan, n, bw int) error {
 	next := func() (protocol.Msg, error) {
-		m, err := network.ReadReply(ctx, ps.s, ps.name)
+		m, err := rpc.ReadReply(ctx, ps.s, ps.name)
 		if e, ok := err.(*protocol.Error); ok {
 			return nil, protocol.Errorf(e.Code, "%s: %s", ps.name, e.Msg)
 		}

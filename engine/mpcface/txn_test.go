@@ -11,8 +11,8 @@ import (
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/internal/inproc"
 	"github.com/idface/idface/internal/store"
-	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
 	"github.com/idface/idface/template"
 )
 
@@ -43,14 +43,14 @@ func TestLatePrepareIsAborted(t *testing.T) {
 	}
 	base := g[0].Rows
 	p1 := serverDialer(c, "p1")
-	if _, err := network.Call(ctx(t), p1, "p2", &protocol.Decide{Txn: protocol.TxnID{1, 0x9}, Origin: 0}); err != nil {
+	if _, err := rpc.Call(ctx(t), p1, "p2", &protocol.Decide{Txn: protocol.TxnID{1, 0x9}, Origin: 0}); err != nil {
 		t.Fatal(err)
 	}
 	var pe *protocol.Error
-	if _, err := network.Call(ctx(t), p1, "p2", ghost(c, 1, base, "late")); !errors.As(err, &pe) || pe.Code != protocol.CodeAborted {
+	if _, err := rpc.Call(ctx(t), p1, "p2", ghost(c, 1, base, "late")); !errors.As(err, &pe) || pe.Code != protocol.CodeAborted {
 		t.Fatalf("a prepare after its abort: %v", err)
 	}
-	if _, err := network.Call(ctx(t), p1, "p2", ghost(c, 2, base, "lost")); err != nil {
+	if _, err := rpc.Call(ctx(t), p1, "p2", ghost(c, 2, base, "lost")); err != nil {
 		t.Fatal(err)
 	}
 	if err := cl.Enroll(ctx(t), items(templates(5, 51), "b")); err != nil {
@@ -87,10 +87,10 @@ func TestAbortedRowNumbersReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	p1 := serverDialer(c, "p1")
-	if _, err := network.Call(ctx(t), p1, "p2", ghost(c, 3, g[0].Rows, "ghost")); err != nil {
+	if _, err := rpc.Call(ctx(t), p1, "p2", ghost(c, 3, g[0].Rows, "ghost")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := network.Call(ctx(t), p1, "p2", &protocol.Decide{Txn: protocol.TxnID{3, 0x9}, Origin: 0}); err != nil {
+	if _, err := rpc.Call(ctx(t), p1, "p2", &protocol.Decide{Txn: protocol.TxnID{3, 0x9}, Origin: 0}); err != nil {
 		t.Fatal(err)
 	}
 	xs := templates(5, 53)
@@ -141,13 +141,13 @@ func TestNonNFCIDRefused(t *testing.T) {
 		}
 	}
 	refusedNFC("client", cl.Enroll(ctx(t), []protocol.Item{{ID: nfd, Template: xs[0]}}))
-	_, err := network.Call(ctx(t), c.Dialer("client"), "p1", &protocol.Enroll{Items: []protocol.Item{{ID: nfd, Template: xs[0]}}})
+	_, err := rpc.Call(ctx(t), c.Dialer("client"), "p1", &protocol.Enroll{Items: []protocol.Item{{ID: nfd, Template: xs[0]}}})
 	var pe *protocol.Error
 	if !errors.As(err, &pe) || pe.Code != protocol.CodeBadRequest {
 		t.Fatalf("entry: %v, want bad request", err)
 	}
 	refusedNFC("entry", err)
-	_, err = network.Call(ctx(t), serverDialer(c, "p1"), "p2", ghost(c, 7, 0, nfd))
+	_, err = rpc.Call(ctx(t), serverDialer(c, "p1"), "p2", ghost(c, 7, 0, nfd))
 	if !errors.As(err, &pe) || pe.Code != protocol.CodeBadRequest {
 		t.Fatalf("participant: %v, want bad request", err)
 	}

@@ -11,9 +11,9 @@ import (
 	"github.com/idface/idface/engine/replicated"
 
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/network"
 	"github.com/idface/idface/network/memnet"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
 )
 
 // Adversarial tests: one member (a holder, the entry, the decider) alters
@@ -255,7 +255,7 @@ func TestRolesAndEmpty(t *testing.T) {
 	enrollAll(t, c, 3, 51)
 	forbidden := func(as, to string, m protocol.Msg) {
 		t.Helper()
-		_, err := network.Call(ctx(t), c.dialer(as), to, m)
+		_, err := rpc.Call(ctx(t), c.dialer(as), to, m)
 		var pe *protocol.Error
 		if !errors.As(err, &pe) || pe.Code != protocol.CodeForbidden {
 			t.Fatalf("%s sent %v to %s: %v, want forbidden", as, m.Type(), to, err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
 	"github.com/idface/idface/sharing/replicated"
 )
 
@@ -179,7 +180,7 @@ func unreachable(err error) bool {
 // ping asks holder name for its health: the probe of an outage.
 func ping(d network.Dialer, name string) func(context.Context) error {
 	return func(ctx context.Context) error {
-		_, err := network.Call(ctx, d, name, &protocol.Health{})
+		_, err := rpc.Call(ctx, d, name, &protocol.Health{})
 		return err
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/idface/idface/internal/seal"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
 	"github.com/idface/idface/sharing"
 	"github.com/idface/idface/sharing/additive"
 	"github.com/idface/idface/sharing/replicated"
@@ -592,7 +593,7 @@ func (h *Holder[E]) serveHidden(ctx context.Context, r engine.Request) protocol.
 			// table) is then this probe's error at the entry at once,
 			// not a wait of DeciderWait.
 			defer s.Finish()
-			if _, err := network.ReadReply(ctx, s, h.p.DeciderName()); err != nil {
+			if _, err := rpc.ReadReply(ctx, s, h.p.DeciderName()); err != nil {
 				ok.Items[q].Err = engine.AsError(fmt.Errorf("decider: %w", err), protocol.CodeUnavailable)
 				return
 			}

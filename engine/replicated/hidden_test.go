@@ -14,8 +14,8 @@ import (
 	"github.com/idface/idface/client"
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine/replicated"
-	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
 )
 
 // hiddenCluster is a hidden-probe cluster that hides scores, 3 x 10 rows.
@@ -31,7 +31,7 @@ func hiddenCluster(t *testing.T) (*cluster, [][]float32, []string) {
 func TestHiddenWrongForm(t *testing.T) {
 	c, xs, _ := hiddenCluster(t)
 	d := c.dialer("device")
-	_, err := network.Call(ctx(t), d, "p1", &protocol.Identify{TopK: 1, Template: xs[0]})
+	_, err := rpc.Call(ctx(t), d, "p1", &protocol.Identify{TopK: 1, Template: xs[0]})
 	if err == nil || !strings.Contains(err.Error(), "hides probes") {
 		t.Fatalf("a template to a hidden-probe cluster: %v", err)
 	}
@@ -41,11 +41,11 @@ func TestHiddenWrongForm(t *testing.T) {
 	}
 	short := *m
 	short.Parts = short.Parts[:2]
-	if _, err := network.Call(ctx(t), d, "p2", &short); err == nil || !refused(err) {
+	if _, err := rpc.Call(ctx(t), d, "p2", &short); err == nil || !refused(err) {
 		t.Fatalf("two parts: %v", err)
 	}
 	plain := startCluster(t, config.Literal{Beta: 21}, nil)
-	if _, err := network.Call(ctx(t), plain.dialer("device"), "p1", m); err == nil || !strings.Contains(err.Error(), "does not hide probes") {
+	if _, err := rpc.Call(ctx(t), plain.dialer("device"), "p1", m); err == nil || !strings.Contains(err.Error(), "does not hide probes") {
 		t.Fatalf("a hidden probe to a cluster that shows probes: %v", err)
 	}
 }
@@ -67,7 +67,7 @@ func TestHiddenMixedProbes(t *testing.T) {
 	}
 	a.Parts[2] = b.Parts[2]
 	// Mixed by the entry: a part is not the one the device signed.
-	if _, err = network.Call(ctx(t), c.dialer("device"), "p1", a); err == nil || !strings.Contains(err.Error(), "the hidden probe is not signed") {
+	if _, err = rpc.Call(ctx(t), c.dialer("device"), "p1", a); err == nil || !strings.Contains(err.Error(), "the hidden probe is not signed") {
 		t.Fatalf("parts mixed after signing: %v", err)
 	}
 	// Mixed before signing (a faulty device, or a holder that scores
@@ -84,7 +84,7 @@ func TestHiddenMixedProbes(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := c.counter(c.p.DeciderName(), "idface_repl_refusals_total", "p2/p3")
-	_, err = network.Call(ctx(t), c.dialer("device"), "p1", a)
+	_, err = rpc.Call(ctx(t), c.dialer("device"), "p1", a)
 	if err == nil || !strings.Contains(err.Error(), "different probes") || !strings.Contains(err.Error(), "p2/p3") || !strings.Contains(err.Error(), "p1/p3") {
 		t.Fatalf("mixed parts: %v", err)
 	}
@@ -231,13 +231,13 @@ func TestHiddenSigned(t *testing.T) {
 		"a part changed after signing": &changed,
 	} {
 		for _, entry := range []string{"p1", "p2"} {
-			if _, err := network.Call(ctx(t), d, entry, m); err == nil || !strings.Contains(err.Error(), "not signed by a client of this cluster") {
+			if _, err := rpc.Call(ctx(t), d, entry, m); err == nil || !strings.Contains(err.Error(), "not signed by a client of this cluster") {
 				t.Fatalf("%s through %s: %v", name, entry, err)
 			}
 		}
 	}
 	for name, m := range map[string]*protocol.HiddenIdentify{"the device's": genuine, "an operator's": c.mustProbeAs("client", xs[4])} {
-		resp, err := network.Call(ctx(t), d, "p2", m)
+		resp, err := rpc.Call(ctx(t), d, "p2", m)
 		if err != nil || !resp.(*protocol.IdentifyOK).Accepted || resp.(*protocol.IdentifyOK).Candidates[0].ID != ids[4] {
 			t.Fatalf("%s probe: %v %+v", name, err, resp)
 		}
@@ -268,12 +268,12 @@ func TestHiddenReplay(t *testing.T) {
 	c, xs, ids := hiddenCluster(t)
 	d := c.dialer("device")
 	m := c.mustProbe(xs[3])
-	resp, err := network.Call(ctx(t), d, "p1", m)
+	resp, err := rpc.Call(ctx(t), d, "p1", m)
 	if err != nil || !resp.(*protocol.IdentifyOK).Accepted || resp.(*protocol.IdentifyOK).Candidates[0].ID != ids[3] {
 		t.Fatalf("first run: %v %+v", err, resp)
 	}
 	for _, entry := range []string{"p1", "p2", "p3"} {
-		if _, err := network.Call(ctx(t), d, entry, m); err == nil || !strings.Contains(err.Error(), "seen this hidden probe before") {
+		if _, err := rpc.Call(ctx(t), d, entry, m); err == nil || !strings.Contains(err.Error(), "seen this hidden probe before") {
 			t.Fatalf("the probe again through %s: %v", entry, err)
 		}
 	}
@@ -281,7 +281,7 @@ func TestHiddenReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := network.Call(ctx(t), d, "p1", old); err == nil || !strings.Contains(err.Error(), "clock") {
+	if _, err := rpc.Call(ctx(t), d, "p1", old); err == nil || !strings.Contains(err.Error(), "clock") {
 		t.Fatalf("a probe of long ago: %v", err)
 	}
 }
@@ -316,7 +316,7 @@ func TestHiddenBatch(t *testing.T) {
 			entry = []string{"p2", "p3"}[i-3]
 		}
 		wg.Go(func() {
-			resp, err := network.Call(ctx(t), d, entry, m)
+			resp, err := rpc.Call(ctx(t), d, entry, m)
 			errs[i] = err
 			if err == nil {
 				got[i] = resp.(*protocol.IdentifyOK)
@@ -380,7 +380,7 @@ func TestHiddenLoad(t *testing.T) {
 	var wg sync.WaitGroup
 	for i, m := range probes {
 		wg.Go(func() {
-			resp, err := network.Call(ctx(t), d, []string{"p1", "p2", "p3"}[i%3], m)
+			resp, err := rpc.Call(ctx(t), d, []string{"p1", "p2", "p3"}[i%3], m)
 			errs[i] = err
 			if err == nil {
 				got[i] = resp.(*protocol.IdentifyOK)

@@ -45,6 +45,7 @@ import (
 	"github.com/idface/idface/engine/rowtxn"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
 	"github.com/idface/idface/sharing/additive"
 	"github.com/idface/idface/sharing/replicated"
 )
@@ -486,7 +487,7 @@ func (f *fanout) finish(scored error, send func(context.Context) (*network.Strea
 	}
 	defer s.Finish()
 	stop := context.AfterFunc(f.ctx, func() { s.SetDeadline(time.Now()) }) // a helper failed
-	reply, err := network.ReadReply(f.ctx, s, dec)
+	reply, err := rpc.ReadReply(f.ctx, s, dec)
 	stop()
 	if err != nil {
 		f.fail(dec, err)

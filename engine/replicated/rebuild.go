@@ -11,6 +11,7 @@ import (
 	"github.com/idface/idface/internal/store"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
 	"github.com/idface/idface/sharing/additive"
 	"github.com/idface/idface/sharing/replicated"
 )
@@ -192,7 +193,7 @@ func fetchBoth(ctx context.Context, d network.Dialer, p *Params, prev, next stri
 }
 
 func fetch(ctx context.Context, d network.Dialer, p *Params, peer string, seg, from int) (*protocol.ReplRows, error) {
-	resp, err := network.Call(ctx, d, peer, &protocol.ReplFetch{Seg: uint8(seg), From: uint32(from), Max: protocol.MaxFetchRows})
+	resp, err := rpc.Call(ctx, d, peer, &protocol.ReplFetch{Seg: uint8(seg), From: uint32(from), Max: protocol.MaxFetchRows})
 	if err != nil {
 		return nil, fmt.Errorf("replicated: fetching rows from %s: %w", peer, err)
 	}

@@ -8,8 +8,8 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/internal/seal"
-	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
 )
 
 // TestShareHashVote (issue 18 item 2): an operator's client that gives the
@@ -66,6 +66,6 @@ func enrollInconsistent(t *testing.T, c *cluster, its []protocol.Item, ids []str
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = network.Call(ctx(t), c.dialer("client"), "p1", &protocol.SealedEnroll{Auth: auth, IDs: ids, Parts: parts})
+	_, err = rpc.Call(ctx(t), c.dialer("client"), "p1", &protocol.SealedEnroll{Auth: auth, IDs: ids, Parts: parts})
 	return err
 }

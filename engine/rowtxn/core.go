@@ -19,6 +19,7 @@ import (
 	"github.com/idface/idface/internal/store"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
 )
 
 // Options describe the engine's shares.
@@ -498,7 +499,7 @@ func (c *Core[S]) Delete(ctx context.Context, r engine.Request) protocol.Msg {
 		if r.From.Role == network.RoleParty { // forwarded once already
 			return protocol.Errorf(protocol.CodeInconsistent, "id %q belongs to %s, not %s", m.ID, c.p.Party(ref.Seg).Name, c.env.Self)
 		}
-		resp, err := network.Call(ctx, c.env.Net, c.p.Party(ref.Seg).Name, m)
+		resp, err := rpc.Call(ctx, c.env.Net, c.p.Party(ref.Seg).Name, m)
 		if err != nil {
 			return engine.AsError(err, protocol.CodeUnavailable)
 		}

@@ -25,6 +25,7 @@ import (
 	"github.com/idface/idface/network/memnet"
 	"github.com/idface/idface/network/quicnet"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
 	"github.com/idface/idface/server"
 )
 
@@ -212,7 +213,7 @@ func identities(lit *config.Literal) (map[string]crypto.PrivateKey, map[string]*
 func (c *Cluster) RowMap(of, as string) (protocol.Digest, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := network.Call(ctx, c.Dialer(as), of, &protocol.Health{})
+	resp, err := rpc.Call(ctx, c.Dialer(as), of, &protocol.Health{})
 	if err != nil {
 		return nil, err
 	}
@@ -228,7 +229,7 @@ func (c *Cluster) RowMap(of, as string) (protocol.Digest, error) {
 func (c *Cluster) Agreement(name string) ([]protocol.PeerState, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	resp, err := network.Call(ctx, c.Dialer("client"), name, &protocol.Health{Peers: true})
+	resp, err := rpc.Call(ctx, c.Dialer("client"), name, &protocol.Health{Peers: true})
 	if err != nil {
 		return nil, err
 	}

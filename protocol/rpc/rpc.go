@@ -1,0 +1,55 @@
+// Package rpc is one request and its reply over a network stream: the
+// protocol's messages (package protocol, which does no I/O) on the
+// network's streams (package network, which knows no message).
+package rpc
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/idface/idface/network"
+	"github.com/idface/idface/protocol"
+)
+
+// MaxReply bounds a reply read by Call: answers are small (the largest is
+// a public key), bulk data travels as raw words on streams.
+const MaxReply = 8 << 20
+
+// Call sends one request to the named server and returns its decoded
+// reply. An Error reply is returned as a *protocol.Error. The stream ends
+// with the call; ctx's deadline bounds every read and write.
+func Call(ctx context.Context, d network.Dialer, to string, req protocol.Msg) (protocol.Msg, error) {
+	s, err := d.Open(ctx, to)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Finish()
+	if dl, ok := ctx.Deadline(); ok {
+		s.SetDeadline(dl)
+	}
+	if err := s.WriteFrame(protocol.Marshal(req)); err != nil {
+		return nil, fmt.Errorf("sending to %s: %w", to, err)
+	}
+	s.CloseWrite() // one request per stream
+	return ReadReply(ctx, s, to)
+}
+
+// ReadReply reads and decodes one reply from server `from`; an Error reply
+// is returned as a *protocol.Error.
+func ReadReply(ctx context.Context, s *network.Stream, from string) (protocol.Msg, error) {
+	b, err := s.ReadFrame(MaxReply)
+	if err != nil {
+		if ctx.Err() != nil || network.IsTimeout(err) {
+			return nil, fmt.Errorf("%s did not answer in time", from)
+		}
+		return nil, fmt.Errorf("reading from %s: %w", from, err)
+	}
+	m, err := protocol.Decode(b)
+	if err != nil {
+		return nil, fmt.Errorf("from %s: %w", from, err)
+	}
+	if e, ok := m.(*protocol.Error); ok {
+		return nil, e
+	}
+	return m, nil
+}
