@@ -110,6 +110,9 @@ type BenchResult struct {
 	IdentifyMin   float64 `json:"identify_ms_min"`
 	PlainFloatP50 float64 `json:"plain_float_ms_p50"`
 	WireFloorMs   float64 `json:"wire_floor_ms"`
+	// Kernels (mode blind) is the critical path of the identify's kernels
+	// on this machine, measured after the identifications (BlindKernelPath).
+	Kernels *KernelPath `json:"kernel_path,omitempty"`
 	BytesPerIdent float64 `json:"bytes_per_identify"`
 	FormulaBytes  float64 `json:"formula_bytes"`
 	RSSMBPerParty float64 `json:"rss_mb_per_party"`
@@ -292,8 +295,16 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 	if o.Clients > 1 && res.PlainFloatP50 > 0 {
 		res.PlainFloatPerS = 1000 / res.PlainFloatP50
 	}
-	res.WireFloorMs, err = WireFloor(ctx, int(bytes), 7)
-	return res, err
+	if res.WireFloorMs, err = WireFloor(ctx, int(bytes), 7); err != nil {
+		return nil, err
+	}
+	if cfg.Mode() == "blind" {
+		// The servers are idle now: each kernel alone, top-1 as above.
+		if res.Kernels, err = BlindKernelPath(ctx, cfg, o.IDs, 1, 5); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
 }
 
 // FloatReference is the non-protected reference of a benchmark: the median

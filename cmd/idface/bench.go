@@ -170,6 +170,10 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			if res.Scheme != "" {
 				fmt.Fprintf(stdout, "  scheme %s, %d rows per column group, storage %.1f MB\n", res.Scheme, res.GroupRows, res.ShareMB)
 			}
+			if k := res.Kernels; k != nil {
+				fmt.Fprintf(stdout, "  kernels' critical path %.2f ms (score %.2f, permute and mask %.2f, a vector over QUIC %.2f, decide %.2f, unpermute %.2f): identify p50 is %.2fx it\n",
+					k.TotalMs, k.ScoreMs, k.PermuteMs, k.WireMs, k.DecideMs, k.UnpermuteMs, res.IdentifyP50/k.TotalMs)
+			}
 			if res.Clients > 1 {
 				fmt.Fprintf(stdout, "  %d clients at once: %.1f identifications/s; float32 one query at a time: %.1f/s (%.2fx)\n",
 					res.Clients, res.IdentifyPerS, res.PlainFloatPerS, res.IdentifyPerS/res.PlainFloatPerS)
