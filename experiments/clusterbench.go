@@ -112,10 +112,10 @@ type BenchResult struct {
 	WireFloorMs   float64 `json:"wire_floor_ms"`
 	// Kernels (mode blind) is the critical path of the identify's kernels
 	// on this machine, measured after the identifications (BlindKernelPath).
-	Kernels *KernelPath `json:"kernel_path,omitempty"`
-	BytesPerIdent float64 `json:"bytes_per_identify"`
-	FormulaBytes  float64 `json:"formula_bytes"`
-	RSSMBPerParty float64 `json:"rss_mb_per_party"`
+	Kernels       *KernelPath `json:"kernel_path,omitempty"`
+	BytesPerIdent float64     `json:"bytes_per_identify"`
+	FormulaBytes  float64     `json:"formula_bytes"`
+	RSSMBPerParty float64     `json:"rss_mb_per_party"`
 	// Servers is the cluster's server processes (parties and the mode's
 	// helper), HostCores and Host the machine they all ran on.
 	Servers   int    `json:"servers,omitempty"`
