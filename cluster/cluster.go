@@ -86,6 +86,11 @@ func Init(dir string, o Options) (_ *config.Params, err error) {
 	if o.Devices == 0 {
 		o.Devices = 1
 	}
+	if o.Kubernetes != "" {
+		if err := deploy.DNSLabel(o.Kubernetes); err != nil {
+			return nil, fmt.Errorf("--k8s: the namespace %w", err)
+		}
+	}
 	if o.Host == "" {
 		o.Host = "127.0.0.1"
 	}

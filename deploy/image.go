@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
+	"debug/buildinfo"
 	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
@@ -33,9 +34,10 @@ type ImageOptions struct {
 	// Created stamps the image (default the Unix epoch, so that one
 	// binary always gives the same image, byte for byte).
 	Created time.Time
-	// Version labels the image (org.opencontainers.image.version).
-	Version string
 }
+
+// idfaceMain is the main package an image's binary must be built from.
+const idfaceMain = "github.com/idface/idface/cmd/idface"
 
 // descriptor is an OCI content descriptor.
 type descriptor struct {
@@ -121,7 +123,7 @@ type file struct {
 // imageFiles are the layout's files: oci-layout, index.json and the
 // blobs (the layer, the config, the manifest).
 func imageFiles(bin []byte, o ImageOptions) ([]file, string, error) {
-	arch, err := staticLinux(bin)
+	arch, version, err := staticIdface(bin)
 	if err != nil {
 		return nil, "", err
 	}
@@ -142,8 +144,8 @@ func imageFiles(bin []byte, o ImageOptions) ([]file, string, error) {
 	layerBlob := gz.Bytes()
 
 	labels := map[string]string{"org.opencontainers.image.title": "idface", "org.opencontainers.image.description": "protected 1:N face identification (idface serve)"}
-	if o.Version != "" {
-		labels["org.opencontainers.image.version"] = o.Version
+	if version != "" {
+		labels["org.opencontainers.image.version"] = version
 	}
 	cfg, err := json.Marshal(map[string]any{
 		"created":      created.Format(time.RFC3339),
@@ -215,23 +217,42 @@ func digest(b []byte) string {
 	return "sha256:" + hex.EncodeToString(h[:])
 }
 
-// staticLinux checks bin is a Linux executable that needs no dynamic
-// loader (FROM scratch has none) and names its architecture as OCI does.
-func staticLinux(bin []byte) (string, error) {
+// staticIdface checks bin is idface built for Linux with no C (FROM
+// scratch has no dynamic loader nor C library), and names its
+// architecture as OCI does and its module version.
+func staticIdface(bin []byte) (arch, version string, err error) {
+	const build = "build it with 'CGO_ENABLED=0 GOOS=linux go build -trimpath -o idface ./cmd/idface' and give --binary idface"
 	f, err := elf.NewFile(bytes.NewReader(bin))
 	if err != nil {
-		return "", fmt.Errorf("the binary is not a Linux executable (%v): build it with 'CGO_ENABLED=0 GOOS=linux go build -trimpath -o idface ./cmd/idface'", err)
+		return "", "", fmt.Errorf("the binary is not a Linux executable (%v): %s", err, build)
+	}
+	if f.Type != elf.ET_EXEC && f.Type != elf.ET_DYN {
+		return "", "", fmt.Errorf("the binary is an ELF %v, not an executable: %s", f.Type, build)
 	}
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
-			return "", fmt.Errorf("the binary is linked dynamically (it needs a loader and a C library, which an image FROM scratch lacks): build it with 'CGO_ENABLED=0 go build -trimpath -o idface ./cmd/idface' and give --binary idface")
+			return "", "", fmt.Errorf("the binary is linked dynamically (it needs a loader and a C library, which an image FROM scratch lacks): %s", build)
+		}
+	}
+	bi, err := buildinfo.Read(bytes.NewReader(bin))
+	if err != nil {
+		return "", "", fmt.Errorf("the binary carries no Go build information (%v): %s", err, build)
+	}
+	if bi.Path != idfaceMain {
+		return "", "", fmt.Errorf("the binary is %s, not idface (%s): %s", bi.Path, idfaceMain, build)
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "GOOS" && s.Value != "linux" || s.Key == "CGO_ENABLED" && s.Value != "0" {
+			return "", "", fmt.Errorf("the binary was built with %s=%s: %s", s.Key, s.Value, build)
 		}
 	}
 	switch f.Machine {
 	case elf.EM_X86_64:
-		return "amd64", nil
+		arch = "amd64"
 	case elf.EM_AARCH64:
-		return "arm64", nil
+		arch = "arm64"
+	default:
+		return "", "", fmt.Errorf("the binary is for %v: images are built for amd64 and arm64", f.Machine)
 	}
-	return "", fmt.Errorf("the binary is for %v: images are built for amd64 and arm64", f.Machine)
+	return arch, bi.Main.Version, nil
 }

@@ -46,7 +46,7 @@ func TestImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := deploy.ImageOptions{Ref: "registry.example/idface:test", Version: "test"}
+	o := deploy.ImageOptions{Ref: "registry.example/idface:test"}
 	dir := filepath.Join(t.TempDir(), "layout")
 	manifestDigest, err := deploy.Image(dir, exe, o)
 	if err != nil {
@@ -137,8 +137,9 @@ func TestImage(t *testing.T) {
 		t.Fatalf("archive holds %d files, want 5", files)
 	}
 
-	// A dynamically linked executable, or not one at all, is refused.
-	for _, bad := range [][]byte{[]byte("#!/bin/sh\n"), dynamic(t)} {
+	// A dynamically linked executable, a static one that is not idface, or
+	// not an executable at all, is refused.
+	for _, bad := range [][]byte{[]byte("#!/bin/sh\n"), dynamic(t), otherStatic(t)} {
 		if bad == nil {
 			continue
 		}
@@ -186,6 +187,27 @@ func untar(t *testing.T, b []byte) []entry {
 		}
 		out = append(out, entry{h, data})
 	}
+}
+
+// otherStatic is a static Go program that is not idface.
+func otherStatic(t *testing.T) []byte {
+	dir := t.TempDir()
+	for name, text := range map[string]string{"go.mod": "module example.com/other\n\ngo 1.24\n", "main.go": "package main\n\nfunc main() {}\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	build := exec.Command("go", "build", "-o", "other", ".")
+	build.Dir = dir
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building a static program: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "other"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // dynamic is a dynamically linked executable of this host, or nil.

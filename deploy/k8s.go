@@ -13,6 +13,7 @@ package deploy
 import (
 	"bytes"
 	"cmp"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -32,8 +33,15 @@ const (
 	// QUICPort is where a server listens in its pod, and the port of the
 	// addresses PodAddress gives.
 	QUICPort = 7443
-	// MetricsPort serves /metrics and /healthz inside the cluster network.
+	// MetricsPort serves /metrics (and /healthz) inside the cluster
+	// network when asked for (Options.Metrics).
 	MetricsPort = 9464
+	// HealthPort serves /healthz alone, to the kubelet's probes.
+	HealthPort = 9465
+	// maxMember keeps every name made from a member within Kubernetes'
+	// limits: a StatefulSet's name has at most 52 characters (its pods'
+	// controller-revision-hash label adds 11 to 63).
+	maxMember = 52 - len("idface-")
 	// UID runs every container (no root: the image has no user database).
 	UID = 65532
 
@@ -72,6 +80,12 @@ type Options struct {
 	// the Kubernetes cluster (the member's advertised address must then
 	// be that load balancer's).
 	Expose bool
+	// Metrics serves /metrics on MetricsPort to the cluster network (row
+	// counts and answer counts: anything in the Kubernetes cluster that
+	// reaches the pod can read them); /healthz alone is on HealthPort.
+	Metrics bool
+
+	configHash string // of the configuration, on every pod: a new one shows
 }
 
 // Size is a member's data volume and memory requests (Kubernetes
@@ -115,7 +129,7 @@ func K8s(p *config.Params, cfgJSON []byte, o Options) ([]byte, error) {
 			return nil, fmt.Errorf("--%s %q: want a Kubernetes quantity such as 20Gi or 512Mi", q.flag, q.v)
 		}
 	}
-	if err := dnsLabel(o.Namespace); err != nil {
+	if err := DNSLabel(o.Namespace); err != nil {
 		return nil, fmt.Errorf("namespace: %w", err)
 	}
 	members := o.Members
@@ -132,15 +146,17 @@ func K8s(p *config.Params, cfgJSON []byte, o Options) ([]byte, error) {
 	id := p.ClusterID()
 	cluster := hex.EncodeToString(id[:])
 	docs := []any{configMap(o.Namespace, cluster, cfgJSON)}
+	sum := sha256.Sum256(cfgJSON)
+	o.configHash = hex.EncodeToString(sum[:8])
 	for _, name := range members {
 		m, ok := p.Server(name)
 		if !ok {
 			return nil, fmt.Errorf("%s is not a server of this cluster (servers: %s)", name, serverNames(p))
 		}
-		if err := dnsLabel(Name(name) + "-home"); err != nil {
-			return nil, fmt.Errorf("member %s: %w", name, err)
+		if err := DNSLabel(name); err != nil || len(name) > maxMember {
+			return nil, fmt.Errorf("member %q: Kubernetes names its objects after it, so it must be a DNS label of at most %d characters (lower-case letters, digits, '-' inside): assemble the cluster with members so named", name, maxMember)
 		}
-		port, err := quicPort(m)
+		port, err := quicPort(m, o.Namespace)
 		if err != nil {
 			return nil, err
 		}
@@ -152,13 +168,17 @@ func K8s(p *config.Params, cfgJSON []byte, o Options) ([]byte, error) {
 			}
 			docs = append(docs, s)
 		}
-		docs = append(docs, headless(o.Namespace, name, labels, port))
+		docs = append(docs, headless(o.Namespace, name, labels, port, o.Metrics))
 		if o.Expose {
 			docs = append(docs, exposed(o.Namespace, name, labels, port))
 		}
 		docs = append(docs, statefulSet(p, o, name, cluster, labels, port))
 	}
-	docs = append(docs, disruptionBudget(o.Namespace, cluster, members))
+	if len(members) == len(p.Servers()) {
+		// Only over the whole cluster: a pod under two budgets cannot be
+		// evicted at all, and one server's own budget protects nothing.
+		docs = append(docs, disruptionBudget(o.Namespace, cluster, members))
+	}
 
 	var out bytes.Buffer
 	fmt.Fprintf(&out, "# idface cluster %s (mode %s, serial %d): %s in namespace %s.\n", cluster, p.Mode(), p.Serial(), strings.Join(members, ", "), o.Namespace)
@@ -172,6 +192,7 @@ func K8s(p *config.Params, cfgJSON []byte, o Options) ([]byte, error) {
 		fmt.Fprintf(&out, "# Each member's home Secret is made by its own operator, on the host of its home, before applying:\n")
 		for _, name := range missing {
 			fmt.Fprintf(&out, "#   kubectl -n %s create secret generic %s --from-file=HOME/home.json --from-file=HOME/identity.key --from-file=HOME/identity.crt --from-file=HOME/seal.key --from-file=HOME/%s.pub.json\n", o.Namespace, SecretName(name), name)
+			fmt.Fprintf(&out, "#     (during a key rotation also --from-file= each of identity.key.previous, identity.next.key, identity.next.crt the home holds)\n")
 		}
 	}
 	if len(o.Homes) > 1 {
@@ -211,13 +232,16 @@ func serverNames(p *config.Params) string {
 // quicPort is the port of member m's advertised address: its pod listens
 // there, so that the address the others dial reaches it through the
 // headless Service (or a load balancer that keeps the port).
-func quicPort(m config.Member) (int, error) {
+func quicPort(m config.Member, ns string) (int, error) {
 	host, port, err := net.SplitHostPort(m.Addr)
 	if err != nil {
 		return 0, fmt.Errorf("%s's address %q: %w", m.Name, m.Addr, err)
 	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return 0, fmt.Errorf("%s advertises %s, a loopback address no pod can reach: make its home with 'idface party init --listen 0.0.0.0:%d --advertise ADDRESS' (in one Kubernetes cluster, ADDRESS is %s), or a test cluster with 'idface cluster init --k8s NAMESPACE'",
+	if want := PodAddress(ns, m.Name); strings.HasSuffix(host, ".svc.cluster.local") && m.Addr != want {
+		return 0, fmt.Errorf("%s advertises %s, but its pod in namespace %s is %s: render it into the namespace its address names (--namespace), or make the cluster for this one", m.Name, m.Addr, ns, want)
+	}
+	if ip := net.ParseIP(host); ip != nil && (ip.IsLoopback() || ip.IsUnspecified()) {
+		return 0, fmt.Errorf("%s advertises %s, an address no pod can dial: make its home with 'idface party init --listen 0.0.0.0:%d --advertise ADDRESS' (in one Kubernetes cluster, ADDRESS is %s), or a test cluster with 'idface cluster init --k8s NAMESPACE'",
 			m.Name, m.Addr, QUICPort, PodAddress("NAMESPACE", m.Name))
 	}
 	n, err := strconv.Atoi(port)
@@ -255,11 +279,15 @@ type requirement struct {
 	Values   []string `json:"values,omitempty"`
 }
 
+// configName is the cluster's ConfigMap: one per cluster, so that two
+// clusters in one namespace keep their own configurations.
+func configName(cluster string) string { return "idface-cluster-" + cluster[:8] }
+
 func configMap(ns, cluster string, cfgJSON []byte) any {
 	return struct {
 		object
 		Data map[string]string `json:"data"`
-	}{object{"v1", "ConfigMap", meta{Name: "idface-cluster", Namespace: ns, Labels: map[string]string{labelName: "idface", labelClust: cluster}}},
+	}{object{"v1", "ConfigMap", meta{Name: configName(cluster), Namespace: ns, Labels: map[string]string{labelName: "idface", labelClust: cluster}}},
 		map[string]string{config.File: string(cfgJSON)}}
 }
 
@@ -312,15 +340,16 @@ type serviceSpec struct {
 
 // headless gives each pod of the member a stable DNS name
 // (PodAddress), for the others and for clients in the same cluster.
-func headless(ns, name string, labels map[string]string, port int) any {
+func headless(ns, name string, labels map[string]string, port int, metrics bool) any {
+	ports := []servicePort{{Name: "quic", Protocol: "UDP", Port: port, TargetPort: "quic"}}
+	if metrics {
+		ports = append(ports, servicePort{Name: "metrics", Protocol: "TCP", Port: MetricsPort, TargetPort: "metrics"})
+	}
 	return struct {
 		object
 		Spec serviceSpec `json:"spec"`
 	}{object{"v1", "Service", meta{Name: Name(name), Namespace: ns, Labels: labels}},
-		serviceSpec{ClusterIP: "None", Selector: podSelector(labels), PublishNotReady: true, Ports: []servicePort{
-			{Name: "quic", Protocol: "UDP", Port: port, TargetPort: "quic"},
-			{Name: "metrics", Protocol: "TCP", Port: MetricsPort, TargetPort: "metrics"},
-		}}}
+		serviceSpec{ClusterIP: "None", Selector: podSelector(labels), PublishNotReady: true, Ports: ports}}
 }
 
 // exposed is a load balancer for clients outside the cluster: QUIC only.
@@ -343,9 +372,6 @@ func podSelector(labels map[string]string) map[string]string {
 // are down while any member moves, and two at once only lengthen that.
 func disruptionBudget(ns, cluster string, members []string) any {
 	name := "idface-" + cluster[:8]
-	if len(members) == 1 {
-		name = Name(members[0])
-	}
 	type budget struct {
 		MaxUnavailable int      `json:"maxUnavailable"`
 		Selector       selector `json:"selector"`
@@ -369,7 +395,7 @@ func sorted(s []string) []string {
 func statefulSet(p *config.Params, o Options, name, cluster string, labels map[string]string, port int) any {
 	grace := int((p.Timeouts().Shutdown + 10*time.Second) / time.Second)
 	probe := func(period, failures int) map[string]any {
-		return map[string]any{"httpGet": map[string]any{"path": "/healthz", "port": "metrics"}, "periodSeconds": period, "failureThreshold": failures, "timeoutSeconds": 2}
+		return map[string]any{"httpGet": map[string]any{"path": "/healthz", "port": "health"}, "periodSeconds": period, "failureThreshold": failures, "timeoutSeconds": 2}
 	}
 	restricted := map[string]any{
 		"allowPrivilegeEscalation": false,
@@ -397,21 +423,39 @@ func statefulSet(p *config.Params, o Options, name, cluster string, labels map[s
 	if o.StorageClass != "" {
 		pvc["spec"].(map[string]any)["storageClassName"] = o.StorageClass
 	}
+	args := []string{binary, "serve", "--config", configDir + "/" + config.File, "--home", homeDir, "--data", dataDir,
+		"--listen", net.JoinHostPort("0.0.0.0", strconv.Itoa(port)), "--health-addr", net.JoinHostPort("0.0.0.0", strconv.Itoa(HealthPort))}
+	ports := []map[string]any{
+		{"name": "quic", "containerPort": port, "protocol": "UDP"},
+		{"name": "health", "containerPort": HealthPort, "protocol": "TCP"},
+	}
+	if o.Metrics {
+		args = append(args, "--metrics-addr", net.JoinHostPort("0.0.0.0", strconv.Itoa(MetricsPort)))
+		ports = append(ports, map[string]any{"name": "metrics", "containerPort": MetricsPort, "protocol": "TCP"})
+	}
+	podSecurity := map[string]any{
+		"runAsNonRoot": true, "runAsUser": UID, "runAsGroup": UID, "fsGroup": UID,
+		"fsGroupChangePolicy": "OnRootMismatch",
+		"seccompProfile":      map[string]any{"type": "RuntimeDefault"},
+	}
+	if port < 1024 {
+		// Without root or capabilities the server binds a low port only
+		// where the pod's network namespace allows it (a safe sysctl).
+		podSecurity["sysctls"] = []map[string]any{{"name": "net.ipv4.ip_unprivileged_port_start", "value": strconv.Itoa(port)}}
+	}
 	pod := map[string]any{
-		"metadata": map[string]any{"labels": labels},
+		"metadata": map[string]any{"labels": labels, "annotations": map[string]string{"idface.io/config-hash": o.configHash}},
 		"spec": map[string]any{
 			"automountServiceAccountToken":  false, // a server never calls the Kubernetes API
 			"enableServiceLinks":            false,
 			"terminationGracePeriodSeconds": grace,
-			"securityContext": map[string]any{
-				"runAsNonRoot": true, "runAsUser": UID, "runAsGroup": UID, "fsGroup": UID,
-				"seccompProfile": map[string]any{"type": "RuntimeDefault"},
-			},
+			"securityContext":               podSecurity,
 			"affinity": map[string]any{"podAntiAffinity": map[string]any{
 				"requiredDuringSchedulingIgnoredDuringExecution": []map[string]any{{
 					"topologyKey": "kubernetes.io/hostname",
 					"labelSelector": selector{MatchLabels: map[string]string{labelClust: cluster},
 						MatchExpressions: []requirement{{Key: labelMember, Operator: "NotIn", Values: []string{name}}}},
+					"namespaceSelector": selector{}, // members in other namespaces too
 				}},
 			}},
 			"initContainers": []map[string]any{{
@@ -422,12 +466,8 @@ func statefulSet(p *config.Params, o Options, name, cluster string, labels map[s
 			}},
 			"containers": []map[string]any{{
 				"name": "idface", "image": o.Image,
-				"command": []string{binary, "serve", "--config", configDir + "/" + config.File, "--home", homeDir, "--data", dataDir,
-					"--listen", net.JoinHostPort("0.0.0.0", strconv.Itoa(port)), "--metrics-addr", net.JoinHostPort("0.0.0.0", strconv.Itoa(MetricsPort))},
-				"ports": []map[string]any{
-					{"name": "quic", "containerPort": port, "protocol": "UDP"},
-					{"name": "metrics", "containerPort": MetricsPort, "protocol": "TCP"},
-				},
+				"command": args,
+				"ports":   ports,
 				// Replaying a large log takes minutes: the startup probe
 				// allows 30 before liveness applies.
 				"startupProbe":    probe(5, 360),
@@ -443,7 +483,7 @@ func statefulSet(p *config.Params, o Options, name, cluster string, labels map[s
 				// 0440 with fsGroup: party install copies it to 0600.
 				{"name": "secret", "secret": map[string]any{"secretName": SecretName(name), "defaultMode": 0o440}},
 				{"name": "home", "emptyDir": map[string]any{"medium": "Memory", "sizeLimit": "16Mi"}},
-				{"name": "cluster", "configMap": map[string]any{"name": "idface-cluster"}},
+				{"name": "cluster", "configMap": map[string]any{"name": configName(cluster)}},
 			},
 		},
 	}
@@ -451,17 +491,21 @@ func statefulSet(p *config.Params, o Options, name, cluster string, labels map[s
 		object
 		Spec map[string]any `json:"spec"`
 	}{object{"apps/v1", "StatefulSet", meta{Name: Name(name), Namespace: o.Namespace, Labels: labels}}, map[string]any{
-		"serviceName":          Name(name),
-		"replicas":             1,
-		"podManagementPolicy":  "Parallel",
+		"serviceName":         Name(name),
+		"replicas":            1,
+		"podManagementPolicy": "Parallel",
+		// A new image or configuration replaces a pod only when it is
+		// deleted: the operator moves one server at a time (DEPLOY.md),
+		// never every member of the cluster at once.
+		"updateStrategy":       map[string]any{"type": "OnDelete"},
 		"selector":             selector{MatchLabels: podSelector(labels)},
 		"template":             pod,
 		"volumeClaimTemplates": []map[string]any{pvc},
 	}}
 }
 
-// dnsLabel checks a name Kubernetes takes as a DNS label.
-func dnsLabel(s string) error {
+// DNSLabel checks a name Kubernetes takes as a DNS label (RFC 1123).
+func DNSLabel(s string) error {
 	ok := len(s) > 0 && len(s) <= 63
 	for i, c := range s {
 		switch {
@@ -472,19 +516,21 @@ func dnsLabel(s string) error {
 		}
 	}
 	if !ok {
-		return fmt.Errorf("%q is not a DNS label (lower-case letters, digits and '-', at most 63): Kubernetes refuses it; rename the member", s)
+		return fmt.Errorf("%q is not a DNS label (lower-case letters and digits, '-' inside, at most 63 characters)", s)
 	}
 	return nil
 }
 
 // quantity accepts the Kubernetes quantities an operator writes for sizes:
-// digits with an optional binary or decimal suffix.
+// a positive number (digits, a decimal point allowed) with an optional
+// binary or decimal suffix.
 func quantity(s string) bool {
-	i := 0
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		i++
+	i, nonzero, point := 0, false, false
+	for ; i < len(s) && (s[i] >= '0' && s[i] <= '9' || s[i] == '.' && !point); i++ {
+		point = point || s[i] == '.'
+		nonzero = nonzero || s[i] >= '1' && s[i] <= '9'
 	}
-	if i == 0 {
+	if !nonzero || s[i-1] == '.' || s[0] == '.' {
 		return false
 	}
 	switch s[i:] {

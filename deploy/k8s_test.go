@@ -20,6 +20,7 @@ import (
 	"github.com/idface/idface/deploy"
 	"github.com/idface/idface/engine/replicated"
 	"github.com/idface/idface/internal/home"
+	"github.com/idface/idface/internal/inproc"
 	_ "github.com/idface/idface/modes"
 )
 
@@ -165,30 +166,41 @@ func TestK8s(t *testing.T) {
 		if len(pod.Containers) != 1 || len(pod.InitContainers) != 1 {
 			t.Fatalf("%s: %d containers, %d init containers", member, len(pod.Containers), len(pod.InitContainers))
 		}
-		var quic, metrics int32
+		var quic, health int32
 		for _, cp := range c.Ports {
 			switch {
 			case cp.Name == "quic" && cp.Protocol == corev1.ProtocolUDP:
 				quic = cp.ContainerPort
-			case cp.Name == "metrics" && cp.Protocol == corev1.ProtocolTCP:
-				metrics = cp.ContainerPort
+			case cp.Name == "health" && cp.Protocol == corev1.ProtocolTCP:
+				health = cp.ContainerPort
+			default:
+				t.Errorf("%s exposes %s %d/%s (no metrics unless asked)", member, cp.Name, cp.ContainerPort, cp.Protocol)
 			}
 		}
-		if quic != deploy.QUICPort || metrics != deploy.MetricsPort {
-			t.Fatalf("%s: quic port %d, metrics %d", member, quic, metrics)
+		if quic != deploy.QUICPort || health != deploy.HealthPort {
+			t.Fatalf("%s: quic port %d, health %d", member, quic, health)
 		}
 		args := strings.Join(c.Command, " ")
-		for _, want := range []string{fmt.Sprintf("--listen 0.0.0.0:%d", quic), fmt.Sprintf("--metrics-addr 0.0.0.0:%d", metrics), "--home /run/idface/home", "--data /var/lib/idface/data"} {
+		for _, want := range []string{fmt.Sprintf("--listen 0.0.0.0:%d", quic), fmt.Sprintf("--health-addr 0.0.0.0:%d", health), "--home /run/idface/home", "--data /var/lib/idface/data"} {
 			if !strings.Contains(args, want) {
 				t.Errorf("%s runs %q, without %q", member, args, want)
 			}
+		}
+		if strings.Contains(args, "--metrics-addr") {
+			t.Errorf("%s serves its metrics to the cluster network unasked: %q", member, args)
+		}
+		if ss.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType {
+			t.Errorf("%s's pods are replaced by the controller (%s): every member would restart at once", member, ss.Spec.UpdateStrategy.Type)
+		}
+		if ss.Spec.Template.Annotations["idface.io/config-hash"] == "" {
+			t.Errorf("%s's pods do not carry the configuration's hash", member)
 		}
 		if init := strings.Join(pod.InitContainers[0].Command, " "); init != "/idface party install --from /etc/idface/secret --home /run/idface/home" {
 			t.Errorf("%s's init container runs %q", member, init)
 		}
 		for _, pr := range []*corev1.Probe{c.StartupProbe, c.ReadinessProbe, c.LivenessProbe} {
-			if pr == nil || pr.HTTPGet == nil || pr.HTTPGet.Path != "/healthz" || pr.HTTPGet.Port.StrVal != "metrics" {
-				t.Fatalf("%s: a probe is not /healthz on the metrics port: %+v", member, pr)
+			if pr == nil || pr.HTTPGet == nil || pr.HTTPGet.Path != "/healthz" || pr.HTTPGet.Port.StrVal != "health" {
+				t.Fatalf("%s: a probe is not /healthz on the health port: %+v", member, pr)
 			}
 		}
 		var svc *corev1.Service
@@ -207,7 +219,7 @@ func TestK8s(t *testing.T) {
 		// Anti-affinity: required, per node, against every other member
 		// of the cluster and not against itself.
 		aa := pod.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution
-		if len(aa) != 1 || aa[0].TopologyKey != "kubernetes.io/hostname" {
+		if len(aa) != 1 || aa[0].TopologyKey != "kubernetes.io/hostname" || aa[0].NamespaceSelector == nil || len(aa[0].NamespaceSelector.MatchLabels)+len(aa[0].NamespaceSelector.MatchExpressions) != 0 {
 			t.Fatalf("%s: anti-affinity %+v", member, aa)
 		}
 		sel, err := metav1.LabelSelectorAsSelector(aa[0].LabelSelector)
@@ -267,6 +279,21 @@ func TestK8s(t *testing.T) {
 			t.Errorf("the budget does not cover %s", ss.Name)
 		}
 	}
+
+	// One server alone (an organisation's own render): its Secret, no
+	// budget (it would protect nothing, and a pod under two budgets cannot
+	// be evicted); with --metrics, the metrics port on the Service.
+	out, err = deploy.K8s(p, cfgJSON, deploy.Options{Namespace: "gate-test", Image: "i", Members: []string{"p2"}, Homes: map[string]map[string][]byte{"p2": homes["p2"]}, Metrics: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = decode(t, out)
+	if len(r.stateful) != 1 || len(r.secrets) != 1 || len(r.budgets) != 0 || r.secrets[0].Name != deploy.SecretName("p2") {
+		t.Fatalf("one server: %d StatefulSets, %d Secrets, %d budgets", len(r.stateful), len(r.secrets), len(r.budgets))
+	}
+	if ports := r.services[0].Spec.Ports; len(ports) != 2 || ports[1].Port != deploy.MetricsPort || !strings.Contains(strings.Join(r.stateful[0].Spec.Template.Spec.Containers[0].Command, " "), fmt.Sprintf("--metrics-addr 0.0.0.0:%d", deploy.MetricsPort)) {
+		t.Fatalf("--metrics: %+v", ports)
+	}
 }
 
 // TestK8sRefuses: a loopback address, another member's home, a bad name or
@@ -277,7 +304,7 @@ func TestK8sRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := deploy.K8s(p, nil, deploy.Options{Image: "i"}); err == nil || !strings.Contains(err.Error(), "loopback") {
+	if _, err := deploy.K8s(p, nil, deploy.Options{Image: "i"}); err == nil || !strings.Contains(err.Error(), "no pod can dial") {
 		t.Fatalf("a loopback cluster: %v", err)
 	}
 	dir := t.TempDir()
@@ -288,17 +315,24 @@ func TestK8sRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, o := range map[string]deploy.Options{
-		"another's home": {Image: "i", Homes: map[string]map[string][]byte{"p1": h2}},
-		"a client":       {Image: "i", Members: []string{"client"}},
-		"no image":       {},
-		"a bad size":     {Image: "i", Disk: "ten gigs"},
-		"a bad ns":       {Image: "i", Namespace: "Gate_Test"},
-		"home unrendered": {Image: "i", Members: []string{"p1"},
-			Homes: map[string]map[string][]byte{"p2": h2}},
+	if _, err := deploy.K8s(p, nil, deploy.Options{Image: "i", Namespace: "ns", Disk: "1.5Gi", Memory: "512Mi"}); err != nil {
+		t.Fatalf("sizes 1.5Gi and 512Mi: %v", err)
+	}
+	for _, c := range []struct {
+		name, want string
+		o          deploy.Options
+	}{
+		{"another's home", "not the one the configuration pins", deploy.Options{Image: "i", Namespace: "ns", Homes: map[string]map[string][]byte{"p1": h2}}},
+		{"a client", "not a server", deploy.Options{Image: "i", Namespace: "ns", Members: []string{"client"}}},
+		{"no image", "image", deploy.Options{Namespace: "ns"}},
+		{"a bad size", "quantity", deploy.Options{Image: "i", Namespace: "ns", Disk: "ten gigs"}},
+		{"a zero size", "quantity", deploy.Options{Image: "i", Namespace: "ns", Disk: "0"}},
+		{"a bad namespace", "DNS label", deploy.Options{Image: "i", Namespace: "Gate_Test"}},
+		{"another namespace", "render it into the namespace", deploy.Options{Image: "i", Namespace: "other"}},
+		{"a home not rendered", "not rendered", deploy.Options{Image: "i", Namespace: "ns", Members: []string{"p1"}, Homes: map[string]map[string][]byte{"p2": h2}}},
 	} {
-		if _, err := deploy.K8s(p, nil, o); err == nil {
-			t.Errorf("%s: rendered", name)
+		if _, err := deploy.K8s(p, nil, c.o); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error saying %q", c.name, err, c.want)
 		}
 	}
 }
@@ -311,4 +345,33 @@ func matches(sel, l map[string]string) bool {
 		}
 	}
 	return len(sel) > 0
+}
+
+// TestK8sMemberNames: names the configuration allows but Kubernetes does
+// not take (upper case, '_', '.', a '-' at an end, too long for a
+// StatefulSet's pods) are refused, naming the member.
+func TestK8sMemberNames(t *testing.T) {
+	for _, name := range []string{"Org-A", "org_a", "org.a", "a-", strings.Repeat("a", 46)} {
+		lit := inproc.Literal(config.Literal{Mode: config.ModeBlind, Dim: 64, Beta: 16}, 2)
+		lit.Parties[0].Name, lit.Parties[0].Addr = name, "gate.example:7443"
+		lit.Parties[1].Addr = "gate2.example:7443"
+		lit.Decider.Addr = "decider.example:7443"
+		p, err := config.New(lit, "")
+		if err != nil {
+			t.Fatalf("%q: %v", name, err)
+		}
+		if _, err := deploy.K8s(p, nil, deploy.Options{Image: "i"}); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("member %q: %v", name, err)
+		}
+	}
+	lit := inproc.Literal(config.Literal{Mode: config.ModeBlind, Dim: 64, Beta: 16}, 2)
+	lit.Parties[0].Name = strings.Repeat("a", 45)
+	lit.Parties[0].Addr, lit.Parties[1].Addr, lit.Decider.Addr = "a.example:7443", "b.example:7443", "c.example:7443"
+	p, err := config.New(lit, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := deploy.K8s(p, nil, deploy.Options{Image: "i", Expose: true}); err != nil {
+		t.Fatalf("a name of 45 characters: %v", err)
+	}
 }

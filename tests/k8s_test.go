@@ -63,7 +63,7 @@ func TestPodCommands(t *testing.T) {
 	if len(commands) != len(cfg.Servers()) {
 		t.Fatalf("the manifest runs %d servers, the cluster has %d", len(commands), len(cfg.Servers()))
 	}
-	metrics := map[string]string{}
+	metrics := map[string]string{} // each server's /healthz
 	for _, s := range cfg.Servers() {
 		cmds, ok := commands[s.Name]
 		if !ok {
@@ -87,7 +87,7 @@ func TestPodCommands(t *testing.T) {
 					a = filepath.Join(dir, config.File)
 				case strings.HasPrefix(a, "/run/idface/") || strings.HasPrefix(a, "/var/lib/idface"):
 					a = filepath.Join(pod, a)
-				case strings.HasPrefix(a, "0.0.0.0:9464"):
+				case strings.HasPrefix(a, "0.0.0.0:9465"): // --health-addr
 					a = metrics[s.Name]
 				case strings.HasPrefix(a, "0.0.0.0:"):
 					a = s.Addr
@@ -120,7 +120,7 @@ func TestPodCommands(t *testing.T) {
 			if len(entries) != 5 {
 				t.Errorf("%s's installed home holds %d files, want its 5 (nothing written there)", name, len(entries))
 			}
-			if _, err := os.Stat(filepath.Join(pod, "var/lib/idface/lock")); err != nil {
+			if _, err := os.Stat(filepath.Join(pod, "var/lib/idface/data/lock")); err != nil {
 				t.Errorf("%s: no lock on the data volume: %v", name, err)
 			}
 		})

@@ -16,6 +16,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -582,6 +583,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 	metricsAddr := fs.String("metrics-addr", "", "serve /metrics on this TCP address (default: the server's loopback metrics address in the config); any address named here is used as given")
 	pprofOn := fs.Bool("pprof", false, "also serve /debug/pprof/ on the metrics address (loopback addresses only)")
 	listen := fs.String("listen", "", "bind this UDP address instead of the home's (a pod binds 0.0.0.0:PORT; the others still dial the advertised address)")
+	healthAddr := fs.String("health-addr", "", "serve /healthz alone on this TCP address (200 \"serving\"; 503 \"starting\", \"stopping\" or \"failed\"): for probes, without the metrics")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -620,16 +622,40 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 	if addr == "" && *pprofOn {
 		return fmt.Errorf("--pprof serves profiles beside the metrics, and %s has no metrics address: give --metrics-addr 127.0.0.1:PORT (or 'cluster init --metrics')", *name)
 	}
-	srv, err := server.Open(ctx, cfg, h, log)
-	if err != nil {
-		return err
+	if *pprofOn {
+		if err := config.CheckLoopback(addr); err != nil {
+			return fmt.Errorf("--pprof: %w: profiles are served on loopback only", err)
+		}
 	}
-	if addr != "" {
-		h := srv.MetricsHandler()
-		if *pprofOn {
-			if err := config.CheckLoopback(addr); err != nil {
-				return fmt.Errorf("--pprof: %w: profiles are served on loopback only", err)
+	if addr != "" && addr == *healthAddr {
+		return fmt.Errorf("--health-addr %s is the metrics address: give another port (the metrics address serves /healthz too)", addr)
+	}
+	// The HTTP endpoints listen before the server opens (replaying a large
+	// log takes minutes): /healthz says "starting" until it serves.
+	var served atomic.Pointer[http.Handler]
+	late := func(healthOnly bool) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if healthOnly && r.URL.Path != "/healthz" {
+				http.NotFound(w, r)
+				return
 			}
+			if h := served.Load(); h != nil {
+				(*h).ServeHTTP(w, r)
+				return
+			}
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, "starting")
+		})
+	}
+	for _, e := range []struct {
+		what, addr string
+		h          http.Handler
+	}{{"metrics", addr, late(false)}, {"health", *healthAddr, late(true)}} {
+		if e.addr == "" {
+			continue
+		}
+		h := e.h
+		if e.what == "metrics" && *pprofOn {
 			mux := http.NewServeMux()
 			mux.Handle("/", h) // /metrics and /healthz
 			mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -637,15 +663,21 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 			h = mux
 		}
-		ln, err := net.Listen("tcp", addr)
+		ln, err := net.Listen("tcp", e.addr)
 		if err != nil {
-			return fmt.Errorf("metrics endpoint: %w", err)
+			return fmt.Errorf("%s endpoint: %w", e.what, err)
 		}
 		hs := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 		go hs.Serve(ln)
 		defer hs.Close()
-		log.Info("metrics", "addr", ln.Addr().String(), "pprof", *pprofOn)
+		log.Info(e.what, "addr", ln.Addr().String(), "pprof", e.what == "metrics" && *pprofOn)
 	}
+	srv, err := server.Open(ctx, cfg, h, log)
+	if err != nil {
+		return err
+	}
+	mh := srv.MetricsHandler()
+	served.Store(&mh)
 	err = srv.Serve(ctx)
 	log.Info("stopped", "err", err)
 	return err

@@ -13,6 +13,7 @@ import (
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/internal/buildinfo"
 	"github.com/idface/idface/internal/home"
+	"github.com/idface/idface/internal/store"
 )
 
 func init() {
@@ -41,12 +42,14 @@ func deployK8s(args []string, stdout, stderr io.Writer) error {
 		"(kubectl apply -f): per server a StatefulSet (its pod installs the\n"+
 		"server's home from its Secret onto memory and keeps its data on its own\n"+
 		"volume; pods of different servers never share a node), a headless\n"+
-		"Service, and one PodDisruptionBudget (one server down at a time); the\n"+
+		"Service, and (all servers rendered) one PodDisruptionBudget; the\n"+
 		"configuration as a ConfigMap. With --home, only that server, with its\n"+
 		"Secret (each organisation renders its own); with --config alone, every\n"+
 		"server and no Secret (each operator creates its own, as the output\n"+
 		"says); with --cluster, a test cluster made by 'cluster init --k8s NS',\n"+
-		"Secrets of every server included. Probes use /healthz on port 9464.", stderr)
+		"Secrets of every server included. Probes use /healthz on port 9465;\n"+
+		"--metrics also serves /metrics on 9464 to the cluster network. Pods are\n"+
+		"replaced only when deleted: move one server at a time (docs/DEPLOY.md).", stderr)
 	dir := clusterDirFlag(fs, "a local test cluster made with 'cluster init --k8s NAMESPACE' (every server, every key)")
 	cfgFile := fs.String("config", "", "the cluster configuration")
 	homeDir := fs.String("home", "", "with --config: render only this server, its home as its Secret")
@@ -56,6 +59,7 @@ func deployK8s(args []string, stdout, stderr io.Writer) error {
 	disk := fs.String("disk", "10Gi", "each server's data volume (with --rows: the servers that hold no rows)")
 	memory := fs.String("memory", "", "each server's memory request (with --rows: the servers that hold no rows)")
 	class := fs.String("storage-class", "", "the volumes' storage class (default: the Kubernetes cluster's)")
+	metrics := fs.Bool("metrics", false, "also serve /metrics on port 9464 to the cluster network (row and answer counts: anything that reaches the pod reads them; add a NetworkPolicy); probes use /healthz on 9465 either way")
 	expose := fs.Bool("expose", false, "also a LoadBalancer Service per server for clients outside the Kubernetes cluster (its advertised address must be the load balancer's)")
 	out := fs.String("out", "", "write to this file (mode 0600 when it holds a Secret) instead of standard output")
 	if err := parse(fs, args); err != nil {
@@ -65,7 +69,7 @@ func deployK8s(args []string, stdout, stderr io.Writer) error {
 		p    *config.Params
 		path string
 		err  error
-		o    = deploy.Options{Namespace: *ns, Image: *image, Disk: *disk, Memory: *memory, StorageClass: *class, Expose: *expose, Homes: map[string]map[string][]byte{}}
+		o    = deploy.Options{Namespace: *ns, Image: *image, Disk: *disk, Memory: *memory, StorageClass: *class, Expose: *expose, Metrics: *metrics, Homes: map[string]map[string][]byte{}}
 	)
 	switch {
 	case *dir != "" && *cfgFile == "" && *homeDir == "":
@@ -74,7 +78,7 @@ func deployK8s(args []string, stdout, stderr io.Writer) error {
 		}
 		path = p.Dir() + "/" + config.File
 		for _, m := range p.Servers() {
-			files, err := home.Files(cluster.HomeDir(*dir, m.Name))
+			files, err := homeFiles(p, cluster.HomeDir(*dir, m.Name))
 			if err != nil {
 				return err
 			}
@@ -89,20 +93,11 @@ func deployK8s(args []string, stdout, stderr io.Writer) error {
 		}
 		path = *cfgFile
 		if *homeDir != "" {
-			h, err := home.Open(*homeDir)
+			files, err := homeFiles(p, *homeDir)
 			if err != nil {
 				return err
 			}
-			if _, err := h.Check(p); err != nil {
-				return err
-			}
-			if _, ok := p.Server(h.Self.Name); !ok {
-				return fmt.Errorf("%s is a client: only servers run in Kubernetes", h.Self.Name)
-			}
-			files, err := home.Files(*homeDir)
-			if err != nil {
-				return err
-			}
+			h, _ := home.Open(*homeDir)
 			o.Members, o.Homes[h.Self.Name] = []string{h.Self.Name}, files
 		}
 	default:
@@ -137,11 +132,34 @@ func deployK8s(args []string, stdout, stderr io.Writer) error {
 	if len(o.Homes) > 0 {
 		mode = 0o600
 	}
-	if err := os.WriteFile(*out, b, mode); err != nil {
+	if err := store.WriteFile(*out, b, mode); err != nil { // a new file: an old one's mode does not stay
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote %s (%d bytes): kubectl apply -f %s\n", *out, len(b), *out)
 	return nil
+}
+
+// homeFiles are a server's home files for its Secret, after the checks its
+// pod's 'party install' will make: the configuration pins its certificate,
+// its key pair and seal key are the ones its descriptor names.
+func homeFiles(p *config.Params, dir string) (map[string][]byte, error) {
+	h, err := home.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := h.Check(p); err != nil {
+		return nil, err
+	}
+	if _, ok := p.Server(h.Self.Name); !ok {
+		return nil, fmt.Errorf("%s is a client: only servers run in Kubernetes", h.Self.Name)
+	}
+	if _, err := h.Certificate(); err != nil {
+		return nil, err
+	}
+	if _, err := h.SealKey(); err != nil {
+		return nil, err
+	}
+	return home.Files(dir)
 }
 
 // gib writes bytes as whole GiB, rounded up.
@@ -190,12 +208,12 @@ func deployImage(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	o := deploy.ImageOptions{Ref: *ref, Version: buildinfo.Read().Version}
+	o := deploy.ImageOptions{Ref: *ref}
 	var manifest string
 	if strings.HasSuffix(*out, ".tar") {
 		var archive []byte
 		if archive, manifest, err = deploy.ImageTar(b, o); err == nil {
-			err = os.WriteFile(*out, archive, 0o644)
+			err = store.WriteFile(*out, archive, 0o644)
 		}
 	} else {
 		manifest, err = deploy.Image(*out, b, o)

@@ -30,7 +30,7 @@ type memberFlags struct {
 
 // withData adds --data, for the commands that open a server's data.
 func (m memberFlags) withData(fs *flag.FlagSet) memberFlags {
-	m.data = fs.String("data", "", "the server's data directory, when not HOME/data (with --home; its lock file is kept beside it, in its parent); a home installed from a Kubernetes Secret keeps its data on a volume")
+	m.data = fs.String("data", "", "the server's data directory, when not HOME/data (with --home; created if missing, its lock file inside); a home installed from a Kubernetes Secret keeps its data on a volume")
 	return m
 }
 

@@ -34,7 +34,7 @@ const (
 	sealFile = "seal.key" // a server's key for sealed enrollment (internal/seal)
 	certFile = "identity.crt"
 	selfFile = "home.json"
-	lockFile = "lock" // held by the process that serves or repairs the home
+	lockFile = "lock" // in the data directory (and the home): held by the process that serves or repairs the data
 	dataDir  = "data"
 )
 
@@ -178,10 +178,6 @@ func (h *Home) DataDir() string {
 	return filepath.Join(h.Dir, dataDir)
 }
 
-// lockPath is the lock beside the data directory (Dir/lock by default):
-// it guards the data, which may live elsewhere than the keys.
-func (h *Home) lockPath() string { return filepath.Join(filepath.Dir(h.DataDir()), lockFile) }
-
 // homeFiles are the files a home may hold besides its data: what Install
 // copies. NAME.pub.json is added by name.
 var homeFiles = []string{selfFile, keyFile, certFile, sealFile, keyFile + ".previous", nextKeyFile, nextCertFile}
@@ -223,6 +219,9 @@ func Install(from, dir string) (*Home, error) {
 		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(dir, 0o700); err != nil { // an emptyDir is made 0777
 		return nil, err
 	}
 	files, err := Files(from)

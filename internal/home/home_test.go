@@ -194,17 +194,53 @@ func TestInstall(t *testing.T) {
 		}
 	}
 
-	// With --data elsewhere, the lock is beside the data, not in the home.
+	// With --data elsewhere, the lock is in the data, not in the home.
 	h.Data = filepath.Join(t.TempDir(), "data")
 	unlock, err := h.Lock("test")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer unlock()
-	if _, err := os.Stat(filepath.Join(filepath.Dir(h.Data), "lock")); err != nil {
-		t.Fatalf("no lock beside the data: %v", err)
+	if _, err := os.Stat(filepath.Join(h.Data, "lock")); err != nil {
+		t.Fatalf("no lock in the data: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(dst, "lock")); err == nil {
 		t.Fatal("the lock was written into the installed home")
+	}
+}
+
+// TestLockOneData: however the data directory is named (the home's
+// default, --data with a trailing slash, through a symbolic link), a
+// second process is refused while one holds it.
+func TestLockOneData(t *testing.T) {
+	h, err := Init(t.TempDir(), "h1", config.RoleShareHolder, "127.0.0.1:7000", "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.MkdirAll(h.DataDir(), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(h.DataDir(), link); err != nil {
+		t.Fatal(err)
+	}
+	for _, first := range []string{"", h.DataDir() + "/", link} {
+		a := *h
+		a.Data = first
+		unlock, err := a.Lock("serve")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, second := range []string{"", h.DataDir(), h.DataDir() + "/", link, link + "/."} {
+			b := *h
+			b.Data = second
+			if u, err := b.Lock("fsck"); err == nil {
+				u()
+				t.Errorf("data locked as %q, and again as %q", first, second)
+			} else if !strings.Contains(err.Error(), "in use by another idface process") {
+				t.Errorf("as %q then %q: %v", first, second, err)
+			}
+		}
+		unlock()
 	}
 }

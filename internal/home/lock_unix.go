@@ -6,17 +6,49 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 )
 
-// Lock takes the home's lock for this process (a server, or fsck
+// Lock takes the data's lock for this process (a server, or fsck
 // repairing its data): two processes on one data directory would
-// interleave their writes to one log. The lock file is beside the data
-// directory (lockPath). The lock is the kernel's (flock), so
-// it goes with the process, also on kill -9. unlock releases it.
+// interleave their writes to one log. The lock file is inside the data
+// directory (created, mode 0700, if it is not there), so every spelling
+// of its path (a trailing slash, a symbolic link, --data naming HOME/data)
+// reaches the same lock; a home without --data also locks HOME/lock, the
+// lock of releases before --data. The lock is the kernel's (flock), so it
+// goes with the process, also on kill -9. unlock releases it.
 func (h *Home) Lock(what string) (unlock func() error, err error) {
-	path := h.lockPath()
+	data := h.DataDir()
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		return nil, fmt.Errorf("the data directory: %w", err)
+	}
+	paths := []string{filepath.Join(data, lockFile)}
+	if h.Data == "" {
+		paths = append(paths, filepath.Join(h.Dir, lockFile))
+	}
+	var held []func() error
+	release := func() error {
+		var err error
+		for _, u := range held {
+			err = errors.Join(err, u())
+		}
+		return err
+	}
+	for _, path := range paths {
+		u, err := flock(path, data, what)
+		if err != nil {
+			release()
+			return nil, err
+		}
+		held = append(held, u)
+	}
+	return release, nil
+}
+
+// flock takes the lock in file path for the data in data.
+func flock(path, data, what string) (unlock func() error, err error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, err
@@ -26,7 +58,7 @@ func (h *Home) Lock(what string) (unlock func() error, err error) {
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			holder, _ := os.ReadFile(path)
 			return nil, fmt.Errorf("%s is in use by another idface process (%s): is this server already running? Stop it first ('idface cluster down', or SIGTERM to that process)",
-				h.DataDir(), strings.TrimSpace(string(holder)))
+				data, strings.TrimSpace(string(holder)))
 		}
 		return nil, fmt.Errorf("locking %s: %w", path, err)
 	}
