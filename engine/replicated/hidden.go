@@ -207,8 +207,12 @@ type scanned[E additive.Elem] struct {
 // the batches the other entries ask it for as a helper) share one pass
 // over the shares (h.scans, scanAll): every hidden probe a holder scores
 // at a time costs one read of its shares, whichever entry it came from.
+//
+// It returns only once the pass is over, also when ctx ends first: the
+// pass reads the probes' shares, which the caller clears as it returns
+// (the pass is local work, bounded by the shares' size).
 func (h *Holder[E]) scoreHidden(ctx context.Context, sc *scan[E]) ([]*vectors[E], error) {
-	res, err := h.scans.Do(ctx, sc)
+	res, err := h.scans.Do(context.WithoutCancel(ctx), sc)
 	if err != nil {
 		return nil, err
 	}
