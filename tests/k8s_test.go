@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"github.com/idface/idface/cluster"
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/internal/home"
+	"github.com/idface/idface/internal/netlab"
 )
 
 // TestPodCommands runs a blind cluster as its Kubernetes pods would: the
@@ -33,24 +35,10 @@ func TestPodCommands(t *testing.T) {
 	k8sDir := t.TempDir()
 	must(t, "cluster", "init", "--cluster", k8sDir, "--mode", "blind", "--parties", "2", "--dim", "64", "--beta", "16", "--k8s", "gates")
 	manifest := must(t, "deploy", "k8s", "--cluster", k8sDir, "--image", "idface:test")
+	pods := renderedPods(t, manifest)
 	commands := map[string][2][]string{} // member: init, serve
-	for _, doc := range strings.Split(manifest, "\n---\n")[1:] {
-		var ss struct {
-			Kind string
-			Spec struct {
-				Template struct {
-					Metadata struct{ Labels map[string]string }
-					Spec     struct{ InitContainers, Containers []struct{ Command []string } }
-				}
-			}
-		}
-		if err := yaml.Unmarshal([]byte(doc), &ss); err != nil {
-			t.Fatal(err)
-		}
-		if ss.Kind == "StatefulSet" {
-			pod := ss.Spec.Template.Spec
-			commands[ss.Spec.Template.Metadata.Labels["idface.io/member"]] = [2][]string{pod.InitContainers[0].Command, pod.Containers[0].Command}
-		}
+	for name, pd := range pods {
+		commands[name] = [2][]string{pd.init, pd.serve}
 	}
 
 	// The same mode on loopback, run by those commands.
@@ -70,7 +58,11 @@ func TestPodCommands(t *testing.T) {
 			t.Fatalf("the manifest does not run %s", s.Name)
 		}
 		pod := t.TempDir()
-		secret := k8sSecret(t, cluster.HomeDir(dir, s.Name))
+		files, err := home.Files(cluster.HomeDir(dir, s.Name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		secret := k8sSecret(t, files)
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -78,21 +70,14 @@ func TestPodCommands(t *testing.T) {
 		metrics[s.Name] = l.Addr().String()
 		l.Close()
 		mapped := func(args []string) []string {
-			var out []string
-			for _, a := range args[1:] { // args[0] is /idface
+			out := inPod(args, pod, secret, filepath.Join(dir, config.File))
+			for i, a := range out {
 				switch {
-				case a == "/etc/idface/secret":
-					a = secret
-				case strings.HasPrefix(a, "/etc/idface/cluster/"):
-					a = filepath.Join(dir, config.File)
-				case strings.HasPrefix(a, "/run/idface/") || strings.HasPrefix(a, "/var/lib/idface"):
-					a = filepath.Join(pod, a)
 				case strings.HasPrefix(a, "0.0.0.0:9465"): // --health-addr
-					a = metrics[s.Name]
-				case strings.HasPrefix(a, "0.0.0.0:"):
-					a = s.Addr
+					out[i] = metrics[s.Name]
+				case strings.HasPrefix(a, "0.0.0.0:"): // --listen
+					out[i] = s.Addr
 				}
-				out = append(out, a)
 			}
 			return out
 		}
@@ -156,15 +141,11 @@ func healthz(addr string) (int, string) {
 	return resp.StatusCode, strings.TrimSpace(string(b))
 }
 
-// k8sSecret lays out a home's files as Kubernetes mounts a Secret made
-// of them: a timestamped directory of group-readable files, "..data"
-// linking to it, and a link per file.
-func k8sSecret(t *testing.T, homeDir string) string {
+// k8sSecret lays out a Secret's files as Kubernetes mounts them: a
+// timestamped directory of group-readable files, "..data" linking to it,
+// and a link per file.
+func k8sSecret(t *testing.T, files map[string][]byte) string {
 	t.Helper()
-	files, err := home.Files(homeDir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
 	data := filepath.Join(dir, "..2026_11_25_00_00_00.000000001")
 	if err := os.Mkdir(data, 0o755); err != nil {
@@ -182,4 +163,169 @@ func k8sSecret(t *testing.T, homeDir string) string {
 		}
 	}
 	return dir
+}
+
+// pod is what a rendered manifest runs for one server: its init
+// container's and its server's command lines, and its Secret's files.
+type pod struct {
+	init, serve []string
+	secret      map[string][]byte
+}
+
+// renderedPods reads the StatefulSets and Secrets of a manifest, by member.
+func renderedPods(t *testing.T, manifest string) map[string]*pod {
+	t.Helper()
+	pods := map[string]*pod{}
+	get := func(name string) *pod {
+		if pods[name] == nil {
+			pods[name] = &pod{}
+		}
+		return pods[name]
+	}
+	for _, doc := range strings.Split(manifest, "\n---\n")[1:] {
+		var obj struct {
+			Kind     string
+			Metadata struct{ Labels map[string]string }
+			Spec     struct {
+				Template struct {
+					Metadata struct{ Labels map[string]string }
+					Spec     struct{ InitContainers, Containers []struct{ Command []string } }
+				}
+			}
+		}
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			t.Fatal(err)
+		}
+		switch obj.Kind {
+		case "StatefulSet":
+			pd := get(obj.Spec.Template.Metadata.Labels["idface.io/member"])
+			pd.init, pd.serve = obj.Spec.Template.Spec.InitContainers[0].Command, obj.Spec.Template.Spec.Containers[0].Command
+		case "Secret":
+			var sec struct{ Data map[string][]byte } // base64 in the YAML
+			if err := yaml.Unmarshal([]byte(doc), &sec); err != nil {
+				t.Fatal(err)
+			}
+			get(obj.Metadata.Labels["idface.io/member"]).secret = sec.Data
+		}
+	}
+	return pods
+}
+
+// inPod maps a pod's command line (args[0] is /idface) to this machine:
+// its volumes to directories under root, its Secret to secret, its
+// configuration to cfg; addresses stay as they are.
+func inPod(args []string, root, secret, cfg string) []string {
+	var out []string
+	for _, a := range args[1:] {
+		switch {
+		case a == "/etc/idface/secret":
+			a = secret
+		case strings.HasPrefix(a, "/etc/idface/cluster/"):
+			a = cfg
+		case strings.HasPrefix(a, "/run/idface/") || strings.HasPrefix(a, "/var/lib/idface"):
+			a = filepath.Join(root, a)
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// TestNetnsPods runs a blind cluster the way three organisations run it
+// on Kubernetes, each pod a network namespace of its own: each
+// organisation makes its server's home on its own host, the
+// configuration is assembled from descriptors, each renders only its own
+// server ('deploy k8s --config --home'), and each pod runs its init
+// container's and server's command lines exactly as rendered (its
+// Secret's files taken from the rendered Secret, mounted as Kubernetes
+// does; paths mapped to directories, addresses and ports as rendered:
+// every pod listens on 0.0.0.0:7443 and serves /healthz on 9465). The
+// cluster answers /healthz, enrolls and identifies from the operator's
+// and the gate's hosts.
+func TestNetnsPods(t *testing.T) {
+	if err := netlab.Check(); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	lab, err := netlab.New()
+	if errors.Is(err, netlab.ErrUnavailable) {
+		t.Skipf("skipping: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := lab.Close(); err != nil {
+			t.Errorf("removing the lab: %v", err)
+		}
+	})
+	dir := t.TempDir()
+	servers := []*nsMember{{name: "orga", role: "share-holder"}, {name: "orgb", role: "share-holder"}, {name: "decider", role: "decider"}}
+	office := &nsMember{name: "office", role: "operator"}
+	gate := &nsMember{name: "gate", role: "device"}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, m := range servers {
+				b, _ := os.ReadFile(m.log)
+				t.Logf("log of %s:\n%s", m.name, b)
+			}
+		}
+	})
+	var pubs []string
+	for _, m := range append(append([]*nsMember{}, servers...), office, gate) {
+		if m.host, err = lab.AddHost(m.name); err != nil {
+			t.Fatal(err)
+		}
+		m.home, m.log = filepath.Join(dir, "hosts", m.name), filepath.Join(dir, m.name+".log")
+		if m.role == "operator" || m.role == "device" {
+			nsMust(t, m.host, "client", "init", "--home", m.home, "--name", m.name, "--role", m.role)
+		} else {
+			nsMust(t, m.host, "party", "init", "--home", m.home, "--name", m.name, "--role", m.role, "--listen", "0.0.0.0:"+nsPort, "--advertise", m.addr())
+		}
+		pubs = append(pubs, filepath.Join(m.home, m.name+".pub.json"))
+	}
+	cfg := filepath.Join(dir, "cluster.json")
+	must(t, append([]string{"cluster", "assemble", "--out", cfg, "--mode", "blind", "--tau", "0.2"}, pubs...)...)
+
+	for _, s := range servers {
+		rendered := filepath.Join(dir, s.name+".yaml")
+		must(t, "deploy", "k8s", "--config", cfg, "--home", s.home, "--namespace", "gates", "--image", "idface:test", "--out", rendered)
+		if fi, err := os.Stat(rendered); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("%s, holding a key: %v %v", rendered, fi.Mode(), err)
+		}
+		b, err := os.ReadFile(rendered)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pods := renderedPods(t, string(b))
+		pd := pods[s.name]
+		if len(pods) != 1 || pd == nil || pd.secret == nil {
+			t.Fatalf("%s's render holds %d pods (its own: %v)", s.name, len(pods), pd != nil)
+		}
+		root := filepath.Join(dir, "pods", s.name)
+		if err := os.MkdirAll(filepath.Join(root, "var/lib/idface"), 0o700); err != nil { // the volume
+			t.Fatal(err)
+		}
+		secret := k8sSecret(t, pd.secret)
+		nsMust(t, s.host, inPod(pd.init, root, secret, cfg)...)
+		startNsArgs(t, s, inPod(pd.serve, root, secret, cfg)...)
+	}
+	for _, s := range servers {
+		addr := s.host.Addr.String() + ":9465"
+		deadline := time.Now().Add(60 * time.Second)
+		for code, body := healthz(addr); code != 200 || body != "serving"; code, body = healthz(addr) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s's /healthz at %s: %d %q", s.name, addr, code, body)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	waitAgree(t, office, cfg)
+	d := newDatasetDim(t, t.TempDir(), 30, 512, 11)
+	nsMust(t, office.host, "enroll", "--config", cfg, "--home", office.home, "--entry", "orga", "--ids", d.ids, "--templates", d.enroll, "--quiet")
+	q := filepath.Join(t.TempDir(), "q.npy")
+	writeNpy(t, q, d.queries[:6])
+	for i, r := range parseResults(t, nsMust(t, gate.host, "identify", "--config", cfg, "--home", gate.home, "--entry", "orgb", "--templates", q, "--json")) {
+		if !r.Accepted || r.ID == nil || *r.ID != d.names[i] {
+			t.Errorf("query %d: %+v, want %s", i, r, d.names[i])
+		}
+	}
 }

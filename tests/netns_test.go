@@ -262,12 +262,18 @@ func nsMust(t *testing.T, h *netlab.Host, args ...string) string {
 // startNs starts a server in its host; the lab stops it at cleanup.
 func startNs(t *testing.T, m *nsMember, cfg, home string) {
 	t.Helper()
+	startNsArgs(t, m, "serve", "--config", cfg, "--home", home)
+}
+
+// startNsArgs starts idface with args in m's host, its output in m.log.
+func startNsArgs(t *testing.T, m *nsMember, args ...string) {
+	t.Helper()
 	logf, err := os.OpenFile(m.log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	cmd := m.host.Command(idfaceBin, "serve", "--config", cfg, "--home", home)
+	cmd := m.host.Command(idfaceBin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if m.proc, err = m.host.Start(cmd); err != nil {
 		t.Fatal(err)
