@@ -80,9 +80,9 @@ type Options struct {
 	// the Kubernetes cluster (the member's advertised address must then
 	// be that load balancer's).
 	Expose bool
-	// Metrics serves /metrics on MetricsPort to the cluster network (row
-	// counts and answer counts: anything in the Kubernetes cluster that
-	// reaches the pod can read them); /healthz alone is on HealthPort.
+	// Metrics serves /metrics on MetricsPort (row counts and answer
+	// counts), with a NetworkPolicy that admits only Prometheus's pods
+	// there; /healthz alone is on HealthPort either way.
 	Metrics bool
 
 	configHash string // of the configuration, on every pod: a new one shows
@@ -173,6 +173,9 @@ func K8s(p *config.Params, cfgJSON []byte, o Options) ([]byte, error) {
 			docs = append(docs, exposed(o.Namespace, name, labels, port))
 		}
 		docs = append(docs, statefulSet(p, o, name, cluster, labels, port))
+		if o.Metrics {
+			docs = append(docs, metricsPolicy(o.Namespace, name, labels, port))
+		}
 	}
 	if len(members) == len(p.Servers()) {
 		// Only over the whole cluster: a pod under two budgets cannot be
@@ -359,6 +362,39 @@ func exposed(ns, name string, labels map[string]string, port int) any {
 		Spec serviceSpec `json:"spec"`
 	}{object{"v1", "Service", meta{Name: Name(name) + "-public", Namespace: ns, Labels: labels}},
 		serviceSpec{Type: "LoadBalancer", Selector: podSelector(labels), Ports: []servicePort{{Name: "quic", Protocol: "UDP", Port: port, TargetPort: "quic"}}}}
+}
+
+// metricsPolicy lets only pods labelled app.kubernetes.io/name=prometheus
+// (in any namespace) read a member's /metrics; its QUIC port and /healthz
+// stay open (peers, clients, the kubelet's probes). Metrics count rows
+// and answers: nothing else in the cluster network needs them.
+func metricsPolicy(ns, name string, labels map[string]string, port int) any {
+	type peer struct {
+		PodSelector       selector  `json:"podSelector"`
+		NamespaceSelector *selector `json:"namespaceSelector,omitempty"`
+	}
+	type policyPort struct {
+		Protocol string `json:"protocol"`
+		Port     int    `json:"port"`
+	}
+	type rule struct {
+		From  []peer       `json:"from,omitempty"`
+		Ports []policyPort `json:"ports"`
+	}
+	type policy struct {
+		PodSelector selector `json:"podSelector"`
+		PolicyTypes []string `json:"policyTypes"`
+		Ingress     []rule   `json:"ingress"`
+	}
+	return struct {
+		object
+		Spec policy `json:"spec"`
+	}{object{"networking.k8s.io/v1", "NetworkPolicy", meta{Name: Name(name) + "-metrics", Namespace: ns, Labels: labels}},
+		policy{selector{MatchLabels: podSelector(labels)}, []string{"Ingress"}, []rule{
+			{Ports: []policyPort{{"UDP", port}, {"TCP", HealthPort}}},
+			{From: []peer{{PodSelector: selector{MatchLabels: map[string]string{"app.kubernetes.io/name": "prometheus"}}, NamespaceSelector: &selector{}}},
+				Ports: []policyPort{{"TCP", MetricsPort}}},
+		}}}
 }
 
 // podSelector picks a member's pods.

@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -32,6 +33,7 @@ type rendered struct {
 	secrets  []corev1.Secret
 	maps     []corev1.ConfigMap
 	budgets  []policyv1.PodDisruptionBudget
+	policies []networkingv1.NetworkPolicy
 }
 
 func decode(t *testing.T, stream []byte) rendered {
@@ -60,6 +62,9 @@ func decode(t *testing.T, stream []byte) rendered {
 		case "v1 ConfigMap":
 			r.maps = append(r.maps, corev1.ConfigMap{})
 			strict(&r.maps[len(r.maps)-1])
+		case "networking.k8s.io/v1 NetworkPolicy":
+			r.policies = append(r.policies, networkingv1.NetworkPolicy{})
+			strict(&r.policies[len(r.policies)-1])
 		case "policy/v1 PodDisruptionBudget":
 			r.budgets = append(r.budgets, policyv1.PodDisruptionBudget{})
 			strict(&r.budgets[len(r.budgets)-1])
@@ -290,6 +295,21 @@ func TestK8s(t *testing.T) {
 	r = decode(t, out)
 	if len(r.stateful) != 1 || len(r.secrets) != 1 || len(r.budgets) != 0 || r.secrets[0].Name != deploy.SecretName("p2") {
 		t.Fatalf("one server: %d StatefulSets, %d Secrets, %d budgets", len(r.stateful), len(r.secrets), len(r.budgets))
+	}
+	// The metrics port is open to Prometheus only; QUIC and /healthz to all.
+	if len(r.policies) != 1 || !matches(r.policies[0].Spec.PodSelector.MatchLabels, r.stateful[0].Spec.Template.Labels) {
+		t.Fatalf("--metrics: %d network policies, or not over p2's pods", len(r.policies))
+	}
+	for _, in := range r.policies[0].Spec.Ingress {
+		for _, pt := range in.Ports {
+			open := len(in.From) == 0
+			if (pt.Port.IntValue() == deploy.MetricsPort) == open {
+				t.Errorf("port %d: open to all %v", pt.Port.IntValue(), open)
+			}
+			if !open && in.From[0].PodSelector.MatchLabels["app.kubernetes.io/name"] != "prometheus" {
+				t.Errorf("metrics open to %+v", in.From)
+			}
+		}
 	}
 	if ports := r.services[0].Spec.Ports; len(ports) != 2 || ports[1].Port != deploy.MetricsPort || !strings.Contains(strings.Join(r.stateful[0].Spec.Template.Spec.Containers[0].Command, " "), fmt.Sprintf("--metrics-addr 0.0.0.0:%d", deploy.MetricsPort)) {
 		t.Fatalf("--metrics: %+v", ports)

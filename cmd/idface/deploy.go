@@ -48,7 +48,7 @@ func deployK8s(args []string, stdout, stderr io.Writer) error {
 		"server and no Secret (each operator creates its own, as the output\n"+
 		"says); with --cluster, a test cluster made by 'cluster init --k8s NS',\n"+
 		"Secrets of every server included. Probes use /healthz on port 9465;\n"+
-		"--metrics also serves /metrics on 9464 to the cluster network. Pods are\n"+
+		"--metrics also serves /metrics on 9464, to Prometheus only. Pods are\n"+
 		"replaced only when deleted: move one server at a time (docs/DEPLOY.md).", stderr)
 	dir := clusterDirFlag(fs, "a local test cluster made with 'cluster init --k8s NAMESPACE' (every server, every key)")
 	cfgFile := fs.String("config", "", "the cluster configuration")
@@ -59,7 +59,7 @@ func deployK8s(args []string, stdout, stderr io.Writer) error {
 	disk := fs.String("disk", "10Gi", "each server's data volume (with --rows: the servers that hold no rows)")
 	memory := fs.String("memory", "", "each server's memory request (with --rows: the servers that hold no rows)")
 	class := fs.String("storage-class", "", "the volumes' storage class (default: the Kubernetes cluster's)")
-	metrics := fs.Bool("metrics", false, "also serve /metrics on port 9464 to the cluster network (row and answer counts: anything that reaches the pod reads them; add a NetworkPolicy); probes use /healthz on 9465 either way")
+	metrics := fs.Bool("metrics", false, "also serve /metrics on port 9464, with a NetworkPolicy that lets only pods labelled app.kubernetes.io/name=prometheus reach it (row and answer counts); probes use /healthz on 9465 either way")
 	expose := fs.Bool("expose", false, "also a LoadBalancer Service per server for clients outside the Kubernetes cluster (its advertised address must be the load balancer's)")
 	out := fs.String("out", "", "write to this file (mode 0600 when it holds a Secret) instead of standard output")
 	if err := parse(fs, args); err != nil {
