@@ -21,6 +21,7 @@ type Decider struct {
 	env     engine.Env
 	p       *config.Params
 	queries *Table[[]byte, *protocol.DecideResult] // parts: the holders' vectors
+	bufs    engine.Buffers                          // the vectors' buffers, lent again once decided
 }
 
 // NewDecider makes the decider's engine.
@@ -71,7 +72,7 @@ func (d *Decider) share(ctx context.Context, r engine.Request) protocol.Msg {
 	if perr != nil {
 		return perr
 	}
-	vec, err := network.ReadGrowing(r.Stream, nil, size)
+	vec, err := network.ReadGrowing(r.Stream, d.bufs.Get(size), size)
 	if err != nil {
 		d.queries.Fail(q, fmt.Errorf("%s's score shares: %w", r.From.Name, err))
 		return protocol.Errorf(protocol.CodeBadRequest, "reading the score shares: %v", err)
@@ -79,6 +80,9 @@ func (d *Decider) share(ctx context.Context, r engine.Request) protocol.Msg {
 	if d.queries.Add(q, holder, vec) {
 		res, err := d.decide(q)
 		d.queries.Finish(q, res, err)
+		for _, v := range q.Parts { // the answer holds none of them
+			d.bufs.Put(v)
+		}
 	}
 	if !m.Entry {
 		return &protocol.DecideShareOK{}

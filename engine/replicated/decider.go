@@ -27,6 +27,7 @@ type Decider struct {
 	p       *Params
 	queries *blind.Table[*part, *protocol.ReplResult]
 	refused *prometheus.CounterVec
+	bufs    engine.Buffers // the parts' buffers, lent again once decided
 }
 
 // part is one holder's contribution to a query.
@@ -35,6 +36,7 @@ type part struct {
 	own  []byte // pi(c_i) + m_i
 	next []byte // pi(c_(i+1)) + m_(i+1), in a degraded query when its other holder is down
 	tags []byte // the tags of the vector of the share the entry lacks, from its tagger only
+	buf  []byte // what own, next and tags are read into
 }
 
 // pending is one query's three parts.
@@ -112,18 +114,23 @@ func (d *Decider) share(ctx context.Context, r engine.Request) protocol.Msg {
 	if perr != nil {
 		return perr
 	}
-	b, err := network.ReadGrowing(r.Stream, nil, size)
+	b, err := network.ReadGrowing(r.Stream, d.bufs.Get(size), size)
 	if err != nil {
 		d.queries.Fail(q, fmt.Errorf("%s's score shares: %w", r.From.Name, err))
 		return protocol.Errorf(protocol.CodeBadRequest, "reading the score shares: %v", err)
 	}
-	pt := &part{msg: m, own: b[:vec], tags: b[vec:]}
+	pt := &part{msg: m, own: b[:vec], tags: b[vec:], buf: b}
 	if m.Next {
 		pt.next, pt.tags = b[vec:2*vec], b[2*vec:]
 	}
 	if d.queries.Add(q, holder, pt) {
 		res, err := d.decide(q)
 		d.queries.Finish(q, res, err)
+		for _, pt := range q.Parts { // the answer holds none of them
+			if pt != nil {
+				d.bufs.Put(pt.buf)
+			}
+		}
 	}
 	if holder != int(m.Entry) {
 		return &protocol.DecideShareOK{}
