@@ -21,7 +21,7 @@ type Decider struct {
 	env     engine.Env
 	p       *config.Params
 	queries *Table[[]byte, *protocol.DecideResult] // parts: the holders' vectors
-	bufs    engine.Buffers                          // the vectors' buffers, lent again once decided
+	bufs    engine.Buffers                         // the vectors' buffers, lent again once decided
 }
 
 // NewDecider makes the decider's engine.
