@@ -298,7 +298,7 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 	if res.WireFloorMs, err = WireFloor(ctx, int(bytes), 7); err != nil {
 		return nil, err
 	}
-	if cfg.Mode() == "blind" {
+	if cfg.Mode() == "blind" && o.Deploy == nil { // on loopback: a WAN run's wire is another
 		// The servers are idle now: each kernel alone, top-1 as above.
 		if res.Kernels, err = BlindKernelPath(ctx, cfg, o.IDs, 1, 5); err != nil {
 			return nil, err

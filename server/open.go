@@ -26,6 +26,22 @@ import (
 // both with pinned mutual TLS, its data in the home, and the engine of the
 // cluster's mode and the server's role.
 func Open(ctx context.Context, p *config.Params, h *home.Home, log *slog.Logger) (srv *Server, err error) {
+	return OpenLocked(ctx, p, h, log, nil)
+}
+
+// OpenLocked is Open for a caller that already holds the data's lock
+// (h.Lock; unlock releases it, after Serve or when opening fails): 'idface
+// serve' takes it before anything else, so that a second server is
+// refused as already running rather than by a port in use. A nil unlock
+// takes the lock here.
+func OpenLocked(ctx context.Context, p *config.Params, h *home.Home, log *slog.Logger, unlock func() error) (srv *Server, err error) {
+	if unlock != nil {
+		defer func() {
+			if srv == nil {
+				unlock()
+			}
+		}()
+	}
 	me, err := h.Check(p)
 	if err != nil {
 		return nil, err
@@ -37,15 +53,16 @@ func Open(ctx context.Context, p *config.Params, h *home.Home, log *slog.Logger)
 	if err != nil {
 		return nil, err
 	}
-	unlock, err := h.Lock("serve")
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if srv == nil {
-			unlock()
+	if unlock == nil {
+		if unlock, err = h.Lock("serve"); err != nil {
+			return nil, err
 		}
-	}()
+		defer func() {
+			if srv == nil {
+				unlock()
+			}
+		}()
+	}
 	listen := h.Listen
 	if listen == "" {
 		listen = me.Addr

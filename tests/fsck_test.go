@@ -97,7 +97,7 @@ func TestFsck(t *testing.T) {
 // home (which would interleave writes to its log) is refused as already
 // running, not with "bind: address already in use"; so is fsck --repair.
 func TestSecondServeRefused(t *testing.T) {
-	dir, _ := newCluster(t, "2pc", 2)
+	dir, _ := newCluster(t, "2pc", 2, "--metrics") // its metrics port is taken too: the lock must speak first
 	_, errs, code := idface(t, "serve", "--cluster", dir, "--party", "p1")
 	if code == 0 || !strings.Contains(errs, "in use by another idface process (idface serve, pid") || !strings.Contains(errs, "already running") {
 		t.Fatalf("a second serve: exit %d, %q", code, errs)

@@ -630,8 +630,20 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 	if addr != "" && addr == *healthAddr {
 		return fmt.Errorf("--health-addr %s is the metrics address: give another port (the metrics address serves /healthz too)", addr)
 	}
-	// The HTTP endpoints listen before the server opens (replaying a large
-	// log takes minutes): /healthz says "starting" until it serves.
+	// The data's lock first: a second server is refused as running, not by
+	// a port in use. Then the HTTP endpoints listen before the server opens
+	// (replaying a large log takes minutes): /healthz says "starting" until
+	// it serves.
+	unlock, err := h.Lock("serve")
+	if err != nil {
+		return err
+	}
+	opened := false
+	defer func() {
+		if !opened {
+			unlock()
+		}
+	}()
 	var served atomic.Pointer[http.Handler]
 	late := func(healthOnly bool) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -672,10 +684,12 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 		defer hs.Close()
 		log.Info(e.what, "addr", ln.Addr().String(), "pprof", e.what == "metrics" && *pprofOn)
 	}
-	srv, err := server.Open(ctx, cfg, h, log)
+	srv, err := server.OpenLocked(ctx, cfg, h, log, unlock)
 	if err != nil {
+		opened = true // OpenLocked released the lock
 		return err
 	}
+	opened = true // the server releases it after Serve
 	mh := srv.MetricsHandler()
 	served.Store(&mh)
 	err = srv.Serve(ctx)

@@ -243,4 +243,21 @@ func TestLockOneData(t *testing.T) {
 		}
 		unlock()
 	}
+
+	// Moved aside while held: a new process on a fresh directory of the
+	// same name is refused (the lock beside it).
+	unlock, err := h.Lock("serve")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	if err := os.Rename(h.DataDir(), h.DataDir()+".bad"); err != nil {
+		t.Fatal(err)
+	}
+	b := *h
+	b.Data = h.DataDir()
+	if u, err := b.Lock("rebuild"); err == nil {
+		u()
+		t.Error("a rebuild ran on a fresh data directory while the server of the one moved aside still held it")
+	}
 }

@@ -11,22 +11,31 @@ import (
 	"syscall"
 )
 
-// Lock takes the data's lock for this process (a server, or fsck
-// repairing its data): two processes on one data directory would
-// interleave their writes to one log. The lock file is inside the data
-// directory (created, mode 0700, if it is not there), so every spelling
-// of its path (a trailing slash, a symbolic link, --data naming HOME/data)
-// reaches the same lock; a home without --data also locks HOME/lock, the
-// lock of releases before --data. The lock is the kernel's (flock), so it
-// goes with the process, also on kill -9. unlock releases it.
+// Lock takes the data's lock for this process (a server, or fsck or
+// rebuild writing its data): two processes on one data directory would
+// interleave their writes to one log. It takes three flocks (the kernel's:
+// they go with the process, also on kill -9):
+//   - DATA/lock, inside the data directory (created, mode 0700, if it is
+//     not there), so that every spelling of its path (a trailing slash, a
+//     link, --data naming HOME/data) reaches the same lock;
+//   - PARENT/NAME.lock beside it, so that a directory moved aside (as a
+//     rebuild asks) keeps the server that still writes it from being
+//     joined by a new one on the fresh directory of that name (skipped
+//     where the parent is read-only, such as a volume's mount point);
+//   - HOME/lock when the data are the home's own (HOME/data): the lock
+//     of releases before --data.
+//
+// unlock releases them.
 func (h *Home) Lock(what string) (unlock func() error, err error) {
-	data := h.DataDir()
+	data := filepath.Clean(h.DataDir())
 	if err := os.MkdirAll(data, 0o700); err != nil {
 		return nil, fmt.Errorf("the data directory: %w", err)
 	}
-	paths := []string{filepath.Join(data, lockFile)}
-	if h.Data == "" {
-		paths = append(paths, filepath.Join(h.Dir, lockFile))
+	paths := []string{filepath.Join(data, lockFile), data + "." + lockFile}
+	if fi, err := os.Stat(data); err == nil {
+		if own, err := os.Stat(filepath.Join(h.Dir, dataDir)); err == nil && os.SameFile(fi, own) {
+			paths = append(paths, filepath.Join(h.Dir, lockFile))
+		}
 	}
 	var held []func() error
 	release := func() error {
@@ -36,8 +45,11 @@ func (h *Home) Lock(what string) (unlock func() error, err error) {
 		}
 		return err
 	}
-	for _, path := range paths {
+	for i, path := range paths {
 		u, err := flock(path, data, what)
+		if i == 1 && (errors.Is(err, syscall.EROFS) || errors.Is(err, os.ErrPermission)) {
+			continue // the beside lock is best effort: a read-only parent
+		}
 		if err != nil {
 			release()
 			return nil, err
