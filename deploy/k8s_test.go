@@ -36,6 +36,14 @@ type rendered struct {
 	policies []networkingv1.NetworkPolicy
 }
 
+// strictInto decodes doc strictly into a new element of *list.
+func strictInto[T any](doc []byte, list *[]T) error {
+	var v T
+	err := yaml.UnmarshalStrict(doc, &v)
+	*list = append(*list, v)
+	return err
+}
+
 func decode(t *testing.T, stream []byte) rendered {
 	t.Helper()
 	var r rendered
@@ -48,26 +56,19 @@ func decode(t *testing.T, stream []byte) rendered {
 			t.Fatalf("document %d: %v", i, err)
 		}
 		var err error
-		strict := func(v any) { err = yaml.UnmarshalStrict(doc, v) }
 		switch tm.APIVersion + " " + tm.Kind {
 		case "apps/v1 StatefulSet":
-			r.stateful = append(r.stateful, appsv1.StatefulSet{})
-			strict(&r.stateful[len(r.stateful)-1])
+			err = strictInto(doc, &r.stateful)
 		case "v1 Service":
-			r.services = append(r.services, corev1.Service{})
-			strict(&r.services[len(r.services)-1])
+			err = strictInto(doc, &r.services)
 		case "v1 Secret":
-			r.secrets = append(r.secrets, corev1.Secret{})
-			strict(&r.secrets[len(r.secrets)-1])
+			err = strictInto(doc, &r.secrets)
 		case "v1 ConfigMap":
-			r.maps = append(r.maps, corev1.ConfigMap{})
-			strict(&r.maps[len(r.maps)-1])
+			err = strictInto(doc, &r.maps)
 		case "networking.k8s.io/v1 NetworkPolicy":
-			r.policies = append(r.policies, networkingv1.NetworkPolicy{})
-			strict(&r.policies[len(r.policies)-1])
+			err = strictInto(doc, &r.policies)
 		case "policy/v1 PodDisruptionBudget":
-			r.budgets = append(r.budgets, policyv1.PodDisruptionBudget{})
-			strict(&r.budgets[len(r.budgets)-1])
+			err = strictInto(doc, &r.budgets)
 		default:
 			t.Fatalf("document %d: unexpected %s %s", i, tm.APIVersion, tm.Kind)
 		}

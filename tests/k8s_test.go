@@ -2,7 +2,6 @@ package tests
 
 import (
 	"bytes"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -245,30 +244,13 @@ func TestNetnsPods(t *testing.T) {
 	if err := netlab.Check(); err != nil {
 		t.Skipf("skipping: %v", err)
 	}
-	lab, err := netlab.New()
-	if errors.Is(err, netlab.ErrUnavailable) {
-		t.Skipf("skipping: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := lab.Close(); err != nil {
-			t.Errorf("removing the lab: %v", err)
-		}
-	})
+	lab := newNsLab(t)
+	var err error
 	dir := t.TempDir()
 	servers := []*nsMember{{name: "orga", role: "share-holder"}, {name: "orgb", role: "share-holder"}, {name: "decider", role: "decider"}}
 	office := &nsMember{name: "office", role: "operator"}
 	gate := &nsMember{name: "gate", role: "device"}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, m := range servers {
-				b, _ := os.ReadFile(m.log)
-				t.Logf("log of %s:\n%s", m.name, b)
-			}
-		}
-	})
+	logsOnFailure(t, servers)
 	var pubs []string
 	for _, m := range append(append([]*nsMember{}, servers...), office, gate) {
 		if m.host, err = lab.AddHost(m.name); err != nil {

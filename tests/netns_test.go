@@ -45,10 +45,10 @@ type nsMember struct {
 	log        string
 }
 
-// addr is where a server listens and is reached.
-func (m *nsMember) addr() string { return m.host.Addr.String() + ":" + nsPort }
-
-func testNetns(t *testing.T, mode string) {
+// newNsLab makes a lab removed at cleanup, or skips the test where none
+// can be made.
+func newNsLab(t *testing.T) *netlab.Lab {
+	t.Helper()
 	lab, err := netlab.New()
 	if errors.Is(err, netlab.ErrUnavailable) {
 		t.Skipf("skipping: %v", err)
@@ -61,14 +61,11 @@ func testNetns(t *testing.T, mode string) {
 			t.Errorf("removing the lab: %v", err)
 		}
 	})
-	dir := t.TempDir()
-	servers := []*nsMember{{name: "p1", role: "share-holder"}, {name: "p2", role: "share-holder"}}
-	if mode == "blind" {
-		servers = append(servers, &nsMember{name: "decider", role: "decider"})
-	}
-	office := &nsMember{name: "office", role: "operator"}
-	gate := &nsMember{name: "gate", role: "device"}
-	members := append(append([]*nsMember{}, servers...), office, gate)
+	return lab
+}
+
+// logsOnFailure prints the servers' logs if the test fails.
+func logsOnFailure(t *testing.T, servers []*nsMember) {
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, m := range servers {
@@ -77,6 +74,23 @@ func testNetns(t *testing.T, mode string) {
 			}
 		}
 	})
+}
+
+// addr is where a server listens and is reached.
+func (m *nsMember) addr() string { return m.host.Addr.String() + ":" + nsPort }
+
+func testNetns(t *testing.T, mode string) {
+	lab := newNsLab(t)
+	var err error
+	dir := t.TempDir()
+	servers := []*nsMember{{name: "p1", role: "share-holder"}, {name: "p2", role: "share-holder"}}
+	if mode == "blind" {
+		servers = append(servers, &nsMember{name: "decider", role: "decider"})
+	}
+	office := &nsMember{name: "office", role: "operator"}
+	gate := &nsMember{name: "gate", role: "device"}
+	members := append(append([]*nsMember{}, servers...), office, gate)
+	logsOnFailure(t, servers)
 
 	// 1. Each member creates its identity on its own host; only the
 	// public descriptors travel to the assembler.
