@@ -100,7 +100,7 @@ func Init(dir string, o Options) (_ *config.Params, err error) {
 		if server && o.Kubernetes != "" {
 			listen, advertise = net.JoinHostPort("0.0.0.0", strconv.Itoa(deploy.QUICPort)), deploy.PodAddress(o.Kubernetes, name)
 		} else if server {
-			port, err := freeUDPPort(o.Host)
+			port, err := FreePort("udp", o.Host)
 			if err != nil {
 				return err
 			}
@@ -161,7 +161,7 @@ func Init(dir string, o Options) (_ *config.Params, err error) {
 			if m == nil {
 				continue
 			}
-			tp, err := freeTCPPort()
+			tp, err := FreePort("tcp", "127.0.0.1")
 			if err != nil {
 				return nil, err
 			}
@@ -188,25 +188,6 @@ func Client(p *config.Params, name, entry string) (*client.Client, error) {
 		return nil, err
 	}
 	return client.Open(p, h, entry)
-}
-
-// freeUDPPort asks the kernel for a free UDP port on host.
-func freeUDPPort(host string) (int, error) {
-	c, err := net.ListenPacket("udp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, err
-	}
-	defer c.Close()
-	return c.LocalAddr().(*net.UDPAddr).Port, nil
-}
-
-func freeTCPPort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func pidFile(p *config.Params, name string) string {

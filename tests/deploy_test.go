@@ -1,14 +1,16 @@
 package tests
 
 import (
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/idface/idface/cluster"
 )
 
 // TestDeployFromDescriptors sets a cluster up the way separate
@@ -169,11 +171,9 @@ func TestDeployFromDescriptors(t *testing.T) {
 // freePort returns a free UDP port on 127.0.0.1.
 func freePort(t *testing.T) string {
 	t.Helper()
-	c, err := net.ListenPacket("udp", "127.0.0.1:0")
+	port, err := cluster.FreePort("udp", "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	_, port, _ := net.SplitHostPort(c.LocalAddr().String())
-	return port
+	return strconv.Itoa(port)
 }

@@ -9,9 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/idface/idface/cluster"
 )
 
 // TestGatewayPython: `idface gateway` of a real cluster's operator on
@@ -141,11 +144,9 @@ func startGateway(t *testing.T, args ...string) {
 // freeTCPPort returns a free TCP port on 127.0.0.1.
 func freeTCPPort(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := cluster.FreePort("tcp", "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	return port
+	return strconv.Itoa(port)
 }

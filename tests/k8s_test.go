@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -62,12 +63,11 @@ func TestPodCommands(t *testing.T) {
 			t.Fatal(err)
 		}
 		secret := k8sSecret(t, files)
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		hp, err := cluster.FreePort("tcp", "127.0.0.1")
 		if err != nil {
 			t.Fatal(err)
 		}
-		metrics[s.Name] = l.Addr().String()
-		l.Close()
+		metrics[s.Name] = net.JoinHostPort("127.0.0.1", strconv.Itoa(hp))
 		mapped := func(args []string) []string {
 			out := inPod(args, pod, secret, filepath.Join(dir, config.File))
 			for i, a := range out {
