@@ -66,11 +66,13 @@ func dialConfig() *quic.Config {
 // told when an I/O error came from the connection itself (closed, idle,
 // reset: the server may have restarted) so the dialer forgets it; a
 // stream's own reset or deadline leaves the connection to its other
-// streams.
+// streams, except a server's refusal as it drains: then the dialer
+// forgets the connection (close false) and lets its streams in progress
+// finish.
 type raw struct {
 	s    *quic.Stream
 	conn *quic.Conn // nil on accepted streams
-	dead func()
+	dead func(close bool)
 	name string // the server dialed; "" on accepted streams
 }
 
@@ -85,8 +87,16 @@ func (r raw) Write(p []byte) (int, error) {
 }
 
 func (r raw) check(err error) error {
-	if err != nil && r.conn != nil && r.conn.Context().Err() != nil {
-		r.dead()
+	if err == nil || r.conn == nil {
+		return err
+	}
+	if r.conn.Context().Err() != nil {
+		r.dead(true)
+	}
+	var se *quic.StreamError
+	if errors.As(err, &se) && se.Remote && se.ErrorCode == codeStopping {
+		r.dead(false) // the next request dials again
+		return fmt.Errorf("%s is stopping and refused the request: %w", r.name, err)
 	}
 	return refusedCertificate(err, r.name)
 }
@@ -130,11 +140,14 @@ type Listener struct {
 	pins   Pins
 	opt    ListenOptions
 	log    *slog.Logger
-	wg     sync.WaitGroup
 	closed atomic.Bool
 	mu     sync.Mutex
-	conns  map[string]int          // open connections per pin
-	open   map[*quic.Conn]struct{} // to close, telling the peers, on Close
+	// handlers counts the streams being handled; once draining (Serve's
+	// ctx ended), no new one starts.
+	handlers sync.WaitGroup
+	draining bool
+	conns    map[string]int          // open connections per pin
+	open     map[*quic.Conn]struct{} // to close, telling the peers, on Close
 }
 
 // Listen opens a UDP listener on addr (host:port; port 0 picks one).
@@ -193,13 +206,16 @@ const (
 
 // Serve accepts connections and runs h for every stream until ctx ends or
 // Close is called. When ctx ends, handlers in progress finish on their
-// connections; Close then closes every connection.
+// connections, while every new stream and connection is refused at once
+// (a reset stream, a closed connection, code "stopping"): a peer then
+// fails over or retries instead of waiting on a request no one will read.
+// Close then closes every connection.
 func (l *Listener) Serve(ctx context.Context, h network.Handler) error {
 	for {
 		conn, err := l.ln.Accept(ctx)
 		if err != nil {
 			if l.closed.Load() || ctx.Err() != nil {
-				l.wg.Wait()
+				l.drain()
 				return nil
 			}
 			return err
@@ -220,22 +236,57 @@ func (l *Listener) Serve(ctx context.Context, h network.Handler) error {
 			conn.CloseWithError(codeTooManyConns, fmt.Sprintf("more than %d connections from %s", l.opt.ConnsPerPin, peer.Name))
 			continue
 		}
-		l.wg.Go(func() {
+		go func() { // ends when the connection closes (at the latest, Close)
 			defer l.release(pin)
 			for {
-				qs, err := conn.AcceptStream(ctx) // a shutdown stops accepting streams
+				qs, err := conn.AcceptStream(conn.Context())
 				if err != nil {
 					return
 				}
+				if !l.start() {
+					qs.CancelRead(codeStopping)
+					qs.CancelWrite(codeStopping)
+					continue
+				}
 				s := network.NewStream(raw{s: qs}, peer)
-				l.wg.Go(func() {
+				go func() {
+					defer l.handlers.Done()
 					h(conn.Context(), s)
 					s.CloseWrite()
 					s.Finish()
-				})
+				}()
 			}
-		})
+		}()
 	}
+}
+
+// start counts a new handler, or reports a listener draining.
+func (l *Listener) start() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.draining {
+		return false
+	}
+	l.handlers.Add(1)
+	return true
+}
+
+// drain refuses new streams and connections from now on and waits for the
+// handlers in progress.
+func (l *Listener) drain() {
+	l.mu.Lock()
+	l.draining = true
+	l.mu.Unlock()
+	go func() { // connections that complete their handshake from now on
+		for {
+			c, err := l.ln.Accept(context.Background())
+			if err != nil {
+				return // Close
+			}
+			c.CloseWithError(codeStopping, "server stopping")
+		}
+	}()
+	l.handlers.Wait()
 }
 
 func (l *Listener) hold(pin string, c *quic.Conn) bool {
@@ -320,9 +371,9 @@ func (d *Dialer) Open(ctx context.Context, name string) (*network.Stream, error)
 		}
 		qs, err := conn.OpenStreamSync(ctx)
 		if err == nil {
-			return network.NewStream(raw{s: qs, conn: conn, dead: func() { d.drop(key, conn) }, name: name}, network.Peer{Name: name}), nil
+			return network.NewStream(raw{s: qs, conn: conn, dead: func(close bool) { d.drop(key, conn, close) }, name: name}, network.Peer{Name: name}), nil
 		}
-		d.drop(key, conn)
+		d.drop(key, conn, true)
 		if attempt == 1 || ctx.Err() != nil {
 			return nil, fmt.Errorf("quicnet: opening a stream to %s (%s): %w", name, addr, err)
 		}
@@ -359,13 +410,16 @@ func (d *Dialer) conn(ctx context.Context, key, name, addr string, pins []string
 	return c, nil
 }
 
-func (d *Dialer) drop(key string, c *quic.Conn) {
+// drop forgets connection c, and closes it if asked.
+func (d *Dialer) drop(key string, c *quic.Conn, close bool) {
 	d.mu.Lock()
 	if d.conns[key] == c {
 		delete(d.conns, key)
 	}
 	d.mu.Unlock()
-	c.CloseWithError(0, "")
+	if close {
+		c.CloseWithError(0, "")
+	}
 }
 
 // Close closes every connection.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -285,17 +286,7 @@ func TestStoppedServerTellsItsPeers(t *testing.T) {
 	defer d.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	call := func(msg string) error {
-		s, err := d.Open(ctx, "p1")
-		if err != nil {
-			return err
-		}
-		defer s.Finish()
-		s.SetDeadline(time.Now().Add(time.Second))
-		s.WriteFrame([]byte(msg))
-		_, err = s.ReadFrame(1 << 10)
-		return err
-	}
+	call := func(msg string) error { return callOnce(ctx, d, msg, time.Second) }
 	if err := call("a"); err != nil {
 		t.Fatal(err)
 	}
@@ -352,4 +343,88 @@ func TestBulkStreamsHaveTheirOwnConnection(t *testing.T) {
 	if len(d.conns) != 2 {
 		t.Fatalf("%d connections for plain and bulk streams to one server, want 2", len(d.conns))
 	}
+}
+
+// TestDrainRefusesNewRequests: once Serve's context ends, a request in
+// progress finishes, while a new request on the same connection is
+// refused at once (it does not wait for a handler that never comes), and
+// the dialer forgets the draining connection.
+func TestDrainRefusesNewRequests(t *testing.T) {
+	srv, srvPin := ident(t, "p1")
+	cli, cliPin := ident(t, "c")
+	ln, err := Listen("127.0.0.1:0", srv, Pins{cliPin: {Name: "c", Role: network.RoleOperator}}, ListenOptions{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	started, release := make(chan struct{}), make(chan struct{})
+	sctx, drain := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() {
+		served <- ln.Serve(sctx, func(ctx context.Context, s *network.Stream) {
+			b, err := s.ReadFrame(1 << 10)
+			if err != nil {
+				return
+			}
+			if string(b) == "slow" {
+				close(started)
+				<-release
+			}
+			s.WriteFrame(b)
+		})
+	}()
+	d := NewDialer(cli, dir("p1", ln.Addr(), srvPin))
+	defer d.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	call := func(msg string) error { return callOnce(ctx, d, msg, 5*time.Second) }
+	slow := make(chan error, 1)
+	go func() { slow <- call("slow") }()
+	<-started
+	drain()
+	time.Sleep(50 * time.Millisecond) // Serve sees its context end
+	start := time.Now()
+	err = call("new")
+	if err == nil || !strings.Contains(err.Error(), "p1 is stopping") {
+		t.Fatalf("a new request to a draining server: %v", err)
+	}
+	if el := time.Since(start); el > 2*time.Second {
+		t.Fatalf("the refusal took %v", el)
+	}
+	d.mu.Lock()
+	if len(d.conns) != 0 {
+		t.Error("the dialer kept the draining connection")
+	}
+	d.mu.Unlock()
+	select {
+	case err := <-served:
+		t.Fatalf("Serve returned (%v) with a request in progress", err)
+	default:
+	}
+	close(release)
+	if err := <-slow; err != nil {
+		t.Fatalf("the request in progress: %v", err)
+	}
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// callOnce sends msg to p1 on a stream of its own and reads the answer,
+// which must repeat it, within timeout.
+func callOnce(ctx context.Context, d *Dialer, msg string, timeout time.Duration) error {
+	s, err := d.Open(ctx, "p1")
+	if err != nil {
+		return err
+	}
+	defer s.Finish()
+	s.SetDeadline(time.Now().Add(timeout))
+	if err := s.WriteFrame([]byte(msg)); err != nil {
+		return err
+	}
+	b, err := s.ReadFrame(1 << 10)
+	if err == nil && string(b) != msg {
+		err = fmt.Errorf("answered %q", b)
+	}
+	return err
 }
