@@ -96,6 +96,9 @@ func New(p *config.Params, name string, eng engine.Engine, ln network.Listener, 
 // Routes returns the engine's routes as the server serves them.
 func (s *Server) Routes() map[protocol.Type]engine.Route { return maps.Clone(s.routes) }
 
+// Engine is the mode's engine the server runs.
+func (s *Server) Engine() engine.Engine { return s.eng }
+
 // Fatal stops the server with err (an engine that cannot continue).
 func (s *Server) Fatal(err error) {
 	s.mu.Lock()

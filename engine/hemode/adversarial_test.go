@@ -271,7 +271,7 @@ func TestIdentifyWhileAGroupIsEncrypted(t *testing.T) {
 	big := templates(gr, 8) // crosses into a new group
 	reached, release := make(chan struct{}), make(chan struct{})
 	var held, released sync.Once
-	restore := hemode.SetAfterReserve(func(string) {
+	restore := hemode.SetAfterReserve(c.Engine("p1"), func() {
 		held.Do(func() { close(reached) })
 		<-release
 	})

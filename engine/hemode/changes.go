@@ -5,7 +5,6 @@ import (
 	"crypto/ecdsa"
 	"fmt"
 	"strings"
-	"sync/atomic"
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
@@ -377,11 +376,6 @@ func (l *Local) enroll(ctx context.Context, m *protocol.Enroll) protocol.Msg {
 	return &protocol.EnrollOK{Count: uint32(len(ids))}
 }
 
-// afterReserve, when set (by tests, export_test.go), runs at a local
-// server that has reserved an enrollment's slots and not yet encrypted
-// them, holding no lock but changeMu.
-var afterReserve atomic.Pointer[func(self string)]
-
 // addRows reserves slots base.. for ids in the log, then encrypts and adds
 // one delta per group the rows fall in, saving each group file.
 func (l *Local) addRows(txn protocol.TxnID, base int, auth protocol.Auth, ids []string, zs []template.Ternary) error {
@@ -392,8 +386,8 @@ func (l *Local) addRows(txn protocol.TxnID, base int, auth protocol.Auth, ids []
 	l.nonces[auth.Nonce] = struct{}{}
 	l.reserve(ids)
 	l.mu.Unlock()
-	if h := afterReserve.Load(); h != nil {
-		(*h)(l.env.Self)
+	if h := l.afterReserve.Load(); h != nil {
+		(*h)()
 	}
 	gr := l.he.GroupRows()
 	for lo := 0; lo < len(zs); {

@@ -102,7 +102,11 @@ type Local struct {
 	tr       *engine.Transformers
 	failed   atomic.Bool
 	replay   *localReplay
-	m        struct{ enrolled, deleted, aborts prometheus.Counter }
+	// afterReserve, when a test sets it (export_test.go), runs once this
+	// server has reserved an enrollment's slots and before it encrypts
+	// them, holding no lock but changeMu.
+	afterReserve atomic.Pointer[func()]
+	m            struct{ enrolled, deleted, aborts prometheus.Counter }
 }
 
 type localReplay struct {

@@ -415,6 +415,17 @@ func (c *Cluster) Routes(name string) map[protocol.Type]engine.Route {
 	return nil
 }
 
+// Engine returns the running server name's engine (nil if it is not
+// running): for a test's hook into one server.
+func (c *Cluster) Engine(name string) engine.Engine {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r := c.running[name]; r != nil {
+		return r.srv.Engine()
+	}
+	return nil
+}
+
 // DataDir is a server's data directory.
 func (c *Cluster) DataDir(name string) string { return filepath.Join(c.Dir, "data", name) }
 
