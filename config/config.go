@@ -392,9 +392,40 @@ func New(lit Literal, dir string) (*Params, error) {
 	if err := checkLayout(spec, lit); err != nil {
 		return nil, err
 	}
+	if err := fillTransform(spec, &lit); err != nil {
+		return nil, err
+	}
+	if err := fillLimits(&lit); err != nil {
+		return nil, err
+	}
+	// key_server_rate and key_server_max_pass are mode he's (engine/hemode
+	// derives their defaults); other modes ignore them, as configurations
+	// written by earlier builds carry them filled in.
+	p := &Params{lit: lit, dir: dir, spec: spec}
+	if p.cluster, err = clusterID(lit); err != nil {
+		return nil, err
+	}
+	if err := p.checkMembers(); err != nil {
+		return nil, err
+	}
+	if err := p.clientKeys(); err != nil {
+		return nil, err
+	}
+	if err := p.sealKeys(); err != nil {
+		return nil, err
+	}
+	if err := p.derive(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// fillTransform fills the defaults of the dimension, the transform
+// (levels, alpha and beta) and tau, and checks them.
+func fillTransform(spec *ModeSpec, lit *Literal) error {
 	if spec.Levels && lit.HideProbes && lit.Beta == 0 && lit.QueryLevels == "" {
-		if err := hiddenDefaults(&lit); err != nil {
-			return nil, err
+		if err := hiddenDefaults(lit); err != nil {
+			return err
 		}
 	}
 	if spec.Levels { // the levels' supports are alpha and beta
@@ -407,13 +438,14 @@ func New(lit Literal, dir string) (*Params, error) {
 			}
 			lv, err := template.ParseLevels(f.spec)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			*f.weight = lv.Support()
 		}
 	}
+	var err error
 	if lit.Dim, lit.Alpha, lit.Beta, err = Weights(lit.Dim, lit.Alpha, lit.Beta); err != nil {
-		return nil, err
+		return err
 	}
 	if spec.Levels {
 		if lit.GalleryLevels == "" {
@@ -428,86 +460,128 @@ func New(lit Literal, dir string) (*Params, error) {
 		lit.Tau = &t
 	}
 	if *lit.Tau < -1 || *lit.Tau > 1 {
-		return nil, fmt.Errorf("tau = %v is not a cosine", *lit.Tau)
+		return fmt.Errorf("tau = %v is not a cosine", *lit.Tau)
 	}
+	return nil
+}
+
+// fillLimits fills the defaults of the common limits and timeouts (block,
+// timeout, batching, top-K cap) and checks them.
+func fillLimits(lit *Literal) error {
 	if lit.Block == 0 {
 		lit.Block = DefaultBlock
 	}
 	if lit.Block < 4096 || lit.Block > 32<<20 {
-		return nil, fmt.Errorf("block = %d bytes, want 4096..32 MiB", lit.Block)
+		return fmt.Errorf("block = %d bytes, want 4096..32 MiB", lit.Block)
 	}
 	if lit.Timeout == 0 {
 		lit.Timeout = Duration(DefaultTimeout)
 	}
 	if lit.Timeout < Duration(100*time.Millisecond) {
-		return nil, fmt.Errorf("timeout = %v is too short", time.Duration(lit.Timeout))
+		return fmt.Errorf("timeout = %v is too short", time.Duration(lit.Timeout))
 	}
 	if lit.BatchMax < 0 || lit.BatchMax > MaxBatch {
-		return nil, fmt.Errorf("batch_max = %d, want 1..%d (1: no batching)", lit.BatchMax, MaxBatch)
+		return fmt.Errorf("batch_max = %d, want 1..%d (1: no batching)", lit.BatchMax, MaxBatch)
 	}
 	if lit.BatchWait < 0 || lit.BatchWait > Duration(maxBatchWait) {
-		return nil, fmt.Errorf("batch_wait = %v, want at most %v: a batch holds its first identify this long", time.Duration(lit.BatchWait), maxBatchWait)
+		return fmt.Errorf("batch_wait = %v, want at most %v: a batch holds its first identify this long", time.Duration(lit.BatchWait), maxBatchWait)
 	}
 	if lit.MaxTopK == 0 {
 		lit.MaxTopK = DefaultMaxTopK
 	}
 	if lit.MaxTopK < 1 || lit.MaxTopK > maxTopK {
-		return nil, fmt.Errorf("max_top_k = %d, want 1..%d", lit.MaxTopK, maxTopK)
+		return fmt.Errorf("max_top_k = %d, want 1..%d", lit.MaxTopK, maxTopK)
 	}
-	// key_server_rate and key_server_max_pass are mode he's (engine/hemode
-	// derives their defaults); other modes ignore them, as configurations
-	// written by earlier builds carry them filled in.
-	p := &Params{lit: lit, dir: dir, spec: spec}
+	return nil
+}
+
+// clusterID is the configured cluster id, or one derived from the mode
+// and the parties' names.
+func clusterID(lit Literal) ([16]byte, error) {
+	var id [16]byte
 	if lit.ClusterID != "" {
 		b, err := hex.DecodeString(lit.ClusterID)
 		if err != nil || len(b) != 16 {
-			return nil, fmt.Errorf("cluster_id %q: want 32 hex digits", lit.ClusterID)
+			return id, fmt.Errorf("cluster_id %q: want 32 hex digits", lit.ClusterID)
 		}
-		copy(p.cluster[:], b)
+		copy(id[:], b)
 	} else {
 		h := sha256.New()
 		fmt.Fprintf(h, "idface cluster\x00%s", lit.Mode)
 		for _, m := range lit.Parties {
 			fmt.Fprintf(h, "\x00%s", m.Name)
 		}
-		copy(p.cluster[:], h.Sum(nil))
+		copy(id[:], h.Sum(nil))
 	}
+	return id, nil
+}
+
+// checkMembers checks every member's name, certificate, pin and address:
+// names and pins are unique, servers have an address, clients a valid
+// role and none.
+func (p *Params) checkMembers() error {
 	seen := map[string]bool{}
-	for _, m := range append(p.Servers(), lit.Clients...) {
+	for _, m := range append(p.Servers(), p.lit.Clients...) {
 		if m.Name == "" || m.Pin == "" || m.Cert == "" {
-			return nil, fmt.Errorf("member %q lacks a name, certificate or pin", m.Name)
+			return fmt.Errorf("member %q lacks a name, certificate or pin", m.Name)
 		}
 		if err := CheckName(m.Name); err != nil {
-			return nil, err
+			return err
 		}
 		if m.Cert != "-" { // "-": a test member without a certificate (in-process clusters)
 			if _, err := checkCert(m.Name, m.Cert, m.Pin); err != nil {
-				return nil, err
+				return err
 			}
 			if err := checkNext(m.Name, m.Pin, m.Next); err != nil {
-				return nil, err
+				return err
 			}
 		} else if m.Next != nil {
-			return nil, fmt.Errorf("member %q: a member without a certificate has no next one", m.Name)
+			return fmt.Errorf("member %q: a member without a certificate has no next one", m.Name)
 		}
 		if seen["name:"+m.Name] {
-			return nil, fmt.Errorf("member %q: name or pin used twice", m.Name)
+			return fmt.Errorf("member %q: name or pin used twice", m.Name)
 		}
 		seen["name:"+m.Name] = true
 		for _, pin := range m.Pins() {
 			if seen["pin:"+pin] {
-				return nil, fmt.Errorf("member %q: name or pin used twice", m.Name)
+				return fmt.Errorf("member %q: name or pin used twice", m.Name)
 			}
 			seen["pin:"+pin] = true
 		}
 		if m.Metrics != "" {
 			if err := CheckLoopback(m.Metrics); err != nil {
-				return nil, fmt.Errorf("member %q: metrics address: %w (a public address must be named on the command line: idface serve --metrics-addr)", m.Name, err)
+				return fmt.Errorf("member %q: metrics address: %w (a public address must be named on the command line: idface serve --metrics-addr)", m.Name, err)
 			}
 		}
 	}
+	for _, m := range p.Servers() {
+		if m.Addr == "" {
+			return fmt.Errorf("server %q has no address", m.Name)
+		}
+	}
+	for _, c := range p.lit.Clients {
+		if c.Role == "" {
+			// An empty role once meant operator: a client entry without one
+			// (hand-written, or from an old config) got the right to enroll
+			// and delete without anyone having said so.
+			return fmt.Errorf("client %q has no role: give it \"role\": %q (identify only) or %q (enroll, delete and identify) in the cluster config, or assemble the config again from its descriptor (idface client init --role device|operator)",
+				c.Name, RoleDevice, RoleOperator)
+		}
+		if !ClientRoleValid(c.Role) {
+			return fmt.Errorf("client %q: role %q, want %s or %s", c.Name, c.Role, RoleOperator, RoleDevice)
+		}
+		if c.Addr != "" {
+			return fmt.Errorf("client %q has an address; clients do not listen", c.Name)
+		}
+	}
+	return nil
+}
+
+// clientKeys reads the clients' public keys: every operator's (which
+// sign enrollments and deletions) and every ECDSA device's.
+func (p *Params) clientKeys() error {
 	p.operators, p.clients = map[string][]*ecdsa.PublicKey{}, map[string][]*ecdsa.PublicKey{}
-	for _, m := range lit.Clients {
+	for _, m := range p.lit.Clients {
 		if m.Cert == "-" {
 			continue
 		}
@@ -517,7 +591,7 @@ func New(lit Literal, dir string) (*Params, error) {
 			pub, _ := checkCert(m.Name, c, m.Pins()[i]) // checked above
 			k, ok := pub.(*ecdsa.PublicKey)
 			if !ok && op {
-				return nil, fmt.Errorf("operator %q: its certificate's key is not ECDSA: create the operator with 'idface client init'", m.Name)
+				return fmt.Errorf("operator %q: its certificate's key is not ECDSA: create the operator with 'idface client init'", m.Name)
 			}
 			if !ok {
 				continue // a device that cannot sign hidden probes
@@ -528,33 +602,7 @@ func New(lit Literal, dir string) (*Params, error) {
 			}
 		}
 	}
-	if err := p.sealKeys(); err != nil {
-		return nil, err
-	}
-	for _, m := range p.Servers() {
-		if m.Addr == "" {
-			return nil, fmt.Errorf("server %q has no address", m.Name)
-		}
-	}
-	for _, c := range lit.Clients {
-		if c.Role == "" {
-			// An empty role once meant operator: a client entry without one
-			// (hand-written, or from an old config) got the right to enroll
-			// and delete without anyone having said so.
-			return nil, fmt.Errorf("client %q has no role: give it \"role\": %q (identify only) or %q (enroll, delete and identify) in the cluster config, or assemble the config again from its descriptor (idface client init --role device|operator)",
-				c.Name, RoleDevice, RoleOperator)
-		}
-		if !ClientRoleValid(c.Role) {
-			return nil, fmt.Errorf("client %q: role %q, want %s or %s", c.Name, c.Role, RoleOperator, RoleDevice)
-		}
-		if c.Addr != "" {
-			return nil, fmt.Errorf("client %q has an address; clients do not listen", c.Name)
-		}
-	}
-	if err := p.derive(); err != nil {
-		return nil, err
-	}
-	return p, nil
+	return nil
 }
 
 // Weights fills the defaults of the dimension and the transform weights

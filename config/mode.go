@@ -21,8 +21,8 @@ type ModeSpec struct {
 	Order int
 	Layout
 	// Levels: the mode takes gallery and query level transforms
-	// (GalleryLevels, QueryLevels) and shares over a ring Z_(2^k) sized for
-	// their scores (Params.Ring).
+	// (GalleryLevels, QueryLevels); the mode derives what it needs from
+	// them (blind.Ring: shares over a ring Z_(2^k) sized for their scores).
 	Levels bool
 	// Scheme: the mode takes an encryption scheme (Literal.Scheme).
 	Scheme bool

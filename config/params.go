@@ -10,7 +10,6 @@ import (
 	"github.com/idface/idface/internal/seal"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
-	"github.com/idface/idface/sharing/additive"
 	"github.com/idface/idface/template"
 )
 
@@ -31,7 +30,6 @@ type Params struct {
 	spec      *ModeSpec
 	gallery   template.Levels // modes with levels
 	query     template.Levels
-	ring      additive.Ring
 	derived   any // the mode's own (ModeSpec.Derive)
 	operators map[string][]*ecdsa.PublicKey
 	clients   map[string][]*ecdsa.PublicKey // operators' and devices'
@@ -102,9 +100,6 @@ func (p *Params) derive() error {
 			if err := lv.Validate(p.lit.Dim); err != nil {
 				return err
 			}
-		}
-		if p.ring, err = additive.RingFor(p.gallery, p.query); err != nil {
-			return err
 		}
 		p.threshold = template.LevelsMinAcceptScore(*p.lit.Tau, p.gallery, p.query)
 	}
@@ -225,10 +220,6 @@ func (p *Params) MaxTopK() int { return p.lit.MaxTopK }
 // levels (ModeSpec.Levels).
 func (p *Params) GalleryLevels() template.Levels { return p.gallery }
 func (p *Params) QueryLevels() template.Levels   { return p.query }
-
-// Ring is the share ring Z_(2^k) of a mode that takes levels: the
-// smallest k that holds every score.
-func (p *Params) Ring() additive.Ring { return p.ring }
 
 // Decider returns the decider (a mode whose helper is RoleDecider).
 func (p *Params) Decider() (Member, bool) {
@@ -353,10 +344,6 @@ func (p *Params) Lookup(name string) (addr string, pins []string, ok bool) {
 
 // Block is the bytes of one streamed block of selected columns.
 func (p *Params) Block() int { return p.lit.Block }
-
-// BlockWords is the number of 64-row words per streamed block: Block bytes
-// of 2*beta columns.
-func (p *Params) BlockWords() int { return max(1, p.lit.Block/(2*p.lit.Beta*8)) }
 
 // Timeouts.
 type Timeouts struct {

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/idface/idface/engine/blind"
+
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/sharing/additive"
 )
@@ -30,13 +32,13 @@ type KernelPath struct {
 // BlindKernelPath measures KernelPath for cluster p (mode blind or
 // replicated's ring) at rows rows with top-K k.
 func BlindKernelPath(ctx context.Context, p *config.Params, rows, k, reps int) (*KernelPath, error) {
-	switch p.Ring().Bits {
+	switch blind.Ring(p).Bits {
 	case 8:
 		return blindKernelPath[uint8](ctx, p, rows, k, reps)
 	case 16:
 		return blindKernelPath[uint16](ctx, p, rows, k, reps)
 	}
-	return nil, fmt.Errorf("blind kernels: a ring of %d bits", p.Ring().Bits)
+	return nil, fmt.Errorf("blind kernels: a ring of %d bits", blind.Ring(p).Bits)
 }
 
 func blindKernelPath[E additive.Elem](ctx context.Context, p *config.Params, rows, k, reps int) (*KernelPath, error) {

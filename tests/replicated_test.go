@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idface/idface/engine/blind"
+
 	"github.com/idface/idface/client"
 	"github.com/idface/idface/cluster"
 	"github.com/idface/idface/config"
@@ -58,8 +60,8 @@ func TestReplicatedAlteredShares(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Ring().Bits != 8 {
-		t.Fatalf("a ring of %d bits; the alteration below is for k = 8", cfg.Ring().Bits)
+	if blind.Ring(cfg).Bits != 8 {
+		t.Fatalf("a ring of %d bits; the alteration below is for k = 8", blind.Ring(cfg).Bits)
 	}
 	pair := 2 * cfg.Dim() // a holder's two shares of a row, a byte an element
 	unit := raw[tail+int64(7*(pair+4)):][:pair+4]

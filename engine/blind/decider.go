@@ -62,7 +62,7 @@ func (d *Decider) share(ctx context.Context, r engine.Request) protocol.Msg {
 	if perr := CheckShare(d.p, int(m.Bits), int(m.TopK), m.Rows); perr != nil {
 		return perr
 	}
-	bits := d.p.Ring().Bits
+	bits := Ring(d.p).Bits
 	entry := -1
 	if m.Entry {
 		entry = holder
@@ -104,7 +104,7 @@ func (d *Decider) decide(q *Pending[[]byte, *protocol.DecideResult]) (*protocol.
 	}
 	var matches []sharing.Match
 	var err error
-	switch d.p.Ring().Bits {
+	switch Ring(d.p).Bits {
 	case 8:
 		matches, err = decideVecs[uint8](q, thr)
 	default:

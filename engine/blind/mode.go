@@ -8,6 +8,7 @@ import (
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/engine/rowtxn"
 	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/sharing/additive"
 )
 
 func init() {
@@ -17,7 +18,7 @@ func init() {
 			Summary: "blind mode: the entry learns only the answer, a decider the permuted scores",
 			Layout: config.Layout{PartyRole: config.RoleShareHolder, PartyNoun: "share holders",
 				MinParties: 2, MaxParties: config.MaxParties, DefaultParties: 2, Helper: config.RoleDecider},
-			Levels: true,
+			Levels: true, Derive: Derive,
 			Sealed: true, SealedShares: sealedShares,
 			Trust: "trust: semi-honest: one deviating share holder can change answers (make a chosen id accepted) and, as the entry, learn the exact scores of rows it chooses; the decider must not collude with a holder (docs/SECURITY.md)",
 		},
@@ -34,14 +35,39 @@ func init() {
 		},
 		Describe: func(p *config.Params) string {
 			g, q := p.Transform()
-			return fmt.Sprintf("gallery levels %s, query levels %s, shares over Z_(2^%d)", g, q, p.Ring().Bits)
+			return fmt.Sprintf("gallery levels %s, query levels %s, shares over Z_(2^%d)", g, q, Ring(p).Bits)
 		},
 		// d k-bit elements a row.
-		Storage: func(p *config.Params, rows int) float64 { return float64(rows * p.Dim() * p.Ring().Bits / 8) },
+		Storage: func(p *config.Params, rows int) float64 { return float64(rows * p.Dim() * Ring(p).Bits / 8) },
 		IdentifyFormula: func(p *config.Params, rows int) (string, float64) {
-			return "mu*D*k + query", IdentifyBits(rows, p.Beta(), p.Mu(), p.Ring().Bits) / 8
+			return "mu*D*k + query", IdentifyBits(rows, p.Beta(), p.Mu(), Ring(p).Bits) / 8
 		},
 	})
+}
+
+// derived is what blind mode derives from a configuration: the share ring
+// Z_(2^k), the smallest k that holds every score of the cluster's gallery
+// and query levels (k = 8 for a ternary gallery with beta <= 127).
+type derived struct{ ring additive.Ring }
+
+// Derive is blind mode's ModeSpec.Derive; the replicated mode, which
+// shares over the same ring, derives with it too.
+func Derive(p *config.Params) (any, error) {
+	r, err := additive.RingFor(p.Transform())
+	if err != nil {
+		return nil, err
+	}
+	return &derived{ring: r}, nil
+}
+
+// Ring is the share ring of a cluster whose mode derives with Derive
+// (blind and replicated); the zero Ring, which every engine refuses, for
+// another mode's.
+func Ring(p *config.Params) additive.Ring {
+	if d, ok := p.Derived().(*derived); ok {
+		return d.ring
+	}
+	return additive.Ring{}
 }
 
 // EnrollBits is blind mode's enrollment traffic per template: a 256-bit

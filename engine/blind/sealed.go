@@ -16,13 +16,13 @@ import (
 // crypto/rand, the full share for the entry (its log keeps it) and a
 // 32-byte seed for every other holder.
 func sealedShares(p *config.Params, entry int, items []protocol.Item) ([][]byte, error) {
-	switch p.Ring().Bits {
+	switch Ring(p).Bits {
 	case 8:
 		return shareBlind[uint8](p, entry, items)
 	case 16:
 		return shareBlind[uint16](p, entry, items)
 	}
-	return nil, fmt.Errorf("blind: a ring of %d bits", p.Ring().Bits)
+	return nil, fmt.Errorf("blind: a ring of %d bits", Ring(p).Bits)
 }
 
 // shareBlind makes each holder's plaintext part: a flag (1: seeds, 0: full

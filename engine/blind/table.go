@@ -29,8 +29,8 @@ const MaxRows = 1 << 27
 // cluster: its ring, a top-K it answers, at most MaxRows rows.
 func CheckShare(p *config.Params, bits, topK int, rows uint32) *protocol.Error {
 	switch {
-	case bits != p.Ring().Bits:
-		return protocol.Errorf(protocol.CodeBadRequest, "score shares of %d bits; this cluster's ring has %d", bits, p.Ring().Bits)
+	case bits != Ring(p).Bits:
+		return protocol.Errorf(protocol.CodeBadRequest, "score shares of %d bits; this cluster's ring has %d", bits, Ring(p).Bits)
 	case topK > p.MaxTopK() || topK < 1:
 		return protocol.Errorf(protocol.CodeBadRequest, "top %d, the cluster allows 1..%d", topK, p.MaxTopK())
 	case rows > MaxRows:

@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/idface/idface/engine/blind"
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/internal/inproc"
@@ -87,7 +90,7 @@ func TestThresholdBoundary(t *testing.T) {
 
 func testThresholdBoundary(t *testing.T, cl *inproc.Cluster, bits int) {
 	p := cl.P
-	if got := p.Ring().Bits; got != bits {
+	if got := blind.Ring(p).Bits; got != bits {
 		t.Fatalf("ring of %d bits, want %d", got, bits)
 	}
 	top, thr := min(p.Alpha(), p.Beta()), p.Threshold()
@@ -159,5 +162,35 @@ func testThresholdBoundary(t *testing.T, cl *inproc.Cluster, bits int) {
 		}
 		live = slices.DeleteFunc(live, func(s string) bool { return s == id })
 		check("after deleting " + id)
+	}
+}
+
+// TestRingTooNarrowRefused: blind mode derives its share ring from the
+// transform; levels whose scores do not fit Z_(2^16) are refused when the
+// configuration is read, in blind and in replicated mode (which derives
+// with blind.Derive), never wrapped at query time.
+func TestRingTooNarrowRefused(t *testing.T) {
+	// 16 levels of 32 coordinates: |score| up to 32*(1+4+...+256) = 47872.
+	wide := "16:" + strings.Repeat("32,", 15) + "32"
+	for _, mode := range []config.Mode{config.ModeBlind, "replicated"} {
+		mu := 2
+		if mode == "replicated" {
+			mu = 3
+		}
+		tau := 0.25
+		lit := inproc.Literal(config.Literal{Mode: mode, Dim: 512, Alpha: 341, Beta: 341, GalleryLevels: wide, QueryLevels: wide,
+			Tau: &tau, Timeout: config.Duration(time.Second), MaxTopK: 10}, mu)
+		_, err := config.New(lit, t.TempDir())
+		if err == nil || !strings.Contains(err.Error(), "does not fit Z_(2^16)") {
+			t.Errorf("%s: levels %s: %v, want a refusal naming the ring", mode, wide, err)
+		}
+		lit.GalleryLevels, lit.QueryLevels = "", ""
+		p, err := config.New(lit, t.TempDir())
+		if err != nil {
+			t.Fatalf("%s: ternary: %v", mode, err)
+		}
+		if got := blind.Ring(p).Bits; got != 16 {
+			t.Errorf("%s: ternary beta = alpha = 341: a ring of %d bits, want 16", mode, got)
+		}
 	}
 }

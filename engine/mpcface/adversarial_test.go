@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idface/idface/engine/mpcface"
+
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/internal/inproc"
@@ -137,8 +139,8 @@ func TestHelperRefusesWideQuery(t *testing.T) {
 		all[j] = ^uint64(0)
 	}
 	for _, q := range []*protocol.Query{
-		{Dim: dim, Beta: dim, Plus: all, Minus: make([]uint64, w), Digest: g, BlockWords: uint32(c.P.BlockWords())},
-		{Dim: dim, Beta: uint16(c.P.Beta() + 1), Plus: probePlus(c.P.Beta() + 1), Minus: make([]uint64, w), Digest: g, BlockWords: uint32(c.P.BlockWords())},
+		{Dim: dim, Beta: dim, Plus: all, Minus: make([]uint64, w), Digest: g, BlockWords: uint32(mpcface.BlockWords(c.P))},
+		{Dim: dim, Beta: uint16(c.P.Beta() + 1), Plus: probePlus(c.P.Beta() + 1), Minus: make([]uint64, w), Digest: g, BlockWords: uint32(mpcface.BlockWords(c.P))},
 	} {
 		_, err := rpc.Call(ctx(t), serverDialer(c, "p1"), "p2", q)
 		var pe *protocol.Error

@@ -161,3 +161,7 @@ func (e *Engine) share(items []protocol.Item) ([][]protocol.Op, error) {
 	})
 	return ops, err
 }
+
+// blockWords is the number of 64-row words per streamed block: the
+// configured Block bytes of 2*beta selected columns.
+func blockWords(p *config.Params) int { return max(1, p.Block()/(2*p.Beta()*8)) }

@@ -51,7 +51,7 @@ func (e *Engine) identify(ctx context.Context, r engine.Request) protocol.Msg {
 	floor := engine.ScoreFloor(e.p) // scores below it are never kept
 	sel := sharing.NewSelection(y)
 	n := 2 * sel.Beta
-	bw := e.p.BlockWords()
+	bw := blockWords(e.p)
 
 	// Snapshot the row map: the digest the helpers must match and the live
 	// bits we score with. Rows below the snapshot never change.
@@ -285,8 +285,8 @@ func (e *Engine) serveQuery(ctx context.Context, r engine.Request) protocol.Msg 
 	if y.Dim != e.p.Dim() {
 		return protocol.Errorf(protocol.CodeBadRequest, "query of dimension %d, cluster uses %d", y.Dim, e.p.Dim())
 	}
-	if int(q.BlockWords) != e.p.BlockWords() {
-		return protocol.Errorf(protocol.CodeBadRequest, "blocks of %d words, cluster uses %d", q.BlockWords, e.p.BlockWords())
+	if int(q.BlockWords) != blockWords(e.p) {
+		return protocol.Errorf(protocol.CodeBadRequest, "blocks of %d words, cluster uses %d", q.BlockWords, blockWords(e.p))
 	}
 	if err := e.AwaitDigest(ctx, r.From.Name, q.Digest); err != nil {
 		return err

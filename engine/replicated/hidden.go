@@ -51,13 +51,13 @@ import (
 // from a CSPRNG keyed from crypto/rand), and for holder k the pair (y_k,
 // y_(k+1)) as little-endian k-bit elements.
 func hiddenProbe(p *config.Params, tmpl []float32) ([][]byte, error) {
-	switch p.Ring().Bits {
+	switch blind.Ring(p).Bits {
 	case 8:
 		return probePairs[uint8](p, tmpl)
 	case 16:
 		return probePairs[uint16](p, tmpl)
 	}
-	return nil, fmt.Errorf("replicated: a ring of %d bits", p.Ring().Bits)
+	return nil, fmt.Errorf("replicated: a ring of %d bits", blind.Ring(p).Bits)
 }
 
 func probePairs[E additive.Elem](p *config.Params, tmpl []float32) ([][]byte, error) {

@@ -68,7 +68,7 @@ func NewParams(p *config.Params) (*Params, error) {
 	if _, ok := p.Decider(); !ok {
 		return nil, fmt.Errorf("replicated: the cluster has no decider")
 	}
-	return &Params{Params: p, Bits: p.Ring().Bits}, nil
+	return &Params{Params: p, Bits: blind.Ring(p).Bits}, nil
 }
 
 // pair is a holder's store of its two shares of every row of one origin's

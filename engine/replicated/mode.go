@@ -8,6 +8,7 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
+	"github.com/idface/idface/engine/blind"
 	"github.com/idface/idface/engine/rowtxn"
 	"github.com/idface/idface/internal/seal"
 	"github.com/idface/idface/internal/store"
@@ -29,7 +30,7 @@ func init() {
 			Summary: "replicated blind mode: three holders with 2-of-3 shares and a decider; any one deviating server is caught",
 			Layout: config.Layout{PartyRole: config.RoleShareHolder, PartyNoun: "share holders",
 				MinParties: replicated.Holders, MaxParties: replicated.Holders, DefaultParties: replicated.Holders, Helper: config.RoleDecider},
-			Levels: true,
+			Levels: true, Derive: blind.Derive,
 			Sealed: true, SealedShares: sealedShares,
 			Outage: true, Reshare: true,
 			HiddenProbe: hiddenProbe,
@@ -52,15 +53,15 @@ func init() {
 		},
 		Describe: func(p *config.Params) string {
 			g, q := p.Transform()
-			return fmt.Sprintf("gallery levels %s, query levels %s, 2-of-3 shares over Z_(2^%d)", g, q, p.Ring().Bits)
+			return fmt.Sprintf("gallery levels %s, query levels %s, 2-of-3 shares over Z_(2^%d)", g, q, blind.Ring(p).Bits)
 		},
 		// Two k-bit shares of d elements a row.
-		Storage: func(p *config.Params, rows int) float64 { return float64(2 * rows * p.Dim() * p.Ring().Bits / 8) },
+		Storage: func(p *config.Params, rows int) float64 { return float64(2 * rows * p.Dim() * blind.Ring(p).Bits / 8) },
 		IdentifyFormula: func(p *config.Params, rows int) (string, float64) {
 			if p.HideProbes() {
-				return "3*D*k + 64*D + sealed query", HiddenIdentifyBits(rows, p.Dim(), p.Ring().Bits) / 8
+				return "3*D*k + 64*D + sealed query", HiddenIdentifyBits(rows, p.Dim(), blind.Ring(p).Bits) / 8
 			}
-			return "3*D*k + 32*D + query", IdentifyBits(rows, p.Beta(), p.Ring().Bits) / 8
+			return "3*D*k + 32*D + query", IdentifyBits(rows, p.Beta(), blind.Ring(p).Bits) / 8
 		},
 	})
 }

@@ -3,6 +3,8 @@ package replicated
 import (
 	"fmt"
 
+	"github.com/idface/idface/engine/blind"
+
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/sharing"
@@ -17,13 +19,13 @@ import (
 // crypto/rand, the third v minus them), and for holder k the flag 0 (full
 // shares) and, per item, its pair (s_k, s_(k+1)) as the holder stores it.
 func sealedShares(p *config.Params, _ int, items []protocol.Item) ([][]byte, error) {
-	switch p.Ring().Bits {
+	switch blind.Ring(p).Bits {
 	case 8:
 		return sharePairs[uint8](p, items)
 	case 16:
 		return sharePairs[uint16](p, items)
 	}
-	return nil, fmt.Errorf("replicated: a ring of %d bits", p.Ring().Bits)
+	return nil, fmt.Errorf("replicated: a ring of %d bits", blind.Ring(p).Bits)
 }
 
 func sharePairs[E additive.Elem](p *config.Params, items []protocol.Item) ([][]byte, error) {

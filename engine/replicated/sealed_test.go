@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idface/idface/engine/blind"
+
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/engine/replicated"
@@ -47,7 +49,7 @@ func TestSealedEntryView(t *testing.T) {
 	mu.Lock()
 	got := bytes.Clone(seen)
 	mu.Unlock()
-	half := d * c.P.Ring().Bits / 8 // one share of a row
+	half := d * blind.Ring(c.P).Bits / 8 // one share of a row
 	if len(got) < 2*len(xs)*2*half {
 		t.Fatalf("the tap saw %d bytes: it missed the enrollment", len(got))
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idface/idface/engine/blind"
+
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/internal/seal"
 	"github.com/idface/idface/protocol"
@@ -47,7 +49,7 @@ func enrollInconsistent(t *testing.T, c *cluster, its []protocol.Item, ids []str
 	if err != nil {
 		t.Fatal(err)
 	}
-	pair := 2 * c.p.Dim() * c.p.Ring().Bits / 8
+	pair := 2 * c.p.Dim() * blind.Ring(c.p).Bits / 8
 	pts[k][1+row*pair] ^= 1 // after the flag byte: the first element of s_k
 	var nonce [16]byte
 	rand.Read(nonce[:])
