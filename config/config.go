@@ -278,8 +278,9 @@ type Literal struct {
 	// holder's shares of it (replicated mode; docs/HIDDEN-PROBES.md).
 	HideProbes bool `json:"hide_probes,omitempty"`
 	// BatchMax is the most concurrent identifies an entry scores in one
-	// pass over its shares, in a mode that batches (hidden probes); 1
-	// turns batching off. Default DefaultBatchMax.
+	// pass over its shares, in a mode that batches (2PC/MPC, whose helpers
+	// stream the union of a batch's columns once; hidden probes); 1 turns
+	// batching off. Default DefaultBatchMax.
 	BatchMax int `json:"batch_max,omitempty"`
 	// BatchWait is how long an entry holds the first identify of a batch
 	// for others to join; default DefaultBatchWait.

@@ -24,6 +24,7 @@ type Batcher[T, R any] struct {
 	run          func(ctx context.Context, items []T) []R
 	timeout      time.Duration
 	weight       func(T) int // an item's share of max (default 1)
+	eager        bool        // an idle batcher runs a gathering batch at once
 
 	mu      sync.Mutex
 	queue   []*batch[T, R] // gathering, oldest first; all but the last are full
@@ -52,6 +53,15 @@ func NewBatcher[T, R any](maxItems int, wait time.Duration, flights int, timeout
 // a batch of its own.
 func (b *Batcher[T, R]) Weighed(weight func(T) int) *Batcher[T, R] {
 	b.weight = weight
+	return b
+}
+
+// Eager runs a gathering batch at once when no batch is running: a lone
+// request on an idle entry never waits, and under load batches gather
+// while others run (at most Wait, as before). For a mode whose pass costs
+// far more than Wait, where holding an idle entry's request buys nothing.
+func (b *Batcher[T, R]) Eager() *Batcher[T, R] {
+	b.eager = true
 	return b
 }
 
@@ -108,8 +118,7 @@ func (b *Batcher[T, R]) Do(ctx context.Context, item T) (R, error) {
 func (b *Batcher[T, R]) startLocked() {
 	for len(b.queue) > 0 && b.running < b.flights {
 		bt := b.queue[0]
-		if !bt.due && bt.weight < b.max && len(b.queue) == 1 { // still open
-
+		if !bt.due && bt.weight < b.max && len(b.queue) == 1 && !(b.eager && b.running == 0) { // still open
 			return
 		}
 		b.queue = b.queue[1:]

@@ -118,3 +118,56 @@ func TestBatcher(t *testing.T) {
 		t.Fatalf("a batch without results: %v", err)
 	}
 }
+
+// TestBatcherEager: an eager batcher runs a lone request on an idle entry
+// at once, and gathers the requests that arrive while a batch runs into
+// the next (which starts when the first ends, before its Wait).
+func TestBatcherEager(t *testing.T) {
+	release := make(chan struct{})
+	var sizes []int
+	var mu sync.Mutex
+	run := func(_ context.Context, items []int) []int {
+		mu.Lock()
+		sizes = append(sizes, len(items))
+		mu.Unlock()
+		<-release
+		return items
+	}
+	b := NewBatcher(8, time.Hour, 2, time.Minute, run).Eager()
+	var wg sync.WaitGroup
+	wg.Go(func() { b.Do(context.Background(), 0) })
+	for {
+		mu.Lock()
+		n := len(sizes)
+		mu.Unlock()
+		if n == 1 {
+			break // the lone request ran at once, not after an hour
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for i := 1; i <= 5; i++ {
+		wg.Go(func() { b.Do(context.Background(), i) })
+	}
+	for { // they gather: the entry is busy
+		b.mu.Lock()
+		n := 0
+		if len(b.queue) == 1 {
+			n = b.queue[0].weight
+		}
+		b.mu.Unlock()
+		if n == 5 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	mu.Lock()
+	if len(sizes) != 1 {
+		t.Fatalf("batches %v started while one ran and the wait had not passed", sizes)
+	}
+	mu.Unlock()
+	close(release)
+	wg.Wait()
+	if !slices.Equal(sizes, []int{1, 5}) {
+		t.Fatalf("batch sizes %v, want [1 5]", sizes)
+	}
+}

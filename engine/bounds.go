@@ -61,6 +61,13 @@ func QueryBound(p *config.Params) int {
 	return 2 + 4 + 16*template.Words(p.Dim()) + digestBytes + 4
 }
 
+// QueryBatchBound is a 2PC/MPC entry's batch of queries: up to
+// protocol.MaxQueryBatch probes of two bitsets, the digest and the block
+// size.
+func QueryBatchBound(p *config.Params) int {
+	return 2 + 2 + 2 + protocol.MaxQueryBatch*16*template.Words(p.Dim()) + digestBytes + 4
+}
+
 // BlindQueryBound is a blind query: ids, sigma, digest, at most d
 // coefficients of 3 bytes, the down holder, and a hidden probe's nonce
 // and sealed pair of query shares.

@@ -104,6 +104,8 @@ const (
 	THiddenIdentify Type = 55
 	THiddenQuery    Type = 56
 	THiddenQueryOK  Type = 57
+	// Batched 2PC/MPC queries (protocol/party.go).
+	TQueryBatch Type = 58
 )
 
 // registry makes an empty message of each type.
@@ -149,6 +151,7 @@ var registry = map[Type]func() Msg{
 	THiddenIdentify:   func() Msg { return &HiddenIdentify{} },
 	THiddenQuery:      func() Msg { return &HiddenQuery{} },
 	THiddenQueryOK:    func() Msg { return &HiddenQueryOK{} },
+	TQueryBatch:       func() Msg { return &QueryBatch{} },
 }
 
 // Types lists every message type in number order (tests, golden files).

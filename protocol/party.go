@@ -303,9 +303,7 @@ func (m *Query) marshal(e *wire.Enc) {
 	e.U32(m.BlockWords)
 }
 func (m *Query) unmarshal(d *wire.Dec) {
-	m.Dim, m.Beta = d.U16(), d.U16()
-	if d.Err == nil && (m.Dim < 1 || int(m.Dim) > MaxDim || m.Beta < 1 || m.Beta > m.Dim) {
-		d.Fail("dimension %d, beta %d", m.Dim, m.Beta)
+	if m.Dim, m.Beta = dimBeta(d); d.Err != nil {
 		return
 	}
 	w := template.Words(int(m.Dim))
@@ -317,9 +315,79 @@ func (m *Query) unmarshal(d *wire.Dec) {
 	}
 }
 
+// dimBeta reads a query's dimension and weight: 1 <= beta <= d <= MaxDim.
+func dimBeta(d *wire.Dec) (dim, beta uint16) {
+	dim, beta = d.U16(), d.U16()
+	if d.Err == nil && (dim < 1 || int(dim) > MaxDim || beta < 1 || beta > dim) {
+		d.Fail("dimension %d, beta %d", dim, beta)
+	}
+	return dim, beta
+}
+
 // Ternary returns the query's T_beta(y), validated.
 func (m *Query) Ternary() (template.Ternary, error) {
 	t := template.Ternary{Dim: int(m.Dim), Plus: m.Plus, Minus: m.Minus}
+	return t, t.Validate(int(m.Beta))
+}
+
+// MaxQueryBatch bounds the probes of one QueryBatch (config.MaxBatch).
+const MaxQueryBatch = 32
+
+// QueryBatch is a 2PC/MPC entry's batch of concurrent queries for one
+// helper: 2..MaxQueryBatch probes T_beta(y) of the cluster's beta, scored
+// on one row map. The helper streams the union of the probes' selected
+// columns (sharing.Union) in blocks of BlockWords row words, so columns
+// that several probes select cross the wire once.
+type QueryBatch struct {
+	Dim        uint16
+	Beta       uint16
+	Probes     []Probe
+	Digest     Digest
+	BlockWords uint32
+}
+
+// Probe is one query of a QueryBatch: T_beta(y) as two bitsets.
+type Probe struct {
+	Plus, Minus []uint64
+}
+
+func (m *QueryBatch) Type() Type { return TQueryBatch }
+func (m *QueryBatch) marshal(e *wire.Enc) {
+	e.U16(m.Dim)
+	e.U16(m.Beta)
+	e.U16(uint16(len(m.Probes)))
+	for _, p := range m.Probes {
+		e.Words(p.Plus)
+		e.Words(p.Minus)
+	}
+	m.Digest.marshal(e)
+	e.U32(m.BlockWords)
+}
+func (m *QueryBatch) unmarshal(d *wire.Dec) {
+	if m.Dim, m.Beta = dimBeta(d); d.Err != nil {
+		return
+	}
+	n := int(d.U16())
+	if d.Err == nil && (n < 2 || n > MaxQueryBatch) {
+		d.Fail("a batch of %d queries (2..%d; one is a Query)", n, MaxQueryBatch)
+		return
+	}
+	w := template.Words(int(m.Dim))
+	m.Probes = make([]Probe, n)
+	for i := range m.Probes {
+		m.Probes[i].Plus, m.Probes[i].Minus = d.Words(w), d.Words(w)
+	}
+	m.Digest.unmarshal(d)
+	m.BlockWords = d.U32()
+	// The union selects at most all 2d columns.
+	if d.Err == nil && (m.BlockWords == 0 || uint64(m.BlockWords)*2*uint64(m.Dim)*8 > MaxBlockData) {
+		d.Fail("block of %d words", m.BlockWords)
+	}
+}
+
+// Ternary returns probe i's T_beta(y), validated.
+func (m *QueryBatch) Ternary(i int) (template.Ternary, error) {
+	t := template.Ternary{Dim: int(m.Dim), Plus: m.Probes[i].Plus, Minus: m.Probes[i].Minus}
 	return t, t.Validate(int(m.Beta))
 }
 

@@ -39,6 +39,7 @@ func samples() []Msg {
 		&Decide{Txn: TxnID{3}, Origin: 2, Commit: true},
 		&DecideOK{},
 		&Query{Dim: 128, Beta: 2, Plus: []uint64{1, 0}, Minus: []uint64{0, 1}, Digest: Digest{{}, {Rows: 1}}, BlockWords: 1024},
+		&QueryBatch{Dim: 128, Beta: 2, Probes: []Probe{{Plus: []uint64{1, 0}, Minus: []uint64{0, 1}}, {Plus: []uint64{3, 0}, Minus: []uint64{0, 0}}}, Digest: Digest{{Rows: 1}}, BlockWords: 512},
 		&Block{Seg: 1, W0: 2, NW: 3},
 		&BlocksEnd{},
 		&PublicKeyRequest{},
@@ -100,12 +101,14 @@ func TestRoundTrip(t *testing.T) {
 
 func TestRejects(t *testing.T) {
 	for name, b := range map[string][]byte{
-		"version":   {1, byte(THealth)},
-		"type":      {Version, 200},
-		"short":     {Version},
-		"topk":      Marshal(&Identify{TopK: 0, Template: []float32{1}}),
-		"hugecount": {Version, byte(TEnroll), 0xff, 0xff, 0xff, 0xff},
-		"query":     Marshal(&Query{Dim: 128, Beta: 0, Plus: []uint64{0, 0}, Minus: []uint64{0, 0}}),
+		"version":       {1, byte(THealth)},
+		"type":          {Version, 200},
+		"short":         {Version},
+		"topk":          Marshal(&Identify{TopK: 0, Template: []float32{1}}),
+		"hugecount":     {Version, byte(TEnroll), 0xff, 0xff, 0xff, 0xff},
+		"query":         Marshal(&Query{Dim: 128, Beta: 0, Plus: []uint64{0, 0}, Minus: []uint64{0, 0}}),
+		"batch of one":  Marshal(&QueryBatch{Dim: 128, Beta: 1, Probes: []Probe{{Plus: []uint64{1, 0}, Minus: []uint64{0, 0}}}, BlockWords: 1}),
+		"block too big": Marshal(&QueryBatch{Dim: 128, Beta: 1, Probes: []Probe{{Plus: []uint64{1, 0}, Minus: []uint64{0, 0}}, {Plus: []uint64{2, 0}, Minus: []uint64{0, 0}}}, BlockWords: 1 << 20}),
 	} {
 		if _, err := Decode(b); !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s: got %v", name, err)

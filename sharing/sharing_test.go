@@ -363,3 +363,50 @@ func TestChunkBoundary(t *testing.T) {
 		t.Fatalf("Columns within a chunk: %v", err)
 	}
 }
+
+// TestUnion: a batch's union holds each selected column once, in order,
+// and every query's columns picked out of a union block are its own
+// columns of the store, in its order (what it would have scored alone).
+func TestUnion(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 9))
+	const d, rows = 256, 300
+	st, err := NewStore(d, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range rows {
+		y := testutil.RandTernary(r, d, 100)
+		if _, err := st.Append(Share{Plus: y.Plus, Minus: y.Minus}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, q := range []int{1, 2, 8, 32} {
+		sels := make([]Selection, q)
+		for i := range sels {
+			sels[i] = NewSelection(testutil.RandTernary(r, d, 1+r.IntN(d)))
+		}
+		u, idx := Union(sels)
+		if !slices.IsSorted(u.Cols) || len(slices.Compact(slices.Clone(u.Cols))) != len(u.Cols) {
+			t.Fatalf("q=%d: union columns not sorted and distinct", q)
+		}
+		W := st.Words()
+		block := make([]uint64, W*len(u.Cols))
+		if err := st.Gather(block, u, 0, W); err != nil {
+			t.Fatal(err)
+		}
+		cols := BlockColumns(block, len(u.Cols), nil)
+		for i, s := range sels {
+			want := make([]uint64, W*len(s.Cols))
+			if err := st.Gather(want, s, 0, W); err != nil {
+				t.Fatal(err)
+			}
+			got := slices.Concat(Pick(cols, idx[i], nil)...)
+			if !slices.Equal(got, want) {
+				t.Fatalf("q=%d: query %d's columns out of the union differ from its own", q, i)
+			}
+		}
+		if q == 1 && !slices.Equal(u.Cols, slices.Sorted(slices.Values(sels[0].Cols))) {
+			t.Fatal("a batch of one: the union is not the query's columns")
+		}
+	}
+}

@@ -177,6 +177,49 @@ func NewSelection(y template.Ternary) Selection {
 	return Selection{Beta: beta, Cols: cols}
 }
 
+// Union is the selection of every column that some of sels selects, in
+// increasing order, and for each selection the position of each of its
+// columns in the union: a batch of queries streams the union once and
+// each query scores its own columns out of it (Pick).
+func Union(sels []Selection) (Selection, [][]int32) {
+	top := int32(-1)
+	for _, s := range sels {
+		for _, c := range s.Cols {
+			top = max(top, c)
+		}
+	}
+	at := make([]int32, top+1) // column -> 1 + its position in the union
+	for _, s := range sels {
+		for _, c := range s.Cols {
+			at[c] = 1
+		}
+	}
+	var u Selection
+	for c, in := range at {
+		if in != 0 {
+			at[c] = int32(len(u.Cols)) + 1
+			u.Cols = append(u.Cols, int32(c))
+		}
+	}
+	idx := make([][]int32, len(sels))
+	for i, s := range sels {
+		idx[i] = make([]int32, len(s.Cols))
+		for j, c := range s.Cols {
+			idx[i][j] = at[c] - 1
+		}
+	}
+	return u, idx
+}
+
+// Pick appends to out the columns of cols at positions idx (a query's
+// columns out of a union block, Union): views, not copies.
+func Pick(cols [][]uint64, idx []int32, out [][]uint64) [][]uint64 {
+	for _, i := range idx {
+		out = append(out, cols[i])
+	}
+	return out
+}
+
 // Columns returns views of the selected columns over row words [w0, w1),
 // which must lie within one chunk (see ChunkEnd): out[i] is column Cols[i],
 // words w0..w1-1, aliasing the store. Words below Rows()/64 (all 64 rows

@@ -82,8 +82,11 @@ type Engine struct {
 	tr  *engine.Transformers // T_beta for queries
 	// workers score an identification's blocks in parallel.
 	workers int
-	m       struct {
-		wait, score prometheus.Counter // entry: seconds waiting for helpers' blocks, scoring
+	// batch groups concurrent identifies at the entry (nil: batch_max 1).
+	batch *engine.Batcher[*probe, protocol.Msg]
+	m     struct {
+		wait, score      prometheus.Counter // entry: seconds waiting for helpers' blocks, scoring
+		batches, batched prometheus.Counter // entry: batches run and their identifies
 	}
 }
 
@@ -105,7 +108,16 @@ func New(env engine.Env) (*Engine, error) {
 	e := &Engine{Core: core, env: env, p: p, tr: engine.NewTransformers(d, p.Beta()), workers: env.Cores()}
 	e.m.wait = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_identify_wait_seconds_total", Help: "Entry: time spent waiting for helpers' blocks."})
 	e.m.score = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_identify_score_seconds_total", Help: "Entry: time spent on own columns and scoring."})
-	env.Metrics.MustRegister(e.m.wait, e.m.score)
+	e.m.batches = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_identify_batches_total", Help: "Entry: batches of concurrent identifies run (one pass of the helpers each)."})
+	e.m.batched = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_identify_batched_total", Help: "Entry: identifies run in those batches."})
+	env.Metrics.MustRegister(e.m.wait, e.m.score, e.m.batches, e.m.batched)
+	if bmax, bwait := p.Batch(); bmax > 1 {
+		// Eager: an idle entry runs a lone identify at once (a pass costs
+		// far more than batch_wait); identifies that arrive while a batch
+		// runs gather into the next, which starts when it ends, when it
+		// is full or batch_wait after it opened (then as a second flight).
+		e.batch = engine.NewBatcher(min(bmax, protocol.MaxQueryBatch), bwait, 2, p.Timeouts().Identify, e.runBatch).Eager()
+	}
 	return e, nil
 }
 
@@ -115,6 +127,7 @@ func (e *Engine) Routes() map[protocol.Type]engine.Route {
 	r[protocol.TEnroll] = engine.Route{Op: "enroll", From: engine.Operators, Handle: e.Guard(e.enroll), Max: engine.EnrollBound(e.p)}
 	r[protocol.TIdentify] = engine.Route{Op: "identify", From: engine.Clients, Handle: e.Guard(e.identify), Max: engine.IdentifyBound(e.p), Long: true}
 	r[protocol.TQuery] = engine.Route{Op: "query", From: engine.Parties, Handle: e.Guard(e.serveQuery), Max: engine.QueryBound(e.p), Long: true}
+	r[protocol.TQueryBatch] = engine.Route{Op: "query", From: engine.Parties, Handle: e.Guard(e.serveQueryBatch), Max: engine.QueryBatchBound(e.p), Long: true}
 	return r
 }
 
@@ -163,5 +176,6 @@ func (e *Engine) share(items []protocol.Item) ([][]protocol.Op, error) {
 }
 
 // blockWords is the number of 64-row words per streamed block: the
-// configured Block bytes of 2*beta selected columns.
-func blockWords(p *config.Params) int { return max(1, p.Block()/(2*p.Beta()*8)) }
+// configured Block bytes of n selected columns (2*beta for one query, the
+// union's for a batch).
+func blockWords(p *config.Params, n int) int { return max(1, p.Block()/(n*8)) }

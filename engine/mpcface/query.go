@@ -35,9 +35,19 @@ func plan(g protocol.Digest, blockWords int) []blockPlan {
 	return out
 }
 
+// probe is one identification at the entry: T_beta(y), its selected
+// columns and how many candidates its device asked for.
+type probe struct {
+	y        template.Ternary
+	sel      sharing.Selection
+	topK     int
+	deadline time.Time // its request's
+}
+
 // identify runs a query as the entry party (paper Fig. "2pc_id" and App.
 // H): T_beta, broadcast (y+, y-), then XOR and score every block as it
-// arrives.
+// arrives. Concurrent identifies are batched (engine.Batcher): a batch
+// asks each helper once for the union of its probes' columns.
 func (e *Engine) identify(ctx context.Context, r engine.Request) protocol.Msg {
 	m := r.Msg.(*protocol.Identify)
 	y, err := e.tr.Apply(m.Template)
@@ -48,10 +58,53 @@ func (e *Engine) identify(ctx context.Context, r engine.Request) protocol.Msg {
 	if perr := engine.CheckTopK(e.p, topK); perr != nil {
 		return perr
 	}
+	pr := &probe{y: y, sel: sharing.NewSelection(y), topK: topK}
+	pr.deadline, _ = ctx.Deadline()
+	if e.batch == nil {
+		return e.run(ctx, []*probe{pr})[0]
+	}
+	// The batch ends by its earliest request's deadline (run), so this one
+	// waits for its answer, which names a helper that did not answer in
+	// time, rather than giving up on its own deadline at the same moment.
+	res, err := e.batch.Do(context.WithoutCancel(ctx), pr)
+	if err != nil {
+		return engine.AsError(err, protocol.CodeInternal)
+	}
+	return res
+}
+
+// runBatch is the batcher's run: one pass for the batch, one answer per
+// probe.
+func (e *Engine) runBatch(ctx context.Context, probes []*probe) []protocol.Msg {
+	e.m.batches.Inc()
+	e.m.batched.Add(float64(len(probes)))
+	return e.run(ctx, probes)
+}
+
+// run scores probes on one snapshot of the row map: every helper streams
+// the union of their selected columns once (a lone probe's own columns,
+// in its order: a Query), and each probe is scored from its columns of
+// every block. The answers are those of the probes run one by one; the
+// batch's traffic is shared evenly among them.
+func (e *Engine) run(ctx context.Context, probes []*probe) []protocol.Msg {
+	out := make([]protocol.Msg, len(probes))
+	fail := func(m protocol.Msg) []protocol.Msg {
+		for i := range out {
+			out[i] = m
+		}
+		return out
+	}
 	floor := engine.ScoreFloor(e.p) // scores below it are never kept
-	sel := sharing.NewSelection(y)
-	n := 2 * sel.Beta
-	bw := blockWords(e.p)
+	u, idx := probes[0].sel, [][]int32{nil}
+	if len(probes) > 1 {
+		sels := make([]sharing.Selection, len(probes))
+		for i, pr := range probes {
+			sels[i] = pr.sel
+		}
+		u, idx = sharing.Union(sels)
+	}
+	n := len(u.Cols)
+	bw := blockWords(e.p, n)
 
 	// Snapshot the row map: the digest the helpers must match and the live
 	// bits we score with. Rows below the snapshot never change.
@@ -69,31 +122,46 @@ func (e *Engine) identify(ctx context.Context, r engine.Request) protocol.Msg {
 		segOff[s+1] = segOff[s] + template.Words(int(sd.Rows))
 	}
 
-	q := &protocol.Query{Dim: uint16(e.p.Dim()), Beta: uint16(sel.Beta), Plus: y.Plus, Minus: y.Minus, Digest: g, BlockWords: uint32(bw)}
+	for _, pr := range probes {
+		if dl, ok := ctx.Deadline(); !pr.deadline.IsZero() && (!ok || pr.deadline.Before(dl)) {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, pr.deadline)
+			defer cancel()
+		}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var peers []*peerStream
 	for _, name := range e.Peers() {
-		pq := *q // the digest sealed for this helper
-		var perr *protocol.Error
-		if pq.Digest, perr = e.SealFor(name, g); perr != nil {
-			return perr
+		sealed, perr := e.SealFor(name, g) // the digest sealed for this helper
+		if perr != nil {
+			return fail(perr)
 		}
-		ps, err := openQuery(network.Bulk(ctx), e.env.Net, name, &pq, blocks, n, bw)
+		ps, err := openQuery(network.Bulk(ctx), e.env.Net, name, e.queryFor(probes, sealed, bw), blocks, n, bw)
 		if err != nil {
-			return engine.AsError(err, protocol.CodeUnavailable)
+			return fail(engine.AsError(err, protocol.CodeUnavailable))
 		}
 		defer ps.s.Finish()
 		peers = append(peers, ps)
 	}
 
-	scorers := make([]*sharing.Scorer, e.workers)
-	for i := range scorers {
-		scorers[i], _ = sharing.NewScorer(sel.Beta, topK, floor)
+	// A lone probe's blocks are split over every worker; a batch's probes
+	// are scored side by side.
+	per := max(1, e.workers/len(probes))
+	scorers := make([][]*sharing.Scorer, len(probes))
+	for i, pr := range probes {
+		scorers[i] = make([]*sharing.Scorer, per)
+		for j := range scorers[i] {
+			scorers[i][j], _ = sharing.NewScorer(pr.sel.Beta, pr.topK, floor)
+		}
 	}
 	own := getBuf(bw * n)
 	defer putBuf(own)
-	cols := make([][][]uint64, 1+len(peers))
+	cols := make([][][]uint64, 1+len(peers))    // the union's columns, by party
+	picked := make([][][][]uint64, len(probes)) // each probe's, by party
+	for i := range picked {
+		picked[i] = make([][][]uint64, len(cols))
+	}
 	var held [][]uint64
 	var waited, scored time.Duration
 	defer func() {
@@ -103,22 +171,31 @@ func (e *Engine) identify(ctx context.Context, r engine.Request) protocol.Msg {
 	for _, b := range blocks {
 		t0 := time.Now()
 		var err error
-		if cols[0], err = e.ownColumns(b, g, sel, own, cols[0][:0]); err != nil {
-			return protocol.Errorf(protocol.CodeInternal, "%v", err)
+		if cols[0], err = e.ownColumns(b, g, u, own, cols[0][:0]); err != nil {
+			return fail(protocol.Errorf(protocol.CodeInternal, "%v", err))
 		}
 		held = held[:0]
 		t1 := time.Now()
 		for i, ps := range peers {
 			blk, ok := <-ps.blocks
 			if !ok {
-				return engine.AsError(ps.err, protocol.CodeUnavailable)
+				return fail(engine.AsError(ps.err, protocol.CodeUnavailable))
 			}
 			held = append(held, blk)
 			cols[i+1] = sharing.BlockColumns(blk, n, cols[i+1][:0])
 		}
 		t2 := time.Now()
-		if err := scoreBlock(scorers, cols, segOff[b.seg]+b.w0, live[b.seg][b.w0:b.w0+b.nw]); err != nil {
-			return protocol.Errorf(protocol.CodeInternal, "%v", err)
+		if len(probes) == 1 {
+			picked[0] = cols
+		} else {
+			for i := range probes {
+				for k, c := range cols {
+					picked[i][k] = sharing.Pick(c, idx[i], picked[i][k][:0])
+				}
+			}
+		}
+		if err := scoreProbes(scorers, picked, segOff[b.seg]+b.w0, live[b.seg][b.w0:b.w0+b.nw]); err != nil {
+			return fail(protocol.Errorf(protocol.CodeInternal, "%v", err))
 		}
 		waited += t2.Sub(t1)
 		scored += time.Since(t2) + t1.Sub(t0)
@@ -128,36 +205,68 @@ func (e *Engine) identify(ctx context.Context, r engine.Request) protocol.Msg {
 	}
 	for _, ps := range peers {
 		if _, ok := <-ps.blocks; ok || ps.err != nil {
-			return engine.AsError(fmt.Errorf("%s: %v", ps.name, ps.err), protocol.CodeUnavailable)
+			return fail(engine.AsError(fmt.Errorf("%s: %v", ps.name, ps.err), protocol.CodeUnavailable))
 		}
 	}
 
-	parts := make([][]sharing.Match, len(scorers))
-	for i, sc := range scorers {
-		parts[i] = sc.Result()
-	}
-	matches := sharing.Merge(topK, parts...)
-	ans := engine.NewAnswer(e.p, topK)
-	e.RLock()
-	if e.Digest().DeletedSince(g) { // an erased share may have been scored
-		e.RUnlock()
-		return protocol.Errorf(protocol.CodeInconsistent, "a row was deleted during the query; retry")
-	}
-	for _, mt := range matches {
-		s := 0
-		for mt.Row >= segOff[s+1]*64 {
-			s++
-		}
-		ans.Scored(e.ID(s, mt.Row-segOff[s]*64), mt.Score)
-	}
-	e.RUnlock()
 	var sent, recv uint64
 	for _, ps := range peers {
 		sent += uint64(ps.s.Sent())
 		recv += uint64(ps.s.Received())
 	}
-	ans.Bytes(sent, recv, sent+recv) // every server-to-server byte of the query
-	return ans.Done()
+	e.RLock()
+	defer e.RUnlock()
+	if e.Digest().DeletedSince(g) { // an erased share may have been scored
+		return fail(protocol.Errorf(protocol.CodeInconsistent, "a row was deleted during the query; retry"))
+	}
+	q := uint64(len(probes))
+	for i, pr := range probes {
+		parts := make([][]sharing.Match, len(scorers[i]))
+		for j, sc := range scorers[i] {
+			parts[j] = sc.Result()
+		}
+		ans := engine.NewAnswer(e.p, pr.topK)
+		for _, mt := range sharing.Merge(pr.topK, parts...) {
+			s := 0
+			for mt.Row >= segOff[s+1]*64 {
+				s++
+			}
+			ans.Scored(e.ID(s, mt.Row-segOff[s]*64), mt.Score)
+		}
+		// Every server-to-server byte of the batch, shared evenly.
+		ans.Bytes(sent/q, recv/q, (sent+recv)/q)
+		out[i] = ans.Done()
+	}
+	return out
+}
+
+// queryFor is what the entry asks a helper for: a lone probe's Query, or
+// the batch's QueryBatch, on the row map sealed for that helper.
+func (e *Engine) queryFor(probes []*probe, sealed protocol.Digest, bw int) protocol.Msg {
+	if len(probes) == 1 {
+		y := probes[0].y
+		return &protocol.Query{Dim: uint16(e.p.Dim()), Beta: uint16(probes[0].sel.Beta), Plus: y.Plus, Minus: y.Minus, Digest: sealed, BlockWords: uint32(bw)}
+	}
+	q := &protocol.QueryBatch{Dim: uint16(e.p.Dim()), Beta: uint16(e.p.Beta()), Digest: sealed, BlockWords: uint32(bw)}
+	for _, pr := range probes {
+		q.Probes = append(q.Probes, protocol.Probe{Plus: pr.y.Plus, Minus: pr.y.Minus})
+	}
+	return q
+}
+
+// scoreProbes scores one block for every probe of a batch, the probes side
+// by side (scoreBlock each).
+func scoreProbes(sc [][]*sharing.Scorer, cols [][][][]uint64, gw0 int, live []uint64) error {
+	if len(sc) == 1 {
+		return scoreBlock(sc[0], cols[0], gw0, live)
+	}
+	errs := make([]error, len(sc))
+	var wg sync.WaitGroup
+	for i := range sc {
+		wg.Go(func() { errs[i] = scoreBlock(sc[i], cols[i], gw0, live) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // scoreBlock splits one block's words evenly over the scorers, one
@@ -205,7 +314,7 @@ type peerStream struct {
 	err    error
 }
 
-func openQuery(ctx context.Context, net network.Dialer, to string, q *protocol.Query, blocks []blockPlan, n, bw int) (*peerStream, error) {
+func openQuery(ctx context.Context, net network.Dialer, to string, q protocol.Msg, blocks []blockPlan, n, bw int) (*peerStream, error) {
 	s, err := net.Open(ctx, to)
 	if err != nil {
 		return nil, err
@@ -273,26 +382,60 @@ func (ps *peerStream) receive(ctx context.Context, blocks []blockPlan, n, bw int
 // selected columns block by block.
 func (e *Engine) serveQuery(ctx context.Context, r engine.Request) protocol.Msg {
 	q := r.Msg.(*protocol.Query)
-	if int(q.Beta) != e.p.Beta() {
-		// A wider query would hand the entry more of every row's shares
-		// (beta = d: all of them) than the cluster's protocol gives it.
-		return protocol.Errorf(protocol.CodeBadRequest, "query of weight beta = %d; this cluster queries with beta = %d", q.Beta, e.p.Beta())
+	if perr := e.checkProbe(q.Dim, q.Beta, func() (template.Ternary, error) { return q.Ternary() }); perr != nil {
+		return perr
 	}
-	y, err := q.Ternary()
-	if err != nil {
+	y, _ := q.Ternary()
+	return e.serveColumns(ctx, r, q.Digest, sharing.NewSelection(y), int(q.BlockWords))
+}
+
+// serveQueryBatch answers an entry's batch of queries as a helper: each
+// probe is checked as a Query is, and the union of their columns streams
+// once.
+func (e *Engine) serveQueryBatch(ctx context.Context, r engine.Request) protocol.Msg {
+	q := r.Msg.(*protocol.QueryBatch)
+	if max, _ := e.p.Batch(); len(q.Probes) > max {
+		return protocol.Errorf(protocol.CodeBadRequest, "a batch of %d queries; this cluster batches at most %d", len(q.Probes), max)
+	}
+	sels := make([]sharing.Selection, len(q.Probes))
+	for i := range q.Probes {
+		if perr := e.checkProbe(q.Dim, q.Beta, func() (template.Ternary, error) { return q.Ternary(i) }); perr != nil {
+			return protocol.Errorf(perr.Code, "query %d of the batch: %s", i, perr.Msg)
+		}
+		y, _ := q.Ternary(i)
+		sels[i] = sharing.NewSelection(y)
+	}
+	u, _ := sharing.Union(sels)
+	return e.serveColumns(ctx, r, q.Digest, u, int(q.BlockWords))
+}
+
+// checkProbe refuses a query this cluster does not allow: another weight
+// beta (a wider query would hand the entry more of every row's shares,
+// beta = d: all of them, than the cluster's protocol gives it), another
+// dimension, or an invalid T_beta(y).
+func (e *Engine) checkProbe(dim, beta uint16, ternary func() (template.Ternary, error)) *protocol.Error {
+	if int(beta) != e.p.Beta() {
+		return protocol.Errorf(protocol.CodeBadRequest, "query of weight beta = %d; this cluster queries with beta = %d", beta, e.p.Beta())
+	}
+	if int(dim) != e.p.Dim() {
+		return protocol.Errorf(protocol.CodeBadRequest, "query of dimension %d, cluster uses %d", dim, e.p.Dim())
+	}
+	if _, err := ternary(); err != nil {
 		return protocol.Errorf(protocol.CodeBadRequest, "query: %v", err)
 	}
-	if y.Dim != e.p.Dim() {
-		return protocol.Errorf(protocol.CodeBadRequest, "query of dimension %d, cluster uses %d", y.Dim, e.p.Dim())
+	return nil
+}
+
+// serveColumns streams this party's columns sel of every row, in blocks
+// of bw row words, once the row maps agree.
+func (e *Engine) serveColumns(ctx context.Context, r engine.Request, digest protocol.Digest, sel sharing.Selection, bw int) protocol.Msg {
+	if want := blockWords(e.p, len(sel.Cols)); bw != want {
+		return protocol.Errorf(protocol.CodeBadRequest, "blocks of %d words, cluster uses %d", bw, want)
 	}
-	if int(q.BlockWords) != blockWords(e.p) {
-		return protocol.Errorf(protocol.CodeBadRequest, "blocks of %d words, cluster uses %d", q.BlockWords, blockWords(e.p))
-	}
-	if err := e.AwaitDigest(ctx, r.From.Name, q.Digest); err != nil {
+	if err := e.AwaitDigest(ctx, r.From.Name, digest); err != nil {
 		return err
 	}
-	sel := sharing.NewSelection(y)
-	n := 2 * sel.Beta
+	n := len(sel.Cols)
 	// Copy block k+1 (one memmove per column) while block k is on the wire:
 	// one large Write per block keeps the transport's send loop busy.
 	type ready struct {
@@ -300,7 +443,7 @@ func (e *Engine) serveQuery(ctx context.Context, r engine.Request) protocol.Msg 
 		buf []uint64
 		err error
 	}
-	blocks := plan(q.Digest, int(q.BlockWords))
+	blocks := plan(digest, bw)
 	next := make(chan ready, 1)
 	stop := make(chan struct{})
 	defer close(stop)
@@ -335,7 +478,7 @@ func (e *Engine) serveQuery(ctx context.Context, r engine.Request) protocol.Msg 
 		}
 	}
 	e.RLock()
-	deleted := e.Digest().DeletedSince(q.Digest)
+	deleted := e.Digest().DeletedSince(digest)
 	e.RUnlock()
 	if deleted { // a block may hold an erased share
 		return protocol.Errorf(protocol.CodeInconsistent, "%s: a row was deleted during the query; retry", e.env.Self)
