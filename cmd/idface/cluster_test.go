@@ -474,6 +474,17 @@ func TestFsckJSONNoData(t *testing.T) {
 	if code != 1 || r.Server != "p3" || r.Mode != "mpc" || r.Intact || len(r.Problems) != 1 || !strings.Contains(r.Problems[0], "no log") || r.Error != "" {
 		t.Fatalf("fsck --json: exit %d %+v", code, r)
 	}
+	// --repair and --adopt write, but never make a data directory that is
+	// not there: a mistyped --data is said, not created.
+	for _, flag := range []string{"--repair", "--adopt"} {
+		code, _, errs := idface("fsck", "--cluster", dir, "--party", "p3", flag)
+		if code == 0 || !strings.Contains(errs, "no data directory") {
+			t.Fatalf("fsck %s without data: exit %d: %s", flag, code, errs)
+		}
+		if _, err := os.Stat(r.Data); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("fsck %s made %s: %v", flag, r.Data, err)
+		}
+	}
 }
 
 // TestClusterShowAndMetrics: 'party init --metrics-addr' puts a loopback

@@ -81,6 +81,10 @@ func cmdFsck(args []string, stdout, stderr io.Writer) (err error) {
 	env := engine.Env{Params: p, Self: *name, Log: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(), Fatal: func(error) {}}
 	fmt.Fprintf(stdout, "%s (%s), data in %s\n", *name, p.Mode(), data)
 	if *adopt || *repair { // they write: never beside a running server
+		if _, err := os.Stat(data); errors.Is(err, os.ErrNotExist) {
+			// Locking would create it: a mistyped --data or --home.
+			return fmt.Errorf("no data directory %s: nothing to repair or adopt (check --data and --home)", data)
+		}
 		unlock, err := h.Lock("fsck")
 		if err != nil {
 			return err
