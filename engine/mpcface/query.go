@@ -65,10 +65,14 @@ func (e *Engine) identify(ctx context.Context, r engine.Request) protocol.Msg {
 	}
 	// The batch ends by its earliest request's deadline (run), so this one
 	// waits for its answer, which names a helper that did not answer in
-	// time, rather than giving up on its own deadline at the same moment.
-	res, err := e.batch.Do(context.WithoutCancel(ctx), pr)
+	// time, rather than giving up on its own deadline at the same moment;
+	// it gives up at once if its request is cancelled (a shutdown's grace
+	// ran out).
+	wctx, stop := engine.WithoutDeadline(ctx)
+	defer stop()
+	res, err := e.batch.Do(wctx, pr)
 	if err != nil {
-		return engine.AsError(err, protocol.CodeInternal)
+		return engine.AsError(fmt.Errorf("identify cancelled: %w", err), protocol.CodeUnavailable)
 	}
 	return res
 }
