@@ -370,6 +370,11 @@ func testScoreShares[E Elem](t *testing.T) {
 		{64, 300, 64, 127, "max"},
 		{32, 70000, 21, 3, "random"}, // crosses a chunk
 		{8, 9, 1, 1, "random"},
+		// Whole 32-byte groups: T_beta runs the AVX2 kernel (where built),
+		// with column counts of each sign not a multiple of four.
+		{512, 4096, 63, 1, "random"},
+		{512, 2048, 341, 1, "max"},
+		{64, ChunkRows + 4096, 21, 1, "random"}, // crosses a chunk
 	} {
 		name := fmt.Sprintf("k=%d/d=%d/rows=%d/beta=%d/L=%d/%s", elemBits[E](), c.d, c.rows, c.beta, c.L, c.pattern)
 		t.Run(name, func(t *testing.T) {

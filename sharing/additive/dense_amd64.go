@@ -66,3 +66,40 @@ func columns4[E Elem](terms []DenseTerm[E], chunk, off, n int, mac func(x *[4]*b
 		mac(&x, &c)
 	}
 }
+
+// zeroRun pads a sparse tile's last call to four columns: a column of
+// zeros as long as a tile.
+var zeroRun [8 * scoreTile]byte
+
+// sparseAVX2Tile scores one tile of n words (a multiple of 4) at word
+// offset off of a chunk's columns for a query whose coefficients are all
+// +-1 (T_beta, one group): res (the tile's 8n bytes, rows in memory order)
+// is the sum of the positive columns minus the negative ones, mod 2^k,
+// with the ring's own lanes (add4AVX2x8/x16), four columns a call.
+func sparseAVX2Tile[E Elem](res []byte, q *Query, cols [][]uint64, off, n int) {
+	clear(res)
+	nb := 8 * n
+	add, sub := add4AVX2x8, sub4AVX2x8
+	if elemBits[E]() == 16 {
+		add, sub = add4AVX2x16, sub4AVX2x16
+	}
+	g := q.groups[0]
+	i := 0
+	for k, cnt := range [2]int{g.npos, g.nneg} {
+		f := add
+		if k == 1 {
+			f = sub
+		}
+		for ; cnt > 0; cnt -= 4 {
+			var x [4]*byte
+			for t := range 4 {
+				x[t] = &zeroRun[0]
+				if t < cnt {
+					x[t] = &wordBytes(cols[q.cols[i+t]][off : off+n])[0]
+				}
+			}
+			f(&res[0], &x, nb)
+			i += min(cnt, 4)
+		}
+	}
+}

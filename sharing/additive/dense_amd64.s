@@ -104,3 +104,119 @@ loop16:
 done16:
 	VZEROUPPER
 	RET
+
+// func add4AVX2x8(acc *byte, x *[4]*byte, n int)
+// Requires: AVX, AVX2
+TEXT ·add4AVX2x8(SB), NOSPLIT, $0-24
+	MOVQ acc+0(FP), AX
+	MOVQ x+8(FP), CX
+	MOVQ n+16(FP), DX
+	MOVQ (CX), BX
+	MOVQ 8(CX), SI
+	MOVQ 16(CX), DI
+	MOVQ 24(CX), CX
+	XORQ R8, R8
+
+add4AVX2x8_loop:
+	CMPQ    R8, DX
+	JAE     add4AVX2x8_done
+	VMOVDQU (BX)(R8*1), Y0
+	VPADDB  (SI)(R8*1), Y0, Y0
+	VPADDB  (DI)(R8*1), Y0, Y0
+	VPADDB  (CX)(R8*1), Y0, Y0
+	VMOVDQU (AX)(R8*1), Y1
+	VPADDB  Y0, Y1, Y1
+	VMOVDQU Y1, (AX)(R8*1)
+	ADDQ    $0x20, R8
+	JMP     add4AVX2x8_loop
+
+add4AVX2x8_done:
+	VZEROUPPER
+	RET
+
+// func sub4AVX2x8(acc *byte, x *[4]*byte, n int)
+// Requires: AVX, AVX2
+TEXT ·sub4AVX2x8(SB), NOSPLIT, $0-24
+	MOVQ acc+0(FP), AX
+	MOVQ x+8(FP), CX
+	MOVQ n+16(FP), DX
+	MOVQ (CX), BX
+	MOVQ 8(CX), SI
+	MOVQ 16(CX), DI
+	MOVQ 24(CX), CX
+	XORQ R8, R8
+
+sub4AVX2x8_loop:
+	CMPQ    R8, DX
+	JAE     sub4AVX2x8_done
+	VMOVDQU (BX)(R8*1), Y0
+	VPADDB  (SI)(R8*1), Y0, Y0
+	VPADDB  (DI)(R8*1), Y0, Y0
+	VPADDB  (CX)(R8*1), Y0, Y0
+	VMOVDQU (AX)(R8*1), Y1
+	VPSUBB  Y0, Y1, Y1
+	VMOVDQU Y1, (AX)(R8*1)
+	ADDQ    $0x20, R8
+	JMP     sub4AVX2x8_loop
+
+sub4AVX2x8_done:
+	VZEROUPPER
+	RET
+
+// func add4AVX2x16(acc *byte, x *[4]*byte, n int)
+// Requires: AVX, AVX2
+TEXT ·add4AVX2x16(SB), NOSPLIT, $0-24
+	MOVQ acc+0(FP), AX
+	MOVQ x+8(FP), CX
+	MOVQ n+16(FP), DX
+	MOVQ (CX), BX
+	MOVQ 8(CX), SI
+	MOVQ 16(CX), DI
+	MOVQ 24(CX), CX
+	XORQ R8, R8
+
+add4AVX2x16_loop:
+	CMPQ    R8, DX
+	JAE     add4AVX2x16_done
+	VMOVDQU (BX)(R8*1), Y0
+	VPADDW  (SI)(R8*1), Y0, Y0
+	VPADDW  (DI)(R8*1), Y0, Y0
+	VPADDW  (CX)(R8*1), Y0, Y0
+	VMOVDQU (AX)(R8*1), Y1
+	VPADDW  Y0, Y1, Y1
+	VMOVDQU Y1, (AX)(R8*1)
+	ADDQ    $0x20, R8
+	JMP     add4AVX2x16_loop
+
+add4AVX2x16_done:
+	VZEROUPPER
+	RET
+
+// func sub4AVX2x16(acc *byte, x *[4]*byte, n int)
+// Requires: AVX, AVX2
+TEXT ·sub4AVX2x16(SB), NOSPLIT, $0-24
+	MOVQ acc+0(FP), AX
+	MOVQ x+8(FP), CX
+	MOVQ n+16(FP), DX
+	MOVQ (CX), BX
+	MOVQ 8(CX), SI
+	MOVQ 16(CX), DI
+	MOVQ 24(CX), CX
+	XORQ R8, R8
+
+sub4AVX2x16_loop:
+	CMPQ    R8, DX
+	JAE     sub4AVX2x16_done
+	VMOVDQU (BX)(R8*1), Y0
+	VPADDW  (SI)(R8*1), Y0, Y0
+	VPADDW  (DI)(R8*1), Y0, Y0
+	VPADDW  (CX)(R8*1), Y0, Y0
+	VMOVDQU (AX)(R8*1), Y1
+	VPSUBW  Y0, Y1, Y1
+	VMOVDQU Y1, (AX)(R8*1)
+	ADDQ    $0x20, R8
+	JMP     sub4AVX2x16_loop
+
+sub4AVX2x16_done:
+	VZEROUPPER
+	RET

@@ -18,3 +18,27 @@ func mac4AVX2(accE *uint16, accO *uint16, x *[4]*byte, c *[4]uint16, n int)
 //
 //go:noescape
 func mac4AVX2x16(acc *uint16, x *[4]*byte, c *[4]uint16, n int)
+
+// add4AVX2x8 adds the sum of the four columns x[t] to acc, element-wise
+// mod 2^8 over n bytes (a multiple of 32).
+//
+//go:noescape
+func add4AVX2x8(acc *byte, x *[4]*byte, n int)
+
+// sub4AVX2x8 subtracts the sum of the four columns x[t] from acc, element-wise
+// mod 2^8 over n bytes (a multiple of 32).
+//
+//go:noescape
+func sub4AVX2x8(acc *byte, x *[4]*byte, n int)
+
+// add4AVX2x16 adds the sum of the four columns x[t] to acc, element-wise
+// mod 2^16 over n bytes (a multiple of 32).
+//
+//go:noescape
+func add4AVX2x16(acc *byte, x *[4]*byte, n int)
+
+// sub4AVX2x16 subtracts the sum of the four columns x[t] from acc, element-wise
+// mod 2^16 over n bytes (a multiple of 32).
+//
+//go:noescape
+func sub4AVX2x16(acc *byte, x *[4]*byte, n int)

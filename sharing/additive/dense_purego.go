@@ -9,3 +9,7 @@ const denseAVX2 = false
 func avx2Tile[E Elem](res []byte, terms []DenseTerm[E], chunk, off, n int, acc []uint16) {
 	panic("additive: the AVX2 kernel is not built")
 }
+
+func sparseAVX2Tile[E Elem](res []byte, q *Query, cols [][]uint64, off, n int) {
+	panic("additive: the AVX2 kernel is not built")
+}

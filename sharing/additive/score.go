@@ -211,6 +211,14 @@ func (s *Store[E]) score(out []E, q *Query, r0, r1 int) {
 		off := w % cw
 		n := min(scoreTile, cw-off, (r1-1)/nl+1-w)
 		e, o, te, to := acc[0][:n], acc[1][:n], acc[2][:n], acc[3][:n]
+		if denseAVX2 && !multi && off%4 == 0 && n%4 == 0 { // T_beta on whole 32-byte groups
+			sparseAVX2Tile[E](wordBytes(e), q, s.chunks[chunk], off, n)
+			res := unsafe.Slice((*E)(unsafe.Pointer(&e[0])), n*nl)
+			lo, hi := max(r0, w*nl), min(r1, (w+n)*nl)
+			copy(out[lo-r0:hi-r0], res[lo-w*nl:hi-w*nl])
+			w += n
+			continue
+		}
 		fill(e, c.bE)
 		fill(o, c.bO)
 		if multi {

@@ -6,6 +6,8 @@
 package main
 
 import (
+	"fmt"
+
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
@@ -65,7 +67,66 @@ func main() {
 	RET()
 
 	mac16()
+	for _, k := range []struct {
+		name string
+		sub  bool
+		bits int
+	}{{"add4AVX2x8", false, 8}, {"sub4AVX2x8", true, 8}, {"add4AVX2x16", false, 16}, {"sub4AVX2x16", true, 16}} {
+		addSub(k.name, k.sub, k.bits)
+	}
 	Generate()
+}
+
+// addSub is a sparse query's kernel: acc plus or minus the sum of four
+// columns, element-wise mod 2^bits (T_beta's coefficients are +-1, so no
+// product: the ring's own lanes, 32 or 16 to a register, and the wrap of
+// VPADDB/VPADDW is the reduction).
+func addSub(name string, sub bool, bits int) {
+	TEXT(name, NOSPLIT, "func(acc *byte, x *[4]*byte, n int)")
+	Pragma("noescape")
+	op := "adds the sum of the four columns x[t] to acc"
+	if sub {
+		op = "subtracts the sum of the four columns x[t] from acc"
+	}
+	Doc(
+		fmt.Sprintf("%s %s, element-wise", name, op),
+		fmt.Sprintf("mod 2^%d over n bytes (a multiple of 32).", bits),
+	)
+	acc := Load(Param("acc"), GP64())
+	xp := Load(Param("x"), GP64())
+	n := Load(Param("n"), GP64())
+	var cols [4]GPVirtual
+	for t := range 4 {
+		cols[t] = GP64()
+		MOVQ(Mem{Base: xp, Disp: 8 * t}, cols[t])
+	}
+	add, subtract := VPADDB, VPSUBB
+	if bits == 16 {
+		add, subtract = VPADDW, VPSUBW
+	}
+	i := GP64()
+	XORQ(i, i)
+	Label(name + "_loop")
+	CMPQ(i, n)
+	JAE(LabelRef(name + "_done"))
+	sum := YMM()
+	VMOVDQU(Mem{Base: cols[0], Index: i, Scale: 1}, sum)
+	for t := 1; t < 4; t++ {
+		add(Mem{Base: cols[t], Index: i, Scale: 1}, sum, sum)
+	}
+	a := YMM()
+	VMOVDQU(Mem{Base: acc, Index: i, Scale: 1}, a)
+	if sub {
+		subtract(sum, a, a) // a = a - sum
+	} else {
+		add(sum, a, a)
+	}
+	VMOVDQU(a, Mem{Base: acc, Index: i, Scale: 1})
+	ADDQ(U8(32), i)
+	JMP(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
 }
 
 // mac16 is the kernel of the 16-bit ring: the elements are the lanes, and
