@@ -140,18 +140,3 @@ func (b *Batcher[T, R]) runBatch(bt *batch[T, R]) {
 	b.startLocked()
 	b.mu.Unlock()
 }
-
-// WithoutDeadline is ctx without its deadline: cancelled when ctx is
-// cancelled, not when its deadline passes. A request waiting for a batch
-// that ends by that deadline anyway (and then says why) waits with it,
-// and still gives up at once when the server cancels its requests.
-// Call stop when done.
-func WithoutDeadline(ctx context.Context) (_ context.Context, stop func()) {
-	out, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	unhook := context.AfterFunc(ctx, func() {
-		if errors.Is(ctx.Err(), context.Canceled) {
-			cancel()
-		}
-	})
-	return out, func() { unhook(); cancel() }
-}

@@ -171,26 +171,3 @@ func TestBatcherEager(t *testing.T) {
 		t.Fatalf("batch sizes %v, want [1 5]", sizes)
 	}
 }
-
-// TestWithoutDeadline: the context outlives its parent's deadline but not
-// its cancellation.
-func TestWithoutDeadline(t *testing.T) {
-	parent, cancel := context.WithTimeout(context.Background(), time.Millisecond)
-	defer cancel()
-	ctx, stop := WithoutDeadline(parent)
-	defer stop()
-	<-parent.Done()
-	time.Sleep(10 * time.Millisecond) // an AfterFunc would have run by now
-	if _, ok := ctx.Deadline(); ok || ctx.Err() != nil {
-		t.Fatalf("past the parent's deadline: %v", ctx.Err())
-	}
-	parent2, cancel2 := context.WithTimeout(context.Background(), time.Hour)
-	ctx2, stop2 := WithoutDeadline(parent2)
-	defer stop2()
-	cancel2()
-	select {
-	case <-ctx2.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("the parent was cancelled; the context was not")
-	}
-}

@@ -65,7 +65,7 @@ func QueryBound(p *config.Params) int {
 // protocol.MaxQueryBatch probes of two bitsets, the digest and the block
 // size.
 func QueryBatchBound(p *config.Params) int {
-	return 2 + 2 + 2 + protocol.MaxQueryBatch*16*template.Words(p.Dim()) + digestBytes + 4
+	return 2 + 4 + 2 + protocol.MaxQueryBatch*16*template.Words(p.Dim()) + digestBytes + 4
 }
 
 // BlindQueryBound is a blind query: ids, sigma, digest, at most d

@@ -50,6 +50,10 @@ func TestBoundsFitTheLargestHonestRequest(t *testing.T) {
 	for i := range coef {
 		pos[i], coef[i] = int32(i), 1
 	}
+	batch := &protocol.QueryBatch{Dim: d, Beta: 12, Digest: digest, BlockWords: 1}
+	for range protocol.MaxQueryBatch {
+		batch.Probes = append(batch.Probes, protocol.Probe{Plus: make([]uint64, w), Minus: make([]uint64, w)})
+	}
 	for _, c := range []struct {
 		m     protocol.Msg
 		bound int
@@ -61,6 +65,7 @@ func TestBoundsFitTheLargestHonestRequest(t *testing.T) {
 		{sprep, engine.SealedPrepareBound(p, share)},
 		{&protocol.Delete{Auth: auth, ID: id}, engine.Small},
 		{&protocol.Query{Dim: d, Beta: 12, Plus: make([]uint64, w), Minus: make([]uint64, w), Digest: digest, BlockWords: 1}, engine.QueryBound(p)},
+		{batch, engine.QueryBatchBound(p)},
 		{&protocol.BlindQuery{Digest: digest, Pos: pos, Coef: coef}, engine.BlindQueryBound(p)},
 		{&protocol.Health{}, engine.Small},
 		{&protocol.HEDelete{Seq: 1, ID: id}, engine.Small},

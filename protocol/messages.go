@@ -35,8 +35,10 @@ var ErrMalformed = wire.ErrMalformed
 // QueryDigests; ReplResult's second values and tags). Version 6: hidden
 // probes are signed by the device (HiddenIdentify.Auth), and an entry
 // asks a helper for a batch of them (HiddenQuery, HiddenQueryOK; the
-// hidden-probe fields of BlindQuery went there).
-const Version = 6
+// hidden-probe fields of BlindQuery went there). Version 7: a 2PC/MPC
+// entry asks a helper for a batch of queries (QueryBatch): an older helper
+// would refuse every batch.
+const Version = 7
 
 // Limits on what a peer or a client may send.
 const (

@@ -379,8 +379,9 @@ func (m *QueryBatch) unmarshal(d *wire.Dec) {
 	}
 	m.Digest.unmarshal(d)
 	m.BlockWords = d.U32()
-	// The union selects at most all 2d columns.
-	if d.Err == nil && (m.BlockWords == 0 || uint64(m.BlockWords)*2*uint64(m.Dim)*8 > MaxBlockData) {
+	// The union selects at least 2*beta columns (all probes alike); the
+	// helper checks BlockWords against the union it computes.
+	if d.Err == nil && (m.BlockWords == 0 || uint64(m.BlockWords)*2*uint64(m.Beta)*8 > MaxBlockData) {
 		d.Fail("block of %d words", m.BlockWords)
 	}
 }

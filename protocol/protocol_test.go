@@ -108,7 +108,7 @@ func TestRejects(t *testing.T) {
 		"hugecount":     {Version, byte(TEnroll), 0xff, 0xff, 0xff, 0xff},
 		"query":         Marshal(&Query{Dim: 128, Beta: 0, Plus: []uint64{0, 0}, Minus: []uint64{0, 0}}),
 		"batch of one":  Marshal(&QueryBatch{Dim: 128, Beta: 1, Probes: []Probe{{Plus: []uint64{1, 0}, Minus: []uint64{0, 0}}}, BlockWords: 1}),
-		"block too big": Marshal(&QueryBatch{Dim: 128, Beta: 1, Probes: []Probe{{Plus: []uint64{1, 0}, Minus: []uint64{0, 0}}, {Plus: []uint64{2, 0}, Minus: []uint64{0, 0}}}, BlockWords: 1 << 20}),
+		"block too big": Marshal(&QueryBatch{Dim: 128, Beta: 1, Probes: []Probe{{Plus: []uint64{1, 0}, Minus: []uint64{0, 0}}, {Plus: []uint64{2, 0}, Minus: []uint64{0, 0}}}, BlockWords: 1 << 23}),
 	} {
 		if _, err := Decode(b); !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s: got %v", name, err)

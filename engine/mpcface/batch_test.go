@@ -23,8 +23,15 @@ import (
 // candidates in the same order with the plaintext scores, for mu = 2 and
 // 3, with topK from 1 to every row, over several blocks.
 func TestBatchedIdentify(t *testing.T) {
-	for _, mu := range []int{2, 3} {
-		t.Run(fmt.Sprintf("mu=%d", mu), func(t *testing.T) {
+	// The largest block (32 MiB) with identical probes: the union is then
+	// one probe's 2*beta columns, the fewest, so a block holds the most
+	// words (a helper once refused such batches as too large).
+	for _, c := range []struct {
+		mu, block int
+		same      bool
+	}{{2, 4096, false}, {3, 4096, false}, {2, 32 << 20, true}} {
+		mu, block, same := c.mu, c.block, c.same
+		t.Run(fmt.Sprintf("mu=%d/block=%d/same=%v", mu, block, same), func(t *testing.T) {
 			mode := config.ModeMPC
 			if mu == 2 {
 				mode = config.Mode2PC
@@ -32,7 +39,7 @@ func TestBatchedIdentify(t *testing.T) {
 			tau := 0.2
 			// A long wait so that the concurrent identifies below gather.
 			c := inproc.Start(t, inproc.Literal(config.Literal{Mode: mode, Dim: dim, Beta: 21, Tau: &tau,
-				Timeout: config.Duration(10 * time.Second), MaxTopK: 1000, Block: 4096, RevealScores: true,
+				Timeout: config.Duration(10 * time.Second), MaxTopK: 1000, Block: block, RevealScores: true,
 				BatchMax: 8, BatchWait: config.Duration(100 * time.Millisecond)}, mu))
 			xs := templates(300, 41)
 			if err := c.Client("client", "").Enroll(ctx(t), items(xs, "r")); err != nil {
@@ -46,6 +53,11 @@ func TestBatchedIdentify(t *testing.T) {
 			const n = 16
 			probes := templates(n, 42)
 			probes[0] = xs[5] // a genuine
+			if same {
+				for i := range probes {
+					probes[i] = xs[5]
+				}
+			}
 			topK := func(i int) int { return []int{1, 5, 300}[i%3] }
 			batched := make([]*protocol.IdentifyOK, n)
 			errs := make([]error, n)

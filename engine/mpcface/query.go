@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -63,25 +64,45 @@ func (e *Engine) identify(ctx context.Context, r engine.Request) protocol.Msg {
 	if e.batch == nil {
 		return e.run(ctx, []*probe{pr})[0]
 	}
-	// The batch ends by its earliest request's deadline (run), so this one
-	// waits for its answer, which names a helper that did not answer in
-	// time, rather than giving up on its own deadline at the same moment;
-	// it gives up at once if its request is cancelled (a shutdown's grace
-	// ran out).
-	wctx, stop := engine.WithoutDeadline(ctx)
-	defer stop()
-	res, err := e.batch.Do(wctx, pr)
+	// The batch ends a little before its earliest request's deadline
+	// (runBatch), so this request gets the batch's answer, which names a
+	// helper that did not answer in time, before its own deadline; a
+	// cancelled request (a shutdown's grace ran out) stops waiting at once.
+	res, err := e.batch.Do(ctx, pr)
 	if err != nil {
-		return engine.AsError(fmt.Errorf("identify cancelled: %w", err), protocol.CodeUnavailable)
+		return engine.AsError(fmt.Errorf("identify: %w", err), protocol.CodeUnavailable)
 	}
 	return res
 }
 
 // runBatch is the batcher's run: one pass for the batch, one answer per
-// probe.
-func (e *Engine) runBatch(ctx context.Context, probes []*probe) []protocol.Msg {
+// probe, ended a little before its earliest request's deadline. It runs
+// outside the server's handler, so it turns a panic (a bug) into every
+// probe's refusal, as the server does for a handler.
+func (e *Engine) runBatch(ctx context.Context, probes []*probe) (out []protocol.Msg) {
 	e.m.batches.Inc()
 	e.m.batched.Add(float64(len(probes)))
+	defer func() {
+		if v := recover(); v != nil {
+			e.env.Log.Error("a batch of identifies panicked; its requests are refused and the server goes on (a bug: please report it with this log)", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			out = make([]protocol.Msg, len(probes))
+			for i := range out {
+				out[i] = protocol.Errorf(protocol.CodeInternal, "identify failed inside the server (a bug, logged there)")
+			}
+		}
+	}()
+	var first time.Time
+	for _, pr := range probes {
+		if !pr.deadline.IsZero() && (first.IsZero() || pr.deadline.Before(first)) {
+			first = pr.deadline
+		}
+	}
+	if !first.IsZero() {
+		margin := min(100*time.Millisecond, time.Until(first)/10)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, first.Add(-max(margin, 0)))
+		defer cancel()
+	}
 	return e.run(ctx, probes)
 }
 
@@ -126,13 +147,6 @@ func (e *Engine) run(ctx context.Context, probes []*probe) []protocol.Msg {
 		segOff[s+1] = segOff[s] + template.Words(int(sd.Rows))
 	}
 
-	for _, pr := range probes {
-		if dl, ok := ctx.Deadline(); !pr.deadline.IsZero() && (!ok || pr.deadline.Before(dl)) {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithDeadline(ctx, pr.deadline)
-			defer cancel()
-		}
-	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var peers []*peerStream
@@ -156,7 +170,10 @@ func (e *Engine) run(ctx context.Context, probes []*probe) []protocol.Msg {
 	for i, pr := range probes {
 		scorers[i] = make([]*sharing.Scorer, per)
 		for j := range scorers[i] {
-			scorers[i][j], _ = sharing.NewScorer(pr.sel.Beta, pr.topK, floor)
+			var err error
+			if scorers[i][j], err = sharing.NewScorer(pr.sel.Beta, pr.topK, floor); err != nil {
+				return fail(protocol.Errorf(protocol.CodeBadRequest, "%v", err))
+			}
 		}
 	}
 	own := getBuf(bw * n)
@@ -224,6 +241,12 @@ func (e *Engine) run(ctx context.Context, probes []*probe) []protocol.Msg {
 		return fail(protocol.Errorf(protocol.CodeInconsistent, "a row was deleted during the query; retry"))
 	}
 	q := uint64(len(probes))
+	share := func(n uint64, i int) uint64 { // n split evenly, the first probes taking the rest
+		if uint64(i) < n%q {
+			return n/q + 1
+		}
+		return n / q
+	}
 	for i, pr := range probes {
 		parts := make([][]sharing.Match, len(scorers[i]))
 		for j, sc := range scorers[i] {
@@ -238,7 +261,7 @@ func (e *Engine) run(ctx context.Context, probes []*probe) []protocol.Msg {
 			ans.Scored(e.ID(s, mt.Row-segOff[s]*64), mt.Score)
 		}
 		// Every server-to-server byte of the batch, shared evenly.
-		ans.Bytes(sent/q, recv/q, (sent+recv)/q)
+		ans.Bytes(share(sent, i), share(recv, i), share(sent, i)+share(recv, i))
 		out[i] = ans.Done()
 	}
 	return out
@@ -398,8 +421,8 @@ func (e *Engine) serveQuery(ctx context.Context, r engine.Request) protocol.Msg 
 // once.
 func (e *Engine) serveQueryBatch(ctx context.Context, r engine.Request) protocol.Msg {
 	q := r.Msg.(*protocol.QueryBatch)
-	if max, _ := e.p.Batch(); len(q.Probes) > max {
-		return protocol.Errorf(protocol.CodeBadRequest, "a batch of %d queries; this cluster batches at most %d", len(q.Probes), max)
+	if bmax, _ := e.p.Batch(); len(q.Probes) > bmax {
+		return protocol.Errorf(protocol.CodeBadRequest, "a batch of %d queries; this cluster batches at most %d", len(q.Probes), bmax)
 	}
 	sels := make([]sharing.Selection, len(q.Probes))
 	for i := range q.Probes {

@@ -167,9 +167,10 @@ func TestHeldRecord(t *testing.T) {
 		if _, err := decodeHeld(store.Entry{Record: r, TailIntact: true}, 2); err == nil {
 			t.Fatalf("%v: a held record of party 2 in a cluster of 2", m.Type())
 		}
-		// Written by a build of wire version 4 (before hidden probes) or 5
-		// (before signed probes): the log an upgrade finds still reads.
-		for _, v := range []byte{4, 5} {
+		// Written by a build of wire version 4 (before hidden probes), 5
+		// (before signed probes) or 6 (before 2PC/MPC batches): the log an
+		// upgrade finds still reads.
+		for _, v := range []byte{4, 5, 6} {
 			old := store.Record{Type: r.Type, Sealed: append([]byte(nil), r.Sealed...), Tail: r.Tail}
 			old.Sealed[1+4] = v // after the party byte and the message's length
 			if h, err := decodeHeld(store.Entry{Record: old, TailIntact: true}, 3); err != nil || !reflect.DeepEqual(h.msg, m) {
