@@ -22,7 +22,7 @@ type DenseTerm[E Elem] struct {
 // reduced: each is < 2^k, the slot is 2k bits wide.
 func denseFlush[E Elem]() int { return 1<<elemBits[E]() - 1 }
 
-//go:generate sh -c "cd asm && go run . -out ../dense_amd64.s -stubs ../dense_amd64_stub.go -pkg additive"
+//go:generate sh -c "cd asm && go run . -out ../dense_amd64.s -stubs ../dense_stub_amd64.go -pkg additive"
 
 // ScoreDense computes out[i-r0] = sum_t <row i of terms[t].S, terms[t].Y>
 // mod 2^k for every row in [r0, r1), on `workers` goroutines (GOMAXPROCS

@@ -1,7 +1,7 @@
 // Command asm generates sharing/additive's AVX2 kernel (dense_amd64.s,
-// dense_amd64_stub.go) with avo: run `go generate ./sharing/additive` (or
+// dense_stub_amd64.go: amd64 only by its name) with avo: run `go generate ./sharing/additive` (or
 // `cd sharing/additive/asm && go run . -out ../dense_amd64.s -stubs
-// ../dense_amd64_stub.go -pkg additive`). It is its own module so that
+// ../dense_stub_amd64.go -pkg additive`). It is its own module so that
 // avo is not a dependency of idface.
 package main
 
