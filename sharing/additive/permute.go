@@ -253,6 +253,30 @@ func scatter[T uint8 | uint16 | uint32](p *Permuter, dst, src []T, live []uint64
 				dst[cur[b]] = v
 				cur[b]++
 			}
+		case p.bbits <= 8:
+			// A holder's rows are nearly all live: whole live words (64
+			// rows) take the tight loop, the rest test each row.
+			ids, mask := p.ids, byte(B-1)
+			for i := r0; i < r1; {
+				end := min(r1, i|63+1)
+				if lw := live[i>>6]; lw == ^uint64(0) {
+					for ; i < end; i++ {
+						b := ids[i] & mask
+						dst[cur[b]] = src[i]
+						cur[b]++
+					}
+					continue
+				}
+				for ; i < end; i++ {
+					v := src[i]
+					if live[i>>6]>>uint(i&63)&1 == 0 {
+						v = dead
+					}
+					b := ids[i] & mask
+					dst[cur[b]] = v
+					cur[b]++
+				}
+			}
 		default:
 			for i := r0; i < r1; i++ {
 				v := src[i]

@@ -152,8 +152,11 @@ func TestShuffleRejection(t *testing.T) {
 func testPermuteMask[E Elem](t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 14))
 	for _, n := range []int{1, 7, 5000, 40000} {
-		for _, mu := range []int{2, 3, 5} {
-			t.Run(fmt.Sprintf("k=%d/n=%d/mu=%d", elemBits[E](), n, mu), func(t *testing.T) {
+		for _, c := range []struct{ mu, deadEvery int }{{2, 9}, {3, 9}, {5, 9}, {2, 1000}, {3, 1000}} {
+			// Every 9th row dead leaves no whole live word; every 1000th
+			// leaves most words whole (the scatter's fast path).
+			mu, deadEvery := c.mu, c.deadEvery
+			t.Run(fmt.Sprintf("k=%d/n=%d/mu=%d/dead=1in%d", elemBits[E](), n, mu, deadEvery), func(t *testing.T) {
 				src := make([][]E, mu)
 				want := make([]E, n)
 				for k := range src {
@@ -165,7 +168,7 @@ func testPermuteMask[E Elem](t *testing.T) {
 				}
 				live := make([]uint64, (n+63)/64)
 				for i := range n {
-					if i%9 != 4 {
+					if i%deadEvery != 4 {
 						live[i>>6] |= 1 << uint(i&63)
 					}
 				}
@@ -185,7 +188,7 @@ func testPermuteMask[E Elem](t *testing.T) {
 				}
 				for i := range n {
 					w := want[i]
-					if i%9 == 4 {
+					if i%deadEvery == 4 {
 						w = E(DeadScore[E]())
 					}
 					if sum[pi[i]] != w {
