@@ -86,35 +86,33 @@ func TestDigestFollowsTheRows(t *testing.T) {
 	}
 }
 
-// TestRangeHashesCombine (issue 16 item 6): the hashes of the live rows of
-// disjoint ranges, each computed on its own as a shard would, combine into
-// the hash of all of them, whatever the split; a row counted twice or
-// left out changes the result.
-func TestRangeHashesCombine(t *testing.T) {
+// TestShardHashesCombine (issue 16 item 6): the hashes of the live rows
+// of each shard (ShardOf), each computed on its own as a shard would,
+// combine into the hash of all of them, whatever the number of shards; a
+// row counted twice or left out changes the result.
+func TestShardHashesCombine(t *testing.T) {
 	cluster := [16]byte{9}
 	var rows []liveRow
 	for i := range 100 {
-		rows = append(rows, liveRow{seg: 0, seq: i, id: fmt.Sprintf("id-%d", i)})
+		rows = append(rows, liveRow{seg: i % 3, seq: i / 3, id: fmt.Sprintf("id-%d", i)})
 	}
 	whole := digestOf(cluster, rows)
-	for _, cuts := range [][]int{{0, 100}, {0, 1, 100}, {0, 33, 66, 100}, {0, 10, 11, 50, 99, 100}} {
-		var parts []Hash
-		for i := 0; i+1 < len(cuts); i++ {
-			r := Range{cuts[i], cuts[i+1]}
-			var in []liveRow
-			for _, row := range rows {
-				if r.Contains(row.seq) {
-					in = append(in, row)
-				}
-			}
-			parts = append(parts, digestOf(cluster, in))
+	for _, shards := range []int{1, 2, 3, 7, 100} {
+		parts := make([][]liveRow, shards)
+		for _, row := range rows {
+			s := ShardOf(cluster, row.id, shards)
+			parts[s] = append(parts[s], row)
 		}
-		if got := Combine(parts...); got != whole {
-			t.Fatalf("ranges %v: combined %x, whole %x", cuts, got, whole)
+		var hs []Hash
+		for _, in := range parts {
+			hs = append(hs, digestOf(cluster, in))
+		}
+		if got := Combine(hs...); got != whole {
+			t.Fatalf("%d shards: combined %x, whole %x", shards, got, whole)
 		}
 	}
 	if Combine(digestOf(cluster, rows[:60]), digestOf(cluster, rows[50:])) == whole {
-		t.Fatal("overlapping ranges combine to the whole")
+		t.Fatal("overlapping parts combine to the whole")
 	}
 	if Combine(digestOf(cluster, rows[:50]), digestOf(cluster, rows[51:])) == whole {
 		t.Fatal("a missing row is not seen")

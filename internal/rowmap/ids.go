@@ -42,9 +42,9 @@ func (h *Hash) Toggle(r [16]byte) {
 	}
 }
 
-// Combine returns the hash of the union of two disjoint sets of rows: a
-// party whose rows are split over shards (ranges of sequence numbers)
-// combines its shards' hashes into the one it compares with its peers.
+// Combine returns the hash of the union of disjoint sets of rows: a party
+// whose rows are split over shards (ShardOf) combines its shards' hashes
+// into the one it compares with its peers.
 func Combine(hs ...Hash) Hash {
 	var out Hash
 	for _, h := range hs {
@@ -52,13 +52,6 @@ func Combine(hs ...Hash) Hash {
 	}
 	return out
 }
-
-// Range is a span [Lo, Hi) of one segment's sequence numbers: the rows a
-// shard of a party holds.
-type Range struct{ Lo, Hi int }
-
-// Contains reports whether seq is in the range.
-func (r Range) Contains(seq int) bool { return r.Lo <= seq && seq < r.Hi }
 
 // RowHash binds a live row's address and id to the cluster, so that the
 // digests of two different clusters never agree by accident.
