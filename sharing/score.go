@@ -35,6 +35,7 @@ type Scorer struct {
 	cut     int // a row is a candidate only if its count exceeds cut
 	top     matchHeap
 	x       []uint64
+	ptrs    []*uint64 // the AVX2 kernel's column pointers, party by party
 }
 
 // NewScorer returns a scorer for queries of weight beta keeping the k best
@@ -88,7 +89,11 @@ func (s *Scorer) Add(cols [][][]uint64, gw0 int, live []uint64) error {
 	}
 	var planes [maxPlanes]uint64
 	n, x := s.n, s.x
-	for w := 0; w < nw; w += tile {
+	start := 0
+	if countAVX2 && nw >= 4 {
+		start = s.addAVX2(cols, gw0, live, nw)
+	}
+	for w := start; w < nw; w += tile {
 		tw := min(tile, nw-w)
 		// Transpose a tile of tw words of every column into x (word-major),
 		// XORing the parties and complementing the subtracting columns.
@@ -123,18 +128,59 @@ func (s *Scorer) Add(cols [][][]uint64, gw0 int, live []uint64) error {
 				continue
 			}
 			np := s.count(x[t*n:(t+1)*n], &planes)
-			mask := greater(planes[:np], s.cut) & lv
-			for ; mask != 0; mask &= mask - 1 {
-				r := bits.TrailingZeros64(mask)
-				c := 0
-				for b := range np {
-					c |= int(planes[b]>>uint(r)&1) << uint(b)
-				}
-				s.offer(Match{Row: (gw0+w+t)*64 + r, Score: c - s.beta})
-			}
+			s.candidates(planes[:np], lv, gw0+w+t)
 		}
 	}
 	return nil
+}
+
+//go:generate sh -c "cd additive/asm && go run . -kernel count -out ../../count_amd64.s -stubs ../../count_stub_amd64.go -pkg sharing"
+
+// addAVX2 scores the block's whole groups of four row words with the AVX2
+// kernel, which XORs and counts the columns in place (no transpose), and
+// returns the first word it left to the pure-Go path.
+func (s *Scorer) addAVX2(cols [][][]uint64, gw0 int, live []uint64, nw int) int {
+	s.ptrs = s.ptrs[:0]
+	for _, cs := range cols {
+		for _, c := range cs {
+			s.ptrs = append(s.ptrs, &c[0])
+		}
+	}
+	var planes4 [4 * maxPlanes]uint64
+	var planes [maxPlanes]uint64
+	np := 4 + s.nhi
+	w4 := nw &^ 3
+	for w := 0; w < w4; w += 4 {
+		if live[w]|live[w+1]|live[w+2]|live[w+3] == 0 {
+			continue
+		}
+		count4(s.ptrs, len(cols), s.n, s.beta, w, &planes4, s.nhi)
+		for j := range 4 {
+			lv := live[w+j]
+			if lv == 0 {
+				continue
+			}
+			for b := range np {
+				planes[b] = planes4[4*b+j]
+			}
+			s.candidates(planes[:np], lv, gw0+w+j)
+		}
+	}
+	return w4
+}
+
+// candidates offers the rows of one word (global row word gw) whose count,
+// in planes, beats the cut.
+func (s *Scorer) candidates(planes []uint64, lv uint64, gw int) {
+	mask := greater(planes, s.cut) & lv
+	for ; mask != 0; mask &= mask - 1 {
+		r := bits.TrailingZeros64(mask)
+		c := 0
+		for b := range planes {
+			c |= int(planes[b]>>uint(r)&1) << uint(b)
+		}
+		s.offer(Match{Row: gw*64 + r, Score: c - s.beta})
+	}
 }
 
 func csa(a, b, c uint64) (hi, lo uint64) {

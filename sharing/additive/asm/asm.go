@@ -1,11 +1,14 @@
-// Command asm generates sharing/additive's AVX2 kernel (dense_amd64.s,
-// dense_stub_amd64.go: amd64 only by its name) with avo: run `go generate ./sharing/additive` (or
-// `cd sharing/additive/asm && go run . -out ../dense_amd64.s -stubs
-// ../dense_stub_amd64.go -pkg additive`). It is its own module so that
-// avo is not a dependency of idface.
+// Command asm generates the AVX2 kernels with avo: sharing/additive's
+// (dense_amd64.s, dense_stub_amd64.go: amd64 only by its name; run `go
+// generate ./sharing/additive`, or `cd sharing/additive/asm && go run .
+// -out ../dense_amd64.s -stubs ../dense_stub_amd64.go -pkg additive`) and,
+// with -kernel count, sharing's 2PC/MPC scorer (count_amd64.s,
+// count_stub_amd64.go; `go generate ./sharing`). It is its own module so
+// that avo is not a dependency of idface.
 package main
 
 import (
+	"flag"
 	"fmt"
 
 	. "github.com/mmcloughlin/avo/build"
@@ -14,7 +17,14 @@ import (
 )
 
 func main() {
+	kernel := flag.String("kernel", "dense", "which kernels: dense (package additive) or count (package sharing: the 2PC/MPC scorer)")
+	flag.Parse()
 	ConstraintExpr("!purego")
+	if *kernel == "count" {
+		count4()
+		Generate()
+		return
+	}
 	TEXT("mac4AVX2", NOSPLIT, "func(accE, accO *uint16, x *[4]*byte, c *[4]uint16, n int)")
 	Pragma("noescape") // the kernel keeps no pointer: callers' accumulators stay on the stack
 	Doc(
