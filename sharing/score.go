@@ -166,6 +166,7 @@ func (s *Scorer) addAVX2(cols [][][]uint64, gw0 int, live []uint64, nw int) int 
 			s.candidates(planes[:np], lv, gw0+w+j)
 		}
 	}
+	clear(s.ptrs) // the block's columns are not the scorer's to keep
 	return w4
 }
 
