@@ -409,11 +409,11 @@ func (ps *peerStream) receive(ctx context.Context, blocks []blockPlan, n, bw int
 // selected columns block by block.
 func (e *Engine) serveQuery(ctx context.Context, r engine.Request) protocol.Msg {
 	q := r.Msg.(*protocol.Query)
-	if perr := e.checkProbe(q.Dim, q.Beta, func() (template.Ternary, error) { return q.Ternary() }); perr != nil {
+	sel, perr := e.selection(q.Dim, q.Beta, q.Plus, q.Minus)
+	if perr != nil {
 		return perr
 	}
-	y, _ := q.Ternary()
-	return e.serveColumns(ctx, r, q.Digest, sharing.NewSelection(y), int(q.BlockWords))
+	return e.serveColumns(ctx, r, q.Digest, sel, int(q.BlockWords))
 }
 
 // serveQueryBatch answers an entry's batch of queries as a helper: each
@@ -425,32 +425,33 @@ func (e *Engine) serveQueryBatch(ctx context.Context, r engine.Request) protocol
 		return protocol.Errorf(protocol.CodeBadRequest, "a batch of %d queries; this cluster batches at most %d", len(q.Probes), bmax)
 	}
 	sels := make([]sharing.Selection, len(q.Probes))
-	for i := range q.Probes {
-		if perr := e.checkProbe(q.Dim, q.Beta, func() (template.Ternary, error) { return q.Ternary(i) }); perr != nil {
+	for i, pr := range q.Probes {
+		var perr *protocol.Error
+		if sels[i], perr = e.selection(q.Dim, q.Beta, pr.Plus, pr.Minus); perr != nil {
 			return protocol.Errorf(perr.Code, "query %d of the batch: %s", i, perr.Msg)
 		}
-		y, _ := q.Ternary(i)
-		sels[i] = sharing.NewSelection(y)
 	}
 	u, _ := sharing.Union(sels)
 	return e.serveColumns(ctx, r, q.Digest, u, int(q.BlockWords))
 }
 
-// checkProbe refuses a query this cluster does not allow: another weight
-// beta (a wider query would hand the entry more of every row's shares,
-// beta = d: all of them, than the cluster's protocol gives it), another
-// dimension, or an invalid T_beta(y).
-func (e *Engine) checkProbe(dim, beta uint16, ternary func() (template.Ternary, error)) *protocol.Error {
+// selection is the selected columns of a query T_beta(y) = (plus, minus)
+// this cluster allows; it refuses another weight beta (a wider query
+// would hand the entry more of every row's shares, beta = d: all of them,
+// than the cluster's protocol gives it), another dimension, or an invalid
+// T_beta(y).
+func (e *Engine) selection(dim, beta uint16, plus, minus []uint64) (sharing.Selection, *protocol.Error) {
 	if int(beta) != e.p.Beta() {
-		return protocol.Errorf(protocol.CodeBadRequest, "query of weight beta = %d; this cluster queries with beta = %d", beta, e.p.Beta())
+		return sharing.Selection{}, protocol.Errorf(protocol.CodeBadRequest, "query of weight beta = %d; this cluster queries with beta = %d", beta, e.p.Beta())
 	}
 	if int(dim) != e.p.Dim() {
-		return protocol.Errorf(protocol.CodeBadRequest, "query of dimension %d, cluster uses %d", dim, e.p.Dim())
+		return sharing.Selection{}, protocol.Errorf(protocol.CodeBadRequest, "query of dimension %d, cluster uses %d", dim, e.p.Dim())
 	}
-	if _, err := ternary(); err != nil {
-		return protocol.Errorf(protocol.CodeBadRequest, "query: %v", err)
+	y := template.Ternary{Dim: int(dim), Plus: plus, Minus: minus}
+	if err := y.Validate(int(beta)); err != nil {
+		return sharing.Selection{}, protocol.Errorf(protocol.CodeBadRequest, "query: %v", err)
 	}
-	return nil
+	return sharing.NewSelection(y), nil
 }
 
 // serveColumns streams this party's columns sel of every row, in blocks

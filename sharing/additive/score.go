@@ -202,7 +202,6 @@ func (s *Store[E]) score(out []E, q *Query, r0, r1 int) {
 		return
 	}
 	var acc [4][scoreTile]uint64 // even, odd; Horner's even, odd
-	var cols [4][]uint64
 	c := swarOf[E]()
 	nl, cw := lanes[E](), chunkWords[E]()
 	multi := len(q.groups) > 1 || q.groups[0].mag > 1
@@ -210,66 +209,12 @@ func (s *Store[E]) score(out []E, q *Query, r0, r1 int) {
 		chunk := w / cw
 		off := w % cw
 		n := min(scoreTile, cw-off, (r1-1)/nl+1-w)
-		e, o, te, to := acc[0][:n], acc[1][:n], acc[2][:n], acc[3][:n]
+		var e []uint64
 		if denseAVX2 && !multi && off%4 == 0 && n%4 == 0 { // T_beta on whole 32-byte groups
+			e = acc[0][:n]
 			sparseAVX2Tile[E](wordBytes(e), q, s.chunks[chunk], off, n)
-			res := unsafe.Slice((*E)(unsafe.Pointer(&e[0])), n*nl)
-			lo, hi := max(r0, w*nl), min(r1, (w+n)*nl)
-			copy(out[lo-r0:hi-r0], res[lo-w*nl:hi-w*nl])
-			w += n
-			continue
-		}
-		fill(e, c.bE)
-		fill(o, c.bO)
-		if multi {
-			clear(te)
-			clear(to)
-		}
-		colsOf := s.chunks[chunk]
-		i, ops := 0, 0
-		for gi, g := range q.groups {
-			for k, cnt := range [2]int{g.npos, g.nneg} {
-				sub := k == 1
-				for cnt > 0 {
-					b := min(cnt, 4)
-					if ops+b > c.maxOps {
-						normalise(e, o, c)
-						ops = 0
-					}
-					for t := range b {
-						cols[t] = colsOf[q.cols[i+t]][off : off+n]
-					}
-					switch {
-					case b == 4 && !sub:
-						add4(e, o, cols[0], cols[1], cols[2], cols[3], c.mE, c.mO)
-					case b == 4:
-						sub4(e, o, cols[0], cols[1], cols[2], cols[3], c.mE, c.mO)
-					default:
-						for t := range b {
-							if sub {
-								sub1(e, o, cols[t], c.mE, c.mO)
-							} else {
-								add1(e, o, cols[t], c.mE, c.mO)
-							}
-						}
-					}
-					i, cnt, ops = i+b, cnt-b, ops+b
-				}
-			}
-			if multi { // Horner: T += (m_g - m_next) * (sum of groups so far)
-				next := 0
-				if gi+1 < len(q.groups) {
-					next = q.groups[gi+1].mag
-				}
-				horner(te, to, e, o, uint64(g.mag-next), c)
-				ops = 0
-			}
-		}
-		if multi {
-			e, o = te, to
-		}
-		for t := range e {
-			e[t] = e[t]&c.mE | o[t]&c.mO
+		} else {
+			e = swarScore(&acc, q, s.chunks[chunk], off, n, c, multi)
 		}
 		// e now holds rows (w..w+n)*nl in memory order: copy the part in
 		// [r0, r1) (a memmove, any alignment, any byte order).
@@ -278,6 +223,66 @@ func (s *Store[E]) score(out []E, q *Query, r0, r1 int) {
 		copy(out[lo-r0:hi-r0], res[lo-w*nl:hi-w*nl])
 		w += n
 	}
+}
+
+// swarScore is the pure-Go kernel of one tile of n words at word offset
+// off of a chunk's columns: the tile's score shares, rows in memory
+// order, in the first n words of acc.
+func swarScore(acc *[4][scoreTile]uint64, q *Query, colsOf [][]uint64, off, n int, c swar, multi bool) []uint64 {
+	var cols [4][]uint64
+	e, o, te, to := acc[0][:n], acc[1][:n], acc[2][:n], acc[3][:n]
+	fill(e, c.bE)
+	fill(o, c.bO)
+	if multi {
+		clear(te)
+		clear(to)
+	}
+	i, ops := 0, 0
+	for gi, g := range q.groups {
+		for k, cnt := range [2]int{g.npos, g.nneg} {
+			sub := k == 1
+			for cnt > 0 {
+				b := min(cnt, 4)
+				if ops+b > c.maxOps {
+					normalise(e, o, c)
+					ops = 0
+				}
+				for t := range b {
+					cols[t] = colsOf[q.cols[i+t]][off : off+n]
+				}
+				switch {
+				case b == 4 && !sub:
+					add4(e, o, cols[0], cols[1], cols[2], cols[3], c.mE, c.mO)
+				case b == 4:
+					sub4(e, o, cols[0], cols[1], cols[2], cols[3], c.mE, c.mO)
+				default:
+					for t := range b {
+						if sub {
+							sub1(e, o, cols[t], c.mE, c.mO)
+						} else {
+							add1(e, o, cols[t], c.mE, c.mO)
+						}
+					}
+				}
+				i, cnt, ops = i+b, cnt-b, ops+b
+			}
+		}
+		if multi { // Horner: T += (m_g - m_next) * (sum of groups so far)
+			next := 0
+			if gi+1 < len(q.groups) {
+				next = q.groups[gi+1].mag
+			}
+			horner(te, to, e, o, uint64(g.mag-next), c)
+			ops = 0
+		}
+	}
+	if multi {
+		e, o = te, to
+	}
+	for t := range e {
+		e[t] = e[t]&c.mE | o[t]&c.mO
+	}
+	return e
 }
 
 func fill(a []uint64, v uint64) {
