@@ -58,7 +58,7 @@ func Open(p *config.Params, h *home.Home, entry string) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := quicnet.NewDialer(cert, p.Lookup)
+	d := quicnet.NewDialer(cert, p.Directory(config.Coordinator)) // "name#s" reaches a shard
 	c, err := New(p, d, entry)
 	if err != nil {
 		d.Close()
@@ -125,12 +125,56 @@ func (c *Client) call(ctx context.Context, to string, req protocol.Msg, want pro
 }
 
 // Enroll enrolls a batch atomically: every id at every server, or none.
+// In a sharded cluster a batch is atomic per shard: the client splits it
+// by shard (an operator's signature covers one request's ids, which one
+// shard holds) and sends the parts at once.
 func (c *Client) Enroll(ctx context.Context, items []protocol.Item) error {
 	for i, it := range items { // the servers check again; this says so before the templates travel
 		if err := protocol.CheckID(it.ID); err != nil {
 			return fmt.Errorf("item %d: %w", i, err)
 		}
 	}
+	if c.p.Shards() > 1 {
+		return c.enrollShards(ctx, items)
+	}
+	return c.enroll(ctx, items)
+}
+
+// enrollShards enrolls the items of each shard in one request, the shards
+// at once.
+func (c *Client) enrollShards(ctx context.Context, items []protocol.Item) error {
+	parts := make([][]protocol.Item, c.p.Shards())
+	for _, it := range items {
+		s := c.p.ShardOf(it.ID)
+		parts[s] = append(parts[s], it)
+	}
+	errs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	for s, part := range parts {
+		if len(part) > 0 {
+			wg.Go(func() { errs[s] = c.enroll(ctx, part) })
+		}
+	}
+	wg.Wait()
+	var done []int
+	var first error
+	for s, err := range errs {
+		switch {
+		case err != nil && first == nil:
+			first = fmt.Errorf("shard %d: %w", s, err)
+		case err == nil && len(parts[s]) > 0:
+			done = append(done, s)
+		}
+	}
+	if first != nil && len(done) > 0 {
+		return fmt.Errorf("%w (the ids of shards %v were enrolled: a sharded cluster's batch is atomic per shard)", first, done)
+	}
+	return first
+}
+
+// enroll enrolls a batch that one shard holds, or any batch outside
+// shards.
+func (c *Client) enroll(ctx context.Context, items []protocol.Item) error {
 	if c.p.Spec().Sealed { // no server sees a template
 		return c.enrollSealed(ctx, items)
 	}

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -59,6 +60,9 @@ type Options struct {
 	// (config.Literal.BatchMax, BatchWait).
 	BatchMax  int
 	BatchWait time.Duration
+	// Shards runs every server as a coordinator and this many shard
+	// servers (config.Literal.Shards); 0 or 1: unsharded.
+	Shards int
 }
 
 // Init writes a new local cluster into dir, built on the same pieces as a
@@ -152,15 +156,17 @@ func Init(dir string, o Options) (_ *config.Params, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.Metrics {
-		servers := []*config.Member{lit.KeyServer, lit.Decider}
-		for i := range lit.Parties {
-			servers = append(servers, &lit.Parties[i])
+	if o.Shards > 1 {
+		if o.Kubernetes != "" {
+			return nil, fmt.Errorf("--shards with --k8s: this build renders one pod per server, not sharded servers, for Kubernetes")
 		}
-		for _, m := range servers {
-			if m == nil {
-				continue
-			}
+		lit.Shards = o.Shards // checked when loaded below
+		if err := shardPorts(&lit, o.Shards, o.Host); err != nil {
+			return nil, err
+		}
+	}
+	if o.Metrics {
+		for _, m := range servers(&lit) {
 			tp, err := FreePort("tcp", "127.0.0.1")
 			if err != nil {
 				return nil, err
@@ -172,6 +178,51 @@ func Init(dir string, o Options) (_ *config.Params, err error) {
 		return nil, err
 	}
 	return config.Load(dir)
+}
+
+// servers are the servers of lit, to fill in.
+func servers(lit *config.Literal) []*config.Member {
+	var s []*config.Member
+	for i := range lit.Parties {
+		s = append(s, &lit.Parties[i])
+	}
+	for _, m := range []*config.Member{lit.KeyServer, lit.Decider} {
+		if m != nil {
+			s = append(s, m)
+		}
+	}
+	return s
+}
+
+// shardPorts gives every server of lit shards shard addresses on host.
+func shardPorts(lit *config.Literal, shards int, host string) error {
+	for _, m := range servers(lit) {
+		m.Shards = nil
+		for range shards {
+			port, err := FreePort("udp", host)
+			if err != nil {
+				return err
+			}
+			m.Shards = append(m.Shards, net.JoinHostPort(host, strconv.Itoa(port)))
+		}
+	}
+	return nil
+}
+
+// ServerNames lists the processes of the cluster's servers: one per
+// server, and in a sharded cluster also its shards ("p1#0", ...: 'idface
+// serve --shard 0'), shards before their coordinator.
+func ServerNames(p *config.Params) []string {
+	var names []string
+	for _, s := range p.Servers() {
+		if p.Shards() > 1 {
+			for i := range p.Shards() {
+				names = append(names, config.ShardName(s.Name, i))
+			}
+		}
+		names = append(names, s.Name)
+	}
+	return names
 }
 
 // HomeDir is where member name of the local cluster in dir lives.
@@ -215,7 +266,12 @@ func Start(p *config.Params, exe, name string) (int, error) {
 		return 0, err
 	}
 	defer logf.Close()
-	cmd := exec.Command(exe, "serve", "--config", filepath.Join(p.Dir(), config.File), "--home", HomeDir(p.Dir(), name))
+	member, shard, sharded := strings.Cut(name, "#")
+	args := []string{"serve", "--config", filepath.Join(p.Dir(), config.File), "--home", HomeDir(p.Dir(), member)}
+	if sharded {
+		args = append(args, "--shard", shard)
+	}
+	cmd := exec.Command(exe, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // survives the CLI
 	if err := cmd.Start(); err != nil {
@@ -275,19 +331,21 @@ func Running(p *config.Params, name string) (int, bool) {
 // Up starts every server that is not running and waits until all answer a
 // health check, or timeout passes.
 func Up(ctx context.Context, p *config.Params, exe string, timeout time.Duration) error {
-	// The key server first: local servers fetch the public key from it.
-	servers := p.Servers()
-	if k, ok := p.KeyServer(); ok {
-		servers = append([]config.Member{k}, p.Parties()...)
-	}
-	for _, s := range servers {
+	for _, s := range p.Servers() {
 		if strings.HasSuffix(s.Addr, ".svc.cluster.local:"+strconv.Itoa(deploy.QUICPort)) {
 			return fmt.Errorf("%s is made for Kubernetes ('cluster init --k8s'; %s advertises %s): render it with 'idface deploy k8s --cluster %s'", p.Dir(), s.Name, s.Addr, p.Dir())
 		}
-		if _, ok := Running(p, s.Name); ok {
+	}
+	// The key server first: local servers fetch the public key from it.
+	names := ServerNames(p)
+	if k, ok := p.KeyServer(); ok {
+		names = append([]string{k.Name}, slices.DeleteFunc(names, func(n string) bool { return n == k.Name })...)
+	}
+	for _, name := range names {
+		if _, ok := Running(p, name); ok {
 			continue
 		}
-		if _, err := Start(p, exe, s.Name); err != nil {
+		if _, err := Start(p, exe, name); err != nil {
 			return err
 		}
 	}
@@ -308,26 +366,27 @@ func WaitHealthy(ctx context.Context, p *config.Params, timeout time.Duration) e
 	for {
 		var last error
 		var waiting string
-		for _, s := range p.Servers() {
-			if _, ok := Running(p, s.Name); !ok {
-				return fmt.Errorf("server %s exited; its log %s ends with:\n%s", s.Name, LogFile(p, s.Name), tail(LogFile(p, s.Name), 10))
+		names := ServerNames(p)
+		for _, name := range names {
+			if _, ok := Running(p, name); !ok {
+				return fmt.Errorf("server %s exited; its log %s ends with:\n%s", name, LogFile(p, name), tail(LogFile(p, name), 10))
 			}
-			if healthy[s.Name] {
+			if healthy[name] {
 				continue
 			}
 			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			h, err := cl.Health(cctx, s.Name)
+			h, err := cl.Health(cctx, name)
 			cancel()
 			switch {
 			case err == nil && h.InDoubt == 0:
-				healthy[s.Name] = true
+				healthy[name] = true
 			case err == nil:
-				last, waiting = fmt.Errorf("%d transactions or changes still unsettled", h.InDoubt), s.Name
+				last, waiting = fmt.Errorf("%d transactions or changes still unsettled", h.InDoubt), name
 			default:
-				last, waiting = err, s.Name
+				last, waiting = err, name
 			}
 		}
-		if len(healthy) == len(p.Servers()) {
+		if len(healthy) == len(names) {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -381,8 +440,8 @@ func Kill(p *config.Params, name string) error {
 // Down stops every server.
 func Down(p *config.Params) error {
 	var errs []error
-	for _, s := range p.Servers() {
-		errs = append(errs, Stop(p, s.Name, 15*time.Second))
+	for _, name := range ServerNames(p) {
+		errs = append(errs, Stop(p, name, 15*time.Second))
 	}
 	return errors.Join(errs...)
 }

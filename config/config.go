@@ -85,6 +85,10 @@ type Member struct {
 	// accept either until a configuration without the old one replaces
 	// this one (docs/DEPLOY.md, "Rotating a key").
 	Next *NextKey `json:"next,omitempty"`
+	// Shards, in a sharded cluster (Literal.Shards), are the addresses of
+	// the server's shard servers, shard s at Shards[s]; Addr is then its
+	// coordinator's. Every shard presents the member's certificate.
+	Shards []string `json:"shards,omitempty"`
 }
 
 // NextKey is a rotating member's new certificate and its pin.
@@ -172,6 +176,8 @@ type Descriptor struct {
 	// Next is the new certificate of a key rotation in progress ('idface
 	// party rotate --stage'), accepted beside Cert until it finishes.
 	Next *NextKey `json:"next,omitempty"`
+	// Shards are the addresses of a sharded server's shards (Member.Shards).
+	Shards []string `json:"shards,omitempty"`
 }
 
 // Check validates a descriptor: its pin is its certificate's.
@@ -285,6 +291,10 @@ type Literal struct {
 	// BatchWait is how long an entry holds the first identify of a batch
 	// for others to join; default DefaultBatchWait.
 	BatchWait Duration `json:"batch_wait,omitempty"`
+	// Shards splits every party's rows (and the decider's work) over this
+	// many shard servers, a row to the shard rowmap.ShardOf names; 0 or 1:
+	// one server per member (shard.go).
+	Shards int `json:"shards,omitempty"`
 	// ClusterID (32 hex digits, random at init) binds row-map digests to
 	// this cluster; when empty it is derived from the mode and the names.
 	ClusterID string `json:"cluster_id,omitempty"`
@@ -407,6 +417,9 @@ func New(lit Literal, dir string) (*Params, error) {
 		return nil, err
 	}
 	if err := p.checkMembers(); err != nil {
+		return nil, err
+	}
+	if err := p.checkShards(); err != nil {
 		return nil, err
 	}
 	if err := p.clientKeys(); err != nil {

@@ -64,6 +64,9 @@ type ModeSpec struct {
 	// MaxEnrollBatch caps the templates of one enrollment request below
 	// protocol.MaxBatch. Optional.
 	MaxEnrollBatch func(p *Params) int
+	// Shards: the mode's parties and helper may each run as a coordinator
+	// and Literal.Shards shard servers (shard.go).
+	Shards bool
 }
 
 // Layout is a mode's members: parties that hold the rows, in one role,

@@ -335,13 +335,6 @@ func (p *Params) Pins() map[string]network.Peer {
 	return pins
 }
 
-// Lookup resolves a server's name to its address and the pins it may
-// present (two during its key rotation): a dialer's directory.
-func (p *Params) Lookup(name string) (addr string, pins []string, ok bool) {
-	m, ok := p.Server(name)
-	return m.Addr, m.Pins(), ok
-}
-
 // Block is the bytes of one streamed block of selected columns.
 func (p *Params) Block() int { return p.lit.Block }
 

@@ -24,6 +24,10 @@ const digestBytes = 4 + 24*protocol.MaxParties
 // IdentifyBound is a client's identify: top-K and one template.
 func IdentifyBound(p *config.Params) int { return 2 + 2 + 4 + 4*p.Dim() }
 
+// ShardIdentifyBound bounds a coordinator's ShardIdentify: an Identify
+// and a query id.
+func ShardIdentifyBound(p *config.Params) int { return IdentifyBound(p) + 16 }
+
 // EnrollBound is a batch of templates with the operator's Auth, at most
 // what the cluster takes in one request.
 func EnrollBound(p *config.Params) int {

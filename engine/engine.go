@@ -126,6 +126,38 @@ type Env struct {
 	// every core (GOMAXPROCS) when zero. A process that hosts several
 	// shards of a party gives each its share.
 	Workers int
+	// Shard is where the server runs in a sharded cluster (config.Shards
+	// > 1): shard Shard of member Self, or its coordinator
+	// (config.Coordinator). An unsharded cluster's servers ignore it.
+	Shard int
+}
+
+// Sharded reports whether the server is one shard of its member, holding
+// the rows of that shard only.
+func (e Env) Sharded() bool { return e.Params.Shards() > 1 && e.Shard >= 0 }
+
+// Coordinating reports whether the server is a sharded member's
+// coordinator, which holds no rows.
+func (e Env) Coordinating() bool { return e.Params.Shards() > 1 && e.Shard < 0 }
+
+// Member is the name the server's data are bound to: Self, or
+// "Self#shard" for a shard, so that one shard's data never open as
+// another's.
+func (e Env) Member() string {
+	if e.Sharded() {
+		return config.ShardName(e.Self, e.Shard)
+	}
+	return e.Self
+}
+
+// Owns reports whether id's row is this server's to hold: always outside
+// shards.
+func (e Env) Owns(id string) bool { return !e.Sharded() || e.Params.ShardOf(id) == e.Shard }
+
+// NotOwned is the refusal of an id of another shard.
+func (e Env) NotOwned(id string) *protocol.Error {
+	return protocol.Errorf(protocol.CodeBadRequest, "id %q is shard %d's, not %s's: enroll and delete through the member's coordinator, with a client that splits batches by shard",
+		id, e.Params.ShardOf(id), e.Member())
 }
 
 // Cores is the number of goroutines the engine's kernels use at once.

@@ -37,8 +37,9 @@ var ErrMalformed = wire.ErrMalformed
 // asks a helper for a batch of them (HiddenQuery, HiddenQueryOK; the
 // hidden-probe fields of BlindQuery went there). Version 7: a 2PC/MPC
 // entry asks a helper for a batch of queries (QueryBatch): an older helper
-// would refuse every batch.
-const Version = 7
+// would refuse every batch. Version 8: sharded members (ShardIdentify,
+// ShardAnswer, DecideMerge, DecideMergeOK; DecideResult.Ranks).
+const Version = 8
 
 // Limits on what a peer or a client may send.
 const (
@@ -108,6 +109,11 @@ const (
 	THiddenQueryOK  Type = 57
 	// Batched 2PC/MPC queries (protocol/party.go).
 	TQueryBatch Type = 58
+	// Sharded members (protocol/shard.go).
+	TShardIdentify Type = 59
+	TShardAnswer   Type = 60
+	TDecideMerge   Type = 61
+	TDecideMergeOK Type = 62
 )
 
 // registry makes an empty message of each type.
@@ -154,6 +160,10 @@ var registry = map[Type]func() Msg{
 	THiddenQuery:      func() Msg { return &HiddenQuery{} },
 	THiddenQueryOK:    func() Msg { return &HiddenQueryOK{} },
 	TQueryBatch:       func() Msg { return &QueryBatch{} },
+	TShardIdentify:    func() Msg { return &ShardIdentify{} },
+	TShardAnswer:      func() Msg { return &ShardAnswer{} },
+	TDecideMerge:      func() Msg { return &DecideMerge{} },
+	TDecideMergeOK:    func() Msg { return &DecideMergeOK{} },
 }
 
 // Types lists every message type in number order (tests, golden files).

@@ -510,6 +510,9 @@ func (m *DecideShareOK) unmarshal(*wire.Dec) {}
 type DecideResult struct {
 	Positions []uint32
 	Scores    []int32
+	// Ranks, from a decider shard, are the positions' ranks in the answer
+	// merged over every shard (empty in an unsharded cluster).
+	Ranks []uint16
 }
 
 func (m *DecideResult) Type() Type { return TDecideResult }
@@ -522,6 +525,10 @@ func (m *DecideResult) marshal(e *wire.Enc) {
 	for _, s := range m.Scores {
 		e.U32(uint32(s))
 	}
+	e.U32(uint32(len(m.Ranks)))
+	for _, r := range m.Ranks {
+		e.U16(r)
+	}
 }
 func (m *DecideResult) unmarshal(d *wire.Dec) {
 	n := d.Count(MaxTopK, 4)
@@ -532,7 +539,11 @@ func (m *DecideResult) unmarshal(d *wire.Dec) {
 	for range k {
 		m.Scores = append(m.Scores, int32(d.U32()))
 	}
-	if d.Err == nil && k != 0 && k != n {
-		d.Fail("%d scores for %d positions", k, n)
+	r := d.Count(MaxTopK, 2)
+	for range r {
+		m.Ranks = append(m.Ranks, d.U16())
+	}
+	if d.Err == nil && (k != 0 && k != n || r != 0 && r != n) {
+		d.Fail("%d scores and %d ranks for %d positions", k, r, n)
 	}
 }

@@ -35,6 +35,15 @@ func Open(ctx context.Context, p *config.Params, h *home.Home, log *slog.Logger)
 // refused as already running rather than by a port in use. A nil unlock
 // takes the lock here.
 func OpenLocked(ctx context.Context, p *config.Params, h *home.Home, log *slog.Logger, unlock func() error) (srv *Server, err error) {
+	return OpenShard(ctx, p, h, config.Coordinator, log, unlock)
+}
+
+// OpenShard is OpenLocked for shard shard of a sharded member
+// (config.Coordinator: its coordinator, or the server of an unsharded
+// cluster). The home's data directory must be the shard's
+// (home.UseShard); it listens on the shard's address unless the home
+// names another.
+func OpenShard(ctx context.Context, p *config.Params, h *home.Home, shard int, log *slog.Logger, unlock func() error) (srv *Server, err error) {
 	if unlock != nil {
 		defer func() {
 			if srv == nil {
@@ -63,11 +72,14 @@ func OpenLocked(ctx context.Context, p *config.Params, h *home.Home, log *slog.L
 			}
 		}()
 	}
-	listen := h.Listen
-	if listen == "" {
-		listen = me.Addr
+	if shard < config.Coordinator || shard >= p.Shards() || shard >= 0 && p.Shards() == 1 && shard != 0 {
+		return nil, fmt.Errorf("shard %d: this cluster has %d shards (0..%d)", shard, p.Shards(), p.Shards()-1)
 	}
-	dialer := quicnet.NewDialer(cert, p.Lookup)
+	listen := h.Listen
+	if listen == "" || listen == me.Addr { // a shard binds its own address, unless the home binds a wildcard (a pod)
+		listen = me.ShardAddr(shard)
+	}
+	dialer := quicnet.NewDialer(cert, p.Directory(shard))
 	ln, err := quicnet.Listen(listen, cert, p.Pins(), quicnet.ListenOptions{ConnsPerPin: p.Limits().ConnsPerPeer}, log)
 	if err != nil {
 		dialer.Close()
@@ -79,7 +91,7 @@ func OpenLocked(ctx context.Context, p *config.Params, h *home.Home, log *slog.L
 		dialer.Close()
 		return nil, err
 	}
-	opt := BuildOptions{Key: pairKey}
+	opt := BuildOptions{Key: pairKey, Shard: shard}
 	if p.Spec().Sealed && p.PartyIndex(me.Name) >= 0 { // its enrollments are sealed to it
 		if opt.SealKey, err = h.SealKey(); err != nil {
 			ln.Close()
@@ -96,7 +108,7 @@ func OpenLocked(ctx context.Context, p *config.Params, h *home.Home, log *slog.L
 	srv.closer = append(srv.closer, dialer.Close, unlock)
 	hash := p.Hash()
 	role, _ := engine.ServerOf(p, me.Name) // Build succeeded: known
-	log.Info("serving", "addr", ln.Addr(), "advertised", me.Addr, "mode", p.Mode(), "role", role.Role, "mu", p.Mu(),
+	log.Info("serving", "addr", ln.Addr(), "advertised", me.ShardAddr(shard), "shard", shard, "mode", p.Mode(), "role", role.Role, "mu", p.Mu(),
 		"config_serial", p.Serial(), "config_hash", fmt.Sprintf("%x", hash[:8]))
 	return srv, nil
 }
@@ -113,6 +125,9 @@ type BuildOptions struct {
 	SealKey *seal.PrivateKey
 	// WrapLog, when set, wraps the engine's log (to fail on purpose).
 	WrapLog func(engine.Log) engine.Log
+	// Shard is the server's shard in a sharded cluster, or
+	// config.Coordinator for its coordinator (engine.Env.Shard).
+	Shard int
 }
 
 // Build makes the named server of cluster p over any network: its engine
@@ -131,7 +146,7 @@ func Build(ctx context.Context, p *config.Params, name, dir string, d network.Di
 	}
 	reg := prometheus.NewRegistry()
 	var srv *Server
-	env := engine.Env{Params: p, Self: name, Net: d, Log: log, Metrics: reg, PairKeys: keys, SealKey: opt.SealKey,
+	env := engine.Env{Params: p, Self: name, Net: d, Log: log, Metrics: reg, PairKeys: keys, SealKey: opt.SealKey, Shard: opt.Shard,
 		Fatal: func(err error) { srv.Fatal(err) }}
 	wrap := opt.WrapLog
 	if wrap == nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idface/idface/cluster"
+	"github.com/idface/idface/config"
 	"github.com/idface/idface/network/quicnet"
 	"github.com/idface/idface/protocol"
 )
@@ -170,7 +171,7 @@ func TestBadInput(t *testing.T) {
 	defer cancel()
 	id, _ := quicnet.GenerateIdentity("mallory")
 	cert, _ := tls.X509KeyPair(id.CertPEM, id.KeyPEM)
-	stranger := quicnet.NewDialer(cert, cfg.Lookup)
+	stranger := quicnet.NewDialer(cert, cfg.Directory(config.Coordinator))
 	defer stranger.Close()
 	p1 := cfg.Party(0)
 	if s, err := stranger.Open(ctx, p1.Name); err == nil {

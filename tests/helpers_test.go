@@ -330,7 +330,7 @@ func dialAs(t *testing.T, cfg *config.Params, name string) *quicnet.Dialer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := quicnet.NewDialer(cert, cfg.Lookup)
+	d := quicnet.NewDialer(cert, cfg.Directory(config.Coordinator))
 	t.Cleanup(func() { d.Close() })
 	return d
 }

@@ -115,7 +115,7 @@ func TestRotateWithGrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dl := quicnet.NewDialer(old, p.Lookup)
+	dl := quicnet.NewDialer(old, p.Directory(config.Coordinator))
 	defer dl.Close()
 	oc, err := client.New(p, dl, "p1")
 	if err != nil {

@@ -171,6 +171,7 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 	levels := addLevelFlags(fs)
 	scheme := addSchemeFlag(fs)
 	asJSON := fs.Bool("json", false, "print one JSON object")
+	shards := fs.Int("shards", 0, "run every server as a coordinator and this many shard servers, each holding the rows of its shard (blind mode; 'serve --shard N')")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -195,7 +196,7 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 	cfg, err := cluster.Init(*dir, cluster.Options{Mode: m, Parties: *parties, Devices: *devices, Dim: lit.Dim,
 		Alpha: lit.Alpha, Beta: lit.Beta, Tau: lit.Tau, Host: *host, Kubernetes: *k8s, Force: *force, Metrics: *metrics, RevealScores: *reveal, HideProbes: *hide,
 		GalleryLevels: lit.GalleryLevels, QueryLevels: lit.QueryLevels, Scheme: *scheme, Calibration: lit.Calibration,
-		BatchMax: *batch.max, BatchWait: *batch.wait})
+		BatchMax: *batch.max, BatchWait: *batch.wait, Shards: *shards})
 	if err != nil {
 		return err
 	}
@@ -345,6 +346,29 @@ type peerStatus struct {
 	Note  string `json:"note,omitempty"`
 }
 
+// statusProc is one server process of a status report: a server, or in a
+// sharded cluster one of its shards or its coordinator.
+type statusProc struct {
+	Name, Addr string
+	member     string
+	shard      int
+}
+
+// statusProcs lists the processes a status reports, shards before their
+// coordinator.
+func statusProcs(cfg *config.Params) []statusProc {
+	var procs []statusProc
+	for _, m := range cfg.Servers() {
+		if cfg.Shards() > 1 {
+			for s := range cfg.Shards() {
+				procs = append(procs, statusProc{config.ShardName(m.Name, s), m.ShardAddr(s), m.Name, s})
+			}
+		}
+		procs = append(procs, statusProc{m.Name, m.Addr, m.Name, config.Coordinator})
+	}
+	return procs
+}
+
 // clusterStatus asks every server for its state through cl; local says
 // whether pids of a local cluster can be shown, operator whether cl is an
 // operator (only operators learn whether the servers' row maps agree).
@@ -354,7 +378,7 @@ type peerStatus struct {
 // or servers that disagree, are an *exitError (exitUnreachable,
 // exitDisagree) after the report.
 func clusterStatus(cfg *config.Params, cl *client.Client, local, operator, asJSON bool, stdout io.Writer) error {
-	servers := cfg.Servers()
+	servers := statusProcs(cfg)
 	type answer struct {
 		h   *protocol.HealthOK
 		err error
@@ -384,7 +408,8 @@ func clusterStatus(cfg *config.Params, cl *client.Client, local, operator, asJSO
 	var lines []string // the human table's rows
 	configs := map[string]bool{}
 	for i, p := range servers {
-		st := serverStatus{Name: p.Name, Role: roleOf(cfg, p.Name), Addr: p.Addr, HoldsRows: cfg.PartyIndex(p.Name) >= 0}
+		coordinator := cfg.Shards() > 1 && p.shard == config.Coordinator
+		st := serverStatus{Name: p.Name, Role: roleOf(cfg, p.member), Addr: p.Addr, HoldsRows: cfg.PartyIndex(p.member) >= 0 && !coordinator}
 		pidS := "-"
 		if local {
 			if pid, running := cluster.Running(cfg, p.Name); running {
@@ -409,8 +434,10 @@ func clusterStatus(cfg *config.Params, cl *client.Client, local, operator, asJSO
 		}
 		unsettled, rowMap := "-", ""
 		switch {
+		case coordinator:
+			rowMap = fmt.Sprintf("holds no rows (coordinator of %d shards)", cfg.Shards())
 		case !st.HoldsRows:
-			rowMap = "holds no rows (" + serverRole(cfg, p.Name) + ")"
+			rowMap = "holds no rows (" + serverRole(cfg, p.member) + ")"
 		case !operator:
 			rowMap = "(operators only)"
 		default:
@@ -584,12 +611,19 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 	pprofOn := fs.Bool("pprof", false, "also serve /debug/pprof/ on the metrics address (loopback addresses only)")
 	listen := fs.String("listen", "", "bind this UDP address instead of the home's (a pod binds 0.0.0.0:PORT; the others still dial the advertised address)")
 	healthAddr := fs.String("health-addr", "", "serve /healthz alone on this TCP address (200 \"serving\"; 503 \"starting\", \"stopping\" or \"failed\"): for probes, without the metrics")
+	shard := fs.Int("shard", config.Coordinator, "in a sharded cluster: run this shard of the server (0..shards-1, its data in DATA/shard-N); without it, the server's coordinator")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	cfg, h, _, err := mf.open("")
 	if err != nil {
 		return err
+	}
+	if *shard < config.Coordinator || *shard >= cfg.Shards() || cfg.Shards() == 1 && *shard != config.Coordinator {
+		return fmt.Errorf("--shard %d: this cluster has %d shards per server (give 0..%d, or no --shard for the coordinator)", *shard, cfg.Shards(), cfg.Shards()-1)
+	}
+	if cfg.Shards() > 1 {
+		h.UseShard(*shard)
 	}
 	if *listen != "" {
 		if _, _, err := net.SplitHostPort(*listen); err != nil {
@@ -602,7 +636,11 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 	if *verbose {
 		level = slog.LevelDebug
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("server", *name)
+	who := *name
+	if *shard != config.Coordinator {
+		who = config.ShardName(who, *shard)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("server", who)
 	// The heap is mostly pointer-free share columns, which the collector
 	// need not scan: collecting at 25% growth keeps RSS near the live
 	// shares for little CPU. GOGC in the environment still wins.
@@ -616,7 +654,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%s is not a server of this cluster", *name)
 	}
 	addr := *metricsAddr
-	if addr == "" {
+	if addr == "" && *shard == config.Coordinator { // a shard's metrics only where named
 		addr = me.Metrics
 	}
 	if addr == "" && *pprofOn {
@@ -684,7 +722,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 		defer hs.Close()
 		log.Info(e.what, "addr", ln.Addr().String(), "pprof", e.what == "metrics" && *pprofOn)
 	}
-	srv, err := server.OpenLocked(ctx, cfg, h, log, unlock)
+	srv, err := server.OpenShard(ctx, cfg, h, *shard, log, unlock)
 	if err != nil {
 		opened = true // OpenLocked released the lock
 		return err

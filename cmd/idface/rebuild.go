@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/network/quicnet"
 )
@@ -53,7 +54,7 @@ func partyRebuild(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	d := quicnet.NewDialer(cert, p.Lookup)
+	d := quicnet.NewDialer(cert, p.Directory(config.Coordinator))
 	defer d.Close()
 	data := h.DataDir()
 	if err := os.MkdirAll(data, 0o700); err != nil {

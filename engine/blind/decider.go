@@ -8,6 +8,7 @@ import (
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
 	"github.com/idface/idface/sharing"
 	"github.com/idface/idface/sharing/additive"
 )
@@ -120,7 +121,45 @@ func (d *Decider) decide(q *Pending[[]byte, *protocol.DecideResult]) (*protocol.
 			res.Scores = append(res.Scores, int32(mt.Score))
 		}
 	}
+	if d.env.Sharded() {
+		return d.merge(q, res, matches)
+	}
 	return res, nil
+}
+
+// merge, at a decider shard, sends the shard's best scores to the
+// decider's coordinator and keeps the positions that make the merged
+// answer, with their ranks.
+func (d *Decider) merge(q *Pending[[]byte, *protocol.DecideResult], res *protocol.DecideResult, matches []sharing.Match) (*protocol.DecideResult, error) {
+	m := &protocol.DecideMerge{Query: q.ID, Shard: uint16(d.env.Shard), TopK: uint16(q.TopK)}
+	for _, mt := range matches {
+		m.Scores = append(m.Scores, int32(mt.Score))
+	}
+	// Beyond the merger's own wait, so that its refusal, naming the shards
+	// that did not report, arrives.
+	ctx, cancel := context.WithTimeout(context.Background(), d.p.Timeouts().DeciderWait+d.p.Timeouts().Request/4)
+	defer cancel()
+	coord := config.CoordinatorName(d.env.Self)
+	resp, err := rpc.Call(ctx, d.env.Net, coord, m)
+	if err != nil {
+		return nil, fmt.Errorf("%s (the decider's coordinator): %w", coord, err)
+	}
+	ok, isOK := resp.(*protocol.DecideMergeOK)
+	if !isOK || len(ok.Ranks) != len(matches) {
+		return nil, fmt.Errorf("%s answered the merge with %v", coord, resp.Type())
+	}
+	out := &protocol.DecideResult{}
+	for i, r := range ok.Ranks {
+		if r == protocol.NoRank {
+			continue
+		}
+		out.Positions = append(out.Positions, res.Positions[i])
+		out.Ranks = append(out.Ranks, r)
+		if len(res.Scores) > 0 {
+			out.Scores = append(out.Scores, res.Scores[i])
+		}
+	}
+	return out, nil
 }
 
 func decideVecs[E additive.Elem](q *Pending[[]byte, *protocol.DecideResult], thr int) ([]sharing.Match, error) {

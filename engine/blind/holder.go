@@ -145,6 +145,9 @@ func (h *Holder[E]) Routes() map[protocol.Type]engine.Route {
 	r[protocol.TSealedPrepare] = engine.Route{Op: "prepare", From: engine.Parties, Handle: h.Guard(h.SealedPrepare), Max: engine.SealedPrepareBound(h.p, share)}
 	r[protocol.TIdentify] = engine.Route{Op: "identify", From: engine.Clients, Handle: h.Guard(h.identify), Max: engine.IdentifyBound(h.p), Long: true}
 	r[protocol.TBlindQuery] = engine.Route{Op: "query", From: engine.Parties, Handle: h.Guard(h.serveQuery), Max: engine.BlindQueryBound(h.p), Long: true}
+	if h.env.Sharded() {
+		r[protocol.TShardIdentify] = engine.Route{Op: "identify", From: engine.Parties, Handle: h.Guard(h.shardIdentify), Max: engine.ShardIdentifyBound(h.p), Long: true}
+	}
 	return r
 }
 
@@ -244,13 +247,52 @@ func (h *Holder[E]) sendShare(ctx context.Context, qid [16]byte, vec []E, topK i
 
 // identify runs a query as the entry.
 func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg {
+	if h.env.Sharded() {
+		return protocol.Errorf(protocol.CodeBadRequest, "%s is one shard of %s: identify through %s's address (its coordinator)", h.env.Member(), h.env.Self, h.env.Self)
+	}
 	m := r.Msg.(*protocol.Identify)
-	topK := int(m.TopK)
-	nq, perr := NewQuery(h.env, h.p, h.query, m)
+	run, perr := h.run(ctx, m, nil)
 	if perr != nil {
 		return perr
 	}
-	q, pos, coef, sigma, qid := nq.Q, nq.Pos, nq.Coef, nq.Sigma, nq.ID
+	return h.answer(run, int(m.TopK))
+}
+
+// shardIdentify runs a query over this shard's rows as the entry, under
+// the coordinator's query id.
+func (h *Holder[E]) shardIdentify(ctx context.Context, r engine.Request) protocol.Msg {
+	if !h.env.Sharded() || r.From.Name != h.env.Self {
+		return protocol.Errorf(protocol.CodeForbidden, "only a shard's own coordinator asks it to identify")
+	}
+	m := r.Msg.(*protocol.ShardIdentify)
+	run, perr := h.run(ctx, &protocol.Identify{TopK: m.TopK, Template: m.Template}, &m.Query)
+	if perr != nil {
+		return perr
+	}
+	return h.shardAnswer(run, int(m.TopK))
+}
+
+// ran is a query the entry ran: the decider's answer and what maps it
+// back to rows.
+type ran struct {
+	res   *protocol.DecideResult
+	v     View
+	sigma additive.Seed
+	bytes uint64 // every server's traffic
+}
+
+// run runs a query as the entry, under query id qid when given (a shard's
+// coordinator's) or a fresh one.
+func (h *Holder[E]) run(ctx context.Context, m *protocol.Identify, qid *[16]byte) (*ran, *protocol.Error) {
+	topK := int(m.TopK)
+	nq, perr := NewQuery(h.env, h.p, h.query, m)
+	if perr != nil {
+		return nil, perr
+	}
+	if qid != nil {
+		nq.ID = *qid
+	}
+	q, pos, coef, sigma, qid2 := nq.Q, nq.Pos, nq.Coef, nq.Sigma, nq.ID
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
@@ -273,32 +315,31 @@ func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg
 		for i, name := range peers {
 			sealed, err := h.SealFor(name, v.Digest) // the digest as this helper compares it
 			if err != nil {
-				fail(h.env.Self, err)
+				fail(h.env.Member(), err)
 				return
 			}
-			bq := &protocol.BlindQuery{Query: qid, Sigma: sigma, Digest: sealed, Pos: pos, Coef: coef}
+			bq := &protocol.BlindQuery{Query: qid2, Sigma: sigma, Digest: sealed, Pos: pos, Coef: coef}
 			wg.Go(func() {
 				if err := h.ask(ctx, name, bq, &helperBytes[i]); err != nil {
-					fail(name, err)
+					fail(h.peerName(name), err)
 				}
 			})
 		}
 	}
 	v, vec, release, err := h.scoreVector(q, &sigma, nil, ask)
 	if err != nil {
-		fail(h.env.Self, err)
+		fail(h.env.Member(), err)
 		wg.Wait()
-		return cause
+		return nil, cause
 	}
-	n := v.Rows()
 	sent := time.Now()
-	dec := h.p.DeciderName()
-	s, err := h.sendShare(ctx, qid, vec, topK, true)
+	dec := h.peerName(h.p.DeciderName())
+	s, err := h.sendShare(ctx, qid2, vec, topK, true)
 	release()
 	if err != nil {
 		fail(dec, err)
 		wg.Wait()
-		return cause
+		return nil, cause
 	}
 	defer s.Finish()
 	stop := context.AfterFunc(ctx, func() { s.SetDeadline(time.Now()) }) // a helper failed
@@ -310,13 +351,28 @@ func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg
 	}
 	wg.Wait()
 	if cause != nil {
-		return cause
+		return nil, cause
 	}
 	res, ok := resp.(*protocol.DecideResult)
 	if !ok {
-		return protocol.Errorf(protocol.CodeInternal, "the decider answered %v", resp.Type())
+		return nil, protocol.Errorf(protocol.CodeInternal, "the decider answered %v", resp.Type())
 	}
-	return h.answer(res, v, &sigma, n, topK, uint64(s.Sent()+s.Received()), helperBytes)
+	if perr := h.checkResult(res, topK); perr != nil {
+		return nil, perr
+	}
+	total := uint64(s.Sent() + s.Received()) // the entry's stream with the decider, both ways
+	for _, b := range helperBytes {
+		total += b
+	}
+	return &ran{res: res, v: v, sigma: sigma, bytes: total}, nil
+}
+
+// peerName names a peer in messages: in a shard, the peer's same shard.
+func (h *Holder[E]) peerName(name string) string {
+	if h.env.Sharded() {
+		return config.ShardName(name, h.env.Shard)
+	}
+	return name
 }
 
 // ask sends a helper the query and waits for its acknowledgement (its
@@ -335,8 +391,10 @@ func (h *Holder[E]) ask(ctx context.Context, name string, bq *protocol.BlindQuer
 	return nil
 }
 
-// answer maps the decider's permuted positions back to ids.
-func (h *Holder[E]) answer(res *protocol.DecideResult, v View, sigma *additive.Seed, n, topK int, own uint64, helpers []uint64) protocol.Msg {
+// checkResult checks the decider's answer has the form the cluster's
+// gives: at most top K, scores only where revealed, ranks only from a
+// decider shard.
+func (h *Holder[E]) checkResult(res *protocol.DecideResult, topK int) *protocol.Error {
 	reveal := h.p.RevealScores()
 	switch {
 	case len(res.Positions) > topK:
@@ -345,15 +403,17 @@ func (h *Holder[E]) answer(res *protocol.DecideResult, v View, sigma *additive.S
 		return protocol.Errorf(protocol.CodeInternal, "the decider answered %d scores for %d positions", len(res.Scores), len(res.Positions))
 	case !reveal && len(res.Scores) != 0:
 		return protocol.Errorf(protocol.CodeInternal, "the decider sent scores to a cluster that hides them")
+	case h.env.Sharded() != (len(res.Ranks) == len(res.Positions)) && len(res.Positions) > 0:
+		return protocol.Errorf(protocol.CodeInternal, "the decider answered %d ranks for %d positions", len(res.Ranks), len(res.Positions))
 	}
-	ans := engine.NewAnswer(h.p, topK)
-	total := own // the entry's stream with the decider, both ways
-	for _, b := range helpers {
-		total += b
-	}
-	ans.Bytes(0, 0, total)
+	return nil
+}
+
+// rows maps the decider's positions back to live rows: f(i, segment,
+// sequence) for the i-th position (deleted rows never win).
+func (h *Holder[E]) rows(run *ran, f func(i, seg, seq int)) *protocol.Error {
 	perm := h.permuter()
-	rows, perr := Unpermute(perm, res.Positions, sigma, n)
+	rows, perr := Unpermute(perm, run.res.Positions, &run.sigma, run.v.Rows())
 	h.perms.Put(perm)
 	if perr != nil {
 		return perr
@@ -361,17 +421,43 @@ func (h *Holder[E]) answer(res *protocol.DecideResult, v View, sigma *additive.S
 	h.RLock()
 	defer h.RUnlock()
 	for i, row := range rows {
-		s, seq, live := v.Locate(row)
-		if !live {
-			continue // deleted rows never win
+		if s, seq, live := run.v.Locate(row); live {
+			f(i, s, seq)
 		}
+	}
+	return nil
+}
+
+// answer maps the decider's permuted positions back to ids.
+func (h *Holder[E]) answer(run *ran, topK int) protocol.Msg {
+	reveal := h.p.RevealScores()
+	ans := engine.NewAnswer(h.p, topK)
+	ans.Bytes(0, 0, run.bytes)
+	if perr := h.rows(run, func(i, s, seq int) {
 		if reveal {
-			ans.Scored(h.ID(s, seq), int(res.Scores[i]))
+			ans.Scored(h.ID(s, seq), int(run.res.Scores[i]))
 		} else {
 			ans.Passed(h.ID(s, seq)) // the decider kept only rows at the threshold
 		}
+	}); perr != nil {
+		return perr
 	}
 	return ans.Done()
+}
+
+// shardAnswer is a shard's part of the answer: its ids with their ranks.
+func (h *Holder[E]) shardAnswer(run *ran, topK int) protocol.Msg {
+	a := &protocol.ShardAnswer{Bytes: run.bytes}
+	if perr := h.rows(run, func(i, s, seq int) {
+		a.IDs = append(a.IDs, h.ID(s, seq))
+		a.Ranks = append(a.Ranks, run.res.Ranks[i])
+		if h.p.RevealScores() {
+			a.Scores = append(a.Scores, run.res.Scores[i])
+		}
+	}); perr != nil {
+		return perr
+	}
+	return a
 }
 
 // serveQuery answers an entry's query as a helper: check the query has the

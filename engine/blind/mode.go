@@ -19,19 +19,30 @@ func init() {
 			Layout: config.Layout{PartyRole: config.RoleShareHolder, PartyNoun: "share holders",
 				MinParties: 2, MaxParties: config.MaxParties, DefaultParties: 2, Helper: config.RoleDecider},
 			Levels: true, Derive: Derive,
-			Sealed: true, SealedShares: sealedShares,
+			Sealed: true, SealedShares: sealedShares, Shards: true,
 			Trust: "trust: semi-honest: one deviating share holder can change answers (make a chosen id accepted) and, as the entry, learn the exact scores of rows it chooses; the decider must not collude with a holder (docs/SECURITY.md)",
 		},
 		Server: func(p *config.Params, name string) engine.Server {
 			if name == p.DeciderName() {
 				return engine.Server{Role: "decider",
 					Open: func(_ context.Context, env engine.Env, _ string, _ func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
+						if env.Coordinating() {
+							return NewMerger(env), nil, nil
+						}
 						eng, err := NewDecider(env)
 						return eng, nil, err
 					},
 				}
 			}
-			return rowtxn.HolderServer("party", "shares.log", store.KindBlind, New)
+			srv := rowtxn.HolderServer("party", "shares.log", store.KindBlind, New)
+			open := srv.Open
+			srv.Open = func(ctx context.Context, env engine.Env, dir string, wrap func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
+				if env.Coordinating() { // holds no rows (shard.go)
+					return NewCoordinator(env), nil, nil
+				}
+				return open(ctx, env, dir, wrap)
+			}
+			return srv
 		},
 		Describe: func(p *config.Params) string {
 			g, q := p.Transform()

@@ -126,6 +126,14 @@ func New[S Shares](env engine.Env, opt Options[S]) (*Core[S], error) {
 		st.seed, st.expand = opt.SeedSize, opt.Expand
 	}
 	st.operator = p.OperatorKeys
+	if env.Sharded() {
+		st.owns = func(id string) *protocol.Error {
+			if env.Owns(id) {
+				return nil
+			}
+			return env.NotOwned(id)
+		}
+	}
 	c := &Core[S]{env: env, p: p, opt: opt, self: self, st: st, outbox: engine.NewOutbox(env),
 		replay: &replayState{erased: map[rowmap.Ref]int64{}, bad: map[rowmap.Ref]int64{}, decided: map[protocol.TxnID]bool{}},
 		held:   map[heldKey]tail{}}
@@ -493,10 +501,14 @@ func (c *Core[S]) Delete(ctx context.Context, r engine.Request) protocol.Msg {
 	ref, ok := c.st.ids.Lookup(m.ID)
 	c.st.mu.RUnlock()
 	if !ok {
+		if !c.env.Owns(m.ID) {
+			return c.env.NotOwned(m.ID)
+		}
 		return protocol.Errorf(protocol.CodeUnknownID, "id %q is not enrolled", m.ID)
 	}
 	if ref.Seg != c.self {
-		if r.From.Role == network.RoleParty { // forwarded once already
+		// Forwarded once already, unless by this member's own coordinator.
+		if r.From.Role == network.RoleParty && r.From.Name != c.env.Self {
 			return protocol.Errorf(protocol.CodeInconsistent, "id %q belongs to %s, not %s", m.ID, c.p.Party(ref.Seg).Name, c.env.Self)
 		}
 		resp, err := rpc.Call(ctx, c.env.Net, c.p.Party(ref.Seg).Name, m)

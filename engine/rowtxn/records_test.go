@@ -168,9 +168,9 @@ func TestHeldRecord(t *testing.T) {
 			t.Fatalf("%v: a held record of party 2 in a cluster of 2", m.Type())
 		}
 		// Written by a build of wire version 4 (before hidden probes), 5
-		// (before signed probes) or 6 (before 2PC/MPC batches): the log an
-		// upgrade finds still reads.
-		for _, v := range []byte{4, 5, 6} {
+		// (before signed probes), 6 (before 2PC/MPC batches) or 7 (before
+		// shards): the log an upgrade finds still reads.
+		for _, v := range []byte{4, 5, 6, 7} {
 			old := store.Record{Type: r.Type, Sealed: append([]byte(nil), r.Sealed...), Tail: r.Tail}
 			old.Sealed[1+4] = v // after the party byte and the message's length
 			if h, err := decodeHeld(store.Entry{Record: old, TailIntact: true}, 3); err != nil || !reflect.DeepEqual(h.msg, m) {

@@ -132,6 +132,8 @@ type state[S Shares] struct {
 	pending map[protocol.TxnID]*pendingTxn
 	// operator is the signing keys of an operator (config.Params.OperatorKeys).
 	operator func(name string) []*ecdsa.PublicKey
+	// owns, in a shard, refuses an id of another shard (nil: every id).
+	owns func(id string) *protocol.Error
 	// nonces holds every operator nonce prepared here (from the log at
 	// start), so that no signed change applies twice.
 	nonces map[[16]byte]struct{}
@@ -212,6 +214,11 @@ func (st *state[S]) validate(p *protocol.Prepare, sealed [][32]byte) *protocol.E
 		}
 		if err := check(op.ID); err != nil {
 			return protocol.Errorf(protocol.CodeBadRequest, "%v", err)
+		}
+		if st.owns != nil {
+			if err := st.owns(op.ID); err != nil {
+				return err
+			}
 		}
 		if inUse[op.ID] {
 			return protocol.Errorf(protocol.CodeDuplicate, "id %q is used twice or by a concurrent request", op.ID)

@@ -178,6 +178,18 @@ func (h *Home) DataDir() string {
 	return filepath.Join(h.Dir, dataDir)
 }
 
+// UseShard makes the data directory that of shard s of a sharded member
+// (DATA/shard-S) or of its coordinator (s < 0: DATA/coordinator, which
+// holds only its lock): each server of the member has its own data and
+// lock.
+func (h *Home) UseShard(s int) {
+	sub := "coordinator"
+	if s >= 0 {
+		sub = fmt.Sprintf("shard-%d", s)
+	}
+	h.Data = filepath.Join(h.DataDir(), sub)
+}
+
 // homeFiles are the files a home may hold besides its data: what Install
 // copies. NAME.pub.json is added by name.
 var homeFiles = []string{selfFile, keyFile, certFile, sealFile, keyFile + ".previous", nextKeyFile, nextCertFile}

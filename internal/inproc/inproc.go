@@ -12,6 +12,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -58,12 +60,19 @@ type running struct {
 
 // Literal completes a literal with in-process members: mu parties "p1"..,
 // the mode's helper ("key" for a key server, "decider"), one operator
-// "client" and one device "device".
+// "client" and one device "device"; in a sharded literal every server has
+// lit.Shards shards.
 // Their certificates are "-"; Start gives every such member a real
 // identity.
 func Literal(lit config.Literal, mu int) config.Literal {
 	member := func(name string) config.Member {
-		return config.Member{Name: name, Addr: "mem:" + name, Cert: "-", Pin: "pin:" + name}
+		m := config.Member{Name: name, Addr: "mem:" + name, Cert: "-", Pin: "pin:" + name}
+		for s := range max(lit.Shards, 1) {
+			if lit.Shards > 1 {
+				m.Shards = append(m.Shards, "mem:"+config.ShardName(name, s))
+			}
+		}
+		return m
 	}
 	lit.Parties = nil
 	for i := 1; i <= mu; i++ {
@@ -135,18 +144,66 @@ func Start(t testing.TB, lit config.Literal) *Cluster {
 			t.Fatal(err)
 		}
 	}
+	var members []config.Member
 	if d, ok := p.Decider(); ok {
-		if err := c.TryRestart(d.Name); err != nil {
-			t.Fatal(err)
-		}
+		members = append(members, d)
 	}
-	for _, m := range p.Parties() {
-		if err := c.TryRestart(m.Name); err != nil {
-			t.Fatal(err)
+	for _, m := range append(members, p.Parties()...) {
+		for _, name := range c.ServerNames(m.Name) {
+			if err := c.TryRestart(name); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	c.WaitSettled()
 	return c
+}
+
+// ServerNames are the servers of member name: the member itself, and in a
+// sharded cluster its shards, "name#0".. (the member's name is then its
+// coordinator).
+func (c *Cluster) ServerNames(name string) []string {
+	names := []string{name}
+	if c.P.Shards() > 1 {
+		for s := range c.P.Shards() {
+			names = append(names, config.ShardName(name, s))
+		}
+	}
+	return names
+}
+
+// split parses a server's name: its member, and its shard
+// (config.Coordinator for the member itself).
+func split(name string) (member string, shard int) {
+	base, suffix, ok := strings.Cut(name, "#")
+	if !ok {
+		return name, config.Coordinator
+	}
+	s, err := strconv.Atoi(suffix)
+	if err != nil {
+		return name, config.Coordinator
+	}
+	return base, s
+}
+
+// shardDialer is a shard's dialer: a bare name reaches the member's same
+// shard, "name#c" its coordinator, as config.Params.Directory resolves
+// them over QUIC.
+type shardDialer struct {
+	network.Dialer
+	p     *config.Params
+	shard int
+}
+
+func (d shardDialer) Open(ctx context.Context, to string) (*network.Stream, error) {
+	if base, suffix, ok := strings.Cut(to, "#"); ok && suffix == "c" {
+		to = base
+	} else if !ok {
+		if m, ok := d.p.Server(to); ok && len(m.Shards) > 0 {
+			to = config.ShardName(to, d.shard)
+		}
+	}
+	return d.Dialer.Open(ctx, to)
 }
 
 // identities gives every member of lit whose certificate is "-" a fresh
@@ -247,26 +304,32 @@ func (c *Cluster) WaitSettled() {
 	cl := c.Client("client", "")
 	deadline := time.Now().Add(30 * time.Second)
 	for _, m := range c.P.Servers() {
-		c.mu.Lock()
-		_, up := c.running[m.Name]
-		c.mu.Unlock()
-		for up {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			h, err := cl.Health(ctx, m.Name)
-			cancel()
-			if err == nil && h.InDoubt == 0 {
-				break
+		for _, name := range c.ServerNames(m.Name) {
+			c.mu.Lock()
+			_, up := c.running[name]
+			c.mu.Unlock()
+			for up {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				h, err := cl.Health(ctx, name)
+				cancel()
+				if err == nil && h.InDoubt == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					c.t.Fatalf("%s did not settle: %v %+v", name, err, h)
+				}
+				time.Sleep(20 * time.Millisecond)
 			}
-			if time.Now().After(deadline) {
-				c.t.Fatalf("%s did not settle: %v %+v", m.Name, err, h)
-			}
-			time.Sleep(20 * time.Millisecond)
 		}
 	}
 }
 
-// Dialer returns a dialer presenting the identity of member name.
+// Dialer returns a dialer presenting the identity of member name (of its
+// shard, for "name#s").
 func (c *Cluster) Dialer(name string) network.Dialer {
+	if member, shard := split(name); shard != config.Coordinator {
+		return shardDialer{Dialer: c.Dialer(member), p: c.P, shard: shard}
+	}
 	role := network.RoleHelper
 	if c.P.PartyIndex(name) >= 0 {
 		role = network.RoleParty
@@ -314,8 +377,9 @@ func (c *Cluster) TryRestart(name string) error {
 	}
 	log := slog.New(slog.NewTextHandler(testWriter{c}, &slog.HandlerOptions{Level: slog.LevelWarn})).With("server", name)
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.Build(ctx, c.P, name, filepath.Join(c.Dir, "data", name), c.Dialer(name), ln, log,
-		server.BuildOptions{Key: c.keys[name], SealKey: c.seals[name], WrapLog: c.WrapLog[name]})
+	member, shard := split(name)
+	srv, err := server.Build(ctx, c.P, member, filepath.Join(c.Dir, "data", name), c.Dialer(name), ln, log,
+		server.BuildOptions{Key: c.keys[member], SealKey: c.seals[member], WrapLog: c.WrapLog[name], Shard: shard})
 	if err != nil {
 		cancel()
 		ln.Close()

@@ -1,0 +1,115 @@
+package config
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/idface/idface/internal/rowmap"
+)
+
+// A sharded cluster (Literal.Shards = S > 1) runs every server of its
+// members as a coordinator, at the member's address, and S shard servers,
+// at Member.Shards. Shard s of every member holds the rows whose ids
+// rowmap.ShardOf puts in shard s, and talks only to shard s of the
+// others: the S shards are S clusters of one configuration, each a
+// sub-cluster of its own rows. A coordinator holds no rows: it forwards
+// an enrollment to the shard of its ids and fans an identify out to its
+// shards, merging their answers (docs/DESIGN-NOTES.md "Shards").
+
+// MaxShards bounds Literal.Shards.
+const MaxShards = 64
+
+// Coordinator is the shard index of a sharded member's coordinator (and,
+// in an unsharded cluster, of every server but shard 0, which it is).
+const Coordinator = -1
+
+// Shards is the number of shard servers per member: 1 in an unsharded
+// cluster.
+func (p *Params) Shards() int { return max(p.lit.Shards, 1) }
+
+// ShardOf is the shard that holds id's row.
+func (p *Params) ShardOf(id string) int { return rowmap.ShardOf(p.cluster, id, p.Shards()) }
+
+// ShardName is how a server dials shard s of member name: "name#s"
+// (member names never hold '#').
+func ShardName(name string, s int) string { return name + "#" + strconv.Itoa(s) }
+
+// CoordinatorName is how a shard dials its member's coordinator.
+func CoordinatorName(name string) string { return name + "#c" }
+
+// Directory returns the address book of a server at shard self
+// (Coordinator for a coordinator, or any server of an unsharded cluster):
+// "name#s" is member name's shard s and "name#c" its coordinator; a bare
+// name is the member's server in the caller's own shard (the coordinator,
+// for a coordinator), so that a shard runs its sub-cluster's protocols as
+// an unsharded server does.
+func (p *Params) Directory(self int) func(name string) (addr string, pins []string, ok bool) {
+	return func(name string) (string, []string, bool) {
+		shard := self
+		if base, suffix, cut := strings.Cut(name, "#"); cut {
+			name = base
+			if suffix == "c" {
+				shard = Coordinator
+			} else {
+				n, err := strconv.Atoi(suffix)
+				if err != nil || n < 0 || n >= p.Shards() || suffix != strconv.Itoa(n) {
+					return "", nil, false
+				}
+				shard = n
+			}
+		}
+		m, ok := p.Server(name)
+		if !ok {
+			return "", nil, false
+		}
+		if shard == Coordinator || len(m.Shards) == 0 {
+			return m.Addr, m.Pins(), true
+		}
+		return m.Shards[shard], m.Pins(), true
+	}
+}
+
+// ShardAddr is the address of a server's shard s (Coordinator: its own).
+func (m Member) ShardAddr(s int) string {
+	if s == Coordinator || len(m.Shards) == 0 {
+		return m.Addr
+	}
+	return m.Shards[s]
+}
+
+// checkShards checks a sharded cluster: a mode that shards, and every
+// server with one address per shard, all distinct.
+func (p *Params) checkShards() error {
+	s := p.lit.Shards
+	if s < 0 || s > MaxShards {
+		return fmt.Errorf("shards = %d: want 1..%d", s, MaxShards)
+	}
+	if s <= 1 {
+		for _, m := range p.Servers() {
+			if len(m.Shards) != 0 {
+				return fmt.Errorf("server %q lists shard addresses in a cluster without shards: drop them or set \"shards\"", m.Name)
+			}
+		}
+		return nil
+	}
+	if !p.spec.Shards {
+		return fmt.Errorf("mode %s does not run sharded parties (shards = %d): only blind mode does in this build", p.lit.Mode, s)
+	}
+	seen := map[string]string{}
+	for _, m := range p.Servers() {
+		if len(m.Shards) != s {
+			return fmt.Errorf("server %q has %d shard addresses for %d shards", m.Name, len(m.Shards), s)
+		}
+		for i, a := range append([]string{m.Addr}, m.Shards...) {
+			if a == "" {
+				return fmt.Errorf("server %q: shard %d has no address", m.Name, i-1)
+			}
+			if other, dup := seen[a]; dup {
+				return fmt.Errorf("address %s is both %s's and %s's", a, other, m.Name)
+			}
+			seen[a] = m.Name
+		}
+	}
+	return nil
+}

@@ -1,0 +1,143 @@
+package blind_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/internal/inproc"
+	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
+)
+
+// TestShards runs a sharded cluster (every holder and the decider as a
+// coordinator and three shards) beside an unsharded one on the same rows:
+// every answer, scores and ranks, equals the unsharded cluster's and the
+// plaintext; rows land on their shards only; a deletion reaches its
+// shard; a shard that is down fails the queries, naming it, until it is
+// back.
+func TestShards(t *testing.T) {
+	for _, reveal := range []bool{true, false} {
+		t.Run(fmt.Sprintf("reveal=%v", reveal), func(t *testing.T) {
+			const S = 3
+			sharded := start(t, 2, config.Literal{Beta: 21, Shards: S, RevealScores: reveal})
+			whole := start(t, 2, config.Literal{Beta: 21, RevealScores: reveal})
+			xs := templates(90, 11)
+			all := items(xs, "r")
+			for _, cl := range []*inproc.Cluster{sharded, whole} {
+				// Two batches, through both entries: each spans every shard.
+				if err := cl.Client("client", "p1").Enroll(ctx(t), all[:50]); err != nil {
+					t.Fatal(err)
+				}
+				if err := cl.Client("client", "p2").Enroll(ctx(t), all[50:]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Each shard holds its ids only, and all of them.
+			rows := 0
+			for s := range S {
+				h, err := sharded.Client("client", "").Health(ctx(t), config.ShardName("p1", s))
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := 0
+				for _, it := range all {
+					if sharded.P.ShardOf(it.ID) == s {
+						want++
+					}
+				}
+				if int(h.Live) != want || want == 0 {
+					t.Fatalf("shard %d holds %d live rows, %d ids are its", s, h.Live, want)
+				}
+				rows += int(h.Live)
+			}
+			if rows != len(all) {
+				t.Fatalf("the shards hold %d rows of %d", rows, len(all))
+			}
+			deleted := ""
+			check := func() {
+				t.Helper()
+				for q := range 8 {
+					y := xs[q*11]
+					want := plain(t, sharded.P, xs, y)
+					for _, topK := range []int{1, 5, 90} {
+						a, err := sharded.Client("device", "p2").Identify(ctx(t), y, topK)
+						if err != nil {
+							t.Fatal(err)
+						}
+						b, err := whole.Client("device", "p2").Identify(ctx(t), y, topK)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if len(a.Candidates) != len(b.Candidates) || a.Accepted != b.Accepted || a.ScoresHidden != b.ScoresHidden {
+							t.Fatalf("probe %d top %d: sharded %+v, unsharded %+v", q, topK, a, b)
+						}
+						for j, cd := range a.Candidates {
+							var i int
+							fmt.Sscanf(cd.ID, "r-%d", &i)
+							if cd.ID == deleted || want[i] < sharded.P.Threshold() && !reveal {
+								t.Fatalf("probe %d: %s answered (plaintext %d, deleted %q)", q, cd.ID, want[i], deleted)
+							}
+							if reveal && (int(cd.Score) != want[i] || cd.Score != b.Candidates[j].Score) {
+								t.Fatalf("probe %d top %d: #%d %s scored %d, plaintext %d, unsharded #%d %d", q, topK, j, cd.ID, cd.Score, want[i], j, b.Candidates[j].Score)
+							}
+						}
+						if !reveal && len(a.Candidates) > 0 && a.Candidates[0].ID != b.Candidates[0].ID {
+							// Ties aside (none here: the best row is the probe itself), the best is the same row.
+							t.Fatalf("probe %d: best %s sharded, %s unsharded", q, a.Candidates[0].ID, b.Candidates[0].ID)
+						}
+						if a.BytesTotal == 0 {
+							t.Fatal("no bytes_total")
+						}
+					}
+				}
+			}
+			check()
+			deleted = "r-22"
+			for _, cl := range []*inproc.Cluster{sharded, whole} {
+				if err := cl.Client("client", "p2").Delete(ctx(t), deleted); err != nil {
+					t.Fatal(err)
+				}
+			}
+			check()
+
+			// A shard holds its own ids only, and answers only its coordinator.
+			s := sharded.P.ShardOf("r-1")
+			other := config.ShardName("p1", (s+1)%S)
+			_, err := rpc.Call(ctx(t), sharded.Dialer("client"), other, &protocol.Delete{Auth: sharded.Sign(protocol.OpDelete, "r-1"), ID: "r-1"})
+			if err == nil || !strings.Contains(err.Error(), "shard") {
+				t.Fatalf("a delete of another shard's id: %v", err)
+			}
+			_, err = rpc.Call(ctx(t), sharded.Dialer("device"), other, &protocol.Identify{TopK: 1, Template: xs[0]})
+			if err == nil || !strings.Contains(err.Error(), "coordinator") {
+				t.Fatalf("an identify at a shard: %v", err)
+			}
+			_, err = rpc.Call(ctx(t), sharded.Dialer("p2"), other, &protocol.ShardIdentify{TopK: 1, Template: xs[0]})
+			var pe *protocol.Error
+			if !errors.As(err, &pe) || pe.Code != protocol.CodeForbidden {
+				t.Fatalf("a ShardIdentify from another holder: %v", err)
+			}
+
+			// A helper shard down: every query fails, naming it, and
+			// recovers when it is back.
+			down := config.ShardName("p1", 1)
+			sharded.Stop(down)
+			_, err = sharded.Client("device", "p2").Identify(ctx(t), xs[0], 1)
+			if err == nil || !strings.Contains(err.Error(), down) {
+				t.Fatalf("with %s down: %v", down, err)
+			}
+			sharded.Restart(down)
+			check()
+			// The decider's coordinator down: no shard's answer can be merged.
+			sharded.Stop("decider")
+			_, err = sharded.Client("device", "p2").Identify(ctx(t), xs[0], 1)
+			if err == nil || !strings.Contains(err.Error(), "decider") {
+				t.Fatalf("with the decider's coordinator down: %v", err)
+			}
+			sharded.Restart("decider")
+			check()
+		})
+	}
+}

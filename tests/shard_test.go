@@ -1,0 +1,138 @@
+package tests
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idface/idface/cluster"
+	"github.com/idface/idface/config"
+)
+
+// TestShardedBlindCLI runs a sharded blind cluster as processes (each
+// holder and the decider as a coordinator and three shard servers):
+// enrollment and identification through the CLI answer as the plaintext
+// search; a shard killed with SIGKILL while clients identify never gives
+// a wrong answer, only errors naming the shard, and once it is back every
+// query is answered again.
+func TestShardedBlindCLI(t *testing.T) {
+	const S = 3
+	dir, cfg := newCluster(t, "blind", 2, "--reveal-scores", "--shards", "3")
+	if cfg.Shards() != S {
+		t.Fatalf("%d shards", cfg.Shards())
+	}
+	d := newDataset(t, t.TempDir(), 300, 43)
+	must(t, "enroll", "--cluster", dir, "--ids", d.ids, "--templates", d.enroll, "--batch", "64", "--quiet")
+	rows := transformRows(t, d.gallery, d.names, cfg.Alpha())
+	q := filepath.Join(t.TempDir(), "q.npy")
+	writeNpy(t, q, d.queries[:20])
+	type best struct {
+		id    string
+		score int
+	}
+	wants := make([][]best, 20)
+	for i := range wants {
+		for _, w := range plainTop(t, rows, d.queries[i], cfg.Alpha(), cfg.Beta(), 4) {
+			wants[i] = append(wants[i], best{w.id, w.score})
+		}
+	}
+	// right reports whether candidates are the plaintext top 3 of query i
+	// (ids where scores are not tied).
+	right := func(i int, ids []string, scores []int) bool {
+		want := wants[i]
+		if len(ids) != 3 {
+			return false
+		}
+		for j, w := range want[:3] {
+			tied := j > 0 && want[j-1].score == w.score || want[j+1].score == w.score
+			if scores[j] != w.score || !tied && ids[j] != w.id {
+				return false
+			}
+		}
+		return true
+	}
+	check := func(entry string) {
+		t.Helper()
+		for i, r := range parseResults(t, must(t, "identify", "--cluster", dir, "--entry", entry, "--templates", q, "--top", "3", "--json")) {
+			var ids []string
+			var scores []int
+			for _, c := range r.Candidates {
+				ids, scores = append(ids, c.ID), append(scores, c.Score)
+			}
+			if !right(i, ids, scores) {
+				t.Fatalf("query %d through %s: %v %v, plaintext %v", i, entry, ids, scores, wants[i])
+			}
+		}
+	}
+	check("p1")
+	check("p2")
+	if st := must(t, "cluster", "status", "--cluster", dir); !strings.Contains(st, "coordinator of 3 shards") || !strings.Contains(st, "p2#2") || !strings.Contains(st, "all servers agree") {
+		t.Fatalf("status:\n%s", st)
+	}
+
+	// Clients identify while a helper shard is killed, then restarted.
+	victim := config.ShardName("p2", 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	var answered, failed int
+	var wg sync.WaitGroup
+	for c := range 2 {
+		wg.Go(func() {
+			cl, err := cluster.Client(cfg, "device", "p1")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer cl.Close()
+			for i := c; ctx.Err() == nil; i = (i + 1) % 20 {
+				qctx, qcancel := context.WithTimeout(ctx, 20*time.Second)
+				r, err := cl.Identify(qctx, d.queries[i], 3)
+				qcancel()
+				if ctx.Err() != nil {
+					return
+				}
+				mu.Lock()
+				if err != nil {
+					failed++
+					if !strings.Contains(err.Error(), "shard 1") {
+						t.Errorf("query %d failed without naming shard 1: %v", i, err)
+					}
+				} else {
+					answered++
+					var ids []string
+					var scores []int
+					for _, c := range r.Candidates {
+						ids, scores = append(ids, c.ID), append(scores, int(c.Score))
+					}
+					if !right(i, ids, scores) {
+						t.Errorf("query %d answered wrongly: %v %v, plaintext %v", i, ids, scores, wants[i])
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	time.Sleep(time.Second)
+	if err := cluster.Kill(cfg, victim); err != nil {
+		t.Fatal(err)
+	}
+	// A killed process sends no close: its peers' connections end at the
+	// transport's idle timeout (quicnet: 5 s), which fails the queries.
+	time.Sleep(8 * time.Second)
+	mu.Lock()
+	failedWhileDown := failed
+	mu.Unlock()
+	must(t, "cluster", "up", "--cluster", dir)
+	time.Sleep(2 * time.Second)
+	cancel()
+	wg.Wait()
+	if answered == 0 || failedWhileDown == 0 {
+		t.Fatalf("%d answered, %d failed while %s was down", answered, failedWhileDown, victim)
+	}
+	t.Logf("%d answered, %d failed (%s killed for about 8 s)", answered, failed, victim)
+	check("p1")
+}
