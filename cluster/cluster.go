@@ -157,11 +157,8 @@ func Init(dir string, o Options) (_ *config.Params, err error) {
 		return nil, err
 	}
 	if o.Shards > 1 {
-		if o.Kubernetes != "" {
-			return nil, fmt.Errorf("--shards with --k8s: this build renders one pod per server, not sharded servers, for Kubernetes")
-		}
 		lit.Shards = o.Shards // checked when loaded below
-		if err := shardPorts(&lit, o.Shards, o.Host); err != nil {
+		if err := shardAddrs(&lit, o); err != nil {
 			return nil, err
 		}
 	}
@@ -194,16 +191,21 @@ func servers(lit *config.Literal) []*config.Member {
 	return s
 }
 
-// shardPorts gives every server of lit shards shard addresses on host.
-func shardPorts(lit *config.Literal, shards int, host string) error {
+// shardAddrs gives every server of lit o.Shards shard addresses: ports
+// on o.Host, or its shards' pod names in a cluster for Kubernetes.
+func shardAddrs(lit *config.Literal, o Options) error {
 	for _, m := range servers(lit) {
 		m.Shards = nil
-		for range shards {
-			port, err := FreePort("udp", host)
+		for s := range o.Shards {
+			if o.Kubernetes != "" {
+				m.Shards = append(m.Shards, deploy.ShardPodAddress(o.Kubernetes, m.Name, s))
+				continue
+			}
+			port, err := FreePort("udp", o.Host)
 			if err != nil {
 				return err
 			}
-			m.Shards = append(m.Shards, net.JoinHostPort(host, strconv.Itoa(port)))
+			m.Shards = append(m.Shards, net.JoinHostPort(o.Host, strconv.Itoa(port)))
 		}
 	}
 	return nil

@@ -17,6 +17,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"sort"
@@ -24,8 +25,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idface/idface/config"
 	"sigs.k8s.io/yaml"
+
+	"github.com/idface/idface/config"
 )
 
 // Fixed places inside a pod.
@@ -56,6 +58,9 @@ const (
 	labelClust  = "idface.io/cluster"
 	labelMember = "idface.io/member"
 	labelRole   = "idface.io/role"
+	// labelSet tells a sharded member's two StatefulSets apart: its
+	// coordinator and its shards.
+	labelSet = "idface.io/set"
 )
 
 // Options of K8s.
@@ -98,6 +103,16 @@ func Name(member string) string { return "idface-" + member }
 
 // SecretName is member's home Secret.
 func SecretName(member string) string { return Name(member) + "-home" }
+
+// ShardSet is the StatefulSet and headless Service of a sharded member's
+// shards: its pod s runs shard s.
+func ShardSet(member string) string { return Name(member) + "-shard" }
+
+// ShardPodAddress is the address of member's shard s inside the
+// Kubernetes cluster, in namespace ns ('cluster init --k8s --shards').
+func ShardPodAddress(ns, member string, s int) string {
+	return net.JoinHostPort(fmt.Sprintf("%s-%d.%s.%s.svc.cluster.local", ShardSet(member), s, ShardSet(member), ns), strconv.Itoa(QUICPort))
+}
 
 // PodAddress is the address member's first pod has inside the Kubernetes
 // cluster, in namespace ns: what its descriptor advertises when its peers
@@ -153,10 +168,18 @@ func K8s(p *config.Params, cfgJSON []byte, o Options) ([]byte, error) {
 		if !ok {
 			return nil, fmt.Errorf("%s is not a server of this cluster (servers: %s)", name, serverNames(p))
 		}
-		if err := DNSLabel(name); err != nil || len(name) > maxMember {
-			return nil, fmt.Errorf("member %q: Kubernetes names its objects after it, so it must be a DNS label of at most %d characters (lower-case letters, digits, '-' inside): assemble the cluster with members so named", name, maxMember)
+		longest := maxMember
+		if p.Shards() > 1 {
+			longest -= len("-shard")
+		}
+		if err := DNSLabel(name); err != nil || len(name) > longest {
+			return nil, fmt.Errorf("member %q: Kubernetes names its objects after it, so it must be a DNS label of at most %d characters (lower-case letters, digits, '-' inside): assemble the cluster with members so named", name, longest)
 		}
 		port, err := quicPort(m, o.Namespace)
+		if err != nil {
+			return nil, err
+		}
+		shardPort, err := shardPort(p, m, o.Namespace)
 		if err != nil {
 			return nil, err
 		}
@@ -168,13 +191,26 @@ func K8s(p *config.Params, cfgJSON []byte, o Options) ([]byte, error) {
 			}
 			docs = append(docs, s)
 		}
-		docs = append(docs, headless(o.Namespace, name, labels, port, o.Metrics))
-		if o.Expose {
-			docs = append(docs, exposed(o.Namespace, name, labels, port))
+		// The member's pod (in a sharded cluster its coordinator, with no
+		// rows and a scratch data directory), and its S shards, each with
+		// its own volume.
+		sets := []podSet{{}}
+		if p.Shards() > 1 {
+			sets = []podSet{{label: "coordinator", noData: true}, {label: "shards", suffix: "-shard", replicas: p.Shards()}}
 		}
-		docs = append(docs, statefulSet(p, o, name, cluster, labels, port))
-		if o.Metrics {
-			docs = append(docs, metricsPolicy(o.Namespace, name, labels, port))
+		for _, set := range sets {
+			l, port := withSet(labels, set.label), port
+			if set.replicas > 0 {
+				port = shardPort
+			}
+			docs = append(docs, headlessSet(o.Namespace, Name(name)+set.suffix, l, port, o.Metrics))
+			if o.Expose && set.replicas == 0 { // clients reach the coordinator
+				docs = append(docs, exposed(o.Namespace, name, l, port))
+			}
+			docs = append(docs, statefulSet(p, o, name, cluster, labels, port, set))
+			if o.Metrics {
+				docs = append(docs, metricsPolicy(o.Namespace, Name(name)+set.suffix, l, port))
+			}
 		}
 	}
 	if len(members) == len(p.Servers()) {
@@ -230,6 +266,34 @@ func serverNames(p *config.Params) string {
 		s = append(s, m.Name)
 	}
 	return strings.Join(s, ", ")
+}
+
+// shardPort is the port every shard of a sharded member listens on in its
+// pod (one pod template): its shard addresses must share it, and name the
+// pods of ShardSet when they are pod names.
+func shardPort(p *config.Params, m config.Member, ns string) (int, error) {
+	if p.Shards() == 1 {
+		return 0, nil
+	}
+	port := 0
+	for s, a := range m.Shards {
+		host, ps, err := net.SplitHostPort(a)
+		if err != nil {
+			return 0, fmt.Errorf("%s's shard %d address %q: %w", m.Name, s, a, err)
+		}
+		if want := ShardPodAddress(ns, m.Name, s); strings.HasSuffix(host, ".svc.cluster.local") && a != want {
+			return 0, fmt.Errorf("%s's shard %d is %s, but its pod in namespace %s is %s: render it into the namespace its addresses name", m.Name, s, a, ns, want)
+		}
+		if ip := net.ParseIP(host); ip != nil && (ip.IsLoopback() || ip.IsUnspecified()) {
+			return 0, fmt.Errorf("%s's shard %d advertises %s, an address no pod can dial: make the cluster with 'idface cluster init --k8s NAMESPACE --shards N'", m.Name, s, a)
+		}
+		n, err := strconv.Atoi(ps)
+		if err != nil || n < 1 || n > 65535 || s > 0 && n != port {
+			return 0, fmt.Errorf("%s's shard addresses must share one port (its shards run one pod template): %q", m.Name, a)
+		}
+		port = n
+	}
+	return port, nil
 }
 
 // quicPort is the port of member m's advertised address: its pod listens
@@ -341,9 +405,10 @@ type serviceSpec struct {
 	PublishNotReady bool `json:"publishNotReadyAddresses,omitempty"`
 }
 
-// headless gives each pod of the member a stable DNS name
-// (PodAddress), for the others and for clients in the same cluster.
-func headless(ns, name string, labels map[string]string, port int, metrics bool) any {
+// headlessSet is the headless Service svc of the pods labels select: it
+// gives each of them a stable DNS name (PodAddress, ShardPodAddress), for
+// the others and for clients in the same cluster.
+func headlessSet(ns, svc string, labels map[string]string, port int, metrics bool) any {
 	ports := []servicePort{{Name: "quic", Protocol: "UDP", Port: port, TargetPort: "quic"}}
 	if metrics {
 		ports = append(ports, servicePort{Name: "metrics", Protocol: "TCP", Port: MetricsPort, TargetPort: "metrics"})
@@ -351,7 +416,7 @@ func headless(ns, name string, labels map[string]string, port int, metrics bool)
 	return struct {
 		object
 		Spec serviceSpec `json:"spec"`
-	}{object{"v1", "Service", meta{Name: Name(name), Namespace: ns, Labels: labels}},
+	}{object{"v1", "Service", meta{Name: svc, Namespace: ns, Labels: labels}},
 		serviceSpec{ClusterIP: "None", Selector: podSelector(labels), PublishNotReady: true, Ports: ports}}
 }
 
@@ -368,7 +433,7 @@ func exposed(ns, name string, labels map[string]string, port int) any {
 // (in any namespace) read a member's /metrics; its QUIC port and /healthz
 // stay open (peers, clients, the kubelet's probes). Metrics count rows
 // and answers: nothing else in the cluster network needs them.
-func metricsPolicy(ns, name string, labels map[string]string, port int) any {
+func metricsPolicy(ns, set string, labels map[string]string, port int) any {
 	type peer struct {
 		PodSelector       selector  `json:"podSelector"`
 		NamespaceSelector *selector `json:"namespaceSelector,omitempty"`
@@ -389,7 +454,7 @@ func metricsPolicy(ns, name string, labels map[string]string, port int) any {
 	return struct {
 		object
 		Spec policy `json:"spec"`
-	}{object{"networking.k8s.io/v1", "NetworkPolicy", meta{Name: Name(name) + "-metrics", Namespace: ns, Labels: labels}},
+	}{object{"networking.k8s.io/v1", "NetworkPolicy", meta{Name: set + "-metrics", Namespace: ns, Labels: labels}},
 		policy{selector{MatchLabels: podSelector(labels)}, []string{"Ingress"}, []rule{
 			{Ports: []policyPort{{"UDP", port}, {"TCP", HealthPort}}},
 			{From: []peer{{PodSelector: selector{MatchLabels: map[string]string{"app.kubernetes.io/name": "prometheus"}}, NamespaceSelector: &selector{}}},
@@ -397,9 +462,31 @@ func metricsPolicy(ns, name string, labels map[string]string, port int) any {
 		}}}
 }
 
-// podSelector picks a member's pods.
+// podSelector picks a member's pods (of one set, when labels name it).
 func podSelector(labels map[string]string) map[string]string {
-	return map[string]string{labelClust: labels[labelClust], labelMember: labels[labelMember]}
+	sel := map[string]string{labelClust: labels[labelClust], labelMember: labels[labelMember]}
+	if set, ok := labels[labelSet]; ok {
+		sel[labelSet] = set
+	}
+	return sel
+}
+
+// withSet is labels with a set's label.
+func withSet(labels map[string]string, set string) map[string]string {
+	l := maps.Clone(labels)
+	if set != "" {
+		l[labelSet] = set
+	}
+	return l
+}
+
+// podSet is one StatefulSet of a member: the member's single pod (zero
+// value), or in a sharded cluster its coordinator or its shards.
+type podSet struct {
+	label    string // labelSet's value; "" outside shards
+	suffix   string // of the set's name
+	replicas int    // 1 when 0; a shard set's pod s runs shard s
+	noData   bool   // a coordinator: its data directory holds only a lock
 }
 
 // disruptionBudget lets a voluntary disruption (a node drain, an upgrade)
@@ -428,7 +515,8 @@ func sorted(s []string) []string {
 // statefulSet runs member name: one pod (one per shard when a party is
 // sharded), its home installed from its Secret onto memory, its data on
 // its own volume, never on a node with another member of the cluster.
-func statefulSet(p *config.Params, o Options, name, cluster string, labels map[string]string, port int) any {
+func statefulSet(p *config.Params, o Options, name, cluster string, labels map[string]string, port int, set podSet) any {
+	labels = withSet(labels, set.label)
 	grace := int((p.Timeouts().Shutdown + 10*time.Second) / time.Second)
 	probe := func(period, failures int) map[string]any {
 		return map[string]any{"httpGet": map[string]any{"path": "/healthz", "port": "health"}, "periodSeconds": period, "failureThreshold": failures, "timeoutSeconds": 2}
@@ -461,6 +549,9 @@ func statefulSet(p *config.Params, o Options, name, cluster string, labels map[s
 	}
 	args := []string{binary, "serve", "--config", configDir + "/" + config.File, "--home", homeDir, "--data", dataDir,
 		"--listen", net.JoinHostPort("0.0.0.0", strconv.Itoa(port)), "--health-addr", net.JoinHostPort("0.0.0.0", strconv.Itoa(HealthPort))}
+	if set.replicas > 0 {
+		args = append(args, "--shard-ordinal") // pod s of the set is shard s
+	}
 	ports := []map[string]any{
 		{"name": "quic", "containerPort": port, "protocol": "UDP"},
 		{"name": "health", "containerPort": HealthPort, "protocol": "TCP"},
@@ -478,6 +569,15 @@ func statefulSet(p *config.Params, o Options, name, cluster string, labels map[s
 		// Without root or capabilities the server binds a low port only
 		// where the pod's network namespace allows it (a safe sysctl).
 		podSecurity["sysctls"] = []map[string]any{{"name": "net.ipv4.ip_unprivileged_port_start", "value": strconv.Itoa(port)}}
+	}
+	volumes := []map[string]any{
+		// 0440 with fsGroup: party install copies it to 0600.
+		{"name": "secret", "secret": map[string]any{"secretName": SecretName(name), "defaultMode": 0o440}},
+		{"name": "home", "emptyDir": map[string]any{"medium": "Memory", "sizeLimit": "16Mi"}},
+		{"name": "cluster", "configMap": map[string]any{"name": configName(cluster)}},
+	}
+	if set.noData {
+		volumes = append(volumes, map[string]any{"name": "data", "emptyDir": map[string]any{"sizeLimit": "16Mi"}})
 	}
 	pod := map[string]any{
 		"metadata": map[string]any{"labels": labels, "annotations": map[string]string{"idface.io/config-hash": o.configHash}},
@@ -515,29 +615,27 @@ func statefulSet(p *config.Params, o Options, name, cluster string, labels map[s
 					map[string]any{"name": "cluster", "mountPath": configDir, "readOnly": true},
 					map[string]any{"name": "data", "mountPath": dataMount}),
 			}},
-			"volumes": []map[string]any{
-				// 0440 with fsGroup: party install copies it to 0600.
-				{"name": "secret", "secret": map[string]any{"secretName": SecretName(name), "defaultMode": 0o440}},
-				{"name": "home", "emptyDir": map[string]any{"medium": "Memory", "sizeLimit": "16Mi"}},
-				{"name": "cluster", "configMap": map[string]any{"name": configName(cluster)}},
-			},
+			"volumes": volumes,
 		},
 	}
-	return struct {
-		object
-		Spec map[string]any `json:"spec"`
-	}{object{"apps/v1", "StatefulSet", meta{Name: Name(name), Namespace: o.Namespace, Labels: labels}}, map[string]any{
-		"serviceName":         Name(name),
-		"replicas":            1,
+	spec := map[string]any{
+		"serviceName":         Name(name) + set.suffix,
+		"replicas":            max(set.replicas, 1),
 		"podManagementPolicy": "Parallel",
 		// A new image or configuration replaces a pod only when it is
 		// deleted: the operator moves one server at a time (DEPLOY.md),
 		// never every member of the cluster at once.
-		"updateStrategy":       map[string]any{"type": "OnDelete"},
-		"selector":             selector{MatchLabels: podSelector(labels)},
-		"template":             pod,
-		"volumeClaimTemplates": []map[string]any{pvc},
-	}}
+		"updateStrategy": map[string]any{"type": "OnDelete"},
+		"selector":       selector{MatchLabels: podSelector(labels)},
+		"template":       pod,
+	}
+	if !set.noData {
+		spec["volumeClaimTemplates"] = []map[string]any{pvc}
+	}
+	return struct {
+		object
+		Spec map[string]any `json:"spec"`
+	}{object{"apps/v1", "StatefulSet", meta{Name: Name(name) + set.suffix, Namespace: o.Namespace, Labels: labels}}, spec}
 }
 
 // DNSLabel checks a name Kubernetes takes as a DNS label (RFC 1123).

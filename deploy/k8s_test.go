@@ -396,3 +396,101 @@ func TestK8sMemberNames(t *testing.T) {
 		t.Fatalf("a name of 45 characters: %v", err)
 	}
 }
+
+// TestK8sShards renders a sharded blind test cluster: every member runs as
+// a coordinator StatefulSet (one pod, no volume of rows) and a shard
+// StatefulSet of S pods, each with its own volume and run as the shard its
+// ordinal names; the two sets' selectors never pick each other's pods;
+// every pod mounts its own member's Secret only; members never share a
+// node, while a member's own pods may; the budget covers every pod.
+func TestK8sShards(t *testing.T) {
+	const S = 3
+	dir := t.TempDir()
+	p, err := cluster.Init(dir, cluster.Options{Mode: config.ModeBlind, Parties: 2, Kubernetes: "gate-test", Shards: S})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgJSON, err := os.ReadFile(filepath.Join(dir, config.File))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := deploy.K8s(p, cfgJSON, deploy.Options{Namespace: "gate-test", Image: "registry.example/idface:1", Metrics: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := decode(t, out)
+	servers := p.Servers()
+	if len(r.stateful) != 2*len(servers) || len(r.services) != 2*len(servers) || len(r.policies) != 2*len(servers) || len(r.budgets) != 1 {
+		t.Fatalf("rendered %d StatefulSets, %d Services, %d policies, %d budgets for %d sharded servers", len(r.stateful), len(r.services), len(r.policies), len(r.budgets), len(servers))
+	}
+	services := map[string]corev1.Service{}
+	for _, s := range r.services {
+		services[s.Name] = s
+	}
+	var sets []appsv1.StatefulSet
+	for _, m := range servers {
+		if m.Addr != deploy.PodAddress("gate-test", m.Name) {
+			t.Fatalf("%s's coordinator advertises %s", m.Name, m.Addr)
+		}
+		for s, a := range m.Shards {
+			if a != deploy.ShardPodAddress("gate-test", m.Name, s) {
+				t.Fatalf("%s's shard %d advertises %s", m.Name, s, a)
+			}
+		}
+	}
+	for _, ss := range r.stateful {
+		member := ss.Spec.Template.Labels["idface.io/member"]
+		pod := ss.Spec.Template.Spec
+		args := strings.Join(pod.Containers[0].Command, " ")
+		shards := ss.Name == deploy.ShardSet(member)
+		switch {
+		case shards && (*ss.Spec.Replicas != S || len(ss.Spec.VolumeClaimTemplates) != 1 || !strings.Contains(args, "--shard-ordinal")):
+			t.Fatalf("%s: %d replicas, %d volume claims, %q", ss.Name, *ss.Spec.Replicas, len(ss.Spec.VolumeClaimTemplates), args)
+		case !shards && (ss.Name != deploy.Name(member) || *ss.Spec.Replicas != 1 || len(ss.Spec.VolumeClaimTemplates) != 0 || strings.Contains(args, "--shard")):
+			t.Fatalf("%s (coordinator): %d replicas, %d volume claims, %q", ss.Name, *ss.Spec.Replicas, len(ss.Spec.VolumeClaimTemplates), args)
+		}
+		// Pod s's DNS name is the shard address: the set's serviceName is
+		// a headless Service that selects exactly its pods.
+		svc, ok := services[ss.Spec.ServiceName]
+		if !ok || svc.Spec.ClusterIP != "None" || !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(ss.Spec.Template.Labels)) {
+			t.Fatalf("%s: no headless Service %s selecting its pods", ss.Name, ss.Spec.ServiceName)
+		}
+		var secrets []string
+		for _, v := range pod.Volumes {
+			if v.Secret != nil {
+				secrets = append(secrets, v.Secret.SecretName)
+			}
+		}
+		if len(secrets) != 1 || secrets[0] != deploy.SecretName(member) {
+			t.Fatalf("%s mounts Secrets %v", ss.Name, secrets)
+		}
+		// Members never share a node; the rule exempts only the member's own pods.
+		aff := pod.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+		if len(aff) != 1 || aff[0].TopologyKey != "kubernetes.io/hostname" {
+			t.Fatalf("%s: anti-affinity %+v", ss.Name, aff)
+		}
+		sel, err := metav1.LabelSelectorAsSelector(aff[0].LabelSelector)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, other := range r.stateful {
+			theirs := other.Spec.Template.Labels["idface.io/member"]
+			if sel.Matches(labels.Set(other.Spec.Template.Labels)) != (theirs != member) {
+				t.Fatalf("%s's anti-affinity and %s's pods: matches %v", ss.Name, other.Name, theirs != member)
+			}
+		}
+		if budget, err := metav1.LabelSelectorAsSelector(r.budgets[0].Spec.Selector); err != nil || !budget.Matches(labels.Set(ss.Spec.Template.Labels)) {
+			t.Fatalf("the budget does not cover %s's pods", ss.Name)
+		}
+		sets = append(sets, ss)
+	}
+	// No set's selector picks another set's pods (a StatefulSet would
+	// adopt them).
+	for _, a := range sets {
+		for _, b := range sets {
+			if a.Name != b.Name && labels.SelectorFromSet(a.Spec.Selector.MatchLabels).Matches(labels.Set(b.Spec.Template.Labels)) {
+				t.Fatalf("%s's selector picks %s's pods", a.Name, b.Name)
+			}
+		}
+	}
+}

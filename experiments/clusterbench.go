@@ -49,7 +49,10 @@ type BenchOptions struct {
 	// once (Queries each, every client through its own connection) and
 	// reports identifications per second (BenchResult.IdentifyPerS).
 	Clients int
-	Seed    uint64
+	// Shards runs every server as a coordinator and this many shards
+	// (mode blind; cluster.Options.Shards).
+	Shards int
+	Seed   uint64
 	// Progress, when set, is told about enrollment progress.
 	Progress func(done, total int)
 	// Deploy, when set, replaces the local cluster on 127.0.0.1: it creates
@@ -128,6 +131,9 @@ type BenchResult struct {
 	IdentifyPerS   float64 `json:"identify_per_s,omitempty"`
 	PlainFloatPerS float64 `json:"plain_float_per_s,omitempty"`
 	ShareMB        float64 `json:"share_mb_per_party"`
+	// Shards: every server ran as a coordinator and this many shards
+	// (Servers counts every process).
+	Shards int `json:"shards,omitempty"`
 	// WAN runs (experiments/wan, idface bench --link): the link between the
 	// servers and the least time an identify can take on it.
 	Link       string  `json:"link,omitempty"`
@@ -209,7 +215,7 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 		}
 	}
 	dep, err := deploy(ctx, dir, cluster.Options{Mode: mode, Parties: o.Parties, Dim: o.Dim, Alpha: o.Alpha, Beta: o.Beta, Tau: &tau, Scheme: o.Scheme, HideProbes: o.HideProbes,
-		BatchMax: o.BatchMax, BatchWait: o.BatchWait})
+		BatchMax: o.BatchMax, BatchWait: o.BatchWait, Shards: o.Shards})
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +229,10 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 		o.Batch = m.Batch(cfg, o.IDs, 8192)
 	}
 	res := &BenchResult{Mode: string(cfg.Mode()), Parties: cfg.Mu(), IDs: o.IDs, Alpha: cfg.Alpha(), Beta: cfg.Beta(), HideProbes: cfg.HideProbes(),
-		Servers: len(cfg.Servers()), HostCores: runtime.NumCPU(), Host: HostModel()}
+		Servers: len(cluster.ServerNames(cfg)), HostCores: runtime.NumCPU(), Host: HostModel()}
+	if cfg.Shards() > 1 {
+		res.Shards = cfg.Shards()
+	}
 	if g, q := cfg.Transform(); g.L() > 1 || q.L() > 1 {
 		res.Levels = g.String() + " x " + q.String()
 	}
@@ -273,9 +282,15 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 	_, res.FormulaBytes = IdentifyFormula(cfg, o.IDs)
 	res.ShareMB = m.Storage(cfg, o.IDs) / 1e6
 	for _, p := range cfg.Parties() {
-		if pid := dep.Pid(p.Name); pid > 0 {
-			res.RSSMBPerParty = max(res.RSSMBPerParty, RSSMB(pid))
+		rss := 0.0 // a sharded party's processes together
+		for _, name := range cluster.ServerNames(cfg) {
+			if member, _, _ := strings.Cut(name, "#"); member == p.Name {
+				if pid := dep.Pid(name); pid > 0 {
+					rss += RSSMB(pid)
+				}
+			}
 		}
+		res.RSSMBPerParty = max(res.RSSMBPerParty, rss)
 	}
 
 	if o.Clients > 1 {
@@ -298,7 +313,7 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 	if res.WireFloorMs, err = WireFloor(ctx, int(bytes), 7); err != nil {
 		return nil, err
 	}
-	if cfg.Mode() == "blind" && o.Deploy == nil { // on loopback: a WAN run's wire is another
+	if cfg.Mode() == "blind" && o.Deploy == nil && cfg.Shards() == 1 { // on loopback: a WAN run's wire is another
 		// The servers are idle now: each kernel alone, top-1 as above.
 		if res.Kernels, err = BlindKernelPath(ctx, cfg, o.IDs, 1, 5); err != nil {
 			return nil, err

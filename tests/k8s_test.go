@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/idface/idface/cluster"
 	"github.com/idface/idface/config"
+	"github.com/idface/idface/deploy"
 	"github.com/idface/idface/internal/home"
 	"github.com/idface/idface/internal/netlab"
 )
@@ -309,5 +311,165 @@ func TestNetnsPods(t *testing.T) {
 		if !r.Accepted || r.ID == nil || *r.ID != d.names[i] {
 			t.Errorf("query %d: %+v, want %s", i, r, d.names[i])
 		}
+	}
+}
+
+// setPods reads the StatefulSets of a manifest by name: each set's init
+// and server command lines and replicas, with its member's Secret.
+func setPods(t *testing.T, manifest string) map[string]*setPod {
+	t.Helper()
+	sets := map[string]*setPod{}
+	var secret map[string][]byte
+	for _, doc := range strings.Split(manifest, "\n---\n")[1:] {
+		var obj struct {
+			Kind     string
+			Metadata struct{ Name string }
+			Spec     struct {
+				Replicas int
+				Template struct {
+					Spec struct{ InitContainers, Containers []struct{ Command []string } }
+				}
+			}
+		}
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			t.Fatal(err)
+		}
+		switch obj.Kind {
+		case "StatefulSet":
+			sets[obj.Metadata.Name] = &setPod{pod: pod{init: obj.Spec.Template.Spec.InitContainers[0].Command, serve: obj.Spec.Template.Spec.Containers[0].Command}, replicas: obj.Spec.Replicas}
+		case "Secret":
+			var sec struct{ Data map[string][]byte } // base64 in the YAML
+			if err := yaml.Unmarshal([]byte(doc), &sec); err != nil {
+				t.Fatal(err)
+			}
+			secret = sec.Data
+		}
+	}
+	for _, s := range sets {
+		s.secret = secret
+	}
+	return sets
+}
+
+// setPod is one StatefulSet of a manifest.
+type setPod struct {
+	pod
+	replicas int
+}
+
+// TestNetnsShardPods runs a sharded blind cluster as three organisations
+// run it on Kubernetes, every pod in a network namespace of its own: each
+// organisation's coordinator and each of its two shards. Homes are made on
+// the coordinators' hosts with their shards' addresses, the configuration
+// is assembled with --shards 2, each organisation renders its own member
+// (a coordinator set and a shard set), and every pod runs its init and
+// server command lines as rendered (a shard pod knows its shard from its
+// name, as Kubernetes gives it: HOSTNAME=idface-NAME-shard-N). The cluster
+// agrees, enrolls and identifies from the operator's and the gate's hosts.
+func TestNetnsShardPods(t *testing.T) {
+	if err := netlab.Check(); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	const S = 2
+	lab := newNsLab(t)
+	var err error
+	dir := t.TempDir()
+	servers := []*nsMember{{name: "orga", role: "share-holder"}, {name: "orgb", role: "share-holder"}, {name: "decider", role: "decider"}}
+	office := &nsMember{name: "office", role: "operator"}
+	gate := &nsMember{name: "gate", role: "device"}
+	shards := map[string][]*nsMember{} // each server's shard pods
+	var all []*nsMember
+	for _, m := range servers {
+		all = append(all, m)
+		for s := range S {
+			sh := &nsMember{name: fmt.Sprintf("%s-shard-%d", m.name, s)}
+			shards[m.name] = append(shards[m.name], sh)
+			all = append(all, sh)
+		}
+	}
+	logsOnFailure(t, all)
+	var pubs []string
+	for _, m := range append(all, office, gate) {
+		if m.host, err = lab.AddHost(m.name); err != nil {
+			t.Fatal(err)
+		}
+		m.home, m.log = filepath.Join(dir, "hosts", m.name), filepath.Join(dir, m.name+".log")
+	}
+	for _, m := range append(append([]*nsMember{}, servers...), office, gate) {
+		switch m.role {
+		case "operator", "device":
+			nsMust(t, m.host, "client", "init", "--home", m.home, "--name", m.name, "--role", m.role)
+		default:
+			var addrs []string
+			for _, sh := range shards[m.name] {
+				addrs = append(addrs, sh.addr())
+			}
+			nsMust(t, m.host, "party", "init", "--home", m.home, "--name", m.name, "--role", m.role, "--listen", "0.0.0.0:"+nsPort, "--advertise", m.addr(),
+				"--shard-addrs", strings.Join(addrs, ","))
+		}
+		pubs = append(pubs, filepath.Join(m.home, m.name+".pub.json"))
+	}
+	cfg := filepath.Join(dir, "cluster.json")
+	must(t, append([]string{"cluster", "assemble", "--out", cfg, "--mode", "blind", "--tau", "0.2", "--shards", fmt.Sprint(S)}, pubs...)...)
+
+	for _, m := range servers {
+		rendered := filepath.Join(dir, m.name+".yaml")
+		must(t, "deploy", "k8s", "--config", cfg, "--home", m.home, "--namespace", "gates", "--image", "idface:test", "--out", rendered)
+		b, err := os.ReadFile(rendered)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sets := setPods(t, string(b))
+		coord, shardSet := sets[deploy.Name(m.name)], sets[deploy.ShardSet(m.name)]
+		if len(sets) != 2 || coord == nil || shardSet == nil || shardSet.replicas != S || coord.secret == nil {
+			t.Fatalf("%s's render: %d sets", m.name, len(sets))
+		}
+		secret := k8sSecret(t, coord.secret)
+		run := func(pm *nsMember, p pod, podName string) {
+			root := filepath.Join(dir, "pods", podName)
+			if err := os.MkdirAll(filepath.Join(root, "var/lib/idface"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			nsMust(t, pm.host, inPod(p.init, root, secret, cfg)...)
+			logf, err := os.OpenFile(pm.log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer logf.Close()
+			cmd := pm.host.Command(idfaceBin, inPod(p.serve, root, secret, cfg)...)
+			cmd.Env = append(os.Environ(), "HOSTNAME="+podName) // Kubernetes names the pod's host
+			cmd.Stdout, cmd.Stderr = logf, logf
+			if pm.proc, err = pm.host.Start(cmd); err != nil {
+				t.Fatal(err)
+			}
+		}
+		run(m, coord.pod, deploy.Name(m.name)+"-0")
+		for s, sh := range shards[m.name] {
+			run(sh, shardSet.pod, fmt.Sprintf("%s-%d", deploy.ShardSet(m.name), s))
+		}
+	}
+	for _, m := range all {
+		addr := m.host.Addr.String() + ":9465"
+		deadline := time.Now().Add(60 * time.Second)
+		for code, body := healthz(addr); code != 200 || body != "serving"; code, body = healthz(addr) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s's /healthz at %s: %d %q", m.name, addr, code, body)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	waitAgree(t, office, cfg)
+	d := newDatasetDim(t, t.TempDir(), 40, 512, 12)
+	nsMust(t, office.host, "enroll", "--config", cfg, "--home", office.home, "--entry", "orga", "--ids", d.ids, "--templates", d.enroll, "--quiet")
+	q := filepath.Join(t.TempDir(), "q.npy")
+	writeNpy(t, q, d.queries[:8])
+	for i, r := range parseResults(t, nsMust(t, gate.host, "identify", "--config", cfg, "--home", gate.home, "--entry", "orgb", "--templates", q, "--json")) {
+		if !r.Accepted || r.ID == nil || *r.ID != d.names[i] {
+			t.Errorf("query %d: %+v, want %s", i, r, d.names[i])
+		}
+	}
+	// Each shard holds its own rows: the status lists every shard agreeing.
+	if st := nsMust(t, office.host, "cluster", "status", "--config", cfg, "--home", office.home); !strings.Contains(st, "orgb#1") || !strings.Contains(st, "coordinator of 2 shards") {
+		t.Fatalf("status:\n%s", st)
 	}
 }

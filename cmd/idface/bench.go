@@ -47,6 +47,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	queries := fs.Int("queries", 20, "identifications per size")
 	clients := fs.Int("clients", 1, "also run this many clients identifying at once (--queries each) and report identifications per second beside the float32 search's single-query rate")
 	batch := addBatchFlags(fs)
+	shards := fs.Int("shards", 0, "mode blind: run every server as a coordinator and this many shard servers (rows split by id)")
 	hide := fs.Bool("hide-probes", false, "mode replicated: a hidden-probe cluster (devices seal the query's shares; docs/HIDDEN-PROBES.md); without --beta its default transforms, a dense 4-bit query and the 4-level gallery at k = 16")
 	asJSON := fs.Bool("json", false, "one JSON object per size")
 	plotPath := fs.String("plot", "", "write a plot (PNG) of the times")
@@ -106,6 +107,9 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	if *clients > 1 && (*mode == "plain" || *mode == "hers" || link != nil) {
 		return fmt.Errorf("--clients is for a cluster on this machine (not plain, hers or --link)")
 	}
+	if *shards > 1 && (*mode != "blind" || link != nil) {
+		return fmt.Errorf("--shards is for --mode blind on this machine")
+	}
 	if *hide && *mode != "replicated" {
 		return fmt.Errorf("--hide-probes is for --mode replicated")
 	}
@@ -139,7 +143,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			progressbar.OptionSetDescription(fmt.Sprintf("%s %s: enrolling", *mode, experiments.SizeLabel(n))),
 			progressbar.OptionThrottle(200*time.Millisecond))
 		o := experiments.BenchOptions{Exe: exe, Mode: *mode, Parties: *parties, Alpha: *alpha, Beta: *beta,
-			IDs: n, Queries: *queries, Seed: 1, Scheme: *scheme, HideProbes: *hide, Clients: *clients, BatchMax: *batch.max, BatchWait: *batch.wait, Progress: func(done, _ int) { bar.Set(done) }}
+			IDs: n, Queries: *queries, Seed: 1, Scheme: *scheme, HideProbes: *hide, Clients: *clients, Shards: *shards, BatchMax: *batch.max, BatchWait: *batch.wait, Progress: func(done, _ int) { bar.Set(done) }}
 		var res *experiments.BenchResult
 		switch {
 		case *mode == "plain":

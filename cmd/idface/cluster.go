@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -601,6 +602,14 @@ func peerStates(peers []protocol.PeerState, want int) (string, bool) {
 	return strings.Join(parts, "; "), len(agreeing) == want
 }
 
+// cutLast splits s around the last sep.
+func cutLast(s, sep string) (before, after string, found bool) {
+	if i := strings.LastIndex(s, sep); i >= 0 {
+		return s[:i], s[i+len(sep):], true
+	}
+	return s, "", false
+}
+
 func cmdServe(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("serve", "idface serve --config cluster.json --home DIR [--metrics-addr HOST:PORT]\nidface serve --cluster DIR --party NAME\n\n"+
 		"Runs the server whose home is DIR (its key, certificate and data) until\n"+
@@ -612,8 +621,22 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 	listen := fs.String("listen", "", "bind this UDP address instead of the home's (a pod binds 0.0.0.0:PORT; the others still dial the advertised address)")
 	healthAddr := fs.String("health-addr", "", "serve /healthz alone on this TCP address (200 \"serving\"; 503 \"starting\", \"stopping\" or \"failed\"): for probes, without the metrics")
 	shard := fs.Int("shard", config.Coordinator, "in a sharded cluster: run this shard of the server (0..shards-1, its data in DATA/shard-N); without it, the server's coordinator")
+	ordinal := fs.Bool("shard-ordinal", false, "run the shard this pod's StatefulSet ordinal names (the number that ends the host name): 'deploy k8s' gives a sharded server's shard pods this flag")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *ordinal {
+		var err error
+		host := os.Getenv("HOSTNAME") // the pod's name, as Kubernetes sets it
+		if host == "" {
+			if host, err = os.Hostname(); err != nil {
+				return err
+			}
+		}
+		_, n, _ := cutLast(host, "-")
+		if *shard, err = strconv.Atoi(n); err != nil || *shard < 0 {
+			return fmt.Errorf("--shard-ordinal: the host name %q does not end in a pod's ordinal (-N)", host)
+		}
 	}
 	cfg, h, _, err := mf.open("")
 	if err != nil {

@@ -171,6 +171,7 @@ func partyInit(args []string, stdout, stderr io.Writer) error {
 	listen := fs.String("listen", "", "UDP address to bind")
 	advertise := fs.String("advertise", "", "address the others reach it at (default: --listen)")
 	metrics := fs.String("metrics-addr", "", "loopback TCP address of this server's Prometheus /metrics, carried into the cluster config (as "+defaultMetricsAddr+"; none by default: then only 'serve --metrics-addr' names one)")
+	shardAddrs := fs.String("shard-addrs", "", "in a sharded cluster: the addresses the others reach this server's shards at, comma-separated, shard 0 first ('serve --shard N' binds shard N's; the coordinator binds --listen)")
 	force := fs.Bool("force", false, "replace an existing home's key")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -196,7 +197,15 @@ func partyInit(args []string, stdout, stderr io.Writer) error {
 	if err := h.SetMetrics(*metrics); err != nil {
 		return err
 	}
+	if *shardAddrs != "" {
+		if err := h.SetShards(strings.Split(*shardAddrs, ",")); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(stdout, "%s (%s) at %s, pin %s\n", h.Self.Name, h.Self.Role, h.Self.Addr, h.Self.Pin)
+	if len(h.Self.Shards) > 0 {
+		fmt.Fprintf(stdout, "shards at %s\n", strings.Join(h.Self.Shards, ", "))
+	}
 	if h.Self.Metrics != "" {
 		fmt.Fprintf(stdout, "metrics at http://%s/metrics (on this host)\n", h.Self.Metrics)
 	} else {
@@ -276,6 +285,7 @@ func carryOver(old, given config.Literal, set map[string]bool, path string) (con
 		{"gallery-levels", given.GalleryLevels == old.GalleryLevels},
 		{"query-levels", given.QueryLevels == old.QueryLevels},
 		{"scheme", scheme(given.Scheme) == scheme(old.Scheme)},
+		{"shards", max(given.Shards, 1) == max(old.Shards, 1)},
 	}); ok {
 		return config.Literal{}, fmt.Errorf("--%s differs from %s: the servers' data follows the old value. Leave it out to keep it, or move %s away to start a new cluster", f, path, path)
 	}
@@ -334,6 +344,7 @@ func clusterAssemble(args []string, stdout, stderr io.Writer) error {
 	metrics := fs.String("metrics-addr", "", "loopback /metrics address for the servers whose descriptor names none (each server's descriptor names its own: 'party init --metrics-addr')")
 	levels := addLevelFlags(fs)
 	scheme := addSchemeFlag(fs)
+	shards := fs.Int("shards", 0, "every server runs as a coordinator and this many shards (blind mode): each server's descriptor names its shards' addresses ('party init --shard-addrs')")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -363,7 +374,7 @@ func clusterAssemble(args []string, stdout, stderr io.Writer) error {
 	}
 	settings := config.Literal{Mode: m, Dim: *dim, Alpha: *alpha, Beta: *beta, Tau: tau, RevealScores: *reveal, HideProbes: *hide,
 		BatchMax: *batch.max, BatchWait: config.Duration(*batch.wait),
-		Timeout: config.Duration(*timeout), MaxTopK: *topK, GalleryLevels: *levels.gallery, QueryLevels: *levels.query, Scheme: *scheme, Serial: 1}
+		Timeout: config.Duration(*timeout), MaxTopK: *topK, GalleryLevels: *levels.gallery, QueryLevels: *levels.query, Scheme: *scheme, Serial: 1, Shards: *shards}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if prev, err := config.LoadFile(*out); err == nil {

@@ -135,6 +135,24 @@ func (h *Home) SetMetrics(addr string) error {
 	return h.writeSelf()
 }
 
+// SetShards records the addresses of a sharded server's shards (shard 0
+// first) in home.json and NAME.pub.json, to be assembled into the config.
+func (h *Home) SetShards(addrs []string) error {
+	if !config.ServerRole(h.Self.Role) {
+		return fmt.Errorf("%s is a %s: only servers have shards", h.Self.Name, h.Self.Role)
+	}
+	if len(addrs) > config.MaxShards {
+		return fmt.Errorf("%d shard addresses: at most %d", len(addrs), config.MaxShards)
+	}
+	for _, a := range addrs {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return fmt.Errorf("shard address %q: %w", a, err)
+		}
+	}
+	h.Self.Shards = addrs
+	return h.writeSelf()
+}
+
 // writeSelf writes home.json and the public descriptor.
 func (h *Home) writeSelf() error {
 	b, err := json.MarshalIndent(self{h.Self, h.Listen}, "", "  ")
