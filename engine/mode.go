@@ -32,6 +32,11 @@ type Mode struct {
 	// EnrollBatch is the templates a bulk enrollment sends per request
 	// (demo, bench); optional.
 	EnrollBatch func(p *config.Params, total int) int
+	// Rebalance moves a stopped party's rows from the shards of old (data
+	// in from, one directory per shard) to those of next (empty
+	// directories to) without re-enrolment ('idface shard rebalance');
+	// nil in a mode that does not shard.
+	Rebalance func(ctx context.Context, old, next *config.Params, self string, from, to []string, out io.Writer) error
 }
 
 // Server is one server of a mode: its role, its data and its engine.

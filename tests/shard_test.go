@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -135,4 +136,65 @@ func TestShardedBlindCLI(t *testing.T) {
 	}
 	t.Logf("%d answered, %d failed (%s killed for about 8 s)", answered, failed, victim)
 	check("p1")
+}
+
+// TestShardRebalance moves a sharded cluster's rows to more shards, to
+// none and back with 'idface shard rebalance': every answer keeps its
+// scores (ids where scores are not tied), deleted rows stay deleted, the
+// servers agree, enrollment goes on; a running cluster is refused.
+func TestShardRebalance(t *testing.T) {
+	dir, cfg := newCluster(t, "blind", 2, "--reveal-scores", "--shards", "2")
+	d := newDataset(t, t.TempDir(), 200, 47)
+	must(t, "enroll", "--cluster", dir, "--ids", d.ids, "--templates", d.enroll, "--batch", "64", "--quiet")
+	must(t, "delete", "--cluster", dir, "--id", d.names[3])
+	q := filepath.Join(t.TempDir(), "q.npy")
+	writeNpy(t, q, d.queries[:20])
+	rows := transformRows(t, d.gallery, d.names, cfg.Alpha())
+	live := append(append([]plainRow{}, rows[:3]...), rows[4:]...)
+	check := func(when string) {
+		t.Helper()
+		for i, r := range parseResults(t, must(t, "identify", "--cluster", dir, "--templates", q, "--top", "3", "--json")) {
+			want := plainTop(t, live, d.queries[i], cfg.Alpha(), cfg.Beta(), 4)
+			for j, w := range want[:3] {
+				tied := j > 0 && want[j-1].score == w.score || want[j+1].score == w.score
+				if r.Candidates[j].Score != w.score || !tied && r.Candidates[j].ID != w.id {
+					t.Fatalf("%s: query %d candidate %d: %s/%d, plaintext %s/%d", when, i, j, r.Candidates[j].ID, r.Candidates[j].Score, w.id, w.score)
+				}
+			}
+		}
+	}
+	check("before")
+	if _, errs, code := idface(t, "shard", "rebalance", "--cluster", dir, "--shards", "3"); code == 0 || !strings.Contains(errs, "cluster down") {
+		t.Fatalf("a rebalance of a running cluster: exit %d, %s", code, errs)
+	}
+	for _, n := range []string{"3", "1", "2"} {
+		must(t, "cluster", "down", "--cluster", dir)
+		out := must(t, "shard", "rebalance", "--cluster", dir, "--shards", n)
+		if !strings.Contains(out, "199 live rows") {
+			t.Fatalf("rebalance to %s:\n%s", n, out)
+		}
+		must(t, "cluster", "up", "--cluster", dir)
+		check("after rebalancing to " + n)
+		if st := must(t, "cluster", "status", "--cluster", dir); !strings.Contains(st, "all servers agree") {
+			t.Fatalf("status after rebalancing to %s:\n%s", n, st)
+		}
+	}
+	// Enrollment goes on over the new shards.
+	more := newDataset(t, t.TempDir(), 10, 48)
+	ids := filepath.Join(t.TempDir(), "ids.txt")
+	var names []string
+	for _, n := range more.names {
+		names = append(names, "more-"+n)
+	}
+	if err := os.WriteFile(ids, []byte(strings.Join(names, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	must(t, "enroll", "--cluster", dir, "--ids", ids, "--templates", more.enroll, "--quiet")
+	mq := filepath.Join(t.TempDir(), "mq.npy")
+	writeNpy(t, mq, more.gallery)
+	for i, r := range parseResults(t, must(t, "identify", "--cluster", dir, "--templates", mq, "--top", "1", "--json")) {
+		if !r.Accepted || r.ID == nil || *r.ID != names[i] {
+			t.Fatalf("new row %s: %+v", names[i], r)
+		}
+	}
 }

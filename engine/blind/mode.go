@@ -44,6 +44,7 @@ func init() {
 			}
 			return srv
 		},
+		Rebalance: Rebalance,
 		Describe: func(p *config.Params) string {
 			g, q := p.Transform()
 			return fmt.Sprintf("gallery levels %s, query levels %s, shares over Z_(2^%d)", g, q, Ring(p).Bits)

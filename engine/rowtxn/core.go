@@ -372,6 +372,16 @@ func (c *Core[S]) Stats() engine.Stats {
 	return engine.Stats{Rows: rows, Live: live, Unsettled: pending + c.outbox.Len()}
 }
 
+// Unsettled counts what a party would lose if its rows moved elsewhere
+// offline (a rebalance): transactions undecided here, and changes held for
+// a party that has not confirmed them. The last decision a party sends
+// again at every start is not counted: every peer has it or settles by it.
+func (c *Core[S]) Unsettled() int {
+	c.st.mu.RLock()
+	defer c.st.mu.RUnlock()
+	return len(c.st.pending) + len(c.held)
+}
+
 // Health reports how many transactions are unsettled (not yet decided
 // here, or decided but not yet acknowledged by a party) and, to another
 // server only, the row map sealed for the two (engine.Env.Health); an

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/idface/idface/cluster"
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/engine"
+	"github.com/idface/idface/internal/home"
+)
+
+func init() {
+	register("shard", "move a stopped local cluster's rows to another number of shards: rebalance", cmdShard)
+}
+
+func cmdShard(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "rebalance" {
+		fmt.Fprintln(stderr, "usage: idface shard rebalance --cluster DIR --shards N")
+		return errUsage
+	}
+	fs := newFlags("shard rebalance", "idface shard rebalance --cluster DIR --shards N\n\n"+
+		"Moves the rows of a stopped local cluster to N shards per server (1: no\n"+
+		"shards) without re-enrolment: each holder's own shares, each row to the\n"+
+		"shard its id hashes to under N (a jump consistent hash: from S to S+1\n"+
+		"shards about 1/(S+1) of the rows move, all onto the new shard). Deleted\n"+
+		"rows are dropped. The new configuration (serial + 1, a port for each new\n"+
+		"shard) replaces cluster.json; each server's old data are kept in\n"+
+		"DATA/before-rebalance-SERIAL until you remove them. Refused while a\n"+
+		"server runs or has anything unsettled ('cluster status' shows it).", stderr)
+	dir := clusterDirFlag(fs, "the local cluster (stopped)")
+	shards := fs.Int("shards", 0, "the new number of shards per server")
+	if err := parse(fs, args[1:]); err != nil {
+		return err
+	}
+	if err := requireCluster(fs, dir); err != nil {
+		return err
+	}
+	old, err := config.Load(*dir)
+	if err != nil {
+		return err
+	}
+	m, err := engine.ModeOf(old)
+	if err != nil {
+		return err
+	}
+	if m.Rebalance == nil {
+		return fmt.Errorf("mode %s does not shard", old.Mode())
+	}
+	if *shards < 1 || *shards > config.MaxShards {
+		return fmt.Errorf("--shards %d: want 1..%d", *shards, config.MaxShards)
+	}
+	if *shards == old.Shards() {
+		return fmt.Errorf("the cluster already has %d shards per server", *shards)
+	}
+	for _, name := range cluster.ServerNames(old) {
+		if pid, ok := cluster.Running(old, name); ok {
+			return fmt.Errorf("%s runs (pid %d): stop the cluster first ('idface cluster down --cluster %s')", name, pid, *dir)
+		}
+	}
+	lit, err := resharded(old, *shards)
+	if err != nil {
+		return err
+	}
+	next, err := config.New(lit, *dir)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	// Every holder's new shards beside its data first; nothing moves into
+	// place until every holder has its new shards.
+	stage := fmt.Sprintf("rebalance-%d", next.Serial())
+	bases := map[string]string{}
+	for _, p := range old.Parties() {
+		h, err := home.Open(cluster.HomeDir(*dir, p.Name))
+		if err != nil {
+			return err
+		}
+		base := h.DataDir()
+		bases[p.Name] = base
+		os.RemoveAll(filepath.Join(base, stage)) // a rebalance interrupted before
+		if err := m.Rebalance(ctx, old, next, p.Name, shardDirs(base, old.Shards()), shardDirs(filepath.Join(base, stage), next.Shards()), stdout); err != nil {
+			return fmt.Errorf("%s: %w (nothing was changed: the cluster still has %d shards)", p.Name, err, old.Shards())
+		}
+	}
+	for _, p := range old.Parties() {
+		if err := swapIn(bases[p.Name], stage, old.Shards(), next.Shards(), next.Serial()); err != nil {
+			return fmt.Errorf("%s: %w", p.Name, err)
+		}
+	}
+	if err := config.Save(*dir, lit); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%d shards per server (configuration serial %d); the old data are in each server's DATA/before-rebalance-%d\nstart it with: idface cluster up --cluster %s\n",
+		next.Shards(), next.Serial(), next.Serial(), *dir)
+	return nil
+}
+
+// resharded is old's configuration with n shards per server: the shards
+// it keeps keep their addresses, a new one gets a free port on its
+// server's host.
+func resharded(old *config.Params, n int) (config.Literal, error) {
+	lit := old.Literal()
+	lit.Serial = old.Serial() + 1
+	lit.Shards = n
+	members := []*config.Member{lit.KeyServer, lit.Decider}
+	for i := range lit.Parties {
+		members = append(members, &lit.Parties[i])
+	}
+	for _, m := range members {
+		if m == nil {
+			continue
+		}
+		if n == 1 {
+			m.Shards = nil
+			continue
+		}
+		host, _, err := net.SplitHostPort(m.Addr)
+		if err != nil {
+			return lit, err
+		}
+		m.Shards = append([]string(nil), m.Shards[:min(n, len(m.Shards))]...)
+		for len(m.Shards) < n {
+			port, err := cluster.FreePort("udp", host)
+			if err != nil {
+				return lit, err
+			}
+			m.Shards = append(m.Shards, net.JoinHostPort(host, strconv.Itoa(port)))
+		}
+	}
+	return lit, nil
+}
+
+// shardDirs are the data directories of n shards under base: base itself
+// for an unsharded server.
+func shardDirs(base string, n int) []string {
+	if n == 1 {
+		return []string{base}
+	}
+	dirs := make([]string, n)
+	for s := range dirs {
+		dirs[s] = filepath.Join(base, "shard-"+strconv.Itoa(s))
+	}
+	return dirs
+}
+
+// swapIn moves a server's old data aside (into base/before-rebalance-
+// SERIAL) and its new shards, staged in base/stage, into place.
+func swapIn(base, stage string, oldShards, newShards, serial int) error {
+	aside := filepath.Join(base, fmt.Sprintf("before-rebalance-%d", serial))
+	if err := os.Mkdir(aside, 0o700); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(base)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		name := e.Name()
+		keep := name == stage || strings.HasPrefix(name, "before-rebalance-") || name == "coordinator" || filepath.Ext(name) == ".lock" || name == "lock"
+		if oldShards > 1 && !isShardDir(name) {
+			keep = true // beside the shards: not the old data
+		}
+		if !keep {
+			if err := os.Rename(filepath.Join(base, name), filepath.Join(aside, name)); err != nil {
+				return err
+			}
+		}
+	}
+	staged := shardDirs(filepath.Join(base, stage), newShards)
+	for s, dir := range shardDirs(base, newShards) {
+		if newShards == 1 { // the files of the one new shard into base
+			files, err := os.ReadDir(staged[0])
+			if err != nil {
+				return err
+			}
+			for _, f := range files {
+				if err := os.Rename(filepath.Join(staged[0], f.Name()), filepath.Join(base, f.Name())); err != nil {
+					return err
+				}
+			}
+			break
+		}
+		if err := os.Rename(staged[s], dir); err != nil {
+			return err
+		}
+	}
+	if err := os.RemoveAll(filepath.Join(base, stage)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// isShardDir reports whether name is a shard's data directory.
+func isShardDir(name string) bool {
+	n, ok := strings.CutPrefix(name, "shard-")
+	if !ok {
+		return false
+	}
+	_, err := strconv.Atoi(n)
+	return err == nil
+}

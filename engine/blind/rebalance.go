@@ -1,0 +1,172 @@
+package blind
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/engine"
+	"github.com/idface/idface/sharing/additive"
+)
+
+// Rebalance moves a stopped share holder's rows from the shards of one
+// configuration to the shards of another with another shard count,
+// without re-enrolment: its own shares, as they are, each row to the shard
+// rowmap.ShardOf names under the new count. from[s] is the data
+// directory of old shard s (one directory, the server's own, for an
+// unsharded cluster), to[s] the empty directory of new shard s.
+//
+// Every holder runs it on its own data; their new shards agree because
+// each builds them in the same order: for each new shard and each origin's
+// segment, the live rows of old shard 0, then 1, ..., each in row order.
+// Deleted rows are dropped. A holder with anything unsettled (an undecided
+// transaction, a decision not yet delivered to a peer) is refused: start
+// the cluster until 'cluster status' shows nothing unsettled, and stop it
+// again.
+func Rebalance(ctx context.Context, old, next *config.Params, self string, from, to []string, out io.Writer) error {
+	if len(from) != old.Shards() || len(to) != next.Shards() {
+		return fmt.Errorf("blind: rebalance from %d directories for %d shards to %d for %d", len(from), old.Shards(), len(to), next.Shards())
+	}
+	if old.Mode() != next.Mode() || old.ClusterID() != next.ClusterID() || old.Mu() != next.Mu() || old.Dim() != next.Dim() || Ring(old) != Ring(next) {
+		return fmt.Errorf("blind: rebalance within one cluster only: the mode, cluster id, holders, dimension and ring must stay")
+	}
+	for k := range old.Mu() {
+		if old.Party(k).Name != next.Party(k).Name {
+			return fmt.Errorf("blind: holder %d is %s before and %s after: rebalance keeps the holders", k, old.Party(k).Name, next.Party(k).Name)
+		}
+	}
+	if old.PartyIndex(self) < 0 {
+		return fmt.Errorf("blind: %s holds no rows", self)
+	}
+	env := func(p *config.Params, shard int) engine.Env {
+		if p.Shards() == 1 {
+			shard = config.Coordinator // the server of an unsharded cluster
+		}
+		return engine.Env{Params: p, Self: self, Shard: shard, Log: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry()}
+	}
+	srv, err := engine.ServerOf(old, self)
+	if err != nil {
+		return err
+	}
+
+	// The rows, by new shard and origin: ids and shares in the order above.
+	type segment struct {
+		ids    []string
+		shares [][]byte
+	}
+	rows := make([][]segment, next.Shards())
+	for s := range rows {
+		rows[s] = make([]segment, old.Mu())
+	}
+	moved := 0
+	for s, dir := range from {
+		if _, err := os.Stat(dir); err != nil {
+			return fmt.Errorf("old shard %d: %w", s, err)
+		}
+		eng, closers, err := srv.Open(ctx, env(old, s), dir, nil)
+		if err != nil {
+			return fmt.Errorf("old shard %d (%s): %w", s, dir, err)
+		}
+		err = func() error {
+			h, ok := eng.(rowSource)
+			if !ok {
+				return fmt.Errorf("%s's engine keeps no rows", self)
+			}
+			if n := h.Unsettled(); n > 0 {
+				return fmt.Errorf("old shard %d has %d changes unsettled: start the cluster until 'idface cluster status' shows none, stop it, and rebalance again", s, n)
+			}
+			for k := range old.Mu() {
+				ids, live := h.RowIDs(k, 0, 1<<31)
+				for seq, id := range ids {
+					if !live[seq] {
+						continue
+					}
+					share, err := h.RowShare(k, seq)
+					if err != nil {
+						return err
+					}
+					t := next.ShardOf(id)
+					rows[t][k].ids = append(rows[t][k].ids, id)
+					rows[t][k].shares = append(rows[t][k].shares, share)
+					moved++
+				}
+			}
+			return nil
+		}()
+		for _, c := range closers {
+			c()
+		}
+		if err != nil {
+			return err
+		}
+	}
+
+	// Each new shard written through the holder's own engine, as a rebuild
+	// writes its rows (rowtxn.Restore): a log that replays as any other.
+	const chunk = 8192
+	for t, dir := range to {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+		if entries, err := os.ReadDir(dir); err != nil || len(entries) > 0 {
+			return fmt.Errorf("new shard %d: %s must be an empty directory", t, dir)
+		}
+		eng, closers, err := srv.Open(ctx, env(next, t), dir, nil)
+		if err != nil {
+			return fmt.Errorf("new shard %d: %w", t, err)
+		}
+		err = func() error {
+			h := eng.(rowSource)
+			n := 0
+			for k, seg := range rows[t] {
+				for base := 0; base < len(seg.ids); base += chunk {
+					end := min(base+chunk, len(seg.ids))
+					live := make([]bool, end-base)
+					for i := range live {
+						live[i] = true
+					}
+					if err := h.Restore(k, base, seg.ids[base:end], live, seg.shares[base:end], 0); err != nil {
+						return err
+					}
+				}
+				n += len(seg.ids)
+			}
+			fmt.Fprintf(out, "%s shard %d of %d: %d rows\n", self, t, next.Shards(), n)
+			return nil
+		}()
+		for _, c := range closers {
+			c()
+		}
+		if err != nil {
+			return err
+		}
+		rows[t] = nil // written: let the collector have them
+	}
+	fmt.Fprintf(out, "%s: %d live rows from %d shards to %d\n", self, moved, old.Shards(), next.Shards())
+	return nil
+}
+
+// rowSource is what Rebalance reads and writes of a holder.
+type rowSource interface {
+	Unsettled() int
+	RowIDs(k, lo, hi int) ([]string, []bool)
+	RowShare(k, seq int) ([]byte, error)
+	Restore(k, base int, ids []string, live []bool, shares [][]byte, epoch uint32) error
+}
+
+// RowShare is this holder's share of row seq of origin k's segment, as
+// bytes (Rebalance).
+func (h *Holder[E]) RowShare(k, seq int) ([]byte, error) {
+	h.RLock()
+	defer h.RUnlock()
+	row, err := h.Shares(k).Row(seq, make([]E, h.p.Dim()))
+	if err != nil {
+		return nil, err
+	}
+	return additive.ElemBytes(row), nil
+}
