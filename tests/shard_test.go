@@ -197,4 +197,22 @@ func TestShardRebalance(t *testing.T) {
 			t.Fatalf("new row %s: %+v", names[i], r)
 		}
 	}
+	// fsck checks a shard's data; a shard's log opens as no other shard's.
+	must(t, "cluster", "down", "--cluster", dir)
+	if out := must(t, "fsck", "--cluster", dir, "--party", "p2", "--shard", "1"); !strings.Contains(out, "p2#1") || !strings.Contains(out, "intact") {
+		t.Fatalf("fsck of a shard:\n%s", out)
+	}
+	if out := must(t, "fsck", "--cluster", dir, "--party", "p2"); !strings.Contains(out, "coordinator keeps no data") {
+		t.Fatalf("fsck of a coordinator:\n%s", out)
+	}
+	data := filepath.Join(cluster.HomeDir(dir, "p2"), "data")
+	if err := os.Rename(filepath.Join(data, "shard-0"), filepath.Join(data, "shard-x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(data, "shard-1"), filepath.Join(data, "shard-0")); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, code := idface(t, "fsck", "--cluster", dir, "--party", "p2", "--shard", "0"); code == 0 || !strings.Contains(out, "p2#1") {
+		t.Fatalf("shard 1's log checked as shard 0's: exit %d\n%s", code, out)
+	}
 }

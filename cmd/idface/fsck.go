@@ -45,6 +45,7 @@ func cmdFsck(args []string, stdout, stderr io.Writer) (err error) {
 	rows := fs.String("rows", "", "list ids at ORIGIN:LO-HI")
 	adopt := fs.Bool("adopt", false, "bind this server's own format-1 log to it")
 	asJSON := fs.Bool("json", false, "print one JSON object")
+	shard := fs.Int("shard", config.Coordinator, "in a sharded cluster: check this shard's data (DATA/shard-N)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -76,10 +77,21 @@ func cmdFsck(args []string, stdout, stderr io.Writer) (err error) {
 	if _, ok := p.Server(*name); !ok {
 		return fmt.Errorf("%s is not a server of this cluster", *name)
 	}
+	if *shard < config.Coordinator || *shard >= p.Shards() || p.Shards() == 1 && *shard != config.Coordinator {
+		return fmt.Errorf("--shard %d: this cluster has %d shards per server", *shard, p.Shards())
+	}
+	if p.Shards() > 1 {
+		h.UseShard(*shard)
+	}
 	data := h.DataDir()
-	res.Server, res.Mode, res.Data = *name, string(p.Mode()), data
-	env := engine.Env{Params: p, Self: *name, Log: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(), Fatal: func(error) {}}
-	fmt.Fprintf(stdout, "%s (%s), data in %s\n", *name, p.Mode(), data)
+	env := engine.Env{Params: p, Self: *name, Shard: *shard, Log: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(), Fatal: func(error) {}}
+	res.Server, res.Mode, res.Data = env.Member(), string(p.Mode()), data
+	fmt.Fprintf(stdout, "%s (%s), data in %s\n", env.Member(), p.Mode(), data)
+	if env.Coordinating() {
+		fmt.Fprintf(stdout, "%s's coordinator keeps no data: check each shard with --shard 0..%d\n", *name, p.Shards()-1)
+		res.Intact = true
+		return nil
+	}
 	if *adopt || *repair { // they write: never beside a running server
 		if _, err := os.Stat(data); errors.Is(err, os.ErrNotExist) {
 			// Locking would create it: a mistyped --data or --home.
@@ -92,12 +104,12 @@ func cmdFsck(args []string, stdout, stderr io.Writer) (err error) {
 		defer unlock()
 	}
 	if *adopt {
-		if err := adoptLog(p, *name, data, stdout); err != nil {
+		if err := adoptLog(p, *name, env.Member(), data, stdout); err != nil {
 			return err
 		}
 	}
 	if *repair { // first, so that the report shows the state after it
-		if err := cutTornTail(p, *name, data, stdout); err != nil {
+		if err := cutTornTail(p, *name, env.Member(), data, stdout); err != nil {
 			return err
 		}
 	}
@@ -140,8 +152,8 @@ type fsckResult struct {
 
 // cutTornTail opens the server's log the way the server does: a torn tail
 // is cut and kept aside; a damaged log is left alone.
-func cutTornTail(p *config.Params, name, data string, stdout io.Writer) error {
-	path, b := logOf(p, name, data)
+func cutTornTail(p *config.Params, name, bound, data string, stdout io.Writer) error {
+	path, b := logOf(p, name, bound, data)
 	if path == "" {
 		fmt.Fprintln(stdout, "repair: this server keeps no log")
 		return nil
@@ -163,19 +175,19 @@ func cutTornTail(p *config.Params, name, data string, stdout io.Writer) error {
 	return nil
 }
 
-// logOf is a server's log file and the binding it must carry; "" for a
-// server that keeps no log.
-func logOf(p *config.Params, name, data string) (string, store.Binding) {
+// logOf is a server's log file and the binding it must carry (to bound:
+// the server, or one of its shards); "" for a server that keeps no log.
+func logOf(p *config.Params, name, bound, data string) (string, store.Binding) {
 	srv, err := engine.ServerOf(p, name)
 	if err != nil || srv.Log == "" {
 		return "", store.Binding{}
 	}
-	return filepath.Join(data, srv.Log), engine.Binding(p, name, srv.Kind, [32]byte{})
+	return filepath.Join(data, srv.Log), engine.Binding(p, bound, srv.Kind, [32]byte{})
 }
 
 // adoptLog binds a format-1 log to this server (--adopt).
-func adoptLog(p *config.Params, name, data string, stdout io.Writer) error {
-	path, b := logOf(p, name, data)
+func adoptLog(p *config.Params, name, bound, data string, stdout io.Writer) error {
+	path, b := logOf(p, name, bound, data)
 	if path == "" {
 		return fmt.Errorf("--adopt: this server keeps no log")
 	}
