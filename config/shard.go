@@ -83,7 +83,12 @@ func (m Member) ShardAddr(s int) string {
 func (p *Params) checkShards() error {
 	s := p.lit.Shards
 	if s < 0 || s > MaxShards {
-		return fmt.Errorf("shards = %d: want 1..%d", s, MaxShards)
+		return fmt.Errorf("shards = %d: want 1..%d (0 or 1: no shards)", s, MaxShards)
+	}
+	for _, c := range p.lit.Clients {
+		if len(c.Shards) != 0 {
+			return fmt.Errorf("client %q lists shard addresses: only servers have shards", c.Name)
+		}
 	}
 	if s <= 1 {
 		for _, m := range p.Servers() {

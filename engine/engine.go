@@ -18,6 +18,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"runtime"
@@ -140,12 +141,22 @@ func (e Env) Sharded() bool { return e.Params.Shards() > 1 && e.Shard >= 0 }
 // coordinator, which holds no rows.
 func (e Env) Coordinating() bool { return e.Params.Shards() > 1 && e.Shard < 0 }
 
-// Member is the name the server's data are bound to: Self, or
-// "Self#shard" for a shard, so that one shard's data never open as
-// another's.
+// Member names the server in messages: Self, or "Self#shard" for a
+// shard.
 func (e Env) Member() string {
 	if e.Sharded() {
 		return config.ShardName(e.Self, e.Shard)
+	}
+	return e.Self
+}
+
+// Bound is the name the server's data are bound to: Self, or
+// "Self#shard/shards" for a shard, so that one shard's data never open as
+// another's, nor under another shard count (whose rows are placed
+// otherwise: 'idface shard rebalance' moves them).
+func (e Env) Bound() string {
+	if e.Sharded() {
+		return fmt.Sprintf("%s/%d", config.ShardName(e.Self, e.Shard), e.Params.Shards())
 	}
 	return e.Self
 }

@@ -62,7 +62,7 @@ func (m *ShardAnswer) marshal(e *wire.Enc) {
 	e.U64(m.Bytes)
 }
 func (m *ShardAnswer) unmarshal(d *wire.Dec) {
-	n := d.Count(MaxTopK, 6)
+	n := d.Count(MaxTopK, 5) // a one-byte id, its length and its rank
 	for range n {
 		m.IDs = append(m.IDs, d.Str(MaxIDLen))
 		m.Ranks = append(m.Ranks, d.U16())

@@ -172,10 +172,18 @@ func (s *Server) Serve(ctx context.Context) error {
 func (s *Server) acquire(peer string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	perPeer, total := s.lim.StreamsPerPeer, s.lim.Streams
+	if peer == s.name && s.p.Shards() > 1 {
+		// A member's shards and coordinator present its one certificate:
+		// each of them gets a peer's share (a decider's coordinator hears
+		// from every shard for every query).
+		perPeer *= s.p.Shards()
+		total += perPeer - s.lim.StreamsPerPeer
+	}
 	switch {
-	case s.active[peer] >= s.lim.StreamsPerPeer:
+	case s.active[peer] >= perPeer:
 		return fmt.Errorf("%s has %d requests in progress at %s, the limit", peer, s.active[peer], s.name)
-	case s.total >= s.lim.Streams:
+	case s.total >= total:
 		return fmt.Errorf("%s is serving %d requests, its limit; retry shortly", s.name, s.total)
 	}
 	s.active[peer]++

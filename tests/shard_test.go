@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -167,8 +168,56 @@ func TestShardRebalance(t *testing.T) {
 	if _, errs, code := idface(t, "shard", "rebalance", "--cluster", dir, "--shards", "3"); code == 0 || !strings.Contains(errs, "cluster down") {
 		t.Fatalf("a rebalance of a running cluster: exit %d, %s", code, errs)
 	}
+	// A configuration of another shard count over the data: refused, never
+	// served with rows on the wrong shards (or none).
+	withShards := func(n int) string {
+		t.Helper()
+		p, err := config.Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lit := p.Literal()
+		lit.Shards, lit.Serial = n, lit.Serial+1
+		for i := range lit.Parties {
+			lit.Parties[i].Shards = nil
+			for range n * min(n-1, 1) {
+				port, err := cluster.FreePort("udp", "127.0.0.1")
+				if err != nil {
+					t.Fatal(err)
+				}
+				lit.Parties[i].Shards = append(lit.Parties[i].Shards, fmt.Sprintf("127.0.0.1:%d", port))
+			}
+		}
+		d := *lit.Decider
+		d.Shards = lit.Parties[0].Shards[:0:0]
+		for range n * min(n-1, 1) {
+			port, _ := cluster.FreePort("udp", "127.0.0.1")
+			d.Shards = append(d.Shards, fmt.Sprintf("127.0.0.1:%d", port))
+		}
+		lit.Decider = &d
+		path := filepath.Join(t.TempDir(), config.File)
+		if err := config.SaveFile(path, lit); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	refused := func(cfgPath, want string, shard ...string) {
+		t.Helper()
+		_, errs, code := idface(t, append([]string{"serve", "--config", cfgPath, "--home", cluster.HomeDir(dir, "p1")}, shard...)...)
+		if code == 0 || !strings.Contains(errs, want) {
+			t.Fatalf("serving p1's data under %s: exit %d, %s", cfgPath, code, errs)
+		}
+	}
 	for _, n := range []string{"3", "1", "2"} {
 		must(t, "cluster", "down", "--cluster", dir)
+		switch n {
+		case "3": // shards of 2 under 3: the logs are bound to 2
+			refused(withShards(3), "p1#0/2", "--shard", "0")
+		case "2": // unsharded rows under 2 shards
+			refused(withShards(2), "unsharded", "--shard", "0")
+		case "1": // shards under none
+			refused(withShards(1), "in shards")
+		}
 		out := must(t, "shard", "rebalance", "--cluster", dir, "--shards", n)
 		if !strings.Contains(out, "199 live rows") {
 			t.Fatalf("rebalance to %s:\n%s", n, out)

@@ -13,6 +13,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -25,6 +26,7 @@ import (
 	"github.com/idface/idface/cluster"
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
+	"github.com/idface/idface/internal/home"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/server"
 )
@@ -602,6 +604,26 @@ func peerStates(peers []protocol.PeerState, want int) (string, bool) {
 	return strings.Join(parts, "; "), len(agreeing) == want
 }
 
+// checkLayout refuses data laid out for another shard count: an unsharded
+// server's log where shards are configured, or shards where none are (the
+// server would start empty beside its rows).
+func checkLayout(cfg *config.Params, h *home.Home) error {
+	srv, err := engine.ServerOf(cfg, h.Self.Name)
+	if err != nil || srv.Log == "" {
+		return err
+	}
+	data := h.DataDir()
+	_, errLog := os.Stat(filepath.Join(data, srv.Log))
+	_, errShard := os.Stat(filepath.Join(data, "shard-0"))
+	switch {
+	case cfg.Shards() > 1 && errLog == nil:
+		return fmt.Errorf("%s holds %s's rows unsharded, and the configuration has %d shards: move them with 'idface shard rebalance' (a local cluster), not by starting shards beside them", data, h.Self.Name, cfg.Shards())
+	case cfg.Shards() == 1 && errShard == nil:
+		return fmt.Errorf("%s holds %s's rows in shards, and the configuration has none: move them with 'idface shard rebalance --shards 1' (a local cluster)", data, h.Self.Name)
+	}
+	return nil
+}
+
 // cutLast splits s around the last sep.
 func cutLast(s, sep string) (before, after string, found bool) {
 	if i := strings.LastIndex(s, sep); i >= 0 {
@@ -644,6 +666,9 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 	}
 	if *shard < config.Coordinator || *shard >= cfg.Shards() || cfg.Shards() == 1 && *shard != config.Coordinator {
 		return fmt.Errorf("--shard %d: this cluster has %d shards per server (give 0..%d, or no --shard for the coordinator)", *shard, cfg.Shards(), cfg.Shards()-1)
+	}
+	if err := checkLayout(cfg, h); err != nil {
+		return err
 	}
 	if cfg.Shards() > 1 {
 		h.UseShard(*shard)

@@ -104,12 +104,12 @@ func cmdFsck(args []string, stdout, stderr io.Writer) (err error) {
 		defer unlock()
 	}
 	if *adopt {
-		if err := adoptLog(p, *name, env.Member(), data, stdout); err != nil {
+		if err := adoptLog(p, *name, env.Bound(), data, stdout); err != nil {
 			return err
 		}
 	}
 	if *repair { // first, so that the report shows the state after it
-		if err := cutTornTail(p, *name, env.Member(), data, stdout); err != nil {
+		if err := cutTornTail(p, *name, env.Bound(), data, stdout); err != nil {
 			return err
 		}
 	}

@@ -79,7 +79,7 @@ func (d *Decider) share(ctx context.Context, r engine.Request) protocol.Msg {
 		return protocol.Errorf(protocol.CodeBadRequest, "reading the score shares: %v", err)
 	}
 	if d.queries.Add(q, holder, vec) {
-		res, err := d.decide(q)
+		res, err := d.decide(ctx, q)
 		d.queries.Finish(q, res, err)
 		for _, v := range q.Parts { // the answer holds none of them
 			d.bufs.Put(v)
@@ -97,7 +97,7 @@ func (d *Decider) share(ctx context.Context, r engine.Request) protocol.Msg {
 
 // decide adds the vectors and finds the best positions: those reaching the
 // threshold, or in a research cluster the best whatever their scores.
-func (d *Decider) decide(q *Pending[[]byte, *protocol.DecideResult]) (*protocol.DecideResult, error) {
+func (d *Decider) decide(ctx context.Context, q *Pending[[]byte, *protocol.DecideResult]) (*protocol.DecideResult, error) {
 	thr := d.p.Threshold()
 	reveal := d.p.RevealScores()
 	if reveal {
@@ -122,7 +122,7 @@ func (d *Decider) decide(q *Pending[[]byte, *protocol.DecideResult]) (*protocol.
 		}
 	}
 	if d.env.Sharded() {
-		return d.merge(q, res, matches)
+		return d.merge(ctx, q, res, matches)
 	}
 	return res, nil
 }
@@ -130,14 +130,14 @@ func (d *Decider) decide(q *Pending[[]byte, *protocol.DecideResult]) (*protocol.
 // merge, at a decider shard, sends the shard's best scores to the
 // decider's coordinator and keeps the positions that make the merged
 // answer, with their ranks.
-func (d *Decider) merge(q *Pending[[]byte, *protocol.DecideResult], res *protocol.DecideResult, matches []sharing.Match) (*protocol.DecideResult, error) {
+func (d *Decider) merge(ctx context.Context, q *Pending[[]byte, *protocol.DecideResult], res *protocol.DecideResult, matches []sharing.Match) (*protocol.DecideResult, error) {
 	m := &protocol.DecideMerge{Query: q.ID, Shard: uint16(d.env.Shard), TopK: uint16(q.TopK)}
 	for _, mt := range matches {
 		m.Scores = append(m.Scores, int32(mt.Score))
 	}
 	// Beyond the merger's own wait, so that its refusal, naming the shards
 	// that did not report, arrives.
-	ctx, cancel := context.WithTimeout(context.Background(), d.p.Timeouts().DeciderWait+d.p.Timeouts().Request/4)
+	ctx, cancel := context.WithTimeout(ctx, d.p.Timeouts().DeciderWait+d.p.Timeouts().Request/4)
 	defer cancel()
 	coord := config.CoordinatorName(d.env.Self)
 	resp, err := rpc.Call(ctx, d.env.Net, coord, m)

@@ -3,7 +3,9 @@ package blind
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"fmt"
+	mrand "math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -254,7 +256,7 @@ func (g *Merger) merge(ctx context.Context, r engine.Request) protocol.Msg {
 	ranks, perr := g.queries.Wait(ctx, q)
 	if perr != nil {
 		if missing := g.missing(q); missing != "" {
-			return protocol.Errorf(perr.Code, "the decider's %s did not report in time: their queries failed (the entry's coordinator says why) or are slow", missing)
+			return protocol.Errorf(perr.Code, "the decider's %s did not report in time: the query failed or is slow there", missing)
 		}
 		return perr
 	}
@@ -274,9 +276,11 @@ func (g *Merger) missing(q *Pending[*protocol.DecideMerge, [][]uint16]) string {
 	return strings.Join(names, ", ")
 }
 
-// mergeRanks ranks every shard's scores in one list, best first, ties in
-// shard order, and keeps the top K: ranks[s][i] is the rank of shard s's
-// i-th score, or protocol.NoRank.
+// mergeRanks ranks every shard's scores in one list, best first, and
+// keeps the top K: ranks[s][i] is the rank of shard s's i-th score, or
+// protocol.NoRank. Equal scores of different shards come in random order,
+// as equal scores do in one decider's permuted vector (a shard's own
+// come in its order).
 func mergeRanks(parts []*protocol.DecideMerge) ([][]uint16, error) {
 	topK := int(parts[0].TopK)
 	type entry struct{ score, shard, i int }
@@ -292,7 +296,18 @@ func mergeRanks(parts []*protocol.DecideMerge) ([][]uint16, error) {
 			all = append(all, entry{int(v), s, i})
 		}
 	}
-	slices.SortStableFunc(all, func(a, b entry) int { return cmp.Compare(b.score, a.score) })
+	tie := make([]uint64, len(parts)) // a random order of the shards, for ties
+	var seed [32]byte
+	if _, err := rand.Read(seed[:]); err != nil {
+		return nil, err
+	}
+	r := mrand.New(mrand.NewChaCha8(seed))
+	for s := range tie {
+		tie[s] = r.Uint64()
+	}
+	slices.SortStableFunc(all, func(a, b entry) int {
+		return cmp.Or(cmp.Compare(b.score, a.score), cmp.Compare(tie[a.shard], tie[b.shard]))
+	})
 	for rank, e := range all[:min(topK, len(all))] {
 		ranks[e.shard][e.i] = uint16(rank)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/internal/inproc"
+	"github.com/idface/idface/network/memnet"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/protocol/rpc"
 )
@@ -129,6 +130,17 @@ func TestShards(t *testing.T) {
 				t.Fatalf("with %s down: %v", down, err)
 			}
 			sharded.Restart(down)
+			check()
+			// A holder shard's vector never reaches its decider shard: the
+			// queries fail naming shard 1 (the other shards' merges wait
+			// for it and say so), never blaming a shard whose parts came.
+			sharded.Net.SetFault("p2", "decider#1", memnet.Fault{Silent: true}) // memnet names the dialer by its certificate
+			_, err = sharded.Client("device", "p2").Identify(ctx(t), xs[0], 1)
+			if err == nil || !strings.Contains(err.Error(), "shard 1") {
+				t.Fatalf("with p2#1's vector lost: %v", err)
+			}
+			t.Logf("with p2#1's vector lost: %v", err)
+			sharded.Net.SetFault("p2", "decider#1", memnet.Fault{})
 			check()
 			// The decider's coordinator down: no shard's answer can be merged.
 			sharded.Stop("decider")

@@ -62,15 +62,18 @@ type Pending[P, R any] struct {
 	has     []bool
 	arrived []bool // holders whose parts have arrived
 	want    int    // parts that make the query complete (holders, or fewer in a degraded query)
-	joined  int    // holders that have announced their parts
-	got     int    // holders whose parts have arrived
-	creator int    // the holder whose part came first
-	bytes   int    // reserved of Table.bytes
-	created time.Time
-	done    chan struct{} // closed by finish, once
-	once    sync.Once
-	res     R
-	err     error
+	// complete: every part is in and the query is being decided; it no
+	// longer expires (deciding is bounded by the decider's own timeouts).
+	complete bool
+	joined   int // holders that have announced their parts
+	got      int // holders whose parts have arrived
+	creator  int // the holder whose part came first
+	bytes    int // reserved of Table.bytes
+	created  time.Time
+	done     chan struct{} // closed by finish, once
+	once     sync.Once
+	res      R
+	err      error
 }
 
 // finish records the outcome and wakes the entry's request (first call
@@ -173,7 +176,15 @@ func (t *Table[P, R]) Add(q *Pending[P, R], holder int, part P) bool {
 	q.got++
 	// Complete only with the entry's own part: a query is the entry's,
 	// and parts without it would be answered to no one.
-	return q.got == q.want && q.Entry >= 0 && q.arrived[q.Entry]
+	q.complete = q.got == q.want && q.Entry >= 0 && q.arrived[q.Entry]
+	return q.complete
+}
+
+// deciding reports whether q is complete and being decided.
+func (t *Table[P, R]) deciding(q *Pending[P, R]) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return q.complete
 }
 
 // Finish drops the query and records its outcome.
@@ -211,7 +222,7 @@ func (t *Table[P, R]) Expire(before time.Time) {
 	t.mu.Lock()
 	var old []*Pending[P, R]
 	for _, q := range t.queries {
-		if q.created.Before(before) {
+		if q.created.Before(before) && !q.complete {
 			old = append(old, q)
 		}
 	}
@@ -229,7 +240,15 @@ func (t *Table[P, R]) Wait(ctx context.Context, q *Pending[P, R]) (R, *protocol.
 	select {
 	case <-q.done:
 	case <-wait.C:
-		t.Fail(q, errMissing)
+		if !t.deciding(q) {
+			t.Fail(q, errMissing)
+			break
+		}
+		select { // its parts are in: the decision ends it
+		case <-q.done:
+		case <-ctx.Done():
+			t.Fail(q, errMissing)
+		}
 	case <-ctx.Done():
 		t.Fail(q, errMissing)
 	}

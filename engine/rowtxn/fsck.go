@@ -32,7 +32,7 @@ func Fsck(env engine.Env, e Inspectable, dir, log string, kind store.Kind, opt e
 		}
 		return []string{fmt.Sprintf("no log: %s does not exist (a party that never started has none)", path)}, nil
 	}
-	rep, err := store.ScanAll(path, engine.Binding(env.Params, env.Member(), kind, [32]byte{}), e.Replay)
+	rep, err := store.ScanAll(path, engine.Binding(env.Params, env.Bound(), kind, [32]byte{}), e.Replay)
 	if err != nil {
 		return engine.BindingProblem(err)
 	}
@@ -100,7 +100,7 @@ func HolderServer(role, log string, kind store.Kind, newEngine func(engine.Env) 
 			if err != nil {
 				return nil, nil, err
 			}
-			return engine.OpenReplayed(env, eng, filepath.Join(dir, log), engine.Binding(env.Params, env.Member(), kind, [32]byte{}), wrap)
+			return engine.OpenReplayed(env, eng, filepath.Join(dir, log), engine.Binding(env.Params, env.Bound(), kind, [32]byte{}), wrap)
 		},
 		Fsck: func(env engine.Env, dir string, opt engine.FsckOptions, out io.Writer) ([]string, error) {
 			eng, err := newEngine(env)

@@ -90,7 +90,7 @@ func Literal(lit config.Literal, mu int) config.Literal {
 		}
 	}
 	op, dev := member("client"), member("device")
-	op.Addr, dev.Addr = "", ""
+	op.Addr, dev.Addr, op.Shards, dev.Shards = "", "", nil, nil
 	op.Role, dev.Role = config.RoleOperator, config.RoleDevice
 	lit.Clients = []config.Member{op, dev}
 	return lit
