@@ -90,7 +90,18 @@ func cmdShard(args []string, stdout, stderr io.Writer) error {
 		base := h.DataDir()
 		bases[p.Name] = base
 		os.RemoveAll(filepath.Join(base, stage)) // a rebalance interrupted before
-		if err := m.Rebalance(ctx, old, next, p.Name, shardDirs(base, old.Shards()), shardDirs(filepath.Join(base, stage), next.Shards()), stdout); err != nil {
+		from, to := shardDirs(base, old.Shards()), shardDirs(filepath.Join(base, stage), next.Shards())
+		for s, dir := range from {
+			if _, err := os.Stat(dir); err != nil {
+				return fmt.Errorf("%s's shard %d: %w", p.Name, s, err)
+			}
+		}
+		for _, dir := range to {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return err
+			}
+		}
+		if err := m.Rebalance(ctx, old, next, p.Name, from, to, stdout); err != nil {
 			return fmt.Errorf("%s: %w (nothing was changed: the cluster still has %d shards)", p.Name, err, old.Shards())
 		}
 	}
