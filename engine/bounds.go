@@ -24,9 +24,9 @@ const digestBytes = 4 + 24*protocol.MaxParties
 // IdentifyBound is a client's identify: top-K and one template.
 func IdentifyBound(p *config.Params) int { return 2 + 2 + 4 + 4*p.Dim() }
 
-// ShardIdentifyBound bounds a coordinator's ShardIdentify: an Identify,
-// a query id, a decider shard and a padding.
-func ShardIdentifyBound(p *config.Params) int { return IdentifyBound(p) + 16 + 2 + 4 }
+// ShardIdentifyBound bounds a coordinator's ShardIdentify: an Identify
+// and a query id.
+func ShardIdentifyBound(p *config.Params) int { return IdentifyBound(p) + 16 }
 
 // EnrollBound is a batch of templates with the operator's Auth, at most
 // what the cluster takes in one request.
@@ -73,10 +73,10 @@ func QueryBatchBound(p *config.Params) int {
 }
 
 // BlindQueryBound is a blind query: ids, sigma, digest, at most d
-// coefficients of 3 bytes, the down holder, and a shard's decider shard
-// and padding.
+// coefficients of 3 bytes, the down holder, and a hidden probe's nonce
+// and sealed pair of query shares.
 func BlindQueryBound(p *config.Params) int {
-	return 2 + 16 + 32 + digestBytes + 4 + 3*p.Dim() + 1 + 2 + 4
+	return 2 + 16 + 32 + digestBytes + 4 + 3*p.Dim() + 1
 }
 
 // HiddenQueryBound is an entry's batch of hidden probes for a helper: the

@@ -429,13 +429,6 @@ type BlindQuery struct {
 	// sending every share's vector between them (engine/replicated). 0
 	// otherwise, and always in blind mode.
 	Down uint8
-	// Decider and Pad, in a sharded blind cluster, are 1 + the decider
-	// shard this shard's query goes to (a secret permutation of the
-	// shards per query) and the length every shard pads its vector to
-	// with dead rows, so that no decider shard can tell whose rows it
-	// scores (protocol/shard.go). Zero otherwise.
-	Decider uint16
-	Pad     uint32
 }
 
 func (m *BlindQuery) Type() Type { return TBlindQuery }
@@ -449,8 +442,6 @@ func (m *BlindQuery) marshal(e *wire.Enc) {
 		e.U8(uint8(m.Coef[i]))
 	}
 	e.U8(m.Down)
-	e.U16(m.Decider)
-	e.U32(m.Pad)
 }
 func (m *BlindQuery) unmarshal(d *wire.Dec) {
 	d.Fixed(m.Query[:])
@@ -465,9 +456,8 @@ func (m *BlindQuery) unmarshal(d *wire.Dec) {
 		}
 	}
 	m.Down = d.U8()
-	m.Decider, m.Pad = d.U16(), d.U32()
-	if d.Err == nil && (m.Down > MaxParties || m.Pad > MaxRows) {
-		d.Fail("down holder %d, padding %d", m.Down, m.Pad)
+	if d.Err == nil && m.Down > MaxParties {
+		d.Fail("down holder %d", m.Down)
 	}
 }
 

@@ -16,16 +16,10 @@ const NoRank = 0xFFFF
 // ShardIdentify asks a member's shard, from its coordinator, to run an
 // identify over the shard's rows under the coordinator's query id: every
 // shard's query of one identify has the same id, by which the decider's
-// shards merge their answers. The shard's query goes to decider shard
-// Decider (the coordinator permutes the shards afresh for every query)
-// with its vector padded to Pad rows, the same for every shard, so that
-// the decider learns neither which shard's rows a vector holds nor any
-// shard's row count.
+// shards merge their answers.
 type ShardIdentify struct {
 	Query    [16]byte
 	TopK     uint16
-	Decider  uint16
-	Pad      uint32
 	Template []float32
 }
 
@@ -33,32 +27,25 @@ func (m *ShardIdentify) Type() Type { return TShardIdentify }
 func (m *ShardIdentify) marshal(e *wire.Enc) {
 	e.Raw(m.Query[:])
 	e.U16(m.TopK)
-	e.U16(m.Decider)
-	e.U32(m.Pad)
 	e.F32s(m.Template)
 }
 func (m *ShardIdentify) unmarshal(d *wire.Dec) {
 	d.Fixed(m.Query[:])
-	m.TopK, m.Decider, m.Pad = d.U16(), d.U16(), d.U32()
+	m.TopK = d.U16()
 	m.Template = d.F32s(MaxDim)
-	if d.Err == nil && (m.TopK < 1 || m.TopK > MaxTopK || m.Pad > MaxRows) {
-		d.Fail("top-k %d outside 1..%d, or padding %d", m.TopK, MaxTopK, m.Pad)
+	if d.Err == nil && (m.TopK < 1 || m.TopK > MaxTopK) {
+		d.Fail("top-k %d outside 1..%d", m.TopK, MaxTopK)
 	}
 }
 
 // ShardAnswer is a shard's part of the answer: its candidates (ids) with
 // their ranks in the merged answer, best first, their scores in clusters
-// that reveal them, and the bytes its query moved between servers. Rows
-// is the shard's row count, for the coordinator's next padding; Short
-// says the query's padding was below it and the shard ran nothing (the
-// coordinator runs the identify again, padded to Rows).
+// that reveal them, and the bytes its query moved between servers.
 type ShardAnswer struct {
 	IDs    []string
 	Ranks  []uint16
 	Scores []int32
 	Bytes  uint64
-	Rows   uint32
-	Short  bool
 }
 
 func (m *ShardAnswer) Type() Type { return TShardAnswer }
@@ -73,8 +60,6 @@ func (m *ShardAnswer) marshal(e *wire.Enc) {
 		e.U32(uint32(s))
 	}
 	e.U64(m.Bytes)
-	e.U32(m.Rows)
-	e.Bool(m.Short)
 }
 func (m *ShardAnswer) unmarshal(d *wire.Dec) {
 	n := d.Count(MaxTopK, 5) // a one-byte id, its length and its rank
@@ -86,9 +71,9 @@ func (m *ShardAnswer) unmarshal(d *wire.Dec) {
 	for range k {
 		m.Scores = append(m.Scores, int32(d.U32()))
 	}
-	m.Bytes, m.Rows, m.Short = d.U64(), d.U32(), d.Bool()
-	if d.Err == nil && (k != 0 && k != n || m.Rows > MaxRows) {
-		d.Fail("%d scores for %d candidates, %d rows", k, n, m.Rows)
+	m.Bytes = d.U64()
+	if d.Err == nil && k != 0 && k != n {
+		d.Fail("%d scores for %d candidates", k, n)
 	}
 }
 

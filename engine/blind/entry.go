@@ -123,9 +123,6 @@ func CheckQuery(p *config.Params, m *protocol.BlindQuery) (*additive.Query, *pro
 	if err := template.CheckLevels(m.Coef, p.QueryLevels()); err != nil {
 		return nil, protocol.Errorf(protocol.CodeBadRequest, "query: %v; this cluster queries with levels %s", err, p.QueryLevels())
 	}
-	if (m.Decider != 0 || m.Pad != 0) && p.Shards() == 1 || int(m.Decider) > p.Shards() || m.Pad > MaxRows {
-		return nil, protocol.Errorf(protocol.CodeBadRequest, "query: decider shard %d, padding %d, in a cluster of %d shards", int(m.Decider)-1, m.Pad, p.Shards())
-	}
 	return q, nil
 }
 

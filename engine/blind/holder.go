@@ -29,7 +29,6 @@ package blind
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -43,7 +42,6 @@ import (
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/protocol/rpc"
 	"github.com/idface/idface/sharing/additive"
-	"github.com/idface/idface/template"
 )
 
 // shares adapts an additive column store to rowtxn.Shares: a share is d
@@ -183,7 +181,7 @@ type entryDigest struct {
 // the query over its committed rows. A helper passes the entry's digest
 // (want) and is refused if its rows differ; the entry passes started, which
 // sees the snapshot before the scoring (to send the helpers the digest).
-func (h *Holder[E]) scoreVector(q *additive.Query, sigma *additive.Seed, want *entryDigest, started func(View), pad int) (View, []E, func(), error) {
+func (h *Holder[E]) scoreVector(q *additive.Query, sigma *additive.Seed, want *entryDigest, started func(View)) (View, []E, func(), error) {
 	t0 := time.Now()
 	h.RLock()
 	v := h.snapshot()
@@ -193,20 +191,10 @@ func (h *Holder[E]) scoreVector(q *additive.Query, sigma *additive.Seed, want *e
 			return v, nil, nil, protocol.Errorf(protocol.CodeInconsistent, "%s's rows changed during the query; retry", h.env.Self)
 		}
 	}
-	n := v.Rows()
-	if pad > 0 && n > pad {
-		h.RUnlock()
-		return v, nil, nil, &shortPad{rows: n, pad: pad}
-	}
 	if started != nil {
 		started(v)
 	}
-	live := v.Live
-	if pad > n { // dead rows to the common length: the decider cannot tell whose rows
-		live = make([]uint64, template.Words(pad))
-		copy(live, v.Live)
-		n = pad
-	}
+	n := v.Rows()
 	src, dst := h.buf(n), h.buf(n)
 	release := func() { h.bufs.Put(&src); h.bufs.Put(&dst) }
 	var err error
@@ -227,7 +215,7 @@ func (h *Holder[E]) scoreVector(q *additive.Query, sigma *additive.Seed, want *e
 	t1 := time.Now()
 	perm := h.permuter()
 	defer h.perms.Put(perm)
-	if err := additive.PermuteMask(perm, dst, src, live, sigma, h.Self(), h.p.Mu()); err != nil {
+	if err := additive.PermuteMask(perm, dst, src, v.Live, sigma, h.Self(), h.p.Mu()); err != nil {
 		release()
 		return v, nil, nil, err
 	}
@@ -252,29 +240,9 @@ func (h *Holder[E]) permuter() *additive.Permuter {
 
 // sendShare sends a holder's vector to the decider; the entry's stream
 // then carries the decider's answer.
-func (h *Holder[E]) sendShare(ctx context.Context, dec string, qid [16]byte, vec []E, topK int, entry bool) (*network.Stream, error) {
+func (h *Holder[E]) sendShare(ctx context.Context, qid [16]byte, vec []E, topK int, entry bool) (*network.Stream, error) {
 	m := &protocol.DecideShare{Query: qid, Rows: uint32(len(vec)), Bits: uint8(additive.RingOf[E]().Bits), TopK: uint16(topK), Entry: entry}
-	return SendShares(ctx, h.env.Net, dec, m, additive.ElemBytes(vec))
-}
-
-// shortPad refuses a shard's query padded below its rows.
-type shortPad struct{ rows, pad int }
-
-func (e *shortPad) Error() string {
-	return fmt.Sprintf("%d rows, above the query's padding to %d", e.rows, e.pad)
-}
-
-// route is where a shard's query goes: its decider shard (-1: the
-// decider of an unsharded cluster) and the length of its vectors (0: the
-// rows').
-type route struct{ decider, pad int }
-
-// deciderName is the decider a query's vectors go to.
-func (h *Holder[E]) deciderName(r route) string {
-	if r.decider < 0 {
-		return h.p.DeciderName()
-	}
-	return config.ShardName(h.p.DeciderName(), r.decider)
+	return SendShares(ctx, h.env.Net, h.p.DeciderName(), m, additive.ElemBytes(vec))
 }
 
 // identify runs a query as the entry.
@@ -283,7 +251,7 @@ func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg
 		return protocol.Errorf(protocol.CodeBadRequest, "%s is one shard of %s: identify through %s's address (its coordinator)", h.env.Member(), h.env.Self, h.env.Self)
 	}
 	m := r.Msg.(*protocol.Identify)
-	run, perr := h.run(ctx, m, nil, route{decider: -1})
+	run, perr := h.run(ctx, m, nil)
 	if perr != nil {
 		return perr
 	}
@@ -297,18 +265,9 @@ func (h *Holder[E]) shardIdentify(ctx context.Context, r engine.Request) protoco
 		return protocol.Errorf(protocol.CodeForbidden, "only a shard's own coordinator asks it to identify")
 	}
 	m := r.Msg.(*protocol.ShardIdentify)
-	if int(m.Decider) >= h.p.Shards() {
-		return protocol.Errorf(protocol.CodeBadRequest, "decider shard %d of %d", m.Decider, h.p.Shards())
-	}
-	if m.Pad == 0 { // the coordinator asks for the row count only
-		return &protocol.ShardAnswer{Rows: uint32(h.Stats().Rows), Short: true}
-	}
-	run, perr := h.run(ctx, &protocol.Identify{TopK: m.TopK, Template: m.Template}, &m.Query, route{decider: int(m.Decider), pad: int(m.Pad)})
+	run, perr := h.run(ctx, &protocol.Identify{TopK: m.TopK, Template: m.Template}, &m.Query)
 	if perr != nil {
 		return perr
-	}
-	if run.short > 0 {
-		return &protocol.ShardAnswer{Rows: uint32(run.short), Short: true}
 	}
 	return h.shardAnswer(run, int(m.TopK))
 }
@@ -318,15 +277,13 @@ func (h *Holder[E]) shardIdentify(ctx context.Context, r engine.Request) protoco
 type ran struct {
 	res   *protocol.DecideResult
 	v     View
-	n     int // the vector's length: the rows', or a shard query's padding
 	sigma additive.Seed
 	bytes uint64 // every server's traffic
-	short int    // a shard's rows, when they exceed the query's padding (nothing ran)
 }
 
 // run runs a query as the entry, under query id qid when given (a shard's
 // coordinator's) or a fresh one.
-func (h *Holder[E]) run(ctx context.Context, m *protocol.Identify, qid *[16]byte, rt route) (*ran, *protocol.Error) {
+func (h *Holder[E]) run(ctx context.Context, m *protocol.Identify, qid *[16]byte) (*ran, *protocol.Error) {
 	topK := int(m.TopK)
 	nq, perr := NewQuery(h.env, h.p, h.query, m)
 	if perr != nil {
@@ -361,7 +318,7 @@ func (h *Holder[E]) run(ctx context.Context, m *protocol.Identify, qid *[16]byte
 				fail(h.env.Member(), err)
 				return
 			}
-			bq := &protocol.BlindQuery{Query: qid2, Sigma: sigma, Digest: sealed, Pos: pos, Coef: coef, Decider: uint16(rt.decider + 1), Pad: uint32(rt.pad)}
+			bq := &protocol.BlindQuery{Query: qid2, Sigma: sigma, Digest: sealed, Pos: pos, Coef: coef}
 			wg.Go(func() {
 				if err := h.ask(ctx, name, bq, &helperBytes[i]); err != nil {
 					fail(h.peerName(name), err)
@@ -369,20 +326,15 @@ func (h *Holder[E]) run(ctx context.Context, m *protocol.Identify, qid *[16]byte
 			})
 		}
 	}
-	v, vec, release, err := h.scoreVector(q, &sigma, nil, ask, rt.pad)
-	var short *shortPad
-	if errors.As(err, &short) { // before any helper was asked
-		return &ran{short: short.rows}, nil
-	}
+	v, vec, release, err := h.scoreVector(q, &sigma, nil, ask)
 	if err != nil {
 		fail(h.env.Member(), err)
 		wg.Wait()
 		return nil, cause
 	}
-	n := len(vec)
 	sent := time.Now()
-	dec := h.deciderName(rt)
-	s, err := h.sendShare(ctx, dec, qid2, vec, topK, true)
+	dec := h.peerName(h.p.DeciderName())
+	s, err := h.sendShare(ctx, qid2, vec, topK, true)
 	release()
 	if err != nil {
 		fail(dec, err)
@@ -412,7 +364,7 @@ func (h *Holder[E]) run(ctx context.Context, m *protocol.Identify, qid *[16]byte
 	for _, b := range helperBytes {
 		total += b
 	}
-	return &ran{res: res, v: v, n: n, sigma: sigma, bytes: total}, nil
+	return &ran{res: res, v: v, sigma: sigma, bytes: total}, nil
 }
 
 // peerName names a peer in messages: in a shard, the peer's same shard.
@@ -461,7 +413,7 @@ func (h *Holder[E]) checkResult(res *protocol.DecideResult, topK int) *protocol.
 // sequence) for the i-th position (deleted rows never win).
 func (h *Holder[E]) rows(run *ran, f func(i, seg, seq int)) *protocol.Error {
 	perm := h.permuter()
-	rows, perr := Unpermute(perm, run.res.Positions, &run.sigma, run.n)
+	rows, perr := Unpermute(perm, run.res.Positions, &run.sigma, run.v.Rows())
 	h.perms.Put(perm)
 	if perr != nil {
 		return perr
@@ -469,9 +421,6 @@ func (h *Holder[E]) rows(run *ran, f func(i, seg, seq int)) *protocol.Error {
 	h.RLock()
 	defer h.RUnlock()
 	for i, row := range rows {
-		if row >= run.v.Rows() {
-			continue // padding: dead, never a match
-		}
 		if s, seq, live := run.v.Locate(row); live {
 			f(i, s, seq)
 		}
@@ -498,7 +447,7 @@ func (h *Holder[E]) answer(run *ran, topK int) protocol.Msg {
 
 // shardAnswer is a shard's part of the answer: its ids with their ranks.
 func (h *Holder[E]) shardAnswer(run *ran, topK int) protocol.Msg {
-	a := &protocol.ShardAnswer{Bytes: run.bytes, Rows: uint32(run.v.Rows())}
+	a := &protocol.ShardAnswer{Bytes: run.bytes}
 	if perr := h.rows(run, func(i, s, seq int) {
 		a.IDs = append(a.IDs, h.ID(s, seq))
 		a.Ranks = append(a.Ranks, run.res.Ranks[i])
@@ -529,17 +478,15 @@ func (h *Holder[E]) serveQuery(ctx context.Context, r engine.Request) protocol.M
 	if err := h.AwaitDigest(ctx, r.From.Name, m.Digest); err != nil {
 		return err
 	}
-	rt := route{decider: int(m.Decider) - 1, pad: int(m.Pad)}
 	sigma := additive.Seed(m.Sigma)
-	_, vec, release, err := h.scoreVector(q, &sigma, &entryDigest{r.From.Name, m.Digest}, nil, rt.pad)
+	_, vec, release, err := h.scoreVector(q, &sigma, &entryDigest{r.From.Name, m.Digest}, nil)
 	if err != nil {
 		return engine.AsError(err, protocol.CodeInternal)
 	}
-	dec := h.deciderName(rt)
-	s, err := h.sendShare(ctx, dec, m.Query, vec, 1, false)
+	s, err := h.sendShare(ctx, m.Query, vec, 1, false)
 	release()
 	if err != nil {
 		return engine.AsError(fmt.Errorf("decider: %w", err), protocol.CodeUnavailable)
 	}
-	return &protocol.BlindQueryOK{Bytes: AwaitAck(s, dec, h.env.Log)}
+	return &protocol.BlindQueryOK{Bytes: AwaitAck(s, h.p.DeciderName(), h.env.Log)}
 }

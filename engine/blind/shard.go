@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/idface/idface/config"
@@ -38,9 +37,6 @@ import (
 type Coordinator struct {
 	env engine.Env
 	p   *config.Params
-	// rows is the largest row count a shard reported: every shard's
-	// vector is padded beyond it (padding).
-	rows atomic.Int64
 }
 
 // NewCoordinator makes holder env.Self's coordinator.
@@ -112,89 +108,10 @@ func (c *Coordinator) identify(ctx context.Context, r engine.Request) protocol.M
 	if len(m.Template) != c.p.Dim() {
 		return protocol.Errorf(protocol.CodeBadRequest, "a template of dimension %d; this cluster's is %d", len(m.Template), c.p.Dim())
 	}
-	if !c.sized() { // the shards' sizes, once
-		if perr := c.size(ctx); perr != nil {
-			return perr
-		}
+	req := &protocol.ShardIdentify{TopK: m.TopK, Template: m.Template}
+	if _, err := c.env.RandReader().Read(req.Query[:]); err != nil {
+		return protocol.Errorf(protocol.CodeInternal, "%v", err)
 	}
-	for attempt := 0; ; attempt++ {
-		answers, perr := c.fanOut(ctx, m)
-		if perr != nil {
-			return perr
-		}
-		short := false
-		for _, a := range answers {
-			if a != nil { // nil: stopped when another shard was short
-				c.grow(int64(a.Rows))
-			}
-			short = short || a == nil || a.Short
-		}
-		if !short {
-			return c.merge(answers, int(m.TopK))
-		}
-		if attempt == 1 {
-			return protocol.Errorf(protocol.CodeUnavailable, "%s's shards grew during the query: retry", c.env.Self)
-		}
-	}
-}
-
-// sized reports whether the shards' row counts are known.
-func (c *Coordinator) sized() bool { return c.rows.Load() != 0 }
-
-// size asks every shard for its row count.
-func (c *Coordinator) size(ctx context.Context) *protocol.Error {
-	answers, perr := c.ask(ctx, func(int) protocol.Msg { return &protocol.ShardIdentify{TopK: 1} }) // Pad 0: the count only
-	if perr != nil {
-		return perr
-	}
-	for _, a := range answers {
-		c.grow(int64(a.Rows))
-	}
-	c.grow(1) // known, even when every shard is empty
-	return nil
-}
-
-// grow records a shard's row count.
-func (c *Coordinator) grow(rows int64) {
-	for {
-		old := c.rows.Load()
-		if rows <= old || c.rows.CompareAndSwap(old, rows) {
-			return
-		}
-	}
-}
-
-// padding is the length every shard pads its vector to: beyond the
-// largest shard with room to grow (3% and 1024 rows), in steps of 1024,
-// so that it changes seldom and says little of the shards' sizes.
-func (c *Coordinator) padding() int {
-	n := int(c.rows.Load())
-	return (n + n/32 + 2048) / 1024 * 1024
-}
-
-// fanOut runs the query over every shard under one query id, each shard's
-// vectors going to the decider shard a fresh secret permutation names,
-// padded to one length: no decider shard can tell whose rows it scores.
-func (c *Coordinator) fanOut(ctx context.Context, m *protocol.Identify) ([]*protocol.ShardAnswer, *protocol.Error) {
-	var qid [16]byte
-	if _, err := c.env.RandReader().Read(qid[:]); err != nil {
-		return nil, protocol.Errorf(protocol.CodeInternal, "%v", err)
-	}
-	perm, err := shardPermutation(c.p.Shards())
-	if err != nil {
-		return nil, protocol.Errorf(protocol.CodeInternal, "%v", err)
-	}
-	pad := uint32(c.padding())
-	return c.ask(ctx, func(s int) protocol.Msg {
-		return &protocol.ShardIdentify{Query: qid, TopK: m.TopK, Decider: uint16(perm[s]), Pad: pad, Template: m.Template}
-	})
-}
-
-// ask sends every shard its request and collects the answers; the first
-// shard to fail fails them all, named. A shard whose rows exceed the
-// query's padding stops the others too (the query is run again, padded
-// anew): their answers are then nil.
-func (c *Coordinator) ask(ctx context.Context, req func(s int) protocol.Msg) ([]*protocol.ShardAnswer, *protocol.Error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	S := c.p.Shards()
@@ -202,24 +119,18 @@ func (c *Coordinator) ask(ctx context.Context, req func(s int) protocol.Msg) ([]
 	t0 := time.Now()
 	var once sync.Once
 	var cause *protocol.Error
-	var short atomic.Bool
 	var wg sync.WaitGroup
 	for s := range S {
 		wg.Go(func() {
-			r := req(s)
-			resp, _, err := Ask(ctx, c.env.Net, config.ShardName(c.env.Self, s), r) // stops waiting when another shard fails
+			resp, _, err := Ask(ctx, c.env.Net, config.ShardName(c.env.Self, s), req) // stops waiting when another shard fails
 			if err == nil {
 				a, ok := resp.(*protocol.ShardAnswer)
 				if !ok {
 					err = fmt.Errorf("answered %v", resp.Type())
 				}
 				answers[s] = a
-				if ok && a.Short && r.(*protocol.ShardIdentify).Pad > 0 {
-					short.Store(true)
-					cancel()
-				}
 			}
-			if err != nil && !short.Load() {
+			if err != nil {
 				once.Do(func() {
 					cause = shardErr(c.env.Self, s, S, err)
 					cancel()
@@ -229,19 +140,10 @@ func (c *Coordinator) ask(ctx context.Context, req func(s int) protocol.Msg) ([]
 		})
 	}
 	wg.Wait()
-	if cause != nil && !short.Load() {
-		return nil, cause
+	if cause != nil {
+		return cause
 	}
-	return answers, nil
-}
-
-// shardPermutation is a uniform permutation of S shards from crypto/rand.
-func shardPermutation(S int) ([]int, error) {
-	var seed [32]byte
-	if _, err := rand.Read(seed[:]); err != nil {
-		return nil, err
-	}
-	return mrand.New(mrand.NewChaCha8(seed)).Perm(S), nil
+	return c.merge(answers, int(m.TopK))
 }
 
 // ranked is one shard's candidate in the merged answer.

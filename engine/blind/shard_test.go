@@ -1,22 +1,13 @@
 package blind_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/engine"
-	"github.com/idface/idface/engine/blind"
 	"github.com/idface/idface/internal/inproc"
-	"github.com/idface/idface/network"
 	"github.com/idface/idface/network/memnet"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/protocol/rpc"
@@ -161,99 +152,4 @@ func TestShards(t *testing.T) {
 			check()
 		})
 	}
-}
-
-// TestShardRouting: a holder's coordinator sends each shard's query to a
-// decider shard drawn by a fresh permutation per query, every shard's
-// vector padded to one length above the largest shard, so no decider
-// shard can tell whose rows it scores, nor a shard's row count. It first
-// asks the shards' row counts (padding 0), and runs a query again, padded
-// anew, when a shard has outgrown the padding. Shards here are stubs that
-// record what they are asked.
-func TestShardRouting(t *testing.T) {
-	const S = 4
-	lit := inproc.Literal(config.Literal{Mode: config.ModeBlind, Dim: dim, Shards: S}, 2)
-	p, err := config.New(lit, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	net := memnet.New()
-	rows := []int{900, 1300, 1100, 1000}
-	type asked struct{ shard, decider, pad int }
-	var mu sync.Mutex
-	var log []asked
-	c, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	for s := range S {
-		ln, err := net.Listen(config.ShardName("p1", s))
-		if err != nil {
-			t.Fatal(err)
-		}
-		go ln.Serve(c, func(_ context.Context, st *network.Stream) {
-			b, err := st.ReadFrame(1 << 20)
-			if err != nil {
-				return
-			}
-			m, err := protocol.Decode(b)
-			if err != nil {
-				return
-			}
-			q := m.(*protocol.ShardIdentify)
-			mu.Lock()
-			log = append(log, asked{s, int(q.Decider), int(q.Pad)})
-			n := rows[s]
-			mu.Unlock()
-			a := &protocol.ShardAnswer{Rows: uint32(n), Short: q.Pad == 0 || int(q.Pad) < n}
-			st.WriteFrame(protocol.Marshal(a))
-			st.CloseWrite()
-		})
-	}
-	coord := blind.NewCoordinator(engine.Env{Params: p, Self: "p1", Shard: config.Coordinator, Net: net.Dialer(network.Peer{Name: "p1", Role: network.RoleParty}),
-		Log: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry()})
-	identify := coord.Routes()[protocol.TIdentify].Handle
-	run := func() {
-		t.Helper()
-		resp := identify(ctx(t), engine.Request{Msg: &protocol.Identify{TopK: 1, Template: templates(1, 3)[0]}})
-		if _, ok := resp.(*protocol.IdentifyOK); !ok {
-			t.Fatalf("identify: %v", resp)
-		}
-	}
-	run()
-	if len(log) != 2*S || log[0].pad != 0 {
-		t.Fatalf("the first identify asked %+v: want the row counts (padding 0), then the query", log)
-	}
-	seen := map[[2]int]bool{}
-	check := func(from int) {
-		t.Helper()
-		for q := from; q < len(log); q += S {
-			deciders := map[int]bool{}
-			for _, a := range log[q : q+S] {
-				deciders[a.decider] = true
-				seen[[2]int{a.shard, a.decider}] = true
-				if a.pad != log[q].pad || a.pad < slices.Max(rows) {
-					t.Fatalf("query %d: shard %d padded to %d (largest shard %d, first pad %d)", q/S, a.shard, a.pad, slices.Max(rows), log[q].pad)
-				}
-			}
-			if len(deciders) != S {
-				t.Fatalf("query %d: decider shards %+v are not a permutation", q/S, log[q:q+S])
-			}
-		}
-	}
-	for range 60 {
-		run()
-	}
-	check(S)
-	if len(seen) != S*S {
-		t.Fatalf("in 60 queries, %d of %d shard-to-decider pairs: the permutation is not fresh", len(seen), S*S)
-	}
-	// A shard grows beyond the padding: the query runs again, padded anew.
-	mu.Lock()
-	rows[2] = 5000
-	before := len(log)
-	mu.Unlock()
-	run()
-	if len(log) != before+2*S || log[len(log)-1].pad < 5000 {
-		t.Fatalf("after a shard grew: %+v", log[before:])
-	}
-	check(before + S)
 }
