@@ -56,6 +56,10 @@ func PlanFrom(b BenchResult, t PlanTarget) (Plan, error) {
 		return Plan{}, errors.New("the run lacks memory, bytes or latency figures: measure with idface bench --json")
 	case servers < 1 || cores < 1:
 		return Plan{}, fmt.Errorf("the run does not say its servers (%d) or its machine's cores (%d): measure with this build's idface bench --json", servers, cores)
+	case b.Shards > 1:
+		// The model shares a run's CPU evenly over its servers; a sharded
+		// run's coordinators and shards do not share it so.
+		return Plan{}, fmt.Errorf("the run is of a sharded cluster (%d shards): plan from an unsharded run (the plan says how many shards to run)", b.Shards)
 	case t.Rows < 1 || t.QPS <= 0 || t.MachineCores < 1 || t.MachineGB <= 0:
 		return Plan{}, fmt.Errorf("a target of %d rows at %g identifications a second on machines of %d cores and %g GB", t.Rows, t.QPS, t.MachineCores, t.MachineGB)
 	}
