@@ -228,6 +228,25 @@ func TestShardRebalance(t *testing.T) {
 			t.Fatalf("status after rebalancing to %s:\n%s", n, st)
 		}
 	}
+	// Across organisations: each holder moves its own data to the next
+	// configuration (serial + 1, 3 shards), then all serve it.
+	must(t, "cluster", "down", "--cluster", dir)
+	prev := filepath.Join(t.TempDir(), "previous.json")
+	copyFile(t, filepath.Join(dir, config.File), prev)
+	next := withShards(3)
+	for _, name := range []string{"p1", "p2", "decider"} {
+		out := must(t, "shard", "rebalance", "--config", next, "--previous", prev, "--home", cluster.HomeDir(dir, name))
+		if name != "decider" && !strings.Contains(out, "199 live rows from 2 shards to 3") || name == "decider" && !strings.Contains(out, "holds no rows") {
+			t.Fatalf("%s's rebalance:\n%s", name, out)
+		}
+	}
+	if _, errs, code := idface(t, "shard", "rebalance", "--config", next, "--previous", prev, "--home", cluster.HomeDir(dir, "p1")); code == 0 {
+		t.Fatalf("a second rebalance of moved data: exit 0 (%s)", errs)
+	}
+	copyFile(t, next, filepath.Join(dir, config.File))
+	must(t, "cluster", "up", "--cluster", dir)
+	check("after each holder moved its own data to 3 shards")
+
 	// Enrollment goes on over the new shards.
 	more := newDataset(t, t.TempDir(), 10, 48)
 	ids := filepath.Join(t.TempDir(), "ids.txt")

@@ -25,10 +25,10 @@ func init() {
 
 func cmdShard(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "rebalance" {
-		fmt.Fprintln(stderr, "usage: idface shard rebalance --cluster DIR --shards N")
+		fmt.Fprintln(stderr, "usage: idface shard rebalance --cluster DIR --shards N\n       idface shard rebalance --config NEW.json --previous OLD.json --home DIR [--data DATA]")
 		return errUsage
 	}
-	fs := newFlags("shard rebalance", "idface shard rebalance --cluster DIR --shards N\n\n"+
+	fs := newFlags("shard rebalance", "idface shard rebalance --cluster DIR --shards N\nidface shard rebalance --config NEW.json --previous OLD.json --home DIR [--data DATA]\n\n"+
 		"Moves the rows of a stopped local cluster to N shards per server (1: no\n"+
 		"shards) without re-enrolment: each holder's own shares, each row to the\n"+
 		"shard its id hashes to under N (a jump consistent hash: from S to S+1\n"+
@@ -36,11 +36,26 @@ func cmdShard(args []string, stdout, stderr io.Writer) error {
 		"rows are dropped. The new configuration (serial + 1, a port for each new\n"+
 		"shard) replaces cluster.json; each server's old data are kept in\n"+
 		"DATA/before-rebalance-SERIAL until you remove them. Refused while a\n"+
-		"server runs or has anything unsettled ('cluster status' shows it).", stderr)
+		"server runs or has anything unsettled ('cluster status' shows it).\n\n"+
+		"Across organisations, each runs the second form on its own server, its\n"+
+		"servers stopped and every shard's data under its DATA (DATA/shard-N):\n"+
+		"OLD.json is the configuration its data follow, NEW.json the next one\n"+
+		"(same cluster, a higher serial, another shard count and every server's\n"+
+		"shard addresses). Every holder must move before any serves NEW.json.", stderr)
 	dir := clusterDirFlag(fs, "the local cluster (stopped)")
 	shards := fs.Int("shards", 0, "the new number of shards per server")
+	cfgFile := fs.String("config", "", "the new configuration (with --previous and --home)")
+	prevFile := fs.String("previous", "", "the configuration the data follow now")
+	homeDir := fs.String("home", "", "this server's home (with --config)")
+	dataDir := fs.String("data", "", "this server's data directory (default: the home's)")
 	if err := parse(fs, args[1:]); err != nil {
 		return err
+	}
+	if *cfgFile != "" || *prevFile != "" || *homeDir != "" {
+		if *dir != "" || *shards != 0 {
+			return fmt.Errorf("give --cluster and --shards (a local cluster), or --config, --previous and --home (one server)")
+		}
+		return rebalanceMember(*cfgFile, *prevFile, *homeDir, *dataDir, stdout)
 	}
 	if err := requireCluster(fs, dir); err != nil {
 		return err
@@ -89,20 +104,8 @@ func cmdShard(args []string, stdout, stderr io.Writer) error {
 		}
 		base := h.DataDir()
 		bases[p.Name] = base
-		os.RemoveAll(filepath.Join(base, stage)) // a rebalance interrupted before
-		from, to := shardDirs(base, old.Shards()), shardDirs(filepath.Join(base, stage), next.Shards())
-		for s, dir := range from {
-			if _, err := os.Stat(dir); err != nil {
-				return fmt.Errorf("%s's shard %d: %w", p.Name, s, err)
-			}
-		}
-		for _, dir := range to {
-			if err := os.MkdirAll(dir, 0o700); err != nil {
-				return err
-			}
-		}
-		if err := m.Rebalance(ctx, old, next, p.Name, from, to, stdout); err != nil {
-			return fmt.Errorf("%s: %w (nothing was changed: the cluster still has %d shards)", p.Name, err, old.Shards())
+		if err := stageShards(ctx, m, old, next, p.Name, base, stage, stdout); err != nil {
+			return err
 		}
 	}
 	for _, p := range old.Parties() {
@@ -115,6 +118,95 @@ func cmdShard(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "%d shards per server (configuration serial %d); the old data are in each server's DATA/before-rebalance-%d\nstart it with: idface cluster up --cluster %s\n",
 		next.Shards(), next.Serial(), next.Serial(), *dir)
+	return nil
+}
+
+// rebalanceMember moves one stopped server's rows from the shards of the
+// configuration in prev to those of the one in next.
+func rebalanceMember(next, prev, homeDir, dataDir string, stdout io.Writer) error {
+	if next == "" || prev == "" || homeDir == "" {
+		return fmt.Errorf("give --config (the new configuration), --previous (the one the data follow) and --home")
+	}
+	old, err := config.LoadFile(prev)
+	if err != nil {
+		return fmt.Errorf("--previous: %w", err)
+	}
+	nxt, err := config.LoadFile(next)
+	if err != nil {
+		return fmt.Errorf("--config: %w", err)
+	}
+	switch {
+	case old.ClusterID() != nxt.ClusterID():
+		return fmt.Errorf("%s and %s are configurations of two clusters", prev, next)
+	case nxt.Serial() <= old.Serial():
+		return fmt.Errorf("%s (serial %d) must follow %s (serial %d)", next, nxt.Serial(), prev, old.Serial())
+	case nxt.Shards() == old.Shards():
+		return fmt.Errorf("both configurations have %d shards per server: nothing to move", old.Shards())
+	}
+	m, err := engine.ModeOf(old)
+	if err != nil {
+		return err
+	}
+	if m.Rebalance == nil {
+		return fmt.Errorf("mode %s does not shard", old.Mode())
+	}
+	h, err := home.Open(homeDir)
+	if err != nil {
+		return err
+	}
+	if dataDir != "" {
+		h.Data = dataDir
+	}
+	name := h.Self.Name
+	if _, err := h.Check(old); err != nil {
+		return err
+	}
+	if old.PartyIndex(name) < 0 {
+		fmt.Fprintf(stdout, "%s holds no rows: nothing to move; serve it with %s\n", name, next)
+		return nil
+	}
+	base := h.DataDir()
+	from := shardDirs(base, old.Shards())
+	// Every old shard's lock: refused while any of them serves.
+	for _, dir := range from {
+		hh := *h
+		hh.Data = dir
+		unlock, err := hh.Lock("shard rebalance")
+		if err != nil {
+			return err
+		}
+		defer unlock()
+	}
+	stage := fmt.Sprintf("rebalance-%d", nxt.Serial())
+	if err := stageShards(context.Background(), m, old, nxt, name, base, stage, stdout); err != nil {
+		return err
+	}
+	if err := swapIn(base, stage, old.Shards(), nxt.Shards(), nxt.Serial()); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: %d shards; serve them with %s once every holder has moved (the old data are in %s)\n",
+		name, nxt.Shards(), next, filepath.Join(base, fmt.Sprintf("before-rebalance-%d", nxt.Serial())))
+	return nil
+}
+
+// stageShards writes a holder's new shards into base/stage from its data
+// under base.
+func stageShards(ctx context.Context, m *engine.Mode, old, next *config.Params, name, base, stage string, stdout io.Writer) error {
+	os.RemoveAll(filepath.Join(base, stage)) // a rebalance interrupted before
+	from, to := shardDirs(base, old.Shards()), shardDirs(filepath.Join(base, stage), next.Shards())
+	for s, dir := range from {
+		if _, err := os.Stat(dir); err != nil {
+			return fmt.Errorf("%s's shard %d: %w", name, s, err)
+		}
+	}
+	for _, dir := range to {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+	}
+	if err := m.Rebalance(ctx, old, next, name, from, to, stdout); err != nil {
+		return fmt.Errorf("%s: %w (nothing was changed: its data still follow %d shards)", name, err, old.Shards())
+	}
 	return nil
 }
 
