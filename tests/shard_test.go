@@ -284,3 +284,37 @@ func TestShardRebalance(t *testing.T) {
 		t.Fatalf("shard 1's log checked as shard 0's: exit %d\n%s", code, out)
 	}
 }
+
+// TestReshardAssembly: across organisations a new shard count is agreed
+// as any configuration change: each server names its new shard addresses
+// ('party shards'), and 'cluster assemble --shards N' refuses another
+// count on reassembly unless told --reshard (the data follow the count).
+func TestReshardAssembly(t *testing.T) {
+	dir := t.TempDir()
+	var pubs []string
+	for i, m := range []struct{ name, role string }{{"orga", "share-holder"}, {"orgb", "share-holder"}, {"dec", "decider"}} {
+		h := filepath.Join(dir, m.name)
+		must(t, "party", "init", "--home", h, "--name", m.name, "--role", m.role, "--listen", fmt.Sprintf("127.0.0.1:%d", 17000+10*i),
+			"--shard-addrs", fmt.Sprintf("127.0.0.1:%d,127.0.0.1:%d", 17001+10*i, 17002+10*i))
+		pubs = append(pubs, filepath.Join(h, m.name+".pub.json"))
+	}
+	must(t, "client", "init", "--home", filepath.Join(dir, "op"), "--name", "op", "--role", "operator")
+	pubs = append(pubs, filepath.Join(dir, "op", "op.pub.json"))
+	cfg := filepath.Join(dir, "cluster.json")
+	must(t, append([]string{"cluster", "assemble", "--out", cfg, "--mode", "blind", "--shards", "2"}, pubs...)...)
+	for i, name := range []string{"orga", "orgb", "dec"} {
+		must(t, "party", "shards", "--home", filepath.Join(dir, name), "--shard-addrs",
+			fmt.Sprintf("127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", 17001+10*i, 17002+10*i, 17003+10*i))
+	}
+	if _, errs, code := idface(t, append([]string{"cluster", "assemble", "--out", cfg, "--mode", "blind", "--shards", "3"}, pubs...)...); code == 0 || !strings.Contains(errs, "shards") {
+		t.Fatalf("another shard count on reassembly, without --reshard: exit %d, %s", code, errs)
+	}
+	must(t, append([]string{"cluster", "assemble", "--out", cfg, "--mode", "blind", "--shards", "3", "--reshard"}, pubs...)...)
+	p, err := config.LoadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := p.Server("orgb"); p.Shards() != 3 || p.Serial() != 2 || len(m.Shards) != 3 || m.Shards[2] != "127.0.0.1:17013" {
+		t.Fatalf("reassembled: %d shards, serial %d, orgb's %v", p.Shards(), p.Serial(), m.Shards)
+	}
+}

@@ -84,7 +84,38 @@ func cmdParty(args []string, stdout, stderr io.Writer) error {
 		{"rotate", "replace a server's or client's key and write a new NAME.pub.json", partyRotate},
 		{"rebuild", "restore a stopped server whose data is gone from the other servers (replicated mode)", partyRebuild},
 		{"install", "copy a home (e.g. a mounted Kubernetes Secret) into a private directory to serve from", partyInstall},
+		{"shards", "name the addresses of a server's shards in its NAME.pub.json (a sharded cluster)", partyShards},
 	}, args, stdout, stderr)
+}
+
+func partyShards(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("party shards", "idface party shards --home DIR --shard-addrs HOST:PORT,... | none\n\n"+
+		"Records the addresses the others reach this server's shards at (shard 0\n"+
+		"first) in its home and NAME.pub.json, for a sharded cluster's\n"+
+		"configuration ('cluster assemble --shards N'); 'none' removes them. The\n"+
+		"key stays. To change a running cluster's shard count, see 'idface shard\n"+
+		"rebalance'.", stderr)
+	dir := fs.String("home", "", "the server's home")
+	addrs := fs.String("shard-addrs", "", "the shards' addresses, comma-separated, or none")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := required(fs, "home", "shard-addrs"); err != nil {
+		return err
+	}
+	h, err := home.Open(*dir)
+	if err != nil {
+		return err
+	}
+	list := strings.Split(*addrs, ",")
+	if *addrs == "none" {
+		list = nil
+	}
+	if err := h.SetShards(list); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: %d shard addresses; hand out %s again\n", h.Self.Name, len(list), h.PubPath())
+	return nil
 }
 
 func partyRotate(args []string, stdout, stderr io.Writer) error {
@@ -285,7 +316,7 @@ func carryOver(old, given config.Literal, set map[string]bool, path string) (con
 		{"gallery-levels", given.GalleryLevels == old.GalleryLevels},
 		{"query-levels", given.QueryLevels == old.QueryLevels},
 		{"scheme", scheme(given.Scheme) == scheme(old.Scheme)},
-		{"shards", max(given.Shards, 1) == max(old.Shards, 1)},
+		{"shards", set["reshard"] || max(given.Shards, 1) == max(old.Shards, 1)},
 	}); ok {
 		return config.Literal{}, fmt.Errorf("--%s differs from %s: the servers' data follows the old value. Leave it out to keep it, or move %s away to start a new cluster", f, path, path)
 	}
@@ -311,6 +342,9 @@ func carryOver(old, given config.Literal, set map[string]bool, path string) (con
 	}
 	if set["batch-wait"] {
 		lit.BatchWait = given.BatchWait
+	}
+	if set["reshard"] {
+		lit.Shards = given.Shards
 	}
 	lit.Serial = old.Serial + 1
 	return lit, nil
@@ -344,7 +378,8 @@ func clusterAssemble(args []string, stdout, stderr io.Writer) error {
 	metrics := fs.String("metrics-addr", "", "loopback /metrics address for the servers whose descriptor names none (each server's descriptor names its own: 'party init --metrics-addr')")
 	levels := addLevelFlags(fs)
 	scheme := addSchemeFlag(fs)
-	shards := fs.Int("shards", 0, "every server runs as a coordinator and this many shards (blind mode): each server's descriptor names its shards' addresses ('party init --shard-addrs')")
+	shards := fs.Int("shards", 0, "every server runs as a coordinator and this many shards (blind mode): each server's descriptor names its shards' addresses ('party init --shard-addrs', 'party shards')")
+	reshard := fs.Bool("reshard", false, "with --shards, change the shard count of an existing configuration: every holder moves its data with 'idface shard rebalance --config NEW --previous OLD' before the servers run the new one")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -377,6 +412,9 @@ func clusterAssemble(args []string, stdout, stderr io.Writer) error {
 		Timeout: config.Duration(*timeout), MaxTopK: *topK, GalleryLevels: *levels.gallery, QueryLevels: *levels.query, Scheme: *scheme, Serial: 1, Shards: *shards}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !*reshard {
+		delete(set, "reshard")
+	}
 	if prev, err := config.LoadFile(*out); err == nil {
 		if settings, err = carryOver(prev.Literal(), settings, set, *out); err != nil {
 			return err
