@@ -38,35 +38,45 @@ func ShardName(name string, s int) string { return name + "#" + strconv.Itoa(s) 
 // CoordinatorName is how a shard dials its member's coordinator.
 func CoordinatorName(name string) string { return name + "#c" }
 
-// Directory returns the address book of a server at shard self
+// Resolve says which server a dial name means to a server at shard self
 // (Coordinator for a coordinator, or any server of an unsharded cluster):
 // "name#s" is member name's shard s and "name#c" its coordinator; a bare
 // name is the member's server in the caller's own shard (the coordinator,
-// for a coordinator), so that a shard runs its sub-cluster's protocols as
-// an unsharded server does.
+// for a coordinator, and the member itself when it has no shards), so
+// that a shard runs its sub-cluster's protocols as an unsharded server
+// does.
+func (p *Params) Resolve(self int, name string) (m Member, shard int, ok bool) {
+	shard = self
+	if base, suffix, cut := strings.Cut(name, "#"); cut {
+		name = base
+		if suffix == "c" {
+			shard = Coordinator
+		} else {
+			n, err := strconv.Atoi(suffix)
+			if err != nil || n < 0 || n >= p.Shards() || suffix != strconv.Itoa(n) {
+				return Member{}, 0, false
+			}
+			shard = n
+		}
+	}
+	if m, ok = p.Server(name); !ok {
+		return Member{}, 0, false
+	}
+	if len(m.Shards) == 0 {
+		shard = Coordinator
+	}
+	return m, shard, true
+}
+
+// Directory is the address book of a server at shard self, for its
+// dialer: the address and pins of each name as Resolve reads it.
 func (p *Params) Directory(self int) func(name string) (addr string, pins []string, ok bool) {
 	return func(name string) (string, []string, bool) {
-		shard := self
-		if base, suffix, cut := strings.Cut(name, "#"); cut {
-			name = base
-			if suffix == "c" {
-				shard = Coordinator
-			} else {
-				n, err := strconv.Atoi(suffix)
-				if err != nil || n < 0 || n >= p.Shards() || suffix != strconv.Itoa(n) {
-					return "", nil, false
-				}
-				shard = n
-			}
-		}
-		m, ok := p.Server(name)
+		m, shard, ok := p.Resolve(self, name)
 		if !ok {
 			return "", nil, false
 		}
-		if shard == Coordinator || len(m.Shards) == 0 {
-			return m.Addr, m.Pins(), true
-		}
-		return m.Shards[shard], m.Pins(), true
+		return m.ShardAddr(shard), m.Pins(), true
 	}
 }
 

@@ -292,16 +292,7 @@ func TestNetnsPods(t *testing.T) {
 		nsMust(t, s.host, inPod(pd.init, root, secret, cfg)...)
 		startNsArgs(t, s, inPod(pd.serve, root, secret, cfg)...)
 	}
-	for _, s := range servers {
-		addr := s.host.Addr.String() + ":9465"
-		deadline := time.Now().Add(60 * time.Second)
-		for code, body := healthz(addr); code != 200 || body != "serving"; code, body = healthz(addr) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s's /healthz at %s: %d %q", s.name, addr, code, body)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	waitServing(t, servers)
 	waitAgree(t, office, cfg)
 	d := newDatasetDim(t, t.TempDir(), 30, 512, 11)
 	nsMust(t, office.host, "enroll", "--config", cfg, "--home", office.home, "--entry", "orga", "--ids", d.ids, "--templates", d.enroll, "--quiet")
@@ -310,6 +301,22 @@ func TestNetnsPods(t *testing.T) {
 	for i, r := range parseResults(t, nsMust(t, gate.host, "identify", "--config", cfg, "--home", gate.home, "--entry", "orgb", "--templates", q, "--json")) {
 		if !r.Accepted || r.ID == nil || *r.ID != d.names[i] {
 			t.Errorf("query %d: %+v, want %s", i, r, d.names[i])
+		}
+	}
+}
+
+// waitServing waits until every pod's /healthz (port 9465 on its host)
+// says "serving".
+func waitServing(t *testing.T, pods []*nsMember) {
+	t.Helper()
+	for _, m := range pods {
+		addr := m.host.Addr.String() + ":9465"
+		deadline := time.Now().Add(60 * time.Second)
+		for code, body := healthz(addr); code != 200 || body != "serving"; code, body = healthz(addr) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s's /healthz at %s: %d %q", m.name, addr, code, body)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 	}
 }
@@ -448,16 +455,7 @@ func TestNetnsShardPods(t *testing.T) {
 			run(sh, shardSet.pod, fmt.Sprintf("%s-%d", deploy.ShardSet(m.name), s))
 		}
 	}
-	for _, m := range all {
-		addr := m.host.Addr.String() + ":9465"
-		deadline := time.Now().Add(60 * time.Second)
-		for code, body := healthz(addr); code != 200 || body != "serving"; code, body = healthz(addr) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s's /healthz at %s: %d %q", m.name, addr, code, body)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	waitServing(t, all)
 	waitAgree(t, office, cfg)
 	d := newDatasetDim(t, t.TempDir(), 40, 512, 12)
 	nsMust(t, office.host, "enroll", "--config", cfg, "--home", office.home, "--entry", "orga", "--ids", d.ids, "--templates", d.enroll, "--quiet")

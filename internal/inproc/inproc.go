@@ -186,9 +186,8 @@ func split(name string) (member string, shard int) {
 	return base, s
 }
 
-// shardDialer is a shard's dialer: a bare name reaches the member's same
-// shard, "name#c" its coordinator, as config.Params.Directory resolves
-// them over QUIC.
+// shardDialer is a shard's dialer: names resolve as over QUIC
+// (config.Params.Resolve) to the memnet names servers listen on.
 type shardDialer struct {
 	network.Dialer
 	p     *config.Params
@@ -196,11 +195,10 @@ type shardDialer struct {
 }
 
 func (d shardDialer) Open(ctx context.Context, to string) (*network.Stream, error) {
-	if base, suffix, ok := strings.Cut(to, "#"); ok && suffix == "c" {
-		to = base
-	} else if !ok {
-		if m, ok := d.p.Server(to); ok && len(m.Shards) > 0 {
-			to = config.ShardName(to, d.shard)
+	if m, shard, ok := d.p.Resolve(d.shard, to); ok {
+		to = m.Name
+		if shard != config.Coordinator {
+			to = config.ShardName(m.Name, shard)
 		}
 	}
 	return d.Dialer.Open(ctx, to)
