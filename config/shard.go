@@ -109,7 +109,7 @@ func (p *Params) checkShards() error {
 		return nil
 	}
 	if !p.spec.Shards {
-		return fmt.Errorf("mode %s does not run sharded parties (shards = %d): only blind mode does in this build", p.lit.Mode, s)
+		return fmt.Errorf("mode %s does not run sharded parties (shards = %d): blind, 2pc and mpc do in this build", p.lit.Mode, s)
 	}
 	seen := map[string]string{}
 	for _, m := range p.Servers() {

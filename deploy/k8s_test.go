@@ -397,16 +397,22 @@ func TestK8sMemberNames(t *testing.T) {
 	}
 }
 
-// TestK8sShards renders a sharded blind test cluster: every member runs as
+// TestK8sShards renders a sharded blind and 2PC test cluster: every member runs as
 // a coordinator StatefulSet (one pod, no volume of rows) and a shard
 // StatefulSet of S pods, each with its own volume and run as the shard its
 // ordinal names; the two sets' selectors never pick each other's pods;
 // every pod mounts its own member's Secret only; members never share a
 // node, while a member's own pods may; the budget covers every pod.
 func TestK8sShards(t *testing.T) {
+	for _, mode := range []config.Mode{config.ModeBlind, config.Mode2PC} {
+		t.Run(string(mode), func(t *testing.T) { testK8sShards(t, mode) })
+	}
+}
+
+func testK8sShards(t *testing.T, mode config.Mode) {
 	const S = 3
 	dir := t.TempDir()
-	p, err := cluster.Init(dir, cluster.Options{Mode: config.ModeBlind, Parties: 2, Kubernetes: "gate-test", Shards: S})
+	p, err := cluster.Init(dir, cluster.Options{Mode: mode, Parties: 2, Kubernetes: "gate-test", Shards: S})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -150,6 +150,16 @@ func (e Env) Member() string {
 	return e.Self
 }
 
+// Peer names another member's server that this one talks to, in
+// messages: in a shard, the peer's same shard (its dialer resolves the
+// bare name there).
+func (e Env) Peer(name string) string {
+	if e.Sharded() {
+		return config.ShardName(name, e.Shard)
+	}
+	return name
+}
+
 // Bound is the name the server's data are bound to: Self, or
 // "Self#shard/shards" for a shard, so that one shard's data never open as
 // another's, nor under another shard count (whose rows are placed

@@ -19,10 +19,17 @@ import (
 // enrollment and identification through the CLI answer as the plaintext
 // search; a shard killed with SIGKILL while clients identify never gives
 // a wrong answer, only errors naming the shard, and once it is back every
-// query is answered again.
-func TestShardedBlindCLI(t *testing.T) {
+// query is answered again; moved to two shards, the answers stay.
+func TestShardedBlindCLI(t *testing.T) { testShardedCLI(t, "blind") }
+
+// TestSharded2PCCLI is TestShardedBlindCLI for 2PCFace: each party a
+// coordinator and three shards, no decider (the entry's shards score,
+// its coordinator merges).
+func TestSharded2PCCLI(t *testing.T) { testShardedCLI(t, "2pc") }
+
+func testShardedCLI(t *testing.T, mode string) {
 	const S = 3
-	dir, cfg := newCluster(t, "blind", 2, "--reveal-scores", "--shards", "3")
+	dir, cfg := newCluster(t, mode, 2, "--reveal-scores", "--shards", "3")
 	if cfg.Shards() != S {
 		t.Fatalf("%d shards", cfg.Shards())
 	}
@@ -137,6 +144,16 @@ func TestShardedBlindCLI(t *testing.T) {
 	}
 	t.Logf("%d answered, %d failed (%s killed for about 8 s)", answered, failed, victim)
 	check("p1")
+
+	must(t, "cluster", "down", "--cluster", dir)
+	if out := must(t, "shard", "rebalance", "--cluster", dir, "--shards", "2"); !strings.Contains(out, "300 live rows from 3 shards to 2") {
+		t.Fatalf("rebalance to 2 shards:\n%s", out)
+	}
+	must(t, "cluster", "up", "--cluster", dir)
+	check("p2")
+	if out := must(t, "fsck", "--cluster", dir, "--party", "p1", "--shard", "1"); !strings.Contains(out, "p1#1") || !strings.Contains(out, "intact") {
+		t.Fatalf("fsck of a shard:\n%s", out)
+	}
 }
 
 // TestShardRebalance moves a sharded cluster's rows to more shards, to

@@ -3,7 +3,6 @@ package blind
 import (
 	"context"
 	"log/slog"
-	"time"
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
@@ -90,26 +89,6 @@ func (v View) Locate(row int) (seg, seq int, live bool) {
 		seg++
 	}
 	return seg, row - v.Off[seg], v.Live[row/64]>>(row%64)&1 == 1
-}
-
-// Ask sends a helper the query and returns its reply and the bytes of the
-// stream both ways. A cancelled query stops waiting at once.
-func Ask(ctx context.Context, d network.Dialer, name string, bq protocol.Msg) (protocol.Msg, uint64, error) {
-	s, err := d.Open(ctx, name)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer s.Finish()
-	if dl, ok := ctx.Deadline(); ok {
-		s.SetDeadline(dl)
-	}
-	defer context.AfterFunc(ctx, func() { s.SetDeadline(time.Now()) })()
-	if err := s.WriteFrame(protocol.Marshal(bq)); err != nil {
-		return nil, 0, err
-	}
-	s.CloseWrite()
-	resp, err := rpc.ReadReply(ctx, s, name)
-	return resp, uint64(s.Sent() + s.Received()), err
 }
 
 // CheckQuery checks a helper's query: y of the cluster's dimension and

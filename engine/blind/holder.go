@@ -321,7 +321,7 @@ func (h *Holder[E]) run(ctx context.Context, m *protocol.Identify, qid *[16]byte
 			bq := &protocol.BlindQuery{Query: qid2, Sigma: sigma, Digest: sealed, Pos: pos, Coef: coef}
 			wg.Go(func() {
 				if err := h.ask(ctx, name, bq, &helperBytes[i]); err != nil {
-					fail(h.peerName(name), err)
+					fail(h.env.Peer(name), err)
 				}
 			})
 		}
@@ -333,7 +333,7 @@ func (h *Holder[E]) run(ctx context.Context, m *protocol.Identify, qid *[16]byte
 		return nil, cause
 	}
 	sent := time.Now()
-	dec := h.peerName(h.p.DeciderName())
+	dec := h.env.Peer(h.p.DeciderName())
 	s, err := h.sendShare(ctx, qid2, vec, topK, true)
 	release()
 	if err != nil {
@@ -367,19 +367,11 @@ func (h *Holder[E]) run(ctx context.Context, m *protocol.Identify, qid *[16]byte
 	return &ran{res: res, v: v, sigma: sigma, bytes: total}, nil
 }
 
-// peerName names a peer in messages: in a shard, the peer's same shard.
-func (h *Holder[E]) peerName(name string) string {
-	if h.env.Sharded() {
-		return config.ShardName(name, h.env.Shard)
-	}
-	return name
-}
-
 // ask sends a helper the query and waits for its acknowledgement (its
 // shares are on their way to the decider); bytes counts its traffic for
 // the answer. A cancelled query stops waiting at once.
 func (h *Holder[E]) ask(ctx context.Context, name string, bq *protocol.BlindQuery, bytes *uint64) error {
-	resp, n, err := Ask(ctx, h.env.Net, name, bq)
+	resp, n, err := rpc.Ask(ctx, h.env.Net, name, bq)
 	if err != nil {
 		return err
 	}
@@ -489,4 +481,16 @@ func (h *Holder[E]) serveQuery(ctx context.Context, r engine.Request) protocol.M
 		return engine.AsError(fmt.Errorf("decider: %w", err), protocol.CodeUnavailable)
 	}
 	return &protocol.BlindQueryOK{Bytes: AwaitAck(s, h.p.DeciderName(), h.env.Log)}
+}
+
+// RowShare is this holder's share of row seq of origin k's segment, as
+// bytes (shard.Rebalance).
+func (h *Holder[E]) RowShare(k, seq int) ([]byte, error) {
+	h.RLock()
+	defer h.RUnlock()
+	row, err := h.Shares(k).Row(seq, make([]E, h.p.Dim()))
+	if err != nil {
+		return nil, err
+	}
+	return additive.ElemBytes(row), nil
 }

@@ -3,11 +3,14 @@ package blind
 import (
 	"context"
 	"fmt"
+	"io"
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/engine/rowtxn"
+	"github.com/idface/idface/engine/shard"
 	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/sharing/additive"
 )
 
@@ -34,17 +37,16 @@ func init() {
 					},
 				}
 			}
-			srv := rowtxn.HolderServer("party", "shares.log", store.KindBlind, New)
-			open := srv.Open
-			srv.Open = func(ctx context.Context, env engine.Env, dir string, wrap func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
-				if env.Coordinating() { // holds no rows (shard.go)
-					return NewCoordinator(env), nil, nil
-				}
-				return open(ctx, env, dir, wrap)
-			}
-			return srv
+			return shard.Server(rowtxn.HolderServer("party", "shares.log", store.KindBlind, New), func(p *config.Params) shard.Options {
+				return shard.Options{Mode: "blind-coord", Ranked: true, Enroll: protocol.TSealedEnroll, EnrollMax: engine.SealedEnrollBound(p, p.Dim()*Ring(p).Bits/8)}
+			})
 		},
-		Rebalance: Rebalance,
+		Rebalance: func(ctx context.Context, old, next *config.Params, self string, from, to []string, out io.Writer) error {
+			if Ring(old) != Ring(next) {
+				return fmt.Errorf("blind: rebalance keeps the share ring: Z_(2^%d) before, Z_(2^%d) after", Ring(old).Bits, Ring(next).Bits)
+			}
+			return shard.Rebalance(ctx, old, next, self, from, to, out)
+		},
 		Describe: func(p *config.Params) string {
 			g, q := p.Transform()
 			return fmt.Sprintf("gallery levels %s, query levels %s, shares over Z_(2^%d)", g, q, Ring(p).Bits)

@@ -36,27 +36,7 @@ func TestShards(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			// Each shard holds its ids only, and all of them.
-			rows := 0
-			for s := range S {
-				h, err := sharded.Client("client", "").Health(ctx(t), config.ShardName("p1", s))
-				if err != nil {
-					t.Fatal(err)
-				}
-				want := 0
-				for _, it := range all {
-					if sharded.P.ShardOf(it.ID) == s {
-						want++
-					}
-				}
-				if int(h.Live) != want || want == 0 {
-					t.Fatalf("shard %d holds %d live rows, %d ids are its", s, h.Live, want)
-				}
-				rows += int(h.Live)
-			}
-			if rows != len(all) {
-				t.Fatalf("the shards hold %d rows of %d", rows, len(all))
-			}
+			sharded.CheckShards(t, "p1", all)
 			deleted := ""
 			check := func() {
 				t.Helper()

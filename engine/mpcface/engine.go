@@ -126,6 +126,9 @@ func (e *Engine) Routes() map[protocol.Type]engine.Route {
 	r := e.Core.Routes()
 	r[protocol.TEnroll] = engine.Route{Op: "enroll", From: engine.Operators, Handle: e.Guard(e.enroll), Max: engine.EnrollBound(e.p)}
 	r[protocol.TIdentify] = engine.Route{Op: "identify", From: engine.Clients, Handle: e.Guard(e.identify), Max: engine.IdentifyBound(e.p), Long: true}
+	if e.env.Sharded() {
+		r[protocol.TShardIdentify] = engine.Route{Op: "identify", From: engine.Parties, Handle: e.Guard(e.shardIdentify), Max: engine.ShardIdentifyBound(e.p), Long: true}
+	}
 	r[protocol.TQuery] = engine.Route{Op: "query", From: engine.Parties, Handle: e.Guard(e.serveQuery), Max: engine.QueryBound(e.p), Long: true}
 	r[protocol.TQueryBatch] = engine.Route{Op: "query", From: engine.Parties, Handle: e.Guard(e.serveQueryBatch), Max: engine.QueryBatchBound(e.p), Long: true}
 	return r
@@ -179,3 +182,15 @@ func (e *Engine) share(items []protocol.Item) ([][]protocol.Op, error) {
 // configured Block bytes of n selected columns (2*beta for one query, the
 // union's for a batch).
 func blockWords(p *config.Params, n int) int { return max(1, p.Block()/(n*8)) }
+
+// RowShare is this party's share of row seq of origin k's segment, as its
+// log writes it (shard.Rebalance).
+func (e *Engine) RowShare(k, seq int) ([]byte, error) {
+	e.RLock()
+	defer e.RUnlock()
+	sh, err := e.Shares(k).Row(seq)
+	if err != nil {
+		return nil, err
+	}
+	return shareBytes(sh), nil
+}

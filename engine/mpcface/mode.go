@@ -4,7 +4,9 @@ import (
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/engine/rowtxn"
+	"github.com/idface/idface/engine/shard"
 	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/protocol"
 )
 
 const trust = "trust: semi-honest: one deviating share holder can change answers undetected; an entry sees every row's ternary values at its probes' positions (docs/SECURITY.md)"
@@ -17,11 +19,16 @@ func init() {
 			Layout: config.Layout{PartyRole: config.RoleShareHolder, PartyNoun: "parties", MinParties: 2, MaxParties: config.MaxParties, DefaultParties: 2}},
 	} {
 		spec.Trust = trust
+		spec.Shards = true
 		engine.Register(engine.Mode{
 			ModeSpec: spec,
 			Server: func(*config.Params, string) engine.Server {
-				return rowtxn.HolderServer("party", "shares.log", store.KindShares, func(env engine.Env) (rowtxn.Holder, error) { return New(env) })
+				srv := rowtxn.HolderServer("party", "shares.log", store.KindShares, func(env engine.Env) (rowtxn.Holder, error) { return New(env) })
+				return shard.Server(srv, func(p *config.Params) shard.Options {
+					return shard.Options{Mode: string(p.Mode()) + "-coord", Enroll: protocol.TEnroll, EnrollMax: engine.EnrollBound(p)}
+				})
 			},
+			Rebalance:       shard.Rebalance,
 			IdentifyFormula: IdentifyFormula,
 			// Two bit planes (the ternary value's sign and magnitude) of d
 			// columns of rows bits.

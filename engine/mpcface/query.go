@@ -43,6 +43,7 @@ type probe struct {
 	sel      sharing.Selection
 	topK     int
 	deadline time.Time // its request's
+	shard    bool      // a shard's part of its coordinator's identify: answered with scores
 }
 
 // identify runs a query as the entry party (paper Fig. "2pc_id" and App.
@@ -50,7 +51,26 @@ type probe struct {
 // arrives. Concurrent identifies are batched (engine.Batcher): a batch
 // asks each helper once for the union of its probes' columns.
 func (e *Engine) identify(ctx context.Context, r engine.Request) protocol.Msg {
-	m := r.Msg.(*protocol.Identify)
+	if e.env.Sharded() {
+		return protocol.Errorf(protocol.CodeBadRequest, "%s is one shard of %s: identify through %s's address (its coordinator)", e.env.Member(), e.env.Self, e.env.Self)
+	}
+	return e.probe(ctx, r.Msg.(*protocol.Identify), false)
+}
+
+// shardIdentify runs a query over this shard's rows for the member's
+// coordinator (engine/shard), which merges the shards' best candidates by
+// score: the coordinator is the entry party's own, which sees every score
+// unsharded too.
+func (e *Engine) shardIdentify(ctx context.Context, r engine.Request) protocol.Msg {
+	if !e.env.Sharded() || r.From.Name != e.env.Self {
+		return protocol.Errorf(protocol.CodeForbidden, "only a shard's own coordinator asks it to identify")
+	}
+	m := r.Msg.(*protocol.ShardIdentify)
+	return e.probe(ctx, &protocol.Identify{TopK: m.TopK, Template: m.Template}, true)
+}
+
+// probe runs one identify, alone or in a batch.
+func (e *Engine) probe(ctx context.Context, m *protocol.Identify, shard bool) protocol.Msg {
 	y, err := e.tr.Apply(m.Template)
 	if err != nil {
 		return protocol.Errorf(protocol.CodeBadRequest, "%v", err)
@@ -59,7 +79,7 @@ func (e *Engine) identify(ctx context.Context, r engine.Request) protocol.Msg {
 	if perr := engine.CheckTopK(e.p, topK); perr != nil {
 		return perr
 	}
-	pr := &probe{y: y, sel: sharing.NewSelection(y), topK: topK}
+	pr := &probe{y: y, sel: sharing.NewSelection(y), topK: topK, shard: shard}
 	pr.deadline, _ = ctx.Deadline()
 	if e.batch == nil {
 		return e.run(ctx, []*probe{pr})[0]
@@ -155,9 +175,9 @@ func (e *Engine) run(ctx context.Context, probes []*probe) []protocol.Msg {
 		if perr != nil {
 			return fail(perr)
 		}
-		ps, err := openQuery(network.Bulk(ctx), e.env.Net, name, e.queryFor(probes, sealed, bw), blocks, n, bw)
+		ps, err := openQuery(network.Bulk(ctx), e.env.Net, name, e.env.Peer(name), e.queryFor(probes, sealed, bw), blocks, n, bw)
 		if err != nil {
-			return fail(engine.AsError(err, protocol.CodeUnavailable))
+			return fail(engine.AsError(fmt.Errorf("%s: %w", e.env.Peer(name), err), protocol.CodeUnavailable))
 		}
 		defer ps.s.Finish()
 		peers = append(peers, ps)
@@ -252,16 +272,29 @@ func (e *Engine) run(ctx context.Context, probes []*probe) []protocol.Msg {
 		for j, sc := range scorers[i] {
 			parts[j] = sc.Result()
 		}
-		ans := engine.NewAnswer(e.p, pr.topK)
-		for _, mt := range sharing.Merge(pr.topK, parts...) {
+		best := sharing.Merge(pr.topK, parts...)
+		id := func(mt sharing.Match) string {
 			s := 0
 			for mt.Row >= segOff[s+1]*64 {
 				s++
 			}
-			ans.Scored(e.ID(s, mt.Row-segOff[s]*64), mt.Score)
+			return e.ID(s, mt.Row-segOff[s]*64)
 		}
 		// Every server-to-server byte of the batch, shared evenly.
-		ans.Bytes(share(sent, i), share(recv, i), share(sent, i)+share(recv, i))
+		ps, pr2 := share(sent, i), share(recv, i)
+		if pr.shard { // the shard's best, best first, for its coordinator to merge
+			a := &protocol.ShardAnswer{Bytes: ps + pr2}
+			for rank, mt := range best {
+				a.IDs, a.Ranks, a.Scores = append(a.IDs, id(mt)), append(a.Ranks, uint16(rank)), append(a.Scores, int32(mt.Score))
+			}
+			out[i] = a
+			continue
+		}
+		ans := engine.NewAnswer(e.p, pr.topK)
+		for _, mt := range best {
+			ans.Scored(id(mt), mt.Score)
+		}
+		ans.Bytes(ps, pr2, ps+pr2)
 		out[i] = ans.Done()
 	}
 	return out
@@ -341,7 +374,9 @@ type peerStream struct {
 	err    error
 }
 
-func openQuery(ctx context.Context, net network.Dialer, to string, q protocol.Msg, blocks []blockPlan, n, bw int) (*peerStream, error) {
+// openQuery asks helper `to` for the blocks; name is how messages name it
+// (engine.Env.Peer).
+func openQuery(ctx context.Context, net network.Dialer, to, name string, q protocol.Msg, blocks []blockPlan, n, bw int) (*peerStream, error) {
 	s, err := net.Open(ctx, to)
 	if err != nil {
 		return nil, err
@@ -351,10 +386,10 @@ func openQuery(ctx context.Context, net network.Dialer, to string, q protocol.Ms
 	}
 	if err := s.WriteFrame(protocol.Marshal(q)); err != nil {
 		s.Finish()
-		return nil, fmt.Errorf("sending the query to %s: %w", to, err)
+		return nil, fmt.Errorf("sending the query to %s: %w", name, err)
 	}
 	s.CloseWrite()
-	ps := &peerStream{name: to, s: s, blocks: make(chan []uint64, 2)}
+	ps := &peerStream{name: name, s: s, blocks: make(chan []uint64, 2)}
 	go func() {
 		defer close(ps.blocks)
 		ps.err = ps.receive(ctx, blocks, n, bw)

@@ -498,7 +498,7 @@ func (h *Holder[E]) askHidden(ctx context.Context, i int, name string, hq *proto
 	err := sealErr
 	if err == nil {
 		var resp protocol.Msg
-		resp, n, err = blind.Ask(ctx, h.env.Net, name, hq)
+		resp, n, err = rpc.Ask(ctx, h.env.Net, name, hq)
 		if err == nil {
 			var isOK bool
 			if ok, isOK = resp.(*protocol.HiddenQueryOK); !isOK || len(ok.Items) != len(fs) {

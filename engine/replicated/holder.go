@@ -587,7 +587,7 @@ func (h *Holder[E]) check(res *protocol.ReplResult, rows int, base func(p int) E
 // shares are on their way to the decider). A cancelled query stops
 // waiting at once.
 func (h *Holder[E]) ask(ctx context.Context, name string, bq *protocol.BlindQuery) (*protocol.ReplQueryOK, error) {
-	resp, n, err := blind.Ask(ctx, h.env.Net, name, bq)
+	resp, n, err := rpc.Ask(ctx, h.env.Net, name, bq)
 	if err != nil {
 		return nil, err
 	}

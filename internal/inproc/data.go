@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idface/idface/config"
 	"github.com/idface/idface/protocol"
 )
 
@@ -39,4 +40,31 @@ func Ctx(t testing.TB, d time.Duration) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return c
+}
+
+// CheckShards fails the test unless each of member's shards holds live
+// exactly the items whose ids are its (config.Params.ShardOf), and every
+// shard some.
+func (c *Cluster) CheckShards(t testing.TB, member string, items []protocol.Item) {
+	t.Helper()
+	rows := 0
+	for s := range c.P.Shards() {
+		h, err := c.Client("client", "").Health(Ctx(t, 10*time.Second), config.ShardName(member, s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 0
+		for _, it := range items {
+			if c.P.ShardOf(it.ID) == s {
+				want++
+			}
+		}
+		if int(h.Live) != want || want == 0 {
+			t.Fatalf("%s's shard %d holds %d live rows, %d ids are its", member, s, h.Live, want)
+		}
+		rows += int(h.Live)
+	}
+	if rows != len(items) {
+		t.Fatalf("%s's shards hold %d rows of %d", member, rows, len(items))
+	}
 }

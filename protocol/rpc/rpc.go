@@ -6,6 +6,7 @@ package rpc
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
@@ -32,6 +33,27 @@ func Call(ctx context.Context, d network.Dialer, to string, req protocol.Msg) (p
 	}
 	s.CloseWrite() // one request per stream
 	return ReadReply(ctx, s, to)
+}
+
+// Ask is Call for a request whose answer a cancellation stops waiting
+// for at once (another part of the query failed), and it also returns the
+// bytes of the stream both ways (the query's traffic).
+func Ask(ctx context.Context, d network.Dialer, to string, req protocol.Msg) (protocol.Msg, uint64, error) {
+	s, err := d.Open(ctx, to)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer s.Finish()
+	if dl, ok := ctx.Deadline(); ok {
+		s.SetDeadline(dl)
+	}
+	defer context.AfterFunc(ctx, func() { s.SetDeadline(time.Now()) })()
+	if err := s.WriteFrame(protocol.Marshal(req)); err != nil {
+		return nil, 0, fmt.Errorf("sending to %s: %w", to, err)
+	}
+	s.CloseWrite()
+	resp, err := ReadReply(ctx, s, to)
+	return resp, uint64(s.Sent() + s.Received()), err
 }
 
 // ReadReply reads and decodes one reply from server `from`; an Error reply

@@ -1,4 +1,4 @@
-package blind
+package shard
 
 import (
 	"context"
@@ -10,10 +10,9 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
-	"github.com/idface/idface/sharing/additive"
 )
 
-// Rebalance moves a stopped share holder's rows from the shards of one
+// Rebalance moves a stopped row-holding member's rows from the shards of one
 // configuration to the shards of another with another shard count,
 // without re-enrolment: its own shares, as they are, each row to the shard
 // rowmap.ShardOf names under the new count. from[s] is the data
@@ -28,20 +27,25 @@ import (
 // transaction, a decision not yet delivered to a peer) is refused: start
 // the cluster until 'cluster status' shows nothing unsettled, and stop it
 // again.
+//
+// A mode whose rows depend on a derived parameter checks it stays before
+// calling (blind mode: the share ring).
 func Rebalance(ctx context.Context, old, next *config.Params, self string, from, to []string, out io.Writer) error {
 	if len(from) != old.Shards() || len(to) != next.Shards() {
-		return fmt.Errorf("blind: rebalance from %d directories for %d shards to %d for %d", len(from), old.Shards(), len(to), next.Shards())
+		return fmt.Errorf("rebalance from %d directories for %d shards to %d for %d", len(from), old.Shards(), len(to), next.Shards())
 	}
-	if old.Mode() != next.Mode() || old.ClusterID() != next.ClusterID() || old.Mu() != next.Mu() || old.Dim() != next.Dim() || Ring(old) != Ring(next) {
-		return fmt.Errorf("blind: rebalance within one cluster only: the mode, cluster id, holders, dimension and ring must stay")
+	og, oq := old.Transform()
+	ng, nq := next.Transform()
+	if old.Mode() != next.Mode() || old.ClusterID() != next.ClusterID() || old.Mu() != next.Mu() || old.Dim() != next.Dim() || old.Alpha() != next.Alpha() || og.String() != ng.String() || oq.String() != nq.String() {
+		return fmt.Errorf("rebalance within one cluster only: the mode, cluster id, holders, dimension, alpha and transform levels must stay")
 	}
 	for k := range old.Mu() {
 		if old.Party(k).Name != next.Party(k).Name {
-			return fmt.Errorf("blind: holder %d is %s before and %s after: rebalance keeps the holders", k, old.Party(k).Name, next.Party(k).Name)
+			return fmt.Errorf("holder %d is %s before and %s after: rebalance keeps the holders", k, old.Party(k).Name, next.Party(k).Name)
 		}
 	}
 	if old.PartyIndex(self) < 0 {
-		return fmt.Errorf("blind: %s holds no rows", self)
+		return fmt.Errorf("%s holds no rows", self)
 	}
 	env := func(p *config.Params, shard int) engine.Env {
 		if p.Shards() == 1 {
@@ -146,18 +150,6 @@ func Rebalance(ctx context.Context, old, next *config.Params, self string, from,
 type rowSource interface {
 	Unsettled() int
 	RowIDs(k, lo, hi int) ([]string, []bool)
-	RowShare(k, seq int) ([]byte, error)
+	RowShare(k, seq int) ([]byte, error) // the holder's share of a row, as its log writes it
 	Restore(k, base int, ids []string, live []bool, shares [][]byte, epoch uint32) error
-}
-
-// RowShare is this holder's share of row seq of origin k's segment, as
-// bytes (Rebalance).
-func (h *Holder[E]) RowShare(k, seq int) ([]byte, error) {
-	h.RLock()
-	defer h.RUnlock()
-	row, err := h.Shares(k).Row(seq, make([]E, h.p.Dim()))
-	if err != nil {
-		return nil, err
-	}
-	return additive.ElemBytes(row), nil
 }

@@ -1,0 +1,198 @@
+package mpcface_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/internal/inproc"
+	"github.com/idface/idface/network/memnet"
+	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
+)
+
+// TestShards runs a sharded 2PC and MPC cluster (every party as a
+// coordinator and three shards) beside an unsharded one on the same rows:
+// every answer has the unsharded cluster's candidates (the same scores,
+// and ids where scores are not tied), whether scores are revealed or not,
+// alone or batched; rows land on their shards only; a deletion reaches its
+// shard; a shard that is down or silent fails the queries, naming it,
+// until it is back.
+func TestShards(t *testing.T) {
+	for _, c := range []struct {
+		mu     int
+		reveal bool
+	}{{2, true}, {2, false}, {3, true}} {
+		t.Run(fmt.Sprintf("mu=%d/reveal=%v", c.mu, c.reveal), func(t *testing.T) {
+			const S = 3
+			mode := config.ModeMPC
+			if c.mu == 2 {
+				mode = config.Mode2PC
+			}
+			tau := 0.2
+			lit := func(shards int) config.Literal {
+				return inproc.Literal(config.Literal{Mode: mode, Dim: dim, Beta: 21, Tau: &tau, Shards: shards,
+					Timeout: config.Duration(5 * time.Second), MaxTopK: 1000, Block: 4096, RevealScores: c.reveal,
+					BatchMax: 8, BatchWait: config.Duration(20 * time.Millisecond)}, c.mu)
+			}
+			sharded, whole := inproc.Start(t, lit(S)), inproc.Start(t, lit(0))
+			xs := templates(150, 51)
+			all := items(xs, "r")
+			last := sharded.P.Party(c.mu - 1).Name
+			for _, cl := range []*inproc.Cluster{sharded, whole} {
+				// Two batches, through two entries: each spans every shard.
+				if err := cl.Client("client", "p1").Enroll(ctx(t), all[:90]); err != nil {
+					t.Fatal(err)
+				}
+				if err := cl.Client("client", last).Enroll(ctx(t), all[90:]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			sharded.CheckShards(t, last, all)
+
+			deleted := ""
+			probes := append(templates(6, 52), xs[7], xs[99])
+			topKs := []int{1, 5, 150}
+			// same checks an answer of the sharded cluster against the
+			// unsharded one's: the candidates' plaintext scores in the same
+			// order (ids equal where untied), their scores where revealed.
+			same := func(i int, a, b *protocol.IdentifyOK) {
+				t.Helper()
+				want := plainScores(t, sharded.P, xs, probes[i])
+				score := func(id string) int {
+					var r int
+					fmt.Sscanf(id, "r-%d", &r)
+					return want[r]
+				}
+				if len(a.Candidates) != len(b.Candidates) || a.Accepted != b.Accepted || a.ScoresHidden != b.ScoresHidden || a.BytesTotal == 0 {
+					t.Fatalf("probe %d: sharded %+v, unsharded %+v", i, a, b)
+				}
+				for j, cd := range a.Candidates {
+					bs := score(b.Candidates[j].ID)
+					if cd.ID == deleted || score(cd.ID) != bs || c.reveal && (int(cd.Score) != bs || cd.Score != b.Candidates[j].Score) {
+						t.Fatalf("probe %d #%d: sharded %s (plaintext %d, answered %d), unsharded %s (%d); deleted %q", i, j, cd.ID, score(cd.ID), cd.Score, b.Candidates[j].ID, bs, deleted)
+					}
+					rowsOfScore := 0 // ids may differ where rows tie
+					for r, w := range want {
+						if w == bs && all[r].ID != deleted {
+							rowsOfScore++
+						}
+					}
+					tied := rowsOfScore > 1
+					if !tied && cd.ID != b.Candidates[j].ID {
+						t.Fatalf("probe %d #%d: sharded %s, unsharded %s, both %d and untied", i, j, cd.ID, b.Candidates[j].ID, bs)
+					}
+					if !c.reveal && bs < sharded.P.Threshold() {
+						t.Fatalf("probe %d: %s answered below the threshold", i, cd.ID)
+					}
+				}
+			}
+			check := func() {
+				t.Helper()
+				for i, y := range probes {
+					for _, topK := range topKs {
+						a, err := sharded.Client("device", last).Identify(ctx(t), y, topK)
+						if err != nil {
+							t.Fatal(err)
+						}
+						b, err := whole.Client("device", last).Identify(ctx(t), y, topK)
+						if err != nil {
+							t.Fatal(err)
+						}
+						same(i, a, b)
+					}
+				}
+				if a, err := sharded.Client("device", "p1").Identify(ctx(t), xs[99], 1); err != nil || !a.Accepted || a.Candidates[0].ID != "r-99" {
+					t.Fatalf("a genuine probe: %+v, %v", a, err)
+				}
+			}
+			check()
+			// Concurrent identifies: each shard batches them.
+			got := make([]*protocol.IdentifyOK, len(probes))
+			errs := make([]error, len(probes))
+			var wg sync.WaitGroup
+			for i, y := range probes {
+				wg.Go(func() { got[i], errs[i] = sharded.Client("device", last).Identify(ctx(t), y, 5) })
+			}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				t.Fatal(err)
+			}
+			for i, y := range probes {
+				b, err := whole.Client("device", last).Identify(ctx(t), y, 5)
+				if err != nil {
+					t.Fatal(err)
+				}
+				same(i, got[i], b)
+			}
+
+			deleted = "r-7"
+			for _, cl := range []*inproc.Cluster{sharded, whole} {
+				if err := cl.Client("client", last).Delete(ctx(t), deleted); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, topK := range topKs {
+				a, err := sharded.Client("device", last).Identify(ctx(t), xs[7], topK)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := whole.Client("device", last).Identify(ctx(t), xs[7], topK)
+				if err != nil {
+					t.Fatal(err)
+				}
+				same(len(probes)-2, a, b)
+			}
+
+			// A shard holds its own ids only, and answers only its coordinator.
+			s := sharded.P.ShardOf("r-1")
+			other := config.ShardName("p1", (s+1)%S)
+			_, err := rpc.Call(ctx(t), sharded.Dialer("client"), other, &protocol.Delete{Auth: sharded.Sign(protocol.OpDelete, "r-1"), ID: "r-1"})
+			if err == nil || !strings.Contains(err.Error(), "shard") {
+				t.Fatalf("a delete of another shard's id: %v", err)
+			}
+			_, err = rpc.Call(ctx(t), sharded.Dialer("device"), other, &protocol.Identify{TopK: 1, Template: xs[0]})
+			if err == nil || !strings.Contains(err.Error(), "coordinator") {
+				t.Fatalf("an identify at a shard: %v", err)
+			}
+			_, err = rpc.Call(ctx(t), sharded.Dialer(last), other, &protocol.ShardIdentify{TopK: 1, Template: xs[0]})
+			var pe *protocol.Error
+			if !errors.As(err, &pe) || pe.Code != protocol.CodeForbidden {
+				t.Fatalf("a ShardIdentify from another party: %v", err)
+			}
+			// A batch spanning shards is refused by the coordinator.
+			spanning := &protocol.Enroll{Items: all[:4]}
+			spanning.Auth = sharded.Sign(protocol.OpPut, spanning.IDs()...)
+			if _, err := rpc.Call(ctx(t), sharded.Dialer("client"), "p1", spanning); err == nil || !strings.Contains(err.Error(), "one shard") {
+				t.Fatalf("an enrollment spanning shards: %v", err)
+			}
+
+			// A helper shard down: every query fails, naming it, and
+			// recovers when it is back.
+			down := config.ShardName("p1", 1)
+			sharded.Stop(down)
+			_, err = sharded.Client("device", last).Identify(ctx(t), xs[0], 1)
+			if err == nil || !strings.Contains(err.Error(), down) {
+				t.Fatalf("with %s down: %v", down, err)
+			}
+			t.Logf("with %s down: %v", down, err)
+			sharded.Restart(down)
+			check()
+			// A helper shard that never sends its columns: the query fails
+			// naming the shard, in time.
+			sharded.Net.SetFault(last, "p1#2", memnet.Fault{Silent: true})
+			t0 := time.Now()
+			_, err = sharded.Client("device", last).Identify(ctx(t), xs[0], 1)
+			if err == nil || !strings.Contains(err.Error(), "shard 2") {
+				t.Fatalf("with p1#2 silent: %v", err)
+			}
+			t.Logf("with p1#2 silent (%v): %v", time.Since(t0).Round(time.Millisecond), err)
+			sharded.Net.SetFault(last, "p1#2", memnet.Fault{})
+			check()
+		})
+	}
+}
