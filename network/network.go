@@ -135,6 +135,14 @@ func (s *Stream) Finish() { s.raw.CancelRead() }
 // SetDeadline bounds every later Read and Write.
 func (s *Stream) SetDeadline(t time.Time) error { return s.raw.SetDeadline(t) }
 
+// ErrPeerRestarted reports a request on a connection the server no longer
+// knows: it restarted (or crashed and came back) since the connection was
+// made, and answered with a stateless reset. The process running now did
+// not process the request (the one before may have, if it crashed after
+// reading it, as with any request in flight at a crash); the dialer dials
+// again for the next one.
+var ErrPeerRestarted = errors.New("network: the server restarted since this connection was made")
+
 // ErrFrameTooLarge reports a frame over the reader's bound.
 var ErrFrameTooLarge = errors.New("network: frame exceeds the size limit")
 

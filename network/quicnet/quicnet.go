@@ -93,6 +93,11 @@ func (r raw) check(err error) error {
 	if r.conn.Context().Err() != nil {
 		r.dead(true)
 	}
+	var reset *quic.StatelessResetError
+	if errors.As(err, &reset) { // a crashed server's restart: its keep-alive PINGs are too short to draw a reset
+		r.dead(true)
+		return fmt.Errorf("%s: %w (%w)", r.name, network.ErrPeerRestarted, err)
+	}
 	var se *quic.StreamError
 	if errors.As(err, &se) && se.Remote && se.ErrorCode == codeStopping {
 		r.dead(false) // the next request dials again

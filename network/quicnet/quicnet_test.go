@@ -428,3 +428,56 @@ func callOnce(ctx context.Context, d *Dialer, msg string, timeout time.Duration)
 	}
 	return err
 }
+
+// TestCrashedServerRestarted: a server that crashes tells no peer; once
+// it runs again at the same address, a request on the old connection gets
+// its stateless reset, reported as network.ErrPeerRestarted, and the next
+// request dials again and is answered.
+func TestCrashedServerRestarted(t *testing.T) {
+	srv, srvPin := ident(t, "p1")
+	cli, cliPin := ident(t, "c")
+	pins := Pins{cliPin: {Name: "c", Role: network.RoleOperator}}
+	ln := echo(t, srv, pins)
+	addr := ln.Addr()
+	d := NewDialer(cli, dir("p1", addr, srvPin))
+	defer d.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	want := func(msg string) error {
+		s, err := d.Open(ctx, "p1")
+		if err != nil {
+			return err
+		}
+		defer s.Finish()
+		s.SetDeadline(time.Now().Add(2 * time.Second))
+		if err := s.WriteFrame([]byte(strings.Repeat(msg, 64))); err != nil { // large enough to draw a reset
+			return err
+		}
+		b, err := s.ReadFrame(1 << 12)
+		if err == nil && !strings.HasSuffix(string(b), msg) {
+			err = fmt.Errorf("answered %q", b)
+		}
+		return err
+	}
+	if err := want("a"); err != nil {
+		t.Fatal(err)
+	}
+	ln.udp.Close() // a crash: no connection close reaches the dialer
+	ln.Close()
+	ln2, err := Listen(addr, srv, pins, ListenOptions{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln2.Close()
+	go ln2.Serve(ctx, func(ctx context.Context, s *network.Stream) {
+		if b, err := s.ReadFrame(1 << 12); err == nil {
+			s.WriteFrame(b)
+		}
+	})
+	if err := want("b"); !errors.Is(err, network.ErrPeerRestarted) {
+		t.Fatalf("a request on the crashed server's connection: %v", err)
+	}
+	if err := want("c"); err != nil {
+		t.Fatalf("the next request: %v", err)
+	}
+}

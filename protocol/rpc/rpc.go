@@ -5,6 +5,7 @@ package rpc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -19,7 +20,21 @@ const MaxReply = 8 << 20
 // Call sends one request to the named server and returns its decoded
 // reply. An Error reply is returned as a *protocol.Error. The stream ends
 // with the call; ctx's deadline bounds every read and write.
+//
+// A request sent on a connection to a server that has restarted since
+// (network.ErrPeerRestarted: the process running now did not process it)
+// is sent once more on a new connection, as a caller would retry after
+// the crash: requests carry ids (transactions, signed nonces, row ids), so
+// a second delivery is refused or answered alike, never applied twice.
 func Call(ctx context.Context, d network.Dialer, to string, req protocol.Msg) (protocol.Msg, error) {
+	resp, err := call(ctx, d, to, req)
+	if errors.Is(err, network.ErrPeerRestarted) {
+		resp, err = call(ctx, d, to, req)
+	}
+	return resp, err
+}
+
+func call(ctx context.Context, d network.Dialer, to string, req protocol.Msg) (protocol.Msg, error) {
 	s, err := d.Open(ctx, to)
 	if err != nil {
 		return nil, err
@@ -39,6 +54,14 @@ func Call(ctx context.Context, d network.Dialer, to string, req protocol.Msg) (p
 // for at once (another part of the query failed), and it also returns the
 // bytes of the stream both ways (the query's traffic).
 func Ask(ctx context.Context, d network.Dialer, to string, req protocol.Msg) (protocol.Msg, uint64, error) {
+	resp, n, err := ask(ctx, d, to, req)
+	if errors.Is(err, network.ErrPeerRestarted) {
+		resp, n, err = ask(ctx, d, to, req)
+	}
+	return resp, n, err
+}
+
+func ask(ctx context.Context, d network.Dialer, to string, req protocol.Msg) (protocol.Msg, uint64, error) {
 	s, err := d.Open(ctx, to)
 	if err != nil {
 		return nil, 0, err
