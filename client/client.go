@@ -218,7 +218,7 @@ func (c *Client) Identify(ctx context.Context, tmpl []float32, k int) (*protocol
 	resp, err := c.call(ctx, entry, m, protocol.TIdentifyOK)
 	if c.p.Spec().Outage {
 		from := c.p.PartyIndex(entry)
-		for i := 1; i < c.p.Mu() && err != nil && unreached(ctx, err); i++ {
+		for i := 1; i < c.p.Mu() && err != nil && c.unreached(ctx, err); i++ {
 			next := c.p.Party((from + i) % c.p.Mu()).Name
 			if m, err = msg(); err != nil {
 				return nil, err
@@ -237,10 +237,15 @@ func (c *Client) Identify(ctx context.Context, tmpl []float32, k int) (*protocol
 }
 
 // unreached reports whether err is a failure to reach a server, not its
-// answer, while ctx still has time.
-func unreached(ctx context.Context, err error) bool {
+// answer, while ctx still has time. A sharded entry answers that it could
+// not reach one of its own shards (CodeUnavailable): another entry's
+// shards answer without it.
+func (c *Client) unreached(ctx context.Context, err error) bool {
 	var pe *protocol.Error
-	return ctx.Err() == nil && !errors.As(err, &pe)
+	if ctx.Err() != nil {
+		return false
+	}
+	return !errors.As(err, &pe) || c.p.Shards() > 1 && pe.Code == protocol.CodeUnavailable
 }
 
 // Reshare asks share holder server, as an operator, to reshare its

@@ -38,8 +38,9 @@ var ErrMalformed = wire.ErrMalformed
 // hidden-probe fields of BlindQuery went there). Version 7: a 2PC/MPC
 // entry asks a helper for a batch of queries (QueryBatch): an older helper
 // would refuse every batch. Version 8: sharded members (ShardIdentify,
-// ShardAnswer, DecideMerge, DecideMergeOK; DecideResult.Ranks).
-const Version = 8
+// ShardAnswer, DecideMerge, DecideMergeOK; DecideResult.Ranks). Version
+// 9: sharded replicated holders (ShardAnswer.Degraded).
+const Version = 9
 
 // Limits on what a peer or a client may send.
 const (

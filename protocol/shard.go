@@ -38,14 +38,18 @@ func (m *ShardIdentify) unmarshal(d *wire.Dec) {
 	}
 }
 
-// ShardAnswer is a shard's part of the answer: its candidates (ids) with
-// their ranks in the merged answer, best first, their scores in clusters
-// that reveal them, and the bytes its query moved between servers.
+// ShardAnswer is a shard's part of the answer: its candidates (ids), best
+// first, with their ranks (in blind mode their places in the merged
+// answer; where the entry scores, in the shard's own order) and their
+// scores (where the entry knows them, or the cluster reveals them); the
+// bytes its query moved between servers; and whether it was answered
+// without some of the mode's checks (replicated mode, a holder down).
 type ShardAnswer struct {
-	IDs    []string
-	Ranks  []uint16
-	Scores []int32
-	Bytes  uint64
+	IDs      []string
+	Ranks    []uint16
+	Scores   []int32
+	Bytes    uint64
+	Degraded bool
 }
 
 func (m *ShardAnswer) Type() Type { return TShardAnswer }
@@ -60,6 +64,7 @@ func (m *ShardAnswer) marshal(e *wire.Enc) {
 		e.U32(uint32(s))
 	}
 	e.U64(m.Bytes)
+	e.Bool(m.Degraded)
 }
 func (m *ShardAnswer) unmarshal(d *wire.Dec) {
 	n := d.Count(MaxTopK, 5) // a one-byte id, its length and its rank
@@ -72,6 +77,7 @@ func (m *ShardAnswer) unmarshal(d *wire.Dec) {
 		m.Scores = append(m.Scores, int32(d.U32()))
 	}
 	m.Bytes = d.U64()
+	m.Degraded = d.Bool()
 	if d.Err == nil && k != 0 && k != n {
 		d.Fail("%d scores for %d candidates", k, n)
 	}

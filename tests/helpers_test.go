@@ -89,9 +89,10 @@ func newCluster(t *testing.T, mode string, mu int, extra ...string) (string, *co
 	t.Cleanup(func() {
 		idface(t, "cluster", "down", "--cluster", dir)
 		if t.Failed() {
-			for _, n := range names {
-				b, _ := os.ReadFile(filepath.Join(dir, "logs", n+".log"))
-				t.Logf("log of %s:\n%s", n, b)
+			logs, _ := filepath.Glob(filepath.Join(dir, "logs", "*.log")) // every server's, shards' too
+			for _, l := range logs {
+				b, _ := os.ReadFile(l)
+				t.Logf("log of %s:\n%s", strings.TrimSuffix(filepath.Base(l), ".log"), b)
 			}
 		}
 	})

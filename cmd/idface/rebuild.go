@@ -25,8 +25,11 @@ func partyRebuild(args []string, stdout, stderr io.Writer) error {
 		"(identity.key and seal.key: restore them from the member's backup); its\n"+
 		"data directory must hold no log (move a damaged one aside first). The\n"+
 		"other holders must be running. Then start the server: entries deliver\n"+
-		"what was enrolled or deleted meanwhile, and checked answers resume.", stderr)
+		"what was enrolled or deleted meanwhile, and checked answers resume.\n"+
+		"In a sharded cluster each shard is rebuilt on its own (--shard N), from\n"+
+		"the same shard of the other holders.", stderr)
 	mf := addMemberFlags(fs, "party", "server name in a local cluster").withData(fs)
+	shard := fs.Int("shard", config.Coordinator, "in a sharded cluster: the shard to rebuild (0..shards-1)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -36,6 +39,12 @@ func partyRebuild(args []string, stdout, stderr io.Writer) error {
 	}
 	if _, err := h.Check(p); err != nil {
 		return err
+	}
+	if p.Shards() > 1 && (*shard < 0 || *shard >= p.Shards()) || p.Shards() == 1 && *shard != config.Coordinator {
+		return fmt.Errorf("--shard %d: this cluster has %d shards per server; a sharded server's rows are rebuilt one shard at a time (--shard 0..%d)", *shard, p.Shards(), p.Shards()-1)
+	}
+	if p.Shards() > 1 {
+		h.UseShard(*shard)
 	}
 	name := h.Self.Name
 	srv, err := engine.ServerOf(p, name)
@@ -54,7 +63,7 @@ func partyRebuild(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	d := quicnet.NewDialer(cert, p.Directory(config.Coordinator))
+	d := quicnet.NewDialer(cert, p.Directory(*shard)) // a shard's peers are their same shard
 	defer d.Close()
 	data := h.DataDir()
 	if err := os.MkdirAll(data, 0o700); err != nil {
@@ -62,8 +71,8 @@ func partyRebuild(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	env := engine.Env{Params: p, Self: name, Net: d, Log: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(), Fatal: func(error) {}}
-	fmt.Fprintf(stdout, "rebuilding %s (%s) in %s from the other servers\n", name, p.Mode(), data)
+	env := engine.Env{Params: p, Self: name, Shard: *shard, Net: d, Log: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(), Fatal: func(error) {}}
+	fmt.Fprintf(stdout, "rebuilding %s (%s) in %s from the other servers\n", env.Member(), p.Mode(), data)
 	if err := srv.Rebuild(ctx, env, data, stdout); err != nil {
 		return fmt.Errorf("rebuild of %s: %w (nothing is served from a partial rebuild: move %s aside and run it again)", name, err, data)
 	}

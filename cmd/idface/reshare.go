@@ -6,6 +6,8 @@ import (
 	"io"
 	"os/signal"
 	"syscall"
+
+	"github.com/idface/idface/config"
 )
 
 func init() {
@@ -37,13 +39,22 @@ func cmdReshare(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	for _, m := range cfg.Parties() {
-		rctx, cancel := context.WithTimeout(ctx, *cf.timeout)
-		ok, err := cl.Reshare(rctx, m.Name)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("reshare of %s's rows: %w (the holders before it are done; run it again)", m.Name, err)
+		names := []string{m.Name}
+		if cfg.Shards() > 1 { // each shard reshares its rows
+			names = names[:0]
+			for s := range cfg.Shards() {
+				names = append(names, config.ShardName(m.Name, s))
+			}
 		}
-		fmt.Fprintf(stdout, "%s: %d rows reshared, epoch %d\n", m.Name, ok.Rows, ok.Epoch)
+		for _, name := range names {
+			rctx, cancel := context.WithTimeout(ctx, *cf.timeout)
+			ok, err := cl.Reshare(rctx, name)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("reshare of %s's rows: %w (the holders before it are done; run it again)", name, err)
+			}
+			fmt.Fprintf(stdout, "%s: %d rows reshared, epoch %d\n", name, ok.Rows, ok.Epoch)
+		}
 	}
 	return nil
 }

@@ -127,29 +127,19 @@ func (d *Decider) decide(ctx context.Context, q *Pending[[]byte, *protocol.Decid
 	return res, nil
 }
 
-// merge, at a decider shard, sends the shard's best scores to the
-// decider's coordinator and keeps the positions that make the merged
-// answer, with their ranks.
+// merge, at a decider shard, keeps the positions that make the merged
+// answer, with their ranks (MergeRanks).
 func (d *Decider) merge(ctx context.Context, q *Pending[[]byte, *protocol.DecideResult], res *protocol.DecideResult, matches []sharing.Match) (*protocol.DecideResult, error) {
-	m := &protocol.DecideMerge{Query: q.ID, Shard: uint16(d.env.Shard), TopK: uint16(q.TopK)}
-	for _, mt := range matches {
-		m.Scores = append(m.Scores, int32(mt.Score))
+	scores := make([]int32, len(matches))
+	for i, mt := range matches {
+		scores[i] = int32(mt.Score)
 	}
-	// Beyond the merger's own wait, so that its refusal, naming the shards
-	// that did not report, arrives.
-	ctx, cancel := context.WithTimeout(ctx, d.p.Timeouts().DeciderWait+d.p.Timeouts().Request/4)
-	defer cancel()
-	coord := config.CoordinatorName(d.env.Self)
-	resp, err := rpc.Call(ctx, d.env.Net, coord, m)
+	ranks, err := MergeRanks(ctx, d.env, q.ID, q.TopK, scores)
 	if err != nil {
-		return nil, fmt.Errorf("%s (the decider's coordinator): %w", coord, err)
-	}
-	ok, isOK := resp.(*protocol.DecideMergeOK)
-	if !isOK || len(ok.Ranks) != len(matches) {
-		return nil, fmt.Errorf("%s answered the merge with %v", coord, resp.Type())
+		return nil, err
 	}
 	out := &protocol.DecideResult{}
-	for i, r := range ok.Ranks {
+	for i, r := range ranks {
 		if r == protocol.NoRank {
 			continue
 		}
@@ -160,6 +150,29 @@ func (d *Decider) merge(ctx context.Context, q *Pending[[]byte, *protocol.Decide
 		}
 	}
 	return out, nil
+}
+
+// MergeRanks is a decider shard's step in a sharded query (blind and
+// replicated mode): it sends the shard's best scores (best first) to the
+// decider's coordinator (Merger) and returns each one's rank in the
+// merged answer, or protocol.NoRank where it is not in it.
+func MergeRanks(ctx context.Context, env engine.Env, qid [16]byte, topK int, scores []int32) ([]uint16, error) {
+	m := &protocol.DecideMerge{Query: qid, Shard: uint16(env.Shard), TopK: uint16(topK), Scores: scores}
+	// Beyond the merger's own wait, so that its refusal, naming the shards
+	// that did not report, arrives.
+	t := env.Params.Timeouts()
+	ctx, cancel := context.WithTimeout(ctx, t.DeciderWait+t.Request/4)
+	defer cancel()
+	coord := config.CoordinatorName(env.Self)
+	resp, err := rpc.Call(ctx, env.Net, coord, m)
+	if err != nil {
+		return nil, fmt.Errorf("%s (the decider's coordinator): %w", coord, err)
+	}
+	ok, isOK := resp.(*protocol.DecideMergeOK)
+	if !isOK || len(ok.Ranks) != len(scores) {
+		return nil, fmt.Errorf("%s answered the merge with %v", coord, resp.Type())
+	}
+	return ok.Ranks, nil
 }
 
 func decideVecs[E additive.Elem](q *Pending[[]byte, *protocol.DecideResult], thr int) ([]sharing.Match, error) {

@@ -54,42 +54,12 @@ func TestShards(t *testing.T) {
 			}
 			sharded.CheckShards(t, last, all)
 
-			deleted := ""
+			deleted := map[int]bool{}
 			probes := append(templates(6, 52), xs[7], xs[99])
 			topKs := []int{1, 5, 150}
-			// same checks an answer of the sharded cluster against the
-			// unsharded one's: the candidates' plaintext scores in the same
-			// order (ids equal where untied), their scores where revealed.
 			same := func(i int, a, b *protocol.IdentifyOK) {
 				t.Helper()
-				want := plainScores(t, sharded.P, xs, probes[i])
-				score := func(id string) int {
-					var r int
-					fmt.Sscanf(id, "r-%d", &r)
-					return want[r]
-				}
-				if len(a.Candidates) != len(b.Candidates) || a.Accepted != b.Accepted || a.ScoresHidden != b.ScoresHidden || a.BytesTotal == 0 {
-					t.Fatalf("probe %d: sharded %+v, unsharded %+v", i, a, b)
-				}
-				for j, cd := range a.Candidates {
-					bs := score(b.Candidates[j].ID)
-					if cd.ID == deleted || score(cd.ID) != bs || c.reveal && (int(cd.Score) != bs || cd.Score != b.Candidates[j].Score) {
-						t.Fatalf("probe %d #%d: sharded %s (plaintext %d, answered %d), unsharded %s (%d); deleted %q", i, j, cd.ID, score(cd.ID), cd.Score, b.Candidates[j].ID, bs, deleted)
-					}
-					rowsOfScore := 0 // ids may differ where rows tie
-					for r, w := range want {
-						if w == bs && all[r].ID != deleted {
-							rowsOfScore++
-						}
-					}
-					tied := rowsOfScore > 1
-					if !tied && cd.ID != b.Candidates[j].ID {
-						t.Fatalf("probe %d #%d: sharded %s, unsharded %s, both %d and untied", i, j, cd.ID, b.Candidates[j].ID, bs)
-					}
-					if !c.reveal && bs < sharded.P.Threshold() {
-						t.Fatalf("probe %d: %s answered below the threshold", i, cd.ID)
-					}
-				}
+				inproc.SameAnswer(t, sharded.P, plainScores(t, sharded.P, xs, probes[i]), deleted, a, b)
 			}
 			check := func() {
 				t.Helper()
@@ -130,9 +100,9 @@ func TestShards(t *testing.T) {
 				same(i, got[i], b)
 			}
 
-			deleted = "r-7"
+			deleted[7] = true
 			for _, cl := range []*inproc.Cluster{sharded, whole} {
-				if err := cl.Client("client", last).Delete(ctx(t), deleted); err != nil {
+				if err := cl.Client("client", last).Delete(ctx(t), "r-7"); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -124,7 +124,7 @@ func (d *Decider) share(ctx context.Context, r engine.Request) protocol.Msg {
 		pt.next, pt.tags = b[vec:2*vec], b[2*vec:]
 	}
 	if d.queries.Add(q, holder, pt) {
-		res, err := d.decide(q)
+		res, err := d.decide(ctx, q)
 		d.queries.Finish(q, res, err)
 		for _, pt := range q.Parts { // the answer holds none of them
 			if pt != nil {
@@ -185,9 +185,9 @@ func (d *Decider) disagreements(q *pending, pl plan, full [replicated.Holders][]
 
 // decide checks the parts, then adds the vectors and finds the best
 // positions, each with the value and tag of the vector the entry lacks.
-func (d *Decider) decide(q *pending) (*protocol.ReplResult, error) {
+func (d *Decider) decide(ctx context.Context, q *pending) (*protocol.ReplResult, error) {
 	if q.Entry >= 0 && q.Entry < replicated.Holders && q.Parts[q.Entry] != nil && q.Parts[q.Entry].msg.Hidden {
-		return d.decideHidden(q)
+		return d.decideHidden(ctx, q)
 	}
 	pl, full, err := d.vectors(q)
 	if err != nil {
@@ -200,7 +200,7 @@ func (d *Decider) decide(q *pending) (*protocol.ReplResult, error) {
 		d.env.Log.Warn("holders disagree on a query's score shares; refused", "pairs", strings.Join(pairs, ","))
 		return nil, protocol.Errorf(protocol.CodeInconsistent, "the share holders disagree on this query's score shares (%s); the query is refused, nothing was answered. One of each pair is faulty or compromised: check them", strings.Join(pairs, ", "))
 	}
-	return d.result(q.TopK, full, lackingVec{full[pl.lacking()], q.Parts[pl.tagger()].tags})
+	return d.result(ctx, q, full, lackingVec{full[pl.lacking()], q.Parts[pl.tagger()].tags})
 }
 
 // lackingVec is a vector the entry lacks and its tags.
@@ -208,8 +208,12 @@ type lackingVec struct{ vec, tags []byte }
 
 // result adds the three vectors, finds the best positions and answers
 // each with the value and tag of every vector the entry lacks (one, or
-// two in a hidden-probe query: ReplResult.Values2 and Tags2).
-func (d *Decider) result(topK int, full [replicated.Holders][]byte, lacking ...lackingVec) (*protocol.ReplResult, error) {
+// two in a hidden-probe query: ReplResult.Values2 and Tags2). A decider
+// shard keeps the positions that make the answer merged over every
+// shard (blind.MergeRanks); the entry's coordinator orders them by the
+// scores its shards check.
+func (d *Decider) result(ctx context.Context, q *pending, full [replicated.Holders][]byte, lacking ...lackingVec) (*protocol.ReplResult, error) {
+	topK := q.TopK
 	thr := d.p.Threshold()
 	reveal := d.p.RevealScores()
 	if reveal {
@@ -225,6 +229,23 @@ func (d *Decider) result(topK int, full [replicated.Holders][]byte, lacking ...l
 	}
 	if err != nil {
 		return nil, err
+	}
+	if d.env.Sharded() {
+		scores := make([]int32, len(matches))
+		for i, mt := range matches {
+			scores[i] = int32(mt.Score)
+		}
+		ranks, err := blind.MergeRanks(ctx, d.env, q.ID, topK, scores)
+		if err != nil {
+			return nil, err
+		}
+		kept := matches[:0]
+		for i, r := range ranks {
+			if r != protocol.NoRank {
+				kept = append(kept, matches[i])
+			}
+		}
+		matches = kept
 	}
 	res := &protocol.ReplResult{}
 	values, tags := [2]*[]uint16{&res.Values, &res.Values2}, [2]*[]uint32{&res.Tags, &res.Tags2}
@@ -248,7 +269,7 @@ func (d *Decider) result(topK int, full [replicated.Holders][]byte, lacking ...l
 // decideHidden checks a hidden-probe query's parts (each holder's query
 // shares against the other holder of each share), adds the three product
 // shares and answers with the values and tags of both helpers' vectors.
-func (d *Decider) decideHidden(q *pending) (*protocol.ReplResult, error) {
+func (d *Decider) decideHidden(ctx context.Context, q *pending) (*protocol.ReplResult, error) {
 	var full [replicated.Holders][]byte
 	for k, pt := range q.Parts {
 		if pt == nil || !pt.msg.Hidden {
@@ -276,7 +297,7 @@ func (d *Decider) decideHidden(q *pending) (*protocol.ReplResult, error) {
 		return nil, protocol.Errorf(protocol.CodeInconsistent, "the share holders scored different probes (%s); the query is refused, nothing was answered. The entry relayed a wrong part, or one of each pair is faulty or compromised", strings.Join(pairs, ", "))
 	}
 	a, b := (q.Entry+1)%replicated.Holders, (q.Entry+2)%replicated.Holders
-	return d.result(q.TopK, full, lackingVec{full[a], q.Parts[a].tags}, lackingVec{full[b], q.Parts[b].tags})
+	return d.result(ctx, q, full, lackingVec{full[a], q.Parts[a].tags}, lackingVec{full[b], q.Parts[b].tags})
 }
 
 func decideVecs[E additive.Elem](topK, thr int, full [replicated.Holders][]byte) ([]sharing.Match, error) {

@@ -216,6 +216,9 @@ func (h *Holder[E]) Routes() map[protocol.Type]engine.Route {
 	r[protocol.TIdentify] = engine.Route{Op: "identify", From: engine.Clients, Handle: h.Guard(h.identifyPlain), Max: engine.IdentifyBound(h.p.Params), Long: true}
 	r[protocol.THiddenIdentify] = engine.Route{Op: "identify", From: engine.Clients, Handle: h.Guard(h.identifyHidden), Max: engine.HiddenIdentifyBound(h.p.Params), Long: true}
 	r[protocol.TBlindQuery] = engine.Route{Op: "query", From: engine.Parties, Handle: h.Guard(h.serveQuery), Max: engine.BlindQueryBound(h.p.Params), Long: true}
+	if h.env.Sharded() {
+		r[protocol.TShardIdentify] = engine.Route{Op: "identify", From: engine.Parties, Handle: h.Guard(h.shardIdentify), Max: engine.ShardIdentifyBound(h.p.Params), Long: true}
+	}
 	r[protocol.THiddenQuery] = engine.Route{Op: "query", From: engine.Parties, Handle: h.Guard(h.serveHidden), Max: engine.HiddenQueryBound(h.p.Params), Long: true}
 	r[protocol.TReplFetch] = engine.Route{Op: "rebuild", From: engine.Parties, Handle: h.Guard(h.fetchRows), Max: engine.Small}
 	r[protocol.TReshareRequest] = engine.Route{Op: "reshare", From: engine.Operators, Handle: h.Guard(h.reshare), Max: engine.Small, Long: true}
@@ -344,15 +347,14 @@ func (h *Holder[E]) tagKey(entry int, qid [16]byte) ([32]byte, error) {
 // runs again, degraded, with a fresh permutation and query id (reusing
 // them would show the decider two masked vectors under one mask).
 func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg {
+	if h.env.Sharded() {
+		return protocol.Errorf(protocol.CodeBadRequest, "%s is one shard of %s: identify through %s's address (its coordinator)", h.env.Member(), h.env.Self, h.env.Self)
+	}
 	m := r.Msg.(*protocol.Identify)
 	down := h.outage.current()
-	resp, lost := h.runQuery(ctx, m, down)
-	if lost != noneDown && down == noneDown {
-		name := h.p.Party(lost).Name
-		if h.outage.mark(lost, name, ping(h.env.Net, name)) {
-			h.env.Log.Warn("a share holder cannot be reached; answering degraded until it is back", "holder", name)
-			resp, _ = h.runQuery(ctx, m, lost)
-		}
+	resp, lost := h.runQuery(ctx, m, down, nil)
+	if lost != noneDown && down == noneDown && h.markDown(lost) {
+		resp, _ = h.runQuery(ctx, m, lost, nil)
 	}
 	if ok, isOK := resp.(*protocol.IdentifyOK); isOK && ok.Degraded {
 		h.outage.degraded.Inc()
@@ -360,15 +362,50 @@ func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg
 	return resp
 }
 
+// markDown counts holder lost down if it cannot be reached (a ping
+// fails), so that queries run degraded without it until it is back.
+func (h *Holder[E]) markDown(lost int) bool {
+	name := h.p.Party(lost).Name
+	if !h.outage.mark(lost, name, ping(h.env.Net, name)) {
+		return false
+	}
+	h.env.Log.Warn("a share holder cannot be reached; answering degraded until it is back", "holder", h.env.Peer(name))
+	return true
+}
+
+// shardIdentify runs a query over this shard's rows for the holder's
+// coordinator (engine/shard), under the coordinator's query id: the
+// shard's checked candidates with their scores, which the entry learns
+// unsharded too. A helper found unreachable is counted down and the
+// query fails: the coordinator asks every shard again under a fresh
+// query id (one id must not carry two masked vectors), and this shard
+// then answers degraded.
+func (h *Holder[E]) shardIdentify(ctx context.Context, r engine.Request) protocol.Msg {
+	if !h.env.Sharded() || r.From.Name != h.env.Self {
+		return protocol.Errorf(protocol.CodeForbidden, "only a shard's own coordinator asks it to identify")
+	}
+	m := r.Msg.(*protocol.ShardIdentify)
+	down := h.outage.current()
+	resp, lost := h.runQuery(ctx, &protocol.Identify{TopK: m.TopK, Template: m.Template}, down, &m.Query)
+	if lost != noneDown && down == noneDown {
+		h.markDown(lost)
+	}
+	return resp
+}
+
 // runQuery runs one query by the plan of this entry with holder down down
-// (noneDown: none). When it fails because a helper could not be reached,
+// (noneDown: none), under query id qid when given (a shard's
+// coordinator's). When it fails because a helper could not be reached,
 // lost names that helper.
-func (h *Holder[E]) runQuery(ctx context.Context, m *protocol.Identify, down int) (resp protocol.Msg, lost int) {
+func (h *Holder[E]) runQuery(ctx context.Context, m *protocol.Identify, down int, qid0 *[16]byte) (resp protocol.Msg, lost int) {
 	topK := int(m.TopK)
 	pl := plan{entry: h.Self(), down: down}
 	nq, perr := blind.NewQuery(h.env, h.p.Params, h.query, m)
 	if perr != nil {
 		return perr, noneDown
+	}
+	if qid0 != nil {
+		nq.ID = *qid0
 	}
 	sigma, qid := nq.Sigma, nq.ID
 	// The live helpers: (y, sigma) out, their traffic and the tag key back.
@@ -444,7 +481,7 @@ func (f *fanout) fail(who string, err error) {
 			f.lost = k
 		}
 		e := engine.AsError(err, protocol.CodeUnavailable)
-		f.cause = protocol.Errorf(e.Code, "%s: %s", who, e.Msg)
+		f.cause = protocol.Errorf(e.Code, "%s: %s", f.env.Peer(who), e.Msg)
 		f.cancel()
 	})
 }
@@ -599,13 +636,16 @@ func (h *Holder[E]) ask(ctx context.Context, name string, bq *protocol.BlindQuer
 	return ok, nil
 }
 
-// answer maps the checked positions back to ids.
+// answer maps the checked positions back to ids: the answer, or in a
+// shard the shard's part of it (ShardAnswer: ids and checked scores, best
+// first).
 func (h *Holder[E]) answer(res *protocol.ReplResult, scores []int, v blind.View, sigma *additive.Seed, topK int, total uint64, degraded bool) protocol.Msg {
 	ans := engine.NewAnswer(h.p.Params, topK)
 	ans.Bytes(0, 0, total)
 	if degraded {
 		ans.Degraded()
 	}
+	part := &protocol.ShardAnswer{Bytes: total, Degraded: degraded}
 	perm := h.permuter()
 	rows, perr := blind.Unpermute(perm, res.Positions, sigma, v.Rows())
 	h.perms.Put(perm)
@@ -617,7 +657,13 @@ func (h *Holder[E]) answer(res *protocol.ReplResult, scores []int, v blind.View,
 	for i, row := range rows {
 		if s, seq, live := v.Locate(row); live { // deleted rows never win (and the check refused them)
 			ans.Scored(h.ID(s, seq), scores[i]) // checked: at the threshold, or revealed
+			part.IDs = append(part.IDs, h.ID(s, seq))
+			part.Ranks = append(part.Ranks, uint16(len(part.Ranks)))
+			part.Scores = append(part.Scores, int32(scores[i]))
 		}
+	}
+	if h.env.Sharded() {
+		return part
 	}
 	return ans.Done()
 }

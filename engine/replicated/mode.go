@@ -10,8 +10,10 @@ import (
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/engine/blind"
 	"github.com/idface/idface/engine/rowtxn"
+	"github.com/idface/idface/engine/shard"
 	"github.com/idface/idface/internal/seal"
 	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/sharing/replicated"
 )
 
@@ -32,7 +34,7 @@ func init() {
 				MinParties: replicated.Holders, MaxParties: replicated.Holders, DefaultParties: replicated.Holders, Helper: config.RoleDecider},
 			Levels: true, Derive: blind.Derive,
 			Sealed: true, SealedShares: sealedShares,
-			Outage: true, Reshare: true,
+			Outage: true, Reshare: true, Shards: true,
 			HiddenProbe: hiddenProbe,
 			Trust:       "trust: one of the four servers may deviate: a holder or entry that alters its part gets the query refused, a decider cannot get a row below the threshold accepted; the entry learns the answered rows' scores; no two servers may collude (docs/REPLICATED-NOTES.md)",
 		},
@@ -40,6 +42,9 @@ func init() {
 			if name == p.DeciderName() {
 				return engine.Server{Role: "decider",
 					Open: func(_ context.Context, env engine.Env, _ string, _ func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
+						if env.Coordinating() { // merges its shards' best scores
+							return blind.NewMerger(env), nil, nil
+						}
 						eng, err := NewDecider(env)
 						return eng, nil, err
 					},
@@ -49,7 +54,10 @@ func init() {
 			srv.Rebuild = func(ctx context.Context, env engine.Env, dir string, out io.Writer) error {
 				return rebuildInto(ctx, env, filepath.Join(dir, srv.Log), out)
 			}
-			return srv
+			return shard.Server(srv, func(p *config.Params) shard.Options {
+				return shard.Options{Mode: string(Mode) + "-coord", Retry: true,
+					Enroll: protocol.TSealedEnroll, EnrollMax: engine.SealedEnrollBound(p, 2*p.Dim()*blind.Ring(p).Bits/8)}
+			})
 		},
 		Describe: func(p *config.Params) string {
 			g, q := p.Transform()

@@ -109,7 +109,7 @@ func Rebuild(ctx context.Context, env engine.Env, path string, progress func(seg
 	if err != nil {
 		return nil, err
 	}
-	l, _, err := store.Open(path, engine.Binding(p.Params, env.Self, srv.Kind, [32]byte{}), eng.Replay)
+	l, _, err := store.Open(path, engine.Binding(p.Params, env.Bound(), srv.Kind, [32]byte{}), eng.Replay)
 	if err != nil {
 		return nil, err
 	}

@@ -12,12 +12,15 @@
 // score), so the coordinator orders them by those ranks (Options.Ranked);
 // in 2PC/MPC the entry scores every row, so each shard answers with its
 // best candidates' scores and the coordinator keeps the best over all
-// shards, as the unsharded entry keeps the best over its blocks.
+// shards, as the unsharded entry keeps the best over its blocks; in
+// replicated mode the decider's shards keep the merged top K and each
+// entry shard answers those with the scores it checked, merged by score.
 package shard
 
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -42,6 +45,10 @@ type Options struct {
 	// shard answers its best candidates with their scores, best first,
 	// and the coordinator merges them by score.
 	Ranked bool
+	// Retry (replicated mode): a query a shard failed because it could not
+	// reach a peer, which it then counts down, is run once more on every
+	// shard under a fresh query id, and that shard answers degraded.
+	Retry bool
 }
 
 // Coordinator is a sharded member's coordinator: it holds no rows.
@@ -123,17 +130,30 @@ func (c *Coordinator) identify(ctx context.Context, r engine.Request) protocol.M
 	if len(m.Template) != c.p.Dim() {
 		return protocol.Errorf(protocol.CodeBadRequest, "a template of dimension %d; this cluster's is %d", len(m.Template), c.p.Dim())
 	}
+	answers, cause, retry := c.ask(ctx, m)
+	if cause != nil && retry && c.o.Retry {
+		answers, cause, _ = c.ask(ctx, m)
+	}
+	if cause != nil {
+		return cause
+	}
+	return c.merge(answers, int(m.TopK))
+}
+
+// ask runs the query on every shard under a fresh query id: their
+// answers, or the first failure, and whether the shard that failed
+// answered it (it could not reach a peer) rather than being unreachable.
+func (c *Coordinator) ask(ctx context.Context, m *protocol.Identify) (answers []*protocol.ShardAnswer, cause *protocol.Error, answered bool) {
 	req := &protocol.ShardIdentify{TopK: m.TopK, Template: m.Template}
 	if _, err := c.env.RandReader().Read(req.Query[:]); err != nil {
-		return protocol.Errorf(protocol.CodeInternal, "%v", err)
+		return nil, protocol.Errorf(protocol.CodeInternal, "%v", err), false
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	S := c.p.Shards()
-	answers := make([]*protocol.ShardAnswer, S)
+	answers = make([]*protocol.ShardAnswer, S)
 	t0 := time.Now()
 	var once sync.Once
-	var cause *protocol.Error
 	var wg sync.WaitGroup
 	for s := range S {
 		wg.Go(func() {
@@ -147,6 +167,8 @@ func (c *Coordinator) identify(ctx context.Context, r engine.Request) protocol.M
 			}
 			if err != nil {
 				once.Do(func() {
+					var pe *protocol.Error
+					answered = errors.As(err, &pe) && pe.Code == protocol.CodeUnavailable
 					cause = shardErr(c.env.Self, s, S, err)
 					cancel()
 					c.env.Log.Warn("a shard failed an identify", "shard", s, "after", time.Since(t0), "err", err)
@@ -155,10 +177,7 @@ func (c *Coordinator) identify(ctx context.Context, r engine.Request) protocol.M
 		})
 	}
 	wg.Wait()
-	if cause != nil {
-		return cause
-	}
-	return c.merge(answers, int(m.TopK))
+	return answers, cause, answered
 }
 
 // candidate is one shard's candidate in the merged answer.
@@ -200,6 +219,11 @@ func (c *Coordinator) merge(answers []*protocol.ShardAnswer, topK int) protocol.
 	}
 	ans := engine.NewAnswer(c.p, topK)
 	ans.Bytes(0, 0, total)
+	for _, a := range answers {
+		if a.Degraded {
+			ans.Degraded()
+		}
+	}
 	for i, cd := range all {
 		if c.o.Ranked && i > 0 && all[i-1].rank == cd.rank {
 			return protocol.Errorf(protocol.CodeInternal, "two shards' candidates have rank %d", cd.rank)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,5 +68,47 @@ func (c *Cluster) CheckShards(t testing.TB, member string, items []protocol.Item
 	}
 	if rows != len(items) {
 		t.Fatalf("%s's shards hold %d rows of %d", member, rows, len(items))
+	}
+}
+
+// SameAnswer fails the test unless a sharded cluster's answer a has the
+// unsharded cluster's candidates (b) for the same query: their plaintext
+// scores (want, by the row index of ids "PREFIX-i") in the same order,
+// the ids themselves where no other live row has that score, the scores
+// where the cluster reveals them, none below the threshold where it does
+// not, and none deleted.
+func SameAnswer(t testing.TB, p *config.Params, want []int, deleted map[int]bool, a, b *protocol.IdentifyOK) {
+	t.Helper()
+	score := func(id string) int {
+		_, n, _ := strings.Cut(id, "-")
+		r, err := strconv.Atoi(n)
+		if err != nil || r < 0 || r >= len(want) {
+			t.Fatalf("candidate %q is no row of the test", id)
+		}
+		if deleted[r] {
+			t.Fatalf("deleted row %s answered", id)
+		}
+		return want[r]
+	}
+	if len(a.Candidates) != len(b.Candidates) || a.Accepted != b.Accepted || a.ScoresHidden != b.ScoresHidden || a.BytesTotal == 0 {
+		t.Fatalf("sharded %+v, unsharded %+v", a, b)
+	}
+	for j, cd := range a.Candidates {
+		bs := score(b.Candidates[j].ID)
+		if score(cd.ID) != bs || p.RevealScores() && (int(cd.Score) != bs || cd.Score != b.Candidates[j].Score) {
+			t.Fatalf("#%d: sharded %s (plaintext %d, answered %d), unsharded %s (%d)", j, cd.ID, score(cd.ID), cd.Score, b.Candidates[j].ID, bs)
+		}
+		ofScore := 0 // ids may differ where rows tie
+		for r, w := range want {
+			if w == bs && !deleted[r] {
+				ofScore++
+			}
+		}
+		if ofScore == 1 && cd.ID != b.Candidates[j].ID {
+			t.Fatalf("#%d: sharded %s, unsharded %s, both %d and no other row of that score", j, cd.ID, b.Candidates[j].ID, bs)
+		}
+		if !p.RevealScores() && bs < p.Threshold() {
+			t.Fatalf("%s answered below the threshold", cd.ID)
+		}
 	}
 }

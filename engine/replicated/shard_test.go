@@ -1,0 +1,152 @@
+package replicated_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/engine/replicated"
+	"github.com/idface/idface/internal/inproc"
+	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
+)
+
+// TestShards runs a sharded replicated cluster (every holder and the
+// decider as a coordinator and three shards) beside an unsharded one on
+// the same rows: every answer has the unsharded cluster's candidates
+// (scores, ids where untied), checked; a deletion reaches its shard. Any
+// one holder's shard down: the queries of every entry are still
+// answered, flagged degraded, and right (an entry whose own shard is
+// down hands the query to the next entry); answers are checked again once
+// it is back. The decider's coordinator down fails queries, naming it.
+func TestShards(t *testing.T) {
+	for _, reveal := range []bool{true, false} {
+		t.Run(fmt.Sprintf("reveal=%v", reveal), func(t *testing.T) {
+			const S = 3
+			tau := 0.2
+			lit := func(shards int) config.Literal {
+				return inproc.Literal(config.Literal{Mode: replicated.Mode, Dim: dim, Tau: &tau, Shards: shards, RevealScores: reveal,
+					MaxTopK: 100, Timeout: config.Duration(5 * time.Second)}, 3)
+			}
+			sharded, whole := inproc.Start(t, lit(S)), inproc.Start(t, lit(0))
+			xs := templates(90, 61)
+			all := items(xs, "r")
+			for _, cl := range []*inproc.Cluster{sharded, whole} {
+				if err := cl.Client("client", "p1").Enroll(ctx(t), all[:50]); err != nil {
+					t.Fatal(err)
+				}
+				if err := cl.Client("client", "p3").Enroll(ctx(t), all[50:]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			sharded.CheckShards(t, "p2", all)
+			deleted := map[int]bool{}
+			probes := append(templates(4, 62), xs[7], xs[40])
+			ask := func(entry string, i, topK int) (a, b *protocol.IdentifyOK) {
+				t.Helper()
+				a, err := sharded.Client("device", entry).Identify(ctx(t), probes[i], topK)
+				if err != nil {
+					t.Fatalf("probe %d through %s: %v", i, entry, err)
+				}
+				if b, err = whole.Client("device", entry).Identify(ctx(t), probes[i], topK); err != nil {
+					t.Fatal(err)
+				}
+				inproc.SameAnswer(t, sharded.P, plain(t, sharded.P, xs, probes[i]), deleted, a, b)
+				return a, b
+			}
+			check := func(entry string, degraded bool) {
+				t.Helper()
+				for i := range probes {
+					for _, topK := range []int{1, 5, 90} {
+						if a, _ := ask(entry, i, topK); a.Degraded != degraded {
+							t.Fatalf("probe %d through %s: degraded %v, want %v", i, entry, a.Degraded, degraded)
+						}
+					}
+				}
+			}
+			check("p2", false)
+			deleted[7] = true
+			for _, cl := range []*inproc.Cluster{sharded, whole} {
+				if err := cl.Client("client", "p1").Delete(ctx(t), "r-7"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			check("p1", false)
+
+			_, err := rpc.Call(ctx(t), sharded.Dialer("p3"), config.ShardName("p1", 0), &protocol.ShardIdentify{TopK: 1, Template: xs[0]})
+			var pe *protocol.Error
+			if !errors.As(err, &pe) || pe.Code != protocol.CodeForbidden {
+				t.Fatalf("a ShardIdentify from another holder: %v", err)
+			}
+
+			// A helper's shard down: answered, degraded, right; checked
+			// again once it is back.
+			down := config.ShardName("p1", 1)
+			sharded.Stop(down)
+			check("p2", true)
+			sharded.Restart(down)
+			waitChecked(t, sharded, "p2", probes[0])
+			check("p2", false)
+
+			// The entry's own shard down: its coordinator cannot run the
+			// query, the client hands it to the next entry, which answers
+			// degraded.
+			down = config.ShardName("p2", 2)
+			sharded.Stop(down)
+			cl := sharded.Client("device", "p2")
+			a, err := cl.Identify(ctx(t), probes[4], 5)
+			if err != nil || !a.Degraded || cl.Entry() == "p2" {
+				t.Fatalf("with %s down: %+v, %v, entry %s", down, a, err, cl.Entry())
+			}
+			b, err := whole.Client("device", "p2").Identify(ctx(t), probes[4], 5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			inproc.SameAnswer(t, sharded.P, plain(t, sharded.P, xs, probes[4]), deleted, a, b)
+			sharded.Restart(down)
+			waitChecked(t, sharded, "p3", probes[0])
+			check("p2", false)
+
+			// The decider's coordinator down: no shard's answer merges.
+			sharded.Stop("decider")
+			_, err = sharded.Client("device", "p3").Identify(ctx(t), probes[0], 1)
+			if err == nil || !strings.Contains(err.Error(), "decider") {
+				t.Fatalf("with the decider's coordinator down: %v", err)
+			}
+			sharded.Restart("decider")
+			check("p3", false)
+		})
+	}
+}
+
+// waitChecked waits until entry answers checked again (the holders it
+// counted down are back).
+func waitChecked(t *testing.T, c *inproc.Cluster, entry string, y []float32) {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		a, err := c.Client("device", entry).Identify(ctx(t), y, 1)
+		if err == nil && !a.Degraded {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still answers degraded or fails: %+v, %v", entry, a, err)
+		}
+	}
+}
+
+// TestShardsRefuseHiddenProbes: hidden probes are not sharded in this
+// build; the configuration says so when it is read.
+func TestShardsRefuseHiddenProbes(t *testing.T) {
+	tau := 0.2
+	lit := inproc.Literal(config.Literal{Mode: replicated.Mode, Dim: dim, Tau: &tau, Shards: 2, HideProbes: true, MaxTopK: 10}, 3)
+	if _, err := config.New(lit, t.TempDir()); err == nil || !strings.Contains(err.Error(), "hidden probes are not sharded") {
+		t.Fatalf("hide_probes with shards: %v", err)
+	}
+	lit.HideProbes = false
+	if _, err := config.New(lit, t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+}
