@@ -156,43 +156,50 @@ func testShardedCLI(t *testing.T, mode string) {
 	t.Logf("%d answered, %d failed (%s killed for about 8 s)", answered, failed, victim)
 	check("p1")
 
+	// Moved to two shards: the same answers; fsck checks a shard's data.
 	must(t, "cluster", "down", "--cluster", dir)
-	if degrades { // no rebalance in this mode yet
-		if _, errs, code := idface(t, "shard", "rebalance", "--cluster", dir, "--shards", "2"); code == 0 || !strings.Contains(errs, "cannot move its rows") {
-			t.Fatalf("a rebalance in replicated mode: exit %d, %s", code, errs)
-		}
-		// A shard's lost disk is rebuilt from the same shard of the
-		// other holders while they serve; then every shard reshares.
-		must(t, "cluster", "up", "--cluster", dir)
-		if err := cluster.Kill(cfg, victim); err != nil {
-			t.Fatal(err)
-		}
-		data := filepath.Join(cluster.HomeDir(dir, "p2"), "data", "shard-1")
-		if err := os.Rename(data, data+".lost"); err != nil {
-			t.Fatal(err)
-		}
-		if out := must(t, "party", "rebuild", "--cluster", dir, "--party", "p2", "--shard", "1"); !strings.Contains(out, "rebuilding p2#1") {
-			t.Fatalf("rebuild of a shard:\n%s", out)
-		}
-		// At once: the peers' connections to the killed process still
-		// stand, and their first requests draw the restarted shard's
-		// stateless resets (the keep-alives are too short to), which the
-		// callers take as a restart and send again (network.ErrPeerRestarted).
-		must(t, "cluster", "up", "--cluster", dir)
-		check("p2")
-		if out := must(t, "reshare", "--cluster", dir); !strings.Contains(out, "p3#2: ") || !strings.Contains(out, "p1#0: ") {
-			t.Fatalf("reshare of every shard:\n%s", out)
-		}
-		check("p3")
-		return
-	}
 	if out := must(t, "shard", "rebalance", "--cluster", dir, "--shards", "2"); !strings.Contains(out, "300 live rows from 3 shards to 2") {
 		t.Fatalf("rebalance to 2 shards:\n%s", out)
 	}
-	must(t, "cluster", "up", "--cluster", dir)
-	check("p2")
 	if out := must(t, "fsck", "--cluster", dir, "--party", "p1", "--shard", "1"); !strings.Contains(out, "p1#1") || !strings.Contains(out, "intact") {
 		t.Fatalf("fsck of a shard:\n%s", out)
+	}
+	must(t, "cluster", "up", "--cluster", dir)
+	check("p2")
+	if !degrades {
+		return
+	}
+	// A shard's lost disk is rebuilt from the same shard of the other
+	// holders while they serve; then every shard reshares.
+	if err := cluster.Kill(cfg, victim); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(cluster.HomeDir(dir, "p2"), "data", "shard-1")
+	if err := os.Rename(data, data+".lost"); err != nil {
+		t.Fatal(err)
+	}
+	if out := must(t, "party", "rebuild", "--cluster", dir, "--party", "p2", "--shard", "1"); !strings.Contains(out, "rebuilding p2#1") {
+		t.Fatalf("rebuild of a shard:\n%s", out)
+	}
+	// At once: the peers' connections to the killed process still stand,
+	// and their first requests draw the restarted shard's stateless resets
+	// (the keep-alives are too short to), which the callers take as a
+	// restart and send again (network.ErrPeerRestarted).
+	must(t, "cluster", "up", "--cluster", dir)
+	check("p2")
+	if out := must(t, "reshare", "--cluster", dir); !strings.Contains(out, "p3#1: ") || !strings.Contains(out, "p1#0: ") {
+		t.Fatalf("reshare of every shard:\n%s", out)
+	}
+	check("p3")
+	// Reshared shards move again: their epochs come along.
+	must(t, "cluster", "down", "--cluster", dir)
+	if out := must(t, "shard", "rebalance", "--cluster", dir, "--shards", "3"); !strings.Contains(out, "300 live rows from 2 shards to 3") {
+		t.Fatalf("rebalance of reshared shards:\n%s", out)
+	}
+	must(t, "cluster", "up", "--cluster", dir)
+	check("p1")
+	if st := must(t, "cluster", "status", "--cluster", dir); !strings.Contains(st, "all servers agree") {
+		t.Fatalf("status after rebalancing reshared shards:\n%s", st)
 	}
 }
 

@@ -41,12 +41,7 @@ func init() {
 				return shard.Options{Mode: "blind-coord", Ranked: true, Enroll: protocol.TSealedEnroll, EnrollMax: engine.SealedEnrollBound(p, p.Dim()*Ring(p).Bits/8)}
 			})
 		},
-		Rebalance: func(ctx context.Context, old, next *config.Params, self string, from, to []string, out io.Writer) error {
-			if Ring(old) != Ring(next) {
-				return fmt.Errorf("blind: rebalance keeps the share ring: Z_(2^%d) before, Z_(2^%d) after", Ring(old).Bits, Ring(next).Bits)
-			}
-			return shard.Rebalance(ctx, old, next, self, from, to, out)
-		},
+		Rebalance: Rebalance,
 		Describe: func(p *config.Params) string {
 			g, q := p.Transform()
 			return fmt.Sprintf("gallery levels %s, query levels %s, shares over Z_(2^%d)", g, q, Ring(p).Bits)
@@ -57,6 +52,15 @@ func init() {
 			return "mu*D*k + query", IdentifyBits(rows, p.Beta(), p.Mu(), Ring(p).Bits) / 8
 		},
 	})
+}
+
+// Rebalance is shard.Rebalance for a mode sharing over blind mode's ring
+// (blind and replicated), which must stay.
+func Rebalance(ctx context.Context, old, next *config.Params, self string, from, to []string, out io.Writer) error {
+	if Ring(old) != Ring(next) {
+		return fmt.Errorf("rebalance keeps the share ring: Z_(2^%d) before, Z_(2^%d) after", Ring(old).Bits, Ring(next).Bits)
+	}
+	return shard.Rebalance(ctx, old, next, self, from, to, out)
 }
 
 // derived is what blind mode derives from a configuration: the share ring

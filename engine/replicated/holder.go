@@ -719,3 +719,21 @@ func (h *Holder[E]) Run(ctx context.Context) {
 	h.outage.start(ctx)
 	h.Core.Run(ctx)
 }
+
+// RowShare is this holder's pair of shares of row seq of origin k's
+// segment (s_i then s_(i+1)), as its log writes it (shard.Rebalance).
+func (h *Holder[E]) RowShare(k, seq int) ([]byte, error) {
+	h.RLock()
+	defer h.RUnlock()
+	d := h.p.Dim()
+	pair := h.Shares(k)
+	own, err := pair.own.Row(seq, make([]E, d))
+	if err != nil {
+		return nil, err
+	}
+	next, err := pair.next.Row(seq, make([]E, d))
+	if err != nil {
+		return nil, err
+	}
+	return append(additive.ElemBytes(own), additive.ElemBytes(next)...), nil
+}

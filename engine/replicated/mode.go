@@ -59,6 +59,7 @@ func init() {
 					Enroll: protocol.TSealedEnroll, EnrollMax: engine.SealedEnrollBound(p, 2*p.Dim()*blind.Ring(p).Bits/8)}
 			})
 		},
+		Rebalance: blind.Rebalance,
 		Describe: func(p *config.Params) string {
 			g, q := p.Transform()
 			return fmt.Sprintf("gallery levels %s, query levels %s, 2-of-3 shares over Z_(2^%d)", g, q, blind.Ring(p).Bits)

@@ -67,6 +67,9 @@ func Rebalance(ctx context.Context, old, next *config.Params, self string, from,
 	for s := range rows {
 		rows[s] = make([]segment, old.Mu())
 	}
+	// A segment's reshare epoch in the new shards: the highest of the old
+	// shards' (replicated mode), the same at every holder.
+	epochs := make([]uint32, old.Mu())
 	moved := 0
 	for s, dir := range from {
 		eng, closers, err := srv.Open(ctx, env(old, s), dir, nil)
@@ -82,6 +85,7 @@ func Rebalance(ctx context.Context, old, next *config.Params, self string, from,
 				return fmt.Errorf("old shard %d has %d changes unsettled: start the cluster until 'idface cluster status' shows none, stop it, and rebalance again", s, n)
 			}
 			for k := range old.Mu() {
+				epochs[k] = max(epochs[k], h.Epoch(k))
 				ids, live := h.RowIDs(k, 0, 1<<31)
 				for seq, id := range ids {
 					if !live[seq] {
@@ -125,7 +129,7 @@ func Rebalance(ctx context.Context, old, next *config.Params, self string, from,
 					for i := range live {
 						live[i] = true
 					}
-					if err := h.Restore(k, base, seg.ids[base:end], live, seg.shares[base:end], 0); err != nil {
+					if err := h.Restore(k, base, seg.ids[base:end], live, seg.shares[base:end], epochs[k]); err != nil {
 						return err
 					}
 				}
@@ -151,5 +155,6 @@ type rowSource interface {
 	Unsettled() int
 	RowIDs(k, lo, hi int) ([]string, []bool)
 	RowShare(k, seq int) ([]byte, error) // the holder's share of a row, as its log writes it
+	Epoch(k int) uint32                  // origin k's segment's reshare epoch
 	Restore(k, base int, ids []string, live []bool, shares [][]byte, epoch uint32) error
 }
