@@ -2,6 +2,7 @@ package blind
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 
 	"github.com/idface/idface/config"
@@ -122,7 +123,19 @@ func Unpermute(perm *additive.Permuter, positions []uint32, sigma *additive.Seed
 // shares: the header m, then the raw bulk blocks. The entry's stream then
 // carries the decider's answer; a failure is explained by the decider's
 // refusal when it sent one.
+//
+// A decider that restarted since the connection was made
+// (network.ErrPeerRestarted while the shares are written) gets them again
+// on a new connection.
 func SendShares(ctx context.Context, d network.Dialer, dec string, m protocol.Msg, bulk ...[]byte) (*network.Stream, error) {
+	s, err := sendShares(ctx, d, dec, m, bulk...)
+	if errors.Is(err, network.ErrPeerRestarted) {
+		s, err = sendShares(ctx, d, dec, m, bulk...)
+	}
+	return s, err
+}
+
+func sendShares(ctx context.Context, d network.Dialer, dec string, m protocol.Msg, bulk ...[]byte) (*network.Stream, error) {
 	s, err := d.Open(ctx, dec)
 	if err != nil {
 		return nil, err
