@@ -237,15 +237,16 @@ func (c *Client) Identify(ctx context.Context, tmpl []float32, k int) (*protocol
 }
 
 // unreached reports whether err is a failure to reach a server, not its
-// answer, while ctx still has time. A sharded entry answers that it could
-// not reach one of its own shards (CodeUnavailable): another entry's
-// shards answer without it.
+// answer, while ctx still has time; or a sharded entry's answer that it
+// cannot reach one of its own shards (CodeShardDown): another entry's
+// shards answer without it. Any other refusal stays the answer (asking
+// another entry would show the probe to one more member for nothing).
 func (c *Client) unreached(ctx context.Context, err error) bool {
 	var pe *protocol.Error
 	if ctx.Err() != nil {
 		return false
 	}
-	return !errors.As(err, &pe) || c.p.Shards() > 1 && pe.Code == protocol.CodeUnavailable
+	return !errors.As(err, &pe) || pe.Code == protocol.CodeShardDown
 }
 
 // Reshare asks share holder server, as an operator, to reshare its

@@ -39,7 +39,8 @@ var ErrMalformed = wire.ErrMalformed
 // entry asks a helper for a batch of queries (QueryBatch): an older helper
 // would refuse every batch. Version 8: sharded members (ShardIdentify,
 // ShardAnswer, DecideMerge, DecideMergeOK; DecideResult.Ranks). Version
-// 9: sharded replicated holders (ShardAnswer.Degraded).
+// 9: sharded replicated holders (ShardAnswer.Degraded; error codes
+// ShardDown and CountedDown).
 const Version = 9
 
 // Limits on what a peer or a client may send.
@@ -255,6 +256,8 @@ const (
 	CodeAborted                      // a transaction was rolled back
 	CodeForbidden                    // the peer's role may not do this
 	CodeInternal
+	CodeShardDown   // a sharded member cannot reach one of its own shards: another member's entry may answer
+	CodeCountedDown // a shard counted a holder down (replicated): its coordinator runs the query again, degraded
 )
 
 func (c Code) String() string {
@@ -275,6 +278,10 @@ func (c Code) String() string {
 		return "forbidden"
 	case CodeInternal:
 		return "internal error"
+	case CodeShardDown:
+		return "shard unavailable"
+	case CodeCountedDown:
+		return "holder counted down"
 	}
 	return fmt.Sprintf("code %d", uint16(c))
 }

@@ -78,13 +78,6 @@ func newCluster(t *testing.T, mode string, mu int, extra ...string) (string, *co
 	t.Helper()
 	dir := t.TempDir()
 	must(t, append([]string{"cluster", "init", "--cluster", dir, "--mode", mode, "--parties", fmt.Sprint(mu), "--tau", "0.2"}, extra...)...)
-	names := []string{}
-	for i := 1; i <= mu; i++ {
-		names = append(names, fmt.Sprintf("p%d", i))
-	}
-	if mode == "he" {
-		names = append(names, "key")
-	}
 	must(t, "cluster", "up", "--cluster", dir)
 	t.Cleanup(func() {
 		idface(t, "cluster", "down", "--cluster", dir)

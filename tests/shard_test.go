@@ -174,6 +174,9 @@ func testShardedCLI(t *testing.T, mode string) {
 	if err := cluster.Kill(cfg, victim); err != nil {
 		t.Fatal(err)
 	}
+	if st, _, _ := idface(t, "cluster", "status", "--cluster", dir); !strings.Contains(st, "answers DEGRADED") {
+		t.Fatalf("status with %s down:\n%s", victim, st)
+	}
 	data := filepath.Join(cluster.HomeDir(dir, "p2"), "data", "shard-1")
 	if err := os.Rename(data, data+".lost"); err != nil {
 		t.Fatal(err)

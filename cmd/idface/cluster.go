@@ -487,26 +487,34 @@ func clusterStatus(cfg *config.Params, cl *client.Client, local, operator, asJSO
 
 // service says what identification gets from the servers of rep: every
 // server up, or in a mode that answers with a party down (ModeSpec.Outage)
-// one share holder down while the others agree among themselves (then
-// their reports of it as unreachable are not a disagreement).
+// one share holder down (any of its processes, in a sharded cluster: its
+// coordinator, shards or all) while the others agree among themselves
+// (then their reports of it as unreachable are not a disagreement).
 func service(cfg *config.Params, rep *statusReport) string {
+	member := func(server string) string { m, _, _ := strings.Cut(server, "#"); return m }
 	var down []serverStatus
 	for _, st := range rep.Servers {
 		if !st.Reachable {
 			down = append(down, st)
 		}
 	}
-	switch {
-	case len(down) == 0:
+	if len(down) == 0 {
 		return "checked"
-	case len(down) > 1 || !down[0].HoldsRows || !cfg.Spec().Outage || cfg.HideProbes(): // a hidden probe needs every holder
+	}
+	one := member(down[0].Name)
+	if cfg.PartyIndex(one) < 0 || !cfg.Spec().Outage || cfg.HideProbes() { // a hidden probe needs every holder
 		return "down"
+	}
+	for _, st := range down {
+		if member(st.Name) != one {
+			return "down"
+		}
 	}
 	if rep.Agreement == "disagree" {
 		rep.Agreement = "agree"
 		for _, st := range rep.Servers {
 			for _, q := range st.Peers {
-				if q.Name != down[0].Name && q.State != "agrees" {
+				if member(q.Name) != one && q.State != "agrees" {
 					rep.Agreement = "disagree"
 				}
 			}

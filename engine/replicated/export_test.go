@@ -17,23 +17,23 @@ var PairLabel = pairLabel
 
 // StoredPair is a holder's two shares of row seq of origin seg, as bytes.
 func StoredPair(e any, seg, seq int) []byte {
-	switch h := e.(type) {
-	case *Holder[uint8]:
-		return h.storedPair(seg, seq)
-	case *Holder[uint16]:
-		return h.storedPair(seg, seq)
+	type rowShare interface {
+		RowShare(k, seq int) ([]byte, error)
 	}
-	return nil
+	b, _ := e.(rowShare).RowShare(seg, seq)
+	return b
 }
 
-func (h *Holder[E]) storedPair(seg, seq int) []byte {
-	h.RLock()
-	defer h.RUnlock()
-	sh := h.Shares(seg)
-	own, next := make([]E, h.p.Dim()), make([]E, h.p.Dim())
-	sh.own.Row(seq, own)
-	sh.next.Row(seq, next)
-	return append(append([]byte(nil), additive.ElemBytes(own)...), additive.ElemBytes(next)...)
+// TagKey is the MAC key holder e derives, as a helper of entry holder
+// entry, for query qid.
+func TagKey(e any, entry int, qid [16]byte) ([32]byte, error) {
+	switch h := e.(type) {
+	case *Holder[uint8]:
+		return h.tagKey(entry, qid)
+	case *Holder[uint16]:
+		return h.tagKey(entry, qid)
+	}
+	return [32]byte{}, fmt.Errorf("%T is no holder", e)
 }
 
 // MergedScans checks a holder's merged pass over its shares: three scans

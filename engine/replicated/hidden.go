@@ -327,7 +327,7 @@ func (h *Holder[E]) entryTagKey(other string, qid [16]byte) ([32]byte, error) {
 	if !ok {
 		return [32]byte{}, fmt.Errorf("%s shares no key with %s, so it cannot key the query's tags; start it with its identity key", h.env.Self, other)
 	}
-	return replicated.TagKey(&pk, qid), nil
+	return replicated.ShardTagKey(&pk, qid, h.tagShard()), nil
 }
 
 // identifyPlain refuses a template in a hidden-probe cluster (a device

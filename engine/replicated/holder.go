@@ -338,7 +338,16 @@ func (h *Holder[E]) tagKey(entry int, qid [16]byte) ([32]byte, error) {
 	if !ok {
 		return [32]byte{}, fmt.Errorf("%s shares no key with %s, so it cannot key the query's tags; start it with its identity key", h.env.Self, other)
 	}
-	return replicated.TagKey(&pk, qid), nil
+	return replicated.ShardTagKey(&pk, qid, h.tagShard()), nil
+}
+
+// tagShard is the shard whose tag keys this holder derives: its own in a
+// sharded cluster (each shard's key is its own: ShardTagKey), else -1.
+func (h *Holder[E]) tagShard() int {
+	if h.env.Sharded() {
+		return h.env.Shard
+	}
+	return -1
 }
 
 // identify runs a query as the entry: checked with every holder, or
@@ -387,8 +396,8 @@ func (h *Holder[E]) shardIdentify(ctx context.Context, r engine.Request) protoco
 	m := r.Msg.(*protocol.ShardIdentify)
 	down := h.outage.current()
 	resp, lost := h.runQuery(ctx, &protocol.Identify{TopK: m.TopK, Template: m.Template}, down, &m.Query)
-	if lost != noneDown && down == noneDown {
-		h.markDown(lost)
+	if e, failed := resp.(*protocol.Error); failed && lost != noneDown && down == noneDown && h.markDown(lost) {
+		return protocol.Errorf(protocol.CodeCountedDown, "%s (counted down: ask again)", e.Msg)
 	}
 	return resp
 }

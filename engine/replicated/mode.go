@@ -55,7 +55,7 @@ func init() {
 				return rebuildInto(ctx, env, filepath.Join(dir, srv.Log), out)
 			}
 			return shard.Server(srv, func(p *config.Params) shard.Options {
-				return shard.Options{Mode: string(Mode) + "-coord", Retry: true,
+				return shard.Options{Mode: string(Mode) + "-coord", Merged: true,
 					Enroll: protocol.TSealedEnroll, EnrollMax: engine.SealedEnrollBound(p, 2*p.Dim()*blind.Ring(p).Bits/8)}
 			})
 		},

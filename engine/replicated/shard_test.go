@@ -76,6 +76,24 @@ func TestShards(t *testing.T) {
 			}
 			check("p1", false)
 
+			// Under the coordinator's one query id, each shard's helpers key
+			// their tags apart (else the decider, seeing every shard's
+			// tags, could solve the MAC and forge one), and the two helpers
+			// of one shard alike.
+			qid := [16]byte{9}
+			keys := map[[32]byte]string{}
+			for s := range S {
+				k2, err2 := replicated.TagKey(sharded.Engine(config.ShardName("p2", s)), 0, qid)
+				k3, err3 := replicated.TagKey(sharded.Engine(config.ShardName("p3", s)), 0, qid)
+				if err2 != nil || err3 != nil || k2 != k3 {
+					t.Fatalf("shard %d: the helpers of entry p1 key its tags %x and %x (%v, %v)", s, k2[:4], k3[:4], err2, err3)
+				}
+				if other, dup := keys[k2]; dup {
+					t.Fatalf("shards %s and %d key one query's tags alike", other, s)
+				}
+				keys[k2] = fmt.Sprint(s)
+			}
+
 			_, err := rpc.Call(ctx(t), sharded.Dialer("p3"), config.ShardName("p1", 0), &protocol.ShardIdentify{TopK: 1, Template: xs[0]})
 			var pe *protocol.Error
 			if !errors.As(err, &pe) || pe.Code != protocol.CodeForbidden {
@@ -110,11 +128,14 @@ func TestShards(t *testing.T) {
 			waitChecked(t, sharded, "p3", probes[0])
 			check("p2", false)
 
-			// The decider's coordinator down: no shard's answer merges.
+			// The decider's coordinator down: no shard's answer merges, and
+			// the client does not take the probe to another entry (which
+			// would show it to one more member for nothing).
 			sharded.Stop("decider")
-			_, err = sharded.Client("device", "p3").Identify(ctx(t), probes[0], 1)
-			if err == nil || !strings.Contains(err.Error(), "decider") {
-				t.Fatalf("with the decider's coordinator down: %v", err)
+			cl = sharded.Client("device", "p3")
+			_, err = cl.Identify(ctx(t), probes[0], 1)
+			if err == nil || !strings.Contains(err.Error(), "decider") || cl.Entry() != "p3" {
+				t.Fatalf("with the decider's coordinator down: %v (entry now %s)", err, cl.Entry())
 			}
 			sharded.Restart("decider")
 			check("p3", false)

@@ -33,6 +33,9 @@ func (c *Core[S]) Restore(k, base int, ids []string, live []bool, shares [][]byt
 		p.Reshare = &protocol.Reshare{Epoch: epoch}
 	}
 	for i, id := range ids {
+		if !c.env.Owns(id) { // a peer of another shard, or a misplaced row
+			return c.env.NotOwned(id)
+		}
 		share := shares[i]
 		if share == nil {
 			share = make([]byte, c.opt.ShareSize)

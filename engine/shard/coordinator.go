@@ -45,10 +45,10 @@ type Options struct {
 	// shard answers its best candidates with their scores, best first,
 	// and the coordinator merges them by score.
 	Ranked bool
-	// Retry (replicated mode): a query a shard failed because it could not
-	// reach a peer, which it then counts down, is run once more on every
-	// shard under a fresh query id, and that shard answers degraded.
-	Retry bool
+	// Merged: the decider's shards kept the top K merged over every
+	// shard (replicated mode), so all shards' candidates together are at
+	// most K; more is refused (a deviating decider).
+	Merged bool
 }
 
 // Coordinator is a sharded member's coordinator: it holds no rows.
@@ -130,23 +130,30 @@ func (c *Coordinator) identify(ctx context.Context, r engine.Request) protocol.M
 	if len(m.Template) != c.p.Dim() {
 		return protocol.Errorf(protocol.CodeBadRequest, "a template of dimension %d; this cluster's is %d", len(m.Template), c.p.Dim())
 	}
-	answers, cause, retry := c.ask(ctx, m)
-	if cause != nil && retry && c.o.Retry {
-		answers, cause, _ = c.ask(ctx, m)
+	// A shard that counted a holder down (replicated mode) answers the
+	// query again, degraded, under a fresh query id: one id never carries
+	// two runs of a shard.
+	answers, cause := c.ask(ctx, m)
+	if cause != nil && cause.Code == protocol.CodeCountedDown {
+		answers, cause = c.ask(ctx, m)
 	}
 	if cause != nil {
+		if cause.Code == protocol.CodeCountedDown {
+			cause.Code = protocol.CodeUnavailable
+		}
 		return cause
 	}
 	return c.merge(answers, int(m.TopK))
 }
 
 // ask runs the query on every shard under a fresh query id: their
-// answers, or the first failure, and whether the shard that failed
-// answered it (it could not reach a peer) rather than being unreachable.
-func (c *Coordinator) ask(ctx context.Context, m *protocol.Identify) (answers []*protocol.ShardAnswer, cause *protocol.Error, answered bool) {
+// answers, or the first failure. A shard that cannot be reached fails it
+// with CodeShardDown, on which a client of a mode that answers with a
+// member down (replicated) asks another member's coordinator.
+func (c *Coordinator) ask(ctx context.Context, m *protocol.Identify) (answers []*protocol.ShardAnswer, cause *protocol.Error) {
 	req := &protocol.ShardIdentify{TopK: m.TopK, Template: m.Template}
 	if _, err := c.env.RandReader().Read(req.Query[:]); err != nil {
-		return nil, protocol.Errorf(protocol.CodeInternal, "%v", err), false
+		return nil, protocol.Errorf(protocol.CodeInternal, "%v", err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -157,7 +164,7 @@ func (c *Coordinator) ask(ctx context.Context, m *protocol.Identify) (answers []
 	var wg sync.WaitGroup
 	for s := range S {
 		wg.Go(func() {
-			resp, _, err := rpc.Ask(ctx, c.env.Net, config.ShardName(c.env.Self, s), req) // stops waiting when another shard fails
+			resp, _, err := rpc.AskOnce(ctx, c.env.Net, config.ShardName(c.env.Self, s), req) // stops waiting when another shard fails; never sent twice
 			if err == nil {
 				a, ok := resp.(*protocol.ShardAnswer)
 				if !ok {
@@ -167,8 +174,9 @@ func (c *Coordinator) ask(ctx context.Context, m *protocol.Identify) (answers []
 			}
 			if err != nil {
 				once.Do(func() {
-					var pe *protocol.Error
-					answered = errors.As(err, &pe) && pe.Code == protocol.CodeUnavailable
+					if !errors.As(err, new(*protocol.Error)) && ctx.Err() == nil { // the shard itself: unreachable or silent
+						err = &protocol.Error{Code: protocol.CodeShardDown, Msg: err.Error()}
+					}
 					cause = shardErr(c.env.Self, s, S, err)
 					cancel()
 					c.env.Log.Warn("a shard failed an identify", "shard", s, "after", time.Since(t0), "err", err)
@@ -177,7 +185,7 @@ func (c *Coordinator) ask(ctx context.Context, m *protocol.Identify) (answers []
 		})
 	}
 	wg.Wait()
-	return answers, cause, answered
+	return answers, cause
 }
 
 // candidate is one shard's candidate in the merged answer.
@@ -211,6 +219,9 @@ func (c *Coordinator) merge(answers []*protocol.ShardAnswer, topK int) protocol.
 			}
 			all = append(all, cd)
 		}
+	}
+	if c.o.Merged && len(all) > topK {
+		return protocol.Errorf(protocol.CodeInconsistent, "the decider's shards kept %d candidates for the top %d; the query is refused: %s may be faulty or compromised", len(all), topK, c.p.DeciderName())
 	}
 	if c.o.Ranked {
 		slices.SortFunc(all, func(a, b candidate) int { return cmp.Compare(a.rank, b.rank) })

@@ -61,6 +61,14 @@ func Ask(ctx context.Context, d network.Dialer, to string, req protocol.Msg) (pr
 	return resp, n, err
 }
 
+// AskOnce is Ask without the resend to a restarted server, for a request
+// that must never run twice: a shard's identify draws fresh randomness
+// under its coordinator's query id, and two runs of one id would show the
+// decider two vectors where one is due.
+func AskOnce(ctx context.Context, d network.Dialer, to string, req protocol.Msg) (protocol.Msg, uint64, error) {
+	return ask(ctx, d, to, req)
+}
+
 func ask(ctx context.Context, d network.Dialer, to string, req protocol.Msg) (protocol.Msg, uint64, error) {
 	s, err := d.Open(ctx, to)
 	if err != nil {

@@ -46,9 +46,22 @@ func digest(label string, qid [16]byte, j, bits int, b []byte) [32]byte {
 // TagKey is a query's MAC key: HMAC-SHA256 of the query id under the key
 // the two helpers share, so neither the entry (until they tell it) nor the
 // decider (ever) knows it.
-func TagKey(pair *[32]byte, qid [16]byte) [32]byte {
+func TagKey(pair *[32]byte, qid [16]byte) [32]byte { return ShardTagKey(pair, qid, -1) }
+
+// ShardTagKey is TagKey for shard s of a sharded cluster (s < 0: an
+// unsharded one). Every shard of one identify runs under the coordinator's
+// query id, and the decider sees all its shards' tags: under one key, two
+// shards' (value, tag) pairs at one position would give it the MAC's
+// coefficients, and with them a forged tag for any value. So each shard's
+// key is its own.
+func ShardTagKey(pair *[32]byte, qid [16]byte, s int) [32]byte {
 	m := hmac.New(sha256.New, pair[:])
-	m.Write([]byte("idface/repl/tag key"))
+	if s >= 0 {
+		m.Write([]byte("idface/repl/shard tag key"))
+		m.Write([]byte{byte(s), byte(s >> 8)})
+	} else {
+		m.Write([]byte("idface/repl/tag key"))
+	}
 	m.Write(qid[:])
 	var out [32]byte
 	m.Sum(out[:0])

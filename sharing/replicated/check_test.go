@@ -64,4 +64,9 @@ func TestDigestsBind(t *testing.T) {
 	if k1 == k2 || k1 == TagKey(&[32]byte{2}, [16]byte{1}) {
 		t.Fatal("the tag key ignores the query or the pair key")
 	}
+	// Shards of one query, under one query id, each have their own key.
+	s0, s1 := ShardTagKey(&[32]byte{1}, [16]byte{1}, 0), ShardTagKey(&[32]byte{1}, [16]byte{1}, 1)
+	if s0 == s1 || s0 == k1 || s1 == k1 || ShardTagKey(&[32]byte{1}, [16]byte{1}, -1) != k1 {
+		t.Fatal("shards of one query share a tag key, or the unsharded key changed")
+	}
 }
