@@ -246,7 +246,7 @@ func (c *Client) unreached(ctx context.Context, err error) bool {
 	if ctx.Err() != nil {
 		return false
 	}
-	return !errors.As(err, &pe) || pe.Code == protocol.CodeShardDown
+	return !errors.As(err, &pe) || c.p.Shards() > 1 && pe.Code == protocol.CodeShardDown
 }
 
 // Reshare asks share holder server, as an operator, to reshare its

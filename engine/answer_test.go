@@ -1,11 +1,14 @@
 package engine_test
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/internal/inproc"
+	"github.com/idface/idface/protocol"
 )
 
 // TestAnswerPolicy: the one answer path keeps scores and rows below the
@@ -43,5 +46,26 @@ func TestAnswerPolicy(t *testing.T) {
 		if engine.ScoreFloor(p) != map[bool]int{false: thr, true: -p.Beta()}[reveal] {
 			t.Fatal("score floor")
 		}
+	}
+}
+
+// TestRelayedCodes: a refusal relayed from a peer keeps its code, but for
+// the codes a server only sets about itself and its own shards: a
+// deviating peer's CodeShardDown or CodeCountedDown, relayed, would make a
+// client ask another entry or a coordinator run a query again.
+func TestRelayedCodes(t *testing.T) {
+	for code, want := range map[protocol.Code]protocol.Code{
+		protocol.CodeShardDown:    protocol.CodeUnavailable,
+		protocol.CodeCountedDown:  protocol.CodeUnavailable,
+		protocol.CodeInconsistent: protocol.CodeInconsistent,
+		protocol.CodeUnavailable:  protocol.CodeUnavailable,
+	} {
+		err := fmt.Errorf("p2: %w", protocol.Errorf(code, "refused"))
+		if got := engine.AsError(err, protocol.CodeInternal); got.Code != want || got.Msg != "refused" {
+			t.Errorf("relayed %v: %v %q, want %v", code, got.Code, got.Msg, want)
+		}
+	}
+	if got := engine.AsError(errors.New("x"), protocol.CodeShardDown); got.Code != protocol.CodeShardDown {
+		t.Errorf("a server's own code: %v", got.Code)
 	}
 }

@@ -21,9 +21,17 @@ import (
 )
 
 // AsError maps any error to a protocol error for the requester.
+//
+// A relayed refusal keeps its code, but for the codes a server only ever
+// sets about itself and its own shards (CodeShardDown, CodeCountedDown):
+// a peer's, relayed, would make a client ask another entry or a
+// coordinator run a query again on a deviating server's say-so.
 func AsError(err error, code protocol.Code) *protocol.Error {
 	var e *protocol.Error
 	if errors.As(err, &e) {
+		if e.Code == protocol.CodeShardDown || e.Code == protocol.CodeCountedDown {
+			return &protocol.Error{Code: protocol.CodeUnavailable, Msg: e.Msg}
+		}
 		return e
 	}
 	return protocol.Errorf(code, "%v", err)

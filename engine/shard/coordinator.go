@@ -28,6 +28,7 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
+	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/protocol/rpc"
 )
@@ -83,10 +84,14 @@ func (c *Coordinator) health(context.Context, engine.Request) protocol.Msg {
 	return &protocol.HealthOK{Name: c.env.Self, Mode: c.o.Mode}
 }
 
-// shardErr names the shard that failed a request.
+// shardErr names the shard that failed a request (relayed codes as
+// engine.AsError keeps them).
 func shardErr(self string, s, shards int, err error) *protocol.Error {
-	e := engine.AsError(err, protocol.CodeUnavailable)
-	return protocol.Errorf(e.Code, "%s (shard %d of %d): %s", config.ShardName(self, s), s, shards, e.Msg)
+	return shardErrCode(self, s, shards, err, engine.AsError(err, protocol.CodeUnavailable).Code)
+}
+
+func shardErrCode(self string, s, shards int, err error, code protocol.Code) *protocol.Error {
+	return protocol.Errorf(code, "%s (shard %d of %d): %s", config.ShardName(self, s), s, shards, engine.AsError(err, code).Msg)
 }
 
 // forward sends an enrollment or a deletion, as the operator signed it, to
@@ -130,9 +135,10 @@ func (c *Coordinator) identify(ctx context.Context, r engine.Request) protocol.M
 	if len(m.Template) != c.p.Dim() {
 		return protocol.Errorf(protocol.CodeBadRequest, "a template of dimension %d; this cluster's is %d", len(m.Template), c.p.Dim())
 	}
-	// A shard that counted a holder down (replicated mode) answers the
-	// query again, degraded, under a fresh query id: one id never carries
-	// two runs of a shard.
+	// A shard that counted a holder down (replicated mode), or that had
+	// restarted since this coordinator last asked it, answers the query
+	// again under a fresh query id (degraded, in the first case): one id
+	// never carries two runs of a shard.
 	answers, cause := c.ask(ctx, m)
 	if cause != nil && cause.Code == protocol.CodeCountedDown {
 		answers, cause = c.ask(ctx, m)
@@ -174,10 +180,17 @@ func (c *Coordinator) ask(ctx context.Context, m *protocol.Identify) (answers []
 			}
 			if err != nil {
 				once.Do(func() {
-					if !errors.As(err, new(*protocol.Error)) && ctx.Err() == nil { // the shard itself: unreachable or silent
-						err = &protocol.Error{Code: protocol.CodeShardDown, Msg: err.Error()}
+					var pe *protocol.Error
+					switch {
+					case errors.Is(err, network.ErrPeerRestarted): // never resent (AskOnce): run again under a fresh id
+						cause = shardErrCode(c.env.Self, s, S, err, protocol.CodeCountedDown)
+					case errors.As(err, &pe) && pe.Code == protocol.CodeCountedDown: // the shard's own say
+						cause = shardErrCode(c.env.Self, s, S, err, protocol.CodeCountedDown)
+					case pe == nil && ctx.Err() == nil: // the shard itself: unreachable or silent
+						cause = shardErrCode(c.env.Self, s, S, err, protocol.CodeShardDown)
+					default:
+						cause = shardErr(c.env.Self, s, S, err)
 					}
-					cause = shardErr(c.env.Self, s, S, err)
 					cancel()
 					c.env.Log.Warn("a shard failed an identify", "shard", s, "after", time.Since(t0), "err", err)
 				})
