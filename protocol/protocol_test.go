@@ -36,6 +36,7 @@ func samples() []Msg {
 		&ShardAnswer{IDs: []string{"a", "b"}, Ranks: []uint16{1, NoRank}, Bytes: 99},
 		&ShardAnswer{IDs: []string{"a"}, Ranks: []uint16{0}, Scores: []int32{-7}, Bytes: 1},
 		&ShardAnswer{IDs: []string{"a"}, Ranks: []uint16{0}, Scores: []int32{9}, Bytes: 2, Degraded: true},
+		&ShardAnswer{IDs: []string{"a"}, Ranks: []uint16{0}, Scores: []int32{9}, Bytes: 30, Sent: 10, Recv: 20},
 		&DecideMerge{Query: [16]byte{6}, Shard: 3, TopK: 2, Scores: []int32{40, 12}},
 		&DecideMergeOK{Ranks: []uint16{0, NoRank}},
 		&ReplQueryOK{Bytes: 77, TagKey: [32]byte{7}},

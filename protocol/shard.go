@@ -42,14 +42,17 @@ func (m *ShardIdentify) unmarshal(d *wire.Dec) {
 // first, with their ranks (in blind mode their places in the merged
 // answer; where the entry scores, in the shard's own order) and their
 // scores (where the entry knows them, or the cluster reveals them); the
-// bytes its query moved between servers; and whether it was answered
-// without some of the mode's checks (replicated mode, a holder down).
+// bytes its query moved between servers (and of them, where the mode
+// counts them, what its entry sent and received); and whether it was
+// answered without some of the mode's checks (replicated mode, a holder
+// down).
 type ShardAnswer struct {
-	IDs      []string
-	Ranks    []uint16
-	Scores   []int32
-	Bytes    uint64
-	Degraded bool
+	IDs        []string
+	Ranks      []uint16
+	Scores     []int32
+	Bytes      uint64
+	Degraded   bool
+	Sent, Recv uint64
 }
 
 func (m *ShardAnswer) Type() Type { return TShardAnswer }
@@ -65,6 +68,8 @@ func (m *ShardAnswer) marshal(e *wire.Enc) {
 	}
 	e.U64(m.Bytes)
 	e.Bool(m.Degraded)
+	e.U64(m.Sent)
+	e.U64(m.Recv)
 }
 func (m *ShardAnswer) unmarshal(d *wire.Dec) {
 	n := d.Count(MaxTopK, 5) // a one-byte id, its length and its rank
@@ -78,6 +83,7 @@ func (m *ShardAnswer) unmarshal(d *wire.Dec) {
 	}
 	m.Bytes = d.U64()
 	m.Degraded = d.Bool()
+	m.Sent, m.Recv = d.U64(), d.U64()
 	if d.Err == nil && k != 0 && k != n {
 		d.Fail("%d scores for %d candidates", k, n)
 	}

@@ -283,7 +283,7 @@ func (e *Engine) run(ctx context.Context, probes []*probe) []protocol.Msg {
 		// Every server-to-server byte of the batch, shared evenly.
 		ps, pr2 := share(sent, i), share(recv, i)
 		if pr.shard { // the shard's best, best first, for its coordinator to merge
-			a := &protocol.ShardAnswer{Bytes: ps + pr2}
+			a := &protocol.ShardAnswer{Bytes: ps + pr2, Sent: ps, Recv: pr2}
 			for rank, mt := range best {
 				a.IDs, a.Ranks, a.Scores = append(a.IDs, id(mt)), append(a.Ranks, uint16(rank)), append(a.Scores, int32(mt.Score))
 			}

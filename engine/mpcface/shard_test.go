@@ -60,6 +60,9 @@ func TestShards(t *testing.T) {
 			same := func(i int, a, b *protocol.IdentifyOK) {
 				t.Helper()
 				inproc.SameAnswer(t, sharded.P, plainScores(t, sharded.P, xs, probes[i]), deleted, a, b)
+				if a.BytesSent == 0 || a.BytesRecv == 0 || a.BytesSent+a.BytesRecv != a.BytesTotal {
+					t.Fatalf("probe %d: the entry's bytes sent %d and received %d, of %d in all", i, a.BytesSent, a.BytesRecv, a.BytesTotal)
+				}
 			}
 			check := func() {
 				t.Helper()

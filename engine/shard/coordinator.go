@@ -213,9 +213,9 @@ type candidate struct {
 func (c *Coordinator) merge(answers []*protocol.ShardAnswer, topK int) protocol.Msg {
 	scored := !c.o.Ranked || c.p.RevealScores()
 	var all []candidate
-	var total uint64
+	var total, sent, recv uint64
 	for s, a := range answers {
-		total += a.Bytes
+		total, sent, recv = total+a.Bytes, sent+a.Sent, recv+a.Recv
 		if len(a.Ranks) != len(a.IDs) || scored != (len(a.Scores) == len(a.IDs)) && len(a.IDs) > 0 {
 			return protocol.Errorf(protocol.CodeInternal, "shard %d answered %d ids, %d ranks and %d scores", s, len(a.IDs), len(a.Ranks), len(a.Scores))
 		}
@@ -242,7 +242,7 @@ func (c *Coordinator) merge(answers []*protocol.ShardAnswer, topK int) protocol.
 		slices.SortStableFunc(all, func(a, b candidate) int { return cmp.Compare(b.score, a.score) })
 	}
 	ans := engine.NewAnswer(c.p, topK)
-	ans.Bytes(0, 0, total)
+	ans.Bytes(sent, recv, total)
 	for _, a := range answers {
 		if a.Degraded {
 			ans.Degraded()
