@@ -385,3 +385,28 @@ func TestReshardAssembly(t *testing.T) {
 		t.Fatalf("reassembled: %d shards, serial %d, orgb's %v", p.Shards(), p.Serial(), m.Shards)
 	}
 }
+
+// TestCrashedHelperRestarted: a 2PC helper killed with SIGKILL and started
+// again at once (before the entry's connection to it times out) answers
+// the very next identify: the entry's query on the old connection draws
+// the restarted helper's stateless reset and is sent again on a new one.
+func TestCrashedHelperRestarted(t *testing.T) {
+	dir, cfg := newCluster(t, "2pc", 2)
+	d := newDataset(t, t.TempDir(), 30, 49)
+	must(t, "enroll", "--cluster", dir, "--ids", d.ids, "--templates", d.enroll, "--quiet")
+	q := filepath.Join(t.TempDir(), "q.npy")
+	writeNpy(t, q, d.gallery[:1])
+	identify := func() {
+		t.Helper()
+		r := parseResults(t, must(t, "identify", "--cluster", dir, "--entry", "p1", "--templates", q, "--top", "1", "--json"))
+		if !r[0].Accepted || r[0].ID == nil || *r[0].ID != d.names[0] {
+			t.Fatalf("identify: %+v", r[0])
+		}
+	}
+	identify()
+	if err := cluster.Kill(cfg, "p2"); err != nil {
+		t.Fatal(err)
+	}
+	must(t, "cluster", "up", "--cluster", dir)
+	identify()
+}

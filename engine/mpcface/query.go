@@ -179,7 +179,7 @@ func (e *Engine) run(ctx context.Context, probes []*probe) []protocol.Msg {
 		if err != nil {
 			return fail(engine.AsError(fmt.Errorf("%s: %w", e.env.Peer(name), err), protocol.CodeUnavailable))
 		}
-		defer ps.s.Finish()
+		defer ps.finish()
 		peers = append(peers, ps)
 	}
 
@@ -252,8 +252,8 @@ func (e *Engine) run(ctx context.Context, probes []*probe) []protocol.Msg {
 
 	var sent, recv uint64
 	for _, ps := range peers {
-		sent += uint64(ps.s.Sent())
-		recv += uint64(ps.s.Received())
+		s, r := ps.bytes()
+		sent, recv = sent+s, recv+r
 	}
 	e.RLock()
 	defer e.RUnlock()
@@ -369,37 +369,79 @@ func (e *Engine) ownColumns(b blockPlan, g protocol.Digest, sel sharing.Selectio
 // channel closes after the last block or on the first error (in err).
 type peerStream struct {
 	name   string
-	s      *network.Stream
 	blocks chan []uint64
 	err    error
+	mu     sync.Mutex
+	// streams are the query's stream and, when the helper had restarted
+	// since the connection was made, the resend's.
+	streams []*network.Stream
 }
 
 // openQuery asks helper `to` for the blocks; name is how messages name it
-// (engine.Env.Peer).
+// (engine.Env.Peer). A helper that restarted since the connection was
+// made (network.ErrPeerRestarted before any block) never read the query:
+// it is asked once more on a new connection (a query changes nothing).
 func openQuery(ctx context.Context, net network.Dialer, to, name string, q protocol.Msg, blocks []blockPlan, n, bw int) (*peerStream, error) {
-	s, err := net.Open(ctx, to)
+	send := func() (*network.Stream, error) {
+		s, err := net.Open(ctx, to)
+		if err != nil {
+			return nil, err
+		}
+		if dl, ok := ctx.Deadline(); ok {
+			s.SetDeadline(dl)
+		}
+		if err := s.WriteFrame(protocol.Marshal(q)); err != nil {
+			s.Finish()
+			return nil, fmt.Errorf("sending the query to %s: %w", name, err)
+		}
+		s.CloseWrite()
+		return s, nil
+	}
+	s, err := send()
 	if err != nil {
 		return nil, err
 	}
-	if dl, ok := ctx.Deadline(); ok {
-		s.SetDeadline(dl)
-	}
-	if err := s.WriteFrame(protocol.Marshal(q)); err != nil {
-		s.Finish()
-		return nil, fmt.Errorf("sending the query to %s: %w", name, err)
-	}
-	s.CloseWrite()
-	ps := &peerStream{name: name, s: s, blocks: make(chan []uint64, 2)}
+	ps := &peerStream{name: name, blocks: make(chan []uint64, 2), streams: []*network.Stream{s}}
 	go func() {
 		defer close(ps.blocks)
-		ps.err = ps.receive(ctx, blocks, n, bw)
+		got, err := ps.receive(ctx, s, blocks, n, bw)
+		if got == 0 && errors.Is(err, network.ErrPeerRestarted) {
+			if s, err = send(); err == nil {
+				ps.mu.Lock()
+				ps.streams = append(ps.streams, s)
+				ps.mu.Unlock()
+				_, err = ps.receive(ctx, s, blocks, n, bw)
+			}
+		}
+		ps.err = err
 	}()
 	return ps, nil
 }
 
-func (ps *peerStream) receive(ctx context.Context, blocks []blockPlan, n, bw int) error {
+// finish releases the query's streams.
+func (ps *peerStream) finish() {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	for _, s := range ps.streams {
+		s.Finish()
+	}
+}
+
+// bytes are what the query's streams sent and received.
+func (ps *peerStream) bytes() (sent, recv uint64) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	for _, s := range ps.streams {
+		sent, recv = sent+uint64(s.Sent()), recv+uint64(s.Received())
+	}
+	return sent, recv
+}
+
+// receive reads the blocks from s onto the channel: how many it passed
+// on, and the first error.
+func (ps *peerStream) receive(ctx context.Context, s *network.Stream, blocks []blockPlan, n, bw int) (got int, err error) {
 	next := func() (protocol.Msg, error) {
-		m, err := rpc.ReadReply(ctx, ps.s, ps.name)
+		m, err := rpc.ReadReply(ctx, s, ps.name)
 		if e, ok := err.(*protocol.Error); ok {
 			return nil, protocol.Errorf(e.Code, "%s: %s", ps.name, e.Msg)
 		}
@@ -408,35 +450,36 @@ func (ps *peerStream) receive(ctx context.Context, blocks []blockPlan, n, bw int
 	for _, want := range blocks {
 		m, err := next()
 		if err != nil {
-			return err
+			return got, err
 		}
 		h, ok := m.(*protocol.Block)
 		if !ok || int(h.Seg) != want.seg || int(h.W0) != want.w0 || int(h.NW) != want.nw {
-			return fmt.Errorf("%s sent %v where block %+v was due", ps.name, m.Type(), want)
+			return got, fmt.Errorf("%s sent %v where block %+v was due", ps.name, m.Type(), want)
 		}
 		buf := getBuf(bw * n)[:want.nw*n]
-		if err := ps.s.ReadWords(buf); err != nil {
+		if err := s.ReadWords(buf); err != nil {
 			putBuf(buf)
 			if ctx.Err() != nil || network.IsTimeout(err) {
-				return fmt.Errorf("%s did not answer in time", ps.name)
+				return got, fmt.Errorf("%s did not answer in time", ps.name)
 			}
-			return fmt.Errorf("%s: reading a block: %w", ps.name, err)
+			return got, fmt.Errorf("%s: reading a block: %w", ps.name, err)
 		}
 		select {
 		case ps.blocks <- buf:
+			got++
 		case <-ctx.Done():
 			putBuf(buf)
-			return ctx.Err()
+			return got, ctx.Err()
 		}
 	}
 	m, err := next()
 	if err != nil {
-		return err
+		return got, err
 	}
 	if _, ok := m.(*protocol.BlocksEnd); !ok {
-		return fmt.Errorf("%s sent %v after the last block", ps.name, m.Type())
+		return got, fmt.Errorf("%s sent %v after the last block", ps.name, m.Type())
 	}
-	return nil
+	return got, nil
 }
 
 // serveQuery answers an entry's query as a helper: check the query is one
