@@ -35,6 +35,13 @@ func (p *Params) ShardOf(id string) int { return rowmap.ShardOf(p.cluster, id, p
 // (member names never hold '#').
 func ShardName(name string, s int) string { return name + "#" + strconv.Itoa(s) }
 
+// MemberOf is the member a server name belongs to: "name" of "name#s",
+// "name#c" and "name".
+func MemberOf(server string) string {
+	m, _, _ := strings.Cut(server, "#")
+	return m
+}
+
 // CoordinatorName is how a shard dials its member's coordinator.
 func CoordinatorName(name string) string { return name + "#c" }
 

@@ -284,7 +284,7 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 	for _, p := range cfg.Parties() {
 		rss := 0.0 // a sharded party's processes together
 		for _, name := range cluster.ServerNames(cfg) {
-			if member, _, _ := strings.Cut(name, "#"); member == p.Name {
+			if config.MemberOf(name) == p.Name {
 				if pid := dep.Pid(name); pid > 0 {
 					rss += RSSMB(pid)
 				}

@@ -491,7 +491,6 @@ func clusterStatus(cfg *config.Params, cl *client.Client, local, operator, asJSO
 // coordinator, shards or all) while the others agree among themselves
 // (then their reports of it as unreachable are not a disagreement).
 func service(cfg *config.Params, rep *statusReport) string {
-	member := func(server string) string { m, _, _ := strings.Cut(server, "#"); return m }
 	var down []serverStatus
 	for _, st := range rep.Servers {
 		if !st.Reachable {
@@ -501,12 +500,12 @@ func service(cfg *config.Params, rep *statusReport) string {
 	if len(down) == 0 {
 		return "checked"
 	}
-	one := member(down[0].Name)
+	one := config.MemberOf(down[0].Name)
 	if cfg.PartyIndex(one) < 0 || !cfg.Spec().Outage || cfg.HideProbes() { // a hidden probe needs every holder
 		return "down"
 	}
 	for _, st := range down {
-		if member(st.Name) != one {
+		if config.MemberOf(st.Name) != one {
 			return "down"
 		}
 	}
@@ -514,7 +513,7 @@ func service(cfg *config.Params, rep *statusReport) string {
 		rep.Agreement = "agree"
 		for _, st := range rep.Servers {
 			for _, q := range st.Peers {
-				if member(q.Name) != one && q.State != "agrees" {
+				if config.MemberOf(q.Name) != one && q.State != "agrees" {
 					rep.Agreement = "disagree"
 				}
 			}

@@ -649,12 +649,6 @@ func (h *Holder[E]) ask(ctx context.Context, name string, bq *protocol.BlindQuer
 // shard the shard's part of it (ShardAnswer: ids and checked scores, best
 // first).
 func (h *Holder[E]) answer(res *protocol.ReplResult, scores []int, v blind.View, sigma *additive.Seed, topK int, total uint64, degraded bool) protocol.Msg {
-	ans := engine.NewAnswer(h.p.Params, topK)
-	ans.Bytes(0, 0, total)
-	if degraded {
-		ans.Degraded()
-	}
-	part := &protocol.ShardAnswer{Bytes: total, Degraded: degraded}
 	perm := h.permuter()
 	rows, perr := blind.Unpermute(perm, res.Positions, sigma, v.Rows())
 	h.perms.Put(perm)
@@ -663,16 +657,26 @@ func (h *Holder[E]) answer(res *protocol.ReplResult, scores []int, v blind.View,
 	}
 	h.RLock()
 	defer h.RUnlock()
+	if h.env.Sharded() {
+		part := &protocol.ShardAnswer{Bytes: total, Degraded: degraded}
+		for i, row := range rows {
+			if s, seq, live := v.Locate(row); live {
+				part.IDs = append(part.IDs, h.ID(s, seq))
+				part.Ranks = append(part.Ranks, uint16(len(part.Ranks)))
+				part.Scores = append(part.Scores, int32(scores[i]))
+			}
+		}
+		return part
+	}
+	ans := engine.NewAnswer(h.p.Params, topK)
+	ans.Bytes(0, 0, total)
+	if degraded {
+		ans.Degraded()
+	}
 	for i, row := range rows {
 		if s, seq, live := v.Locate(row); live { // deleted rows never win (and the check refused them)
 			ans.Scored(h.ID(s, seq), scores[i]) // checked: at the threshold, or revealed
-			part.IDs = append(part.IDs, h.ID(s, seq))
-			part.Ranks = append(part.Ranks, uint16(len(part.Ranks)))
-			part.Scores = append(part.Scores, int32(scores[i]))
 		}
-	}
-	if h.env.Sharded() {
-		return part
 	}
 	return ans.Done()
 }

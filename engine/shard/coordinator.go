@@ -84,14 +84,14 @@ func (c *Coordinator) health(context.Context, engine.Request) protocol.Msg {
 	return &protocol.HealthOK{Name: c.env.Self, Mode: c.o.Mode}
 }
 
-// shardErr names the shard that failed a request (relayed codes as
-// engine.AsError keeps them).
-func shardErr(self string, s, shards int, err error) *protocol.Error {
-	return shardErrCode(self, s, shards, err, engine.AsError(err, protocol.CodeUnavailable).Code)
-}
-
-func shardErrCode(self string, s, shards int, err error, code protocol.Code) *protocol.Error {
-	return protocol.Errorf(code, "%s (shard %d of %d): %s", config.ShardName(self, s), s, shards, engine.AsError(err, code).Msg)
+// shardErr names the shard that failed a request, under code (0: the
+// relayed refusal's, as engine.AsError keeps it).
+func shardErr(self string, s, shards int, err error, code protocol.Code) *protocol.Error {
+	e := engine.AsError(err, protocol.CodeUnavailable)
+	if code == 0 {
+		code = e.Code
+	}
+	return protocol.Errorf(code, "%s (shard %d of %d): %s", config.ShardName(self, s), s, shards, e.Msg)
 }
 
 // forward sends an enrollment or a deletion, as the operator signed it, to
@@ -119,7 +119,7 @@ func (c *Coordinator) forward(ctx context.Context, r engine.Request) protocol.Ms
 	}
 	resp, err := rpc.Call(ctx, c.env.Net, config.ShardName(c.env.Self, s), r.Msg)
 	if err != nil {
-		return shardErr(c.env.Self, s, c.p.Shards(), err)
+		return shardErr(c.env.Self, s, c.p.Shards(), err, 0)
 	}
 	return resp
 }
@@ -183,13 +183,13 @@ func (c *Coordinator) ask(ctx context.Context, m *protocol.Identify) (answers []
 					var pe *protocol.Error
 					switch {
 					case errors.Is(err, network.ErrPeerRestarted): // never resent (AskOnce): run again under a fresh id
-						cause = shardErrCode(c.env.Self, s, S, err, protocol.CodeCountedDown)
+						cause = shardErr(c.env.Self, s, S, err, protocol.CodeCountedDown)
 					case errors.As(err, &pe) && pe.Code == protocol.CodeCountedDown: // the shard's own say
-						cause = shardErrCode(c.env.Self, s, S, err, protocol.CodeCountedDown)
+						cause = shardErr(c.env.Self, s, S, err, protocol.CodeCountedDown)
 					case pe == nil && ctx.Err() == nil: // the shard itself: unreachable or silent
-						cause = shardErrCode(c.env.Self, s, S, err, protocol.CodeShardDown)
+						cause = shardErr(c.env.Self, s, S, err, protocol.CodeShardDown)
 					default:
-						cause = shardErr(c.env.Self, s, S, err)
+						cause = shardErr(c.env.Self, s, S, err, 0)
 					}
 					cancel()
 					c.env.Log.Warn("a shard failed an identify", "shard", s, "after", time.Since(t0), "err", err)
@@ -214,8 +214,10 @@ func (c *Coordinator) merge(answers []*protocol.ShardAnswer, topK int) protocol.
 	scored := !c.o.Ranked || c.p.RevealScores()
 	var all []candidate
 	var total, sent, recv uint64
+	degraded := false
 	for s, a := range answers {
 		total, sent, recv = total+a.Bytes, sent+a.Sent, recv+a.Recv
+		degraded = degraded || a.Degraded
 		if len(a.Ranks) != len(a.IDs) || scored != (len(a.Scores) == len(a.IDs)) && len(a.IDs) > 0 {
 			return protocol.Errorf(protocol.CodeInternal, "shard %d answered %d ids, %d ranks and %d scores", s, len(a.IDs), len(a.Ranks), len(a.Scores))
 		}
@@ -243,10 +245,8 @@ func (c *Coordinator) merge(answers []*protocol.ShardAnswer, topK int) protocol.
 	}
 	ans := engine.NewAnswer(c.p, topK)
 	ans.Bytes(sent, recv, total)
-	for _, a := range answers {
-		if a.Degraded {
-			ans.Degraded()
-		}
+	if degraded {
+		ans.Degraded()
 	}
 	for i, cd := range all {
 		if c.o.Ranked && i > 0 && all[i-1].rank == cd.rank {

@@ -27,38 +27,15 @@ const MaxReply = 8 << 20
 // the crash: requests carry ids (transactions, signed nonces, row ids), so
 // a second delivery is refused or answered alike, never applied twice.
 func Call(ctx context.Context, d network.Dialer, to string, req protocol.Msg) (protocol.Msg, error) {
-	resp, err := call(ctx, d, to, req)
-	if errors.Is(err, network.ErrPeerRestarted) {
-		resp, err = call(ctx, d, to, req)
-	}
+	resp, _, err := resend(ctx, d, to, req, false)
 	return resp, err
-}
-
-func call(ctx context.Context, d network.Dialer, to string, req protocol.Msg) (protocol.Msg, error) {
-	s, err := d.Open(ctx, to)
-	if err != nil {
-		return nil, err
-	}
-	defer s.Finish()
-	if dl, ok := ctx.Deadline(); ok {
-		s.SetDeadline(dl)
-	}
-	if err := s.WriteFrame(protocol.Marshal(req)); err != nil {
-		return nil, fmt.Errorf("sending to %s: %w", to, err)
-	}
-	s.CloseWrite() // one request per stream
-	return ReadReply(ctx, s, to)
 }
 
 // Ask is Call for a request whose answer a cancellation stops waiting
 // for at once (another part of the query failed), and it also returns the
 // bytes of the stream both ways (the query's traffic).
 func Ask(ctx context.Context, d network.Dialer, to string, req protocol.Msg) (protocol.Msg, uint64, error) {
-	resp, n, err := ask(ctx, d, to, req)
-	if errors.Is(err, network.ErrPeerRestarted) {
-		resp, n, err = ask(ctx, d, to, req)
-	}
-	return resp, n, err
+	return resend(ctx, d, to, req, true)
 }
 
 // AskOnce is Ask without the resend to a restarted server, for a request
@@ -66,10 +43,22 @@ func Ask(ctx context.Context, d network.Dialer, to string, req protocol.Msg) (pr
 // under its coordinator's query id, and two runs of one id would show the
 // decider two vectors where one is due.
 func AskOnce(ctx context.Context, d network.Dialer, to string, req protocol.Msg) (protocol.Msg, uint64, error) {
-	return ask(ctx, d, to, req)
+	return exchange(ctx, d, to, req, true)
 }
 
-func ask(ctx context.Context, d network.Dialer, to string, req protocol.Msg) (protocol.Msg, uint64, error) {
+// resend is exchange, once more on a new connection to a server that
+// restarted since the last one was made.
+func resend(ctx context.Context, d network.Dialer, to string, req protocol.Msg, cancellable bool) (protocol.Msg, uint64, error) {
+	resp, n, err := exchange(ctx, d, to, req, cancellable)
+	if errors.Is(err, network.ErrPeerRestarted) {
+		resp, n, err = exchange(ctx, d, to, req, cancellable)
+	}
+	return resp, n, err
+}
+
+// exchange sends one request on a stream of its own and reads the reply;
+// cancellable: ctx's cancellation, not only its deadline, ends the wait.
+func exchange(ctx context.Context, d network.Dialer, to string, req protocol.Msg, cancellable bool) (protocol.Msg, uint64, error) {
 	s, err := d.Open(ctx, to)
 	if err != nil {
 		return nil, 0, err
@@ -78,11 +67,13 @@ func ask(ctx context.Context, d network.Dialer, to string, req protocol.Msg) (pr
 	if dl, ok := ctx.Deadline(); ok {
 		s.SetDeadline(dl)
 	}
-	defer context.AfterFunc(ctx, func() { s.SetDeadline(time.Now()) })()
+	if cancellable {
+		defer context.AfterFunc(ctx, func() { s.SetDeadline(time.Now()) })()
+	}
 	if err := s.WriteFrame(protocol.Marshal(req)); err != nil {
 		return nil, 0, fmt.Errorf("sending to %s: %w", to, err)
 	}
-	s.CloseWrite()
+	s.CloseWrite() // one request per stream
 	resp, err := ReadReply(ctx, s, to)
 	return resp, uint64(s.Sent() + s.Received()), err
 }
