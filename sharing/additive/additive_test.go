@@ -379,6 +379,9 @@ func testScoreShares[E Elem](t *testing.T) {
 		name := fmt.Sprintf("k=%d/d=%d/rows=%d/beta=%d/L=%d/%s", elemBits[E](), c.d, c.rows, c.beta, c.L, c.pattern)
 		t.Run(name, func(t *testing.T) {
 			s, rows := fillStore[E](t, r, c.d, c.rows, c.pattern)
+			var qs []*Query
+			var poss [][]int32
+			var coefs [][]int8
 			for qi := range 3 {
 				pos, coef := randQuery(r, c.d, c.beta, c.L)
 				if qi == 1 && c.L > 1 { // skip magnitudes: 5, 2, -1
@@ -390,8 +393,23 @@ func testScoreShares[E Elem](t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				for _, rg := range [][2]int{{0, c.rows}, {3, c.rows - 2}, {c.rows / 3, c.rows/3 + 1}} {
-					r0, r1 := max(rg[0], 0), max(min(rg[1], c.rows), max(rg[0], 0))
+				qs, poss, coefs = append(qs, q), append(poss, pos), append(coefs, coef)
+			}
+			for _, rg := range [][2]int{{0, c.rows}, {3, c.rows - 2}, {c.rows / 3, c.rows/3 + 1}} {
+				r0, r1 := max(rg[0], 0), max(min(rg[1], c.rows), max(rg[0], 0))
+				// The three queries in one pass (ScoreSharesBatch), and
+				// each on its own, serially and in parallel.
+				batch := make([][]E, len(qs))
+				for qi := range qs {
+					batch[qi] = make([]E, r1-r0+1)
+				}
+				if err := s.ScoreSharesBatch(batch[:2], qs, r0, r1, 3); err == nil {
+					t.Fatal("ScoreSharesBatch took 2 buffers for 3 queries")
+				}
+				if err := s.ScoreSharesBatch(batch, qs, r0, r1, 3); err != nil {
+					t.Fatal(err)
+				}
+				for qi, q := range qs {
 					out := make([]E, r1-r0+1)
 					par := make([]E, r1-r0)
 					if err := s.ScoreShares(out, q, r0, r1); err != nil {
@@ -401,12 +419,12 @@ func testScoreShares[E Elem](t *testing.T) {
 						t.Fatal(err)
 					}
 					for i := r0; i < r1; i++ {
-						want := naiveScore(rows, pos, coef, i)
-						if out[i-r0] != want || par[i-r0] != want {
-							t.Fatalf("rows [%d, %d) row %d: %d / parallel %d, want %d", r0, r1, i, out[i-r0], par[i-r0], want)
+						want := naiveScore(rows, poss[qi], coefs[qi], i)
+						if out[i-r0] != want || par[i-r0] != want || batch[qi][i-r0] != want {
+							t.Fatalf("query %d rows [%d, %d) row %d: %d / parallel %d / batch %d, want %d", qi, r0, r1, i, out[i-r0], par[i-r0], batch[qi][i-r0], want)
 						}
 					}
-					if out[r1-r0] != 0 {
+					if out[r1-r0] != 0 || batch[qi][r1-r0] != 0 {
 						t.Fatal("wrote past r1")
 					}
 				}

@@ -279,3 +279,43 @@ func BenchmarkSumShares(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkScoreSharesBatch is a holder's pass for Q concurrent T_63
+// queries at once (ScoreSharesBatch) beside the Q queries one after
+// another (ScoreSharesParallel), both cores: what a holder gains by
+// merging the passes its callers ask for at one time.
+func BenchmarkScoreSharesBatch(b *testing.B) {
+	rows := testutil.BenchRows(b)
+	s := randomAdditiveStore[uint8](b, 512, rows)
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, nq := range []int{1, 2, 4, 8} {
+		qs, outs := make([]*Query, nq), make([][]uint8, nq)
+		for i := range qs {
+			pos, coef := randQuery(r, 512, 63, 1)
+			q, err := NewQuery(512, pos, coef)
+			if err != nil {
+				b.Fatal(err)
+			}
+			qs[i], outs[i] = q, make([]uint8, rows)
+		}
+		for _, batched := range []bool{false, true} {
+			b.Run(fmt.Sprintf("rows=%d/k=8/beta=63/queries=%d/batched=%v", rows, nq, batched), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if batched {
+						if err := s.ScoreSharesBatch(outs, qs, 0, rows, 0); err != nil {
+							b.Fatal(err)
+						}
+						continue
+					}
+					for i, q := range qs {
+						if err := s.ScoreSharesParallel(outs[i], q, 0, rows, 0); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				b.ReportMetric(float64(nq*b.N)/b.Elapsed().Seconds(), "queries/s")
+			})
+		}
+	}
+}

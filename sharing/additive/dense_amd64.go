@@ -79,17 +79,10 @@ var zeroRun [8 * scoreTile]byte
 func sparseAVX2Tile[E Elem](res []byte, q *Query, cols [][]uint64, off, n int) {
 	clear(res)
 	nb := 8 * n
-	add, sub := add4AVX2x8, sub4AVX2x8
-	if elemBits[E]() == 16 {
-		add, sub = add4AVX2x16, sub4AVX2x16
-	}
+	wide := elemBits[E]() == 16
 	g := q.groups[0]
 	i := 0
 	for k, cnt := range [2]int{g.npos, g.nneg} {
-		f := add
-		if k == 1 {
-			f = sub
-		}
 		for ; cnt > 0; cnt -= 4 {
 			var x [4]*byte
 			for t := range 4 {
@@ -98,7 +91,19 @@ func sparseAVX2Tile[E Elem](res []byte, q *Query, cols [][]uint64, off, n int) {
 					x[t] = &wordBytes(cols[q.cols[i+t]][off : off+n])[0]
 				}
 			}
-			f(&res[0], &x, nb)
+			// Called directly, not through a func value: x then stays on
+			// the stack (a call through a value would allocate it, once
+			// per four columns of every tile).
+			switch {
+			case wide && k == 0:
+				add4AVX2x16(&res[0], &x, nb)
+			case wide:
+				sub4AVX2x16(&res[0], &x, nb)
+			case k == 0:
+				add4AVX2x8(&res[0], &x, nb)
+			default:
+				sub4AVX2x8(&res[0], &x, nb)
+			}
 			i += min(cnt, 4)
 		}
 	}

@@ -162,6 +162,34 @@ func (s *Store[E]) ScoreSharesParallel(out []E, q *Query, r0, r1, workers int) e
 	return nil
 }
 
+// ScoreSharesBatch is ScoreSharesParallel for several queries in one pass
+// over the store: outs[i] gets qs[i]'s score shares, each exactly as
+// ScoreShares would give them. Each tile of rows is scored for every
+// query while its columns are in cache, so a column that several queries
+// select is read from memory once.
+func (s *Store[E]) ScoreSharesBatch(outs [][]E, qs []*Query, r0, r1, workers int) error {
+	if len(outs) != len(qs) {
+		return fmt.Errorf("sharing: %d score buffers for %d queries", len(outs), len(qs))
+	}
+	for i, q := range qs {
+		if err := s.checkScore(outs[i], q, r0, r1); err != nil {
+			return err
+		}
+	}
+	tile := batchTile
+	if len(qs) == 1 {
+		tile = scoreTile
+	}
+	parallelTiles[E](r0, r1, workers, func(a, b int) {
+		sub := make([][]E, len(outs))
+		for i := range outs {
+			sub[i] = outs[i][a-r0 : b-r0]
+		}
+		s.scoreBatch(sub, qs, a, b, tile)
+	})
+	return nil
+}
+
 // parallelTiles runs f over rows [r0, r1) on `workers` goroutines
 // (GOMAXPROCS when <= 0), each a contiguous run split at absolute tile
 // boundaries, so that no column word is scored twice.
@@ -198,29 +226,43 @@ func (s *Store[E]) checkScore(out []E, q *Query, r0, r1 int) error {
 // score runs the kernel over rows [r0, r1) in tiles that never cross a
 // chunk.
 func (s *Store[E]) score(out []E, q *Query, r0, r1 int) {
+	s.scoreBatch([][]E{out}, []*Query{q}, r0, r1, scoreTile)
+}
+
+// batchTile is the tile of a pass for several queries: every query scores
+// a tile before the next, so the columns it shares with the others are
+// read from cache (the union of eight T_63 selections is about 330
+// columns of 2 KiB, in L2), not memory.
+const batchTile = 1024
+
+// scoreBatch runs the kernel for every query over rows [r0, r1) (outs[i]
+// for qs[i]) in tiles of at most tile words that never cross a chunk.
+func (s *Store[E]) scoreBatch(outs [][]E, qs []*Query, r0, r1, tile int) {
 	if r0 == r1 {
 		return
 	}
 	var acc [4][scoreTile]uint64 // even, odd; Horner's even, odd
 	c := swarOf[E]()
 	nl, cw := lanes[E](), chunkWords[E]()
-	multi := len(q.groups) > 1 || q.groups[0].mag > 1
 	for w := r0 / nl; w*nl < r1; {
 		chunk := w / cw
 		off := w % cw
-		n := min(scoreTile, cw-off, (r1-1)/nl+1-w)
-		var e []uint64
-		if denseAVX2 && !multi && off%4 == 0 && n%4 == 0 { // T_beta on whole 32-byte groups
-			e = acc[0][:n]
-			sparseAVX2Tile[E](wordBytes(e), q, s.chunks[chunk], off, n)
-		} else {
-			e = swarScore(&acc, q, s.chunks[chunk], off, n, c, multi)
-		}
-		// e now holds rows (w..w+n)*nl in memory order: copy the part in
-		// [r0, r1) (a memmove, any alignment, any byte order).
-		res := unsafe.Slice((*E)(unsafe.Pointer(&e[0])), n*nl)
+		n := min(tile, cw-off, (r1-1)/nl+1-w)
 		lo, hi := max(r0, w*nl), min(r1, (w+n)*nl)
-		copy(out[lo-r0:hi-r0], res[lo-w*nl:hi-w*nl])
+		for i, q := range qs {
+			multi := len(q.groups) > 1 || q.groups[0].mag > 1
+			var e []uint64
+			if denseAVX2 && !multi && off%4 == 0 && n%4 == 0 { // T_beta on whole 32-byte groups
+				e = acc[0][:n]
+				sparseAVX2Tile[E](wordBytes(e), q, s.chunks[chunk], off, n)
+			} else {
+				e = swarScore(&acc, q, s.chunks[chunk], off, n, c, multi)
+			}
+			// e now holds rows (w..w+n)*nl in memory order: copy the part
+			// in [r0, r1) (a memmove, any alignment, any byte order).
+			res := unsafe.Slice((*E)(unsafe.Pointer(&e[0])), n*nl)
+			copy(outs[i][lo-r0:hi-r0], res[lo-w*nl:hi-w*nl])
+		}
 		w += n
 	}
 }
