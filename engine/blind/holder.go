@@ -74,8 +74,11 @@ type Holder[E additive.Elem] struct {
 	query *engine.LevelTransformers
 	perms sync.Pool // *additive.Permuter
 	bufs  sync.Pool // *[]E, a score vector
-	m     struct {
-		score, permute, decider prometheus.Counter
+	// passes merges concurrent queries' scoring into one pass over the
+	// shares (scoreVector).
+	passes *engine.Batcher[*pass, passed[E]]
+	m      struct {
+		score, permute, decider, passes, passed prometheus.Counter
 	}
 }
 
@@ -120,6 +123,10 @@ func newHolder[E additive.Elem](env engine.Env) (*Holder[E], error) {
 		return nil, err
 	}
 	h := &Holder[E]{Core: core, env: env, p: p, query: q}
+	// A pass starts as soon as none runs; the queries that arrive while
+	// one runs (up to batch_max) form the next.
+	bmax, _ := p.Batch()
+	h.passes = engine.NewBatcher(bmax, 0, 1, p.Timeouts().Identify, h.scorePass)
 	for _, c := range []struct {
 		c          *prometheus.Counter
 		name, help string
@@ -127,6 +134,8 @@ func newHolder[E additive.Elem](env engine.Env) (*Holder[E], error) {
 		{&h.m.score, "idface_blind_score_seconds_total", "Time computing score shares (column sums over every row)."},
 		{&h.m.permute, "idface_blind_permute_seconds_total", "Time permuting and masking score shares."},
 		{&h.m.decider, "idface_blind_decider_wait_seconds_total", "Entry: time from sending its shares to the decider's answer (the other holders' work, the wire, the decider)."},
+		{&h.m.passes, "idface_blind_passes_total", "Passes over this holder's shares (its own queries as the entry and the other entries' together)."},
+		{&h.m.passed, "idface_blind_passed_total", "Queries scored in those passes (over passes: the mean pass)."},
 	} {
 		*c.c = prometheus.NewCounter(prometheus.CounterOpts{Name: c.name, Help: c.help})
 		env.Metrics.MustRegister(*c.c)
@@ -181,47 +190,99 @@ type entryDigest struct {
 // the query over its committed rows. A helper passes the entry's digest
 // (want) and is refused if its rows differ; the entry passes started, which
 // sees the snapshot before the scoring (to send the helpers the digest).
+//
+// Concurrent queries (this holder's own as the entry, and those other
+// entries ask it for as a helper) share one pass over the shares
+// (h.passes, scorePass): a column several of them select is read once. The
+// permutation and masks are each query's own, applied by its caller while
+// the next pass runs.
 func (h *Holder[E]) scoreVector(q *additive.Query, sigma *additive.Seed, want *entryDigest, started func(View)) (View, []E, func(), error) {
+	res, err := h.passes.Do(context.Background(), &pass{q: q, want: want, started: started}) // the pass ends within the batcher's timeout
+	if err == nil {
+		err = res.err
+	}
+	if err != nil {
+		return res.v, nil, nil, err
+	}
+	t1 := time.Now()
+	src, dst := res.src, h.buf(res.v.Rows())
+	release := func() { h.bufs.Put(&src); h.bufs.Put(&dst) }
+	perm := h.permuter()
+	defer h.perms.Put(perm)
+	if err := additive.PermuteMask(perm, dst, src, res.v.Live, sigma, h.Self(), h.p.Mu()); err != nil {
+		release()
+		return res.v, nil, nil, err
+	}
+	h.m.permute.Add(time.Since(t1).Seconds())
+	return res.v, dst, release, nil
+}
+
+// pass is one query's part in a pass over the shares (scoreVector).
+type pass struct {
+	q       *additive.Query
+	want    *entryDigest
+	started func(View)
+}
+
+// passed is a query's score shares from a pass (a buffer of h.bufs), on
+// the pass's view of the rows, or why it was refused.
+type passed[E additive.Elem] struct {
+	v   View
+	src []E
+	err error
+}
+
+// scorePass is one pass over the committed rows for every query of ps:
+// one snapshot, each query admitted on it (a helper's if the entry's
+// digest matches) or refused, then the score shares of all admitted
+// queries by additive.ScoreSharesBatch.
+func (h *Holder[E]) scorePass(_ context.Context, ps []*pass) []passed[E] {
+	out := make([]passed[E], len(ps))
 	t0 := time.Now()
 	h.RLock()
 	v := h.snapshot()
-	if want != nil {
-		if have, err := h.SealFor(want.entry, v.Digest); err != nil || !have.Equal(want.digest) {
-			h.RUnlock()
-			return v, nil, nil, protocol.Errorf(protocol.CodeInconsistent, "%s's rows changed during the query; retry", h.env.Self)
+	var qs []*additive.Query
+	var srcs [][]E
+	var admitted []int
+	for i, p := range ps {
+		out[i].v = v
+		if p.want != nil {
+			if have, err := h.SealFor(p.want.entry, v.Digest); err != nil || !have.Equal(p.want.digest) {
+				out[i].err = protocol.Errorf(protocol.CodeInconsistent, "%s's rows changed during the query; retry", h.env.Self)
+				continue
+			}
 		}
+		if p.started != nil {
+			p.started(v)
+		}
+		out[i].src = h.buf(v.Rows())
+		qs, srcs, admitted = append(qs, p.q), append(srcs, out[i].src), append(admitted, i)
 	}
-	if started != nil {
-		started(v)
-	}
-	n := v.Rows()
-	src, dst := h.buf(n), h.buf(n)
-	release := func() { h.bufs.Put(&src); h.bufs.Put(&dst) }
 	var err error
+	sub := make([][]E, len(qs))
 	for s := range v.Digest {
 		rows := int(v.Digest[s].Rows)
-		if rows == 0 {
+		if rows == 0 || len(qs) == 0 {
 			continue
 		}
-		if err = h.Shares(s).ScoreSharesParallel(src[v.Off[s]:v.Off[s+1]], q, 0, rows, 0); err != nil {
+		for j := range srcs {
+			sub[j] = srcs[j][v.Off[s]:v.Off[s+1]]
+		}
+		if err = h.Shares(s).ScoreSharesBatch(sub, qs, 0, rows, 0); err != nil {
 			break
 		}
 	}
 	h.RUnlock()
-	if err != nil {
-		release()
-		return v, nil, nil, err
+	for _, i := range admitted {
+		if err != nil {
+			h.bufs.Put(&out[i].src)
+			out[i].src, out[i].err = nil, err
+		}
 	}
-	t1 := time.Now()
-	perm := h.permuter()
-	defer h.perms.Put(perm)
-	if err := additive.PermuteMask(perm, dst, src, v.Live, sigma, h.Self(), h.p.Mu()); err != nil {
-		release()
-		return v, nil, nil, err
-	}
-	h.m.score.Add(t1.Sub(t0).Seconds())
-	h.m.permute.Add(time.Since(t1).Seconds())
-	return v, dst, release, nil
+	h.m.score.Add(time.Since(t0).Seconds())
+	h.m.passes.Inc()
+	h.m.passed.Add(float64(len(qs)))
+	return out
 }
 
 func (h *Holder[E]) buf(n int) []E {

@@ -75,7 +75,7 @@ func benchHolderQuery[E additive.Elem](b *testing.B, rows int) {
 	b.Run(name+"/score", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if err := st.score(own, next, q); err != nil {
+			if err := st.score([][]E{own}, [][]E{next}, []*additive.Query{q}, rows); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -82,3 +82,45 @@ func mergedScans[E additive.Elem](h *Holder[E]) error {
 	}
 	return nil
 }
+
+// MergedPasses checks a holder's merged pass for checked queries: three
+// random T_beta queries scored in one scorePass give each the two vectors
+// it gets in a pass of its own.
+func MergedPasses(e any) error {
+	switch h := e.(type) {
+	case *Holder[uint8]:
+		return mergedPasses(h)
+	case *Holder[uint16]:
+		return mergedPasses(h)
+	}
+	return fmt.Errorf("not a holder: %T", e)
+}
+
+func mergedPasses[E additive.Elem](h *Holder[E]) error {
+	r := rand.New(rand.NewPCG(7, 8))
+	d := h.p.Dim()
+	var ps []*pass
+	for range 3 {
+		var pos []int32
+		var coef []int8
+		for _, j := range r.Perm(d)[:h.p.Beta()] {
+			pos, coef = append(pos, int32(j)), append(coef, int8(1-2*r.IntN(2)))
+		}
+		q, err := additive.NewQuery(d, pos, coef)
+		if err != nil {
+			return err
+		}
+		ps = append(ps, &pass{q: q})
+	}
+	merged := h.scorePass(context.Background(), ps)
+	for i, p := range ps {
+		alone := h.scorePass(context.Background(), []*pass{p})
+		if merged[i].err != nil || alone[0].err != nil {
+			return fmt.Errorf("query %d: %v, alone %v", i, merged[i].err, alone[0].err)
+		}
+		if len(alone[0].own) == 0 || !slices.Equal(merged[i].own, alone[0].own) || !slices.Equal(merged[i].next, alone[0].next) {
+			return fmt.Errorf("query %d: the merged pass's vectors differ from its own pass's (or no rows)", i)
+		}
+	}
+	return nil
+}

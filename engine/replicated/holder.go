@@ -131,8 +131,10 @@ type Holder[E additive.Elem] struct {
 	probes  probeNonces // hidden probes seen in the window
 	hidden  *engine.Batcher[*hiddenJob[E], hiddenDone]
 	scans   *engine.Batcher[*scan[E], scanned[E]] // one pass over the shares for concurrent hidden probes
+	passes  *engine.Batcher[*pass, passed[E]]     // the same for concurrent checked queries
 	m       struct {
 		score, permute   prometheus.Counter
+		passes, passed   prometheus.Counter // passes over the shares for checked queries, and their queries
 		batches, batched prometheus.Counter // hidden-probe batches at the entry, and their probes
 		scans, scanned   prometheus.Counter // passes over the shares for hidden probes, and their probes
 		refused          *prometheus.CounterVec
@@ -192,6 +194,7 @@ func newHolder[E additive.Elem](env engine.Env, p *Params) (*Holder[E], error) {
 	// once would share the memory bandwidth each is bound by); at most
 	// bmax probes per pass bound the pass's vectors in memory.
 	h.scans = engine.NewBatcher(bmax, 0, 1, p.Timeouts().Identify, h.scanAll).Weighed(func(sc *scan[E]) int { return len(sc.prs) })
+	h.passes = engine.NewBatcher(bmax, 0, 1, p.Timeouts().Identify, h.scorePass)
 	hp = h
 	h.m.score = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_score_seconds_total", Help: "Time computing the two share-score vectors (column sums over every row)."})
 	h.m.permute = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_permute_seconds_total", Help: "Time permuting and masking the two share-score vectors, and tagging."})
@@ -201,7 +204,9 @@ func newHolder[E additive.Elem](env engine.Env, p *Params) (*Holder[E], error) {
 	h.m.batched = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_identify_batched_total", Help: "Entry: identifies in those batches (over batches: the mean batch)."})
 	h.m.scans = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_scans_total", Help: "Passes over this holder's shares for hidden probes (its own as the entry and the other entries' together)."})
 	h.m.scanned = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_scanned_total", Help: "Hidden probes scored in those passes (over scans: the mean pass)."})
-	for _, c := range []prometheus.Collector{h.m.score, h.m.permute, h.m.batches, h.m.batched, h.m.scans, h.m.scanned, h.m.refused, h.outage.gauge, h.outage.degraded} {
+	h.m.passes = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_passes_total", Help: "Passes over this holder's shares for checked queries (its own as the entry and the other entries' together)."})
+	h.m.passed = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_passed_total", Help: "Checked queries scored in those passes (over passes: the mean pass)."})
+	for _, c := range []prometheus.Collector{h.m.score, h.m.permute, h.m.batches, h.m.batched, h.m.scans, h.m.scanned, h.m.passes, h.m.passed, h.m.refused, h.outage.gauge, h.outage.degraded} {
 		env.Metrics.MustRegister(c)
 	}
 	return h, nil
@@ -236,44 +241,100 @@ type vectors[E additive.Elem] struct {
 // helper passes the entry's sealed row map (want, from) and is refused if
 // its rows differ; the entry passes started, which sees the snapshot
 // before the scoring (to send the helpers the row map).
+//
+// Concurrent queries (this holder's own as the entry, and those the other
+// entries ask it for as a helper) share one pass over the shares
+// (h.passes, scorePass), as in blind mode; each caller then permutes and
+// masks its own.
 func (h *Holder[E]) score(q *additive.Query, sigma *additive.Seed, from string, want protocol.Digest, started func(blind.View)) (*vectors[E], error) {
-	t0 := time.Now()
-	v, err := h.snapshot(from, want, started)
-	if err != nil {
-		return nil, err
+	res, err := h.passes.Do(context.Background(), &pass{q: q, from: from, want: want, started: started}) // the pass ends within the batcher's timeout
+	if err == nil {
+		err = res.err
 	}
-	n := v.Rows()
-	own, next := make([]E, n), make([]E, n)
-	for s := range v.Digest {
-		if v.Digest[s].Rows == 0 {
-			continue
-		}
-		if err = h.Shares(s).score(own[v.Off[s]:v.Off[s+1]], next[v.Off[s]:v.Off[s+1]], q); err != nil {
-			break
-		}
-	}
-	h.RUnlock()
 	if err != nil {
 		return nil, err
 	}
 	t1 := time.Now()
-	out := &vectors[E]{View: v, own: make([]E, n), next: make([]E, n)}
+	n := res.v.Rows()
+	out := &vectors[E]{View: res.v, own: make([]E, n), next: make([]E, n)}
 	perm := h.permuter()
 	defer h.perms.Put(perm)
-	if err := permuteBoth(perm, out, own, next, sigma, h.Self()); err != nil {
+	if err := permuteBoth(perm, out, res.own, res.next, sigma, h.Self()); err != nil {
 		return nil, err
 	}
-	h.m.score.Add(t1.Sub(t0).Seconds())
 	h.m.permute.Add(time.Since(t1).Seconds())
 	return out, nil
 }
 
-// score computes the segment's rows' share-scores of both shares.
-func (s pair[E]) score(own, next []E, q *additive.Query) error {
-	if err := s.own.ScoreSharesParallel(own, q, 0, len(own), 0); err != nil {
+// pass is one query's part in a pass over the shares (score).
+type pass struct {
+	q       *additive.Query
+	from    string
+	want    protocol.Digest
+	started func(blind.View)
+}
+
+// passed is a query's two share-score vectors from a pass, on the pass's
+// view of the rows, or why it was refused.
+type passed[E additive.Elem] struct {
+	v         blind.View
+	own, next []E
+	err       error
+}
+
+// scorePass is one pass over the committed rows for every query of ps:
+// one view, each query admitted on it or refused, then both shares'
+// scores of all admitted queries by additive.ScoreSharesBatch.
+func (h *Holder[E]) scorePass(_ context.Context, ps []*pass) []passed[E] {
+	out := make([]passed[E], len(ps))
+	t0 := time.Now()
+	h.RLock()
+	v := h.view()
+	var qs []*additive.Query
+	var own, next [][]E
+	for i, p := range ps {
+		out[i].v = v
+		if perr := h.admit(v, p.from, p.want, p.started); perr != nil {
+			out[i].err = perr
+			continue
+		}
+		out[i].own, out[i].next = make([]E, v.Rows()), make([]E, v.Rows())
+		qs, own, next = append(qs, p.q), append(own, out[i].own), append(next, out[i].next)
+	}
+	var err error
+	subOwn, subNext := make([][]E, len(qs)), make([][]E, len(qs))
+	for s := range v.Digest {
+		rows := int(v.Digest[s].Rows)
+		if rows == 0 || len(qs) == 0 {
+			continue
+		}
+		for j := range qs {
+			subOwn[j], subNext[j] = own[j][v.Off[s]:v.Off[s+1]], next[j][v.Off[s]:v.Off[s+1]]
+		}
+		if err = h.Shares(s).score(subOwn, subNext, qs, rows); err != nil {
+			break
+		}
+	}
+	h.RUnlock()
+	for i := range out {
+		if err != nil && out[i].err == nil {
+			out[i] = passed[E]{v: v, err: err}
+		}
+	}
+	h.m.score.Add(time.Since(t0).Seconds())
+	h.m.passes.Inc()
+	h.m.passed.Add(float64(len(qs)))
+	return out
+}
+
+// score computes the share-scores of the segment's first rows rows, of
+// both shares, for every query in one pass each (own[i], next[i] for
+// qs[i]).
+func (s pair[E]) score(own, next [][]E, qs []*additive.Query, rows int) error {
+	if err := s.own.ScoreSharesBatch(own, qs, 0, rows, 0); err != nil {
 		return err
 	}
-	return s.next.ScoreSharesParallel(next, q, 0, len(next), 0)
+	return s.next.ScoreSharesBatch(next, qs, 0, rows, 0)
 }
 
 // permuteBoth permutes and masks holder self's two share-score vectors

@@ -1,11 +1,14 @@
 package replicated_test
 
 import (
+	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/idface/idface/engine/blind"
+	"github.com/idface/idface/engine/replicated"
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/internal/inproc"
@@ -111,6 +114,72 @@ func TestExact(t *testing.T) {
 				cl.restart(m.Name)
 			}
 			check("p1")
+		})
+	}
+}
+
+// TestMergedPasses: concurrent identifies through the three entries share
+// passes over the holders' shares, and every answer equals the same
+// identify run alone (scores in the same order, ids where untied, the
+// same decision); a merged pass gives each query the vectors of its own
+// pass (MergedPasses), for rings of 8 and 16 bits.
+func TestMergedPasses(t *testing.T) {
+	for _, c := range []struct {
+		gallery string
+		beta    int
+	}{{"", 21}, {"4:20,20,20,25", 63}} {
+		t.Run(fmt.Sprintf("gallery=%s/beta=%d", c.gallery, c.beta), func(t *testing.T) {
+			cl := startCluster(t, config.Literal{GalleryLevels: c.gallery, Beta: c.beta, RevealScores: true, BatchMax: 4}, nil)
+			xs := templates(90, 3)
+			all := items(xs, "r") // ids r-i, in two origins' segments
+			for k, part := range [][]protocol.Item{all[:50], all[50:]} {
+				if err := cl.client("client", cl.p.Party(k).Name).Enroll(ctx(t), part); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, m := range cl.p.Parties() {
+				if err := replicated.MergedPasses(cl.holders[m.Name]); err != nil {
+					t.Fatalf("%s: %v", m.Name, err)
+				}
+			}
+			const n = 18
+			probes := templates(n, 4)
+			probes[0] = xs[11]
+			entry := func(i int) string { return cl.p.Party(i % 3).Name }
+			topK := func(i int) int { return []int{1, 5, len(xs)}[i%3] }
+			passes := func() (p, q float64) {
+				for _, m := range cl.p.Parties() {
+					p += cl.counter(m.Name, "idface_repl_passes_total", "")
+					q += cl.counter(m.Name, "idface_repl_passed_total", "")
+				}
+				return p, q
+			}
+			p0, q0 := passes()
+			got := make([]*protocol.IdentifyOK, n)
+			errs := make([]error, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() { got[i], errs[i] = cl.client("device", entry(i)).Identify(ctx(t), probes[i], topK(i)) })
+			}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				t.Fatal(err)
+			}
+			p1, q1 := passes()
+			if q1-q0 != 3*n || p1-p0 > q1-q0 {
+				t.Fatalf("%v queries scored in %v passes, want %d", q1-q0, p1-p0, 3*n)
+			}
+			t.Logf("%v queries in %v passes", q1-q0, p1-p0) // how many merge depends on timing here
+			for i := range n {
+				alone, err := cl.client("device", entry(i)).Identify(ctx(t), probes[i], topK(i))
+				if err != nil {
+					t.Fatal(err)
+				}
+				inproc.SameAnswer(t, cl.p, plain(t, cl.p, xs, probes[i]), nil, got[i], alone)
+			}
+			if !got[0].Accepted {
+				t.Fatalf("the genuine probe: %+v", got[0])
+			}
 		})
 	}
 }

@@ -1,0 +1,96 @@
+package blind_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/engine/blind"
+	"github.com/idface/idface/internal/inproc"
+	"github.com/idface/idface/protocol"
+)
+
+// TestMergedPasses: concurrent identifies, through both entries, share
+// passes over each holder's shares (the holders are held while they
+// arrive, so that they gather), and every answer equals the same
+// identify run alone: the same scores in the same order, the same ids
+// where untied, the same decision, for rings of 8 and 16 bits and top K
+// from 1 to every row.
+func TestMergedPasses(t *testing.T) {
+	for _, c := range []struct {
+		mu      int
+		gallery string
+		beta    int
+		bits    int
+	}{{2, "", 21, 8}, {3, "4:20,20,20,25", 63, 16}} {
+		t.Run(fmt.Sprintf("mu=%d/gallery=%s/k=%d", c.mu, c.gallery, c.bits), func(t *testing.T) {
+			cl := start(t, c.mu, config.Literal{GalleryLevels: c.gallery, Beta: c.beta, RevealScores: true, BatchMax: 4})
+			if got := blind.Ring(cl.P).Bits; got != c.bits {
+				t.Fatalf("ring of %d bits, want %d", got, c.bits)
+			}
+			xs := templates(300, 61)
+			if err := cl.Client("client", "").Enroll(ctx(t), items(xs, "r")); err != nil {
+				t.Fatal(err)
+			}
+			if err := cl.Client("client", "").Delete(ctx(t), "r-3"); err != nil {
+				t.Fatal(err)
+			}
+			cl.WaitSettled()
+			const n = 12
+			probes := templates(n, 62)
+			probes[0], probes[5] = xs[7], xs[3] // a genuine probe, and one of a deleted row
+			topK := func(i int) int { return []int{1, 5, 300}[i%3] }
+			entry := func(i int) string { return cl.P.Party(i % c.mu).Name }
+			var before [2]float64
+			for k := range c.mu {
+				p, q := blind.Passes(cl.Engine(cl.P.Party(k).Name))
+				before[0], before[1] = before[0]+p, before[1]+q
+			}
+			var releases []func()
+			for k := range c.mu {
+				releases = append(releases, blind.Hold(cl.Engine(cl.P.Party(k).Name)))
+			}
+			merged := make([]*protocol.IdentifyOK, n)
+			errs := make([]error, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() { merged[i], errs[i] = cl.Client("client", entry(i)).Identify(ctx(t), probes[i], topK(i)) })
+			}
+			time.Sleep(300 * time.Millisecond) // the identifies reach their entries and wait for a pass
+			for _, r := range releases {
+				r()
+			}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				t.Fatal(err)
+			}
+			var after [2]float64
+			for k := range c.mu {
+				p, q := blind.Passes(cl.Engine(cl.P.Party(k).Name))
+				after[0], after[1] = after[0]+p, after[1]+q
+			}
+			passes, queries := after[0]-before[0]-float64(c.mu), after[1]-before[1]-float64(c.mu) // less the holds' passes
+			if queries != n*float64(c.mu) || passes >= queries {
+				t.Fatalf("%v queries scored in %v passes over %d holders: want %d queries, in fewer passes", queries, passes, c.mu, n*c.mu)
+			}
+			t.Logf("%v queries in %v passes", queries, passes)
+			deleted := map[int]bool{3: true}
+			for i := range n {
+				alone, err := cl.Client("client", entry(i)).Identify(ctx(t), probes[i], topK(i))
+				if err != nil {
+					t.Fatal(err)
+				}
+				inproc.SameAnswer(t, cl.P, plain(t, cl.P, xs, probes[i]), deleted, merged[i], alone)
+				if want := min(topK(i), len(xs)-1); len(alone.Candidates) != want {
+					t.Fatalf("probe %d: %d candidates, want %d", i, len(alone.Candidates), want)
+				}
+			}
+			if !merged[0].Accepted || merged[0].Candidates[0].ID != "r-7" {
+				t.Fatalf("the genuine probe: %+v", merged[0])
+			}
+		})
+	}
+}
