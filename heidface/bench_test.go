@@ -160,3 +160,40 @@ func BenchmarkScheme(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkIPDBBatch is one BGV group summed for Q concurrent queries in
+// one IPDBBatch (each selected column read once) beside Q calls of IPDB:
+// what a local server gains by merging concurrent identifies' passes.
+func BenchmarkIPDBBatch(b *testing.B) {
+	for _, beta := range []int{63, 341} {
+		p, local, _, g, _ := benchSetup(b, beta)
+		r := rand.New(rand.NewPCG(3, uint64(beta)))
+		for _, nq := range []int{1, 4, 8} {
+			ys := make([]template.Ternary, nq)
+			plus, minus := make([]*rlwe.Ciphertext, nq), make([]*rlwe.Ciphertext, nq)
+			for i := range ys {
+				ys[i] = testutil.RandTernary(r, 512, beta)
+				plus[i], minus[i] = rlwe.NewCiphertext(p.BGV, 1, p.BGV.MaxLevel()), rlwe.NewCiphertext(p.BGV, 1, p.BGV.MaxLevel())
+			}
+			for _, batched := range []bool{false, true} {
+				b.Run(fmt.Sprintf("alpha=341/beta=%d/queries=%d/batched=%v", beta, nq, batched), func(b *testing.B) {
+					b.ReportAllocs()
+					for b.Loop() {
+						if batched {
+							if err := local.IPDBBatch(g, ys, plus, minus); err != nil {
+								b.Fatal(err)
+							}
+							continue
+						}
+						for i, y := range ys {
+							if err := local.IPDB(g, y, plus[i], minus[i]); err != nil {
+								b.Fatal(err)
+							}
+						}
+					}
+					b.ReportMetric(float64(nq*b.N)/b.Elapsed().Seconds(), "queries/s")
+				})
+			}
+		}
+	}
+}

@@ -94,12 +94,12 @@ func (p *BGVScheme) ReadGroup(r io.Reader, check CheckHeader) (GroupHeader, EncG
 // bgvEncryptor keeps its two output ciphertexts between queries.
 type bgvEncryptor struct {
 	l      *BGVLocal
-	cp, cm *rlwe.Ciphertext
+	cp, cm []*rlwe.Ciphertext // IPDB's scratch, one pair per query of a batch
 }
 
 func newBGVEncryptor(l *BGVLocal) *bgvEncryptor {
 	p := l.P
-	return &bgvEncryptor{l: l, cp: rlwe.NewCiphertext(p.BGV, 1, p.BGV.MaxLevel()), cm: rlwe.NewCiphertext(p.BGV, 1, p.BGV.MaxLevel())}
+	return &bgvEncryptor{l: l, cp: []*rlwe.Ciphertext{rlwe.NewCiphertext(p.BGV, 1, p.BGV.MaxLevel())}, cm: []*rlwe.Ciphertext{rlwe.NewCiphertext(p.BGV, 1, p.BGV.MaxLevel())}}
 }
 
 func (e *bgvEncryptor) Copy() Encryptor {
@@ -115,34 +115,51 @@ func (e *bgvEncryptor) Delta(slots []int, zs []template.Ternary) (EncGroup, erro
 }
 
 func (e *bgvEncryptor) IPDB(g EncGroup, y template.Ternary, out []byte) error {
+	return e.IPDBBatch(g, []template.Ternary{y}, [][]byte{out})
+}
+
+func (e *bgvEncryptor) IPDBBatch(g EncGroup, ys []template.Ternary, outs [][]byte) error {
 	ctb := e.l.P.CiphertextBytes()
-	if len(out) != 2*ctb {
-		return fmt.Errorf("heidface: output of %d bytes, want %d", len(out), 2*ctb)
+	if len(outs) != len(ys) {
+		return fmt.Errorf("heidface: %d outputs for %d queries", len(outs), len(ys))
 	}
-	cp, cm := e.cp, e.cm
-	if g == nil {
-		if err := e.l.enc.EncryptZero(cp); err != nil {
-			return err
+	for _, out := range outs {
+		if len(out) != 2*ctb {
+			return fmt.Errorf("heidface: output of %d bytes, want %d", len(out), 2*ctb)
 		}
-		if err := e.l.enc.EncryptZero(cm); err != nil {
-			return err
+	}
+	for len(e.cp) < len(ys) { // scratch ciphertexts, kept for the next call
+		e.cp = append(e.cp, rlwe.NewCiphertext(e.l.P.BGV, 1, e.l.P.BGV.MaxLevel()))
+		e.cm = append(e.cm, rlwe.NewCiphertext(e.l.P.BGV, 1, e.l.P.BGV.MaxLevel()))
+	}
+	cp, cm := e.cp[:len(ys)], e.cm[:len(ys)]
+	if g == nil {
+		for i := range ys {
+			if err := e.l.enc.EncryptZero(cp[i]); err != nil {
+				return err
+			}
+			if err := e.l.enc.EncryptZero(cm[i]); err != nil {
+				return err
+			}
 		}
 	} else {
 		bg, ok := g.(*Group)
 		if !ok {
 			return fmt.Errorf("heidface: %T is not a BGV group", g)
 		}
-		if err := e.l.IPDB(bg, y, cp, cm); err != nil {
+		if err := e.l.IPDBBatch(bg, ys, cp, cm); err != nil {
 			return err
 		}
 	}
-	for i, ct := range []*rlwe.Ciphertext{cp, cm} {
-		w := sliceWriter{b: out[i*ctb : i*ctb : (i+1)*ctb]}
-		if _, err := ct.WriteTo(&w); err != nil {
-			return err
-		}
-		if len(w.b) != ctb {
-			return fmt.Errorf("heidface: ciphertext of %d bytes, want %d", len(w.b), ctb)
+	for q, out := range outs {
+		for i, ct := range []*rlwe.Ciphertext{cp[q], cm[q]} {
+			w := sliceWriter{b: out[i*ctb : i*ctb : (i+1)*ctb]}
+			if _, err := ct.WriteTo(&w); err != nil {
+				return err
+			}
+			if len(w.b) != ctb {
+				return fmt.Errorf("heidface: ciphertext of %d bytes, want %d", len(w.b), ctb)
+			}
 		}
 	}
 	return nil

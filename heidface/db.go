@@ -175,29 +175,60 @@ func (l *BGVLocal) AddRow(g *Group, row int, z template.Ternary) error {
 // ct- = sum_{y_j=+1} C-_j + sum_{y_j=-1} C+_j. Additions only: 2(beta-1)
 // per group. outPlus and outMinus are overwritten.
 func (l *BGVLocal) IPDB(g *Group, y template.Ternary, outPlus, outMinus *rlwe.Ciphertext) error {
+	return l.IPDBBatch(g, []template.Ternary{y}, []*rlwe.Ciphertext{outPlus}, []*rlwe.Ciphertext{outMinus})
+}
+
+// IPDBBatch is IPDB for several queries over one group (ys[i] into
+// outPlus[i], outMinus[i]), column by column: each column the queries
+// select is read from memory once and added into every query that selects
+// it while it is in cache, so Q queries read the union of their columns
+// rather than Q times beta. Additions mod q commute, so every output
+// equals IPDB's exactly.
+func (l *BGVLocal) IPDBBatch(g *Group, ys []template.Ternary, outPlus, outMinus []*rlwe.Ciphertext) error {
 	p := l.P
-	if y.Dim != p.Dim {
-		return fmt.Errorf("%w: query d = %d", template.ErrDimension, y.Dim)
+	if len(outPlus) != len(ys) || len(outMinus) != len(ys) {
+		return fmt.Errorf("heidface: %d and %d outputs for %d queries", len(outPlus), len(outMinus), len(ys))
 	}
-	rq := p.BGV.RingQ().AtLevel(p.BGV.MaxLevel())
-	first := true
-	if n := selectColumns(y, g.Plus, g.Minus, func(a, b *rlwe.Ciphertext) {
-		if first {
-			for i := range 2 {
-				outPlus.Value[i].CopyLvl(p.BGV.MaxLevel(), a.Value[i])
-				outMinus.Value[i].CopyLvl(p.BGV.MaxLevel(), b.Value[i])
+	for _, y := range ys {
+		if y.Dim != p.Dim {
+			return fmt.Errorf("%w: query d = %d", template.ErrDimension, y.Dim)
+		}
+	}
+	level := p.BGV.MaxLevel()
+	rq := p.BGV.RingQ().AtLevel(level)
+	started := make([]bool, len(ys))
+	for j := range min(p.Dim, len(g.Plus)) {
+		w, bit := j/64, uint64(1)<<uint(j%64)
+		for i, y := range ys {
+			var a, b *rlwe.Ciphertext // into ct+, into ct-
+			switch {
+			case y.Plus[w]&bit != 0:
+				a, b = g.Plus[j], g.Minus[j]
+			case y.Minus[w]&bit != 0:
+				a, b = g.Minus[j], g.Plus[j]
+			default:
+				continue
 			}
-			*outPlus.MetaData = *a.MetaData
-			*outMinus.MetaData = *b.MetaData
-			first = false
-			return
+			cp, cm := outPlus[i], outMinus[i]
+			if !started[i] {
+				for k := range 2 {
+					cp.Value[k].CopyLvl(level, a.Value[k])
+					cm.Value[k].CopyLvl(level, b.Value[k])
+				}
+				*cp.MetaData, *cm.MetaData = *a.MetaData, *b.MetaData
+				started[i] = true
+				continue
+			}
+			for k := range 2 {
+				rq.Add(cp.Value[k], a.Value[k], cp.Value[k])
+				rq.Add(cm.Value[k], b.Value[k], cm.Value[k])
+			}
 		}
-		for i := range 2 {
-			rq.Add(outPlus.Value[i], a.Value[i], outPlus.Value[i])
-			rq.Add(outMinus.Value[i], b.Value[i], outMinus.Value[i])
+	}
+	for i := range ys {
+		if !started[i] {
+			return fmt.Errorf("heidface: query %d of the batch is empty", i)
 		}
-	}); n == 0 {
-		return fmt.Errorf("heidface: empty query")
 	}
 	return nil
 }
@@ -205,7 +236,7 @@ func (l *BGVLocal) IPDB(g *Group, y template.Ternary, outPlus, outMinus *rlwe.Ci
 // selectColumns hands f, for every position the query y selects, the
 // column that goes into ct+ and the one that goes into ct- (paper
 // IDFace.IP_DB: C+_j and C-_j where y_j = +1, swapped where y_j = -1), and
-// returns how many positions it selected. Both schemes sum with it.
+// returns how many positions it selected (Paillier's products).
 func selectColumns[C any](y template.Ternary, plus, minus []C, f func(toPlus, toMinus C)) int {
 	n := 0
 	for w := range y.Plus {

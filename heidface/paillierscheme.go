@@ -205,6 +205,20 @@ func (e *paillierEncryptor) IPDB(g EncGroup, y template.Ternary, out []byte) err
 	return nil
 }
 
+// IPDBBatch runs IPDB for each query: Paillier's products modulo n^2 are
+// bound by the multiplications, not by reading the columns.
+func (e *paillierEncryptor) IPDBBatch(g EncGroup, ys []template.Ternary, outs [][]byte) error {
+	if len(outs) != len(ys) {
+		return fmt.Errorf("heidface: %d outputs for %d queries", len(outs), len(ys))
+	}
+	for i, y := range ys {
+		if err := e.IPDB(g, y, outs[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // NewDecryptor returns the key server's context.
 func (s *Paillier) NewDecryptor(skb, pkb []byte) (Decryptor, error) { return s.newDecryptor(skb, pkb) }
 

@@ -58,6 +58,10 @@ type Encryptor interface {
 	// (2 CiphertextBytes); g nil (every slot burned) gives two fresh
 	// encryptions of zero.
 	IPDB(g EncGroup, y template.Ternary, out []byte) error
+	// IPDBBatch is IPDB for several queries over one group (ys[i] into
+	// outs[i]), each output exactly IPDB's; a scheme whose sums are
+	// bound by memory reads each selected column once for all of them.
+	IPDBBatch(g EncGroup, ys []template.Ternary, outs [][]byte) error
 	Copy() Encryptor
 }
 

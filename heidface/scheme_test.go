@@ -116,7 +116,50 @@ func TestSchemesExact(t *testing.T) {
 			if scores[0] != top || scores[5] != -top || scores[gr-1] != top {
 				t.Fatalf("extremes decoded as %d, %d, %d; want +-%d", scores[0], scores[5], scores[gr-1], top)
 			}
-			// The zero group decodes to zeros.
+			// A batch of three queries (y among them, twice) gives each
+			// exactly IPDB's ciphertexts, and so its scores.
+			ys := []template.Ternary{testutil.RandTernary(r, c.d, c.beta), y, y}
+			outs := make([][]byte, len(ys))
+			for i := range outs {
+				outs[i] = make([]byte, len(out))
+			}
+			if err := enc.IPDBBatch(g, ys, outs[:2]); err == nil {
+				t.Fatal("a batch of 3 queries took 2 outputs")
+			}
+			if err := enc.Copy().IPDBBatch(g, ys, outs); err != nil {
+				t.Fatal(err)
+			}
+			for q, yq := range ys {
+				alone := make([]byte, len(out))
+				if err := enc.IPDB(g, yq, alone); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(outs[q], alone) {
+					t.Fatalf("query %d of the batch: ciphertexts differ from IPDB's", q)
+				}
+				if err := dec.Scores(outs[q], scores); err != nil {
+					t.Fatal(err)
+				}
+				for i, z := range rows {
+					if want := z.Dot(yq); scores[i] != want {
+						t.Fatalf("query %d of the batch, row %d: decoded %d, want %d", q, i, scores[i], want)
+					}
+				}
+			}
+			// The zero group decodes to zeros, alone and in a batch.
+			if err := enc.IPDBBatch(nil, ys[:2], outs[:2]); err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range outs[:2] {
+				if err := dec.Scores(o, scores); err != nil {
+					t.Fatal(err)
+				}
+				for i, sc := range scores[:gr] {
+					if sc != 0 {
+						t.Fatalf("zero group in a batch: row %d decoded %d", i, sc)
+					}
+				}
+			}
 			if err := enc.IPDB(nil, y, out); err != nil {
 				t.Fatal(err)
 			}

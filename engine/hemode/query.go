@@ -3,6 +3,7 @@ package hemode
 import (
 	"context"
 	"runtime"
+	"sync"
 
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/heidface"
@@ -66,40 +67,18 @@ func (l *Local) identify(ctx context.Context, r engine.Request) protocol.Msg {
 	if err := s.WriteWords(live); err != nil {
 		return sendErr(err)
 	}
-	// Workers sum groups; the writer sends them in order.
-	type out struct {
-		b   []byte
-		err error
-	}
-	results := make([]chan out, len(groups))
-	for i := range results {
-		results[i] = make(chan out, 1)
-	}
-	next := make(chan int, len(groups))
-	for g := range groups {
-		next <- g
-	}
-	close(next)
-	wctx, cancel := context.WithCancel(ctx)
+	// The groups are summed in a pass shared with the concurrent
+	// identifies (sumPass); this one's sums arrive in group order and go
+	// to the key server while later groups are still being summed.
+	jctx, cancel := context.WithCancel(ctx) // an early return stops the summing of this job's groups
 	defer cancel()
-	for range runtime.GOMAXPROCS(0) {
-		enc := l.local.Copy()
-		go func() {
-			for g := range next {
-				if wctx.Err() != nil {
-					results[g] <- out{err: wctx.Err()}
-					continue
-				}
-				b := make([]byte, 2*ctb)
-				l.mu.RLock() // enrollment adds into groups under the write lock
-				err := enc.IPDB(groups[g], y, b)
-				l.mu.RUnlock()
-				results[g] <- out{b, err}
-			}
-		}()
+	job := &sumJob{ctx: jctx, y: y, groups: groups, results: make([]chan sumOut, len(groups))}
+	for i := range job.results {
+		job.results[i] = make(chan sumOut, 1)
 	}
+	go l.passes.Do(context.Background(), job) // the pass answers every group of the job, also on failure
 	for g := range groups {
-		o := <-results[g]
+		o := <-job.results[g]
 		if o.err != nil {
 			return protocol.Errorf(protocol.CodeInternal, "group %d: %v", g, o.err)
 		}
@@ -127,4 +106,85 @@ func (l *Local) identify(ctx context.Context, r engine.Request) protocol.Msg {
 	l.mu.RUnlock()
 	ans.Bytes(uint64(s.Sent()), uint64(s.Received()), uint64(s.Sent()+s.Received()))
 	return ans.Done()
+}
+
+// sumJob is one identify's part in a pass over the groups: its query, the
+// groups it saw, and a channel per group for the group's ct+ || ct-.
+type sumJob struct {
+	ctx     context.Context // the identify's: once it ends, its groups are not summed
+	y       template.Ternary
+	groups  []heidface.EncGroup
+	results []chan sumOut
+}
+
+type sumOut struct {
+	b   []byte
+	err error
+}
+
+// sumPass sums every group for every job, the groups in order on all
+// cores; a group that several jobs saw alike is summed for them in one
+// IPDBBatch (each column it holds read once). Every job gets an answer
+// for each of its groups, an error where it was not summed.
+func (l *Local) sumPass(_ context.Context, jobs []*sumJob) []struct{} {
+	n := 0
+	for _, j := range jobs {
+		n = max(n, len(j.groups))
+	}
+	next := make(chan int, n)
+	for g := range n {
+		next <- g
+	}
+	close(next)
+	ctb := l.he.CiphertextBytes()
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), n) {
+		enc := l.local.Copy()
+		wg.Go(func() {
+			for g := range next {
+				l.sumGroup(enc, jobs, g, ctb)
+			}
+		})
+	}
+	wg.Wait()
+	l.m.passes.Inc()
+	l.m.passed.Add(float64(len(jobs)))
+	return make([]struct{}, len(jobs))
+}
+
+// sumGroup sums group g for every job that has it, the jobs that saw the
+// same group (all of them, unless an enrollment made it between their
+// snapshots) in one batch.
+func (l *Local) sumGroup(enc heidface.Encryptor, jobs []*sumJob, g, ctb int) {
+	var batch []*sumJob
+	var ys []template.Ternary
+	var outs [][]byte
+	var grp heidface.EncGroup
+	flush := func() {
+		if len(batch) == 0 {
+			return
+		}
+		l.mu.RLock() // enrollment adds into groups under the write lock
+		err := enc.IPDBBatch(grp, ys, outs)
+		l.mu.RUnlock()
+		for i, j := range batch {
+			j.results[g] <- sumOut{outs[i], err}
+		}
+		batch, ys, outs = batch[:0], ys[:0], outs[:0]
+	}
+	for _, j := range jobs {
+		if g >= len(j.groups) {
+			continue
+		}
+		if err := j.ctx.Err(); err != nil {
+			j.results[g] <- sumOut{err: err}
+			continue
+		}
+		if len(batch) > 0 && j.groups[g] != grp {
+			flush()
+		}
+		grp = j.groups[g]
+		batch, ys, outs = append(batch, j), append(ys, j.y), append(outs, make([]byte, 2*ctb))
+	}
+	flush()
 }
