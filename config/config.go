@@ -283,9 +283,11 @@ type Literal struct {
 	// device's client computes the query vector and seals each share
 	// holder's shares of it (replicated mode; docs/HIDDEN-PROBES.md).
 	HideProbes bool `json:"hide_probes,omitempty"`
-	// BatchMax is the most concurrent identifies an entry scores in one
-	// pass over its shares, in a mode that batches (2PC/MPC, whose helpers
-	// stream the union of a batch's columns once; hidden probes); 1 turns
+	// BatchMax is the most concurrent identifies scored in one pass over
+	// the rows: an entry's batch in 2PC/MPC (whose helpers stream the
+	// union of a batch's columns once) and for hidden probes; in blind,
+	// replicated and HE mode the queries a server is asked for while a
+	// pass runs (as entry or helper) share its next pass. 1 turns
 	// batching off. Default DefaultBatchMax.
 	BatchMax int `json:"batch_max,omitempty"`
 	// BatchWait is how long an entry holds the first identify of a batch

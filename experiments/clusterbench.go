@@ -447,19 +447,28 @@ func RSSMB(pid int) float64 {
 // connection identifying queries probes (probe(q) for q = i, i+clients,
 // ...), and returns the identifications per second over all of them.
 func concurrentRate(ctx context.Context, cfg *config.Params, clients, queries int, probe func(q int) []float32) (float64, error) {
-	cls := make([]*client.Client, clients)
-	for i := range cls {
-		cl, err := cluster.Client(cfg, "", cfg.Party(i%cfg.Mu()).Name)
+	// A client per connection, unless one entry would get more of them
+	// than a certificate may open (config.Limits: the bench's own client
+	// holds one too); then the clients of an entry share one connection,
+	// each identify on its own stream.
+	n, mu := clients, cfg.Mu()
+	if (clients+mu-1)/mu >= cfg.Limits().ConnsPerPeer {
+		n = mu
+	}
+	conns := make([]*client.Client, n)
+	for i := range conns {
+		cl, err := cluster.Client(cfg, "", cfg.Party(i%mu).Name)
 		if err != nil {
 			return 0, err
 		}
 		defer cl.Close()
-		cls[i] = cl
+		conns[i] = cl
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, clients)
 	start := time.Now()
-	for i, cl := range cls {
+	for i := range clients {
+		cl := conns[i%n]
 		wg.Go(func() {
 			for j := range queries {
 				if _, err := cl.Identify(ctx, probe(i+j*clients), 1); err != nil {

@@ -279,7 +279,7 @@ type batchFlags struct {
 
 func addBatchFlags(fs *flag.FlagSet) batchFlags {
 	return batchFlags{
-		max:  fs.Int("batch-max", 0, fmt.Sprintf("most concurrent identifies an entry scores in one pass, where the mode batches (2pc and mpc: helpers stream the union of the probes' columns once; replicated hidden probes); 1: no batching (default %d)", config.DefaultBatchMax)),
+		max:  fs.Int("batch-max", 0, fmt.Sprintf("most concurrent identifies scored in one pass over the rows (2pc and mpc: an entry's batch, its helpers stream the union of the probes' columns once; blind, replicated, he: the queries that arrive at a server while a pass runs share the next); 1: no batching (default %d)", config.DefaultBatchMax)),
 		wait: fs.Duration("batch-wait", 0, fmt.Sprintf("how long an entry holds the first identify of a batch for others (default %v; 2pc and mpc hold none while the entry is idle)", config.DefaultBatchWait)),
 	}
 }
