@@ -257,7 +257,7 @@ const (
 	CodeForbidden                    // the peer's role may not do this
 	CodeInternal
 	CodeShardDown   // a sharded member cannot reach one of its own shards: another member's entry may answer
-	CodeCountedDown // a shard counted a holder down (replicated): its coordinator runs the query again, degraded
+	CodeCountedDown // ask again under a fresh query id: a shard counted a holder down (replicated: the run is degraded), or its decider restarted during the query
 )
 
 func (c Code) String() string {
@@ -281,7 +281,7 @@ func (c Code) String() string {
 	case CodeShardDown:
 		return "shard unavailable"
 	case CodeCountedDown:
-		return "holder counted down"
+		return "run again"
 	}
 	return fmt.Sprintf("code %d", uint16(c))
 }

@@ -410,3 +410,40 @@ func TestCrashedHelperRestarted(t *testing.T) {
 	must(t, "cluster", "up", "--cluster", dir)
 	identify()
 }
+
+// TestCrashedDeciderRestarted: kill -9 of a blind or replicated cluster's
+// decider and a restart within the transport's idle timeout; the entry
+// and the helpers still hold connections to the dead process, and the
+// next identify, through either entry, is answered (the query runs again
+// under a fresh id when the decider's answer is lost to the restart).
+func TestCrashedDeciderRestarted(t *testing.T) {
+	for _, mode := range []string{"blind", "replicated"} {
+		t.Run(mode, func(t *testing.T) {
+			mu := 2
+			if mode == "replicated" {
+				mu = 3
+			}
+			dir, cfg := newCluster(t, mode, mu)
+			d := newDataset(t, t.TempDir(), 30, 51)
+			must(t, "enroll", "--cluster", dir, "--ids", d.ids, "--templates", d.enroll, "--quiet")
+			q := filepath.Join(t.TempDir(), "q.npy")
+			writeNpy(t, q, d.gallery[:1])
+			identify := func(entry string) {
+				t.Helper()
+				r := parseResults(t, must(t, "identify", "--cluster", dir, "--entry", entry, "--templates", q, "--top", "1", "--json"))
+				if !r[0].Accepted || r[0].ID == nil || *r[0].ID != d.names[0] {
+					t.Fatalf("identify through %s: %+v", entry, r[0])
+				}
+			}
+			for round := range 2 {
+				identify("p1")
+				identify("p2")
+				if err := cluster.Kill(cfg, "decider"); err != nil {
+					t.Fatal(err)
+				}
+				must(t, "cluster", "up", "--cluster", dir)
+				identify([]string{"p1", "p2"}[round])
+			}
+		})
+	}
+}

@@ -166,15 +166,32 @@ func sendShares(ctx context.Context, d network.Dialer, dec string, m protocol.Ms
 // decider, entry, not 2), and a refused share fails the query at the
 // decider, from which the entry hears why. It returns the bytes of the
 // stream, the acknowledgement counted before it arrives.
-func AwaitAck(s *network.Stream, dec string, log *slog.Logger) uint64 {
+//
+// A decider that restarted since the connection was made is found here,
+// not while writing (the shares fit in the transport's buffers): resend
+// then sends the same shares, under the same query id, to the process
+// that runs now (the one that died saw them at most once), and done runs
+// once the shares are no longer needed.
+func AwaitAck(s *network.Stream, dec string, log *slog.Logger, resend func() (*network.Stream, error), done func()) uint64 {
 	sent := s.Sent()
 	go func() {
-		defer s.Finish()
-		if _, err := rpc.ReadReply(context.Background(), s, dec); err != nil {
+		defer done()
+		_, err := readAck(s, dec)
+		if errors.Is(err, network.ErrPeerRestarted) {
+			if s, err = resend(); err == nil {
+				_, err = readAck(s, dec)
+			}
+		}
+		if err != nil {
 			log.Warn("the decider refused this holder's score shares", "err", err)
 		}
 	}()
 	return uint64(sent) + ackBytes
+}
+
+func readAck(s *network.Stream, dec string) (protocol.Msg, error) {
+	defer s.Finish()
+	return rpc.ReadReply(context.Background(), s, dec)
 }
 
 // ackBytes is the decider's acknowledgement of a helper's shares on the

@@ -29,6 +29,7 @@ package blind
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -313,7 +314,13 @@ func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg
 	}
 	m := r.Msg.(*protocol.Identify)
 	run, perr := h.run(ctx, m, nil)
+	if perr != nil && perr.Code == protocol.CodeCountedDown { // the decider restarted: once more, under a fresh id
+		run, perr = h.run(ctx, m, nil)
+	}
 	if perr != nil {
+		if perr.Code == protocol.CodeCountedDown {
+			perr.Code = protocol.CodeUnavailable
+		}
 		return perr
 	}
 	return h.answer(run, int(m.TopK))
@@ -343,7 +350,11 @@ type ran struct {
 }
 
 // run runs a query as the entry, under query id qid when given (a shard's
-// coordinator's) or a fresh one.
+// coordinator's) or a fresh one. A decider that restarted since this
+// holder's connection to it was made loses the query (its answer, and
+// perhaps the helpers' vectors, went to the process that died): the
+// query fails with CodeCountedDown, and runs again under a fresh id
+// (never the same one: one id carries one run).
 func (h *Holder[E]) run(ctx context.Context, m *protocol.Identify, qid *[16]byte) (*ran, *protocol.Error) {
 	topK := int(m.TopK)
 	nq, perr := NewQuery(h.env, h.p, h.query, m)
@@ -365,9 +376,13 @@ func (h *Holder[E]) run(ctx context.Context, m *protocol.Identify, qid *[16]byte
 	var wg sync.WaitGroup
 	var once sync.Once
 	var cause *protocol.Error
+	dec := h.env.Peer(h.p.DeciderName())
 	fail := func(who string, err error) {
 		once.Do(func() {
 			e := engine.AsError(err, protocol.CodeUnavailable)
+			if who == dec && errors.Is(err, network.ErrPeerRestarted) {
+				e.Code = protocol.CodeCountedDown
+			}
 			cause = protocol.Errorf(e.Code, "%s: %s", who, e.Msg)
 			cancel()
 		})
@@ -394,7 +409,6 @@ func (h *Holder[E]) run(ctx context.Context, m *protocol.Identify, qid *[16]byte
 		return nil, cause
 	}
 	sent := time.Now()
-	dec := h.env.Peer(h.p.DeciderName())
 	s, err := h.sendShare(ctx, qid2, vec, topK, true)
 	release()
 	if err != nil {
@@ -537,11 +551,16 @@ func (h *Holder[E]) serveQuery(ctx context.Context, r engine.Request) protocol.M
 		return engine.AsError(err, protocol.CodeInternal)
 	}
 	s, err := h.sendShare(ctx, m.Query, vec, 1, false)
-	release()
 	if err != nil {
+		release()
 		return engine.AsError(fmt.Errorf("decider: %w", err), protocol.CodeUnavailable)
 	}
-	return &protocol.BlindQueryOK{Bytes: AwaitAck(s, h.p.DeciderName(), h.env.Log)}
+	resend := func() (*network.Stream, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), h.p.Timeouts().Request)
+		defer cancel()
+		return h.sendShare(ctx, m.Query, vec, 1, false)
+	}
+	return &protocol.BlindQueryOK{Bytes: AwaitAck(s, h.p.DeciderName(), h.env.Log, resend, release)}
 }
 
 // RowShare is this holder's share of row seq of origin k's segment, as

@@ -32,6 +32,7 @@ package replicated
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -415,7 +416,9 @@ func (h *Holder[E]) tagShard() int {
 // degraded without a helper this entry cannot reach. A helper that turns
 // out unreachable during a checked query is marked down and the query
 // runs again, degraded, with a fresh permutation and query id (reusing
-// them would show the decider two masked vectors under one mask).
+// them would show the decider two masked vectors under one mask); so does
+// a query lost to a decider that restarted since this holder's connection
+// to it was made (CodeCountedDown from runQuery), once.
 func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg {
 	if h.env.Sharded() {
 		return protocol.Errorf(protocol.CodeBadRequest, "%s is one shard of %s: identify through %s's address (its coordinator)", h.env.Member(), h.env.Self, h.env.Self)
@@ -425,6 +428,12 @@ func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg
 	resp, lost := h.runQuery(ctx, m, down, nil)
 	if lost != noneDown && down == noneDown && h.markDown(lost) {
 		resp, _ = h.runQuery(ctx, m, lost, nil)
+	}
+	if e, failed := resp.(*protocol.Error); failed && e.Code == protocol.CodeCountedDown { // the decider restarted
+		resp, _ = h.runQuery(ctx, m, h.outage.current(), nil)
+		if e, failed := resp.(*protocol.Error); failed && e.Code == protocol.CodeCountedDown {
+			e.Code = protocol.CodeUnavailable
+		}
 	}
 	if ok, isOK := resp.(*protocol.IdentifyOK); isOK && ok.Degraded {
 		h.outage.degraded.Inc()
@@ -551,6 +560,9 @@ func (f *fanout) fail(who string, err error) {
 			f.lost = k
 		}
 		e := engine.AsError(err, protocol.CodeUnavailable)
+		if who == f.p.DeciderName() && errors.Is(err, network.ErrPeerRestarted) {
+			e.Code = protocol.CodeCountedDown // the query went to a decider process that died: run it again
+		}
 		f.cause = protocol.Errorf(e.Code, "%s: %s", f.env.Peer(who), e.Msg)
 		f.cancel()
 	})
@@ -778,7 +790,12 @@ func (h *Holder[E]) serveQuery(ctx context.Context, r engine.Request) protocol.M
 	if err != nil {
 		return engine.AsError(fmt.Errorf("decider: %w", err), protocol.CodeUnavailable)
 	}
-	return &protocol.ReplQueryOK{Bytes: blind.AwaitAck(s, h.p.DeciderName(), h.env.Log), TagKey: key}
+	resend := func() (*network.Stream, error) { // the same vectors and tags: nothing new to a decider
+		ctx, cancel := context.WithTimeout(context.Background(), h.p.Timeouts().Request)
+		defer cancel()
+		return h.sendShares(ctx, m.Query, vec, pl, 1, &key)
+	}
+	return &protocol.ReplQueryOK{Bytes: blind.AwaitAck(s, h.p.DeciderName(), h.env.Log, resend, func() {}), TagKey: key}
 }
 
 // pairLabel names a pair of holders in refusals and metrics ("p1/p3").
