@@ -91,6 +91,59 @@ func TestMergedPasses(t *testing.T) {
 			if !merged[0].Accepted || merged[0].Candidates[0].ID != "r-7" {
 				t.Fatalf("the genuine probe: %+v", merged[0])
 			}
+			for k := range c.mu {
+				if err := blind.CheckMergedPass(cl.Engine(cl.P.Party(k).Name)); err != nil {
+					t.Fatalf("%s: %v", cl.P.Party(k).Name, err)
+				}
+			}
 		})
+	}
+}
+
+// TestHelperRaceRunsAgain (from a review): a helper's query that matched
+// the entry's rows when it arrived waits behind other passes while an
+// enrollment commits; at its pass the rows have moved on and it is
+// refused, and the entry runs the query again under a fresh id, so the
+// identify is answered.
+func TestHelperRaceRunsAgain(t *testing.T) {
+	cl := start(t, 2, config.Literal{Beta: 21, BatchMax: 1})
+	xs := templates(50, 61)
+	if err := cl.Client("client", "").Enroll(ctx(t), items(xs, "r")); err != nil {
+		t.Fatal(err)
+	}
+	cl.WaitSettled()
+	entry, helper := cl.P.Party(0).Name, cl.P.Party(1).Name
+	he := cl.Engine(helper)
+	releaseA := blind.Hold(he)                 // a pass of other queries, running
+	bStarted, releaseB := blind.HoldQueued(he) // the next one, queued
+	time.Sleep(50 * time.Millisecond)
+	cStarted, releaseC := blind.HoldQueued(he)
+	time.Sleep(50 * time.Millisecond)
+	var idErr, enErr error
+	done, enDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		_, idErr = cl.Client("client", entry).Identify(ctx(t), xs[3], 1)
+		close(done)
+	}()
+	time.Sleep(300 * time.Millisecond) // the helper matched the digest and queued behind B
+	go func() {
+		enErr = cl.Client("client", "").Enroll(ctx(t), items(templates(1, 99), "n"))
+		close(enDone)
+	}()
+	time.Sleep(300 * time.Millisecond)
+	releaseA()
+	<-bStarted
+	time.Sleep(300 * time.Millisecond) // the enrollment commits at the helper while B runs
+	releaseB()
+	<-cStarted
+	time.Sleep(300 * time.Millisecond)
+	releaseC()
+	<-done
+	<-enDone
+	if enErr != nil {
+		t.Fatal(enErr)
+	}
+	if idErr != nil {
+		t.Fatalf("identify refused: %v", idErr)
 	}
 }

@@ -132,7 +132,7 @@ func newHolder[E additive.Elem](env engine.Env) (*Holder[E], error) {
 		c          *prometheus.Counter
 		name, help string
 	}{
-		{&h.m.score, "idface_blind_score_seconds_total", "Time computing score shares (column sums over every row)."},
+		{&h.m.score, "idface_blind_score_seconds_total", "Time in passes over the shares computing score shares (column sums over every row; concurrent queries share a pass)."},
 		{&h.m.permute, "idface_blind_permute_seconds_total", "Time permuting and masking score shares."},
 		{&h.m.decider, "idface_blind_decider_wait_seconds_total", "Entry: time from sending its shares to the decider's answer (the other holders' work, the wire, the decider)."},
 		{&h.m.passes, "idface_blind_passes_total", "Passes over this holder's shares (its own queries as the entry and the other entries' together)."},
@@ -197,8 +197,10 @@ type entryDigest struct {
 // (h.passes, scorePass): a column several of them select is read once. The
 // permutation and masks are each query's own, applied by its caller while
 // the next pass runs.
-func (h *Holder[E]) scoreVector(q *additive.Query, sigma *additive.Seed, want *entryDigest, started func(View)) (View, []E, func(), error) {
-	res, err := h.passes.Do(context.Background(), &pass{q: q, want: want, started: started}) // the pass ends within the batcher's timeout
+func (h *Holder[E]) scoreVector(ctx context.Context, q *additive.Query, sigma *additive.Seed, want *entryDigest, started func(View)) (View, []E, func(), error) {
+	// Waited for to the end, also when ctx ends first: the pass may be
+	// scoring into this query's buffer (local work, bounded by the shares).
+	res, err := h.passes.Do(context.Background(), &pass{ctx: ctx, q: q, want: want, started: started})
 	if err == nil {
 		err = res.err
 	}
@@ -220,6 +222,7 @@ func (h *Holder[E]) scoreVector(q *additive.Query, sigma *additive.Seed, want *e
 
 // pass is one query's part in a pass over the shares (scoreVector).
 type pass struct {
+	ctx     context.Context // the request's: a query whose caller is gone is not scored
 	q       *additive.Query
 	want    *entryDigest
 	started func(View)
@@ -237,6 +240,11 @@ type passed[E additive.Elem] struct {
 // one snapshot, each query admitted on it (a helper's if the entry's
 // digest matches) or refused, then the score shares of all admitted
 // queries by additive.ScoreSharesBatch.
+//
+// A helper's query whose digest matched when it arrived (AwaitDigest)
+// but not at its pass lost a race with a commit while it waited: it is
+// refused with CodeCountedDown, on which the entry runs the query once
+// more under a fresh id (and a new snapshot).
 func (h *Holder[E]) scorePass(_ context.Context, ps []*pass) []passed[E] {
 	out := make([]passed[E], len(ps))
 	t0 := time.Now()
@@ -247,9 +255,13 @@ func (h *Holder[E]) scorePass(_ context.Context, ps []*pass) []passed[E] {
 	var admitted []int
 	for i, p := range ps {
 		out[i].v = v
+		if err := p.ctx.Err(); err != nil {
+			out[i].err = protocol.Errorf(protocol.CodeUnavailable, "%s: %v", h.env.Self, err)
+			continue
+		}
 		if p.want != nil {
 			if have, err := h.SealFor(p.want.entry, v.Digest); err != nil || !have.Equal(p.want.digest) {
-				out[i].err = protocol.Errorf(protocol.CodeInconsistent, "%s's rows changed during the query; retry", h.env.Self)
+				out[i].err = protocol.Errorf(protocol.CodeCountedDown, "%s's rows changed during the query (a commit while it waited for a pass); run it again", h.env.Self)
 				continue
 			}
 		}
@@ -276,7 +288,8 @@ func (h *Holder[E]) scorePass(_ context.Context, ps []*pass) []passed[E] {
 	h.RUnlock()
 	for _, i := range admitted {
 		if err != nil {
-			h.bufs.Put(&out[i].src)
+			src := out[i].src
+			h.bufs.Put(&src)
 			out[i].src, out[i].err = nil, err
 		}
 	}
@@ -314,8 +327,8 @@ func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg
 	}
 	m := r.Msg.(*protocol.Identify)
 	run, perr := h.run(ctx, m, nil)
-	if perr != nil && perr.Code == protocol.CodeCountedDown { // the decider restarted: once more, under a fresh id
-		run, perr = h.run(ctx, m, nil)
+	for again := 0; perr != nil && perr.Code == protocol.CodeCountedDown && again < MaxRunsAgain; again++ {
+		run, perr = h.run(ctx, m, nil) // under a fresh id
 	}
 	if perr != nil {
 		if perr.Code == protocol.CodeCountedDown {
@@ -340,6 +353,11 @@ func (h *Holder[E]) shardIdentify(ctx context.Context, r engine.Request) protoco
 	return h.shardAnswer(run, int(m.TopK))
 }
 
+// MaxRunsAgain bounds the runs of an identify after its first lost to a
+// decider's restart or to a helper's commit while it waited (a helper's
+// rows may move more than once while a query waits).
+const MaxRunsAgain = 2
+
 // ran is a query the entry ran: the decider's answer and what maps it
 // back to rows.
 type ran struct {
@@ -352,9 +370,11 @@ type ran struct {
 // run runs a query as the entry, under query id qid when given (a shard's
 // coordinator's) or a fresh one. A decider that restarted since this
 // holder's connection to it was made loses the query (its answer, and
-// perhaps the helpers' vectors, went to the process that died): the
-// query fails with CodeCountedDown, and runs again under a fresh id
-// (never the same one: one id carries one run).
+// perhaps the helpers' vectors, went to the process that died), as does
+// a helper whose rows a commit moved past this query's snapshot while it
+// waited for a pass: the query fails with CodeCountedDown, and runs
+// again under a fresh id (never the same one: one id carries one run), at
+// most MaxRunsAgain times.
 func (h *Holder[E]) run(ctx context.Context, m *protocol.Identify, qid *[16]byte) (*ran, *protocol.Error) {
 	topK := int(m.TopK)
 	nq, perr := NewQuery(h.env, h.p, h.query, m)
@@ -380,7 +400,11 @@ func (h *Holder[E]) run(ctx context.Context, m *protocol.Identify, qid *[16]byte
 	fail := func(who string, err error) {
 		once.Do(func() {
 			e := engine.AsError(err, protocol.CodeUnavailable)
-			if who == dec && errors.Is(err, network.ErrPeerRestarted) {
+			var pe *protocol.Error
+			switch {
+			case who == dec && errors.Is(err, network.ErrPeerRestarted):
+				e.Code = protocol.CodeCountedDown
+			case who != dec && errors.As(err, &pe) && pe.Code == protocol.CodeCountedDown: // a helper's rows moved on: one more run at most
 				e.Code = protocol.CodeCountedDown
 			}
 			cause = protocol.Errorf(e.Code, "%s: %s", who, e.Msg)
@@ -402,7 +426,7 @@ func (h *Holder[E]) run(ctx context.Context, m *protocol.Identify, qid *[16]byte
 			})
 		}
 	}
-	v, vec, release, err := h.scoreVector(q, &sigma, nil, ask)
+	v, vec, release, err := h.scoreVector(ctx, q, &sigma, nil, ask)
 	if err != nil {
 		fail(h.env.Member(), err)
 		wg.Wait()
@@ -546,8 +570,10 @@ func (h *Holder[E]) serveQuery(ctx context.Context, r engine.Request) protocol.M
 		return err
 	}
 	sigma := additive.Seed(m.Sigma)
-	_, vec, release, err := h.scoreVector(q, &sigma, &entryDigest{r.From.Name, m.Digest}, nil)
-	if err != nil {
+	_, vec, release, err := h.scoreVector(ctx, q, &sigma, &entryDigest{r.From.Name, m.Digest}, nil)
+	if pe := (*protocol.Error)(nil); errors.As(err, &pe) {
+		return pe // this holder's own refusal (CodeCountedDown: run again), not a relayed one
+	} else if err != nil {
 		return engine.AsError(err, protocol.CodeInternal)
 	}
 	s, err := h.sendShare(ctx, m.Query, vec, 1, false)

@@ -30,7 +30,7 @@ func TestMergedPasses(t *testing.T) {
 			agree(t, c)
 			const n = 6
 			probes := templates(n, 8)
-			probes[0], probes[3] = xs[9], xs[77] // genuine probes
+			probes[0], probes[2], probes[3], probes[5] = xs[9], xs[40], xs[77], xs[101] // genuine probes, and two strangers
 			topK := func(i int) int { return []int{1, 3}[i%2] }
 			entry := c.P.Party(0).Name
 			e := c.Engine(entry)
@@ -75,8 +75,13 @@ func TestMergedPasses(t *testing.T) {
 					t.Fatalf("probe %d: merged %v, alone %v, plaintext %v", i, got[i], alone, want)
 				}
 			}
-			if len(got[0]) == 0 || got[0][0] != "r-9" {
-				t.Fatalf("the genuine probe: %v", got[0])
+			for i, id := range map[int]string{0: "r-9", 2: "r-40", 3: "r-77", 5: "r-101"} {
+				if len(got[i]) == 0 || got[i][0] != id {
+					t.Fatalf("genuine probe %d: %v, want %s first", i, got[i], id)
+				}
+			}
+			if err := hemode.CheckSumGroup(e); err != nil {
+				t.Fatal(err)
 			}
 		})
 	}

@@ -1,13 +1,18 @@
 package hemode
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
 	"runtime"
 
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/heidface"
+	"github.com/idface/idface/template"
 )
 
 // SetAfterReserve runs f at local server e once it has reserved an
@@ -49,4 +54,59 @@ func Hold(e engine.Engine) (release func()) {
 			<-c
 		}
 	}
+}
+
+// CheckSumGroup sums group 0 for three jobs in one sumGroup: two over
+// local server e's group 0 with different queries and one over another
+// group (a job whose snapshot saw a different group, as after an
+// enrollment between two identifies' snapshots); each must get exactly
+// what IPDB gives it alone.
+func CheckSumGroup(e engine.Engine) error {
+	l := e.(*Local)
+	r := rand.New(rand.NewPCG(11, 12))
+	vec := func() []float32 {
+		x := make([]float32, l.p.Dim())
+		for i := range x {
+			x[i] = float32(r.NormFloat64())
+		}
+		return x
+	}
+	l.mu.RLock()
+	g0 := l.groups[0]
+	l.mu.RUnlock()
+	z, err := template.Transform(vec(), l.p.Alpha())
+	if err != nil {
+		return err
+	}
+	enc := l.local.Copy()
+	other, err := enc.Delta([]int{0}, []template.Ternary{z})
+	if err != nil {
+		return err
+	}
+	y1, err1 := l.tr.Apply(vec())
+	y2, err2 := l.tr.Apply(vec())
+	if err := errors.Join(err1, err2); err != nil {
+		return err
+	}
+	ctb := l.he.CiphertextBytes()
+	jobs := []*sumJob{
+		{ctx: context.Background(), y: y1, groups: []heidface.EncGroup{g0}},
+		{ctx: context.Background(), y: y2, groups: []heidface.EncGroup{other}},
+		{ctx: context.Background(), y: y2, groups: []heidface.EncGroup{g0}},
+	}
+	for _, j := range jobs {
+		j.results = []chan sumOut{make(chan sumOut, 1)}
+	}
+	l.sumGroup(enc, jobs, 0, ctb)
+	for i, j := range jobs {
+		got := <-j.results[0]
+		want := make([]byte, 2*ctb)
+		if err := enc.IPDB(j.groups[0], j.y, want); err != nil {
+			return err
+		}
+		if got.err != nil || !bytes.Equal(got.b, want) {
+			return fmt.Errorf("job %d: %v, or its sums differ from IPDB's alone", i, got.err)
+		}
+	}
+	return nil
 }

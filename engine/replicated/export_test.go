@@ -2,10 +2,13 @@ package replicated
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 
+	"github.com/idface/idface/engine/blind"
+	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/sharing/additive"
 )
 
@@ -110,9 +113,25 @@ func mergedPasses[E additive.Elem](h *Holder[E]) error {
 		if err != nil {
 			return err
 		}
-		ps = append(ps, &pass{q: q})
+		ps = append(ps, &pass{ctx: context.Background(), q: q})
 	}
-	merged := h.scorePass(context.Background(), ps)
+	// A helper's query whose entry digest does not match, and one whose
+	// caller is gone, in the middle: refused, the others unchanged.
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	refused := []*pass{
+		{ctx: context.Background(), q: ps[0].q, from: h.Peers()[0], want: protocol.Digest{{Rows: 12345}}},
+		{ctx: gone, q: ps[1].q},
+	}
+	all := append([]*pass{ps[0], refused[0]}, append([]*pass{refused[1]}, ps[1:]...)...)
+	res := h.scorePass(context.Background(), all)
+	for i, code := range map[int]protocol.Code{1: protocol.CodeCountedDown, 2: protocol.CodeUnavailable} {
+		var pe *protocol.Error
+		if !errors.As(res[i].err, &pe) || pe.Code != code {
+			return fmt.Errorf("query %d: %v, want a refusal with code %v", i, res[i].err, code)
+		}
+	}
+	merged := append(res[:1:1], res[3:]...)
 	for i, p := range ps {
 		alone := h.scorePass(context.Background(), []*pass{p})
 		if merged[i].err != nil || alone[0].err != nil {
@@ -123,4 +142,27 @@ func mergedPasses[E additive.Elem](h *Holder[E]) error {
 		}
 	}
 	return nil
+}
+
+// Hold stops holder e's passes for checked queries until the returned
+// release is called: a pass whose query waits, inside, for it.
+func Hold(e any) (release func()) {
+	switch h := e.(type) {
+	case *Holder[uint8]:
+		return hold(h)
+	case *Holder[uint16]:
+		return hold(h)
+	}
+	return func() {}
+}
+
+func hold[E additive.Elem](h *Holder[E]) func() {
+	q, err := additive.NewQuery(h.p.Dim(), []int32{0}, []int8{1})
+	if err != nil {
+		panic(err)
+	}
+	in, out := make(chan struct{}), make(chan struct{})
+	go h.passes.Do(context.Background(), &pass{ctx: context.Background(), q: q, started: func(blind.View) { close(in); <-out }})
+	<-in
+	return func() { close(out) }
 }

@@ -197,7 +197,7 @@ func newHolder[E additive.Elem](env engine.Env, p *Params) (*Holder[E], error) {
 	h.scans = engine.NewBatcher(bmax, 0, 1, p.Timeouts().Identify, h.scanAll).Weighed(func(sc *scan[E]) int { return len(sc.prs) })
 	h.passes = engine.NewBatcher(bmax, 0, 1, p.Timeouts().Identify, h.scorePass)
 	hp = h
-	h.m.score = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_score_seconds_total", Help: "Time computing the two share-score vectors (column sums over every row)."})
+	h.m.score = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_score_seconds_total", Help: "Time in passes over the shares computing the two share-score vectors (column sums over every row; concurrent queries share a pass)."})
 	h.m.permute = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_permute_seconds_total", Help: "Time permuting and masking the two share-score vectors, and tagging."})
 	h.m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_repl_entry_refusals_total",
 		Help: "Entry: queries refused because the decider's answer failed its check (decider) or the helpers' tag keys differ (the helper pair)."}, []string{"pair"})
@@ -247,8 +247,10 @@ type vectors[E additive.Elem] struct {
 // entries ask it for as a helper) share one pass over the shares
 // (h.passes, scorePass), as in blind mode; each caller then permutes and
 // masks its own.
-func (h *Holder[E]) score(q *additive.Query, sigma *additive.Seed, from string, want protocol.Digest, started func(blind.View)) (*vectors[E], error) {
-	res, err := h.passes.Do(context.Background(), &pass{q: q, from: from, want: want, started: started}) // the pass ends within the batcher's timeout
+func (h *Holder[E]) score(ctx context.Context, q *additive.Query, sigma *additive.Seed, from string, want protocol.Digest, started func(blind.View)) (*vectors[E], error) {
+	// Waited for to the end, also when ctx ends first (local work, bounded
+	// by the shares).
+	res, err := h.passes.Do(context.Background(), &pass{ctx: ctx, q: q, from: from, want: want, started: started})
 	if err == nil {
 		err = res.err
 	}
@@ -269,6 +271,7 @@ func (h *Holder[E]) score(q *additive.Query, sigma *additive.Seed, from string, 
 
 // pass is one query's part in a pass over the shares (score).
 type pass struct {
+	ctx     context.Context // the request's: a query whose caller is gone is not scored
 	q       *additive.Query
 	from    string
 	want    protocol.Digest
@@ -285,7 +288,9 @@ type passed[E additive.Elem] struct {
 
 // scorePass is one pass over the committed rows for every query of ps:
 // one view, each query admitted on it or refused, then both shares'
-// scores of all admitted queries by additive.ScoreSharesBatch.
+// scores of all admitted queries by additive.ScoreSharesBatch. A helper's
+// query whose rows a commit moved on while it waited is refused with
+// CodeCountedDown: the entry runs it once more (as in blind mode).
 func (h *Holder[E]) scorePass(_ context.Context, ps []*pass) []passed[E] {
 	out := make([]passed[E], len(ps))
 	t0 := time.Now()
@@ -295,7 +300,14 @@ func (h *Holder[E]) scorePass(_ context.Context, ps []*pass) []passed[E] {
 	var own, next [][]E
 	for i, p := range ps {
 		out[i].v = v
+		if err := p.ctx.Err(); err != nil {
+			out[i].err = protocol.Errorf(protocol.CodeUnavailable, "%s: %v", h.env.Self, err)
+			continue
+		}
 		if perr := h.admit(v, p.from, p.want, p.started); perr != nil {
+			if p.want != nil {
+				perr = protocol.Errorf(protocol.CodeCountedDown, "%s's rows changed during the query (a commit while it waited for a pass); run it again", h.env.Self)
+			}
 			out[i].err = perr
 			continue
 		}
@@ -418,7 +430,8 @@ func (h *Holder[E]) tagShard() int {
 // runs again, degraded, with a fresh permutation and query id (reusing
 // them would show the decider two masked vectors under one mask); so does
 // a query lost to a decider that restarted since this holder's connection
-// to it was made (CodeCountedDown from runQuery), once.
+// to it was made, or to a helper's commit while it waited for a pass
+// (CodeCountedDown from runQuery), at most blind.MaxRunsAgain times.
 func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg {
 	if h.env.Sharded() {
 		return protocol.Errorf(protocol.CodeBadRequest, "%s is one shard of %s: identify through %s's address (its coordinator)", h.env.Member(), h.env.Self, h.env.Self)
@@ -429,11 +442,14 @@ func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg
 	if lost != noneDown && down == noneDown && h.markDown(lost) {
 		resp, _ = h.runQuery(ctx, m, lost, nil)
 	}
-	if e, failed := resp.(*protocol.Error); failed && e.Code == protocol.CodeCountedDown { // the decider restarted
-		resp, _ = h.runQuery(ctx, m, h.outage.current(), nil)
-		if e, failed := resp.(*protocol.Error); failed && e.Code == protocol.CodeCountedDown {
-			e.Code = protocol.CodeUnavailable
+	for again := 0; again < blind.MaxRunsAgain; again++ { // the decider restarted, or a helper's rows moved on
+		if e, failed := resp.(*protocol.Error); !failed || e.Code != protocol.CodeCountedDown {
+			break
 		}
+		resp, _ = h.runQuery(ctx, m, h.outage.current(), nil)
+	}
+	if e, failed := resp.(*protocol.Error); failed && e.Code == protocol.CodeCountedDown {
+		e.Code = protocol.CodeUnavailable
 	}
 	if ok, isOK := resp.(*protocol.IdentifyOK); isOK && ok.Degraded {
 		h.outage.degraded.Inc()
@@ -501,7 +517,7 @@ func (h *Holder[E]) runQuery(ctx context.Context, m *protocol.Identify, down int
 			return &protocol.BlindQuery{Query: qid, Sigma: sigma, Digest: sealed, Pos: nq.Pos, Coef: nq.Coef, Down: pl.wireDown()}
 		})
 	}
-	vec, err := h.score(nq.Q, &sigma, "", nil, ask)
+	vec, err := h.score(ctx, nq.Q, &sigma, "", nil, ask)
 	res, total, perr := f.finish(err, func(ctx context.Context) (*network.Stream, error) {
 		return h.sendShares(ctx, qid, vec, pl, topK, nil)
 	})
@@ -560,8 +576,12 @@ func (f *fanout) fail(who string, err error) {
 			f.lost = k
 		}
 		e := engine.AsError(err, protocol.CodeUnavailable)
-		if who == f.p.DeciderName() && errors.Is(err, network.ErrPeerRestarted) {
+		var pe *protocol.Error
+		switch {
+		case who == f.p.DeciderName() && errors.Is(err, network.ErrPeerRestarted):
 			e.Code = protocol.CodeCountedDown // the query went to a decider process that died: run it again
+		case who != f.p.DeciderName() && errors.As(err, &pe) && pe.Code == protocol.CodeCountedDown:
+			e.Code = protocol.CodeCountedDown // a helper's rows moved on while it waited: one more run at most
 		}
 		f.cause = protocol.Errorf(e.Code, "%s: %s", f.env.Peer(who), e.Msg)
 		f.cancel()
@@ -782,8 +802,10 @@ func (h *Holder[E]) serveQuery(ctx context.Context, r engine.Request) protocol.M
 		return protocol.Errorf(protocol.CodeUnavailable, "%v", err)
 	}
 	sigma := additive.Seed(m.Sigma)
-	vec, err := h.score(q, &sigma, r.From.Name, m.Digest, nil)
-	if err != nil {
+	vec, err := h.score(ctx, q, &sigma, r.From.Name, m.Digest, nil)
+	if pe := (*protocol.Error)(nil); errors.As(err, &pe) {
+		return pe // this holder's own refusal (CodeCountedDown: run again), not a relayed one
+	} else if err != nil {
 		return engine.AsError(err, protocol.CodeInternal)
 	}
 	s, err := h.sendShares(ctx, m.Query, vec, pl, 1, &key)

@@ -176,16 +176,12 @@ func (s *Store[E]) ScoreSharesBatch(outs [][]E, qs []*Query, r0, r1, workers int
 			return err
 		}
 	}
-	tile := batchTile
-	if len(qs) == 1 {
-		tile = scoreTile
-	}
 	parallelTiles[E](r0, r1, workers, func(a, b int) {
 		sub := make([][]E, len(outs))
 		for i := range outs {
 			sub[i] = outs[i][a-r0 : b-r0]
 		}
-		s.scoreBatch(sub, qs, a, b, tile)
+		s.scoreBatch(sub, qs, a, b)
 	})
 	return nil
 }
@@ -226,18 +222,17 @@ func (s *Store[E]) checkScore(out []E, q *Query, r0, r1 int) error {
 // score runs the kernel over rows [r0, r1) in tiles that never cross a
 // chunk.
 func (s *Store[E]) score(out []E, q *Query, r0, r1 int) {
-	s.scoreBatch([][]E{out}, []*Query{q}, r0, r1, scoreTile)
+	s.scoreBatch([][]E{out}, []*Query{q}, r0, r1)
 }
 
-// batchTile is the tile of a pass for several queries: every query scores
-// a tile before the next, so the columns it shares with the others are
-// read from cache (the union of eight T_63 selections is about 330
-// columns of 2 KiB, in L2), not memory.
-const batchTile = 1024
-
 // scoreBatch runs the kernel for every query over rows [r0, r1) (outs[i]
-// for qs[i]) in tiles of at most tile words that never cross a chunk.
-func (s *Store[E]) scoreBatch(outs [][]E, qs []*Query, r0, r1, tile int) {
+// for qs[i]) in tiles of scoreTile words that never cross a chunk, every
+// query scoring a tile before the next tile: a column several queries
+// select is read from memory once and then from cache (a tile's column
+// is 8 KiB; the union of eight T_63 selections, about 330 columns, is
+// 2.6 MiB, in L3 but not L2: smaller tiles, 2 KiB, ran slower at every
+// batch size, the hardware prefetcher's runs too short).
+func (s *Store[E]) scoreBatch(outs [][]E, qs []*Query, r0, r1 int) {
 	if r0 == r1 {
 		return
 	}
@@ -247,7 +242,7 @@ func (s *Store[E]) scoreBatch(outs [][]E, qs []*Query, r0, r1, tile int) {
 	for w := r0 / nl; w*nl < r1; {
 		chunk := w / cw
 		off := w % cw
-		n := min(tile, cw-off, (r1-1)/nl+1-w)
+		n := min(scoreTile, cw-off, (r1-1)/nl+1-w)
 		lo, hi := max(r0, w*nl), min(r1, (w+n)*nl)
 		for i, q := range qs {
 			multi := len(q.groups) > 1 || q.groups[0].mag > 1
