@@ -149,20 +149,6 @@ func (h *Holder[E]) openProbe(nonce [16]byte, t int64, part []byte, a *protocol.
 
 func (pr *probe[E]) clear() { clear(pr.y[0]); clear(pr.y[1]) }
 
-// snapshot takes the read lock and the query's view of the committed
-// rows: a helper passes the entry's sealed row map (want, from) and is
-// refused if its rows differ; the entry passes started, which sees the
-// view before the scoring. On success the caller scores and unlocks.
-func (h *Holder[E]) snapshot(from string, want protocol.Digest, started func(blind.View)) (blind.View, error) {
-	h.RLock()
-	v := h.view()
-	if perr := h.admit(v, from, want, started); perr != nil {
-		h.RUnlock()
-		return v, perr
-	}
-	return v, nil
-}
-
 // view is the committed rows' view; the caller holds the read lock.
 func (h *Holder[E]) view() blind.View {
 	return blind.NewView(h.Digest(), func(s int) []uint64 { return h.Shares(s).own.LiveBits() })
