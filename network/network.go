@@ -126,6 +126,16 @@ func (s *Stream) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Abandoned is closed once the peer stops reading this stream: a
+// requester that gave up on the reply. Nil where the transport cannot
+// tell. (Closing this side's writing closes it too.)
+func (s *Stream) Abandoned() <-chan struct{} {
+	if a, ok := s.raw.(interface{ Abandoned() <-chan struct{} }); ok {
+		return a.Abandoned()
+	}
+	return nil
+}
+
 // CloseWrite ends the sending direction (the peer reads io.EOF).
 func (s *Stream) CloseWrite() error { return s.raw.CloseWrite() }
 

@@ -1,6 +1,7 @@
 package blind_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -145,5 +146,43 @@ func TestHelperRaceRunsAgain(t *testing.T) {
 	}
 	if idErr != nil {
 		t.Fatalf("identify refused: %v", idErr)
+	}
+}
+
+// TestAbandonedQueriesDropped: identifies whose clients gave up while
+// they waited for a pass are not scored (the server ends a request's
+// context when its requester stops reading), and never reach a helper.
+func TestAbandonedQueriesDropped(t *testing.T) {
+	cl := start(t, 2, config.Literal{Beta: 21})
+	xs := templates(40, 63)
+	if err := cl.Client("client", "").Enroll(ctx(t), items(xs, "r")); err != nil {
+		t.Fatal(err)
+	}
+	cl.WaitSettled()
+	entry, helper := cl.P.Party(0).Name, cl.P.Party(1).Name
+	_, e0 := blind.Passes(cl.Engine(entry))
+	_, h0 := blind.Passes(cl.Engine(helper))
+	release := blind.Hold(cl.Engine(entry))
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() {
+			c, cancel := context.WithTimeout(ctx(t), 150*time.Millisecond)
+			defer cancel()
+			if _, err := cl.Client("client", entry).Identify(c, xs[i], 1); err == nil {
+				t.Error("an identify answered while its entry was held")
+			}
+		})
+	}
+	wg.Wait()
+	time.Sleep(100 * time.Millisecond) // the entry hears its requesters stopped reading
+	release()
+	r, err := cl.Client("client", entry).Identify(ctx(t), xs[5], 1)
+	if err != nil || !r.Accepted || r.Candidates[0].ID != "r-5" {
+		t.Fatalf("after the abandoned ones: %v %+v", err, r)
+	}
+	_, e1 := blind.Passes(cl.Engine(entry))
+	_, h1 := blind.Passes(cl.Engine(helper))
+	if e1-e0 != 2 || h1-h0 != 1 { // the hold's and the last identify's; the last one's
+		t.Fatalf("the entry scored %v queries and the helper %v: want 2 and 1 (the abandoned ones dropped)", e1-e0, h1-h0)
 	}
 }

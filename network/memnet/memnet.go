@@ -217,10 +217,11 @@ type pipe struct {
 	buf     []byte
 	eof     bool  // the writer closed
 	stopped bool  // the reader cancelled
+	gone    chan struct{} // closed when the reader cancels
 	err     error // reset
 }
 
-func newPipe() *pipe { return &pipe{changed: make(chan struct{})} }
+func newPipe() *pipe { return &pipe{changed: make(chan struct{}), gone: make(chan struct{})} }
 
 // signal wakes every waiter (caller holds mu).
 func (p *pipe) signal() {
@@ -382,6 +383,12 @@ func (e *end) CancelRead() {
 	p := e.r
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if !p.stopped {
+		close(p.gone)
+	}
 	p.stopped, p.buf = true, nil
 	p.signal()
 }
+
+// Abandoned is closed once the peer stops reading what this end writes.
+func (e *end) Abandoned() <-chan struct{} { return e.w.gone }

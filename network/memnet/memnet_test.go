@@ -127,3 +127,31 @@ func TestCancelReadStopsTheWriter(t *testing.T) {
 		t.Fatal("wrote into a stream nobody reads")
 	}
 }
+
+// TestAbandoned: a server's stream tells when the requester stops
+// reading (Finish), not before.
+func TestAbandoned(t *testing.T) {
+	n := New()
+	l, _ := n.Listen("srv")
+	got := make(chan *network.Stream, 1)
+	go l.Serve(context.Background(), func(ctx context.Context, s *network.Stream) {
+		got <- s
+		<-s.Abandoned()
+	})
+	defer l.Close()
+	c, _ := n.Dialer(network.Peer{Name: "c"}).Open(context.Background(), "srv")
+	c.WriteFrame([]byte("request"))
+	c.CloseWrite()
+	s := <-got
+	select {
+	case <-s.Abandoned():
+		t.Fatal("abandoned while the requester still reads")
+	case <-time.After(50 * time.Millisecond):
+	}
+	c.Finish()
+	select {
+	case <-s.Abandoned():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the requester stopped reading; not told")
+	}
+}

@@ -124,6 +124,10 @@ func refusedCertificate(err error, name string) error {
 
 func (r raw) CloseWrite() error             { return r.s.Close() }
 func (r raw) CancelRead()                   { r.s.CancelRead(0) }
+
+// Abandoned is closed once the peer stops reading the stream (its
+// STOP_SENDING), or this side's writing ends.
+func (r raw) Abandoned() <-chan struct{} { return r.s.Context().Done() }
 func (r raw) SetDeadline(t time.Time) error { return r.s.SetDeadline(t) }
 
 // Pins maps certificate pins to the identities allowed to connect.

@@ -481,3 +481,46 @@ func TestCrashedServerRestarted(t *testing.T) {
 		t.Fatalf("the next request: %v", err)
 	}
 }
+
+// TestAbandoned: a server's stream tells when the requester stops reading
+// (Finish: STOP_SENDING), not when it only ends its request.
+func TestAbandoned(t *testing.T) {
+	srv, srvPin := ident(t, "p1")
+	cli, cliPin := ident(t, "client")
+	ln, err := Listen("127.0.0.1:0", srv, Pins{cliPin: {Name: "client", Role: network.RoleOperator}}, ListenOptions{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *network.Stream, 1)
+	sctx, stop := context.WithCancel(context.Background())
+	go ln.Serve(sctx, func(ctx context.Context, s *network.Stream) {
+		if _, err := s.ReadFrame(100); err != nil {
+			return
+		}
+		got <- s
+		<-s.Abandoned()
+	})
+	t.Cleanup(func() { stop(); ln.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d := NewDialer(cli, dir("p1", ln.Addr(), srvPin))
+	defer d.Close()
+	c, err := d.Open(ctx, "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.WriteFrame([]byte("request"))
+	c.CloseWrite()
+	s := <-got
+	select {
+	case <-s.Abandoned():
+		t.Fatal("abandoned while the requester still reads")
+	case <-time.After(100 * time.Millisecond):
+	}
+	c.Finish()
+	select {
+	case <-s.Abandoned():
+	case <-ctx.Done():
+		t.Fatal("the requester stopped reading; not told")
+	}
+}
