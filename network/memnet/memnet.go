@@ -215,10 +215,10 @@ type pipe struct {
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every change
 	buf     []byte
-	eof     bool  // the writer closed
-	stopped bool  // the reader cancelled
+	eof     bool          // the writer closed
+	stopped bool          // the reader cancelled
 	gone    chan struct{} // closed when the reader cancels
-	err     error // reset
+	err     error         // reset
 }
 
 func newPipe() *pipe { return &pipe{changed: make(chan struct{}), gone: make(chan struct{})} }

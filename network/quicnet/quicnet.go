@@ -122,12 +122,12 @@ func refusedCertificate(err error, name string) error {
 	return fmt.Errorf("%s refused this member's certificate (%w): its configuration does not list this member's current key. Was this client removed from the cluster, or its key rotated into a configuration %s does not run yet? ('idface cluster status' shows each server's configuration serial)", name, err, name)
 }
 
-func (r raw) CloseWrite() error             { return r.s.Close() }
-func (r raw) CancelRead()                   { r.s.CancelRead(0) }
+func (r raw) CloseWrite() error { return r.s.Close() }
+func (r raw) CancelRead()       { r.s.CancelRead(0) }
 
 // Abandoned is closed once the peer stops reading the stream (its
 // STOP_SENDING), or this side's writing ends.
-func (r raw) Abandoned() <-chan struct{} { return r.s.Context().Done() }
+func (r raw) Abandoned() <-chan struct{}    { return r.s.Context().Done() }
 func (r raw) SetDeadline(t time.Time) error { return r.s.SetDeadline(t) }
 
 // Pins maps certificate pins to the identities allowed to connect.
