@@ -542,6 +542,7 @@ func (h *Holder[E]) runQuery(ctx context.Context, m *protocol.Identify, down int
 // the decider's or the entry's own), which cancels the rest.
 type fanout struct {
 	ctx    context.Context
+	parent context.Context // the request's: once cancelled, a helper's failure is not the helper's
 	cancel context.CancelFunc
 	env    engine.Env
 	p      *Params
@@ -556,8 +557,8 @@ type fanout struct {
 	oks   []*protocol.ReplQueryOK
 }
 
-func (h *Holder[E]) newFanout(ctx context.Context, names []string) *fanout {
-	ctx, cancel := context.WithCancel(ctx)
+func (h *Holder[E]) newFanout(parent context.Context, names []string) *fanout {
+	ctx, cancel := context.WithCancel(parent)
 	seal := func(name string, g protocol.Digest) (protocol.Digest, error) {
 		d, perr := h.SealFor(name, g)
 		if perr != nil {
@@ -565,14 +566,18 @@ func (h *Holder[E]) newFanout(ctx context.Context, names []string) *fanout {
 		}
 		return d, nil
 	}
-	return &fanout{ctx: ctx, cancel: cancel, env: h.env, p: h.p, names: names, seal: seal, ask: h.ask,
+	return &fanout{ctx: ctx, parent: parent, cancel: cancel, env: h.env, p: h.p, names: names, seal: seal, ask: h.ask,
 		lost: noneDown, oks: make([]*protocol.ReplQueryOK, len(names))}
 }
 
 // fail records the query's first failure, by who.
 func (f *fanout) fail(who string, err error) {
 	f.once.Do(func() {
-		if k := f.p.PartyIndex(who); k >= 0 && who != f.env.Self && unreachable(err) {
+		// A helper that failed because this request was cancelled (its
+		// requester gave up: a client, or a coordinator that stopped
+		// waiting for this shard) is not counted down for it; one silent
+		// until the deadline is.
+		if k := f.p.PartyIndex(who); k >= 0 && who != f.env.Self && unreachable(err) && !errors.Is(f.parent.Err(), context.Canceled) {
 			f.lost = k
 		}
 		e := engine.AsError(err, protocol.CodeUnavailable)
