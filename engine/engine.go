@@ -80,6 +80,11 @@ type Route struct {
 	// Long requests may run as long as an identification
 	// (config.Timeouts.Identify); the others get Timeouts.Request.
 	Long bool
+	// Query: the handler only answers (an identification or a part of
+	// one), so it stops when its requester gives up (the runtime ends its
+	// context). A change (enroll, delete, prepare, decide, reshare) runs
+	// to its end whatever its requester does: its transaction decides.
+	Query bool
 }
 
 // Engine is one mode's protocol logic plugged into the server runtime.

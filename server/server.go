@@ -259,12 +259,13 @@ func (s *Server) handle(ctx context.Context, st *network.Stream) {
 	st.SetDeadline(start.Add(limit))
 	rctx, cancel := context.WithDeadline(ctx, start.Add(limit))
 	defer cancel()
-	// A requester that gives up (it stops reading: a timeout, a cancelled
-	// query, a coordinator that stopped waiting) ends the handler's
-	// context: the work it would have done for nobody stops, downstream
-	// requests too. Handlers never close their own writing: the reply
-	// below is written once the handler returns.
-	if gone := st.Abandoned(); gone != nil {
+	// A requester that gives up on a query (it stops reading: a timeout, a
+	// cancelled query, a coordinator that stopped waiting) ends the
+	// handler's context: the work it would have done for nobody stops,
+	// downstream requests too. Changes run to their end (engine.Route.
+	// Query). Handlers never close their own writing: the reply below is
+	// written once the handler returns.
+	if gone := st.Abandoned(); gone != nil && route.Query {
 		go func() { // ends with rctx, at the latest when the handler returns
 			select {
 			case <-gone:

@@ -38,7 +38,7 @@ func NewDecider(env engine.Env) (*Decider, error) {
 func (d *Decider) Routes() map[protocol.Type]engine.Route {
 	return map[protocol.Type]engine.Route{
 		protocol.THealth:      {Op: "health", From: engine.Anyone, Handle: d.health, Max: engine.Small},
-		protocol.TDecideShare: {Op: "decide", From: engine.Parties, Handle: d.share, Max: engine.Small, Long: true},
+		protocol.TDecideShare: {Op: "decide", From: engine.Parties, Handle: d.share, Max: engine.Small, Long: true, Query: true},
 	}
 }
 

@@ -153,10 +153,10 @@ func (h *Holder[E]) Routes() map[protocol.Type]engine.Route {
 	share := h.p.Dim() * additive.RingOf[E]().Bits / 8
 	r[protocol.TSealedEnroll] = engine.Route{Op: "enroll", From: engine.Operators, Handle: h.Guard(h.SealedEnroll), Max: engine.SealedEnrollBound(h.p, share)}
 	r[protocol.TSealedPrepare] = engine.Route{Op: "prepare", From: engine.Parties, Handle: h.Guard(h.SealedPrepare), Max: engine.SealedPrepareBound(h.p, share)}
-	r[protocol.TIdentify] = engine.Route{Op: "identify", From: engine.Clients, Handle: h.Guard(h.identify), Max: engine.IdentifyBound(h.p), Long: true}
-	r[protocol.TBlindQuery] = engine.Route{Op: "query", From: engine.Parties, Handle: h.Guard(h.serveQuery), Max: engine.BlindQueryBound(h.p), Long: true}
+	r[protocol.TIdentify] = engine.Route{Op: "identify", From: engine.Clients, Handle: h.Guard(h.identify), Max: engine.IdentifyBound(h.p), Long: true, Query: true}
+	r[protocol.TBlindQuery] = engine.Route{Op: "query", From: engine.Parties, Handle: h.Guard(h.serveQuery), Max: engine.BlindQueryBound(h.p), Long: true, Query: true}
 	if h.env.Sharded() {
-		r[protocol.TShardIdentify] = engine.Route{Op: "identify", From: engine.Parties, Handle: h.Guard(h.shardIdentify), Max: engine.ShardIdentifyBound(h.p), Long: true}
+		r[protocol.TShardIdentify] = engine.Route{Op: "identify", From: engine.Parties, Handle: h.Guard(h.shardIdentify), Max: engine.ShardIdentifyBound(h.p), Long: true, Query: true}
 	}
 	return r
 }

@@ -49,7 +49,7 @@ func NewMerger(env engine.Env) *Merger {
 func (g *Merger) Routes() map[protocol.Type]engine.Route {
 	return map[protocol.Type]engine.Route{
 		protocol.THealth:      {Op: "health", From: engine.Anyone, Handle: g.health, Max: engine.Small},
-		protocol.TDecideMerge: {Op: "merge", From: engine.Allow(network.RoleHelper), Handle: g.merge, Max: engine.Small, Long: true},
+		protocol.TDecideMerge: {Op: "merge", From: engine.Allow(network.RoleHelper), Handle: g.merge, Max: engine.Small, Long: true, Query: true},
 	}
 }
 

@@ -33,7 +33,7 @@ func (l *Local) Routes() map[protocol.Type]engine.Route {
 	return map[protocol.Type]engine.Route{
 		protocol.THealth:   {Op: "health", From: engine.Anyone, Handle: l.health, Max: engine.Small},
 		protocol.TEnroll:   {Op: "enroll", From: engine.Operators, Handle: l.guard(l.onEnroll), Max: engine.EnrollBound(l.p)},
-		protocol.TIdentify: {Op: "identify", From: engine.Clients, Handle: l.guard(l.identify), Max: engine.IdentifyBound(l.p), Long: true},
+		protocol.TIdentify: {Op: "identify", From: engine.Clients, Handle: l.guard(l.identify), Max: engine.IdentifyBound(l.p), Long: true, Query: true},
 		protocol.TDelete:   {Op: "delete", From: engine.Operators, Handle: l.guard(l.onDelete), Max: engine.Small},
 		protocol.TPrepare:  {Op: "prepare", From: engine.Parties, Handle: l.guard(l.fromSequencer(l.prepare)), Max: engine.PrepareBound(l.p, 16*template.Words(l.p.Dim()))},
 		protocol.THEDecide: {Op: "decide", From: engine.Parties, Handle: l.guard(l.fromSequencer(l.onChange)), Max: engine.Small},

@@ -109,7 +109,7 @@ func (k *KeyServer) Routes() map[protocol.Type]engine.Route {
 	return map[protocol.Type]engine.Route{
 		protocol.THealth:           {Op: "health", From: engine.Anyone, Handle: k.health, Max: engine.Small},
 		protocol.TPublicKeyRequest: {Op: "public_key", From: engine.Parties, Handle: k.localOnly(k.publicKey), Max: engine.Small},
-		protocol.THEQuery:          {Op: "decrypt", From: engine.Parties, Handle: k.localOnly(k.query), Max: engine.Small, Long: true},
+		protocol.THEQuery:          {Op: "decrypt", From: engine.Parties, Handle: k.localOnly(k.query), Max: engine.Small, Long: true, Query: true},
 		protocol.THEDecide:         {Op: "decide", From: engine.Parties, Handle: k.fromSequencer(k.onChange), Max: engine.Small},
 		protocol.THEDelete:         {Op: "decide", From: engine.Parties, Handle: k.fromSequencer(k.onChange), Max: engine.Small},
 		protocol.THESync:           {Op: "sync", From: engine.Parties, Handle: k.fromSequencer(k.onSync), Max: engine.Small},

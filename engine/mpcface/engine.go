@@ -125,12 +125,12 @@ func New(env engine.Env) (*Engine, error) {
 func (e *Engine) Routes() map[protocol.Type]engine.Route {
 	r := e.Core.Routes()
 	r[protocol.TEnroll] = engine.Route{Op: "enroll", From: engine.Operators, Handle: e.Guard(e.enroll), Max: engine.EnrollBound(e.p)}
-	r[protocol.TIdentify] = engine.Route{Op: "identify", From: engine.Clients, Handle: e.Guard(e.identify), Max: engine.IdentifyBound(e.p), Long: true}
+	r[protocol.TIdentify] = engine.Route{Op: "identify", From: engine.Clients, Handle: e.Guard(e.identify), Max: engine.IdentifyBound(e.p), Long: true, Query: true}
 	if e.env.Sharded() {
-		r[protocol.TShardIdentify] = engine.Route{Op: "identify", From: engine.Parties, Handle: e.Guard(e.shardIdentify), Max: engine.ShardIdentifyBound(e.p), Long: true}
+		r[protocol.TShardIdentify] = engine.Route{Op: "identify", From: engine.Parties, Handle: e.Guard(e.shardIdentify), Max: engine.ShardIdentifyBound(e.p), Long: true, Query: true}
 	}
-	r[protocol.TQuery] = engine.Route{Op: "query", From: engine.Parties, Handle: e.Guard(e.serveQuery), Max: engine.QueryBound(e.p), Long: true}
-	r[protocol.TQueryBatch] = engine.Route{Op: "query", From: engine.Parties, Handle: e.Guard(e.serveQueryBatch), Max: engine.QueryBatchBound(e.p), Long: true}
+	r[protocol.TQuery] = engine.Route{Op: "query", From: engine.Parties, Handle: e.Guard(e.serveQuery), Max: engine.QueryBound(e.p), Long: true, Query: true}
+	r[protocol.TQueryBatch] = engine.Route{Op: "query", From: engine.Parties, Handle: e.Guard(e.serveQueryBatch), Max: engine.QueryBatchBound(e.p), Long: true, Query: true}
 	return r
 }
 

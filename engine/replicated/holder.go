@@ -219,13 +219,13 @@ func (h *Holder[E]) Routes() map[protocol.Type]engine.Route {
 	share := 2 * h.p.Dim() * h.p.Bits / 8 // the holder's pair of a row
 	r[protocol.TSealedEnroll] = engine.Route{Op: "enroll", From: engine.Operators, Handle: h.Guard(h.SealedEnroll), Max: engine.SealedEnrollBound(h.p.Params, share)}
 	r[protocol.TSealedPrepare] = engine.Route{Op: "prepare", From: engine.Parties, Handle: h.Guard(h.SealedPrepare), Max: engine.SealedPrepareBound(h.p.Params, share)}
-	r[protocol.TIdentify] = engine.Route{Op: "identify", From: engine.Clients, Handle: h.Guard(h.identifyPlain), Max: engine.IdentifyBound(h.p.Params), Long: true}
-	r[protocol.THiddenIdentify] = engine.Route{Op: "identify", From: engine.Clients, Handle: h.Guard(h.identifyHidden), Max: engine.HiddenIdentifyBound(h.p.Params), Long: true}
-	r[protocol.TBlindQuery] = engine.Route{Op: "query", From: engine.Parties, Handle: h.Guard(h.serveQuery), Max: engine.BlindQueryBound(h.p.Params), Long: true}
+	r[protocol.TIdentify] = engine.Route{Op: "identify", From: engine.Clients, Handle: h.Guard(h.identifyPlain), Max: engine.IdentifyBound(h.p.Params), Long: true, Query: true}
+	r[protocol.THiddenIdentify] = engine.Route{Op: "identify", From: engine.Clients, Handle: h.Guard(h.identifyHidden), Max: engine.HiddenIdentifyBound(h.p.Params), Long: true, Query: true}
+	r[protocol.TBlindQuery] = engine.Route{Op: "query", From: engine.Parties, Handle: h.Guard(h.serveQuery), Max: engine.BlindQueryBound(h.p.Params), Long: true, Query: true}
 	if h.env.Sharded() {
-		r[protocol.TShardIdentify] = engine.Route{Op: "identify", From: engine.Parties, Handle: h.Guard(h.shardIdentify), Max: engine.ShardIdentifyBound(h.p.Params), Long: true}
+		r[protocol.TShardIdentify] = engine.Route{Op: "identify", From: engine.Parties, Handle: h.Guard(h.shardIdentify), Max: engine.ShardIdentifyBound(h.p.Params), Long: true, Query: true}
 	}
-	r[protocol.THiddenQuery] = engine.Route{Op: "query", From: engine.Parties, Handle: h.Guard(h.serveHidden), Max: engine.HiddenQueryBound(h.p.Params), Long: true}
+	r[protocol.THiddenQuery] = engine.Route{Op: "query", From: engine.Parties, Handle: h.Guard(h.serveHidden), Max: engine.HiddenQueryBound(h.p.Params), Long: true, Query: true}
 	r[protocol.TReplFetch] = engine.Route{Op: "rebuild", From: engine.Parties, Handle: h.Guard(h.fetchRows), Max: engine.Small}
 	r[protocol.TReshareRequest] = engine.Route{Op: "reshare", From: engine.Operators, Handle: h.Guard(h.reshare), Max: engine.Small, Long: true}
 	return r

@@ -68,7 +68,7 @@ func New(env engine.Env, o Options) *Coordinator {
 func (c *Coordinator) Routes() map[protocol.Type]engine.Route {
 	return map[protocol.Type]engine.Route{
 		protocol.THealth:   {Op: "health", From: engine.Anyone, Handle: c.health, Max: engine.Small},
-		protocol.TIdentify: {Op: "identify", From: engine.Clients, Handle: c.identify, Max: engine.IdentifyBound(c.p), Long: true},
+		protocol.TIdentify: {Op: "identify", From: engine.Clients, Handle: c.identify, Max: engine.IdentifyBound(c.p), Long: true, Query: true},
 		c.o.Enroll:         {Op: "enroll", From: engine.Operators, Handle: c.forward, Max: c.o.EnrollMax, Long: true},
 		protocol.TDelete:   {Op: "delete", From: engine.Operators, Handle: c.forward, Max: engine.Small},
 	}
