@@ -80,6 +80,9 @@ func (l *Local) identify(ctx context.Context, r engine.Request) protocol.Msg {
 	for g := range groups {
 		o := <-job.results[g]
 		if o.err != nil {
+			if ctx.Err() != nil { // the requester gave up, or the deadline passed: not the server's fault
+				return protocol.Errorf(protocol.CodeUnavailable, "%s: %v", l.env.Self, ctx.Err())
+			}
 			return protocol.Errorf(protocol.CodeInternal, "group %d: %v", g, o.err)
 		}
 		if _, err := s.Write(o.b); err != nil {
