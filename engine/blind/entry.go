@@ -160,6 +160,25 @@ func sendShares(ctx context.Context, d network.Dialer, dec string, m protocol.Ms
 	return s, nil
 }
 
+// RunAgain reports whether an entry may run a query that failed by who
+// once more under a fresh id (blind and replicated mode): the decider
+// dec restarted during it, or a helper's rows moved on while it waited
+// for a pass (RowsMoved). A helper's other refusals, relayed, never do.
+func RunAgain(who, dec string, err error) bool {
+	if who == dec {
+		return errors.Is(err, network.ErrPeerRestarted)
+	}
+	var pe *protocol.Error
+	return errors.As(err, &pe) && pe.Code == protocol.CodeCountedDown
+}
+
+// RowsMoved is a helper's refusal of a query whose rows a commit moved
+// past the entry's snapshot while it waited for a pass: its entry runs
+// the query again (RunAgain).
+func RowsMoved(self string) *protocol.Error {
+	return protocol.Errorf(protocol.CodeCountedDown, "%s's rows changed during the query (a commit while it waited for a pass); run it again", self)
+}
+
 // AwaitAck reads, in the background, the decider's acknowledgement of a
 // helper's shares and logs a refusal: the helper answers the entry
 // before it (the entry then waits 1.5 round trips, entry, helper,

@@ -261,7 +261,7 @@ func (h *Holder[E]) scorePass(_ context.Context, ps []*pass) []passed[E] {
 		}
 		if p.want != nil {
 			if have, err := h.SealFor(p.want.entry, v.Digest); err != nil || !have.Equal(p.want.digest) {
-				out[i].err = protocol.Errorf(protocol.CodeCountedDown, "%s's rows changed during the query (a commit while it waited for a pass); run it again", h.env.Self)
+				out[i].err = RowsMoved(h.env.Self)
 				continue
 			}
 		}
@@ -400,11 +400,7 @@ func (h *Holder[E]) run(ctx context.Context, m *protocol.Identify, qid *[16]byte
 	fail := func(who string, err error) {
 		once.Do(func() {
 			e := engine.AsError(err, protocol.CodeUnavailable)
-			var pe *protocol.Error
-			switch {
-			case who == dec && errors.Is(err, network.ErrPeerRestarted):
-				e.Code = protocol.CodeCountedDown
-			case who != dec && errors.As(err, &pe) && pe.Code == protocol.CodeCountedDown: // a helper's rows moved on: one more run at most
+			if RunAgain(who, dec, err) {
 				e.Code = protocol.CodeCountedDown
 			}
 			cause = protocol.Errorf(e.Code, "%s: %s", who, e.Msg)

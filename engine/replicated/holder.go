@@ -306,7 +306,7 @@ func (h *Holder[E]) scorePass(_ context.Context, ps []*pass) []passed[E] {
 		}
 		if perr := h.admit(v, p.from, p.want, p.started); perr != nil {
 			if p.want != nil {
-				perr = protocol.Errorf(protocol.CodeCountedDown, "%s's rows changed during the query (a commit while it waited for a pass); run it again", h.env.Self)
+				perr = blind.RowsMoved(h.env.Self)
 			}
 			out[i].err = perr
 			continue
@@ -581,12 +581,8 @@ func (f *fanout) fail(who string, err error) {
 			f.lost = k
 		}
 		e := engine.AsError(err, protocol.CodeUnavailable)
-		var pe *protocol.Error
-		switch {
-		case who == f.p.DeciderName() && errors.Is(err, network.ErrPeerRestarted):
-			e.Code = protocol.CodeCountedDown // the query went to a decider process that died: run it again
-		case who != f.p.DeciderName() && errors.As(err, &pe) && pe.Code == protocol.CodeCountedDown:
-			e.Code = protocol.CodeCountedDown // a helper's rows moved on while it waited: one more run at most
+		if blind.RunAgain(who, f.p.DeciderName(), err) {
+			e.Code = protocol.CodeCountedDown
 		}
 		f.cause = protocol.Errorf(e.Code, "%s: %s", f.env.Peer(who), e.Msg)
 		f.cancel()
