@@ -72,7 +72,7 @@ func dialConfig() *quic.Config {
 type raw struct {
 	s    *quic.Stream
 	conn *quic.Conn // nil on accepted streams
-	dead func(close bool)
+	dead func(close bool, code quic.ApplicationErrorCode)
 	name string // the server dialed; "" on accepted streams
 }
 
@@ -91,16 +91,21 @@ func (r raw) check(err error) error {
 		return err
 	}
 	if r.conn.Context().Err() != nil {
-		r.dead(true)
+		r.dead(true, 0)
 	}
+	// A crashed server's restart: its keep-alive PINGs are too short to
+	// draw a reset. The stream that sees the reset first closes the
+	// connection with codeRestarted, which the other streams on it may see
+	// instead of the reset.
 	var reset *quic.StatelessResetError
-	if errors.As(err, &reset) { // a crashed server's restart: its keep-alive PINGs are too short to draw a reset
-		r.dead(true)
+	var app *quic.ApplicationError
+	if errors.As(err, &reset) || errors.As(err, &app) && !app.Remote && app.ErrorCode == codeRestarted {
+		r.dead(true, codeRestarted)
 		return fmt.Errorf("%s: %w (%w)", r.name, network.ErrPeerRestarted, err)
 	}
 	var se *quic.StreamError
 	if errors.As(err, &se) && se.Remote && se.ErrorCode == codeStopping {
-		r.dead(false) // the next request dials again
+		r.dead(false, 0) // the next request dials again
 		return fmt.Errorf("%s is stopping and refused the request: %w", r.name, err)
 	}
 	return refusedCertificate(err, r.name)
@@ -211,6 +216,7 @@ const (
 	codeRefused      = 1
 	codeTooManyConns = 2
 	codeStopping     = 3
+	codeRestarted    = 4 // this side closed a connection whose server restarted
 )
 
 // Serve accepts connections and runs h for every stream until ctx ends or
@@ -380,9 +386,9 @@ func (d *Dialer) Open(ctx context.Context, name string) (*network.Stream, error)
 		}
 		qs, err := conn.OpenStreamSync(ctx)
 		if err == nil {
-			return network.NewStream(raw{s: qs, conn: conn, dead: func(close bool) { d.drop(key, conn, close) }, name: name}, network.Peer{Name: name}), nil
+			return network.NewStream(raw{s: qs, conn: conn, dead: func(close bool, code quic.ApplicationErrorCode) { d.drop(key, conn, close, code) }, name: name}, network.Peer{Name: name}), nil
 		}
-		d.drop(key, conn, true)
+		d.drop(key, conn, true, 0)
 		if attempt == 1 || ctx.Err() != nil {
 			return nil, fmt.Errorf("quicnet: opening a stream to %s (%s): %w", name, addr, err)
 		}
@@ -420,14 +426,14 @@ func (d *Dialer) conn(ctx context.Context, key, name, addr string, pins []string
 }
 
 // drop forgets connection c, and closes it if asked.
-func (d *Dialer) drop(key string, c *quic.Conn, close bool) {
+func (d *Dialer) drop(key string, c *quic.Conn, close bool, code quic.ApplicationErrorCode) {
 	d.mu.Lock()
 	if d.conns[key] == c {
 		delete(d.conns, key)
 	}
 	d.mu.Unlock()
 	if close {
-		c.CloseWithError(0, "")
+		c.CloseWithError(code, "")
 	}
 }
 
