@@ -116,7 +116,7 @@ func (p *Params) checkShards() error {
 		return nil
 	}
 	if !p.spec.Shards {
-		return fmt.Errorf("mode %s does not run sharded parties (shards = %d): blind, replicated, 2pc and mpc do in this build", p.lit.Mode, s)
+		return fmt.Errorf("mode %s does not run sharded parties (shards = %d)", p.lit.Mode, s)
 	}
 	if p.HideProbes() {
 		return fmt.Errorf("hide_probes with shards = %d: hidden probes are not sharded in this build (run hidden probes unsharded)", s)

@@ -404,7 +404,7 @@ func TestK8sMemberNames(t *testing.T) {
 // every pod mounts its own member's Secret only; members never share a
 // node, while a member's own pods may; the budget covers every pod.
 func TestK8sShards(t *testing.T) {
-	for _, mode := range []config.Mode{config.ModeBlind, config.Mode2PC} {
+	for _, mode := range []config.Mode{config.ModeBlind, config.Mode2PC, config.ModeHE} {
 		t.Run(string(mode), func(t *testing.T) { testK8sShards(t, mode) })
 	}
 }

@@ -37,6 +37,18 @@ type Mode struct {
 	// directories to) without re-enrolment ('idface shard rebalance');
 	// nil in a mode that does not shard.
 	Rebalance func(ctx context.Context, old, next *config.Params, self string, from, to []string, out io.Writer) error
+	// NoRebalance says why a mode that shards cannot rebalance (Rebalance
+	// nil), and what the operator does instead.
+	NoRebalance string
+}
+
+// CannotRebalance is the refusal of 'idface shard rebalance' in a mode
+// without Rebalance.
+func (m Mode) CannotRebalance() error {
+	if m.NoRebalance != "" {
+		return fmt.Errorf("mode %s cannot move its rows to another shard count: %s", m.Name, m.NoRebalance)
+	}
+	return fmt.Errorf("mode %s cannot move its rows to another shard count in this build", m.Name)
 }
 
 // Server is one server of a mode: its role, its data and its engine.

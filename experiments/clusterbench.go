@@ -50,7 +50,7 @@ type BenchOptions struct {
 	// reports identifications per second (BenchResult.IdentifyPerS).
 	Clients int
 	// Shards runs every server as a coordinator and this many shards
-	// (modes blind, replicated, 2pc and mpc; cluster.Options.Shards).
+	// (every mode; cluster.Options.Shards).
 	Shards int
 	Seed   uint64
 	// Progress, when set, is told about enrollment progress.

@@ -38,13 +38,16 @@ func (m *PublicKey) unmarshal(d *wire.Dec) {
 // encrypted under the public key with fingerprint Key (SHA-256 of its
 // binary form; a key server with another key refuses); the live bitset
 // (Words(Rows) words) and then, per group, the serialised ct+ and ct-
-// (CiphertextBytes each) follow as raw bytes.
+// (CiphertextBytes each) follow as raw bytes. Query is the coordinator's
+// query id in a sharded cluster, under which the key server's shard
+// merges its best rows with the other shards' (zero unsharded).
 type HEQuery struct {
 	Key     [32]byte
 	Groups  uint32
 	Rows    uint32
 	TopK    uint16
 	CtBytes uint32
+	Query   [16]byte
 }
 
 func (m *HEQuery) Type() Type { return THEQuery }
@@ -54,10 +57,12 @@ func (m *HEQuery) marshal(e *wire.Enc) {
 	e.U32(m.Rows)
 	e.U16(m.TopK)
 	e.U32(m.CtBytes)
+	e.Raw(m.Query[:])
 }
 func (m *HEQuery) unmarshal(d *wire.Dec) {
 	d.Fixed(m.Key[:])
 	m.Groups, m.Rows, m.TopK, m.CtBytes = d.U32(), d.U32(), d.U16(), d.U32()
+	d.Fixed(m.Query[:])
 	if d.Err == nil && (m.Rows > MaxRows || m.TopK < 1 || m.TopK > MaxTopK || m.CtBytes == 0 || m.CtBytes > MaxCiphertext) {
 		d.Fail("query of %d rows, top %d, ciphertexts of %d bytes", m.Rows, m.TopK, m.CtBytes)
 	}
@@ -65,8 +70,13 @@ func (m *HEQuery) unmarshal(d *wire.Dec) {
 
 // HEResult is the key server's answer: the rows (indices into the local
 // server's row order) whose scores exceed the threshold, best first, at most
-// TopK; empty means reject.
-type HEResult struct{ Rows []uint32 }
+// TopK; empty means reject. In a sharded cluster Ranks[i] is Rows[i]'s
+// place in the answer merged over every shard (NoRank: not in it);
+// unsharded, Ranks is empty.
+type HEResult struct {
+	Rows  []uint32
+	Ranks []uint16
+}
 
 func (m *HEResult) Type() Type { return THEResult }
 func (m *HEResult) marshal(e *wire.Enc) {
@@ -74,11 +84,22 @@ func (m *HEResult) marshal(e *wire.Enc) {
 	for _, r := range m.Rows {
 		e.U32(r)
 	}
+	e.U32(uint32(len(m.Ranks)))
+	for _, r := range m.Ranks {
+		e.U16(r)
+	}
 }
 func (m *HEResult) unmarshal(d *wire.Dec) {
 	n := d.Count(MaxTopK, 4)
 	for range n {
 		m.Rows = append(m.Rows, d.U32())
+	}
+	if k := d.Count(MaxTopK, 2); k != 0 && k != n {
+		d.Fail("%d ranks for %d rows", k, n)
+	} else {
+		for range k {
+			m.Ranks = append(m.Ranks, d.U16())
+		}
 	}
 }
 

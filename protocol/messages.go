@@ -40,8 +40,9 @@ var ErrMalformed = wire.ErrMalformed
 // would refuse every batch. Version 8: sharded members (ShardIdentify,
 // ShardAnswer, DecideMerge, DecideMergeOK; DecideResult.Ranks). Version
 // 9: sharded replicated holders (ShardAnswer.Degraded; error codes
-// ShardDown and CountedDown).
-const Version = 9
+// ShardDown and CountedDown). Version 10: sharded HE local servers and
+// key server (HEQuery.Query, HEResult.Ranks).
+const Version = 10
 
 // Limits on what a peer or a client may send.
 const (

@@ -48,7 +48,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	queries := fs.Int("queries", 20, "identifications per size")
 	clients := fs.Int("clients", 1, "also run this many clients identifying at once (--queries each) and report identifications per second beside the float32 search's single-query rate")
 	batch := addBatchFlags(fs)
-	shards := fs.Int("shards", 0, "a mode that shards (blind, replicated, 2pc, mpc): run every server as a coordinator and this many shard servers (rows split by id)")
+	shards := fs.Int("shards", 0, "run every server as a coordinator and this many shard servers (rows split by id)")
 	hide := fs.Bool("hide-probes", false, "mode replicated: a hidden-probe cluster (devices seal the query's shares; docs/HIDDEN-PROBES.md); without --beta its default transforms, a dense 4-bit query and the 4-level gallery at k = 16")
 	asJSON := fs.Bool("json", false, "one JSON object per size")
 	plotPath := fs.String("plot", "", "write a plot (PNG) of the times")
@@ -109,7 +109,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--clients is for a cluster on this machine (not plain, hers or --link)")
 	}
 	if spec, err := config.Spec(config.Mode(*mode)); *shards > 1 && (err != nil || !spec.Shards || link != nil) {
-		return fmt.Errorf("--shards is for a mode that shards (blind, replicated, 2pc, mpc) on this machine")
+		return fmt.Errorf("--shards is for a cluster on this machine (not plain, hers or --link)")
 	}
 	if *hide && *mode != "replicated" {
 		return fmt.Errorf("--hide-probes is for --mode replicated")

@@ -174,7 +174,7 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 	levels := addLevelFlags(fs)
 	scheme := addSchemeFlag(fs)
 	asJSON := fs.Bool("json", false, "print one JSON object")
-	shards := fs.Int("shards", 0, "run every server as a coordinator and this many shard servers, each holding the rows of its shard (modes blind, replicated, 2pc, mpc; 'serve --shard N')")
+	shards := fs.Int("shards", 0, "run every server as a coordinator and this many shard servers, each holding the rows of its shard (every mode; 'serve --shard N')")
 	if err := parse(fs, args); err != nil {
 		return err
 	}

@@ -378,7 +378,7 @@ func clusterAssemble(args []string, stdout, stderr io.Writer) error {
 	metrics := fs.String("metrics-addr", "", "loopback /metrics address for the servers whose descriptor names none (each server's descriptor names its own: 'party init --metrics-addr')")
 	levels := addLevelFlags(fs)
 	scheme := addSchemeFlag(fs)
-	shards := fs.Int("shards", 0, "every server runs as a coordinator and this many shards (modes blind, replicated, 2pc, mpc): each server's descriptor names its shards' addresses ('party init --shard-addrs', 'party shards')")
+	shards := fs.Int("shards", 0, "every server runs as a coordinator and this many shards (every mode): each server's descriptor names its shards' addresses ('party init --shard-addrs', 'party shards')")
 	reshard := fs.Bool("reshard", false, "with --shards, change the shard count of an existing configuration: every holder moves its data with 'idface shard rebalance --config NEW --previous OLD' before the servers run the new one")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -69,7 +69,7 @@ func cmdShard(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if m.Rebalance == nil {
-		return fmt.Errorf("mode %s cannot move its rows to another shard count in this build", old.Mode())
+		return m.CannotRebalance()
 	}
 	if *shards < 1 || *shards > config.MaxShards {
 		return fmt.Errorf("--shards %d: want 1..%d", *shards, config.MaxShards)
@@ -148,7 +148,7 @@ func rebalanceMember(next, prev, homeDir, dataDir string, stdout io.Writer) erro
 		return err
 	}
 	if m.Rebalance == nil {
-		return fmt.Errorf("mode %s cannot move its rows to another shard count in this build", old.Mode())
+		return m.CannotRebalance()
 	}
 	h, err := home.Open(homeDir)
 	if err != nil {

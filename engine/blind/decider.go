@@ -153,8 +153,8 @@ func (d *Decider) merge(ctx context.Context, q *Pending[[]byte, *protocol.Decide
 }
 
 // MergeRanks is a decider shard's step in a sharded query (blind and
-// replicated mode): it sends the shard's best scores (best first) to the
-// decider's coordinator (Merger) and returns each one's rank in the
+// replicated mode; a key server shard's in mode he): it sends the shard's
+// best scores (best first) to its member's coordinator (Merger) and returns each one's rank in the
 // merged answer, or protocol.NoRank where it is not in it.
 func MergeRanks(ctx context.Context, env engine.Env, qid [16]byte, topK int, scores []int32) ([]uint16, error) {
 	m := &protocol.DecideMerge{Query: qid, Shard: uint16(env.Shard), TopK: uint16(topK), Scores: scores}
@@ -166,7 +166,7 @@ func MergeRanks(ctx context.Context, env engine.Env, qid [16]byte, topK int, sco
 	coord := config.CoordinatorName(env.Self)
 	resp, err := rpc.Call(ctx, env.Net, coord, m)
 	if err != nil {
-		return nil, fmt.Errorf("%s (the decider's coordinator): %w", coord, err)
+		return nil, fmt.Errorf("%s (%s's coordinator): %w", coord, env.Self, err)
 	}
 	ok, isOK := resp.(*protocol.DecideMergeOK)
 	if !isOK || len(ok.Ranks) != len(scores) {

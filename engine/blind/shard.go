@@ -29,23 +29,25 @@ import (
 // decider learns beside (which shard holds a match) is in docs/SECURITY.md
 // "Sharded blind mode".
 
-// Merger is the decider's coordinator: it merges the decider shards' best
-// scores of each query into the answer's ranks. It sees scores the
-// decider of an unsharded cluster sees, fewer of them.
+// Merger is the decider's coordinator (and, in mode he, the key
+// server's): it merges the shards' best scores of each query into the
+// answer's ranks. It sees scores the decider (key server) of an unsharded
+// cluster sees, fewer of them.
 type Merger struct {
 	env     engine.Env
 	p       *config.Params
 	queries *Table[*protocol.DecideMerge, [][]uint16]
 }
 
-// NewMerger makes the decider's coordinator.
+// NewMerger makes the coordinator of member env.Self, the decider or the
+// key server.
 func NewMerger(env engine.Env) *Merger {
 	p := env.Params
 	return &Merger{env: env, p: p, queries: NewTable[*protocol.DecideMerge, [][]uint16](p.Shards(), p.Timeouts().DeciderWait,
-		func(s int) string { return config.ShardName(p.DeciderName(), s) })}
+		func(s int) string { return config.ShardName(env.Self, s) })}
 }
 
-// Routes: only the decider's own shards merge.
+// Routes: only the member's own shards merge.
 func (g *Merger) Routes() map[protocol.Type]engine.Route {
 	return map[protocol.Type]engine.Route{
 		protocol.THealth:      {Op: "health", From: engine.Anyone, Handle: g.health, Max: engine.Small},
@@ -60,7 +62,7 @@ func (g *Merger) Run(ctx context.Context) { g.queries.Run(ctx) }
 func (g *Merger) Stats() engine.Stats { return engine.Stats{} }
 
 func (g *Merger) health(context.Context, engine.Request) protocol.Msg {
-	return &protocol.HealthOK{Name: g.env.Self, Mode: "blind-merger"}
+	return &protocol.HealthOK{Name: g.env.Self, Mode: "merger"}
 }
 
 // merge takes one decider shard's scores and answers, once every shard's
@@ -68,7 +70,7 @@ func (g *Merger) health(context.Context, engine.Request) protocol.Msg {
 func (g *Merger) merge(ctx context.Context, r engine.Request) protocol.Msg {
 	m := r.Msg.(*protocol.DecideMerge)
 	if r.From.Name != g.env.Self {
-		return protocol.Errorf(protocol.CodeForbidden, "only the decider's own shards merge their answers")
+		return protocol.Errorf(protocol.CodeForbidden, "only %s's own shards merge their answers", g.env.Self)
 	}
 	s := int(m.Shard)
 	if s >= g.p.Shards() {
@@ -95,14 +97,14 @@ func (g *Merger) merge(ctx context.Context, r engine.Request) protocol.Msg {
 	ranks, perr := g.queries.Wait(ctx, q)
 	if perr != nil {
 		if missing := g.missing(q); missing != "" {
-			return protocol.Errorf(perr.Code, "the decider's %s did not report in time: the query failed or is slow there", missing)
+			return protocol.Errorf(perr.Code, "%s's %s did not report in time: the query failed or is slow there", g.env.Self, missing)
 		}
 		return perr
 	}
 	return &protocol.DecideMergeOK{Ranks: ranks[s]}
 }
 
-// missing names the decider shards whose scores of q have not come.
+// missing names the shards whose scores of q have not come.
 func (g *Merger) missing(q *Pending[*protocol.DecideMerge, [][]uint16]) string {
 	g.queries.mu.Lock()
 	defer g.queries.mu.Unlock()

@@ -1,7 +1,6 @@
 package blind_test
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -9,8 +8,6 @@ import (
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/internal/inproc"
 	"github.com/idface/idface/network/memnet"
-	"github.com/idface/idface/protocol"
-	"github.com/idface/idface/protocol/rpc"
 )
 
 // TestShards runs a sharded cluster (every holder and the decider as a
@@ -85,27 +82,13 @@ func TestShards(t *testing.T) {
 			check()
 
 			// A shard holds its own ids only, and answers only its coordinator.
-			s := sharded.P.ShardOf("r-1")
-			other := config.ShardName("p1", (s+1)%S)
-			_, err := rpc.Call(ctx(t), sharded.Dialer("client"), other, &protocol.Delete{Auth: sharded.Sign(protocol.OpDelete, "r-1"), ID: "r-1"})
-			if err == nil || !strings.Contains(err.Error(), "shard") {
-				t.Fatalf("a delete of another shard's id: %v", err)
-			}
-			_, err = rpc.Call(ctx(t), sharded.Dialer("device"), other, &protocol.Identify{TopK: 1, Template: xs[0]})
-			if err == nil || !strings.Contains(err.Error(), "coordinator") {
-				t.Fatalf("an identify at a shard: %v", err)
-			}
-			_, err = rpc.Call(ctx(t), sharded.Dialer("p2"), other, &protocol.ShardIdentify{TopK: 1, Template: xs[0]})
-			var pe *protocol.Error
-			if !errors.As(err, &pe) || pe.Code != protocol.CodeForbidden {
-				t.Fatalf("a ShardIdentify from another holder: %v", err)
-			}
+			sharded.CheckShardRefusals(t, "p1", "p2", "r-1", xs[0])
 
 			// A helper shard down: every query fails, naming it, and
 			// recovers when it is back.
 			down := config.ShardName("p1", 1)
 			sharded.Stop(down)
-			_, err = sharded.Client("device", "p2").Identify(ctx(t), xs[0], 1)
+			_, err := sharded.Client("device", "p2").Identify(ctx(t), xs[0], 1)
 			if err == nil || !strings.Contains(err.Error(), down) {
 				t.Fatalf("with %s down: %v", down, err)
 			}

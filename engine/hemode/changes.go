@@ -30,7 +30,7 @@ import (
 
 // Routes lists the requests a local server answers.
 func (l *Local) Routes() map[protocol.Type]engine.Route {
-	return map[protocol.Type]engine.Route{
+	r := map[protocol.Type]engine.Route{
 		protocol.THealth:   {Op: "health", From: engine.Anyone, Handle: l.health, Max: engine.Small},
 		protocol.TEnroll:   {Op: "enroll", From: engine.Operators, Handle: l.guard(l.onEnroll), Max: engine.EnrollBound(l.p)},
 		protocol.TIdentify: {Op: "identify", From: engine.Clients, Handle: l.guard(l.identify), Max: engine.IdentifyBound(l.p), Long: true, Query: true},
@@ -41,6 +41,10 @@ func (l *Local) Routes() map[protocol.Type]engine.Route {
 		// The key server, a helper, asks the sequencer to bring it up to date.
 		protocol.THESync: {Op: "sync", From: engine.Allow(network.RoleParty, network.RoleHelper), Handle: l.guard(l.onSync), Max: engine.Small},
 	}
+	if l.env.Sharded() {
+		r[protocol.TShardIdentify] = engine.Route{Op: "identify", From: engine.Parties, Handle: l.guard(l.shardIdentify), Max: engine.ShardIdentifyBound(l.p), Long: true, Query: true}
+	}
+	return r
 }
 
 func (l *Local) guard(h engine.Handler) engine.Handler {
@@ -292,11 +296,16 @@ func (l *Local) enroll(ctx context.Context, m *protocol.Enroll) protocol.Msg {
 		return protocol.Errorf(protocol.CodeBadRequest, "a batch of %d templates; this cluster (%s, %d rows a group) takes at most %d in one request: send smaller batches (idface enroll --batch %d)",
 			len(m.Items), l.he.Name(), l.he.GroupRows(), max, max)
 	}
+	ids := m.IDs()
+	for _, id := range ids {
+		if !l.env.Owns(id) {
+			return l.env.NotOwned(id)
+		}
+	}
 	zs, err := engine.TransformBatch(m.Items, l.p.Dim(), l.p.Alpha())
 	if err != nil {
 		return protocol.Errorf(protocol.CodeBadRequest, "%v", err)
 	}
-	ids := m.IDs()
 	l.changeMu.Lock()
 	defer l.changeMu.Unlock()
 	if perr := l.authorized(m.Auth, protocol.OpPut, ids); perr != nil {
@@ -455,6 +464,9 @@ func (l *Local) prepare(_ context.Context, r engine.Request) protocol.Msg {
 		if err := protocol.CheckID(op.ID); err != nil || seen[op.ID] {
 			return protocol.Errorf(protocol.CodeBadRequest, "operation %d: bad or repeated id", i)
 		}
+		if !l.env.Owns(op.ID) {
+			return l.env.NotOwned(op.ID)
+		}
 		seen[op.ID] = true
 		l.mu.RLock()
 		_, dup := l.index.Lookup(op.ID)
@@ -595,6 +607,9 @@ func (l *Local) delete(ctx context.Context, m *protocol.Delete) protocol.Msg {
 		return perr
 	}
 	l.syncAll(ctx, l.others()) // best effort: the deletion is ordered after what they miss either way
+	if !l.env.Owns(m.ID) {
+		return l.env.NotOwned(m.ID)
+	}
 	l.mu.Lock()
 	ref, ok := l.index.Lookup(m.ID)
 	if !ok {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
+	"github.com/idface/idface/engine/blind"
 	"github.com/idface/idface/heidface"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
@@ -219,8 +219,11 @@ func (k *KeyServer) publicKey(context.Context, engine.Request) protocol.Msg {
 	return &protocol.PublicKey{Key: k.pk}
 }
 
-func (k *KeyServer) query(_ context.Context, r engine.Request) protocol.Msg {
+func (k *KeyServer) query(ctx context.Context, r engine.Request) protocol.Msg {
 	q := r.Msg.(*protocol.HEQuery)
+	if sharded := q.Query != ([16]byte{}); sharded != k.env.Sharded() {
+		return protocol.Errorf(protocol.CodeBadRequest, "a query with query id %v at key server %s (sharded %v): a local server's shard asks its key server's same shard", sharded, k.env.Member(), k.env.Sharded())
+	}
 	if q.Key != k.fp {
 		k.env.Log.Warn("refused a query under another public key", "from", r.From.Name, "key", fmt.Sprintf("%x", q.Key[:8]))
 		return protocol.Errorf(protocol.CodeInconsistent, "%s encrypts under public key %x, the key server holds %x: the local server's public.key is not this key server's; refusing to decrypt",
@@ -234,7 +237,7 @@ func (k *KeyServer) query(_ context.Context, r engine.Request) protocol.Msg {
 		k.refusals.WithLabelValues("rate").Inc()
 		return protocol.Errorf(protocol.CodeUnavailable, "%s exceeds the key server's rate of %.0f queries a second; retry shortly", r.From.Name, KeyServerRate(k.p))
 	}
-	rows, err := k.decide(r.Stream, q)
+	best, err := k.decide(r.Stream, q)
 	if err != nil {
 		var over *passError
 		if errors.As(err, &over) {
@@ -248,7 +251,23 @@ func (k *KeyServer) query(_ context.Context, r engine.Request) protocol.Msg {
 		}
 		return engine.AsError(err, protocol.CodeBadRequest)
 	}
-	return &protocol.HEResult{Rows: rows}
+	res := &protocol.HEResult{Rows: make([]uint32, len(best))}
+	for i, m := range best {
+		res.Rows[i] = uint32(m.Row)
+	}
+	if k.env.Sharded() {
+		// The shard's best rows take their places among every shard's:
+		// the key server's coordinator ranks them, as one key server
+		// ranks its rows.
+		scores := make([]int32, len(best))
+		for i, m := range best {
+			scores[i] = int32(m.Score)
+		}
+		if res.Ranks, err = blind.MergeRanks(ctx, k.env, q.Query, int(q.TopK), scores); err != nil {
+			return engine.AsError(err, protocol.CodeUnavailable)
+		}
+	}
+	return res
 }
 
 // passError refuses a query in which more live rows pass the threshold
@@ -260,7 +279,7 @@ func (e *passError) Error() string { return Refused }
 // decide reads the live bitset and every group's (ct+, ct-), decrypts and
 // decodes them on two cores, and returns the best live rows whose score
 // reaches the threshold, at most TopK, best first (lower row on ties).
-func (k *KeyServer) decide(s io.Reader, q *protocol.HEQuery) ([]uint32, error) {
+func (k *KeyServer) decide(s io.Reader, q *protocol.HEQuery) ([]sharing.Match, error) {
 	p := k.he
 	gr := p.GroupRows()
 	if int(q.CtBytes) != p.CiphertextBytes() {
@@ -363,9 +382,5 @@ func (k *KeyServer) decide(s io.Reader, q *protocol.HEQuery) ([]uint32, error) {
 	if n := int(passing.Load()); n > limit {
 		return nil, &passError{n, nlive, limit}
 	}
-	out := make([]uint32, 0, len(best))
-	for _, m := range best {
-		out = append(out, uint32(m.Row))
-	}
-	return slices.Clip(out), nil
+	return best, nil
 }

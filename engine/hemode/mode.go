@@ -11,8 +11,11 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
+	"github.com/idface/idface/engine/blind"
+	"github.com/idface/idface/engine/shard"
 	"github.com/idface/idface/heidface"
 	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/template"
 )
 
@@ -23,7 +26,10 @@ func init() {
 			Summary: "IDFace: encrypted database and a key server (--scheme paillier)",
 			Layout: config.Layout{PartyRole: config.RoleLocalServer, PartyNoun: "local servers",
 				MinParties: 1, MaxParties: config.MaxParties, DefaultParties: 1, Helper: config.RoleKeyServer},
-			Scheme:         true,
+			Scheme: true,
+			// Each local server and the key server may run as a
+			// coordinator and S shards (shard.go).
+			Shards:         true,
 			NoRevealScores: "in mode he the key server never reveals scores",
 			// The entry sums every group and asks the key server.
 			IdentifyTimeouts: 4,
@@ -36,6 +42,11 @@ func init() {
 			MaxEnrollBatch: func(p *config.Params) int { return 4 * Scheme(p).GroupRows() },
 		},
 		Server: server,
+		// Shard s's rows are encrypted under key server shard s's own key
+		// pair, with column groups packed by row: no server can move
+		// them without the templates.
+		NoRebalance: "each shard's rows are encrypted under its own key server shard's key, and no server holds the templates to encrypt them again; " +
+			"make a cluster with the new shard count and enroll the gallery into it from the operator's templates",
 		Describe: func(p *config.Params) string {
 			he := Scheme(p)
 			return fmt.Sprintf("encryption %s: %d templates per column group, %d-byte ciphertexts", he.Name(), he.GroupRows(), he.CiphertextBytes())
@@ -117,6 +128,9 @@ func server(p *config.Params, name string) engine.Server {
 	if k, _ := p.KeyServer(); k.Name == name {
 		return engine.Server{Role: "key server",
 			Open: func(_ context.Context, env engine.Env, dir string, _ func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
+				if env.Coordinating() { // merges its shards' best rows; holds no key
+					return blind.NewMerger(env), nil, nil
+				}
 				key, err := heidface.LoadKeyPair(dir, Scheme(env.Params), KeyBinding(env.Params), env.Log)
 				if err != nil {
 					return nil, nil, err
@@ -129,7 +143,10 @@ func server(p *config.Params, name string) engine.Server {
 			},
 		}
 	}
-	return engine.Server{Role: "local server", Log: "rows.log", Kind: store.KindHERows, Open: openLocal, Fsck: fsckLocal}
+	return shard.Server(engine.Server{Role: "local server", Log: "rows.log", Kind: store.KindHERows, Open: openLocal, Fsck: fsckLocal},
+		func(p *config.Params) shard.Options {
+			return shard.Options{Mode: "he-coord", Ranked: true, Enroll: protocol.TEnroll, EnrollMax: engine.EnrollBound(p)}
+		})
 }
 
 // openLocal opens a local server's group files and row log.

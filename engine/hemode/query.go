@@ -12,20 +12,66 @@ import (
 	"github.com/idface/idface/template"
 )
 
-// identify computes IP_DB for every group on all cores and streams the
-// (ct+, ct-) pairs to the key server while later groups are still being
-// summed; the key server answers with row indices only.
+// identify answers a device's identify (unsharded): the ids of the rows
+// the key server returns, best first.
 func (l *Local) identify(ctx context.Context, r engine.Request) protocol.Msg {
-	m := r.Msg.(*protocol.Identify)
-	if !l.sequencer() && !l.caughtUp.Load() {
-		return protocol.Errorf(protocol.CodeUnavailable, "%s has not caught up with the sequencer's changes since it started (a deletion may be missing); it answers once %s has brought it up to date", l.env.Self, l.p.Party(0).Name)
+	if l.env.Sharded() {
+		return protocol.Errorf(protocol.CodeBadRequest, "%s is one shard of %s: identify through %s's address (its coordinator)", l.env.Member(), l.env.Self, l.env.Self)
 	}
-	if perr := engine.CheckTopK(l.p, int(m.TopK)); perr != nil {
+	m := r.Msg.(*protocol.Identify)
+	res, perr := l.query(ctx, int(m.TopK), m.Template, [16]byte{})
+	if perr != nil {
 		return perr
 	}
-	y, err := l.tr.Apply(m.Template)
+	ans := engine.NewAnswer(l.p, int(m.TopK)) // mode he never reveals scores (config)
+	for _, id := range res.ids {
+		ans.Passed(id)
+	}
+	ans.Bytes(res.sent, res.recv, res.sent+res.recv)
+	return ans.Done()
+}
+
+// shardIdentify runs a query over this shard's rows under the
+// coordinator's query id: the key server's shard ranks its best rows among
+// every shard's, and the shard answers its ids with their ranks.
+func (l *Local) shardIdentify(ctx context.Context, r engine.Request) protocol.Msg {
+	if !l.env.Sharded() || r.From.Name != l.env.Self {
+		return protocol.Errorf(protocol.CodeForbidden, "only a shard's own coordinator asks it to identify")
+	}
+	m := r.Msg.(*protocol.ShardIdentify)
+	if m.Query == ([16]byte{}) {
+		return protocol.Errorf(protocol.CodeBadRequest, "a sharded query without its coordinator's query id")
+	}
+	res, perr := l.query(ctx, int(m.TopK), m.Template, m.Query)
+	if perr != nil {
+		return perr
+	}
+	return &protocol.ShardAnswer{IDs: res.ids, Ranks: res.ranks, Bytes: res.sent + res.recv, Sent: res.sent, Recv: res.recv}
+}
+
+// queried is what a query found: the ids of the rows the key server
+// returned, best first, their ranks over every shard (sharded only), and
+// the bytes this server sent to and received from the key server.
+type queried struct {
+	ids        []string
+	ranks      []uint16
+	sent, recv uint64
+}
+
+// query computes IP_DB for every group on all cores and streams the
+// (ct+, ct-) pairs to the key server while later groups are still being
+// summed; the key server answers with row indices only (and, sharded,
+// their ranks over every shard under query id qid).
+func (l *Local) query(ctx context.Context, topK int, probe []float32, qid [16]byte) (*queried, *protocol.Error) {
+	if !l.sequencer() && !l.caughtUp.Load() {
+		return nil, protocol.Errorf(protocol.CodeUnavailable, "%s has not caught up with the sequencer's changes since it started (a deletion may be missing); it answers once %s has brought it up to date", l.env.Member(), l.env.Peer(l.p.Party(0).Name))
+	}
+	if perr := engine.CheckTopK(l.p, topK); perr != nil {
+		return nil, perr
+	}
+	y, err := l.tr.Apply(probe)
 	if err != nil {
-		return protocol.Errorf(protocol.CodeBadRequest, "%v", err)
+		return nil, protocol.Errorf(protocol.CodeBadRequest, "%v", err)
 	}
 	// Only settled slots count: rows of an enrollment in progress are not
 	// live, and their group may not exist yet.
@@ -37,29 +83,28 @@ func (l *Local) identify(ctx context.Context, r engine.Request) protocol.Msg {
 	live := make([]uint64, template.Words(rows)) // the key server's copy
 	copy(live, l.live.Words())
 	l.mu.RUnlock()
-	ans := engine.NewAnswer(l.p, int(m.TopK)) // mode he never reveals scores (config)
-	if nlive == 0 {
-		return ans.Done()
+	if nlive == 0 && qid == ([16]byte{}) { // a shard asks even when empty: the other shards' merge waits for it
+		return &queried{}, nil
 	}
 	s, err := l.env.Net.Open(ctx, l.keySrv)
 	if err != nil {
-		return protocol.Errorf(protocol.CodeUnavailable, "%v", err)
+		return nil, protocol.Errorf(protocol.CodeUnavailable, "%s: %v", l.env.Peer(l.keySrv), err)
 	}
 	defer s.Finish()
 	if dl, ok := ctx.Deadline(); ok {
 		s.SetDeadline(dl)
 	}
 	ctb := l.he.CiphertextBytes()
-	q := &protocol.HEQuery{Key: l.pkHash, Groups: uint32(len(groups)), Rows: uint32(rows), TopK: m.TopK, CtBytes: uint32(ctb)}
+	q := &protocol.HEQuery{Key: l.pkHash, Groups: uint32(len(groups)), Rows: uint32(rows), TopK: uint16(topK), CtBytes: uint32(ctb), Query: qid}
 	// A key server that refuses the query answers at once and stops
 	// reading: a failed write is followed by reading its answer.
-	sendErr := func(err error) protocol.Msg {
+	sendErr := func(err error) (*queried, *protocol.Error) {
 		if _, rerr := rpc.ReadReply(ctx, s, l.keySrv); rerr != nil {
 			if perr, ok := rerr.(*protocol.Error); ok {
-				return perr
+				return nil, perr
 			}
 		}
-		return protocol.Errorf(protocol.CodeUnavailable, "key server: %v", err)
+		return nil, protocol.Errorf(protocol.CodeUnavailable, "key server %s: %v", l.env.Peer(l.keySrv), err)
 	}
 	if err := s.WriteFrame(protocol.Marshal(q)); err != nil {
 		return sendErr(err)
@@ -81,9 +126,9 @@ func (l *Local) identify(ctx context.Context, r engine.Request) protocol.Msg {
 		o := <-job.results[g]
 		if o.err != nil {
 			if ctx.Err() != nil { // the requester gave up, or the deadline passed: not the server's fault
-				return protocol.Errorf(protocol.CodeUnavailable, "%s: %v", l.env.Self, ctx.Err())
+				return nil, protocol.Errorf(protocol.CodeUnavailable, "%s: %v", l.env.Member(), ctx.Err())
 			}
-			return protocol.Errorf(protocol.CodeInternal, "group %d: %v", g, o.err)
+			return nil, protocol.Errorf(protocol.CodeInternal, "group %d: %v", g, o.err)
 		}
 		if _, err := s.Write(o.b); err != nil {
 			return sendErr(err)
@@ -92,23 +137,26 @@ func (l *Local) identify(ctx context.Context, r engine.Request) protocol.Msg {
 	s.CloseWrite()
 	rm, err := rpc.ReadReply(ctx, s, l.keySrv)
 	if err != nil {
-		return engine.AsError(err, protocol.CodeUnavailable)
+		return nil, engine.AsError(err, protocol.CodeUnavailable)
 	}
 	res, ok := rm.(*protocol.HEResult)
 	if !ok {
-		return protocol.Errorf(protocol.CodeInternal, "key server answered %v", rm.Type())
+		return nil, protocol.Errorf(protocol.CodeInternal, "key server answered %v", rm.Type())
 	}
+	if sharded := qid != ([16]byte{}); sharded != (len(res.Ranks) == len(res.Rows)) && len(res.Rows) > 0 {
+		return nil, protocol.Errorf(protocol.CodeInternal, "key server answered %d rows with %d ranks", len(res.Rows), len(res.Ranks))
+	}
+	out := &queried{ranks: res.Ranks, sent: uint64(s.Sent()), recv: uint64(s.Received())}
 	l.mu.RLock()
 	for _, row := range res.Rows {
 		if int(row) >= rows || live[row>>6]>>(row&63)&1 == 0 {
 			l.mu.RUnlock()
-			return protocol.Errorf(protocol.CodeInternal, "key server returned row %d, which is not live", row)
+			return nil, protocol.Errorf(protocol.CodeInternal, "key server returned row %d, which is not live", row)
 		}
-		ans.Passed(l.ids.At(int(row)))
+		out.ids = append(out.ids, l.ids.At(int(row)))
 	}
 	l.mu.RUnlock()
-	ans.Bytes(uint64(s.Sent()), uint64(s.Received()), uint64(s.Sent()+s.Received()))
-	return ans.Done()
+	return out, nil
 }
 
 // sumJob is one identify's part in a pass over the groups: its query, the

@@ -122,21 +122,7 @@ func TestShards(t *testing.T) {
 			}
 
 			// A shard holds its own ids only, and answers only its coordinator.
-			s := sharded.P.ShardOf("r-1")
-			other := config.ShardName("p1", (s+1)%S)
-			_, err := rpc.Call(ctx(t), sharded.Dialer("client"), other, &protocol.Delete{Auth: sharded.Sign(protocol.OpDelete, "r-1"), ID: "r-1"})
-			if err == nil || !strings.Contains(err.Error(), "shard") {
-				t.Fatalf("a delete of another shard's id: %v", err)
-			}
-			_, err = rpc.Call(ctx(t), sharded.Dialer("device"), other, &protocol.Identify{TopK: 1, Template: xs[0]})
-			if err == nil || !strings.Contains(err.Error(), "coordinator") {
-				t.Fatalf("an identify at a shard: %v", err)
-			}
-			_, err = rpc.Call(ctx(t), sharded.Dialer(last), other, &protocol.ShardIdentify{TopK: 1, Template: xs[0]})
-			var pe *protocol.Error
-			if !errors.As(err, &pe) || pe.Code != protocol.CodeForbidden {
-				t.Fatalf("a ShardIdentify from another party: %v", err)
-			}
+			sharded.CheckShardRefusals(t, "p1", last, "r-1", xs[0])
 			// A batch spanning shards is refused by the coordinator.
 			spanning := &protocol.Enroll{Items: all[:4]}
 			spanning.Auth = sharded.Sign(protocol.OpPut, spanning.IDs()...)
@@ -148,7 +134,7 @@ func TestShards(t *testing.T) {
 			// recovers when it is back.
 			down := config.ShardName("p1", 1)
 			sharded.Stop(down)
-			_, err = sharded.Client("device", last).Identify(ctx(t), xs[0], 1)
+			_, err := sharded.Client("device", last).Identify(ctx(t), xs[0], 1)
 			if err == nil || !strings.Contains(err.Error(), down) {
 				t.Fatalf("with %s down: %v", down, err)
 			}

@@ -2,6 +2,7 @@ package inproc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
 )
 
 // Templates draws n Gaussian templates of dimension d (test data; the same
@@ -68,6 +70,29 @@ func (c *Cluster) CheckShards(t testing.TB, member string, items []protocol.Item
 	}
 	if rows != len(items) {
 		t.Fatalf("%s's shards hold %d rows of %d", member, rows, len(items))
+	}
+}
+
+// CheckShardRefusals fails the test unless a shard of member that does
+// not hold id (enrolled) refuses to delete it, refuses a device's
+// identify (naming the coordinator), and refuses a ShardIdentify from
+// server peer (another member: only its own coordinator may ask).
+func (c *Cluster) CheckShardRefusals(t testing.TB, member, peer, id string, probe []float32) {
+	t.Helper()
+	other := config.ShardName(member, (c.P.ShardOf(id)+1)%c.P.Shards())
+	ctx := Ctx(t, 30*time.Second)
+	_, err := rpc.Call(ctx, c.Dialer("client"), other, &protocol.Delete{Auth: c.Sign(protocol.OpDelete, id), ID: id})
+	if err == nil || !strings.Contains(err.Error(), "shard") {
+		t.Fatalf("a delete of another shard's id: %v", err)
+	}
+	_, err = rpc.Call(ctx, c.Dialer("device"), other, &protocol.Identify{TopK: 1, Template: probe})
+	if err == nil || !strings.Contains(err.Error(), "coordinator") {
+		t.Fatalf("an identify at a shard: %v", err)
+	}
+	_, err = rpc.Call(ctx, c.Dialer(peer), other, &protocol.ShardIdentify{Query: [16]byte{1}, TopK: 1, Template: probe})
+	var pe *protocol.Error
+	if !errors.As(err, &pe) || pe.Code != protocol.CodeForbidden {
+		t.Fatalf("a ShardIdentify from %s: %v", peer, err)
 	}
 }
 

@@ -139,9 +139,11 @@ func Start(t testing.TB, lit config.Literal) *Cluster {
 	}
 	c := &Cluster{t: t, P: p, Net: memnet.New(), Dir: dir, WrapLog: map[string]func(engine.Log) engine.Log{}, running: map[string]*running{}, keys: keys, seals: seals}
 	t.Cleanup(func() { c.StopAll(); c.quiet.Store(true) })
-	if k, ok := p.KeyServer(); ok { // local servers fetch its key first
-		if err := c.TryRestart(k.Name); err != nil {
-			t.Fatal(err)
+	if k, ok := p.KeyServer(); ok { // local servers fetch its key first (each shard its own shard's)
+		for _, name := range c.ServerNames(k.Name) {
+			if err := c.TryRestart(name); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	var members []config.Member
