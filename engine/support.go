@@ -218,7 +218,11 @@ func (o *Outbox) Run(ctx context.Context, txn *sync.Mutex, every time.Duration) 
 
 // Every calls f at every tick of the interval until ctx ends (an engine's
 // background work).
-func Every(ctx context.Context, every time.Duration, f func()) {
+func Every(ctx context.Context, every time.Duration, f func()) { EveryOr(ctx, every, nil, f) }
+
+// EveryOr is Every that also runs f at once when wake receives (a server
+// that asks to be brought up to date need not wait for the next tick).
+func EveryOr(ctx context.Context, every time.Duration, wake <-chan struct{}, f func()) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -226,6 +230,8 @@ func Every(ctx context.Context, every time.Duration, f func()) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			f()
+		case <-wake:
 			f()
 		}
 	}

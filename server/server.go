@@ -182,7 +182,7 @@ func (s *Server) acquire(peer string) error {
 	}
 	switch {
 	case s.active[peer] >= perPeer:
-		return fmt.Errorf("%s has %d requests in progress at %s, the limit", peer, s.active[peer], s.name)
+		return fmt.Errorf("%s has %d requests in progress at %s, the limit; retry shortly", peer, s.active[peer], s.name)
 	case s.total >= total:
 		return fmt.Errorf("%s is serving %d requests, its limit; retry shortly", s.name, s.total)
 	}

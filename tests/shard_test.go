@@ -447,3 +447,141 @@ func TestCrashedDeciderRestarted(t *testing.T) {
 		})
 	}
 }
+
+// TestShardedHECLI: mode he with two local servers and the key server,
+// each a coordinator and three shard processes. Answers are the
+// plaintext's accepted rows, in order (ids where scores are not tied),
+// through either local server; a key server shard killed with kill -9
+// under two clients fails queries naming its shard, never answers
+// wrongly, and the cluster answers again after 'cluster up'; rebalance
+// is refused (the rows are encrypted per shard), fsck checks a shard.
+func TestShardedHECLI(t *testing.T) {
+	dir, cfg := newCluster(t, "he", 2, "--shards", "3")
+	d := newDataset(t, t.TempDir(), 300, 53)
+	must(t, "enroll", "--cluster", dir, "--ids", d.ids, "--templates", d.enroll, "--quiet")
+	rows := transformRows(t, d.gallery, d.names, cfg.Alpha())
+	q := filepath.Join(t.TempDir(), "q.npy")
+	writeNpy(t, q, d.queries[:20])
+	const topK = 3
+	type best struct {
+		id    string
+		score int
+	}
+	wants := make([][]best, 20)
+	score := make([]map[string]int, 20)
+	for i := range wants {
+		score[i] = map[string]int{}
+		for _, w := range plainTop(t, rows, d.queries[i], cfg.Alpha(), cfg.Beta(), len(rows)) {
+			score[i][w.id] = w.score
+			if w.score >= cfg.Threshold() && len(wants[i]) < topK {
+				wants[i] = append(wants[i], best{w.id, w.score})
+			}
+		}
+	}
+	// right: the answer has the plaintext's accepted top 3 scores in order
+	// (the key server never reveals them: looked up by id).
+	right := func(i int, ids []string) bool {
+		if len(ids) != len(wants[i]) {
+			return false
+		}
+		for j, id := range ids {
+			if s, ok := score[i][id]; !ok || s != wants[i][j].score {
+				return false
+			}
+		}
+		return true
+	}
+	accepted := 0
+	check := func(entry string) {
+		t.Helper()
+		for i, r := range parseResults(t, must(t, "identify", "--cluster", dir, "--entry", entry, "--templates", q, "--top", fmt.Sprint(topK), "--json")) {
+			var ids []string
+			for _, c := range r.Candidates {
+				ids = append(ids, c.ID)
+			}
+			if !right(i, ids) {
+				t.Fatalf("query %d through %s: %v, plaintext %v", i, entry, ids, wants[i])
+			}
+			if len(ids) > 0 {
+				accepted++
+			}
+		}
+	}
+	check("p1")
+	check("p2")
+	if accepted == 0 {
+		t.Fatal("no query was accepted: the test checks nothing")
+	}
+	if st := must(t, "cluster", "status", "--cluster", dir); !strings.Contains(st, "coordinator of 3 shards") || !strings.Contains(st, "key#2") {
+		t.Fatalf("status:\n%s", st)
+	}
+
+	victim := config.ShardName("key", 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	var answered, failed int
+	var wg sync.WaitGroup
+	for c := range 2 {
+		wg.Go(func() {
+			cl, err := cluster.Client(cfg, "device", fmt.Sprintf("p%d", c+1))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer cl.Close()
+			for i := c; ctx.Err() == nil; i = (i + 1) % 20 {
+				qctx, qcancel := context.WithTimeout(ctx, 20*time.Second)
+				r, err := cl.Identify(qctx, d.queries[i], topK)
+				qcancel()
+				if ctx.Err() != nil {
+					return
+				}
+				mu.Lock()
+				if err != nil {
+					failed++
+					if !strings.Contains(err.Error(), "shard 1") && !strings.Contains(err.Error(), victim) {
+						t.Errorf("query %d failed without naming %s: %v", i, victim, err)
+					}
+				} else {
+					answered++
+					var ids []string
+					for _, c := range r.Candidates {
+						ids = append(ids, c.ID)
+					}
+					if !right(i, ids) {
+						t.Errorf("query %d answered wrongly: %v, plaintext %v", i, ids, wants[i])
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	time.Sleep(time.Second)
+	if err := cluster.Kill(cfg, victim); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(8 * time.Second) // the transport's idle timeout (5 s) ends the peers' connections
+	mu.Lock()
+	failedWhileDown := failed
+	mu.Unlock()
+	must(t, "cluster", "up", "--cluster", dir)
+	time.Sleep(2 * time.Second)
+	cancel()
+	wg.Wait()
+	if answered == 0 || failedWhileDown == 0 {
+		t.Fatalf("%d answered, %d failed while %s was down", answered, failedWhileDown, victim)
+	}
+	t.Logf("%d answered, %d failed (%s killed for about 8 s)", answered, failed, victim)
+	check("p2")
+
+	must(t, "cluster", "down", "--cluster", dir)
+	if _, errs, code := idface(t, "shard", "rebalance", "--cluster", dir, "--shards", "2"); code == 0 || !strings.Contains(errs, "enroll the gallery") {
+		t.Fatalf("rebalance in mode he: exit %d, %s", code, errs)
+	}
+	for _, name := range []string{"p2", "key"} {
+		if out := must(t, "fsck", "--cluster", dir, "--party", name, "--shard", "2"); !strings.Contains(out, "intact") {
+			t.Fatalf("fsck of %s's shard 2:\n%s", name, out)
+		}
+	}
+}

@@ -76,7 +76,10 @@ func (l *Local) fatal(err error) *protocol.Error {
 // the sequencer to bring this one up to date (at a participant that has
 // not caught up since it started), until ctx ends.
 func (l *Local) Run(ctx context.Context) {
-	engine.Every(ctx, l.p.Timeouts().OutboxRetry, func() {
+	if !l.sequencer() {
+		l.askSync(ctx, l.env, l.seqNow) // at once: the first tick is OutboxRetry away
+	}
+	engine.EveryOr(ctx, l.p.Timeouts().OutboxRetry, l.wake, func() {
 		if !l.sequencer() {
 			if !l.caughtUp.Load() {
 				l.askSync(ctx, l.env, l.seqNow)
@@ -570,7 +573,11 @@ func (l *Local) onSync(_ context.Context, r engine.Request) protocol.Msg {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		if m.Seq < l.seq {
-			l.synced[r.From.Name] = false // the background loop sends what it misses
+			l.synced[r.From.Name] = false // the background loop sends what it misses, at once
+			select {
+			case l.wake <- struct{}{}:
+			default:
+			}
 		}
 		return &protocol.HESyncOK{Seq: l.seq}
 	}

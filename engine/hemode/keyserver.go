@@ -191,6 +191,7 @@ func (k *KeyServer) Run(ctx context.Context) {
 	if k.env.Net == nil {
 		return
 	}
+	k.askSync(ctx, k.env, k.seqNow) // at once: the first tick is OutboxRetry away
 	engine.Every(ctx, k.p.Timeouts().OutboxRetry, func() {
 		if !k.caughtUp.Load() {
 			k.askSync(ctx, k.env, k.seqNow)

@@ -98,6 +98,9 @@ type Local struct {
 	changeMu sync.Mutex // one change at a time: slots and change numbers are assigned in order
 	pending  *reserve   // participant: prepared, undecided (at most one)
 	synced   map[string]bool
+	// wake runs the sequencer's background sync at once: a follower that
+	// (re)started asked to be brought up to date.
+	wake     chan struct{}
 	follower // participant: how far behind the sequencer's changes
 	tr       *engine.Transformers
 	failed   atomic.Bool
@@ -136,7 +139,7 @@ func NewLocal(ctx context.Context, env engine.Env, groups Groups, keys Keys, exi
 	}
 	ks, _ := p.KeyServer()
 	l := &Local{env: env, p: p, he: Scheme(p), store: groups, self: k, keySrv: ks.Name,
-		synced: map[string]bool{}, nonces: map[[16]byte]struct{}{}, tr: engine.NewTransformers(p.Dim(), p.Beta()),
+		synced: map[string]bool{}, wake: make(chan struct{}, 1), nonces: map[[16]byte]struct{}{}, tr: engine.NewTransformers(p.Dim(), p.Beta()),
 		replay: &localReplay{pending: map[protocol.TxnID]*reserve{}}}
 	l.index = rowmap.NewIndex(func(r rowmap.Ref) string { return l.ids.At(r.Seq) })
 	l.live = bitset.New(0)
