@@ -53,18 +53,23 @@ func init() {
 		},
 		IdentifyFormula: func(p *config.Params, rows int) (string, float64) {
 			hp := Scheme(p)
-			groups := (rows + hp.GroupRows() - 1) / hp.GroupRows()
-			return "2*groups*S_ct", float64(2 * groups * hp.CiphertextBytes())
+			return "2*groups*S_ct", float64(2 * groupsOf(p, rows) * hp.CiphertextBytes())
 		},
 		// The encrypted database: 2d ciphertexts a group.
 		Storage: func(p *config.Params, rows int) float64 {
-			hp := Scheme(p)
-			return float64((rows + hp.GroupRows() - 1) / hp.GroupRows() * 2 * p.Dim() * hp.CiphertextBytes())
+			return float64(groupsOf(p, rows) * 2 * p.Dim() * Scheme(p).CiphertextBytes())
 		},
 		// One delta per group: encryption dominates, so one request per
 		// batch the server allows.
 		EnrollBatch: func(p *config.Params, total int) int { return min(total, Scheme(p).GroupRows(), p.MaxEnrollBatch()) },
 	})
+}
+
+// groupsOf is the column groups of a local server of rows rows: every
+// shard packs its own, about rows/S rows each.
+func groupsOf(p *config.Params, rows int) int {
+	gr, S := Scheme(p).GroupRows(), p.Shards()
+	return S * (((rows+S-1)/S + gr - 1) / gr)
 }
 
 // derived is what mode he derives from a configuration.
