@@ -12,10 +12,11 @@ import (
 // (every mode scans every row), a server's memory with the rows it holds,
 // and the CPU an identify costs is what the run's servers used at their
 // saturated rate: Cores / IdentifyPerS core-seconds, all servers of the
-// cluster together. Splitting a party over machines (shards, each
-// scanning its share of the rows) is issue 21 item 1, not built yet: the
-// plan says how many machines a party would need, and is the sizing for
-// a single machine per party while that number is 1.
+// cluster together. A party that needs more than one machine runs that
+// many shards (cluster init --shards S, in every mode), each holding and
+// scanning about 1/S of the rows; the model leaves out what sharding
+// adds (the coordinators, and in blind, replicated and HE mode the
+// helper's merge: docs/RESULTS.md, "Shards").
 
 // PlanTarget is what a deployment must carry and the machines it has.
 type PlanTarget struct {

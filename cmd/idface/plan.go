@@ -25,10 +25,10 @@ func cmdPlan(args []string, stdout, stderr io.Writer) error {
 		"A linear model, not a measurement: an identify's work and bytes grow with\n"+
 		"the rows, and the run's servers were saturated. RUN.json is the output of\n"+
 		"  idface bench --mode M --ids 1000000 --clients 8 --json > RUN.json\n"+
-		"(the line with clients and the most rows is used). Parties split over\n"+
-		"several machines are not built yet: while the plan says 1 machine per\n"+
-		"party it is the sizing of this release; above 1 it is what shards would\n"+
-		"need. docs/RESULTS.md, \"Capacity model\", has the model and an example.", stderr)
+		"(the line with clients and the most rows is used). A party that needs\n"+
+		"more than one machine runs that many shards (cluster init --shards S);\n"+
+		"the model leaves out the coordinators' and merges' own cost.\n"+
+		"docs/RESULTS.md, \"Capacity model\", has the model and an example.", stderr)
 	bench := fs.String("bench", "", "a file of idface bench --json lines (- for standard input)")
 	qps := fs.Float64("qps", 0, "identifications a second to sustain")
 	rows := fs.String("rows", "1e6,1e7,1e8,1e9", "enrolled identities, comma-separated (1e8 and 100000000 alike)")
