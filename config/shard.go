@@ -118,9 +118,6 @@ func (p *Params) checkShards() error {
 	if !p.spec.Shards {
 		return fmt.Errorf("mode %s does not run sharded parties (shards = %d)", p.lit.Mode, s)
 	}
-	if p.HideProbes() {
-		return fmt.Errorf("hide_probes with shards = %d: hidden probes are not sharded in this build (run hidden probes unsharded)", s)
-	}
 	seen := map[string]string{}
 	for _, m := range p.Servers() {
 		if len(m.Shards) != s {

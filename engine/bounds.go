@@ -28,6 +28,10 @@ func IdentifyBound(p *config.Params) int { return 2 + 2 + 4 + 4*p.Dim() }
 // and a query id.
 func ShardIdentifyBound(p *config.Params) int { return IdentifyBound(p) + 16 }
 
+// ShardHiddenBound is a device's hidden probe with the coordinator's
+// query id.
+func ShardHiddenBound(p *config.Params) int { return HiddenIdentifyBound(p) + 16 }
+
 // EnrollBound is a batch of templates with the operator's Auth, at most
 // what the cluster takes in one request.
 func EnrollBound(p *config.Params) int {

@@ -54,6 +54,10 @@ func TestBoundsFitTheLargestHonestRequest(t *testing.T) {
 	for range protocol.MaxQueryBatch {
 		batch.Probes = append(batch.Probes, protocol.Probe{Plus: make([]uint64, w), Minus: make([]uint64, w)})
 	}
+	hidden := &protocol.HiddenIdentify{TopK: protocol.MaxTopK, Auth: auth}
+	for range p.Mu() {
+		hidden.Parts = append(hidden.Parts, make([]byte, seal.Overhead+4*d)) // a sealed pair of 16-bit shares
+	}
 	for _, c := range []struct {
 		m     protocol.Msg
 		bound int
@@ -69,6 +73,9 @@ func TestBoundsFitTheLargestHonestRequest(t *testing.T) {
 		{&protocol.BlindQuery{Digest: digest, Pos: pos, Coef: coef}, engine.BlindQueryBound(p)},
 		{&protocol.Health{}, engine.Small},
 		{&protocol.HEDelete{Seq: 1, ID: id}, engine.Small},
+		{&protocol.ShardIdentify{TopK: protocol.MaxTopK, Template: tmpl}, engine.ShardIdentifyBound(p)},
+		{hidden, engine.HiddenIdentifyBound(p)},
+		{&protocol.ShardHidden{Probe: *hidden}, engine.ShardHiddenBound(p)},
 	} {
 		if n := len(protocol.Marshal(c.m)); n > c.bound {
 			t.Errorf("%v: the largest honest request is %d bytes, its bound %d", c.m.Type(), n, c.bound)

@@ -41,7 +41,8 @@ var ErrMalformed = wire.ErrMalformed
 // ShardAnswer, DecideMerge, DecideMergeOK; DecideResult.Ranks). Version
 // 9: sharded replicated holders (ShardAnswer.Degraded; error codes
 // ShardDown and CountedDown). Version 10: sharded HE local servers and
-// key server (HEQuery.Query, HEResult.Ranks).
+// key server (HEQuery.Query, HEResult.Ranks), hidden probes in shards
+// (ShardHidden).
 const Version = 10
 
 // Limits on what a peer or a client may send.
@@ -117,6 +118,7 @@ const (
 	TShardAnswer   Type = 60
 	TDecideMerge   Type = 61
 	TDecideMergeOK Type = 62
+	TShardHidden   Type = 63
 )
 
 // registry makes an empty message of each type.
@@ -167,6 +169,7 @@ var registry = map[Type]func() Msg{
 	TShardAnswer:      func() Msg { return &ShardAnswer{} },
 	TDecideMerge:      func() Msg { return &DecideMerge{} },
 	TDecideMergeOK:    func() Msg { return &DecideMergeOK{} },
+	TShardHidden:      func() Msg { return &ShardHidden{} },
 }
 
 // Types lists every message type in number order (tests, golden files).

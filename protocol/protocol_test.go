@@ -33,6 +33,7 @@ func samples() []Msg {
 		&DecideResult{Positions: []uint32{5}, Scores: []int32{-3}},
 		&DecideResult{Positions: []uint32{5, 2}, Ranks: []uint16{0, 3}},
 		&ShardIdentify{Query: [16]byte{5}, TopK: 2, Template: []float32{0.5, -1}},
+		&ShardHidden{Query: [16]byte{6}, Probe: HiddenIdentify{TopK: 1, Nonce: [16]byte{3}, Time: 1_790_000_001, Parts: [][]byte{{1}, {2}, {3}}, Auth: Auth{Signer: "device", Nonce: [16]byte{3}, Sig: []byte{7}}}},
 		&ShardAnswer{IDs: []string{"a", "b"}, Ranks: []uint16{1, NoRank}, Bytes: 99},
 		&ShardAnswer{IDs: []string{"a"}, Ranks: []uint16{0}, Scores: []int32{-7}, Bytes: 1},
 		&ShardAnswer{IDs: []string{"a"}, Ranks: []uint16{0}, Scores: []int32{9}, Bytes: 2, Degraded: true},

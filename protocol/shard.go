@@ -38,6 +38,26 @@ func (m *ShardIdentify) unmarshal(d *wire.Dec) {
 	}
 }
 
+// ShardHidden asks a member's shard, from its coordinator, to run a
+// device's hidden probe (replicated mode with hide_probes) over the
+// shard's rows under the coordinator's query id: the device's request as
+// it came, which the shard and the same shard of every other holder check
+// and open as unsharded.
+type ShardHidden struct {
+	Query [16]byte
+	Probe HiddenIdentify
+}
+
+func (m *ShardHidden) Type() Type { return TShardHidden }
+func (m *ShardHidden) marshal(e *wire.Enc) {
+	e.Raw(m.Query[:])
+	m.Probe.marshal(e)
+}
+func (m *ShardHidden) unmarshal(d *wire.Dec) {
+	d.Fixed(m.Query[:])
+	m.Probe.unmarshal(d)
+}
+
 // ShardAnswer is a shard's part of the answer: its candidates (ids), best
 // first, with their ranks (in blind mode their places in the merged
 // answer; where the entry scores, in the shard's own order) and their

@@ -349,7 +349,29 @@ type hiddenDone struct {
 // and at the helpers). Every holder must be up: the product needs all
 // three shares' cross terms.
 func (h *Holder[E]) identifyHidden(ctx context.Context, r engine.Request) protocol.Msg {
-	m := r.Msg.(*protocol.HiddenIdentify)
+	if h.env.Sharded() {
+		return protocol.Errorf(protocol.CodeBadRequest, "%s is one shard of %s: identify through %s's address (its coordinator)", h.env.Member(), h.env.Self, h.env.Self)
+	}
+	return h.runHiddenProbe(ctx, r.Msg.(*protocol.HiddenIdentify), nil)
+}
+
+// shardHidden runs a device's hidden probe over this shard's rows for the
+// holder's coordinator, under the coordinator's query id: the shard's
+// checked candidates with their scores (engine/shard merges them). The
+// same shard of every other holder opens its part of the probe, each
+// once; a helper that cannot be reached fails the probe (it is never run
+// again: a hidden probe needs all three holders, and runs once).
+func (h *Holder[E]) shardHidden(ctx context.Context, r engine.Request) protocol.Msg {
+	if !h.env.Sharded() || r.From.Name != h.env.Self {
+		return protocol.Errorf(protocol.CodeForbidden, "only a shard's own coordinator asks it to identify")
+	}
+	m := r.Msg.(*protocol.ShardHidden)
+	return h.runHiddenProbe(ctx, &m.Probe, &m.Query)
+}
+
+// runHiddenProbe runs a device's hidden probe as the entry, under query id
+// qid when given (a shard's coordinator's) or a fresh one.
+func (h *Holder[E]) runHiddenProbe(ctx context.Context, m *protocol.HiddenIdentify, qid *[16]byte) protocol.Msg {
 	if !h.p.HideProbes() {
 		return protocol.Errorf(protocol.CodeBadRequest, "this cluster does not hide probes: identify with a template (the client's configuration is not this cluster's)")
 	}
@@ -373,7 +395,9 @@ func (h *Holder[E]) identifyHidden(ctx context.Context, r engine.Request) protoc
 	}
 	job := &hiddenJob[E]{m: m, signed: m.Probe()}
 	sigma, err := additive.NewSeed(h.env.RandReader())
-	if err == nil {
+	if qid != nil {
+		job.qid = *qid
+	} else if err == nil {
 		_, err = h.env.RandReader().Read(job.qid[:])
 	}
 	if err != nil {

@@ -224,6 +224,7 @@ func (h *Holder[E]) Routes() map[protocol.Type]engine.Route {
 	r[protocol.TBlindQuery] = engine.Route{Op: "query", From: engine.Parties, Handle: h.Guard(h.serveQuery), Max: engine.BlindQueryBound(h.p.Params), Long: true, Query: true}
 	if h.env.Sharded() {
 		r[protocol.TShardIdentify] = engine.Route{Op: "identify", From: engine.Parties, Handle: h.Guard(h.shardIdentify), Max: engine.ShardIdentifyBound(h.p.Params), Long: true, Query: true}
+		r[protocol.TShardHidden] = engine.Route{Op: "identify", From: engine.Parties, Handle: h.Guard(h.shardHidden), Max: engine.ShardHiddenBound(h.p.Params), Long: true, Query: true}
 	}
 	r[protocol.THiddenQuery] = engine.Route{Op: "query", From: engine.Parties, Handle: h.Guard(h.serveHidden), Max: engine.HiddenQueryBound(h.p.Params), Long: true, Query: true}
 	r[protocol.TReplFetch] = engine.Route{Op: "rebuild", From: engine.Parties, Handle: h.Guard(h.fetchRows), Max: engine.Small}

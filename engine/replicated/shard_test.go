@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idface/idface/client"
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine/replicated"
 	"github.com/idface/idface/internal/inproc"
@@ -158,16 +159,92 @@ func waitChecked(t *testing.T, c *inproc.Cluster, entry string, y []float32) {
 	}
 }
 
-// TestShardsRefuseHiddenProbes: hidden probes are not sharded in this
-// build; the configuration says so when it is read.
-func TestShardsRefuseHiddenProbes(t *testing.T) {
+// TestShardsHidden runs hidden probes through a sharded replicated
+// cluster (every holder and the decider as a coordinator and three
+// shards) beside an unsharded one on the same rows: every answer has the
+// unsharded cluster's candidates, and no server but the device's client
+// sees the probe (a template sent to a coordinator is refused before any
+// shard gets it). A probe runs once, also sharded; a shard answers only
+// its own coordinator; a helper's shard down fails hidden probes (they
+// need all three holders) until it is back.
+func TestShardsHidden(t *testing.T) {
+	const S = 3
 	tau := 0.2
-	lit := inproc.Literal(config.Literal{Mode: replicated.Mode, Dim: dim, Tau: &tau, Shards: 2, HideProbes: true, MaxTopK: 10}, 3)
-	if _, err := config.New(lit, t.TempDir()); err == nil || !strings.Contains(err.Error(), "hidden probes are not sharded") {
-		t.Fatalf("hide_probes with shards: %v", err)
+	lit := func(shards int) config.Literal {
+		return inproc.Literal(config.Literal{Mode: replicated.Mode, Dim: dim, Tau: &tau, Shards: shards, HideProbes: true,
+			MaxTopK: 10, Timeout: config.Duration(5 * time.Second)}, 3)
 	}
-	lit.HideProbes = false
-	if _, err := config.New(lit, t.TempDir()); err != nil {
+	sharded, whole := inproc.Start(t, lit(S)), inproc.Start(t, lit(0))
+	xs := templates(60, 71)
+	all := items(xs, "r")
+	for _, cl := range []*inproc.Cluster{sharded, whole} {
+		if err := cl.Client("client", "p1").Enroll(ctx(t), all[:30]); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.Client("client", "p3").Enroll(ctx(t), all[30:]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sharded.CheckShards(t, "p1", all)
+	probes := append(templates(3, 72), xs[5], xs[33], xs[58])
+	check := func() {
+		t.Helper()
+		for i, y := range probes {
+			for _, topK := range []int{1, 4} {
+				entry := fmt.Sprintf("p%d", 1+(i+topK)%3)
+				a, err := sharded.Client("device", entry).Identify(ctx(t), y, topK)
+				if err != nil {
+					t.Fatalf("probe %d top %d through %s: %v", i, topK, entry, err)
+				}
+				b, err := whole.Client("device", entry).Identify(ctx(t), y, topK)
+				if err != nil {
+					t.Fatal(err)
+				}
+				inproc.SameAnswer(t, sharded.P, plain(t, sharded.P, xs, y), nil, a, b)
+				if i >= 3 && (!a.Accepted || a.Candidates[0].ID != fmt.Sprintf("r-%d", []int{5, 33, 58}[i-3])) {
+					t.Fatalf("enrolled probe %d: %+v", i, a)
+				}
+			}
+		}
+	}
+	check()
+
+	d := sharded.Dialer("device")
+	if _, err := rpc.Call(ctx(t), d, "p2", &protocol.Identify{TopK: 1, Template: xs[0]}); err == nil || !strings.Contains(err.Error(), "hides probes") {
+		t.Fatalf("a template to a sharded hidden-probe cluster: %v", err)
+	}
+	m, err := client.HideProbe(sharded.P, sharded.Signer("device"), "device", xs[5], 1)
+	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := rpc.Call(ctx(t), d, "p2", m); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rpc.Call(ctx(t), d, "p1", m); err == nil || !strings.Contains(err.Error(), "seen this hidden probe before") {
+		t.Fatalf("the probe again through another coordinator: %v", err)
+	}
+	other := config.ShardName("p1", 1)
+	if _, err := rpc.Call(ctx(t), d, other, m); err == nil || !strings.Contains(err.Error(), "coordinator") {
+		t.Fatalf("a hidden probe at a shard: %v", err)
+	}
+	_, err = rpc.Call(ctx(t), sharded.Dialer("p2"), other, &protocol.ShardHidden{Query: [16]byte{1}, Probe: *m})
+	var pe *protocol.Error
+	if !errors.As(err, &pe) || pe.Code != protocol.CodeForbidden {
+		t.Fatalf("a ShardHidden from another holder: %v", err)
+	}
+
+	down := config.ShardName("p3", 2)
+	sharded.Stop(down)
+	if _, err := sharded.Client("device", "p1").Identify(ctx(t), xs[5], 1); err == nil || !strings.Contains(err.Error(), "p3") {
+		t.Fatalf("a hidden probe with %s down: %v", down, err)
+	}
+	sharded.Restart(down)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if _, err := sharded.Client("device", "p1").Identify(ctx(t), xs[5], 1); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("hidden probes still fail with %s back: %v", down, err)
+		}
+	}
+	check()
 }

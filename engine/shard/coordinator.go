@@ -66,12 +66,16 @@ func New(env engine.Env, o Options) *Coordinator {
 
 // Routes: what a member answers its clients; the rest is its shards'.
 func (c *Coordinator) Routes() map[protocol.Type]engine.Route {
-	return map[protocol.Type]engine.Route{
+	r := map[protocol.Type]engine.Route{
 		protocol.THealth:   {Op: "health", From: engine.Anyone, Handle: c.health, Max: engine.Small},
 		protocol.TIdentify: {Op: "identify", From: engine.Clients, Handle: c.identify, Max: engine.IdentifyBound(c.p), Long: true, Query: true},
 		c.o.Enroll:         {Op: "enroll", From: engine.Operators, Handle: c.forward, Max: c.o.EnrollMax, Long: true},
 		protocol.TDelete:   {Op: "delete", From: engine.Operators, Handle: c.forward, Max: engine.Small},
 	}
+	if c.p.HideProbes() {
+		r[protocol.THiddenIdentify] = engine.Route{Op: "identify", From: engine.Clients, Handle: c.identifyHidden, Max: engine.HiddenIdentifyBound(c.p), Long: true, Query: true}
+	}
+	return r
 }
 
 // Run: a coordinator has no background work.
@@ -129,19 +133,26 @@ func (c *Coordinator) forward(ctx context.Context, r engine.Request) protocol.Ms
 // rows may hold the answer.
 func (c *Coordinator) identify(ctx context.Context, r engine.Request) protocol.Msg {
 	m := r.Msg.(*protocol.Identify)
+	if c.p.HideProbes() {
+		// Refused here, before any shard sees the template.
+		return protocol.Errorf(protocol.CodeBadRequest, "this cluster hides probes: identify with a client that has this cluster's configuration (it seals the probe's shares to the holders); a template was not used")
+	}
 	if perr := engine.CheckTopK(c.p, int(m.TopK)); perr != nil {
 		return perr
 	}
 	if len(m.Template) != c.p.Dim() {
 		return protocol.Errorf(protocol.CodeBadRequest, "a template of dimension %d; this cluster's is %d", len(m.Template), c.p.Dim())
 	}
+	req := func(qid [16]byte) protocol.Msg {
+		return &protocol.ShardIdentify{Query: qid, TopK: m.TopK, Template: m.Template}
+	}
 	// A shard that counted a holder down (replicated mode), or that had
 	// restarted since this coordinator last asked it, answers the query
 	// again under a fresh query id (degraded, in the first case): one id
 	// never carries two runs of a shard.
-	answers, cause := c.ask(ctx, m)
+	answers, cause := c.ask(ctx, req)
 	if cause != nil && cause.Code == protocol.CodeCountedDown {
-		answers, cause = c.ask(ctx, m)
+		answers, cause = c.ask(ctx, req)
 	}
 	if cause != nil {
 		if cause.Code == protocol.CodeCountedDown {
@@ -152,15 +163,38 @@ func (c *Coordinator) identify(ctx context.Context, r engine.Request) protocol.M
 	return c.merge(answers, int(m.TopK))
 }
 
-// ask runs the query on every shard under a fresh query id: their
-// answers, or the first failure. A shard that cannot be reached fails it
-// with CodeShardDown, on which a client of a mode that answers with a
-// member down (replicated) asks another member's coordinator.
-func (c *Coordinator) ask(ctx context.Context, m *protocol.Identify) (answers []*protocol.ShardAnswer, cause *protocol.Error) {
-	req := &protocol.ShardIdentify{TopK: m.TopK, Template: m.Template}
-	if _, err := c.env.RandReader().Read(req.Query[:]); err != nil {
+// identifyHidden runs a device's hidden probe (replicated mode with
+// hide_probes) over every shard under one query id. It is never run
+// again: every holder's shard runs a probe once (its nonce), so a shard
+// that counted a holder down or restarted fails the probe, and the
+// device makes a new one.
+func (c *Coordinator) identifyHidden(ctx context.Context, r engine.Request) protocol.Msg {
+	m := r.Msg.(*protocol.HiddenIdentify)
+	if perr := engine.CheckTopK(c.p, int(m.TopK)); perr != nil {
+		return perr
+	}
+	answers, cause := c.ask(ctx, func(qid [16]byte) protocol.Msg { return &protocol.ShardHidden{Query: qid, Probe: *m} })
+	if cause != nil {
+		if cause.Code == protocol.CodeCountedDown {
+			cause.Code = protocol.CodeUnavailable
+			cause.Msg += " (a hidden probe runs once: identify again, with a new probe)"
+		}
+		return cause
+	}
+	return c.merge(answers, int(m.TopK))
+}
+
+// ask runs the query (req of the query id) on every shard under a fresh
+// query id: their answers, or the first failure. A shard that cannot be
+// reached fails it with CodeShardDown, on which a client of a mode that
+// answers with a member down (replicated) asks another member's
+// coordinator.
+func (c *Coordinator) ask(ctx context.Context, reqOf func(qid [16]byte) protocol.Msg) (answers []*protocol.ShardAnswer, cause *protocol.Error) {
+	var qid [16]byte
+	if _, err := c.env.RandReader().Read(qid[:]); err != nil {
 		return nil, protocol.Errorf(protocol.CodeInternal, "%v", err)
 	}
+	req := reqOf(qid)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	S := c.p.Shards()

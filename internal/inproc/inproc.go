@@ -344,6 +344,15 @@ func (c *Cluster) Dialer(name string) network.Dialer {
 }
 
 // Client returns a client with the named identity talking to entry.
+// Signer is the signing key of client name (an operator's or a device's).
+func (c *Cluster) Signer(name string) crypto.Signer {
+	key, ok := c.keys[name].(crypto.Signer)
+	if !ok {
+		c.t.Fatalf("no signing key for %s", name)
+	}
+	return key
+}
+
 func (c *Cluster) Client(name, entry string) *client.Client {
 	cl, err := client.New(c.P, c.Dialer(name), entry)
 	if err != nil {
