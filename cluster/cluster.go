@@ -268,10 +268,10 @@ func Start(p *config.Params, exe, name string) (int, error) {
 		return 0, err
 	}
 	defer logf.Close()
-	member, shard, sharded := strings.Cut(name, "#")
+	member, shard := config.SplitServer(name)
 	args := []string{"serve", "--config", filepath.Join(p.Dir(), config.File), "--home", HomeDir(p.Dir(), member)}
-	if sharded {
-		args = append(args, "--shard", shard)
+	if shard != config.Coordinator {
+		args = append(args, "--shard", strconv.Itoa(shard))
 	}
 	cmd := exec.Command(exe, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf

@@ -42,6 +42,16 @@ func MemberOf(server string) string {
 	return m
 }
 
+// SplitServer parses a server's name: its member, and its shard
+// (Coordinator for "name" and "name#c").
+func SplitServer(name string) (member string, shard int) {
+	member, suffix, cut := strings.Cut(name, "#")
+	if s, err := strconv.Atoi(suffix); cut && err == nil && s >= 0 && suffix == strconv.Itoa(s) {
+		return member, s
+	}
+	return member, Coordinator
+}
+
 // CoordinatorName is how a shard dials its member's coordinator.
 func CoordinatorName(name string) string { return name + "#c" }
 

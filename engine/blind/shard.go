@@ -43,8 +43,10 @@ type Merger struct {
 // key server.
 func NewMerger(env engine.Env) *Merger {
 	p := env.Params
-	return &Merger{env: env, p: p, queries: NewTable[*protocol.DecideMerge, [][]uint16](p.Shards(), p.Timeouts().DeciderWait,
+	g := &Merger{env: env, p: p, queries: NewTable[*protocol.DecideMerge, [][]uint16](p.Shards(), p.Timeouts().DeciderWait,
 		func(s int) string { return config.ShardName(env.Self, s) })}
+	g.queries.Owner = env.Self + " (the coordinator that merges its shards' answers)"
+	return g
 }
 
 // Routes: only the member's own shards merge.

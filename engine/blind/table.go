@@ -46,6 +46,9 @@ type Table[P, R any] struct {
 	holders int
 	wait    time.Duration
 	name    func(holder int) string
+	// Owner names the table's server in refusals ("the decider" when
+	// empty; a merger names its member).
+	Owner string
 
 	mu      sync.Mutex
 	queries map[[16]byte]*Pending[P, R]
@@ -88,6 +91,13 @@ func NewTable[P, R any](holders int, wait time.Duration, name func(holder int) s
 	return &Table[P, R]{holders: holders, wait: wait, name: name, queries: map[[16]byte]*Pending[P, R]{}}
 }
 
+func (t *Table[P, R]) owner() string {
+	if t.Owner == "" {
+		return "the decider"
+	}
+	return t.Owner
+}
+
 // Len is the number of pending queries.
 func (t *Table[P, R]) Len() int {
 	t.mu.Lock()
@@ -110,7 +120,7 @@ func (t *Table[P, R]) Join(id [16]byte, rows, holder, size, entry, topK, want in
 	if q == nil {
 		if len(t.queries) >= MaxQueries {
 			t.mu.Unlock()
-			return nil, protocol.Errorf(protocol.CodeUnavailable, "the decider holds %d queries, its limit; retry shortly", MaxQueries)
+			return nil, protocol.Errorf(protocol.CodeUnavailable, "%s holds %d queries, its limit; retry shortly", t.owner(), MaxQueries)
 		}
 		orphans := 0
 		for _, o := range t.queries {
@@ -139,7 +149,7 @@ func (t *Table[P, R]) Join(id [16]byte, rows, holder, size, entry, topK, want in
 	case entry >= 0 && q.Entry >= 0 && entry != q.Entry:
 		err = fmt.Errorf("two entries for one query")
 	case t.bytes+size > maxPendingBytes:
-		err = fmt.Errorf("the decider holds %d MB of score shares, its limit; retry shortly", t.bytes>>20)
+		err = fmt.Errorf("%s holds %d MB of score shares, its limit; retry shortly", t.owner(), t.bytes>>20)
 	}
 	if err != nil {
 		t.mu.Unlock()

@@ -12,8 +12,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -174,20 +172,6 @@ func (c *Cluster) ServerNames(name string) []string {
 	return names
 }
 
-// split parses a server's name: its member, and its shard
-// (config.Coordinator for the member itself).
-func split(name string) (member string, shard int) {
-	base, suffix, ok := strings.Cut(name, "#")
-	if !ok {
-		return name, config.Coordinator
-	}
-	s, err := strconv.Atoi(suffix)
-	if err != nil {
-		return name, config.Coordinator
-	}
-	return base, s
-}
-
 // shardDialer is a shard's dialer: names resolve as over QUIC
 // (config.Params.Resolve) to the memnet names servers listen on.
 type shardDialer struct {
@@ -327,7 +311,7 @@ func (c *Cluster) WaitSettled() {
 // Dialer returns a dialer presenting the identity of member name (of its
 // shard, for "name#s").
 func (c *Cluster) Dialer(name string) network.Dialer {
-	if member, shard := split(name); shard != config.Coordinator {
+	if member, shard := config.SplitServer(name); shard != config.Coordinator {
 		return shardDialer{Dialer: c.Dialer(member), p: c.P, shard: shard}
 	}
 	role := network.RoleHelper
@@ -386,7 +370,7 @@ func (c *Cluster) TryRestart(name string) error {
 	}
 	log := slog.New(slog.NewTextHandler(testWriter{c}, &slog.HandlerOptions{Level: slog.LevelWarn})).With("server", name)
 	ctx, cancel := context.WithCancel(context.Background())
-	member, shard := split(name)
+	member, shard := config.SplitServer(name)
 	srv, err := server.Build(ctx, c.P, member, filepath.Join(c.Dir, "data", name), c.Dialer(name), ln, log,
 		server.BuildOptions{Key: c.keys[member], SealKey: c.seals[member], WrapLog: c.WrapLog[name], Shard: shard})
 	if err != nil {
