@@ -58,6 +58,17 @@ func Open(p *config.Params, h *home.Home, entry string) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	if p.ShardKeyed() { // an operator's home holds the shard key: its enrollments go to their shards
+		key, err := h.ShardKey()
+		if err != nil {
+			return nil, err
+		}
+		if key != nil {
+			if p, err = p.WithShardKey(key); err != nil {
+				return nil, err
+			}
+		}
+	}
 	d := quicnet.NewDialer(cert, p.Directory(config.Coordinator)) // "name#s" reaches a shard
 	c, err := New(p, d, entry)
 	if err != nil {
@@ -143,6 +154,9 @@ func (c *Client) Enroll(ctx context.Context, items []protocol.Item) error {
 // enrollShards enrolls the items of each shard in one request, the shards
 // at once.
 func (c *Client) enrollShards(ctx context.Context, items []protocol.Item) error {
+	if err := c.p.CanPlace(); err != nil {
+		return err
+	}
 	parts := make([][]protocol.Item, c.p.Shards())
 	for _, it := range items {
 		s := c.p.ShardOf(it.ID)

@@ -161,6 +161,9 @@ func Init(dir string, o Options) (_ *config.Params, err error) {
 		if err := shardAddrs(&lit, o); err != nil {
 			return nil, err
 		}
+		if err := KeyPlacement(dir, &lit); err != nil {
+			return nil, err
+		}
 	}
 	if o.Metrics {
 		for _, m := range servers(&lit) {
@@ -175,6 +178,33 @@ func Init(dir string, o Options) (_ *config.Params, err error) {
 		return nil, err
 	}
 	return config.Load(dir)
+}
+
+// KeyPlacement gives the local cluster in dir a secret shard key
+// (config.Literal.ShardKeyID): written into the home of every party and
+// every operator, never the decider's or key server's, so that the
+// helper cannot tell which ids a shard holds.
+func KeyPlacement(dir string, lit *config.Literal) error {
+	var key [32]byte
+	if _, err := rand.Read(key[:]); err != nil {
+		return err
+	}
+	var names []string
+	for _, m := range lit.Parties {
+		names = append(names, m.Name)
+	}
+	for _, c := range lit.Clients {
+		if c.Role == config.RoleOperator {
+			names = append(names, c.Name)
+		}
+	}
+	for _, name := range names {
+		if err := home.WriteShardKey(filepath.Join(HomeDir(dir, name), config.ShardKeyFile), &key); err != nil {
+			return err
+		}
+	}
+	lit.ShardKeyID = config.ShardKeyID(&key)
+	return nil
 }
 
 // servers are the servers of lit, to fill in.

@@ -297,6 +297,12 @@ type Literal struct {
 	// many shard servers, a row to the shard rowmap.ShardOf names; 0 or 1:
 	// one server per member (shard.go).
 	Shards int `json:"shards,omitempty"`
+	// ShardKeyID, when set, names the shard key under which rows are
+	// placed (rowmap.ShardOfKeyed; ShardKeyID of the key): the row-holding
+	// members and the operators hold the key (HOME/shard.key), the decider
+	// or key server never does. Empty: rows are placed by the public
+	// cluster id (rowmap.ShardOf), which a helper can compute too.
+	ShardKeyID string `json:"shard_key_id,omitempty"`
 	// ClusterID (32 hex digits, random at init) binds row-map digests to
 	// this cluster; when empty it is derived from the mode and the names.
 	ClusterID string `json:"cluster_id,omitempty"`

@@ -34,6 +34,7 @@ type Params struct {
 	operators map[string][]*ecdsa.PublicKey
 	clients   map[string][]*ecdsa.PublicKey // operators' and devices'
 	seals     []*seal.PublicKey             // by party; nil where none
+	shardKey  *[32]byte                     // the placement key, where held (WithShardKey)
 }
 
 // sealKeys parses the parties' sealing keys; the parties of a mode whose

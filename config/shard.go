@@ -1,6 +1,9 @@
 package config
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -28,8 +31,62 @@ const Coordinator = -1
 // cluster.
 func (p *Params) Shards() int { return max(p.lit.Shards, 1) }
 
-// ShardOf is the shard that holds id's row.
-func (p *Params) ShardOf(id string) int { return rowmap.ShardOf(p.cluster, id, p.Shards()) }
+// ShardOf is the shard that holds id's row: under the shard key where the
+// cluster has one (ShardKeyed; only a Params that holds it, WithShardKey,
+// can place ids then: CanPlace), else by the public cluster id.
+func (p *Params) ShardOf(id string) int {
+	if p.shardKey != nil {
+		return rowmap.ShardOfKeyed(p.shardKey, id, p.Shards())
+	}
+	return rowmap.ShardOf(p.cluster, id, p.Shards())
+}
+
+// ShardKeyed reports whether the cluster places rows under a secret
+// shard key (Literal.ShardKeyID).
+func (p *Params) ShardKeyed() bool { return p.lit.ShardKeyID != "" }
+
+// ShardKeyFile is the file, in a home, of the shard key of a cluster
+// whose placement is keyed.
+const ShardKeyFile = "shard.key"
+
+// ShardKeyID is the public name of a shard key (Literal.ShardKeyID): it
+// tells which key a cluster uses, and nothing of the key.
+func ShardKeyID(key *[32]byte) string {
+	m := hmac.New(sha256.New, key[:])
+	m.Write([]byte("idface shard key id"))
+	return hex.EncodeToString(m.Sum(nil)[:16])
+}
+
+// WithShardKey is p holding the cluster's shard key, so that it places
+// ids (a row-holding server, an operator's client); a key that is not the
+// one the configuration names is refused. A nil key gives p without one
+// (a helper's view: it must not place ids).
+func (p *Params) WithShardKey(key *[32]byte) (*Params, error) {
+	q := *p
+	q.shardKey = nil
+	if key == nil {
+		return &q, nil
+	}
+	switch id := ShardKeyID(key); {
+	case !p.ShardKeyed():
+		return nil, fmt.Errorf("a shard key was given, but this configuration places rows by its public cluster id (no shard_key_id): remove %s from the home, or assemble the configuration with the key (cluster assemble --shard-key)", ShardKeyFile)
+	case id != p.lit.ShardKeyID:
+		return nil, fmt.Errorf("the home's %s is key %s, but the configuration names shard key %s: copy the key the row-holding organisations agreed on (the one the configuration was assembled with)", ShardKeyFile, id, p.lit.ShardKeyID)
+	}
+	k := *key
+	q.shardKey = &k
+	return &q, nil
+}
+
+// CanPlace says whether p can place ids on shards: always in an unsharded
+// cluster or one placed by its public cluster id; in a keyed one only
+// with the key.
+func (p *Params) CanPlace() error {
+	if p.Shards() > 1 && p.ShardKeyed() && p.shardKey == nil {
+		return fmt.Errorf("this cluster places rows under a secret shard key (shard_key_id %s), which this home does not hold: copy the cluster's %s into the home of this operator (row-holding servers and operators hold it; the decider and key server never do)", p.lit.ShardKeyID, ShardKeyFile)
+	}
+	return nil
+}
 
 // ShardName is how a server dials shard s of member name: "name#s"
 // (member names never hold '#').
@@ -111,6 +168,11 @@ func (p *Params) checkShards() error {
 	s := p.lit.Shards
 	if s < 0 || s > MaxShards {
 		return fmt.Errorf("shards = %d: want 1..%d (0 or 1: no shards)", s, MaxShards)
+	}
+	if id := p.lit.ShardKeyID; id != "" {
+		if b, err := hex.DecodeString(id); err != nil || len(b) != 16 {
+			return fmt.Errorf("shard_key_id %q: want 32 hex digits (config.ShardKeyID of the shard key)", id)
+		}
 	}
 	for _, c := range p.lit.Clients {
 		if len(c.Shards) != 0 {

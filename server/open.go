@@ -75,6 +75,9 @@ func OpenShard(ctx context.Context, p *config.Params, h *home.Home, shard int, l
 	if shard < config.Coordinator || shard >= p.Shards() || shard >= 0 && p.Shards() == 1 && shard != 0 {
 		return nil, fmt.Errorf("shard %d: this cluster has %d shards (0..%d)", shard, p.Shards(), p.Shards()-1)
 	}
+	if p, err = WithShardKey(p, h, me.Name); err != nil {
+		return nil, err
+	}
 	listen := h.Listen
 	if listen == "" || listen == me.Addr { // a shard binds its own address, unless the home binds a wildcard (a pod)
 		listen = me.ShardAddr(shard)
@@ -111,6 +114,26 @@ func OpenShard(ctx context.Context, p *config.Params, h *home.Home, shard int, l
 	log.Info("serving", "addr", ln.Addr(), "advertised", me.ShardAddr(shard), "shard", shard, "mode", p.Mode(), "role", role.Role, "mu", p.Mu(),
 		"config_serial", p.Serial(), "config_hash", fmt.Sprintf("%x", hash[:8]))
 	return srv, nil
+}
+
+// WithShardKey is p for server name of home h: with the home's shard key
+// at a party of a cluster whose placement is keyed (it places ids), and
+// never at a helper, which must not hold the key (a decider or key server
+// with it could tell which ids a shard holds, the leak the key closes).
+func WithShardKey(p *config.Params, h *home.Home, name string) (*config.Params, error) {
+	key, err := h.ShardKey()
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case p.PartyIndex(name) < 0 && key != nil:
+		return nil, fmt.Errorf("%s holds %s, but %s is the cluster's helper, which must never hold the shard key: remove the file (and, if it was the cluster's key, know that this server could place ids)", h.Dir, config.ShardKeyFile, name)
+	case p.PartyIndex(name) < 0 || !p.ShardKeyed():
+		return p.WithShardKey(nil)
+	case key == nil:
+		return nil, fmt.Errorf("this cluster places rows under a shard key (shard_key_id %s), and %s has no %s: copy the cluster's key there (every row-holding server and operator holds it)", p.Literal().ShardKeyID, h.Dir, config.ShardKeyFile)
+	}
+	return p.WithShardKey(key)
 }
 
 // BuildOptions adjust Build.

@@ -416,8 +416,20 @@ func TestNetnsShardPods(t *testing.T) {
 		}
 		pubs = append(pubs, filepath.Join(m.home, m.name+".pub.json"))
 	}
-	cfg := filepath.Join(dir, "cluster.json")
-	must(t, append([]string{"cluster", "assemble", "--out", cfg, "--mode", "blind", "--tau", "0.2", "--shards", fmt.Sprint(S)}, pubs...)...)
+	// The row-holding organisations and the operator share the shard key;
+	// the decider's organisation never gets it.
+	cfg, key := filepath.Join(dir, "cluster.json"), filepath.Join(dir, "shard.key")
+	must(t, "shard", "key", "--out", key)
+	for _, m := range []*nsMember{servers[0], servers[1], office} {
+		b, err := os.ReadFile(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(m.home, config.ShardKeyFile), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(t, append([]string{"cluster", "assemble", "--out", cfg, "--mode", "blind", "--tau", "0.2", "--shards", fmt.Sprint(S), "--shard-key", key}, pubs...)...)
 
 	for _, m := range servers {
 		rendered := filepath.Join(dir, m.name+".yaml")

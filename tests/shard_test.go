@@ -12,6 +12,8 @@ import (
 
 	"github.com/idface/idface/cluster"
 	"github.com/idface/idface/config"
+	"github.com/idface/idface/internal/home"
+	"github.com/idface/idface/internal/rowmap"
 )
 
 // TestShardedBlindCLI runs a sharded blind cluster as processes (each
@@ -356,6 +358,7 @@ func TestShardRebalance(t *testing.T) {
 // as any configuration change: each server names its new shard addresses
 // ('party shards'), and 'cluster assemble --shards N' refuses another
 // count on reassembly unless told --reshard (the data follow the count).
+// A sharded configuration needs a shard key ('shard key'), and keeps it.
 func TestReshardAssembly(t *testing.T) {
 	dir := t.TempDir()
 	var pubs []string
@@ -368,7 +371,13 @@ func TestReshardAssembly(t *testing.T) {
 	must(t, "client", "init", "--home", filepath.Join(dir, "op"), "--name", "op", "--role", "operator")
 	pubs = append(pubs, filepath.Join(dir, "op", "op.pub.json"))
 	cfg := filepath.Join(dir, "cluster.json")
-	must(t, append([]string{"cluster", "assemble", "--out", cfg, "--mode", "blind", "--shards", "2"}, pubs...)...)
+	if _, errs, code := idface(t, append([]string{"cluster", "assemble", "--out", cfg, "--mode", "blind", "--shards", "2"}, pubs...)...); code == 0 || !strings.Contains(errs, "shard key") {
+		t.Fatalf("a sharded configuration without a shard key: exit %d, %s", code, errs)
+	}
+	key, other := filepath.Join(dir, "shard.key"), filepath.Join(dir, "other.key")
+	must(t, "shard", "key", "--out", key)
+	must(t, "shard", "key", "--out", other)
+	must(t, append([]string{"cluster", "assemble", "--out", cfg, "--mode", "blind", "--shards", "2", "--shard-key", key}, pubs...)...)
 	for i, name := range []string{"orga", "orgb", "dec"} {
 		must(t, "party", "shards", "--home", filepath.Join(dir, name), "--shard-addrs",
 			fmt.Sprintf("127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", 17001+10*i, 17002+10*i, 17003+10*i))
@@ -376,10 +385,20 @@ func TestReshardAssembly(t *testing.T) {
 	if _, errs, code := idface(t, append([]string{"cluster", "assemble", "--out", cfg, "--mode", "blind", "--shards", "3"}, pubs...)...); code == 0 || !strings.Contains(errs, "shards") {
 		t.Fatalf("another shard count on reassembly, without --reshard: exit %d, %s", code, errs)
 	}
+	if _, errs, code := idface(t, append([]string{"cluster", "assemble", "--out", cfg, "--mode", "blind", "--shards", "3", "--reshard", "--shard-key", other}, pubs...)...); code == 0 || !strings.Contains(errs, "keeps its shard key") {
+		t.Fatalf("another shard key on reassembly: exit %d, %s", code, errs)
+	}
+	before, err := config.LoadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	must(t, append([]string{"cluster", "assemble", "--out", cfg, "--mode", "blind", "--shards", "3", "--reshard"}, pubs...)...)
 	p, err := config.LoadFile(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if id := p.Literal().ShardKeyID; id == "" || id != before.Literal().ShardKeyID {
+		t.Fatalf("the shard key id %q after reassembly, %q before", id, before.Literal().ShardKeyID)
 	}
 	if m, _ := p.Server("orgb"); p.Shards() != 3 || p.Serial() != 2 || len(m.Shards) != 3 || m.Shards[2] != "127.0.0.1:17013" {
 		t.Fatalf("reassembled: %d shards, serial %d, orgb's %v", p.Shards(), p.Serial(), m.Shards)
@@ -584,4 +603,75 @@ func TestShardedHECLI(t *testing.T) {
 			t.Fatalf("fsck of %s's shard 2:\n%s", name, out)
 		}
 	}
+}
+
+// TestShardKeyHeldByHoldersOnly: 'cluster init --shards' places rows
+// under a secret shard key that the share holders and the operator hold
+// and the decider does not; each shard holds exactly the ids the keyed
+// placement gives it; a decider whose home holds the key refuses to
+// start, and so does a holder without it.
+func TestShardKeyHeldByHoldersOnly(t *testing.T) {
+	const S = 3
+	dir, cfg := newCluster(t, "blind", 2, "--shards", fmt.Sprint(S))
+	keyOf := func(name string) *[32]byte {
+		t.Helper()
+		k, err := home.ReadShardKey(filepath.Join(cluster.HomeDir(dir, name), config.ShardKeyFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	key := keyOf("p1")
+	if key == nil || *keyOf("p2") != *key || *keyOf("client") != *key || keyOf("decider") != nil || keyOf("device") != nil {
+		t.Fatal("the shard key is not exactly in the holders' and the operator's homes")
+	}
+	if !cfg.ShardKeyed() || cfg.Literal().ShardKeyID != config.ShardKeyID(key) {
+		t.Fatalf("shard_key_id %q", cfg.Literal().ShardKeyID)
+	}
+	d := newDataset(t, t.TempDir(), 120, 57)
+	must(t, "enroll", "--cluster", dir, "--ids", d.ids, "--templates", d.enroll, "--quiet")
+	keyed, public := make([]int, S), make([]int, S)
+	for _, id := range d.names {
+		keyed[rowmap.ShardOfKeyed(key, id, S)]++
+		public[rowmap.ShardOf(cfg.ClusterID(), id, S)]++
+	}
+	cl, err := cluster.Client(cfg, "client", "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for s := range S {
+		h, err := cl.Health(context.Background(), config.ShardName("p2", s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int(h.Live) != keyed[s] {
+			t.Fatalf("p2#%d holds %d rows; the keyed placement gives it %d (the public one %d)", s, h.Live, keyed[s], public[s])
+		}
+	}
+	t.Logf("rows per shard: keyed %v, public %v", keyed, public)
+
+	must(t, "cluster", "down", "--cluster", dir)
+	b, err := os.ReadFile(filepath.Join(cluster.HomeDir(dir, "p1"), config.ShardKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	decKey := filepath.Join(cluster.HomeDir(dir, "decider"), config.ShardKeyFile)
+	if err := os.WriteFile(decKey, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, errs, code := idface(t, "serve", "--config", filepath.Join(dir, config.File), "--home", cluster.HomeDir(dir, "decider"), "--shard", "0"); code == 0 || !strings.Contains(out+errs, "must never hold the shard key") {
+		t.Fatalf("a decider with the shard key: exit %d, %s%s", code, out, errs)
+	}
+	os.Remove(decKey)
+	p2Key := filepath.Join(cluster.HomeDir(dir, "p2"), config.ShardKeyFile)
+	os.Remove(p2Key)
+	if out, errs, code := idface(t, "serve", "--config", filepath.Join(dir, config.File), "--home", cluster.HomeDir(dir, "p2"), "--shard", "1"); code == 0 || !strings.Contains(out+errs, "has no "+config.ShardKeyFile) {
+		t.Fatalf("a holder without the shard key: exit %d, %s%s", code, out, errs)
+	}
+	if err := os.WriteFile(p2Key, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	must(t, "cluster", "up", "--cluster", dir)
+	must(t, "identify", "--cluster", dir, "--templates", d.query, "--top", "1")
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/server"
 )
 
 func init() {
@@ -82,6 +83,9 @@ func cmdFsck(args []string, stdout, stderr io.Writer) (err error) {
 	}
 	if p.Shards() > 1 {
 		h.UseShard(*shard)
+	}
+	if p, err = server.WithShardKey(p, h, *name); err != nil {
+		return err
 	}
 	data := h.DataDir()
 	env := engine.Env{Params: p, Self: *name, Shard: *shard, Log: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(), Fatal: func(error) {}}

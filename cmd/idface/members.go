@@ -350,6 +350,41 @@ func carryOver(old, given config.Literal, set map[string]bool, path string) (con
 	return lit, nil
 }
 
+// placementKey records the shard key in file (may be "") in a sharded
+// configuration. A new one needs it; a carried-over one keeps the key it
+// records (the rows follow it), and one placed by the public cluster id
+// (an earlier build's) takes a key only when its rows move anyway
+// (--reshard: 'shard rebalance' places them under the new key).
+func placementKey(lit *config.Literal, file string, carried, reshard bool) error {
+	var id string
+	if file != "" {
+		key, err := home.ReadShardKey(file)
+		if err != nil {
+			return err
+		}
+		if key == nil {
+			return fmt.Errorf("--shard-key %s: no such file ('idface shard key --out %s' makes one)", file, file)
+		}
+		id = config.ShardKeyID(key)
+	}
+	switch {
+	case lit.ShardKeyID != "" && id != "" && id != lit.ShardKeyID:
+		return fmt.Errorf("--shard-key is key %s, but the configuration places its rows under %s: a cluster keeps its shard key", id, lit.ShardKeyID)
+	case lit.ShardKeyID != "":
+		return nil
+	case id != "" && lit.Shards <= 1:
+		return fmt.Errorf("--shard-key without --shards: an unsharded cluster places no rows")
+	case carried && !reshard && id != "":
+		return fmt.Errorf("this cluster places its rows by its public cluster id; they move to a shard key only with a new shard count (--reshard, then 'idface shard rebalance' on every holder)")
+	case carried && !reshard, lit.Shards <= 1:
+		return nil
+	case id == "":
+		return fmt.Errorf("a sharded configuration needs the cluster's shard key: make one with 'idface shard key --out shard.key', give it here with --shard-key, and copy it into the home of every row-holding server and operator (never the decider's or key server's)")
+	}
+	lit.ShardKeyID = id
+	return nil
+}
+
 // clusterAssemble builds a configuration from public descriptors only.
 func clusterAssemble(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("cluster assemble", "idface cluster assemble --out cluster.json --mode "+modeNames("|")+" [--dim --alpha --beta --tau ...]\n"+
@@ -380,6 +415,7 @@ func clusterAssemble(args []string, stdout, stderr io.Writer) error {
 	scheme := addSchemeFlag(fs)
 	shards := fs.Int("shards", 0, "every server runs as a coordinator and this many shards (every mode): each server's descriptor names its shards' addresses ('party init --shard-addrs', 'party shards')")
 	reshard := fs.Bool("reshard", false, "with --shards, change the shard count of an existing configuration: every holder moves its data with 'idface shard rebalance --config NEW --previous OLD' before the servers run the new one")
+	shardKeyFile := fs.String("shard-key", "", "with --shards: the cluster's shard key ('idface shard key'), whose id the configuration records; its rows are placed by it, and the helper never holds it")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -440,6 +476,9 @@ func clusterAssemble(args []string, stdout, stderr io.Writer) error {
 				return err
 			}
 		}
+	}
+	if err := placementKey(&settings, *shardKeyFile, settings.Serial > 1, *reshard); err != nil {
+		return err
 	}
 	lit, err := config.Assemble(settings, descs)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/network/quicnet"
+	"github.com/idface/idface/server"
 )
 
 func partyRebuild(args []string, stdout, stderr io.Writer) error {
@@ -47,6 +48,9 @@ func partyRebuild(args []string, stdout, stderr io.Writer) error {
 		h.UseShard(*shard)
 	}
 	name := h.Self.Name
+	if p, err = server.WithShardKey(p, h, name); err != nil { // a rebuilt shard keeps only its rows
+		return err
+	}
 	srv, err := engine.ServerOf(p, name)
 	if err != nil {
 		return err

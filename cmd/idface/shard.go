@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -20,12 +21,15 @@ import (
 )
 
 func init() {
-	register("shard", "move a stopped local cluster's rows to another number of shards: rebalance", cmdShard)
+	register("shard", "shards: make the placement key (key), move a stopped cluster's rows to another number of shards (rebalance)", cmdShard)
 }
 
 func cmdShard(args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "key" {
+		return shardKey(args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "rebalance" {
-		fmt.Fprintln(stderr, "usage: idface shard rebalance --cluster DIR --shards N\n       idface shard rebalance --config NEW.json --previous OLD.json --home DIR [--data DATA]")
+		fmt.Fprintln(stderr, "usage: idface shard key --out shard.key\n       idface shard rebalance --cluster DIR --shards N\n       idface shard rebalance --config NEW.json --previous OLD.json --home DIR [--data DATA]")
 		return errUsage
 	}
 	fs := newFlags("shard rebalance", "idface shard rebalance --cluster DIR --shards N\nidface shard rebalance --config NEW.json --previous OLD.json --home DIR [--data DATA]\n\n"+
@@ -86,6 +90,11 @@ func cmdShard(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if lit.Shards > 1 && lit.ShardKeyID == "" { // a local cluster's rows placed under a key from now on
+		if err := cluster.KeyPlacement(*dir, &lit); err != nil {
+			return err
+		}
+	}
 	next, err := config.New(lit, *dir)
 	if err != nil {
 		return err
@@ -104,7 +113,7 @@ func cmdShard(args []string, stdout, stderr io.Writer) error {
 		}
 		base := h.DataDir()
 		bases[p.Name] = base
-		if err := stageShards(ctx, m, old, next, p.Name, base, stage, stdout); err != nil {
+		if err := stageShards(ctx, m, h, old, next, p.Name, base, stage, stdout); err != nil {
 			return err
 		}
 	}
@@ -118,6 +127,40 @@ func cmdShard(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "%d shards per server (configuration serial %d); the old data are in each server's DATA/before-rebalance-%d\nstart it with: idface cluster up --cluster %s\n",
 		next.Shards(), next.Serial(), next.Serial(), *dir)
+	return nil
+}
+
+// shardKey makes a cluster's shard key: rows are placed on shards by a
+// keyed hash of their ids, so that the decider or key server, which never
+// holds the key, cannot tell which ids a shard holds.
+func shardKey(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("shard key", "idface shard key --out shard.key\n\n"+
+		"Makes a random shard key (32 bytes, hex, mode 0600) for a sharded\n"+
+		"cluster assembled across organisations. Rows are placed on shards by\n"+
+		"HMAC-SHA256 of their ids under it. The row-holding organisations and\n"+
+		"the operators each put a copy into their homes (HOME/shard.key); the\n"+
+		"decider's or key server's organisation never gets it. 'cluster\n"+
+		"assemble --shards N --shard-key shard.key' records its id (not the key)\n"+
+		"in the configuration; a server whose home holds another key refuses to\n"+
+		"start. The key never changes for a cluster: the rows follow it.", stderr)
+	out := fs.String("out", "", "the file to write (refused if it exists)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := required(fs, "out"); err != nil {
+		return err
+	}
+	if _, err := os.Stat(*out); err == nil {
+		return fmt.Errorf("%s exists: a cluster keeps its shard key (move the file away to make another for a new cluster)", *out)
+	}
+	var key [32]byte
+	if _, err := rand.Read(key[:]); err != nil {
+		return err
+	}
+	if err := home.WriteShardKey(*out, &key); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "shard key %s written to %s (mode 0600): copy it into HOME/%s of every row-holding server and operator, never the decider or key server\n", config.ShardKeyID(&key), *out, config.ShardKeyFile)
 	return nil
 }
 
@@ -178,7 +221,7 @@ func rebalanceMember(next, prev, homeDir, dataDir string, stdout io.Writer) erro
 		defer unlock()
 	}
 	stage := fmt.Sprintf("rebalance-%d", nxt.Serial())
-	if err := stageShards(context.Background(), m, old, nxt, name, base, stage, stdout); err != nil {
+	if err := stageShards(context.Background(), m, h, old, nxt, name, base, stage, stdout); err != nil {
 		return err
 	}
 	if err := swapIn(base, stage, old.Shards(), nxt.Shards(), nxt.Serial()); err != nil {
@@ -190,8 +233,24 @@ func rebalanceMember(next, prev, homeDir, dataDir string, stdout io.Writer) erro
 }
 
 // stageShards writes a holder's new shards into base/stage from its data
-// under base.
-func stageShards(ctx context.Context, m *engine.Mode, old, next *config.Params, name, base, stage string, stdout io.Writer) error {
+// under base; h is the holder's home, whose shard key places the rows
+// where the placement is keyed.
+func stageShards(ctx context.Context, m *engine.Mode, h *home.Home, old, next *config.Params, name, base, stage string, stdout io.Writer) error {
+	key, err := h.ShardKey()
+	if err != nil {
+		return err
+	}
+	for _, p := range []**config.Params{&old, &next} {
+		if !(*p).ShardKeyed() {
+			continue
+		}
+		if *p, err = (*p).WithShardKey(key); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	if err := next.CanPlace(); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
 	os.RemoveAll(filepath.Join(base, stage)) // a rebalance interrupted before
 	from, to := shardDirs(base, old.Shards()), shardDirs(filepath.Join(base, stage), next.Shards())
 	for s, dir := range from {

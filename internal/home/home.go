@@ -11,6 +11,7 @@ import (
 	"crypto"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -210,7 +211,7 @@ func (h *Home) UseShard(s int) {
 
 // homeFiles are the files a home may hold besides its data: what Install
 // copies. NAME.pub.json is added by name.
-var homeFiles = []string{selfFile, keyFile, certFile, sealFile, keyFile + ".previous", nextKeyFile, nextCertFile}
+var homeFiles = []string{selfFile, keyFile, certFile, sealFile, keyFile + ".previous", nextKeyFile, nextCertFile, config.ShardKeyFile}
 
 // Files are the files of the home in dir that 'idface party install'
 // copies (a Kubernetes Secret of the member: 'idface deploy k8s'), by
@@ -517,6 +518,46 @@ func (h *Home) SealKey() (*seal.PrivateKey, error) {
 		return nil, fmt.Errorf("%s is not the key that %s publishes: restore the matching %s, or assemble the configuration from a descriptor made with this key ('idface party rotate')", path, filepath.Base(h.PubPath()), sealFile)
 	}
 	return k, nil
+}
+
+// ShardKey reads the home's shard key (config.ShardKeyFile: 64 hex
+// digits), nil when the home has none. The file must be private to its
+// owner.
+func (h *Home) ShardKey() (*[32]byte, error) {
+	return ReadShardKey(filepath.Join(h.Dir, config.ShardKeyFile))
+}
+
+// ReadShardKey reads a shard key file, nil when there is none.
+func ReadShardKey(path string) (*[32]byte, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("%s is readable by others (mode %v): 'chmod 600 %s'", path, fi.Mode().Perm(), path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 130))
+	if err != nil {
+		return nil, err
+	}
+	var key [32]byte
+	if n, err := hex.Decode(key[:], bytes.TrimSpace(b)); err != nil || n != 32 || len(bytes.TrimSpace(b)) != 64 {
+		return nil, fmt.Errorf("%s is not a shard key (64 hex digits): it is damaged; copy the cluster's key again", path)
+	}
+	return &key, nil
+}
+
+// WriteShardKey writes a shard key file, private to its owner.
+func WriteShardKey(path string, key *[32]byte) error {
+	return store.WriteFile(path, []byte(hex.EncodeToString(key[:])+"\n"), 0o600)
 }
 
 // ReadDescriptor reads a public descriptor, refusing anything that holds a

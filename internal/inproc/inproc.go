@@ -7,6 +7,7 @@ package inproc
 import (
 	"context"
 	"crypto"
+	"crypto/rand"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
@@ -131,9 +132,24 @@ func Start(t testing.TB, lit config.Literal) *Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A sharded cluster places rows under a shard key, as 'cluster init'
+	// makes one: the parties (and the tests' clients: c.P) hold it, the
+	// helper does not (TryRestart).
+	var shardKey [32]byte
+	if lit.Shards > 1 && lit.ShardKeyID == "" {
+		if _, err := rand.Read(shardKey[:]); err != nil {
+			t.Fatal(err)
+		}
+		lit.ShardKeyID = config.ShardKeyID(&shardKey)
+	}
 	p, err := config.New(lit, dir)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if p.ShardKeyed() {
+		if p, err = p.WithShardKey(&shardKey); err != nil {
+			t.Fatal(err)
+		}
 	}
 	c := &Cluster{t: t, P: p, Net: memnet.New(), Dir: dir, WrapLog: map[string]func(engine.Log) engine.Log{}, running: map[string]*running{}, keys: keys, seals: seals}
 	t.Cleanup(func() { c.StopAll(); c.quiet.Store(true) })
@@ -371,7 +387,11 @@ func (c *Cluster) TryRestart(name string) error {
 	log := slog.New(slog.NewTextHandler(testWriter{c}, &slog.HandlerOptions{Level: slog.LevelWarn})).With("server", name)
 	ctx, cancel := context.WithCancel(context.Background())
 	member, shard := config.SplitServer(name)
-	srv, err := server.Build(ctx, c.P, member, filepath.Join(c.Dir, "data", name), c.Dialer(name), ln, log,
+	p := c.P
+	if p.PartyIndex(member) < 0 { // the helper never holds the shard key
+		p, _ = p.WithShardKey(nil)
+	}
+	srv, err := server.Build(ctx, p, member, filepath.Join(c.Dir, "data", name), c.Dialer(name), ln, log,
 		server.BuildOptions{Key: c.keys[member], SealKey: c.seals[member], WrapLog: c.WrapLog[name], Shard: shard})
 	if err != nil {
 		cancel()

@@ -1,6 +1,7 @@
 package rowmap
 
 import (
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
 )
@@ -23,7 +24,29 @@ func ShardOf(cluster [16]byte, id string, shards int) int {
 	h.Write(cluster[:])
 	h.Write([]byte(id))
 	var sum [sha256.Size]byte
-	key := binary.BigEndian.Uint64(h.Sum(sum[:0]))
+	return jump(binary.BigEndian.Uint64(h.Sum(sum[:0])), shards)
+}
+
+// ShardOfKeyed is ShardOf in a cluster whose placement is secret: the
+// jump consistent hash of HMAC-SHA256(key, id), key being the cluster's
+// shard key (config: shard_key_id), which the row-holding members and
+// the operators hold and the decider or key server does not. Without it
+// the shard an id lives in is a pseudorandom function of the id, so a
+// helper that sees which shard matched learns nothing of which ids that
+// shard holds.
+func ShardOfKeyed(key *[32]byte, id string, shards int) int {
+	if shards <= 1 {
+		return 0
+	}
+	m := hmac.New(sha256.New, key[:])
+	m.Write([]byte("idface shard\x00"))
+	m.Write([]byte(id))
+	var sum [sha256.Size]byte
+	return jump(binary.BigEndian.Uint64(m.Sum(sum[:0])), shards)
+}
+
+// jump is Lamping and Veach's jump consistent hash of key into shards.
+func jump(key uint64, shards int) int {
 	b, j := int64(-1), int64(0)
 	for j < int64(shards) {
 		b = j
