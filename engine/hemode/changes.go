@@ -608,15 +608,15 @@ func (l *Local) onDelete(ctx context.Context, r engine.Request) protocol.Msg {
 // durable here before anyone is told; a server that is down gets it when
 // it returns, before it answers any identification.
 func (l *Local) delete(ctx context.Context, m *protocol.Delete) protocol.Msg {
+	if !l.env.Owns(m.ID) {
+		return l.env.NotOwned(m.ID)
+	}
 	l.changeMu.Lock()
 	defer l.changeMu.Unlock()
 	if perr := l.authorized(m.Auth, protocol.OpDelete, []string{m.ID}); perr != nil {
 		return perr
 	}
 	l.syncAll(ctx, l.others()) // best effort: the deletion is ordered after what they miss either way
-	if !l.env.Owns(m.ID) {
-		return l.env.NotOwned(m.ID)
-	}
 	l.mu.Lock()
 	ref, ok := l.index.Lookup(m.ID)
 	if !ok {

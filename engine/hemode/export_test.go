@@ -110,3 +110,14 @@ func CheckSumGroup(e engine.Engine) error {
 	}
 	return nil
 }
+
+// ShardQuery runs local shard e's query to its key server shard under
+// qid, as its coordinator's ShardIdentify would: the ids and ranks the
+// local shard receives.
+func ShardQuery(ctx context.Context, e engine.Engine, topK int, probe []float32, qid [16]byte) ([]string, []uint16, error) {
+	res, perr := e.(*Local).query(ctx, topK, probe, qid)
+	if perr != nil {
+		return nil, nil, perr
+	}
+	return res.ids, res.ranks, nil
+}

@@ -44,6 +44,12 @@ type KeyServer struct {
 
 	mu      sync.Mutex
 	buckets map[string]*bucket // per local server
+	// merging counts, per local server, the sharded queries this key
+	// server shard holds at its coordinator's merge: each holds a slot of
+	// the merger's table until every shard reports, so one local server
+	// whose shards report to some key server shards only could otherwise
+	// fill the table for all (mergeShare).
+	merging map[string]int
 
 	rowsMu sync.RWMutex // guards seq, rows, live, nlive
 	seq    uint64       // the sequencer's last change applied here
@@ -96,7 +102,7 @@ func NewKeyServer(env engine.Env, k *heidface.KeyPair) (*KeyServer, error) {
 		return nil, err
 	}
 	ks := &KeyServer{env: env, p: p, he: Scheme(p), key: key, pk: k.Public,
-		fp: heidface.Fingerprint(k.Public), buckets: map[string]*bucket{}, live: bitset.New(0),
+		fp: heidface.Fingerprint(k.Public), buckets: map[string]*bucket{}, merging: map[string]int{}, live: bitset.New(0),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_key_server_refusals_total",
 			Help: "Queries the key server refused, by reason (pass_limit: more rows pass than an honest query can)."}, []string{"reason"})}
 	env.Metrics.MustRegister(ks.refusals)
@@ -238,6 +244,13 @@ func (k *KeyServer) query(ctx context.Context, r engine.Request) protocol.Msg {
 		k.refusals.WithLabelValues("rate").Inc()
 		return protocol.Errorf(protocol.CodeUnavailable, "%s exceeds the key server's rate of %.0f queries a second; retry shortly", r.From.Name, KeyServerRate(k.p))
 	}
+	if k.env.Sharded() {
+		if !k.enterMerge(r.From.Name) {
+			k.refusals.WithLabelValues("merging").Inc()
+			return protocol.Errorf(protocol.CodeUnavailable, "%s has %d queries waiting for the other shards at %s, its share; retry shortly", r.From.Name, mergeShare(k.p), k.env.Member())
+		}
+		defer k.leaveMerge(r.From.Name)
+	}
 	best, err := k.decide(r.Stream, q)
 	if err != nil {
 		var over *passError
@@ -264,11 +277,48 @@ func (k *KeyServer) query(ctx context.Context, r engine.Request) protocol.Msg {
 		for i, m := range best {
 			scores[i] = int32(m.Score)
 		}
-		if res.Ranks, err = blind.MergeRanks(ctx, k.env, q.Query, int(q.TopK), scores); err != nil {
+		ranks, err := blind.MergeRanks(ctx, k.env, q.Query, int(q.TopK), scores)
+		if err != nil {
 			return engine.AsError(err, protocol.CodeUnavailable)
 		}
+		// Only the rows that made the merged answer go back: the local
+		// server learns the ids it is answered, not the other rows of its
+		// shard that passed.
+		kept := res.Rows[:0]
+		for i, r := range ranks {
+			if r != protocol.NoRank {
+				kept, res.Ranks = append(kept, res.Rows[i]), append(res.Ranks, r)
+			}
+		}
+		res.Rows = kept
 	}
 	return res
+}
+
+// mergeShare is how many sharded queries of one local server a key
+// server shard holds at its coordinator's merge at once: the merger's
+// table (blind.MaxQueries) shared among the local servers, each of whose
+// queries could be left incomplete at all shards but one.
+func mergeShare(p *config.Params) int {
+	return max(4, blind.MaxQueries/(p.Mu()*max(1, p.Shards()-1)))
+}
+
+func (k *KeyServer) enterMerge(name string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.merging[name] >= mergeShare(k.p) {
+		return false
+	}
+	k.merging[name]++
+	return true
+}
+
+func (k *KeyServer) leaveMerge(name string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.merging[name]--; k.merging[name] <= 0 {
+		delete(k.merging, name)
+	}
 }
 
 // passError refuses a query in which more live rows pass the threshold

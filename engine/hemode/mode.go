@@ -150,7 +150,11 @@ func server(p *config.Params, name string) engine.Server {
 	}
 	return shard.Server(engine.Server{Role: "local server", Log: "rows.log", Kind: store.KindHERows, Open: openLocal, Fsck: fsckLocal},
 		func(p *config.Params) shard.Options {
-			return shard.Options{Mode: "he-coord", Ranked: true, Enroll: protocol.TEnroll, EnrollMax: engine.EnrollBound(p)}
+			// The key server's shards keep the merged top K (at most K
+			// ids in all; more is refused), and a refusal for passing rows
+			// is told as unsharded, without the shard.
+			return shard.Options{Mode: "he-coord", Ranked: true, Merged: true, Enroll: protocol.TEnroll, EnrollMax: engine.EnrollBound(p),
+				Bare: []string{Refused}}
 		})
 }
 

@@ -146,6 +146,11 @@ func (l *Local) query(ctx context.Context, topK int, probe []float32, qid [16]by
 	if sharded := qid != ([16]byte{}); sharded != (len(res.Ranks) == len(res.Rows)) && len(res.Rows) > 0 {
 		return nil, protocol.Errorf(protocol.CodeInternal, "key server answered %d rows with %d ranks", len(res.Rows), len(res.Ranks))
 	}
+	for i, r := range res.Ranks { // places in the merged top K, best first
+		if int(r) >= topK || i > 0 && r <= res.Ranks[i-1] {
+			return nil, protocol.Errorf(protocol.CodeInternal, "key server answered rank %d (of top %d) after %v", r, topK, res.Ranks[:i])
+		}
+	}
 	out := &queried{ranks: res.Ranks, sent: uint64(s.Sent()), recv: uint64(s.Received())}
 	l.mu.RLock()
 	for _, row := range res.Rows {

@@ -1,13 +1,21 @@
 package hemode_test
 
 import (
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/idface/idface/config"
+	"github.com/idface/idface/engine/hemode"
 	"github.com/idface/idface/internal/inproc"
 	"github.com/idface/idface/network/memnet"
+	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
 	"github.com/idface/idface/template"
 )
 
@@ -117,4 +125,132 @@ func plainScores(p *config.Params, rows [][]float32, y []float32) []int {
 		out[i] = tx.Dot(ty)
 	}
 	return out
+}
+
+// shardCluster is a sharded HE cluster (two local servers, S shards) with
+// rows r-0..r-39 enrolled.
+func shardCluster(t *testing.T, S int) (*inproc.Cluster, [][]float32, []protocol.Item) {
+	tau := 0.25
+	c := inproc.Start(t, inproc.Literal(config.Literal{Mode: config.ModeHE, Dim: dim, Beta: 16, Tau: &tau, Shards: S,
+		Timeout: config.Duration(15 * time.Second)}, 2))
+	xs := templates(40, 21)
+	all := items(xs, "r")
+	if err := c.Client("client", "p1").Enroll(ctx(t), all); err != nil {
+		t.Fatal(err)
+	}
+	return c, xs, all
+}
+
+// TestShardsAnswerOnlyTheMerged: a local server's shards receive from the
+// key server's shards only the rows that made the merged answer, never
+// the other rows of their shard that passed (a review found each shard
+// receiving its own best, S times top K in all, before the fix).
+func TestShardsAnswerOnlyTheMerged(t *testing.T) {
+	const S = 3
+	c, xs, _ := shardCluster(t, S)
+	y := xs[0]
+	seen := map[int]bool{}
+	for i := 0; len(seen) < S; i++ { // the same template once in every shard
+		id := fmt.Sprintf("dup-%d", i)
+		if s := c.P.ShardOf(id); !seen[s] {
+			seen[s] = true
+			if err := c.Client("client", "p1").Enroll(ctx(t), []protocol.Item{{ID: id, Template: y}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, topK := range []int{1, 2} {
+		var qid [16]byte
+		if _, err := rand.Read(qid[:]); err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		var got []string
+		var wg sync.WaitGroup
+		for s := range S {
+			wg.Go(func() {
+				ids, ranks, err := hemode.ShardQuery(ctx(t), c.Engine(config.ShardName("p1", s)), topK, y, qid)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					t.Errorf("shard %d: %v", s, err)
+				}
+				for i, r := range ranks {
+					if int(r) >= topK {
+						t.Errorf("shard %d received %s with rank %d of top %d", s, ids[i], r, topK)
+					}
+				}
+				got = append(got, ids...)
+			})
+		}
+		wg.Wait()
+		if len(got) != topK {
+			t.Fatalf("top %d: the local shards received %v", topK, got)
+		}
+	}
+}
+
+// TestShardsMergeShare: one local server whose shards send queries to
+// some key server shards only (so that they wait at the merge until it
+// gives up) holds at most its share of the merge, and the other local
+// server's identifies are answered meanwhile (a review filled the merger
+// with 128 such queries and p1 was refused before the fix).
+func TestShardsMergeShare(t *testing.T) {
+	const S = 3
+	c, xs, _ := shardCluster(t, S)
+	fps := make([][32]byte, 2)
+	for s := range 2 {
+		pk, err := rpc.Call(ctx(t), c.Dialer(config.ShardName("p2", s)), "key", &protocol.PublicKeyRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fps[s] = sha256.Sum256(pk.(*protocol.PublicKey).Key)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	refused := 0
+	for i := range 128 {
+		s := i % 2
+		var qid [16]byte
+		rand.Read(qid[:])
+		wg.Go(func() {
+			_, err := rpc.Call(ctx(t), c.Dialer(config.ShardName("p2", s)), "key",
+				&protocol.HEQuery{Key: fps[s], TopK: 1, CtBytes: uint32(hemode.Scheme(c.P).CiphertextBytes()), Query: qid})
+			if err != nil && strings.Contains(err.Error(), "its share") {
+				mu.Lock()
+				refused++
+				mu.Unlock()
+			}
+		})
+	}
+	time.Sleep(300 * time.Millisecond)
+	if a, err := c.Client("device", "p1").Identify(ctx(t), xs[3], 1); err != nil || !a.Accepted || a.Candidates[0].ID != "r-3" {
+		t.Fatalf("p1's identify while p2's queries wait at the merge: %+v, %v", a, err)
+	}
+	wg.Wait()
+	if refused == 0 {
+		t.Fatal("p2's 128 incomplete queries were all held")
+	}
+	t.Logf("%d of p2's 128 incomplete queries refused", refused)
+}
+
+// TestShardsRefusalUnnamed: the key server's refusal of a query with more
+// passing rows than an honest one reaches the device as unsharded, not
+// naming the shard where the rows passed.
+func TestShardsRefusalUnnamed(t *testing.T) {
+	c, xs, _ := shardCluster(t, 3)
+	var same []protocol.Item
+	for i := 0; len(same) < 20; i++ {
+		if id := fmt.Sprintf("same-%d", i); c.P.ShardOf(id) == 1 {
+			same = append(same, protocol.Item{ID: id, Template: xs[0]})
+		}
+	}
+	if err := c.Client("client", "p1").Enroll(ctx(t), same); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Client("device", "p1").Identify(ctx(t), xs[0], 1)
+	var pe *protocol.Error
+	if !errors.As(err, &pe) || pe.Msg != hemode.Refused {
+		t.Fatalf("refusal %v, want exactly %q", err, hemode.Refused)
+	}
 }

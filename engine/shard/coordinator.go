@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,10 +47,14 @@ type Options struct {
 	// shard answers its best candidates with their scores, best first,
 	// and the coordinator merges them by score.
 	Ranked bool
-	// Merged: the decider's shards kept the top K merged over every
-	// shard (replicated mode), so all shards' candidates together are at
-	// most K; more is refused (a deviating decider).
+	// Merged: the helper's shards kept the top K merged over every shard
+	// (replicated and HE mode), so all shards' candidates together are at
+	// most K; more is refused (a deviating helper).
 	Merged bool
+	// Bare are refusals a shard may answer that the client gets as they
+	// are, without the shard's name (HE's key server refusal, which says
+	// only what an unsharded refusal says).
+	Bare []string
 }
 
 // Coordinator is a sharded member's coordinator: it holds no rows.
@@ -202,9 +207,14 @@ func (c *Coordinator) ask(ctx context.Context, reqOf func(qid [16]byte) protocol
 	t0 := time.Now()
 	var once sync.Once
 	var wg sync.WaitGroup
+	var mu sync.Mutex
+	returned := make([]bool, S) // the shards whose call has come back
 	for s := range S {
 		wg.Go(func() {
 			resp, _, err := rpc.AskOnce(ctx, c.env.Net, config.ShardName(c.env.Self, s), req) // stops waiting when another shard fails; never sent twice
+			mu.Lock()
+			returned[s] = true
+			mu.Unlock()
 			if err == nil {
 				a, ok := resp.(*protocol.ShardAnswer)
 				if !ok {
@@ -222,8 +232,24 @@ func (c *Coordinator) ask(ctx context.Context, reqOf func(qid [16]byte) protocol
 						cause = shardErr(c.env.Self, s, S, err, protocol.CodeCountedDown)
 					case pe == nil && ctx.Err() == nil: // the shard itself: unreachable or silent
 						cause = shardErr(c.env.Self, s, S, err, protocol.CodeShardDown)
+					case pe != nil && slices.Contains(c.o.Bare, pe.Msg): // said as unsharded
+						cause = pe
 					default:
 						cause = shardErr(c.env.Self, s, S, err, 0)
+					}
+					// A shard that has not answered may be why this one
+					// failed (its part never reached the helper's merge):
+					// name it too.
+					mu.Lock()
+					var waiting []string
+					for t, back := range returned {
+						if !back {
+							waiting = append(waiting, config.ShardName(c.env.Self, t))
+						}
+					}
+					mu.Unlock()
+					if len(waiting) > 0 && cause != nil && !slices.Contains(c.o.Bare, cause.Msg) {
+						cause.Msg += fmt.Sprintf(" (%s had not answered yet)", strings.Join(waiting, ", "))
 					}
 					cancel()
 					c.env.Log.Warn("a shard failed an identify", "shard", s, "after", time.Since(t0), "err", err)
@@ -270,7 +296,11 @@ func (c *Coordinator) merge(answers []*protocol.ShardAnswer, topK int) protocol.
 		}
 	}
 	if c.o.Merged && len(all) > topK {
-		return protocol.Errorf(protocol.CodeInconsistent, "the decider's shards kept %d candidates for the top %d; the query is refused: %s may be faulty or compromised", len(all), topK, c.p.DeciderName())
+		helper := c.p.DeciderName()
+		if k, ok := c.p.KeyServer(); ok {
+			helper = k.Name
+		}
+		return protocol.Errorf(protocol.CodeInconsistent, "the helper's shards kept %d candidates for the top %d; the query is refused: %s may be faulty or compromised", len(all), topK, helper)
 	}
 	if c.o.Ranked {
 		slices.SortFunc(all, func(a, b candidate) int { return cmp.Compare(a.rank, b.rank) })
