@@ -524,3 +524,50 @@ func TestAbandoned(t *testing.T) {
 		t.Fatal("the requester stopped reading; not told")
 	}
 }
+
+// TestCancelledOpenKeepsTheConnection: a request whose context ended
+// before its stream opened fails alone; the connection and the other
+// requests on it go on (it was closed with code 0, so that another
+// shard's cancelled request failed a healthy one with "Application error
+// 0x0 (local)" and counted its helper down).
+func TestCancelledOpenKeepsTheConnection(t *testing.T) {
+	srv, srvPin := ident(t, "p1")
+	cli, cliPin := ident(t, "client")
+	ln, err := Listen("127.0.0.1:0", srv, Pins{cliPin: {Name: "client", Role: network.RoleOperator}}, ListenOptions{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	sctx, stop := context.WithCancel(context.Background())
+	go ln.Serve(sctx, func(ctx context.Context, s *network.Stream) {
+		b, err := s.ReadFrame(100)
+		if err != nil {
+			return
+		}
+		<-release
+		s.WriteFrame(b)
+		s.CloseWrite()
+	})
+	t.Cleanup(func() { stop(); ln.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d := NewDialer(cli, dir("p1", ln.Addr(), srvPin))
+	defer d.Close()
+	long, err := d.Open(ctx, "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := long.WriteFrame([]byte("waiting")); err != nil {
+		t.Fatal(err)
+	}
+	gone, giveUp := context.WithCancel(ctx)
+	giveUp()
+	if _, err := d.Open(gone, "p1"); err == nil {
+		t.Fatal("a stream opened for a request that had given up")
+	}
+	close(release)
+	b, err := long.ReadFrame(100)
+	if err != nil || string(b) != "waiting" {
+		t.Fatalf("the other request on the connection: %q, %v", b, err)
+	}
+}
