@@ -155,7 +155,7 @@ func (c *Client) Enroll(ctx context.Context, items []protocol.Item) error {
 // at once.
 func (c *Client) enrollShards(ctx context.Context, items []protocol.Item) error {
 	if err := c.p.CanPlace(); err != nil {
-		return err
+		return notSent{err}
 	}
 	parts := make([][]protocol.Item, c.p.Shards())
 	for _, it := range items {

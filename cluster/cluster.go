@@ -161,7 +161,7 @@ func Init(dir string, o Options) (_ *config.Params, err error) {
 		if err := shardAddrs(&lit, o); err != nil {
 			return nil, err
 		}
-		if err := KeyPlacement(dir, &lit); err != nil {
+		if err := KeyPlacement(dir, &lit, false); err != nil {
 			return nil, err
 		}
 	}
@@ -184,10 +184,28 @@ func Init(dir string, o Options) (_ *config.Params, err error) {
 // (config.Literal.ShardKeyID): written into the home of every party and
 // every operator, never the decider's or key server's, so that the
 // helper cannot tell which ids a shard holds.
-func KeyPlacement(dir string, lit *config.Literal) error {
+func KeyPlacement(dir string, lit *config.Literal, reuse bool) error {
 	var key [32]byte
 	if _, err := rand.Read(key[:]); err != nil {
 		return err
+	}
+	// With reuse, a key the parties' homes already agree on is kept (a
+	// rebalance run again after it stopped midway: some data may follow
+	// that key).
+	var held *[32]byte
+	for i, m := range lit.Parties {
+		if !reuse {
+			break
+		}
+		k, err := home.ReadShardKey(filepath.Join(HomeDir(dir, m.Name), config.ShardKeyFile))
+		if err != nil || k == nil || i > 0 && (held == nil || *k != *held) {
+			held = nil
+			break
+		}
+		held = k
+	}
+	if held != nil {
+		key = *held
 	}
 	var names []string
 	for _, m := range lit.Parties {

@@ -234,7 +234,11 @@ func (d Descriptor) Member() Member {
 // Literal is cluster.json as written. Zero values take the defaults above;
 // New checks it.
 type Literal struct {
-	Version int `json:"version"` // 2; 0 means 2
+	// Version is 2, or 3 when the configuration places rows under a shard
+	// key (ShardKeyID): an earlier build, which would ignore the key and
+	// place rows by the public hash, refuses version 3. 0 means 2 (3 with
+	// a ShardKeyID).
+	Version int `json:"version"`
 	// Serial numbers successive configurations of one cluster (key
 	// rotations, members added or removed); servers report the serial and
 	// hash of the configuration they run.
@@ -381,6 +385,9 @@ func Save(dir string, lit Literal) error { return SaveFile(filepath.Join(dir, Fi
 
 // SaveFile writes the literal to path durably.
 func SaveFile(path string, lit Literal) error {
+	if lit.Version < versionOf(lit) {
+		lit.Version = versionOf(lit)
+	}
 	b, err := json.MarshalIndent(lit, "", "  ")
 	if err != nil {
 		return err
@@ -393,13 +400,16 @@ func SaveFile(path string, lit Literal) error {
 func New(lit Literal, dir string) (*Params, error) {
 	lit = lit.clone()
 	if lit.Version == 0 {
-		lit.Version = 2
+		lit.Version = versionOf(lit)
 	}
 	if lit.Version == 1 {
 		return nil, fmt.Errorf("config version 1 (keys inside the cluster directory) was written by an earlier idface whose data this build cannot read either: create the cluster again (idface cluster init, or party init and cluster assemble)")
 	}
-	if lit.Version != 2 {
-		return nil, fmt.Errorf("config version %d; this build reads version 2", lit.Version)
+	if lit.Version != 2 && lit.Version != 3 {
+		return nil, fmt.Errorf("config version %d; this build reads versions 2 and 3", lit.Version)
+	}
+	if lit.ShardKeyID != "" && lit.Version < 3 {
+		return nil, fmt.Errorf("shard_key_id in a configuration of version %d: a keyed placement is version 3, which earlier builds (that would place rows by the public hash) refuse; assemble the configuration again", lit.Version)
 	}
 	if lit.Serial == 0 {
 		lit.Serial = 1
@@ -515,6 +525,15 @@ func fillLimits(lit *Literal) error {
 		return fmt.Errorf("max_top_k = %d, want 1..%d", lit.MaxTopK, maxTopK)
 	}
 	return nil
+}
+
+// versionOf is the configuration version lit needs: 3 with a shard key,
+// else 2.
+func versionOf(lit Literal) int {
+	if lit.ShardKeyID != "" {
+		return 3
+	}
+	return 2
 }
 
 // clusterID is the configured cluster id, or one derived from the mode

@@ -90,7 +90,7 @@ func TestRejects(t *testing.T) {
 		"metrics":     func(l *config.Literal) { l.Parties[0].Metrics = "0.0.0.0:9100" },
 		"key server":  func(l *config.Literal) { k := member("key", "a:9"); l.KeyServer = &k },
 		"cluster id":  func(l *config.Literal) { l.ClusterID = "xyz" },
-		"version":     func(l *config.Literal) { l.Version = 3 },
+		"version":     func(l *config.Literal) { l.Version = 4 },
 	} {
 		lit := twoParty()
 		f(&lit)

@@ -170,8 +170,8 @@ func (p *Params) checkShards() error {
 		return fmt.Errorf("shards = %d: want 1..%d (0 or 1: no shards)", s, MaxShards)
 	}
 	if id := p.lit.ShardKeyID; id != "" {
-		if b, err := hex.DecodeString(id); err != nil || len(b) != 16 {
-			return fmt.Errorf("shard_key_id %q: want 32 hex digits (config.ShardKeyID of the shard key)", id)
+		if b, err := hex.DecodeString(id); err != nil || len(b) != 16 || id != strings.ToLower(id) {
+			return fmt.Errorf("shard_key_id %q: want 32 lower-case hex digits (config.ShardKeyID of the shard key, as 'idface shard key' prints it)", id)
 		}
 	}
 	for _, c := range p.lit.Clients {

@@ -170,10 +170,14 @@ func (e Env) Peer(name string) string {
 // another's, nor under another shard count (whose rows are placed
 // otherwise: 'idface shard rebalance' moves them).
 func (e Env) Bound() string {
-	if e.Sharded() {
-		return fmt.Sprintf("%s/%d", config.ShardName(e.Self, e.Shard), e.Params.Shards())
+	if !e.Sharded() {
+		return e.Self
 	}
-	return e.Self
+	b := fmt.Sprintf("%s/%d", config.ShardName(e.Self, e.Shard), e.Params.Shards())
+	if id := e.Params.Literal().ShardKeyID; id != "" {
+		b += "/" + id[:8] // rows placed under this key: a configuration with another (or none) is refused
+	}
+	return b
 }
 
 // Owns reports whether id's row is this server's to hold: always outside

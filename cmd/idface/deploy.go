@@ -14,6 +14,7 @@ import (
 	"github.com/idface/idface/internal/buildinfo"
 	"github.com/idface/idface/internal/home"
 	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/server"
 )
 
 func init() {
@@ -154,6 +155,9 @@ func homeFiles(p *config.Params, dir string) (map[string][]byte, error) {
 		return nil, fmt.Errorf("%s is a client: only servers run in Kubernetes", h.Self.Name)
 	}
 	if _, err := h.Certificate(); err != nil {
+		return nil, err
+	}
+	if _, err := server.WithShardKey(p, h, h.Self.Name); err != nil { // a helper's Secret never carries the shard key
 		return nil, err
 	}
 	if _, err := h.SealKey(); err != nil {

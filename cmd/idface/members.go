@@ -350,13 +350,14 @@ func carryOver(old, given config.Literal, set map[string]bool, path string) (con
 	return lit, nil
 }
 
-// placementKey records the shard key in file (may be "") in a sharded
-// configuration. A new one needs it; a carried-over one keeps the key it
-// records (the rows follow it), and one placed by the public cluster id
-// (an earlier build's) takes a key only when its rows move anyway
-// (--reshard: 'shard rebalance' places them under the new key).
-func placementKey(lit *config.Literal, file string, carried, reshard bool) error {
-	var id string
+// placementKey records the cluster's shard key, from its file or its id
+// (either may be ""), in a sharded configuration. A new one needs it; a
+// carried-over one keeps the key it records (the rows follow it), and one
+// placed by the public cluster id (an earlier build's) takes a key only
+// with a new shard count (prevShards is the old one), since only then do
+// its rows move ('shard rebalance' places them under the key).
+func placementKey(lit *config.Literal, file, idFlag string, carried bool, prevShards int) error {
+	id := strings.ToLower(idFlag)
 	if file != "" {
 		key, err := home.ReadShardKey(file)
 		if err != nil {
@@ -365,21 +366,26 @@ func placementKey(lit *config.Literal, file string, carried, reshard bool) error
 		if key == nil {
 			return fmt.Errorf("--shard-key %s: no such file ('idface shard key --out %s' makes one)", file, file)
 		}
-		id = config.ShardKeyID(key)
+		kid := config.ShardKeyID(key)
+		if id != "" && id != kid {
+			return fmt.Errorf("--shard-key is key %s, --shard-key-id says %s", kid, id)
+		}
+		id = kid
 	}
+	moved := max(lit.Shards, 1) != max(prevShards, 1)
 	switch {
 	case lit.ShardKeyID != "" && id != "" && id != lit.ShardKeyID:
-		return fmt.Errorf("--shard-key is key %s, but the configuration places its rows under %s: a cluster keeps its shard key", id, lit.ShardKeyID)
+		return fmt.Errorf("the shard key given is %s, but the configuration places its rows under %s: a cluster keeps its shard key", id, lit.ShardKeyID)
 	case lit.ShardKeyID != "":
 		return nil
 	case id != "" && lit.Shards <= 1:
-		return fmt.Errorf("--shard-key without --shards: an unsharded cluster places no rows")
-	case carried && !reshard && id != "":
-		return fmt.Errorf("this cluster places its rows by its public cluster id; they move to a shard key only with a new shard count (--reshard, then 'idface shard rebalance' on every holder)")
-	case carried && !reshard, lit.Shards <= 1:
+		return fmt.Errorf("a shard key without --shards: an unsharded cluster places no rows")
+	case carried && !moved && id != "":
+		return fmt.Errorf("this cluster places its rows by its public cluster id; they move to a shard key only with a new shard count (--reshard --shards N, then 'idface shard rebalance' on every holder)")
+	case carried && !moved, lit.Shards <= 1:
 		return nil
 	case id == "":
-		return fmt.Errorf("a sharded configuration needs the cluster's shard key: make one with 'idface shard key --out shard.key', give it here with --shard-key, and copy it into the home of every row-holding server and operator (never the decider's or key server's)")
+		return fmt.Errorf("a sharded configuration needs the cluster's shard key: one of the row-holding organisations makes it ('idface shard key --out shard.key', which prints its id) and copies it into the home of every row-holding server and operator (never the decider's or key server's); give it here with --shard-key FILE, or only its id with --shard-key-id ID (the assembler need not hold the key)")
 	}
 	lit.ShardKeyID = id
 	return nil
@@ -415,7 +421,8 @@ func clusterAssemble(args []string, stdout, stderr io.Writer) error {
 	scheme := addSchemeFlag(fs)
 	shards := fs.Int("shards", 0, "every server runs as a coordinator and this many shards (every mode): each server's descriptor names its shards' addresses ('party init --shard-addrs', 'party shards')")
 	reshard := fs.Bool("reshard", false, "with --shards, change the shard count of an existing configuration: every holder moves its data with 'idface shard rebalance --config NEW --previous OLD' before the servers run the new one")
-	shardKeyFile := fs.String("shard-key", "", "with --shards: the cluster's shard key ('idface shard key'), whose id the configuration records; its rows are placed by it, and the helper never holds it")
+	shardKeyFile := fs.String("shard-key", "", "with --shards: the cluster's shard key file ('idface shard key'), whose id the configuration records; its rows are placed by it, and the helper never holds it")
+	shardKeyID := fs.String("shard-key-id", "", "with --shards, instead of --shard-key: the key's id as 'idface shard key' printed it (an assembler that does not hold the key)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -477,7 +484,11 @@ func clusterAssemble(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
-	if err := placementKey(&settings, *shardKeyFile, settings.Serial > 1, *reshard); err != nil {
+	prevShards := settings.Shards
+	if prev, err := config.LoadFile(*out); err == nil {
+		prevShards = prev.Shards()
+	}
+	if err := placementKey(&settings, *shardKeyFile, *shardKeyID, settings.Serial > 1, prevShards); err != nil {
 		return err
 	}
 	lit, err := config.Assemble(settings, descs)

@@ -91,7 +91,7 @@ func cmdShard(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if lit.Shards > 1 && lit.ShardKeyID == "" { // a local cluster's rows placed under a key from now on
-		if err := cluster.KeyPlacement(*dir, &lit); err != nil {
+		if err := cluster.KeyPlacement(*dir, &lit, true); err != nil {
 			return err
 		}
 	}

@@ -400,7 +400,7 @@ func (l *Local) bindLog(log engine.Log, key *keyRecord) error {
 	if key.Generation != Generation {
 		return fmt.Errorf("hemode: %s is of key generation %d; this build knows generation %d only: use the idface release that wrote it", logName(log), key.Generation, Generation)
 	}
-	l.bind = heidface.Binding{Cluster: l.p.ClusterID(), Member: l.env.Self, Mode: string(config.ModeHE), Key: l.pkHash, Generation: key.Generation}
+	l.bind = heidface.Binding{Cluster: l.p.ClusterID(), Member: l.env.Bound(), Mode: string(config.ModeHE), Key: l.pkHash, Generation: key.Generation}
 	return nil
 }
 
@@ -519,7 +519,7 @@ func (l *Local) Inspect() Inspection {
 	in := Inspection{Rows: l.rows(), Live: l.nlive, Settled: l.settled, Changes: l.seq, DamagedGroups: map[int]int{}, Key: l.pkHash}
 	r := l.replay
 	in.Pending = r.last != nil && !r.lastDecided
-	in.Binding = heidface.Binding{Cluster: l.p.ClusterID(), Member: l.env.Self, Mode: string(config.ModeHE), Key: l.pkHash, Generation: Generation}
+	in.Binding = heidface.Binding{Cluster: l.p.ClusterID(), Member: l.env.Bound(), Mode: string(config.ModeHE), Key: l.pkHash, Generation: Generation}
 	if r.key != nil {
 		in.LogKey, in.LogGeneration = &r.key.Key, r.key.Generation
 		in.Binding.Key, in.Binding.Generation = r.key.Key, r.key.Generation

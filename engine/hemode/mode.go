@@ -180,7 +180,7 @@ func openLocal(ctx context.Context, env engine.Env, dir string, wrap func(engine
 	}
 	// The row log's key binding is its first record (checked against
 	// public.key with a message about the key), not the header.
-	return engine.OpenReplayed(env, eng, logPath, engine.Binding(env.Params, env.Self, store.KindHERows, [32]byte{}), wrap)
+	return engine.OpenReplayed(env, eng, logPath, engine.Binding(env.Params, env.Bound(), store.KindHERows, [32]byte{}), wrap)
 }
 
 // fsckKey reports the key server's key pair: intact, a pair, and bound
@@ -224,7 +224,7 @@ func fsckLocal(env engine.Env, dir string, _ engine.FsckOptions, out io.Writer) 
 	if !hasLog {
 		return []string{fmt.Sprintf("no log: %s does not exist (a server that never started has none)", path)}, nil
 	}
-	rep, err := store.ScanAll(path, engine.Binding(env.Params, env.Self, store.KindHERows, [32]byte{}), l.Replay)
+	rep, err := store.ScanAll(path, engine.Binding(env.Params, env.Bound(), store.KindHERows, [32]byte{}), l.Replay)
 	if err != nil {
 		return engine.BindingProblem(err)
 	}

@@ -548,9 +548,13 @@ func ReadShardKey(path string) (*[32]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	b = bytes.TrimSpace(b)
 	var key [32]byte
-	if n, err := hex.Decode(key[:], bytes.TrimSpace(b)); err != nil || n != 32 || len(bytes.TrimSpace(b)) != 64 {
-		return nil, fmt.Errorf("%s is not a shard key (64 hex digits): it is damaged; copy the cluster's key again", path)
+	if len(b) != 2*len(key) {
+		return nil, fmt.Errorf("%s is not a shard key (64 hex digits; it holds %d bytes): it is damaged; copy the cluster's key again", path, len(b))
+	}
+	if _, err := hex.Decode(key[:], b); err != nil {
+		return nil, fmt.Errorf("%s is not a shard key (64 hex digits): %v; copy the cluster's key again", path, err)
 	}
 	return &key, nil
 }

@@ -261,3 +261,39 @@ func TestLockOneData(t *testing.T) {
 		t.Error("a rebuild ran on a fresh data directory while the server of the one moved aside still held it")
 	}
 }
+
+// TestShardKeyFile: a shard key reads back as written; a file of another
+// length (66 hex digits overran the key before the length was checked),
+// not hex, or readable by others is refused with its path; none is nil.
+func TestShardKeyFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "shard.key")
+	if k, err := ReadShardKey(path); k != nil || err != nil {
+		t.Fatalf("no file: %v, %v", k, err)
+	}
+	key := [32]byte{1, 2, 3, 255}
+	if err := WriteShardKey(path, &key); err != nil {
+		t.Fatal(err)
+	}
+	if k, err := ReadShardKey(path); err != nil || *k != key {
+		t.Fatalf("read back %x, %v", k, err)
+	}
+	for name, content := range map[string]string{
+		"66 digits": strings.Repeat("ab", 33), "62 digits": strings.Repeat("ab", 31),
+		"not hex": strings.Repeat("zz", 32), "long": strings.Repeat("ab", 200),
+	} {
+		if err := os.WriteFile(path, []byte(content+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if k, err := ReadShardKey(path); err == nil || !strings.Contains(err.Error(), path) {
+			t.Fatalf("%s: %x, %v", name, k, err)
+		}
+	}
+	if err := WriteShardKey(path, &key); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(path, 0o644)
+	if _, err := ReadShardKey(path); err == nil || !strings.Contains(err.Error(), "readable by others") {
+		t.Fatalf("a key readable by others: %v", err)
+	}
+}

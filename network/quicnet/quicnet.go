@@ -388,9 +388,11 @@ func (d *Dialer) Open(ctx context.Context, name string) (*network.Stream, error)
 		if err == nil {
 			return network.NewStream(raw{s: qs, conn: conn, dead: func(close bool, code quic.ApplicationErrorCode) { d.drop(key, conn, close, code) }, name: name}, network.Peer{Name: name}), nil
 		}
-		if ctx.Err() != nil && conn.Context().Err() == nil {
-			// The requester gave up (its deadline, or a query cancelled
-			// elsewhere): the connection and its other streams are sound.
+		if errors.Is(ctx.Err(), context.Canceled) && conn.Context().Err() == nil {
+			// The requester gave up (a query cancelled elsewhere): the
+			// connection and its other streams are sound. A deadline that
+			// passed while the open waited for the peer's stream credit is
+			// not: the connection is dropped and dialled again, as before.
 			return nil, fmt.Errorf("quicnet: opening a stream to %s (%s): %w", name, addr, ctx.Err())
 		}
 		d.drop(key, conn, true, 0)
