@@ -488,25 +488,10 @@ func (h *Home) newSealKey() error {
 // descriptor publishes. The file must be private to its owner.
 func (h *Home) SealKey() (*seal.PrivateKey, error) {
 	path := filepath.Join(h.Dir, sealFile)
-	f, err := os.Open(path)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("%s has no seal key (%s; the home predates sealed enrollment): run 'idface party rotate --home %s', which adds one, and assemble the configuration again", h.Dir, sealFile, h.Dir)
-		}
-		return nil, err
+	b, err := readPrivate(path, seal.MaxKeyFile, "; if others did read it, make a new key with 'idface party rotate'")
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%s has no seal key (%s; the home predates sealed enrollment): run 'idface party rotate --home %s', which adds one, and assemble the configuration again", h.Dir, sealFile, h.Dir)
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("%s is readable by others (mode %v): 'chmod 600 %s'; if others did read it, make a new key with 'idface party rotate'", path, fi.Mode().Perm(), path)
-	}
-	if fi.Size() > seal.MaxKeyFile {
-		return nil, fmt.Errorf("%s: %d bytes, a seal key file has at most %d: it is damaged or not a seal key", path, fi.Size(), seal.MaxKeyFile)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, seal.MaxKeyFile+1))
 	if err != nil {
 		return nil, err
 	}
@@ -529,22 +514,10 @@ func (h *Home) ShardKey() (*[32]byte, error) {
 
 // ReadShardKey reads a shard key file, nil when there is none.
 func ReadShardKey(path string) (*[32]byte, error) {
-	f, err := os.Open(path)
+	b, err := readPrivate(path, 130, "")
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		return nil, fmt.Errorf("%s is readable by others (mode %v): 'chmod 600 %s'", path, fi.Mode().Perm(), path)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, 130))
 	if err != nil {
 		return nil, err
 	}
@@ -557,6 +530,28 @@ func ReadShardKey(path string) (*[32]byte, error) {
 		return nil, fmt.Errorf("%s is not a shard key (64 hex digits): %v; copy the cluster's key again", path, err)
 	}
 	return &key, nil
+}
+
+// readPrivate reads a key file that must be private to its owner and at
+// most max bytes (a larger one is refused, not cut); hint follows the
+// refusal of a file others may read.
+func readPrivate(path string, max int64, hint string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("%s is readable by others (mode %v): 'chmod 600 %s'%s", path, fi.Mode().Perm(), path, hint)
+	}
+	if fi.Size() > max {
+		return nil, fmt.Errorf("%s: %d bytes, at most %d: it is damaged or not the key it should be", path, fi.Size(), max)
+	}
+	return io.ReadAll(io.LimitReader(f, max+1))
 }
 
 // WriteShardKey writes a shard key file, private to its owner.
