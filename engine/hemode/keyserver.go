@@ -104,7 +104,7 @@ func NewKeyServer(env engine.Env, k *heidface.KeyPair) (*KeyServer, error) {
 	ks := &KeyServer{env: env, p: p, he: Scheme(p), key: key, pk: k.Public,
 		fp: heidface.Fingerprint(k.Public), buckets: map[string]*bucket{}, merging: map[string]int{}, live: bitset.New(0),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_key_server_refusals_total",
-			Help: "Queries the key server refused, by reason (pass_limit: more rows pass than an honest query can)."}, []string{"reason"})}
+			Help: "Queries the key server refused, by reason (pass_limit: more rows pass than an honest query can; rate; not_caught_up; merging: a local server's share of sharded queries at the merge is taken)."}, []string{"reason"})}
 	env.Metrics.MustRegister(ks.refusals)
 	return ks, nil
 }
