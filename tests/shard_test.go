@@ -14,6 +14,7 @@ import (
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/internal/home"
 	"github.com/idface/idface/internal/rowmap"
+	"github.com/idface/idface/protocol"
 )
 
 // TestShardedBlindCLI runs a sharded blind cluster as processes (each
@@ -95,63 +96,24 @@ func testShardedCLI(t *testing.T, mode string) {
 
 	// Clients identify while a helper shard is killed, then restarted.
 	victim := config.ShardName("p2", 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var mu sync.Mutex
-	var answered, failed int
-	var wg sync.WaitGroup
-	for c := range 2 {
-		wg.Go(func() {
-			cl, err := cluster.Client(cfg, "device", "p1")
-			if err != nil {
-				t.Error(err)
-				return
+	answered, failed, failedWhileDown := killUnderLoad(t, cfg, dir, victim, []string{"p1", "p1"}, d.queries[:20], 3, func(i int, r *protocol.IdentifyOK, err error) {
+		if err != nil {
+			if degrades {
+				t.Errorf("query %d failed with a holder's shard down in replicated mode: %v", i, err)
+			} else if !strings.Contains(err.Error(), "shard 1") {
+				t.Errorf("query %d failed without naming shard 1: %v", i, err)
 			}
-			defer cl.Close()
-			for i := c; ctx.Err() == nil; i = (i + 1) % 20 {
-				qctx, qcancel := context.WithTimeout(ctx, 20*time.Second)
-				r, err := cl.Identify(qctx, d.queries[i], 3)
-				qcancel()
-				if ctx.Err() != nil {
-					return
-				}
-				mu.Lock()
-				if err != nil {
-					failed++
-					if degrades {
-						t.Errorf("query %d failed with a holder's shard down in replicated mode: %v", i, err)
-					} else if !strings.Contains(err.Error(), "shard 1") {
-						t.Errorf("query %d failed without naming shard 1: %v", i, err)
-					}
-				} else {
-					answered++
-					var ids []string
-					var scores []int
-					for _, c := range r.Candidates {
-						ids, scores = append(ids, c.ID), append(scores, int(c.Score))
-					}
-					if !right(i, ids, scores) {
-						t.Errorf("query %d answered wrongly: %v %v, plaintext %v", i, ids, scores, wants[i])
-					}
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	time.Sleep(time.Second)
-	if err := cluster.Kill(cfg, victim); err != nil {
-		t.Fatal(err)
-	}
-	// A killed process sends no close: its peers' connections end at the
-	// transport's idle timeout (quicnet: 5 s), which fails the queries.
-	time.Sleep(8 * time.Second)
-	mu.Lock()
-	failedWhileDown := failed
-	mu.Unlock()
-	must(t, "cluster", "up", "--cluster", dir)
-	time.Sleep(2 * time.Second)
-	cancel()
-	wg.Wait()
+			return
+		}
+		var ids []string
+		var scores []int
+		for _, c := range r.Candidates {
+			ids, scores = append(ids, c.ID), append(scores, int(c.Score))
+		}
+		if !right(i, ids, scores) {
+			t.Errorf("query %d answered wrongly: %v %v, plaintext %v", i, ids, scores, wants[i])
+		}
+	})
 	if answered == 0 || failedWhileDown == 0 && !degrades {
 		t.Fatalf("%d answered, %d failed while %s was down", answered, failedWhileDown, victim)
 	}
@@ -536,58 +498,21 @@ func TestShardedHECLI(t *testing.T) {
 	}
 
 	victim := config.ShardName("key", 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var mu sync.Mutex
-	var answered, failed int
-	var wg sync.WaitGroup
-	for c := range 2 {
-		wg.Go(func() {
-			cl, err := cluster.Client(cfg, "device", fmt.Sprintf("p%d", c+1))
-			if err != nil {
-				t.Error(err)
-				return
+	answered, failed, failedWhileDown := killUnderLoad(t, cfg, dir, victim, []string{"p1", "p2"}, d.queries[:20], topK, func(i int, r *protocol.IdentifyOK, err error) {
+		if err != nil {
+			if !strings.Contains(err.Error(), "shard 1") && !strings.Contains(err.Error(), victim) {
+				t.Errorf("query %d failed without naming %s: %v", i, victim, err)
 			}
-			defer cl.Close()
-			for i := c; ctx.Err() == nil; i = (i + 1) % 20 {
-				qctx, qcancel := context.WithTimeout(ctx, 20*time.Second)
-				r, err := cl.Identify(qctx, d.queries[i], topK)
-				qcancel()
-				if ctx.Err() != nil {
-					return
-				}
-				mu.Lock()
-				if err != nil {
-					failed++
-					if !strings.Contains(err.Error(), "shard 1") && !strings.Contains(err.Error(), victim) {
-						t.Errorf("query %d failed without naming %s: %v", i, victim, err)
-					}
-				} else {
-					answered++
-					var ids []string
-					for _, c := range r.Candidates {
-						ids = append(ids, c.ID)
-					}
-					if !right(i, ids) {
-						t.Errorf("query %d answered wrongly: %v, plaintext %v", i, ids, wants[i])
-					}
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	time.Sleep(time.Second)
-	if err := cluster.Kill(cfg, victim); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(8 * time.Second) // the transport's idle timeout (5 s) ends the peers' connections
-	mu.Lock()
-	failedWhileDown := failed
-	mu.Unlock()
-	must(t, "cluster", "up", "--cluster", dir)
-	time.Sleep(2 * time.Second)
-	cancel()
-	wg.Wait()
+			return
+		}
+		var ids []string
+		for _, c := range r.Candidates {
+			ids = append(ids, c.ID)
+		}
+		if !right(i, ids) {
+			t.Errorf("query %d answered wrongly: %v, plaintext %v", i, ids, wants[i])
+		}
+	})
 	if answered == 0 || failedWhileDown == 0 {
 		t.Fatalf("%d answered, %d failed while %s was down", answered, failedWhileDown, victim)
 	}
@@ -674,4 +599,58 @@ func TestShardKeyHeldByHoldersOnly(t *testing.T) {
 	}
 	must(t, "cluster", "up", "--cluster", dir)
 	must(t, "identify", "--cluster", dir, "--templates", d.query, "--top", "1")
+}
+
+// killUnderLoad runs one client per entry, each identifying queries in
+// turn (top topK, each answer or error to check, under a lock), kills
+// server victim with SIGKILL after a second, waits 8 s (a killed process
+// sends no close: its peers' connections end at the transport's idle
+// timeout, 5 s in quicnet, which fails the queries), brings it back with
+// 'cluster up' and stops the clients 2 s later. It returns the answered
+// and failed queries, and the failures before the restart.
+func killUnderLoad(t *testing.T, cfg *config.Params, dir, victim string, entries []string, queries [][]float32, topK int, check func(i int, r *protocol.IdentifyOK, err error)) (answered, failed, failedWhileDown int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for c, entry := range entries {
+		wg.Go(func() {
+			cl, err := cluster.Client(cfg, "device", entry)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer cl.Close()
+			for i := c; ctx.Err() == nil; i = (i + 1) % len(queries) {
+				qctx, qcancel := context.WithTimeout(ctx, 20*time.Second)
+				r, err := cl.Identify(qctx, queries[i], topK)
+				qcancel()
+				if ctx.Err() != nil {
+					return
+				}
+				mu.Lock()
+				if err != nil {
+					failed++
+				} else {
+					answered++
+				}
+				check(i, r, err)
+				mu.Unlock()
+			}
+		})
+	}
+	time.Sleep(time.Second)
+	if err := cluster.Kill(cfg, victim); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(8 * time.Second)
+	mu.Lock()
+	failedWhileDown = failed
+	mu.Unlock()
+	must(t, "cluster", "up", "--cluster", dir)
+	time.Sleep(2 * time.Second)
+	cancel()
+	wg.Wait()
+	return answered, failed, failedWhileDown
 }
