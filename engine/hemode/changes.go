@@ -86,7 +86,11 @@ func (l *Local) Run(ctx context.Context) {
 			}
 			return
 		}
-		if l.lagging() > 0 && l.changeMu.TryLock() {
+		if l.lagging() > 0 {
+			// Wait for a change in progress rather than skip to the next
+			// tick: a restarted key server answers nothing until this
+			// runs (a change syncs the local servers only).
+			l.changeMu.Lock()
 			if err := l.syncAll(ctx, l.followers()); err != nil {
 				l.env.Log.Debug("local servers or the key server still lag", "err", err)
 			} else {

@@ -2,6 +2,7 @@ package hemode
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -277,7 +278,7 @@ func (k *KeyServer) query(ctx context.Context, r engine.Request) protocol.Msg {
 		for i, m := range best {
 			scores[i] = int32(m.Score)
 		}
-		ranks, err := blind.MergeRanks(ctx, k.env, q.Query, int(q.TopK), scores)
+		ranks, err := blind.MergeRanks(ctx, k.env, mergeID(r.From.Name, q.Query), int(q.TopK), scores)
 		if err != nil {
 			return engine.AsError(err, protocol.CodeUnavailable)
 		}
@@ -293,6 +294,21 @@ func (k *KeyServer) query(ctx context.Context, r engine.Request) protocol.Msg {
 		res.Rows = kept
 	}
 	return res
+}
+
+// mergeID names a local server's sharded query at the key server's merge:
+// its coordinator's query id under the local server's name, so that the
+// shards of one local server never join a merge of another's (which would
+// answer both with ranks among the other's scores), whatever ids they send.
+func mergeID(from string, qid [16]byte) [16]byte {
+	h := sha256.New()
+	h.Write([]byte("idface he merge\x00"))
+	h.Write([]byte(config.MemberOf(from)))
+	h.Write([]byte{0})
+	h.Write(qid[:])
+	var id [16]byte
+	copy(id[:], h.Sum(nil))
+	return id
 }
 
 // mergeShare is how many sharded queries of one local server a key

@@ -234,6 +234,50 @@ func TestShardsMergeShare(t *testing.T) {
 	t.Logf("%d of p2's 128 incomplete queries refused", refused)
 }
 
+// TestShardsMergePerLocalServer: the key server merges a query's shards
+// only when they come from one local server. Shards of p1 and p2 sending
+// one query id to every key server shard between them never complete a
+// merge (before the fix they did, each answered with ranks among the
+// other's scores); each local server's own query with that id does.
+func TestShardsMergePerLocalServer(t *testing.T) {
+	const S = 3
+	c, _, _ := shardCluster(t, S)
+	fps := make([][32]byte, S)
+	for s := range S {
+		pk, err := rpc.Call(ctx(t), c.Dialer(config.ShardName("p1", s)), "key", &protocol.PublicKeyRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fps[s] = sha256.Sum256(pk.(*protocol.PublicKey).Key)
+	}
+	var qid [16]byte
+	rand.Read(qid[:])
+	ask := func(members []string) []error {
+		errs := make([]error, S)
+		var wg sync.WaitGroup
+		for s := range S {
+			wg.Go(func() {
+				_, errs[s] = rpc.Call(ctx(t), c.Dialer(config.ShardName(members[s], s)), "key",
+					&protocol.HEQuery{Key: fps[s], TopK: 1, CtBytes: uint32(hemode.Scheme(c.P).CiphertextBytes()), Query: qid})
+			})
+		}
+		wg.Wait()
+		return errs
+	}
+	for s, err := range ask([]string{"p2", "p1", "p1"}) {
+		if err == nil || !strings.Contains(err.Error(), "did not report in time") {
+			t.Fatalf("key server shard %d answered a merge of p1's and p2's shards: %v", s, err)
+		}
+	}
+	for _, m := range []string{"p1", "p2"} {
+		for s, err := range ask([]string{m, m, m}) {
+			if err != nil {
+				t.Fatalf("%s's query at key server shard %d: %v", m, s, err)
+			}
+		}
+	}
+}
+
 // TestShardsRefusalUnnamed: the key server's refusal of a query with more
 // passing rows than an honest one reaches the device as unsharded, not
 // naming the shard where the rows passed.
