@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"runtime"
 	"slices"
 	"time"
 
@@ -20,6 +21,12 @@ import (
 // takes the top-K, the entry maps the positions back. What an identify
 // costs beyond it is processes, messages and scheduling (issue 21's
 // target: identify p50 within 1.5x of it).
+//
+// Each kernel above has every core of the machine. In a cluster on one
+// machine the mu holders score and permute at the same time, so each has
+// HolderCores of them: the Shared fields time the holder's two kernels so
+// (the rest as above), which is what a single machine can reach. On a
+// machine per holder the two paths are the same.
 type KernelPath struct {
 	ScoreMs     float64 `json:"score_ms"`
 	PermuteMs   float64 `json:"permute_ms"`
@@ -27,6 +34,11 @@ type KernelPath struct {
 	DecideMs    float64 `json:"decide_ms"`
 	UnpermuteMs float64 `json:"unpermute_ms"`
 	TotalMs     float64 `json:"total_ms"`
+
+	HolderCores     int     `json:"holder_cores"`
+	ScoreSharedMs   float64 `json:"score_shared_ms"`
+	PermuteSharedMs float64 `json:"permute_shared_ms"`
+	SharedTotalMs   float64 `json:"shared_total_ms"`
 }
 
 // BlindKernelPath measures KernelPath for cluster p (mode blind or
@@ -114,5 +126,16 @@ func blindKernelPath[E additive.Elem](ctx context.Context, p *config.Params, row
 		return nil, err
 	}
 	kp.TotalMs = kp.ScoreMs + kp.PermuteMs + kp.WireMs + kp.DecideMs + kp.UnpermuteMs
+
+	// The holder's kernels on its share of the cores.
+	kp.HolderCores = max(1, runtime.GOMAXPROCS(0)/mu)
+	if kp.ScoreSharedMs, err = median(func() error { return st.ScoreSharesParallel(src, q, 0, rows, kp.HolderCores) }); err != nil {
+		return nil, err
+	}
+	shared := &additive.Permuter{Workers: kp.HolderCores}
+	if kp.PermuteSharedMs, err = median(func() error { return additive.PermuteMask(shared, dst, src, st.LiveBits(), &seed, 0, mu) }); err != nil {
+		return nil, err
+	}
+	kp.SharedTotalMs = kp.ScoreSharedMs + kp.PermuteSharedMs + kp.WireMs + kp.DecideMs + kp.UnpermuteMs
 	return &kp, nil
 }

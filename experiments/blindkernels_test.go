@@ -3,6 +3,7 @@ package experiments
 import (
 	"context"
 	"math"
+	"runtime"
 	"testing"
 
 	"github.com/idface/idface/engine/blind"
@@ -32,7 +33,7 @@ func TestBlindKernelPath(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		parts := []float64{kp.ScoreMs, kp.PermuteMs, kp.WireMs, kp.DecideMs, kp.UnpermuteMs}
+		parts := []float64{kp.ScoreMs, kp.PermuteMs, kp.WireMs, kp.DecideMs, kp.UnpermuteMs, kp.ScoreSharedMs, kp.PermuteSharedMs}
 		sum := 0.0
 		for i, v := range parts {
 			if !(v > 0) {
@@ -40,8 +41,15 @@ func TestBlindKernelPath(t *testing.T) {
 			}
 			sum += v
 		}
+		sum -= kp.ScoreSharedMs + kp.PermuteSharedMs
 		if math.Abs(sum-kp.TotalMs) > 1e-9 {
 			t.Fatalf("total %v, kernels sum to %v", kp.TotalMs, sum)
+		}
+		if want := max(1, runtime.GOMAXPROCS(0)/p.Mu()); kp.HolderCores != want {
+			t.Fatalf("a holder's cores %d, want %d", kp.HolderCores, want)
+		}
+		if shared := kp.TotalMs - kp.ScoreMs - kp.PermuteMs + kp.ScoreSharedMs + kp.PermuteSharedMs; math.Abs(shared-kp.SharedTotalMs) > 1e-9 {
+			t.Fatalf("shared total %v, its kernels sum to %v", kp.SharedTotalMs, shared)
 		}
 	}
 }
