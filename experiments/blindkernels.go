@@ -24,9 +24,12 @@ import (
 //
 // Each kernel above has every core of the machine. In a cluster on one
 // machine the mu holders score and permute at the same time, so each has
-// HolderCores of them: the Shared fields time the holder's two kernels so
-// (the rest as above), which is what a single machine can reach. On a
-// machine per holder the two paths are the same.
+// about HolderCores of them (GOMAXPROCS/mu, at least 1): the Shared
+// fields time the holder's two kernels so, the rest as above. It is a
+// lower bound of what one machine can reach: the holder timed alone
+// keeps the whole memory bandwidth and last-level cache, which the
+// holders share when they run at once. On a machine per holder the two
+// paths are the same.
 type KernelPath struct {
 	ScoreMs     float64 `json:"score_ms"`
 	PermuteMs   float64 `json:"permute_ms"`

@@ -91,6 +91,10 @@ func (l *Local) Run(ctx context.Context) {
 			// tick: a restarted key server answers nothing until this
 			// runs (a change syncs the local servers only).
 			l.changeMu.Lock()
+			if ctx.Err() != nil { // stopping: the change in progress was the last
+				l.changeMu.Unlock()
+				return
+			}
 			if err := l.syncAll(ctx, l.followers()); err != nil {
 				l.env.Log.Debug("local servers or the key server still lag", "err", err)
 			} else {

@@ -48,8 +48,8 @@ type KeyServer struct {
 	// merging counts, per local server, the sharded queries this key
 	// server shard holds at its coordinator's merge: each holds a slot of
 	// the merger's table until every shard reports, so one local server
-	// whose shards report to some key server shards only could otherwise
-	// fill the table for all (mergeShare).
+	// whose queries never complete could otherwise fill the table for all
+	// (mergeShare).
 	merging map[string]int
 
 	rowsMu sync.RWMutex // guards seq, rows, live, nlive
@@ -313,10 +313,13 @@ func mergeID(from string, qid [16]byte) [16]byte {
 
 // mergeShare is how many sharded queries of one local server a key
 // server shard holds at its coordinator's merge at once: the merger's
-// table (blind.MaxQueries) shared among the local servers, each of whose
-// queries could be left incomplete at all shards but one.
+// table (blind.MaxQueries) shared among the local servers, and each one's
+// share among the S key server shards, since a local server may leave
+// queries incomplete at every shard (different ids to each). So one
+// local server holds at most MaxQueries/mu slots of the merger's table
+// and of its stream budget for the key server's shards.
 func mergeShare(p *config.Params) int {
-	return max(4, blind.MaxQueries/(p.Mu()*max(1, p.Shards()-1)))
+	return max(4, blind.MaxQueries/(p.Mu()*max(1, p.Shards())))
 }
 
 func (k *KeyServer) enterMerge(name string) bool {

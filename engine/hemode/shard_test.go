@@ -190,55 +190,61 @@ func TestShardsAnswerOnlyTheMerged(t *testing.T) {
 	}
 }
 
-// TestShardsMergeShare: one local server whose shards send queries to
-// some key server shards only (so that they wait at the merge until it
-// gives up) holds at most its share of the merge, and the other local
-// server's identifies are answered meanwhile (a review filled the merger
-// with 128 such queries and p1 was refused before the fix).
+// TestShardsMergeShare: one local server whose shards send queries that
+// never complete at the merge (to some key server shards only, or a
+// different id to each) holds at most its share of the merge, and the
+// other local server's identifies are answered meanwhile. A review filled
+// the merger with 128 such queries and p1 was refused before the first
+// fix; another, at S = 2, with p2's queries spread over both key server
+// shards, before the second.
 func TestShardsMergeShare(t *testing.T) {
-	const S = 3
-	c, xs, _ := shardCluster(t, S)
-	fps := make([][32]byte, 2)
-	for s := range 2 {
-		pk, err := rpc.Call(ctx(t), c.Dialer(config.ShardName("p2", s)), "key", &protocol.PublicKeyRequest{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		fps[s] = sha256.Sum256(pk.(*protocol.PublicKey).Key)
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	refused := 0
-	for i := range 128 {
-		s := i % 2
-		var qid [16]byte
-		rand.Read(qid[:])
-		wg.Go(func() {
-			_, err := rpc.Call(ctx(t), c.Dialer(config.ShardName("p2", s)), "key",
-				&protocol.HEQuery{Key: fps[s], TopK: 1, CtBytes: uint32(hemode.Scheme(c.P).CiphertextBytes()), Query: qid})
-			if err != nil && strings.Contains(err.Error(), "its share") {
-				mu.Lock()
-				refused++
-				mu.Unlock()
+	for _, tc := range []struct{ S, to, n int }{{3, 2, 128}, {2, 2, 160}} {
+		t.Run(fmt.Sprintf("S=%d", tc.S), func(t *testing.T) {
+			c, xs, _ := shardCluster(t, tc.S)
+			fps := make([][32]byte, tc.to)
+			for s := range tc.to {
+				pk, err := rpc.Call(ctx(t), c.Dialer(config.ShardName("p2", s)), "key", &protocol.PublicKeyRequest{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				fps[s] = sha256.Sum256(pk.(*protocol.PublicKey).Key)
 			}
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			refused := 0
+			for i := range tc.n {
+				s := i % tc.to
+				var qid [16]byte
+				rand.Read(qid[:])
+				wg.Go(func() {
+					_, err := rpc.Call(ctx(t), c.Dialer(config.ShardName("p2", s)), "key",
+						&protocol.HEQuery{Key: fps[s], TopK: 1, CtBytes: uint32(hemode.Scheme(c.P).CiphertextBytes()), Query: qid})
+					if err != nil && strings.Contains(err.Error(), "its share") {
+						mu.Lock()
+						refused++
+						mu.Unlock()
+					}
+				})
+			}
+			time.Sleep(300 * time.Millisecond)
+			if a, err := c.Client("device", "p1").Identify(ctx(t), xs[3], 1); err != nil || !a.Accepted || a.Candidates[0].ID != "r-3" {
+				t.Fatalf("p1's identify while p2's queries wait at the merge: %+v, %v", a, err)
+			}
+			wg.Wait()
+			if refused == 0 {
+				t.Fatalf("p2's %d incomplete queries were all held", tc.n)
+			}
+			t.Logf("%d of p2's %d incomplete queries refused", refused, tc.n)
 		})
 	}
-	time.Sleep(300 * time.Millisecond)
-	if a, err := c.Client("device", "p1").Identify(ctx(t), xs[3], 1); err != nil || !a.Accepted || a.Candidates[0].ID != "r-3" {
-		t.Fatalf("p1's identify while p2's queries wait at the merge: %+v, %v", a, err)
-	}
-	wg.Wait()
-	if refused == 0 {
-		t.Fatal("p2's 128 incomplete queries were all held")
-	}
-	t.Logf("%d of p2's 128 incomplete queries refused", refused)
 }
 
 // TestShardsMergePerLocalServer: the key server merges a query's shards
 // only when they come from one local server. Shards of p1 and p2 sending
 // one query id to every key server shard between them never complete a
 // merge (before the fix they did, each answered with ranks among the
-// other's scores); each local server's own query with that id does.
+// other's scores); p2's part sent first does not spoil p1's query of its
+// id; each local server's own query with one id is answered.
 func TestShardsMergePerLocalServer(t *testing.T) {
 	const S = 3
 	c, _, _ := shardCluster(t, S)
@@ -268,6 +274,24 @@ func TestShardsMergePerLocalServer(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "did not report in time") {
 			t.Fatalf("key server shard %d answered a merge of p1's and p2's shards: %v", s, err)
 		}
+	}
+	// p2's part at one shard first does not spoil p1's query of that id
+	// (the merge refused p1's part as the shard's second, before the fix).
+	rand.Read(qid[:])
+	spoiler := make(chan error, 1)
+	go func() {
+		_, err := rpc.Call(ctx(t), c.Dialer(config.ShardName("p2", 0)), "key",
+			&protocol.HEQuery{Key: fps[0], TopK: 1, CtBytes: uint32(hemode.Scheme(c.P).CiphertextBytes()), Query: qid})
+		spoiler <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	for s, err := range ask([]string{"p1", "p1", "p1"}) {
+		if err != nil {
+			t.Fatalf("p1's query at key server shard %d after p2 sent its id to shard 0: %v", s, err)
+		}
+	}
+	if err := <-spoiler; err == nil {
+		t.Fatal("p2's lone part completed a merge")
 	}
 	for _, m := range []string{"p1", "p2"} {
 		for s, err := range ask([]string{m, m, m}) {
