@@ -13,15 +13,22 @@ import (
 	"github.com/idface/idface/protocol"
 )
 
+// live counts p1's live rows (over its shards in a sharded cluster).
 func live(t *testing.T, c *inproc.Cluster) int {
 	t.Helper()
-	g, err := c.RowMap("p1", "p2") // row counts go to servers only
-	if err != nil {
-		t.Fatal(err)
-	}
 	n := 0
-	for _, s := range g {
-		n += int(s.Live)
+	for sh := range c.P.Shards() {
+		of, as := "p1", "p2" // row counts go to servers only
+		if c.P.Shards() > 1 {
+			of, as = config.ShardName(of, sh), config.ShardName(as, sh)
+		}
+		g, err := c.RowMap(of, as)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range g {
+			n += int(s.Live)
+		}
 	}
 	return n
 }
@@ -43,10 +50,13 @@ func TestBulkStopsAtTheFailure(t *testing.T) {
 	var before, after []client.Range
 	var outcomes []error
 	done, err := cl.EnrollAll(context.Background(), len(items), func(i int) protocol.Item { return items[i] }, client.Bulk{
-		Batch:  100,
-		Before: func(lo, hi int) error { before = append(before, client.Range{Lo: lo, Hi: hi}); return nil },
-		After: func(lo, hi int, err error) {
-			after = append(after, client.Range{Lo: lo, Hi: hi})
+		Batch: 100,
+		Before: func(idx []int) error {
+			before = append(before, client.Range{Lo: idx[0], Hi: idx[len(idx)-1] + 1})
+			return nil
+		},
+		After: func(idx []int, err error) {
+			after = append(after, client.Range{Lo: idx[0], Hi: idx[len(idx)-1] + 1})
 			outcomes = append(outcomes, err)
 		},
 	})
@@ -106,5 +116,66 @@ func TestBulkInFlightRanges(t *testing.T) {
 	}
 	if s := client.FormatRanges([]client.Range{{Lo: 0, Hi: 1}, {Lo: 3, Hi: 7}}, 1); s != "1, 4-7" {
 		t.Fatal(s)
+	}
+}
+
+// TestBulkShardBatches: in a sharded cluster every batch holds one
+// shard's items, so a refusal in one shard leaves no committed item
+// reported as refused. Before, a batch went to every shard at once and a
+// duplicate id in one shard's part marked the whole batch refused and
+// rolled back while the other shards had committed their parts (the
+// journal then held enrolled ids as not enrolled).
+func TestBulkShardBatches(t *testing.T) {
+	const S = 3
+	c := inproc.Start(t, inproc.Literal(config.Literal{Mode: config.Mode2PC, Dim: 64, Shards: S}, 2))
+	cl := c.Client("client", "p1")
+	xs := inproc.Templates(601, 64, 3)
+	if err := cl.Enroll(inproc.Ctx(t, 30*time.Second), inproc.Items(xs[600:], "taken")); err != nil {
+		t.Fatal(err)
+	}
+	items := inproc.Items(xs[:600], "p")
+	items[250].ID = "taken-0"
+	var batches [][]int
+	_, err := cl.EnrollAll(context.Background(), len(items), func(i int) protocol.Item { return items[i] }, client.Bulk{
+		Batch:  40,
+		Before: func(idx []int) error { batches = append(batches, slices.Clone(idx)); return nil },
+	})
+	var be *client.BulkError
+	if !errors.As(err, &be) {
+		t.Fatalf("got %v, want a *BulkError", err)
+	}
+	for _, b := range batches {
+		if len(b) > 40 || !slices.IsSorted(b) {
+			t.Fatalf("a batch of %d items: %v", len(b), b)
+		}
+		for _, i := range b {
+			if c.P.ShardOf(items[i].ID) != c.P.ShardOf(items[b[0]].ID) {
+				t.Fatalf("a batch spans shards: items %d and %d", b[0], i)
+			}
+		}
+	}
+	if n := live(t, c); n != be.Done()+1 {
+		t.Fatalf("%d live rows, the error says %d committed (%v)", n, be.Done(), be)
+	}
+	refused := 0
+	for _, r := range be.Refused {
+		for i := r.Lo; i < r.Hi; i++ {
+			if c.P.ShardOf(items[i].ID) != c.P.ShardOf("taken-0") {
+				t.Fatalf("item %d of shard %d reported refused; the refusal was in shard %d", i, c.P.ShardOf(items[i].ID), c.P.ShardOf("taken-0"))
+			}
+			refused++
+		}
+	}
+	if refused == 0 || refused > 40 || !slices.ContainsFunc(be.Refused, func(r client.Range) bool { return r.Lo <= 250 && 250 < r.Hi }) {
+		t.Fatalf("refused %v", be.Refused)
+	}
+	total := be.Done() + refused
+	for _, rs := range [][]client.Range{be.InDoubt, be.NotSent()} {
+		for _, r := range rs {
+			total += r.Hi - r.Lo
+		}
+	}
+	if total != len(items) {
+		t.Fatalf("ranges cover %d of %d items: %v", total, len(items), be)
 	}
 }

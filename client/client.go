@@ -320,17 +320,20 @@ func (c *Client) health(ctx context.Context, server string, peers bool) (*protoc
 type Bulk struct {
 	Batch int // templates per request; default 2048
 	// InFlight is the number of requests in flight; default 1: batches
-	// commit in input order and a failure leaves a committed prefix.
+	// commit in input order and a failure leaves a committed prefix
+	// (unsharded; in a sharded cluster a batch is one shard's items, so
+	// what commits before a failure is each shard's prefix).
 	InFlight int
 	Timeout  time.Duration // per request; default 60 s
 	// Progress, when set, is told the acknowledged count after each batch.
 	Progress func(done, total int)
-	// Before, when set, is called before the batch of items [lo, hi) is
-	// sent (a journal records it); an error stops the enrollment there.
-	Before func(lo, hi int) error
+	// Before, when set, is called before a batch is sent with its items'
+	// indices, in increasing order (a journal records it); an error stops
+	// the enrollment there.
+	Before func(items []int) error
 	// After, when set, is told each sent batch's outcome: nil when it was
 	// committed, the error otherwise.
-	After func(lo, hi int, err error)
+	After func(items []int, err error)
 }
 
 // Range is the items [Lo, Hi).
@@ -440,6 +443,13 @@ func Refused(err error) bool {
 // o.InFlight requests at a time, and stops at the first failure: no batch
 // is sent after it. On failure the *BulkError says exactly which items
 // were committed, refused, left in doubt and not sent.
+//
+// In a sharded cluster every batch holds the items of one shard (up to
+// o.Batch of them, in input order), so that each request commits or
+// fails as a whole: a batch split over shards could commit in one shard
+// and be refused in another. Each shard's part of a mode's batch is then
+// as large as the unsharded batch (an HE shard encrypts a whole column
+// group's delta however few of its rows a request carries).
 func (c *Client) EnrollAll(ctx context.Context, n int, item func(i int) protocol.Item, o Bulk) (int, error) {
 	if o.Batch == 0 {
 		o.Batch = 2048
@@ -454,6 +464,12 @@ func (c *Client) EnrollAll(ctx context.Context, n int, item func(i int) protocol
 		return 0, fmt.Errorf("batch of %d: want 1..%d", o.Batch, protocol.MaxBatch)
 	}
 	o.Batch = min(o.Batch, c.p.MaxEnrollBatch()) // what the cluster takes in one request
+	sharded := c.p.Shards() > 1
+	if sharded {
+		if err := c.p.CanPlace(); err != nil {
+			return 0, err
+		}
+	}
 	var mu sync.Mutex
 	res := &BulkError{Total: n}
 	done := 0
@@ -464,25 +480,22 @@ func (c *Client) EnrollAll(ctx context.Context, n int, item func(i int) protocol
 		defer mu.Unlock()
 		return res.Err != nil
 	}
-	for lo := 0; lo < n; lo += o.Batch {
+	// send sends one batch (its items' indices and the items); false once
+	// the enrollment has stopped.
+	send := func(idx []int, items []protocol.Item) bool {
 		sem <- struct{}{}
 		if failed() { // checked once a slot is free: a batch that failed meanwhile stops the rest
 			<-sem
-			break
+			return false
 		}
-		hi := min(lo+o.Batch, n)
 		if o.Before != nil {
-			if err := o.Before(lo, hi); err != nil {
+			if err := o.Before(idx); err != nil {
 				mu.Lock()
 				res.Err = err
 				mu.Unlock()
 				<-sem
-				break
+				return false
 			}
-		}
-		items := make([]protocol.Item, 0, hi-lo)
-		for i := lo; i < hi; i++ {
-			items = append(items, item(i))
 		}
 		wg.Go(func() {
 			defer func() { <-sem }()
@@ -492,30 +505,76 @@ func (c *Client) EnrollAll(ctx context.Context, n int, item func(i int) protocol
 			mu.Lock()
 			defer mu.Unlock()
 			if o.After != nil {
-				o.After(lo, hi, err)
+				o.After(idx, err)
 			}
-			r := Range{lo, hi}
+			into := &res.InDoubt
 			switch {
 			case err == nil:
-				res.Committed = addRange(res.Committed, r)
+				into = &res.Committed
 				done += len(items)
 				if o.Progress != nil {
 					o.Progress(done, n)
 				}
-				return
 			case Refused(err):
-				res.Refused = addRange(res.Refused, r)
-			default:
-				res.InDoubt = addRange(res.InDoubt, r)
+				into = &res.Refused
 			}
-			if res.Err == nil {
+			for _, r := range ranges(idx) {
+				*into = addRange(*into, r)
+			}
+			if err != nil && res.Err == nil {
 				res.Err = err
 			}
 		})
+		return true
+	}
+	if !sharded {
+		for lo := 0; lo < n; lo += o.Batch {
+			hi := min(lo+o.Batch, n)
+			idx, items := make([]int, 0, hi-lo), make([]protocol.Item, 0, hi-lo)
+			for i := lo; i < hi; i++ {
+				idx, items = append(idx, i), append(items, item(i))
+			}
+			if !send(idx, items) {
+				break
+			}
+		}
+	} else {
+		// Each shard's items wait until they fill a batch; what is left is
+		// sent at the end, shard by shard.
+		idx := make([][]int, c.p.Shards())
+		items := make([][]protocol.Item, c.p.Shards())
+		stopped := false
+		for i := 0; i < n && !stopped; i++ {
+			it := item(i)
+			s := c.p.ShardOf(it.ID)
+			idx[s], items[s] = append(idx[s], i), append(items[s], it)
+			if len(idx[s]) == o.Batch {
+				stopped = !send(idx[s], items[s])
+				idx[s], items[s] = nil, nil
+			}
+		}
+		for s := range idx {
+			if !stopped && len(idx[s]) > 0 {
+				stopped = !send(idx[s], items[s])
+			}
+		}
 	}
 	wg.Wait()
 	if res.Err != nil {
 		return done, res
 	}
 	return done, nil
+}
+
+// ranges are the runs of consecutive indices in idx (increasing).
+func ranges(idx []int) []Range {
+	var out []Range
+	for _, i := range idx {
+		if k := len(out) - 1; k >= 0 && out[k].Hi == i {
+			out[k].Hi++
+			continue
+		}
+		out = append(out, Range{i, i + 1})
+	}
+	return out
 }

@@ -261,23 +261,24 @@ func cmdEnroll(args []string, stdout, stderr io.Writer) error {
 				bar.Set(done)
 			}
 		},
-		Before: func(lo, hi int) error {
+		Before: func(batch []int) error { // batches never share an item: the first names it
 			var xs []string
 			var hs [][16]byte
-			for _, i := range send[lo:hi] {
+			for _, k := range batch {
+				i := send[k]
 				xs, hs = append(xs, idList[i]), append(hs, hashes[i])
 			}
 			b, err := j.Begin('+', xs, hs)
-			batchOf[lo] = b
+			batchOf[batch[0]] = b
 			return err
 		},
-		After: func(lo, _ int, err error) {
+		After: func(batch []int, err error) {
 			var e error
 			switch {
 			case err == nil:
-				e = j.End(batchOf[lo], true)
+				e = j.End(batchOf[batch[0]], true)
 			case client.Refused(err):
-				e = j.End(batchOf[lo], false)
+				e = j.End(batchOf[batch[0]], false)
 			}
 			if jerr == nil {
 				jerr = e
