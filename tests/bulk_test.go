@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/idface/idface/client"
+	"github.com/idface/idface/cluster"
+	"github.com/idface/idface/config"
 )
 
 // TestBulkResume: bulk enrollment stops at the first refused batch and
@@ -105,4 +108,62 @@ func readLines(t *testing.T, path string) []string {
 		out = append(out, sc.Text())
 	}
 	return out
+}
+
+// TestBulkResumeSharded: in a sharded cluster a bulk enrollment that stops
+// at a refused batch reports and journals exactly what each shard
+// committed, and --resume sends only the rest. Before, a batch went to
+// every shard at once: the shards without the duplicate committed their
+// parts, the whole batch was reported refused and journaled as not
+// enrolled, and --resume failed on the ids it re-sent ("the journal does
+// not know that id").
+func TestBulkResumeSharded(t *testing.T) {
+	const S = 3
+	dir, cfg := newCluster(t, "2pc", 2, "--shards", fmt.Sprint(S))
+	d := newDataset(t, t.TempDir(), 300, 23)
+	work := t.TempDir()
+	one := filepath.Join(work, "one.npy")
+	writeNpy(t, one, d.queries[159:160])
+	must(t, "enroll", "--cluster", dir, "--id", "person-159", "--template", one, "--journal", filepath.Join(work, "other.jsonl"))
+	live := func() int {
+		t.Helper()
+		cl, err := cluster.Client(cfg, "client", "p1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		n := 0
+		for _, p := range []string{"p1", "p2"} {
+			m := 0
+			for s := range S {
+				h, err := cl.Health(context.Background(), config.ShardName(p, s))
+				if err != nil {
+					t.Fatal(err)
+				}
+				m += int(h.Live)
+			}
+			if p != "p1" && m != n {
+				t.Fatalf("p1's shards hold %d live rows, p2's %d", n, m)
+			}
+			n = m
+		}
+		return n
+	}
+	bulk := []string{"enroll", "--cluster", dir, "--ids", d.ids, "--templates", d.enroll, "--batch", "20", "--quiet"}
+	_, errs, code := idface(t, bulk...)
+	if code != 1 || !strings.Contains(errs, "were refused and rolled back") || !strings.Contains(errs, "were not sent") {
+		t.Fatalf("bulk enrollment: exit %d\n%s", code, errs)
+	}
+	acked := ackedCount(t, errs)
+	if n := live(); n != acked+1 {
+		t.Fatalf("%d live rows; the enrollment said %d of its ids were enrolled (and person-159 was before)\n%s", n, acked, errs)
+	}
+	must(t, "delete", "--cluster", dir, "--id", "person-159", "--journal", filepath.Join(work, "other.jsonl"))
+	out := must(t, append(bulk, "--resume")...)
+	if !strings.Contains(out, fmt.Sprintf("enrolled %d at every party", 300-acked)) || !strings.Contains(out, fmt.Sprintf("%d enrolled before were skipped", acked)) {
+		t.Fatalf("resume after %d enrolled: %q", acked, out)
+	}
+	if n := live(); n != 300 {
+		t.Fatalf("%d live rows, want 300", n)
+	}
 }
