@@ -3,7 +3,10 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -117,65 +120,103 @@ func TestBulkInFlightRanges(t *testing.T) {
 	if s := client.FormatRanges([]client.Range{{Lo: 0, Hi: 1}, {Lo: 3, Hi: 7}}, 1); s != "1, 4-7" {
 		t.Fatal(s)
 	}
+	var many []client.Range
+	for i := range client.MaxListedRanges + 2 {
+		many = append(many, client.Range{Lo: 2 * i, Hi: 2*i + 1})
+	}
+	if s := client.FormatRanges(many, 0); s != "0, 2, 4, 6, 8, 10, 12, 14 and 2 more ranges" {
+		t.Fatal(s)
+	}
 }
 
 // TestBulkShardBatches: in a sharded cluster every batch holds one
 // shard's items, so a refusal in one shard leaves no committed item
-// reported as refused. Before, a batch went to every shard at once and a
-// duplicate id in one shard's part marked the whole batch refused and
-// rolled back while the other shards had committed their parts (the
-// journal then held enrolled ids as not enrolled).
+// reported as refused, with one request in flight per shard or two.
+// Before, a batch went to every shard at once and a duplicate id in one
+// shard's part marked the whole batch refused and rolled back while the
+// other shards had committed their parts (the journal then held enrolled
+// ids as not enrolled).
 func TestBulkShardBatches(t *testing.T) {
 	const S = 3
-	c := inproc.Start(t, inproc.Literal(config.Literal{Mode: config.Mode2PC, Dim: 64, Shards: S}, 2))
-	cl := c.Client("client", "p1")
-	xs := inproc.Templates(601, 64, 3)
-	if err := cl.Enroll(inproc.Ctx(t, 30*time.Second), inproc.Items(xs[600:], "taken")); err != nil {
-		t.Fatal(err)
-	}
-	items := inproc.Items(xs[:600], "p")
-	items[250].ID = "taken-0"
-	var batches [][]int
-	_, err := cl.EnrollAll(context.Background(), len(items), func(i int) protocol.Item { return items[i] }, client.Bulk{
-		Batch:  40,
-		Before: func(idx []int) error { batches = append(batches, slices.Clone(idx)); return nil },
-	})
-	var be *client.BulkError
-	if !errors.As(err, &be) {
-		t.Fatalf("got %v, want a *BulkError", err)
-	}
-	for _, b := range batches {
-		if len(b) > 40 || !slices.IsSorted(b) {
-			t.Fatalf("a batch of %d items: %v", len(b), b)
-		}
-		for _, i := range b {
-			if c.P.ShardOf(items[i].ID) != c.P.ShardOf(items[b[0]].ID) {
-				t.Fatalf("a batch spans shards: items %d and %d", b[0], i)
+	for _, inFlight := range []int{1, 2} {
+		t.Run(fmt.Sprintf("inflight=%d", inFlight), func(t *testing.T) {
+			c := inproc.Start(t, inproc.Literal(config.Literal{Mode: config.Mode2PC, Dim: 64, Shards: S}, 2))
+			cl := c.Client("client", "p1")
+			xs := inproc.Templates(601, 64, 3)
+			if err := cl.Enroll(inproc.Ctx(t, 30*time.Second), inproc.Items(xs[600:], "taken")); err != nil {
+				t.Fatal(err)
 			}
-		}
-	}
-	if n := live(t, c); n != be.Done()+1 {
-		t.Fatalf("%d live rows, the error says %d committed (%v)", n, be.Done(), be)
-	}
-	refused := 0
-	for _, r := range be.Refused {
-		for i := r.Lo; i < r.Hi; i++ {
-			if c.P.ShardOf(items[i].ID) != c.P.ShardOf("taken-0") {
-				t.Fatalf("item %d of shard %d reported refused; the refusal was in shard %d", i, c.P.ShardOf(items[i].ID), c.P.ShardOf("taken-0"))
+			items := inproc.Items(xs[:600], "p")
+			items[250].ID = "taken-0"
+			var mu sync.Mutex
+			var before, after [][]int
+			_, err := cl.EnrollAll(context.Background(), len(items), func(i int) protocol.Item { return items[i] }, client.Bulk{
+				Batch: 40, InFlight: inFlight,
+				Before: func(idx []int) error {
+					mu.Lock()
+					defer mu.Unlock()
+					before = append(before, slices.Clone(idx))
+					return nil
+				},
+				After: func(idx []int, _ error) {
+					mu.Lock()
+					defer mu.Unlock()
+					after = append(after, slices.Clone(idx))
+				},
+			})
+			var be *client.BulkError
+			if !errors.As(err, &be) {
+				t.Fatalf("got %v, want a *BulkError", err)
 			}
-			refused++
-		}
-	}
-	if refused == 0 || refused > 40 || !slices.ContainsFunc(be.Refused, func(r client.Range) bool { return r.Lo <= 250 && 250 < r.Hi }) {
-		t.Fatalf("refused %v", be.Refused)
-	}
-	total := be.Done() + refused
-	for _, rs := range [][]client.Range{be.InDoubt, be.NotSent()} {
-		for _, r := range rs {
-			total += r.Hi - r.Lo
-		}
-	}
-	if total != len(items) {
-		t.Fatalf("ranges cover %d of %d items: %v", total, len(items), be)
+			sortBatches := func(bs [][]int) { slices.SortFunc(bs, func(a, b []int) int { return a[0] - b[0] }) }
+			sortBatches(before)
+			sortBatches(after)
+			if !slices.EqualFunc(before, after, slices.Equal) {
+				t.Fatalf("batches before %v, after %v", before, after)
+			}
+			for _, b := range before {
+				if len(b) > 40 || !slices.IsSorted(b) {
+					t.Fatalf("a batch of %d items: %v", len(b), b)
+				}
+				for _, i := range b {
+					if c.P.ShardOf(items[i].ID) != c.P.ShardOf(items[b[0]].ID) {
+						t.Fatalf("a batch spans shards: items %d and %d", b[0], i)
+					}
+				}
+			}
+			if n := live(t, c); n != be.Done()+1 {
+				t.Fatalf("%d live rows, the error says %d committed (%v)", n, be.Done(), be)
+			}
+			// Every item in exactly one of committed, refused, in doubt and
+			// not sent; the refused ones in the refusing shard only.
+			seen := make([]int, len(items))
+			for _, rs := range [][]client.Range{be.Committed, be.Refused, be.InDoubt, be.NotSent()} {
+				for _, r := range rs {
+					for i := r.Lo; i < r.Hi; i++ {
+						seen[i]++
+					}
+				}
+			}
+			for i, k := range seen {
+				if k != 1 {
+					t.Fatalf("item %d reported %d times: %v", i, k, be)
+				}
+			}
+			refused := 0
+			for _, r := range be.Refused {
+				for i := r.Lo; i < r.Hi; i++ {
+					if c.P.ShardOf(items[i].ID) != c.P.ShardOf("taken-0") {
+						t.Fatalf("item %d of shard %d reported refused; the refusal was in shard %d", i, c.P.ShardOf(items[i].ID), c.P.ShardOf("taken-0"))
+					}
+					refused++
+				}
+			}
+			if refused == 0 || refused > 40 || !slices.ContainsFunc(be.Refused, func(r client.Range) bool { return r.Lo <= 250 && 250 < r.Hi }) {
+				t.Fatalf("refused %v", be.Refused)
+			}
+			if got := be.Error(); strings.Count(got, ",") > 4*client.MaxListedRanges {
+				t.Fatalf("the report lists every range: %q", got)
+			}
+		})
 	}
 }

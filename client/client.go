@@ -319,10 +319,12 @@ func (c *Client) health(ctx context.Context, server string, peers bool) (*protoc
 // Bulk configures EnrollAll.
 type Bulk struct {
 	Batch int // templates per request; default 2048
-	// InFlight is the number of requests in flight; default 1: batches
-	// commit in input order and a failure leaves a committed prefix
-	// (unsharded; in a sharded cluster a batch is one shard's items, so
-	// what commits before a failure is each shard's prefix).
+	// InFlight is the number of requests in flight (in a sharded
+	// cluster, per shard); default 1: batches commit in input order and
+	// a failure leaves a committed prefix. In a sharded cluster a batch
+	// holds one shard's items and the shards enroll at once, so what
+	// commits before a failure is a prefix of each shard's items: items
+	// of the input may be committed after others that were not sent.
 	InFlight int
 	Timeout  time.Duration // per request; default 60 s
 	// Progress, when set, is told the acknowledged count after each batch.
@@ -397,10 +399,20 @@ func (e *BulkError) Error() string {
 
 func (e *BulkError) Unwrap() error { return e.Err }
 
-// FormatRanges writes ranges as "0-499, 600-699", each number plus base.
+// MaxListedRanges is how many ranges a report lists before it counts the
+// rest (a sharded bulk enrollment that stopped leaves each shard's items
+// interleaved: hundreds of ranges; the journal has every id).
+const MaxListedRanges = 8
+
+// FormatRanges writes ranges as "0-499, 600-699", each number plus base,
+// listing MaxListedRanges of them and counting the others.
 func FormatRanges(rs []Range, base int) string {
 	var b strings.Builder
 	for i, r := range rs {
+		if i == MaxListedRanges {
+			fmt.Fprintf(&b, " and %d more ranges", len(rs)-i)
+			break
+		}
 		if i > 0 {
 			b.WriteString(", ")
 		}
@@ -447,9 +459,11 @@ func Refused(err error) bool {
 // In a sharded cluster every batch holds the items of one shard (up to
 // o.Batch of them, in input order), so that each request commits or
 // fails as a whole: a batch split over shards could commit in one shard
-// and be refused in another. Each shard's part of a mode's batch is then
-// as large as the unsharded batch (an HE shard encrypts a whole column
-// group's delta however few of its rows a request carries).
+// and be refused in another. Each shard has o.InFlight requests in
+// flight, so the shards enroll at once, and each gets batches as large
+// as the unsharded cluster's (an HE shard encrypts a whole column group's
+// delta however few of its rows a request carries). A shard's items
+// wait as indices (item is called again to send them), not as templates.
 func (c *Client) EnrollAll(ctx context.Context, n int, item func(i int) protocol.Item, o Bulk) (int, error) {
 	if o.Batch == 0 {
 		o.Batch = 2048
@@ -464,8 +478,8 @@ func (c *Client) EnrollAll(ctx context.Context, n int, item func(i int) protocol
 		return 0, fmt.Errorf("batch of %d: want 1..%d", o.Batch, protocol.MaxBatch)
 	}
 	o.Batch = min(o.Batch, c.p.MaxEnrollBatch()) // what the cluster takes in one request
-	sharded := c.p.Shards() > 1
-	if sharded {
+	S := c.p.Shards()
+	if S > 1 {
 		if err := c.p.CanPlace(); err != nil {
 			return 0, err
 		}
@@ -473,16 +487,20 @@ func (c *Client) EnrollAll(ctx context.Context, n int, item func(i int) protocol
 	var mu sync.Mutex
 	res := &BulkError{Total: n}
 	done := 0
-	sem := make(chan struct{}, o.InFlight)
+	sems := make([]chan struct{}, S) // requests in flight, per shard
+	for s := range sems {
+		sems[s] = make(chan struct{}, o.InFlight)
+	}
 	var wg sync.WaitGroup
 	failed := func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return res.Err != nil
 	}
-	// send sends one batch (its items' indices and the items); false once
-	// the enrollment has stopped.
-	send := func(idx []int, items []protocol.Item) bool {
+	// send sends one batch of shard s (0 unsharded), items idx; false
+	// once the enrollment has stopped.
+	send := func(s int, idx []int, items []protocol.Item) bool {
+		sem := sems[s]
 		sem <- struct{}{}
 		if failed() { // checked once a slot is free: a batch that failed meanwhile stops the rest
 			<-sem
@@ -491,10 +509,18 @@ func (c *Client) EnrollAll(ctx context.Context, n int, item func(i int) protocol
 		if o.Before != nil {
 			if err := o.Before(idx); err != nil {
 				mu.Lock()
-				res.Err = err
+				if res.Err == nil {
+					res.Err = err
+				}
 				mu.Unlock()
 				<-sem
 				return false
+			}
+		}
+		if items == nil {
+			items = make([]protocol.Item, len(idx))
+			for k, i := range idx {
+				items[k] = item(i)
 			}
 		}
 		wg.Go(func() {
@@ -527,35 +553,33 @@ func (c *Client) EnrollAll(ctx context.Context, n int, item func(i int) protocol
 		})
 		return true
 	}
-	if !sharded {
+	if S == 1 {
 		for lo := 0; lo < n; lo += o.Batch {
 			hi := min(lo+o.Batch, n)
 			idx, items := make([]int, 0, hi-lo), make([]protocol.Item, 0, hi-lo)
 			for i := lo; i < hi; i++ {
 				idx, items = append(idx, i), append(items, item(i))
 			}
-			if !send(idx, items) {
+			if !send(0, idx, items) {
 				break
 			}
 		}
 	} else {
 		// Each shard's items wait until they fill a batch; what is left is
 		// sent at the end, shard by shard.
-		idx := make([][]int, c.p.Shards())
-		items := make([][]protocol.Item, c.p.Shards())
+		idx := make([][]int, S)
 		stopped := false
 		for i := 0; i < n && !stopped; i++ {
-			it := item(i)
-			s := c.p.ShardOf(it.ID)
-			idx[s], items[s] = append(idx[s], i), append(items[s], it)
+			s := c.p.ShardOf(item(i).ID)
+			idx[s] = append(idx[s], i)
 			if len(idx[s]) == o.Batch {
-				stopped = !send(idx[s], items[s])
-				idx[s], items[s] = nil, nil
+				stopped = !send(s, idx[s], nil)
+				idx[s] = nil
 			}
 		}
 		for s := range idx {
 			if !stopped && len(idx[s]) > 0 {
-				stopped = !send(idx[s], items[s])
+				stopped = !send(s, idx[s], nil)
 			}
 		}
 	}

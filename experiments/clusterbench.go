@@ -255,8 +255,9 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 		return nil, err
 	}
 	defer cl.Close()
-	// Two requests in flight: the next batch travels while the entry works
-	// on the current one (the entry still commits them one at a time).
+	// Two requests in flight (per shard when sharded): the next batch
+	// travels while the entry works on the current one (the entry, or each
+	// entry shard, still commits them one at a time).
 	start := time.Now()
 	if _, err := cl.EnrollAll(ctx, o.IDs, func(i int) protocol.Item {
 		return protocol.Item{ID: "id-" + strconv.Itoa(i), Template: data[i*d : (i+1)*d]}

@@ -166,4 +166,31 @@ func TestBulkResumeSharded(t *testing.T) {
 	if n := live(); n != 300 {
 		t.Fatalf("%d live rows, want 300", n)
 	}
+
+	// Settling asks every shard whether earlier changes are settled (a
+	// coordinator holds none): a committed batch whose outcome is cut from
+	// the journal, and one lost before it was sent.
+	journal := client.JournalPath(filepath.Join(dir, "homes", "client"), cfg.ClusterID())
+	lines := readLines(t, journal)
+	if last := lines[len(lines)-1]; !strings.Contains(last, `"ok":true`) {
+		t.Fatalf("journal ends with %q", last)
+	}
+	lines = lines[:len(lines)-1]
+	extra := filepath.Join(work, "extra.npy")
+	writeNpy(t, extra, d.queries[:2])
+	os.WriteFile(filepath.Join(work, "extra.txt"), []byte("extra-0\nextra-1\n"), 0o644)
+	for i, id := range []string{"extra-0", "extra-1"} {
+		h := client.TemplateHash(d.queries[i])
+		lines = append(lines, fmt.Sprintf(`{"b":999,"op":"+","id":%q,"h":"%x"}`, id, h[:]))
+	}
+	os.WriteFile(journal, []byte(strings.Join(lines, "\n")+"\n"), 0o600)
+	if out := must(t, "enroll", "--cluster", dir, "--ids", filepath.Join(work, "extra.txt"), "--templates", extra, "--resume"); !strings.Contains(out, "enrolled 2 at every party") {
+		t.Fatalf("settling an unsent batch: %q", out)
+	}
+	if out := must(t, append(bulk, "--resume")...); !strings.Contains(out, "enrolled 0 at every party") || !strings.Contains(out, "300 enrolled before were skipped") {
+		t.Fatalf("settling a committed batch: %q", out)
+	}
+	if n := live(); n != 302 {
+		t.Fatalf("%d live rows, want 302", n)
+	}
 }

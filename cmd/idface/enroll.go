@@ -9,6 +9,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -70,6 +71,10 @@ func (s source) ranges(idx []int) string {
 	}
 	var b strings.Builder
 	for k, r := range rs {
+		if k == client.MaxListedRanges {
+			fmt.Fprintf(&b, " and %d more ranges", len(rs)-k)
+			break
+		}
 		if k > 0 {
 			b.WriteString(", ")
 		}
@@ -130,7 +135,10 @@ func cmdEnroll(args []string, stdout, stderr io.Writer) error {
 		"is acknowledged only when every party has stored its share durably, and is\n"+
 		"otherwise rolled back everywhere. The command stops at the first failure\n"+
 		"and says which ids were enrolled, refused, left without an answer, and not\n"+
-		"sent. Every template is checked before anything is sent.\n\n"+
+		"sent. Every template is checked before anything is sent. In a sharded\n"+
+		"cluster each batch holds one shard's ids and the shards enroll at once, so\n"+
+		"after a failure ids later in the file may be enrolled and earlier ones not\n"+
+		"sent (--resume sends exactly the rest).\n\n"+
 		"A journal in the operator's home records each change this operator sends\n"+
 		"(ids and a hash of each template; no template) and its outcome: with\n"+
 		"--resume, ids already enrolled with the same template are skipped and\n"+
@@ -252,6 +260,7 @@ func cmdEnroll(args []string, stdout, stderr io.Writer) error {
 	if len(send) > *batch && !*quiet {
 		bar = newBar(len(send), "enrolling", stderr)
 	}
+	var batchMu sync.Mutex // a sharded cluster's shards enroll at once: Before and After meet
 	batchOf := map[int]uint64{}
 	var jerr error
 	done, err := cl.EnrollAll(context.Background(), len(send), func(k int) protocol.Item { return item(send[k]) }, client.Bulk{
@@ -269,16 +278,21 @@ func cmdEnroll(args []string, stdout, stderr io.Writer) error {
 				xs, hs = append(xs, idList[i]), append(hs, hashes[i])
 			}
 			b, err := j.Begin('+', xs, hs)
+			batchMu.Lock()
 			batchOf[batch[0]] = b
+			batchMu.Unlock()
 			return err
 		},
 		After: func(batch []int, err error) {
+			batchMu.Lock()
+			b := batchOf[batch[0]]
+			batchMu.Unlock()
 			var e error
 			switch {
 			case err == nil:
-				e = j.End(batchOf[batch[0]], true)
+				e = j.End(b, true)
 			case client.Refused(err):
-				e = j.End(batchOf[batch[0]], false)
+				e = j.End(b, false)
 			}
 			if jerr == nil {
 				jerr = e
@@ -480,18 +494,30 @@ func isCode(err error, c protocol.Code) bool {
 // waitSettled waits until no party holds an undecided change, so that a
 // change sent without an answer has been committed or rolled back.
 func waitSettled(cl *client.Client, cfg *config.Params, timeout time.Duration) error {
+	// The servers that hold rows: each party, or in a sharded cluster each
+	// of its shards (a coordinator holds no transactions).
+	var names []string
+	for _, p := range cfg.Parties() {
+		if cfg.Shards() == 1 {
+			names = append(names, p.Name)
+			continue
+		}
+		for s := range cfg.Shards() {
+			names = append(names, config.ShardName(p.Name, s))
+		}
+	}
 	deadline := time.Now().Add(timeout)
 	for {
 		busy := ""
-		for _, p := range cfg.Parties() {
+		for _, name := range names {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			h, err := cl.Health(ctx, p.Name)
+			h, err := cl.Health(ctx, name)
 			cancel()
 			if err != nil {
-				return fmt.Errorf("asking %s whether earlier changes are settled: %w", p.Name, err)
+				return fmt.Errorf("asking %s whether earlier changes are settled: %w", name, err)
 			}
 			if h.InDoubt > 0 {
-				busy = fmt.Sprintf("%s has %d unsettled changes", p.Name, h.InDoubt)
+				busy = fmt.Sprintf("%s has %d unsettled changes", name, h.InDoubt)
 			}
 		}
 		if busy == "" {
