@@ -544,7 +544,7 @@ func (c *Client) EnrollAll(ctx context.Context, n int, item func(i int) protocol
 			case Refused(err):
 				into = &res.Refused
 			}
-			for _, r := range ranges(idx) {
+			for _, r := range Ranges(idx) {
 				*into = addRange(*into, r)
 			}
 			if err != nil && res.Err == nil {
@@ -590,8 +590,8 @@ func (c *Client) EnrollAll(ctx context.Context, n int, item func(i int) protocol
 	return done, nil
 }
 
-// ranges are the runs of consecutive indices in idx (increasing).
-func ranges(idx []int) []Range {
+// Ranges are the runs of consecutive indices in idx (increasing).
+func Ranges(idx []int) []Range {
 	var out []Range
 	for _, i := range idx {
 		if k := len(out) - 1; k >= 0 && out[k].Hi == i {

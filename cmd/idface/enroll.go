@@ -61,14 +61,7 @@ func (s source) at(i int) string {
 // ranges writes the items idx (input indices, ascending) as "ids.txt
 // lines 1-500, 601-700".
 func (s source) ranges(idx []int) string {
-	var rs []client.Range
-	for _, i := range idx {
-		if n := len(rs); n > 0 && rs[n-1].Hi == i {
-			rs[n-1].Hi++
-		} else {
-			rs = append(rs, client.Range{Lo: i, Hi: i + 1})
-		}
-	}
+	rs := client.Ranges(idx)
 	var b strings.Builder
 	for k, r := range rs {
 		if k == client.MaxListedRanges {
