@@ -141,7 +141,7 @@ func (t *Table[P, R]) Join(id [16]byte, rows, holder, size, entry, topK, want in
 	case q.Rows != rows:
 		err = fmt.Errorf("%d rows where another holder sent %d: the holders' row maps differ", rows, q.Rows)
 	case q.has[holder]:
-		err = fmt.Errorf("holder %d sent its shares of this query twice", holder)
+		err = fmt.Errorf("%s sent its part of this query twice", t.name(holder))
 	case q.want != want:
 		err = fmt.Errorf("holders disagree on how many parts the query has (%d, %d)", q.want, want)
 	case q.joined >= q.want:
