@@ -24,15 +24,7 @@ func TestShards(t *testing.T) {
 			whole := start(t, 2, config.Literal{Beta: 21, RevealScores: reveal})
 			xs := templates(90, 11)
 			all := items(xs, "r")
-			for _, cl := range []*inproc.Cluster{sharded, whole} {
-				// Two batches, through both entries: each spans every shard.
-				if err := cl.Client("client", "p1").Enroll(ctx(t), all[:50]); err != nil {
-					t.Fatal(err)
-				}
-				if err := cl.Client("client", "p2").Enroll(ctx(t), all[50:]); err != nil {
-					t.Fatal(err)
-				}
-			}
+			inproc.EnrollSplit(t, []*inproc.Cluster{sharded, whole}, all, 50, "p1", "p2") // through both entries
 			sharded.CheckShards(t, "p1", all)
 			deleted := ""
 			check := func() {

@@ -40,16 +40,7 @@ func TestShards(t *testing.T) {
 	for i, it := range all {
 		ids[i] = it.ID
 	}
-	for _, cl := range []*inproc.Cluster{sharded, whole} {
-		// Two batches, through the sequencer and a participant: each
-		// spans every shard (the client splits it).
-		if err := cl.Client("client", "p1").Enroll(ctx(t), all[:35]); err != nil {
-			t.Fatal(err)
-		}
-		if err := cl.Client("client", "p2").Enroll(ctx(t), all[35:]); err != nil {
-			t.Fatal(err)
-		}
-	}
+	inproc.EnrollSplit(t, []*inproc.Cluster{sharded, whole}, all, 35, "p1", "p2") // through the sequencer and a participant
 	sharded.CheckShards(t, "p1", all)
 	sharded.CheckShards(t, "p2", all)
 	deleted := map[int]bool{}

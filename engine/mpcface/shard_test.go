@@ -43,15 +43,7 @@ func TestShards(t *testing.T) {
 			xs := templates(150, 51)
 			all := items(xs, "r")
 			last := sharded.P.Party(c.mu - 1).Name
-			for _, cl := range []*inproc.Cluster{sharded, whole} {
-				// Two batches, through two entries: each spans every shard.
-				if err := cl.Client("client", "p1").Enroll(ctx(t), all[:90]); err != nil {
-					t.Fatal(err)
-				}
-				if err := cl.Client("client", last).Enroll(ctx(t), all[90:]); err != nil {
-					t.Fatal(err)
-				}
-			}
+			inproc.EnrollSplit(t, []*inproc.Cluster{sharded, whole}, all, 90, "p1", last) // through two entries
 			sharded.CheckShards(t, last, all)
 
 			deleted := map[int]bool{}

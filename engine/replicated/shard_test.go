@@ -35,14 +35,7 @@ func TestShards(t *testing.T) {
 			sharded, whole := inproc.Start(t, lit(S)), inproc.Start(t, lit(0))
 			xs := templates(90, 61)
 			all := items(xs, "r")
-			for _, cl := range []*inproc.Cluster{sharded, whole} {
-				if err := cl.Client("client", "p1").Enroll(ctx(t), all[:50]); err != nil {
-					t.Fatal(err)
-				}
-				if err := cl.Client("client", "p3").Enroll(ctx(t), all[50:]); err != nil {
-					t.Fatal(err)
-				}
-			}
+			inproc.EnrollSplit(t, []*inproc.Cluster{sharded, whole}, all, 50, "p1", "p3")
 			sharded.CheckShards(t, "p2", all)
 			deleted := map[int]bool{}
 			probes := append(templates(4, 62), xs[7], xs[40])
@@ -177,14 +170,7 @@ func TestShardsHidden(t *testing.T) {
 	sharded, whole := inproc.Start(t, lit(S)), inproc.Start(t, lit(0))
 	xs := templates(60, 71)
 	all := items(xs, "r")
-	for _, cl := range []*inproc.Cluster{sharded, whole} {
-		if err := cl.Client("client", "p1").Enroll(ctx(t), all[:30]); err != nil {
-			t.Fatal(err)
-		}
-		if err := cl.Client("client", "p3").Enroll(ctx(t), all[30:]); err != nil {
-			t.Fatal(err)
-		}
-	}
+	inproc.EnrollSplit(t, []*inproc.Cluster{sharded, whole}, all, 30, "p1", "p3")
 	sharded.CheckShards(t, "p1", all)
 	probes := append(templates(3, 72), xs[5], xs[33], xs[58])
 	check := func() {

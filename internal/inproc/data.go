@@ -137,3 +137,20 @@ func SameAnswer(t testing.TB, p *config.Params, want []int, deleted map[int]bool
 		}
 	}
 }
+
+// EnrollSplit enrolls items in every cluster of cs (a sharded cluster and
+// the unsharded one beside it) in two batches: items[:split] through
+// entry a, the rest through entry b. Each batch spans every shard.
+func EnrollSplit(t testing.TB, cs []*Cluster, items []protocol.Item, split int, a, b string) {
+	t.Helper()
+	for _, c := range cs {
+		for _, part := range []struct {
+			entry string
+			items []protocol.Item
+		}{{a, items[:split]}, {b, items[split:]}} {
+			if err := c.Client("client", part.entry).Enroll(Ctx(t, 60*time.Second), part.items); err != nil {
+				t.Fatalf("enrolling through %s: %v", part.entry, err)
+			}
+		}
+	}
+}
