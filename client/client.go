@@ -326,7 +326,7 @@ type Bulk struct {
 	// commits before a failure is a prefix of each shard's items: items
 	// of the input may be committed after others that were not sent.
 	InFlight int
-	Timeout  time.Duration // per request; default 60 s
+	Timeout  time.Duration // how long a server may stay silent on one request (rpc.Patient); default 60 s
 	// Progress, when set, is told the acknowledged count after each batch.
 	Progress func(done, total int)
 	// Before, when set, is called before a batch is sent with its items'
@@ -525,9 +525,7 @@ func (c *Client) EnrollAll(ctx context.Context, n int, item func(i int) protocol
 		}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			cctx, cancel := context.WithTimeout(ctx, o.Timeout)
-			err := c.Enroll(cctx, items)
-			cancel()
+			err := c.Enroll(rpc.Patient(ctx, o.Timeout), items)
 			mu.Lock()
 			defer mu.Unlock()
 			if o.After != nil {

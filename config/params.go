@@ -349,6 +349,10 @@ type Timeouts struct {
 	OutboxSend  time.Duration // one retry's deadline
 	Shutdown    time.Duration // in-flight requests finish within this on SIGTERM
 	KeyFetch    time.Duration // a new local server waits this long for the key server
+	// Progress: a server running a change reports that it still works
+	// this often (protocol.Working); its requester waits a Request
+	// timeout for each report, so only a silent server is taken for down.
+	Progress time.Duration
 	// KeyFetchTry bounds one attempt to fetch the public key, and
 	// KeyFetchPause separates attempts while the key server starts
 	// (defaults DefaultKeyFetchTry and DefaultKeyFetchPause).
@@ -376,6 +380,7 @@ func (p *Params) Timeouts() Timeouts {
 		OutboxSend:    min(5*time.Second, t),
 		Shutdown:      10 * time.Second,
 		KeyFetch:      30 * time.Second,
+		Progress:      min(max(t/6, 20*time.Millisecond), 5*time.Second),
 		KeyFetchTry:   DefaultKeyFetchTry,
 		KeyFetchPause: DefaultKeyFetchPause,
 	}

@@ -42,8 +42,10 @@ var ErrMalformed = wire.ErrMalformed
 // 9: sharded replicated holders (ShardAnswer.Degraded; error codes
 // ShardDown and CountedDown). Version 10: sharded HE local servers and
 // key server (HEQuery.Query, HEResult.Ranks), hidden probes in shards
-// (ShardHidden).
-const Version = 10
+// (ShardHidden). Version 11: a server still working on a change says so
+// (Working) while its requester waits, so that a slow peer is not taken
+// for a dead one; an older requester would read it as a wrong answer.
+const Version = 11
 
 // Limits on what a peer or a client may send.
 const (
@@ -119,6 +121,8 @@ const (
 	TDecideMerge   Type = 61
 	TDecideMergeOK Type = 62
 	TShardHidden   Type = 63
+	// Progress of a change (protocol/party.go).
+	TWorking Type = 64
 )
 
 // registry makes an empty message of each type.
@@ -170,6 +174,7 @@ var registry = map[Type]func() Msg{
 	TDecideMerge:      func() Msg { return &DecideMerge{} },
 	TDecideMergeOK:    func() Msg { return &DecideMergeOK{} },
 	TShardHidden:      func() Msg { return &ShardHidden{} },
+	TWorking:          func() Msg { return &Working{} },
 }
 
 // Types lists every message type in number order (tests, golden files).

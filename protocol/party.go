@@ -281,6 +281,19 @@ func (m *DecideOK) Type() Type          { return TDecideOK }
 func (m *DecideOK) marshal(*wire.Enc)   {}
 func (m *DecideOK) unmarshal(*wire.Dec) {}
 
+// Working is sent by a server, on the stream of a change it is still
+// running (enroll, prepare, delete, decide, reshare), every
+// config.Timeouts.Progress until its reply: the requester keeps waiting
+// while its peer works, however long the change takes (up to the
+// change's own bound), and gives up only on a peer silent for a whole
+// request timeout. Queries never send it: they have deadlines of their
+// own.
+type Working struct{}
+
+func (m *Working) Type() Type          { return TWorking }
+func (m *Working) marshal(*wire.Enc)   {}
+func (m *Working) unmarshal(*wire.Dec) {}
+
 // Query is the entry's broadcast of y+ and y- (paper Fig. "2pc_id": 2d
 // bits) with its row map digest. The party answers with Block headers,
 // each followed by raw words, then BlocksEnd, or an Error.

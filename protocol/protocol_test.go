@@ -47,6 +47,7 @@ func samples() []Msg {
 		&Vote{Txn: TxnID{1, 2}},
 		&Decide{Txn: TxnID{3}, Origin: 2, Commit: true},
 		&DecideOK{},
+		&Working{},
 		&Query{Dim: 128, Beta: 2, Plus: []uint64{1, 0}, Minus: []uint64{0, 1}, Digest: Digest{{}, {Rows: 1}}, BlockWords: 1024},
 		&QueryBatch{Dim: 128, Beta: 2, Probes: []Probe{{Plus: []uint64{1, 0}, Minus: []uint64{0, 1}}, {Plus: []uint64{3, 0}, Minus: []uint64{0, 0}}}, Digest: Digest{{Rows: 1}}, BlockWords: 512},
 		&Block{Seg: 1, W0: 2, NW: 3},

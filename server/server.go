@@ -29,6 +29,7 @@ import (
 	"github.com/idface/idface/internal/buildinfo"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
 )
 
 // Server runs one engine behind one listener.
@@ -256,9 +257,21 @@ func (s *Server) handle(ctx context.Context, st *network.Stream) {
 	if route.Long {
 		limit = tm.Identify // an identification and its parts at the other servers
 	}
+	if !route.Query {
+		// A change runs to its end, however slow its host or its peers,
+		// within a bound that grows with its size; its requests to
+		// other servers wait while those report progress, and it reports
+		// its own (protocol.Working) to its requester.
+		limit = rpc.ChangeBound(tm.Request, len(b))
+	}
 	st.SetDeadline(start.Add(limit))
 	rctx, cancel := context.WithDeadline(ctx, start.Add(limit))
 	defer cancel()
+	stopWorking := func() {}
+	if !route.Query {
+		rctx = rpc.Patient(rctx, tm.Request)
+		stopWorking = working(rctx, st, tm.Progress)
+	}
 	// A requester that gives up on a query (it stops reading: a timeout, a
 	// cancelled query, a coordinator that stopped waiting) ends the
 	// handler's context: the work it would have done for nobody stops,
@@ -275,6 +288,7 @@ func (s *Server) handle(ctx context.Context, st *network.Stream) {
 		}()
 	}
 	resp := s.call(rctx, route.Handle, engine.Request{From: peer, Msg: m, Stream: st}, route.Op)
+	stopWorking() // before the reply: one writer at a time
 	if h, ok := resp.(*protocol.HealthOK); ok {
 		// Which configuration this server runs, to everyone; row maps to
 		// servers only, whatever the engine put in (engine.Env.Health).
@@ -414,4 +428,33 @@ func (s *Server) call(ctx context.Context, h engine.Handler, r engine.Request, o
 		}
 	}()
 	return h(ctx, r)
+}
+
+// working reports progress on a change's stream every interval until the
+// returned stop is called (and has returned) or ctx ends: the requester
+// waits while this server works (rpc.Patient).
+func working(ctx context.Context, st *network.Stream, every time.Duration) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		frame := protocol.Marshal(&protocol.Working{})
+		for {
+			select {
+			case <-t.C:
+				if st.WriteFrame(frame) != nil {
+					return // the requester is gone; the change runs on
+				}
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+	}
 }

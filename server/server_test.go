@@ -210,3 +210,83 @@ func TestShutdownAndFatal(t *testing.T) {
 	done2 <- nil
 	_ = s
 }
+
+// slowEngine runs a deletion (a change) for as long as its test says, and
+// never answers an enrollment (a change stuck in a wait).
+type slowEngine struct {
+	fakeEngine
+	takes time.Duration
+}
+
+func (f *slowEngine) Routes() map[protocol.Type]engine.Route {
+	r := f.fakeEngine.Routes()
+	r[protocol.TDelete] = engine.Route{Op: "delete", From: engine.Operators, Max: engine.Small, Handle: func(ctx context.Context, _ engine.Request) protocol.Msg {
+		select {
+		case <-time.After(f.takes):
+			return &protocol.DeleteOK{}
+		case <-ctx.Done():
+			return protocol.Errorf(protocol.CodeUnavailable, "cut off")
+		}
+	}}
+	r[protocol.TEnroll] = engine.Route{Op: "enroll", From: engine.Operators, Max: engine.EnrollBound(f.p), Handle: func(ctx context.Context, _ engine.Request) protocol.Msg {
+		<-ctx.Done()
+		return protocol.Errorf(protocol.CodeUnavailable, "the change ran past its bound")
+	}}
+	return r
+}
+
+// TestSlowChangeIsNotDown: a change that runs three request timeouts is
+// waited for by a patient requester (its server reports progress), not
+// by one with a plain deadline; a change stuck in a wait ends at its
+// bound (rpc.ChangeBound); a server that reports nothing is given up on
+// after one request timeout.
+func TestSlowChangeIsNotDown(t *testing.T) {
+	const timeout = time.Second
+	lit := config.Literal{Mode: config.Mode2PC, Dim: 64, Timeout: config.Duration(timeout),
+		Parties: []config.Member{{Name: "p1", Addr: "m", Cert: "-", Pin: "1"}, {Name: "p2", Addr: "m", Cert: "-", Pin: "2"}},
+		Clients: []config.Member{{Name: "op", Cert: "-", Pin: "3", Role: config.RoleOperator}}}
+	p, err := config.New(lit, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := memnet.New()
+	ln, _ := n.Listen("p1")
+	f := &slowEngine{fakeEngine: fakeEngine{p: p}, takes: 3 * timeout}
+	s, err := New(p, "p1", f, ln, slog.New(slog.DiscardHandler), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	d := n.Dialer(network.Peer{Name: "op", Role: network.RoleOperator})
+
+	if _, err := rpc.Call(rpc.Patient(context.Background(), timeout), d, "p1", &protocol.Delete{ID: "a"}); err != nil {
+		t.Fatalf("a patient requester gave up on a change that reports progress: %v", err)
+	}
+	plain, stop := context.WithTimeout(context.Background(), timeout)
+	_, err = rpc.Call(plain, d, "p1", &protocol.Delete{ID: "a"})
+	stop()
+	if err == nil || !strings.Contains(err.Error(), "did not answer in time") {
+		t.Fatalf("a requester with a plain deadline: %v", err)
+	}
+
+	t0 := time.Now()
+	_, err = rpc.Call(rpc.Patient(context.Background(), timeout), d, "p1", &protocol.Enroll{})
+	bound := rpc.ChangeBound(timeout, len(protocol.Marshal(&protocol.Enroll{})))
+	if code(err) != protocol.CodeUnavailable || time.Since(t0) < bound {
+		t.Fatalf("a change stuck in a wait: %v after %v (its bound is %v)", err, time.Since(t0), bound)
+	}
+
+	// A server that reads the request and reports nothing.
+	mute, _ := n.Listen("p2")
+	go mute.Serve(ctx, func(ctx context.Context, s *network.Stream) {
+		s.ReadFrame(1 << 10)
+		<-ctx.Done()
+	})
+	_, err = rpc.Call(rpc.Patient(context.Background(), timeout), d, "p2", &protocol.Delete{ID: "a"})
+	if err == nil || !strings.Contains(err.Error(), "nor report progress") {
+		t.Fatalf("a silent server: %v", err)
+	}
+}

@@ -34,7 +34,7 @@ func addClientFlags(fs *flag.FlagSet) clientFlags {
 	return clientFlags{
 		member:  addMemberFlags(fs, "client", "client identity in a local cluster (default: the operator \"client\")"),
 		entry:   fs.String("entry", "", "entry server (default: the first party)"),
-		timeout: fs.Duration("timeout", 60*time.Second, "deadline of one request"),
+		timeout: fs.Duration("timeout", 60*time.Second, "deadline of one query; a change (enroll, delete, reshare) waits while its server reports progress, up to this long between reports"),
 	}
 }
 

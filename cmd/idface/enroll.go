@@ -19,6 +19,7 @@ import (
 	"github.com/idface/idface/internal/home"
 	"github.com/idface/idface/internal/input"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
 )
 
 // journalFlags are enroll's and delete's journal flags.
@@ -454,9 +455,7 @@ func settleEnrollments(cl *client.Client, cfg *config.Params, j *client.Journal,
 			if err != nil {
 				return enrolled, found, err
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
-			err = cl.Enroll(ctx, items)
-			cancel()
+			err = cl.Enroll(rpc.Patient(context.Background(), timeout), items)
 			switch {
 			case err == nil:
 				enrolled += len(chunk)
@@ -622,9 +621,7 @@ func cmdDelete(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return result(err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), *cf.timeout)
-		err = cl.Delete(ctx, x)
-		cancel()
+		err = cl.Delete(rpc.Patient(context.Background(), *cf.timeout), x)
 		switch {
 		case err == nil:
 			err = j.End(b, true)

@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/idface/idface/config"
+	"github.com/idface/idface/protocol/rpc"
 )
 
 func init() {
@@ -47,9 +48,7 @@ func cmdReshare(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 		for _, name := range names {
-			rctx, cancel := context.WithTimeout(ctx, *cf.timeout)
-			ok, err := cl.Reshare(rctx, name)
-			cancel()
+			ok, err := cl.Reshare(rpc.Patient(ctx, *cf.timeout), name)
 			if err != nil {
 				return fmt.Errorf("reshare of %s's rows: %w (the holders before it are done; run it again)", name, err)
 			}

@@ -64,36 +64,110 @@ func exchange(ctx context.Context, d network.Dialer, to string, req protocol.Msg
 		return nil, 0, err
 	}
 	defer s.Finish()
-	if dl, ok := ctx.Deadline(); ok {
-		s.SetDeadline(dl)
-	}
+	b := protocol.Marshal(req)
+	w := newWait(ctx, len(b))
+	w.extend(s)
 	if cancellable {
 		defer context.AfterFunc(ctx, func() { s.SetDeadline(time.Now()) })()
 	}
-	if err := s.WriteFrame(protocol.Marshal(req)); err != nil {
+	if err := s.WriteFrame(b); err != nil {
 		return nil, 0, fmt.Errorf("sending to %s: %w", to, err)
 	}
 	s.CloseWrite() // one request per stream
-	resp, err := ReadReply(ctx, s, to)
+	resp, err := readReply(ctx, s, to, w)
 	return resp, uint64(s.Sent() + s.Received()), err
 }
 
 // ReadReply reads and decodes one reply from server `from`; an Error reply
 // is returned as a *protocol.Error.
 func ReadReply(ctx context.Context, s *network.Stream, from string) (protocol.Msg, error) {
-	b, err := s.ReadFrame(MaxReply)
-	if err != nil {
-		if ctx.Err() != nil || network.IsTimeout(err) {
-			return nil, fmt.Errorf("%s did not answer in time", from)
+	return readReply(ctx, s, from, nil)
+}
+
+// readReply is ReadReply that, with w, takes each report of progress
+// (protocol.Working) as leave to wait once more.
+func readReply(ctx context.Context, s *network.Stream, from string, w *wait) (protocol.Msg, error) {
+	for {
+		b, err := s.ReadFrame(MaxReply)
+		if err != nil {
+			if ctx.Err() != nil || network.IsTimeout(err) {
+				if w != nil && w.patient {
+					return nil, fmt.Errorf("%s did not answer in time (nor report progress within %v)", from, w.patience)
+				}
+				return nil, fmt.Errorf("%s did not answer in time", from)
+			}
+			return nil, fmt.Errorf("reading from %s: %w", from, err)
 		}
-		return nil, fmt.Errorf("reading from %s: %w", from, err)
+		m, err := protocol.Decode(b)
+		if err != nil {
+			return nil, fmt.Errorf("from %s: %w", from, err)
+		}
+		if _, ok := m.(*protocol.Working); ok {
+			if w != nil && ctx.Err() == nil {
+				w.extend(s)
+			}
+			continue
+		}
+		if e, ok := m.(*protocol.Error); ok {
+			return nil, e
+		}
+		return m, nil
 	}
-	m, err := protocol.Decode(b)
-	if err != nil {
-		return nil, fmt.Errorf("from %s: %w", from, err)
+}
+
+// Patient returns a context whose requests (Call, Ask) wait for a reply
+// at most patience at a time: a server that reports progress
+// (protocol.Working, sent while a change runs) is given patience again
+// after each report, up to ChangeBound for the request's size (and ctx's
+// own deadline, if it has one). A slow server that is still working is
+// waited for; one silent for patience is given up on.
+func Patient(ctx context.Context, patience time.Duration) context.Context {
+	return context.WithValue(ctx, patienceKey{}, patience)
+}
+
+type patienceKey struct{}
+
+// ChangeBound is how long a change of reqBytes may run at its server,
+// with patience the request timeout: 8 request timeouts, and one more for
+// every 256 KiB of the request (an enrollment's cost grows with its
+// templates). A server ends the change there, whatever its progress, so
+// that a change stuck in a wait cannot hold its requester forever.
+func ChangeBound(patience time.Duration, reqBytes int) time.Duration {
+	return patience * time.Duration(8+reqBytes>>18)
+}
+
+// wait is one request's deadline: ctx's, or with Patient, patience from
+// now (from each report of progress) within the change's bound.
+type wait struct {
+	patient  bool
+	patience time.Duration
+	limit    time.Time // zero: none
+}
+
+func newWait(ctx context.Context, reqBytes int) *wait {
+	w := &wait{}
+	w.limit, _ = ctx.Deadline()
+	if p, ok := ctx.Value(patienceKey{}).(time.Duration); ok && p > 0 {
+		w.patient, w.patience = true, p
+		// One patience beyond the server's bound: the server counts from
+		// when the request arrived.
+		bound := time.Now().Add(ChangeBound(p, reqBytes) + p)
+		if w.limit.IsZero() || bound.Before(w.limit) {
+			w.limit = bound
+		}
 	}
-	if e, ok := m.(*protocol.Error); ok {
-		return nil, e
+	return w
+}
+
+// extend sets the stream's deadline for the next reply or report.
+func (w *wait) extend(s *network.Stream) {
+	t := w.limit
+	if w.patient {
+		if next := time.Now().Add(w.patience); t.IsZero() || next.Before(t) {
+			t = next
+		}
 	}
-	return m, nil
+	if !t.IsZero() {
+		s.SetDeadline(t)
+	}
 }
