@@ -6,9 +6,16 @@
 // (enroll), delete, reference count and ping (health). The routes are
 // described in docs/openapi.json; a test keeps the two equal.
 //
-// The gateway has no authentication of its own: whoever can reach it acts
-// as the member whose key it holds. So it listens only on a Unix socket
-// (mode 0660: the gate software's group) or on loopback.
+// Whoever can reach the gateway acts as the member whose key it holds, so
+// it listens only on a Unix socket (mode 0660: the gate software's group)
+// or on loopback, and it is closed to web pages, which a browser on the
+// gate's host would otherwise let reach loopback: a request with an
+// Origin header or a cross-site Sec-Fetch-Site is refused (403), a POST
+// body must be application/json (415: a page cannot send that cross-site
+// without a preflight, which the Origin check refuses), and on TCP the
+// Host header must name the listener (403: DNS rebinding). A bearer
+// token (Options.Token) is optional, and required of an operator's
+// gateway on TCP, which any local program could otherwise drive.
 //
 // What a caller learns is what the member learns: a device the accepted
 // id or a rejection (never a score), an operator also the count. Nothing
@@ -16,17 +23,26 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
+	"mime"
+	"net"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
 )
 
 // Client is what the gateway needs of an idface client (client.Client).
@@ -42,8 +58,18 @@ type Client interface {
 type Options struct {
 	Dim      int           // the cluster's template dimension
 	Operator bool          // the member is an operator (enroll, delete, count)
-	Timeout  time.Duration // one operation (default 30 s)
+	Timeout  time.Duration // one identify; a change may take longer while its servers report progress, this long between reports (default 30 s)
 	Log      *slog.Logger  // requests and failures, never templates
+	// Listen is where the gateway serves: "unix:PATH", or the HOST:PORT
+	// its TCP listener has (the port resolved), whose names are the only
+	// Host headers it accepts. On a Unix socket, which no browser can
+	// open and whose mode decides who reaches it, Host is not checked
+	// (curl sends "localhost", others the URL's name).
+	Listen string
+	// Token, if set, is the bearer token every request must carry
+	// (Authorization: Bearer TOKEN); ReadToken reads and checks one.
+	// Required of an operator's gateway on TCP.
+	Token []byte
 }
 
 // Routes are the operations the gateway serves ("METHOD /path"), as
@@ -56,8 +82,10 @@ var Routes = []string{
 	"GET /v1/health",
 }
 
-// Handler serves the gateway's routes through c.
-func Handler(c Client, o Options) http.Handler {
+// Handler serves the gateway's routes through c. It refuses options that
+// would leave the gateway open: no Listen, or an operator's gateway on
+// TCP without a token.
+func Handler(c Client, o Options) (http.Handler, error) {
 	if o.Timeout == 0 {
 		o.Timeout = 30 * time.Second
 	}
@@ -65,6 +93,27 @@ func Handler(c Client, o Options) http.Handler {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	g := &gateway{c: c, o: o}
+	if len(o.Token) > 0 {
+		h := sha256.Sum256(o.Token)
+		g.token = h[:]
+	}
+	switch path, unix := strings.CutPrefix(o.Listen, "unix:"); {
+	case o.Listen == "":
+		return nil, errors.New("gateway: Options.Listen is empty: give unix:PATH or the listener's TCP HOST:PORT, whose names are the Host headers to accept")
+	case unix && path == "":
+		return nil, errors.New("gateway: Options.Listen unix: needs the socket's path")
+	case !unix:
+		hosts, err := listenHosts(o.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: Options.Listen %q: %v: give the listener's HOST:PORT", o.Listen, err)
+		}
+		if o.Operator && g.token == nil {
+			return nil, fmt.Errorf("an operator's gateway on TCP (%s) would enroll and delete for any program or user of this host that reaches the port: "+
+				"give it a bearer token, --token-file FILE with one line of at least %d characters (e.g. (umask 027; openssl rand -hex 32 > FILE)) that callers send as 'Authorization: Bearer TOKEN', "+
+				"or serve a Unix socket (--listen unix:PATH), whose mode 0660 decides who reaches it", o.Listen, minToken)
+		}
+		g.hosts = hosts
+	}
 	mux := http.NewServeMux()
 	handlers := map[string]http.HandlerFunc{
 		"POST /v1/identify": g.identify,
@@ -86,17 +135,175 @@ func Handler(c Client, o Options) http.Handler {
 		}
 		fail(w, http.StatusNotFound, fmt.Sprintf("no operation %s %s; the gateway serves %v (docs/openapi.json)", r.Method, r.URL.Path, Routes))
 	})
-	return mux
+	return g.guard(mux), nil
 }
 
 type gateway struct {
-	c Client
-	o Options
+	c     Client
+	o     Options
+	hosts map[string]bool // the Host headers accepted; nil: any (a Unix socket)
+	token []byte          // SHA-256 of the bearer token; nil: none
+}
+
+// listenHosts returns the Host headers a gateway listening on TCP addr
+// accepts (lower case): addr itself and, on loopback, localhost,
+// 127.0.0.1 and [::1] with its port; without the port too on port 80.
+func listenHosts(addr string) (map[string]bool, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	if host == "" || port == "" || port == "0" {
+		return nil, errors.New("not the address a listener has")
+	}
+	names := []string{strings.ToLower(host)}
+	if ip := net.ParseIP(host); strings.EqualFold(host, "localhost") || ip != nil && ip.IsLoopback() {
+		names = append(names, "localhost", "127.0.0.1", "::1")
+	}
+	hosts := map[string]bool{}
+	for _, n := range names {
+		hp := net.JoinHostPort(n, port)
+		hosts[hp] = true
+		if port == "80" {
+			hosts[strings.TrimSuffix(hp, ":80")] = true
+		}
+	}
+	return hosts, nil
+}
+
+// guard refuses what the routes must never see: a wrong Host (DNS
+// rebinding), a web page's request, a missing or wrong token.
+func (g *gateway) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if g.hosts != nil && !g.hosts[strings.ToLower(r.Host)] {
+			g.o.Log.Warn("refused a request for another host (DNS rebinding?)", "host", r.Host, "listen", g.o.Listen)
+			fail(w, http.StatusForbidden, fmt.Sprintf("Host %q is not this gateway's address: send the request to http://%s/", r.Host, g.o.Listen))
+			return
+		}
+		if origin, ok := r.Header["Origin"]; ok {
+			g.o.Log.Warn("refused a request from a web page", "origin", origin)
+			fail(w, http.StatusForbidden, "a request with an Origin header, which browsers send for web pages: the gateway serves gate software, not web pages; send no Origin")
+			return
+		}
+		for _, site := range r.Header.Values("Sec-Fetch-Site") {
+			if site != "none" && site != "same-origin" {
+				g.o.Log.Warn("refused a request from a web page", "sec-fetch-site", site)
+				fail(w, http.StatusForbidden, fmt.Sprintf("a request a browser marks Sec-Fetch-Site: %s (a web page's): the gateway serves gate software, not web pages", site))
+				return
+			}
+		}
+		if g.token != nil {
+			scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+			if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="idface gateway"`)
+				fail(w, http.StatusUnauthorized, "this gateway takes a bearer token: send 'Authorization: Bearer TOKEN', TOKEN the line in the gateway's --token-file")
+				return
+			}
+			// Hashes of equal length: the comparison's time tells nothing,
+			// not even the token's length.
+			if h := sha256.Sum256([]byte(strings.TrimSpace(tok))); subtle.ConstantTimeCompare(h[:], g.token) != 1 {
+				g.o.Log.Warn("refused a wrong bearer token")
+				w.Header().Set("WWW-Authenticate", `Bearer realm="idface gateway", error="invalid_token"`)
+				fail(w, http.StatusUnauthorized, "a wrong bearer token: send the line in the gateway's --token-file")
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// The bounds of a bearer token, in bytes.
+const minToken, maxToken = 16, 4096
+
+// ReadToken reads a bearer token from path: one line of visible ASCII of
+// 16 to 4096 bytes (a trailing newline is dropped), in a regular file
+// that not every user of the host can read or write.
+func ReadToken(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("the token file: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("the token file: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("the token file %s is not a regular file", path)
+	}
+	if fi.Mode().Perm()&0o006 != 0 {
+		return nil, fmt.Errorf("the token file %s is open to every user of the host (mode %v): 'chmod o-rw %s' (the gate software reads it through its group)", path, fi.Mode().Perm(), path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxToken+3))
+	if err != nil {
+		return nil, fmt.Errorf("the token file: %w", err)
+	}
+	b = bytes.TrimRight(b, "\r\n")
+	switch {
+	case len(b) == 0:
+		return nil, fmt.Errorf("the token file %s is empty: write a secret into it, e.g. (umask 027; openssl rand -hex 32 > %s)", path, path)
+	case len(b) > maxToken:
+		return nil, fmt.Errorf("the token file %s holds more than %d bytes: a token is one line", path, maxToken)
+	case len(b) < minToken:
+		return nil, fmt.Errorf("the token file %s holds %d characters, too few to guess at: write at least %d, e.g. (umask 027; openssl rand -hex 32 > %s)", path, len(b), minToken, path)
+	}
+	for _, c := range b {
+		if c <= ' ' || c > '~' {
+			return nil, fmt.Errorf("the token file %s holds a space, a control character or non-ASCII: a token is one line of visible ASCII (a header value), e.g. openssl rand -hex 32", path)
+		}
+	}
+	return b, nil
+}
+
+// Template is a request's face template. Into a []float32 encoding/json
+// reads a null as 0, and such a template would be enrolled; Template
+// refuses a null or any other non-number, naming the element.
+type Template []float32
+
+// UnmarshalJSON reads an array of numbers, each within a float32's range.
+func (t *Template) UnmarshalJSON(b []byte) error {
+	var elems []json.RawMessage
+	if err := json.Unmarshal(b, &elems); err != nil || elems == nil {
+		return fmt.Errorf("template is %s, not an array of numbers", kind(b))
+	}
+	out := make(Template, len(elems))
+	for i, e := range elems {
+		v, err := strconv.ParseFloat(string(e), 32)
+		switch {
+		case errors.Is(err, strconv.ErrRange):
+			return fmt.Errorf("template[%d] = %s is beyond a float32's range", i, e)
+		case err != nil:
+			return fmt.Errorf("template[%d] is %s, not a number", i, kind(e))
+		}
+		out[i] = float32(v)
+	}
+	*t = out
+	return nil
+}
+
+// kind names a JSON value's type, for errors.
+func kind(v []byte) string {
+	if len(v) == 0 {
+		return "missing"
+	}
+	switch v[0] {
+	case 'n':
+		return "null"
+	case '"':
+		return "a string"
+	case '[':
+		return "an array"
+	case '{':
+		return "an object"
+	case 't', 'f':
+		return "a boolean"
+	}
+	return "a number"
 }
 
 // IdentifyRequest is POST /v1/identify's body.
 type IdentifyRequest struct {
-	Template []float32 `json:"template"`
+	Template Template `json:"template"`
 }
 
 // IdentifyResponse is its answer: "accepted" with the id, or "rejected".
@@ -110,8 +317,8 @@ type IdentifyResponse struct {
 
 // EnrollRequest is POST /v1/enroll's body.
 type EnrollRequest struct {
-	ID       string    `json:"id"`
-	Template []float32 `json:"template"`
+	ID       string   `json:"id"`
+	Template Template `json:"template"`
 }
 
 // DeleteRequest is POST /v1/delete's body.
@@ -143,8 +350,8 @@ func (g *gateway) enroll(w http.ResponseWriter, r *http.Request) {
 	if !g.decode(w, r, &req) || !g.id(w, req.ID) || !g.template(w, req.Template) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), g.o.Timeout)
-	defer cancel()
+	// A change waits while the servers report progress (rpc.Patient).
+	ctx := rpc.Patient(r.Context(), g.o.Timeout)
 	if err := g.c.Enroll(ctx, []protocol.Item{{ID: req.ID, Template: req.Template}}); err != nil {
 		g.failed(w, "enroll", err)
 		return
@@ -161,8 +368,8 @@ func (g *gateway) delete(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, "give the id to delete")
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), g.o.Timeout)
-	defer cancel()
+	// A change waits while the servers report progress (rpc.Patient).
+	ctx := rpc.Patient(r.Context(), g.o.Timeout)
 	if err := g.c.Delete(ctx, req.ID); err != nil {
 		g.failed(w, "delete", err)
 		return
@@ -213,18 +420,37 @@ func (g *gateway) operator(h http.HandlerFunc) http.HandlerFunc {
 func (g *gateway) maxBody() int64 { return int64(g.o.Dim)*26 + 4096 }
 
 // decode reads a JSON body of at most maxBody bytes into v, refusing
+// another Content-Type (a web page's simple request: text/plain, a form),
 // unknown fields and trailing data.
 func (g *gateway) decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, g.maxBody()))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil && dec.More() {
-		err = errors.New("data after the JSON object")
+	ct := r.Header.Get("Content-Type")
+	if mt, params, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" || params["charset"] != "" && !strings.EqualFold(params["charset"], "utf-8") {
+		fail(w, http.StatusUnsupportedMediaType, fmt.Sprintf("a body of Content-Type %q: send JSON as Content-Type: application/json (curl: -H 'Content-Type: application/json')", ct))
+		return false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.maxBody()))
+	if err == nil {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		err = dec.Decode(v)
+		if err == nil && dec.More() {
+			err = errors.New("data after the JSON object")
+		}
 	}
 	var tooBig *http.MaxBytesError
+	var syntax *json.SyntaxError
 	switch {
 	case errors.As(err, &tooBig):
 		fail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("a body of more than %d bytes: a template has %d numbers", tooBig.Limit, g.o.Dim))
+		return false
+	case errors.As(err, &syntax) || errors.Is(err, io.ErrUnexpectedEOF):
+		at := where(body)
+		if strings.HasPrefix(at, "template[") {
+			err = fmt.Errorf("%s is not a number (%v): JSON has no NaN, Infinity or empty elements; send a finite number", at, err)
+		} else if at != "" {
+			err = fmt.Errorf("at %s: %v", at, err)
+		}
+		fail(w, http.StatusBadRequest, fmt.Sprintf("the body is not the JSON this operation takes: %v", err))
 		return false
 	case err != nil:
 		fail(w, http.StatusBadRequest, fmt.Sprintf("the body is not the JSON this operation takes: %v", err))
@@ -233,16 +459,76 @@ func (g *gateway) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	return true
 }
 
+// where names the value of body at which its JSON breaks off (as
+// "template[17]"), so that a NaN or an empty element in a template is
+// named; "" at the top level.
+func where(body []byte) string {
+	type level struct {
+		array bool
+		n     int    // an array's current element
+		key   string // an object's current key
+		value bool   // an object's next token is key's value
+	}
+	var stack []*level
+	dec := json.NewDecoder(bytes.NewReader(body))
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		n := len(stack)
+		switch {
+		case tok == json.Delim('{'):
+			stack = append(stack, &level{})
+			continue
+		case tok == json.Delim('['):
+			stack = append(stack, &level{array: true})
+			continue
+		case (tok == json.Delim('}') || tok == json.Delim(']')) && n > 0:
+			stack = stack[:n-1]
+		case n > 0 && !stack[n-1].array && !stack[n-1].value:
+			stack[n-1].key, _ = tok.(string)
+			stack[n-1].value = true
+			continue
+		}
+		// A value is complete: its container moves on.
+		if n := len(stack); n > 0 {
+			if stack[n-1].array {
+				stack[n-1].n++
+			} else {
+				stack[n-1].value = false
+			}
+		}
+	}
+	var at strings.Builder
+	for _, l := range stack {
+		switch {
+		case l.array:
+			fmt.Fprintf(&at, "[%d]", l.n)
+		case l.value:
+			if at.Len() > 0 {
+				at.WriteByte('.')
+			}
+			at.WriteString(l.key)
+		}
+	}
+	return at.String()
+}
+
 // template checks a template's length and values.
-func (g *gateway) template(w http.ResponseWriter, t []float32) bool {
+func (g *gateway) template(w http.ResponseWriter, t Template) bool {
+	if len(t) == 0 {
+		fail(w, http.StatusBadRequest, fmt.Sprintf("template is missing: give an array of %d numbers", g.o.Dim))
+		return false
+	}
 	if len(t) != g.o.Dim {
-		fail(w, http.StatusBadRequest, fmt.Sprintf("a template of %d numbers; this cluster's have %d", len(t), g.o.Dim))
+		fail(w, http.StatusBadRequest, fmt.Sprintf("template has %d numbers; this cluster's templates have %d", len(t), g.o.Dim))
 		return false
 	}
 	norm := 0.0
 	for i, v := range t {
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			fail(w, http.StatusBadRequest, fmt.Sprintf("template value %d is not a finite number", i))
+			fail(w, http.StatusBadRequest, fmt.Sprintf("template[%d] is not a finite number", i))
 			return false
 		}
 		norm += float64(v) * float64(v)

@@ -2,12 +2,16 @@ package gateway_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,12 +20,56 @@ import (
 	"github.com/idface/idface/gateway"
 	"github.com/idface/idface/internal/inproc"
 	_ "github.com/idface/idface/modes"
+	"github.com/idface/idface/protocol"
 )
 
 const dim = 64
 
-// call sends one request and decodes the JSON answer.
-func call(t *testing.T, srv *httptest.Server, method, path string, body any) (int, map[string]any) {
+// gate is a gateway under test: an httptest server whose Handler's Listen
+// is the server's own address.
+type gate struct {
+	srv   *httptest.Server
+	token string // sent as a bearer token unless a request sets Authorization
+}
+
+// serve starts a gateway on loopback TCP (or, with o.Listen "unix:", on a
+// Unix socket in a temporary directory).
+func serve(t *testing.T, c gateway.Client, o gateway.Options) gate {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(nil)
+	if o.Listen == "unix:" {
+		srv.Listener.Close()
+		path := filepath.Join(t.TempDir(), "gate.sock")
+		ln, err := net.Listen("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Listener = ln
+		o.Listen += path
+	} else {
+		o.Listen = srv.Listener.Addr().String()
+	}
+	h, err := gateway.Handler(c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Config.Handler = h
+	srv.Start()
+	t.Cleanup(srv.Close)
+	if path, ok := strings.CutPrefix(o.Listen, "unix:"); ok {
+		srv.URL = "http://gate" // the name curl or Go would send; any is accepted
+		srv.Client().Transport = &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", path)
+		}}
+	}
+	return gate{srv: srv, token: string(o.Token)}
+}
+
+// call sends one request as gate software does (a POST's body as
+// application/json, the bearer token) and decodes the JSON answer. hdr
+// are header name and value pairs that override those ("" drops the
+// header; "Host" sets the Host).
+func (g gate) call(t *testing.T, method, path string, body any, hdr ...string) (int, http.Header, map[string]any) {
 	t.Helper()
 	var b []byte
 	switch v := body.(type) {
@@ -31,8 +79,24 @@ func call(t *testing.T, srv *httptest.Server, method, path string, body any) (in
 	default:
 		b, _ = json.Marshal(v)
 	}
-	req, _ := http.NewRequest(method, srv.URL+path, bytes.NewReader(b))
-	resp, err := srv.Client().Do(req)
+	req, _ := http.NewRequest(method, g.srv.URL+path, bytes.NewReader(b))
+	if method == "POST" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if g.token != "" {
+		req.Header.Set("Authorization", "Bearer "+g.token)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		switch k, v := hdr[i], hdr[i+1]; {
+		case k == "Host":
+			req.Host = v
+		case v == "":
+			req.Header.Del(k)
+		default:
+			req.Header.Set(k, v)
+		}
+	}
+	resp, err := g.srv.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +105,17 @@ func call(t *testing.T, srv *httptest.Server, method, path string, body any) (in
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
 		t.Fatalf("%s %s: an answer that is not JSON: %v", method, path, err)
 	}
-	return resp.StatusCode, out
+	return resp.StatusCode, resp.Header, out
+}
+
+// The token of the tests' operator gateways.
+const token = "3f9c2a7d41e08b5c6a1d2e3f40516273"
+
+// call is gate.call without the headers.
+func call(t *testing.T, g gate, method, path string, body any) (int, map[string]any) {
+	t.Helper()
+	code, _, out := g.call(t, method, path, body)
+	return code, out
 }
 
 // TestGateway: an operator's gateway enrolls, identifies (accepted with
@@ -51,10 +125,8 @@ func call(t *testing.T, srv *httptest.Server, method, path string, body any) (in
 func TestGateway(t *testing.T) {
 	tau := 0.4
 	c := inproc.Start(t, inproc.Literal(config.Literal{Mode: "2pc", Dim: dim, Tau: &tau, Timeout: config.Duration(10 * time.Second)}, 2))
-	op := httptest.NewServer(gateway.Handler(c.Client("client", "p1"), gateway.Options{Dim: dim, Operator: true}))
-	defer op.Close()
-	dev := httptest.NewServer(gateway.Handler(c.Client("device", "p2"), gateway.Options{Dim: dim}))
-	defer dev.Close()
+	op := serve(t, c.Client("client", "p1"), gateway.Options{Dim: dim, Operator: true, Token: []byte(token)})
+	dev := serve(t, c.Client("device", "p2"), gateway.Options{Dim: dim})
 
 	xs := inproc.Templates(6, dim, 3)
 	for i, x := range xs[:5] {
@@ -65,7 +137,7 @@ func TestGateway(t *testing.T) {
 	if code, out := call(t, op, "GET", "/v1/count", nil); code != 200 || out["count"] != 5.0 {
 		t.Fatalf("count: %d %v", code, out)
 	}
-	for _, g := range []*httptest.Server{op, dev} {
+	for _, g := range []gate{op, dev} {
 		if code, out := call(t, g, "POST", "/v1/identify", gateway.IdentifyRequest{Template: xs[2]}); code != 200 || out["decision"] != "accepted" || out["id"] != "person-2" {
 			t.Fatalf("identify an enrolled person: %d %v", code, out)
 		}
@@ -106,9 +178,9 @@ func TestGateway(t *testing.T) {
 		status int
 		says   string
 	}{
-		"short":    {`{"template":[1,2,3]}`, 400, "3 numbers"},
+		"short":    {`{"template":[1,2,3]}`, 400, "template has 3 numbers"},
 		"zero":     {`{"template":[` + strings.TrimSuffix(strings.Repeat("0,", dim), ",") + `]}`, 400, "all-zero"},
-		"overflow": {`{"template":[1e39]}`, 400, "not the JSON"},
+		"overflow": {`{"template":[1e39]}`, 400, "template[0] = 1e39 is beyond"},
 		"unknown":  {`{"template":[1],"extra":1}`, 400, "unknown field"},
 		"trailing": {`{"template":[1]} {}`, 400, "after the JSON"},
 		"large":    {`{"template":[` + long + `1]}`, 413, "more than"},
@@ -127,6 +199,261 @@ func TestGateway(t *testing.T) {
 	}
 	if code, out := call(t, op, "GET", "/v2/anything", nil); code != 404 || !strings.Contains(fmt.Sprint(out["error"]), "openapi") {
 		t.Errorf("an unknown path: %d %v", code, out)
+	}
+}
+
+// TestGatewayTemplateValues: a null, a NaN, an empty element or a wrong
+// type in a template is refused naming the element, and nothing is
+// enrolled. Before, encoding/json read a null as 0 and the template with
+// a 0 was enrolled.
+func TestGatewayTemplateValues(t *testing.T) {
+	tau := 0.4
+	c := inproc.Start(t, inproc.Literal(config.Literal{Mode: "2pc", Dim: dim, Tau: &tau, Timeout: config.Duration(10 * time.Second)}, 2))
+	op := serve(t, c.Client("client", "p1"), gateway.Options{Dim: dim, Operator: true, Token: []byte(token)})
+	x := inproc.Templates(1, dim, 5)[0]
+	nums := make([]string, dim)
+	for i, v := range x {
+		nums[i] = strconv.FormatFloat(float64(v), 'g', -1, 32)
+	}
+	with := func(i int, v string) string {
+		ns := slices.Clone(nums)
+		ns[i] = v
+		return `{"id":"alice","template":[` + strings.Join(ns, ",") + `]}`
+	}
+	for name, b := range map[string]struct{ body, says string }{
+		"null":           {with(17, "null"), "template[17] is null"},
+		"NaN":            {with(17, "NaN"), "template[17] is not a number"},
+		"Infinity":       {with(3, "Infinity"), "template[3] is not a number"},
+		"empty element":  {with(5, ""), "template[5] is not a number"},
+		"a string":       {with(9, `"0.5"`), "template[9] is a string"},
+		"a nested array": {with(0, "[1]"), "template[0] is an array"},
+		"null template":  {`{"id":"alice","template":null}`, "template is null"},
+		"no template":    {`{"id":"alice"}`, "template is missing"},
+		"a short one":    {`{"id":"alice","template":[` + strings.Join(nums[:dim-1], ",") + `]}`, fmt.Sprintf("template has %d numbers; this cluster's templates have %d", dim-1, dim)},
+		"cut off":        {`{"id":"alice","template":[` + strings.Join(nums[:3], ","), "template[3]"},
+	} {
+		if code, out := call(t, op, "POST", "/v1/enroll", b.body); code != 400 || !strings.Contains(fmt.Sprint(out["error"]), b.says) {
+			t.Errorf("%s: %d %v; want 400 saying %q", name, code, out, b.says)
+		}
+	}
+	if code, out := call(t, op, "GET", "/v1/count", nil); code != 200 || out["count"] != 0.0 {
+		t.Fatalf("count after refused enrolments: %d %v", code, out)
+	}
+	if code, out := call(t, op, "POST", "/v1/enroll", with(17, nums[17])); code != 200 || out["enrolled"] != "alice" {
+		t.Fatalf("the template in full: %d %v", code, out)
+	}
+}
+
+// TestGatewayClosedToWebPages: what a web page in a browser on the gate's
+// host could send an operator's gateway on loopback is refused before it
+// acts, and gate software's requests still pass. Before, a cross-site
+// text/plain POST /v1/delete with Origin http://evil.example deleted the
+// id (200), and GET /v1/count with a rebound Host answered.
+func TestGatewayClosedToWebPages(t *testing.T) {
+	tau := 0.4
+	c := inproc.Start(t, inproc.Literal(config.Literal{Mode: "2pc", Dim: dim, Tau: &tau, Timeout: config.Duration(10 * time.Second)}, 2))
+	op := serve(t, c.Client("client", "p1"), gateway.Options{Dim: dim, Operator: true, Token: []byte(token)})
+	x := inproc.Templates(1, dim, 7)[0]
+	if code, out := call(t, op, "POST", "/v1/enroll", gateway.EnrollRequest{ID: "alice", Template: x}); code != 200 {
+		t.Fatalf("enroll: %d %v", code, out)
+	}
+	port := op.srv.Listener.Addr().(*net.TCPAddr).Port
+	del := `{"id":"alice"}`
+	for _, r := range []struct {
+		name, method, path, body string
+		hdr                      []string
+		status                   int
+		says                     string
+	}{
+		// The review's request: a page's fetch() needs no preflight for it.
+		{"the review's cross-site delete", "POST", "/v1/delete", del, []string{"Content-Type", "text/plain", "Origin", "http://evil.example", "Authorization", ""}, 403, "Origin"},
+		{"text/plain", "POST", "/v1/delete", del, []string{"Content-Type", "text/plain;charset=UTF-8"}, 415, "application/json"},
+		{"a form", "POST", "/v1/delete", del, []string{"Content-Type", "application/x-www-form-urlencoded"}, 415, "application/json"},
+		{"multipart", "POST", "/v1/delete", del, []string{"Content-Type", "multipart/form-data; boundary=x"}, 415, "application/json"},
+		{"no Content-Type", "POST", "/v1/delete", del, []string{"Content-Type", ""}, 415, "application/json"},
+		{"json in UTF-16", "POST", "/v1/delete", del, []string{"Content-Type", "application/json; charset=utf-16"}, 415, "application/json"},
+		{"Origin", "POST", "/v1/delete", del, []string{"Origin", "http://evil.example"}, 403, "Origin"},
+		{"Origin null", "POST", "/v1/delete", del, []string{"Origin", "null"}, 403, "Origin"},
+		{"Origin on a GET", "GET", "/v1/count", "", []string{"Origin", "http://evil.example"}, 403, "Origin"},
+		{"Origin on a preflight", "OPTIONS", "/v1/delete", "", []string{"Origin", "http://evil.example", "Access-Control-Request-Method", "POST"}, 403, "Origin"},
+		{"cross-site", "GET", "/v1/count", "", []string{"Sec-Fetch-Site", "cross-site"}, 403, "Sec-Fetch-Site: cross-site"},
+		{"same-site", "POST", "/v1/delete", del, []string{"Sec-Fetch-Site", "same-site"}, 403, "Sec-Fetch-Site: same-site"},
+		{"a rebound Host", "GET", "/v1/count", "", []string{"Host", fmt.Sprintf("rebind.evil.example:%d", port)}, 403, "Host"},
+		{"a rebound Host, POST", "POST", "/v1/delete", del, []string{"Host", fmt.Sprintf("rebind.evil.example:%d", port)}, 403, "Host"},
+		{"another port", "GET", "/v1/count", "", []string{"Host", fmt.Sprintf("localhost:%d", port+1)}, 403, "Host"},
+		{"no port", "GET", "/v1/count", "", []string{"Host", "localhost"}, 403, "Host"},
+		{"no token", "POST", "/v1/delete", del, []string{"Authorization", ""}, 401, "bearer token"},
+		{"a wrong token", "POST", "/v1/delete", del, []string{"Authorization", "Bearer " + token[:len(token)-1] + "0"}, 401, "wrong"},
+		{"a prefix of the token", "GET", "/v1/count", "", []string{"Authorization", "Bearer " + token[:16]}, 401, "wrong"},
+		{"the token as Basic", "GET", "/v1/count", "", []string{"Authorization", "Basic " + token}, 401, "bearer token"},
+		{"no token, health", "GET", "/v1/health", "", []string{"Authorization", ""}, 401, "bearer token"},
+		{"no token, unknown path", "GET", "/v2/x", "", []string{"Authorization", ""}, 401, "bearer token"},
+	} {
+		code, h, out := op.call(t, r.method, r.path, r.body, r.hdr...)
+		if code != r.status || !strings.Contains(fmt.Sprint(out["error"]), r.says) {
+			t.Errorf("%s: %d %v; want %d saying %q", r.name, code, out, r.status, r.says)
+		}
+		if code == 401 && !strings.HasPrefix(h.Get("WWW-Authenticate"), "Bearer") {
+			t.Errorf("%s: 401 with WWW-Authenticate %q", r.name, h.Get("WWW-Authenticate"))
+		}
+		if h.Get("Access-Control-Allow-Origin") != "" {
+			t.Errorf("%s: Access-Control-Allow-Origin %q", r.name, h.Get("Access-Control-Allow-Origin"))
+		}
+	}
+	if code, out := call(t, op, "POST", "/v1/identify", gateway.IdentifyRequest{Template: x}); code != 200 || out["id"] != "alice" {
+		t.Fatalf("alice after the refused deletions: %d %v", code, out)
+	}
+
+	// Gate software's requests pass: the listener's names, JSON with a
+	// charset, a browser's own navigation, the scheme in any case.
+	for _, r := range []struct {
+		name string
+		hdr  []string
+	}{
+		{"localhost", []string{"Host", fmt.Sprintf("localhost:%d", port)}},
+		{"LOCALHOST", []string{"Host", fmt.Sprintf("LOCALHOST:%d", port)}},
+		{"[::1]", []string{"Host", fmt.Sprintf("[::1]:%d", port)}},
+		{"Sec-Fetch-Site none", []string{"Sec-Fetch-Site", "none"}},
+		{"Sec-Fetch-Site same-origin", []string{"Sec-Fetch-Site", "same-origin"}},
+		{"bearer", []string{"Authorization", "bearer " + token}},
+	} {
+		if code, _, out := op.call(t, "GET", "/v1/count", nil, r.hdr...); code != 200 || out["count"] != 1.0 {
+			t.Errorf("count with %s: %d %v", r.name, code, out)
+		}
+	}
+	for _, ct := range []string{"application/json; charset=utf-8", "Application/JSON"} {
+		if code, _, out := op.call(t, "POST", "/v1/identify", gateway.IdentifyRequest{Template: x}, "Content-Type", ct); code != 200 || out["id"] != "alice" {
+			t.Errorf("identify as %s: %d %v", ct, code, out)
+		}
+	}
+	if code, out := call(t, op, "POST", "/v1/delete", gateway.DeleteRequest{ID: "alice"}); code != 200 || out["deleted"] != "alice" {
+		t.Fatalf("the operator's deletion: %d %v", code, out)
+	}
+}
+
+// stub is a Client that answers without a cluster and counts the
+// operations that reached it.
+type stub struct{ calls int }
+
+func (s *stub) Identify(context.Context, []float32, int) (*protocol.IdentifyOK, error) {
+	s.calls++
+	return &protocol.IdentifyOK{}, nil
+}
+func (s *stub) Enroll(context.Context, []protocol.Item) error { s.calls++; return nil }
+func (s *stub) Delete(context.Context, string) error          { s.calls++; return nil }
+func (s *stub) Health(context.Context, string) (*protocol.HealthOK, error) {
+	s.calls++
+	return &protocol.HealthOK{Name: "p1", Mode: "2pc"}, nil
+}
+func (s *stub) Entry() string { return "p1" }
+
+// TestGatewayUnixSocket: on a Unix socket, which no browser opens, any
+// Host passes (curl sends "localhost", the README's recipe "gate") and an
+// operator's gateway needs no token; Origin, Sec-Fetch-Site and the
+// Content-Type are still checked, for a proxy that would forward a page's
+// request.
+func TestGatewayUnixSocket(t *testing.T) {
+	s := &stub{}
+	op := serve(t, s, gateway.Options{Dim: dim, Operator: true, Listen: "unix:"})
+	for _, host := range []string{"gate", "localhost", "rebind.evil.example:8480"} {
+		if code, _, out := op.call(t, "POST", "/v1/delete", `{"id":"alice"}`, "Host", host); code != 200 || out["deleted"] != "alice" {
+			t.Errorf("delete with Host %s: %d %v", host, code, out)
+		}
+	}
+	calls := s.calls
+	for name, hdr := range map[string][]string{
+		"text/plain":     {"Content-Type", "text/plain"},
+		"Origin":         {"Origin", "http://evil.example"},
+		"Sec-Fetch-Site": {"Sec-Fetch-Site", "cross-site"},
+	} {
+		if code, _, out := op.call(t, "POST", "/v1/delete", `{"id":"alice"}`, hdr...); code != 415 && code != 403 {
+			t.Errorf("%s on a Unix socket: %d %v", name, code, out)
+		}
+	}
+	if s.calls != calls {
+		t.Errorf("refused requests reached the cluster: %d calls", s.calls-calls)
+	}
+
+	// With a token, a Unix socket's gateway asks for it too.
+	tok := serve(t, &stub{}, gateway.Options{Dim: dim, Operator: true, Listen: "unix:", Token: []byte(token)})
+	if code, _, _ := tok.call(t, "GET", "/v1/count", nil); code != 200 {
+		t.Errorf("count with the token: %d", code)
+	}
+	if code, h, _ := tok.call(t, "GET", "/v1/count", nil, "Authorization", ""); code != 401 || !strings.HasPrefix(h.Get("WWW-Authenticate"), "Bearer") {
+		t.Errorf("count without the token: %d %v", code, h)
+	}
+}
+
+// TestGatewayOptions: a gateway that would be open is refused: an
+// operator's on TCP without a token (the error says what to do), or one
+// that does not say where it listens.
+func TestGatewayOptions(t *testing.T) {
+	_, err := gateway.Handler(&stub{}, gateway.Options{Dim: dim, Operator: true, Listen: "127.0.0.1:8480"})
+	if err == nil || !strings.Contains(err.Error(), "--token-file") || !strings.Contains(err.Error(), "unix:") {
+		t.Errorf("an operator's gateway on TCP without a token: %v", err)
+	}
+	for _, o := range []gateway.Options{
+		{Dim: dim},
+		{Dim: dim, Listen: "unix:"},
+		{Dim: dim, Listen: "127.0.0.1"},
+		{Dim: dim, Listen: "127.0.0.1:0"},
+	} {
+		if _, err := gateway.Handler(&stub{}, o); err == nil {
+			t.Errorf("Listen %q: no error", o.Listen)
+		}
+	}
+	for _, o := range []gateway.Options{
+		{Dim: dim, Listen: "127.0.0.1:8480"},
+		{Dim: dim, Operator: true, Listen: "127.0.0.1:8480", Token: []byte(token)},
+		{Dim: dim, Operator: true, Listen: "unix:/run/idface/gate.sock"},
+	} {
+		if _, err := gateway.Handler(&stub{}, o); err != nil {
+			t.Errorf("%+v: %v", o, err)
+		}
+	}
+}
+
+// TestReadToken: a token file is one line of visible ASCII of 16 to 4096
+// bytes, its newline dropped, not open to every user.
+func TestReadToken(t *testing.T) {
+	dir := t.TempDir()
+	file := func(name, content string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(p, mode)
+		return p
+	}
+	for content, want := range map[string]string{token: token, token + "\n": token, token + "\r\n": token, token + "\n\n": token} {
+		if got, err := gateway.ReadToken(file("ok", content, 0o640)); err != nil || string(got) != want {
+			t.Errorf("%q: %q %v", content, got, err)
+		}
+	}
+	for name, f := range map[string]struct {
+		content string
+		mode    os.FileMode
+		says    string
+	}{
+		"empty":        {"", 0o600, "empty"},
+		"a newline":    {"\n", 0o600, "empty"},
+		"short":        {"secret\n", 0o600, "too few"},
+		"long":         {strings.Repeat("a", 4097), 0o600, "more than 4096"},
+		"two lines":    {token + "\n" + token, 0o600, "control character"},
+		"a space":      {token + " " + token, 0o600, "space"},
+		"not ASCII":    {token + "é", 0o600, "non-ASCII"},
+		"world-read":   {token, 0o644, "chmod o-rw"},
+		"world-writes": {token, 0o602, "chmod o-rw"},
+	} {
+		if _, err := gateway.ReadToken(file(name, f.content, f.mode)); err == nil || !strings.Contains(err.Error(), f.says) {
+			t.Errorf("%s: %v; want an error saying %q", name, err, f.says)
+		}
+	}
+	if _, err := gateway.ReadToken(filepath.Join(dir, "none")); err == nil {
+		t.Error("a missing file: no error")
+	}
+	if _, err := gateway.ReadToken(dir); err == nil || !strings.Contains(err.Error(), "regular") {
+		t.Errorf("a directory: %v", err)
 	}
 }
 

@@ -18,10 +18,12 @@ import (
 )
 
 // TestGatewayPython: `idface gateway` of a real cluster's operator on
-// loopback, driven by the Python example (examples/python/gate.py, with
-// Debian's python3-requests): enroll, identify (accepted with the id, and
-// a stranger rejected), count, delete; a device's gateway on a Unix socket
-// identifies and refuses to enroll; a gateway refuses a public address.
+// loopback, with a bearer token, driven by the Python example
+// (examples/python/gate.py, with Debian's python3-requests): enroll,
+// identify (accepted with the id, and a stranger rejected), count, delete;
+// a web page's requests are refused; a device's gateway on a Unix socket
+// identifies and refuses to enroll; a gateway refuses a public address,
+// and an operator's on TCP refuses to start without a token file.
 func TestGatewayPython(t *testing.T) {
 	if err := exec.Command("python3", "-c", "import requests").Run(); err != nil {
 		t.Skip("python3 with requests is not installed (Debian: apt-get install python3-requests):", err)
@@ -32,7 +34,12 @@ func TestGatewayPython(t *testing.T) {
 		t.Fatalf("a gateway on a public address: exit %d: %s", code, errs)
 	}
 	addr := "127.0.0.1:" + freeTCPPort(t)
-	startGateway(t, "--cluster", dir, "--listen", addr)
+	if _, errs, code := idface(t, "gateway", "--cluster", dir, "--listen", addr); code == 0 || !strings.Contains(errs, "--token-file") {
+		t.Fatalf("an operator's gateway on TCP without a token: exit %d: %s", code, errs)
+	}
+	tokenFile := filepath.Join(t.TempDir(), "gate.token")
+	os.WriteFile(tokenFile, []byte("0123456789abcdef0123456789abcdef\n"), 0o640)
+	startGateway(t, "--cluster", dir, "--listen", addr, "--token-file", tokenFile)
 	url := "http://" + addr
 
 	tmpl := func(name string, x []float32) string {
@@ -43,7 +50,7 @@ func TestGatewayPython(t *testing.T) {
 	}
 	gate := func(args ...string) (map[string]any, int) {
 		t.Helper()
-		cmd := exec.Command("python3", append([]string{"../examples/python/gate.py", "--url", url}, args...)...)
+		cmd := exec.Command("python3", append([]string{"../examples/python/gate.py", "--url", url, "--token-file", tokenFile}, args...)...)
 		var errb strings.Builder
 		cmd.Stderr = &errb
 		out, err := cmd.Output()
@@ -81,6 +88,30 @@ func TestGatewayPython(t *testing.T) {
 	}
 	if ans, code := gate("health"); code != 0 || ans["status"] != "ok" || ans["mode"] != "2pc" {
 		t.Fatalf("health: %d %v", code, ans)
+	}
+
+	// What a web page in a browser on the gate's host could send.
+	for name, h := range map[string]map[string]string{
+		"cross-site text/plain": {"Content-Type": "text/plain", "Origin": "http://evil.example"},
+		"DNS rebinding":         {"Host": "rebind.evil.example:" + strings.TrimPrefix(addr, "127.0.0.1:")},
+		"no token":              {},
+	} {
+		req, _ := http.NewRequest("POST", url+"/v1/delete", strings.NewReader(`{"id":"`+d.names[0]+`"}`))
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
+		req.Host = h["Host"]
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden && resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("%s: %s", name, resp.Status)
+		}
+	}
+	if ans, code := gate("count"); code != 0 || ans["count"] != 3.0 {
+		t.Fatalf("count after a web page's deletions: %d %v", code, ans)
 	}
 
 	// A device's gateway on a Unix socket.

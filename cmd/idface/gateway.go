@@ -23,22 +23,37 @@ func init() {
 }
 
 func cmdGateway(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("gateway", "idface gateway --cluster DIR [--client NAME] --listen unix:/run/idface/gate.sock|127.0.0.1:PORT\nidface gateway --config cluster.json --home DIR --listen ...\n\n"+
+	fs := newFlags("gateway", "idface gateway --cluster DIR [--client NAME] --listen unix:/run/idface/gate.sock|127.0.0.1:PORT [--token-file FILE]\nidface gateway --config cluster.json --home DIR --listen ...\n\n"+
 		"Serves the cluster to gate software in any language: HTTP with JSON bodies\n"+
 		"(docs/openapi.json; examples/python/gate.py): POST /v1/identify,\n"+
 		"POST /v1/enroll, POST /v1/delete, GET /v1/count, GET /v1/health. The\n"+
-		"gateway holds the member's key and speaks QUIC to the cluster; it has no\n"+
-		"authentication of its own, so it listens only on a Unix socket (mode 0660:\n"+
-		"give the gate software's user the socket's group) or on a loopback\n"+
+		"gateway holds the member's key and speaks QUIC to the cluster; whoever\n"+
+		"reaches it acts as that member, so it listens only on a Unix socket (mode\n"+
+		"0660: give the gate software's user the socket's group) or on a loopback\n"+
 		"address. A device's gateway identifies (the accepted id or a rejection,\n"+
-		"never a score); an operator's also enrolls, deletes and counts.", stderr)
+		"never a score); an operator's also enrolls, deletes and counts.\n\n"+
+		"It is closed to web pages: POST bodies must be Content-Type\n"+
+		"application/json (else 415); a request with an Origin header or a\n"+
+		"Sec-Fetch-Site other than none or same-origin is refused (403), and so on\n"+
+		"TCP is a Host other than the listen address (localhost, 127.0.0.1 or\n"+
+		"[::1] with its port on loopback). With --token-file every request must\n"+
+		"carry 'Authorization: Bearer TOKEN' (else 401); an operator's gateway on\n"+
+		"TCP needs one. Create it with: (umask 027; openssl rand -hex 32 > FILE)", stderr)
 	cf := addClientFlags(fs)
 	listen := fs.String("listen", "", "unix:PATH or a loopback HOST:PORT")
+	tokenFile := fs.String("token-file", "", "a file holding the bearer token callers must send (one line of 16 to 4096 visible ASCII characters, not readable by every user); required of an operator's gateway on TCP")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if err := required(fs, "listen"); err != nil {
 		return err
+	}
+	var token []byte
+	if *tokenFile != "" {
+		var err error
+		if token, err = gateway.ReadToken(*tokenFile); err != nil {
+			return fmt.Errorf("--token-file: %w", err)
+		}
 	}
 	ln, cleanup, err := gatewayListener(*listen)
 	if err != nil {
@@ -53,8 +68,15 @@ func cmdGateway(args []string, stdout, stderr io.Writer) error {
 	me, _ := cfg.Client(h.Self.Name)
 	operator := config.ClientRole(me) == config.RoleOperator
 	log := slog.New(slog.NewTextHandler(stderr, nil)).With("gateway", h.Self.Name)
-	srv := &http.Server{Handler: gateway.Handler(cl, gateway.Options{Dim: cfg.Dim(), Operator: operator, Timeout: *cf.timeout, Log: log}),
-		ReadHeaderTimeout: 10 * time.Second}
+	served := *listen
+	if !strings.HasPrefix(served, "unix:") {
+		served = ln.Addr().String() // the Host headers to accept
+	}
+	handler, err := gateway.Handler(cl, gateway.Options{Dim: cfg.Dim(), Operator: operator, Timeout: *cf.timeout, Log: log, Listen: served, Token: token})
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	go func() {
@@ -67,7 +89,7 @@ func cmdGateway(args []string, stdout, stderr io.Writer) error {
 	if operator {
 		role = "operator"
 	}
-	fmt.Fprintf(stdout, "idface gateway: %s (%s) through %s, serving on %s\n", h.Self.Name, role, cl.Entry(), *listen)
+	fmt.Fprintf(stdout, "idface gateway: %s (%s) through %s, serving on %s\n", h.Self.Name, role, cl.Entry(), served)
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
@@ -99,7 +121,7 @@ func gatewayListener(addr string) (net.Listener, func(), error) {
 		return ln, func() { ln.Close(); os.Remove(path) }, nil
 	}
 	if err := config.CheckLoopback(addr); err != nil {
-		return nil, nil, fmt.Errorf("--listen %s: %v: the gateway holds a member's key and has no authentication of its own, so it serves a Unix socket or loopback only (put a reverse proxy with authentication in front for anything else)", addr, err)
+		return nil, nil, fmt.Errorf("--listen %s: %v: the gateway holds a member's key, so it serves a Unix socket or loopback only (put a reverse proxy with authentication in front for anything else)", addr, err)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
