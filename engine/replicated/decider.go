@@ -27,6 +27,7 @@ type Decider struct {
 	p       *Params
 	queries *blind.Table[*part, *protocol.ReplResult]
 	refused *prometheus.CounterVec
+	gate    *gate          // degraded queries: served only for an outage this decider sees too
 	bufs    engine.Buffers // the parts' buffers, lent again once decided
 }
 
@@ -54,7 +55,10 @@ func NewDecider(env engine.Env) (*Decider, error) {
 	d := &Decider{env: env, p: p, queries: blind.NewTable[*part, *protocol.ReplResult](replicated.Holders, p.Timeouts().DeciderWait, func(k int) string { return p.Party(k).Name })}
 	d.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_repl_refusals_total",
 		Help: "Queries the decider refused because two holders of a share disagree (label: the pair)."}, []string{"pair"})
-	env.Metrics.MustRegister(d.refused)
+	d.gate = newGate(env, p)
+	for _, c := range append(d.gate.collectors(), d.refused) {
+		env.Metrics.MustRegister(c)
+	}
 	return d, nil
 }
 
@@ -101,6 +105,14 @@ func (d *Decider) share(ctx context.Context, r engine.Request) protocol.Msg {
 		return protocol.Errorf(protocol.CodeBadRequest, "%s's next vector in full is %v, for a query of entry %d with down %d", r.From.Name, m.Next, m.Entry, m.Down)
 	case m.Tags != (pl.tagger() == holder):
 		return protocol.Errorf(protocol.CodeBadRequest, "tags from %s, whose entry is holder %d (down %d)", r.From.Name, m.Entry, m.Down)
+	}
+	// The entry's claim that a holder is down is checked here, by this
+	// decider's own contact, as each helper checks it; a query completes
+	// only with the entry's part.
+	if !m.Hidden && pl.down != noneDown && holder == int(m.Entry) {
+		if perr := d.gate.admit(ctx, holder, pl.down, nil); perr != nil {
+			return perr
+		}
 	}
 	vec := int(m.Rows) * d.p.Bits / 8
 	size := vec
@@ -200,7 +212,10 @@ func (d *Decider) decide(ctx context.Context, q *pending) (*protocol.ReplResult,
 		d.env.Log.Warn("holders disagree on a query's score shares; refused", "pairs", strings.Join(pairs, ","))
 		return nil, protocol.Errorf(protocol.CodeInconsistent, "the share holders disagree on this query's score shares (%s); the query is refused, nothing was answered. One of each pair is faulty or compromised: check them", strings.Join(pairs, ", "))
 	}
-	return d.result(ctx, q, full, lackingVec{full[pl.lacking()], q.Parts[pl.tagger()].tags})
+	if pl.bestOnly(d.p) {
+		return d.result(ctx, q, full, true)
+	}
+	return d.result(ctx, q, full, false, lackingVec{full[pl.lacking()], q.Parts[pl.tagger()].tags})
 }
 
 // lackingVec is a vector the entry lacks and its tags.
@@ -212,8 +227,21 @@ type lackingVec struct{ vec, tags []byte }
 // shard keeps the positions that make the answer merged over every
 // shard (blind.MergeRanks); the entry's coordinator orders them by the
 // scores its shards check.
-func (d *Decider) result(ctx context.Context, q *pending, full [replicated.Holders][]byte, lacking ...lackingVec) (*protocol.ReplResult, error) {
+//
+// best (plan.bestOnly: a degraded query in a cluster that hides scores)
+// answers the best row only, if it reaches the threshold (in a shard: if
+// it is the best over every shard), with zero values and tags. With a
+// holder down the entry sent one vector nobody checks, and knows the
+// permutation: had it added to the scores of rows it chose, a value
+// there (or a score) would show it those rows' exact scores, and a list
+// of rows would show it which of them its additions raised above the
+// threshold. The answer is then the decision alone, which the entry
+// cannot check either (docs/REPLICATED-NOTES.md "Degraded service").
+func (d *Decider) result(ctx context.Context, q *pending, full [replicated.Holders][]byte, best bool, lacking ...lackingVec) (*protocol.ReplResult, error) {
 	topK := q.TopK
+	if best && !d.env.Sharded() {
+		topK = 1 // a shard ranks the query's top K with the other shards, which may be checked
+	}
 	thr := d.p.Threshold()
 	reveal := d.p.RevealScores()
 	if reveal {
@@ -241,7 +269,7 @@ func (d *Decider) result(ctx context.Context, q *pending, full [replicated.Holde
 		}
 		kept := matches[:0]
 		for i, r := range ranks {
-			if r != protocol.NoRank {
+			if r != protocol.NoRank && (!best || r == 0) {
 				kept = append(kept, matches[i])
 			}
 		}
@@ -251,6 +279,10 @@ func (d *Decider) result(ctx context.Context, q *pending, full [replicated.Holde
 	values, tags := [2]*[]uint16{&res.Values, &res.Values2}, [2]*[]uint32{&res.Tags, &res.Tags2}
 	for _, mt := range matches {
 		res.Positions = append(res.Positions, uint32(mt.Row))
+		if best {
+			res.Values, res.Tags = append(res.Values, 0), append(res.Tags, 0) // the wire has them with every position
+			continue
+		}
 		for i, l := range lacking {
 			v := uint16(l.vec[mt.Row])
 			if d.p.Bits == 16 {
@@ -297,7 +329,7 @@ func (d *Decider) decideHidden(ctx context.Context, q *pending) (*protocol.ReplR
 		return nil, protocol.Errorf(protocol.CodeInconsistent, "the share holders scored different probes (%s); the query is refused, nothing was answered. The entry relayed a wrong part, or one of each pair is faulty or compromised", strings.Join(pairs, ", "))
 	}
 	a, b := (q.Entry+1)%replicated.Holders, (q.Entry+2)%replicated.Holders
-	return d.result(ctx, q, full, lackingVec{full[a], q.Parts[a].tags}, lackingVec{full[b], q.Parts[b].tags})
+	return d.result(ctx, q, full, false, lackingVec{full[a], q.Parts[a].tags}, lackingVec{full[b], q.Parts[b].tags})
 }
 
 func decideVecs[E additive.Elem](topK, thr int, full [replicated.Holders][]byte) ([]sharing.Match, error) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/idface/idface/engine"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/protocol/rpc"
@@ -20,10 +21,13 @@ import (
 // holder j-1 (which keeps s_j as its next share) when j is down. What is
 // lost is the check of the shares the down holder holds: only one live
 // holder computes them, so the decider compares one share's vector with
-// its digest instead of three, and an answer is flagged degraded. The
-// decider's own check (the tags) still holds: the tags come from the
-// holder that sends the vector of the share the entry lacks, and the
-// decider still never sees their key.
+// its digest instead of three, and an answer is flagged degraded. One of
+// those two unchecked vectors is always the entry's, so the helper and
+// the decider serve a degraded query only for an outage they see
+// themselves (gate, below), and where scores are hidden the decider
+// answers the decision alone, with nothing the entry could read the
+// scores of rows it aimed at from (Decider.result); the entry's check of
+// the decider (the tags) holds only where scores are shown.
 //
 // The model is one failure: one holder down, or one server deviating.
 // With a holder down and another deviating, a degraded answer may be
@@ -65,6 +69,11 @@ func (pl plan) lacking() int { return (pl.entry + 2) % replicated.Holders }
 func (pl plan) tagger() int      { return pl.full(pl.lacking()) }
 func (pl plan) tagDigester() int { return pl.digest(pl.lacking()) }
 
+// bestOnly reports whether the decider answers this query with its best
+// row only, with no value, tag or score: a degraded query in a cluster
+// that hides scores (Decider.result says why).
+func (pl plan) bestOnly(p *Params) bool { return pl.down != noneDown && !p.RevealScores() }
+
 // parts is the number of holders that send parts.
 func (pl plan) parts() int {
 	if pl.down == noneDown {
@@ -83,12 +92,14 @@ func planOf(entry int, down uint8) plan { return plan{entry: entry, down: int(do
 // outage is the entry's view of a helper it cannot reach. While a helper
 // is marked down, queries run degraded without waiting for it, and a
 // probe asks it for its health every probeEvery; the first answer ends
-// the outage, and checked answers resume.
+// the outage, and checked answers resume. A helper or the decider that
+// reaches the holder and refuses a degraded query also ends it, once the
+// entry reaches the holder too (Holder.backUp).
 type outage struct {
 	mu    sync.Mutex
 	down  int // noneDown or the holder
 	since time.Time
-	probe bool            // a probe is running
+	gen   int             // counts outages begun and ended: a probe runs for its own only
 	ctx   context.Context // ends the probes: the engine's Run
 
 	gauge    *prometheus.GaugeVec // idface_repl_down{holder}
@@ -125,12 +136,27 @@ func (o *outage) mark(k int, name string, ping func(context.Context) error) bool
 	}
 	if o.down == noneDown {
 		o.down, o.since = k, time.Now()
+		o.gen++
 		o.gauge.WithLabelValues(name).Set(1)
+		go o.run(o.ctx, o.gen, k, name, ping)
 	}
-	if !o.probe {
-		o.probe = true
-		go o.run(o.ctx, k, name, ping)
+	return true
+}
+
+// end ends the outage of holder k, if that is the current one.
+func (o *outage) end(k int, name string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.endLocked(o.gen, k, name)
+}
+
+func (o *outage) endLocked(gen, k int, name string) bool {
+	if o.gen != gen || o.down != k {
+		return false
 	}
+	o.down = noneDown
+	o.gen++
+	o.gauge.WithLabelValues(name).Set(0)
 	return true
 }
 
@@ -141,8 +167,9 @@ func (o *outage) start(ctx context.Context) {
 	o.mu.Unlock()
 }
 
-// run probes holder k until it answers, then ends the outage.
-func (o *outage) run(stop context.Context, k int, name string, ping func(context.Context) error) {
+// run probes holder k until it answers, then ends outage gen; it stops
+// as soon as that outage ended otherwise.
+func (o *outage) run(stop context.Context, gen, k int, name string, ping func(context.Context) error) {
 	t := time.NewTicker(probeEvery)
 	defer t.Stop()
 	for {
@@ -151,16 +178,18 @@ func (o *outage) run(stop context.Context, k int, name string, ping func(context
 			return
 		case <-t.C:
 		}
+		o.mu.Lock()
+		over := o.gen != gen
+		o.mu.Unlock()
+		if over {
+			return
+		}
 		ctx, cancel := context.WithTimeout(stop, probeEvery)
 		err := ping(ctx)
 		cancel()
 		if err == nil {
 			o.mu.Lock()
-			if o.down == k {
-				o.down = noneDown
-			}
-			o.probe = false
-			o.gauge.WithLabelValues(name).Set(0)
+			o.endLocked(gen, k, name)
 			o.mu.Unlock()
 			return
 		}
@@ -183,4 +212,263 @@ func ping(d network.Dialer, name string) func(context.Context) error {
 		_, err := rpc.Call(ctx, d, name, &protocol.Health{})
 		return err
 	}
+}
+
+// Serving a degraded query: what a helper and the decider check before
+// they take part in a query that names a holder down. The plan comes from
+// the entry, and with a holder down the entry sends one vector that no
+// other holder computes (of the share it holds with the down holder), so
+// an entry that named a live holder down could add what it likes to the
+// scores of rows it chose, unseen. So neither takes the entry's word: each
+// serves the query only if it cannot reach that holder itself (its own
+// contact failed within downFor), and at most degradedRate of one entry's
+// degraded queries a second; and the decider's degraded answer, where
+// scores are hidden, gives the entry nothing to compare with what it added
+// (Decider.result: the best row only, no value, tag or score).
+// docs/REPLICATED-NOTES.md "Degraded service" argues it.
+
+const (
+	// downFor is how long a failed contact of this server's own with a
+	// holder confirms that holder down; after recheckAfter a query starts
+	// another contact in the background, so a steady load never waits.
+	downFor      = 5 * time.Second
+	recheckAfter = time.Second
+	// degradedRate and degradedBurst limit the degraded queries one entry
+	// gets served by this server: degradedRate a second on average, at
+	// most degradedBurst at once. A query beyond waits its turn a short
+	// while (pace), else is refused.
+	degradedRate  = 20
+	degradedBurst = 20
+	// logEvery is the shortest interval between two log lines about one
+	// entry's degraded queries.
+	logEvery = 10 * time.Second
+)
+
+// contactWait bounds one contact (a health request) that decides whether
+// a holder can be reached: a holder that does not answer within it
+// counts as down.
+func contactWait(p *Params) time.Duration { return min(2*time.Second, p.Timeouts().Request/4) }
+
+// reach is this server's own knowledge of which holders it can reach,
+// from contacts it made itself.
+type reach struct {
+	ping func(ctx context.Context, name string) error
+	wait time.Duration // one contact
+
+	mu     sync.Mutex
+	failed map[string]time.Time     // the end of the last failed contact, by holder
+	flight map[string]chan struct{} // a contact under way, closed when it ends
+}
+
+func newReach(d network.Dialer, wait time.Duration) *reach {
+	return &reach{ping: func(ctx context.Context, name string) error { return ping(d, name)(ctx) }, wait: wait,
+		failed: map[string]time.Time{}, flight: map[string]chan struct{}{}}
+}
+
+// down reports whether holder name cannot be reached: a failed contact
+// within downFor, else a new contact, waited for (at most r.wait). A
+// contact that succeeded is not kept: a holder back is believed at once.
+func (r *reach) down(name string) bool {
+	r.mu.Lock()
+	if t, ok := r.failed[name]; ok && time.Since(t) < downFor {
+		if time.Since(t) >= recheckAfter {
+			r.contactLocked(name)
+		}
+		r.mu.Unlock()
+		return true
+	}
+	done := r.contactLocked(name)
+	r.mu.Unlock()
+	<-done
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.failed[name]
+	return ok && time.Since(t) < downFor
+}
+
+// contactLocked starts a contact with holder name, or returns the one
+// under way.
+func (r *reach) contactLocked(name string) chan struct{} {
+	if c, ok := r.flight[name]; ok {
+		return c
+	}
+	c := make(chan struct{})
+	r.flight[name] = c
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), r.wait)
+		err := r.ping(ctx, name)
+		cancel()
+		r.mu.Lock()
+		if unreachable(err) {
+			r.failed[name] = time.Now()
+		} else {
+			delete(r.failed, name)
+		}
+		delete(r.flight, name)
+		r.mu.Unlock()
+		close(c)
+	}()
+	return c
+}
+
+// limiter is a token bucket per entry (holder index).
+type limiter struct {
+	mu    sync.Mutex
+	rate  float64 // turns a second
+	burst float64
+	b     map[int]*bucket
+}
+
+type bucket struct {
+	tokens float64
+	at     time.Time
+}
+
+func newLimiter(rate float64, burst int) *limiter {
+	return &limiter{rate: rate, burst: float64(burst), b: map[int]*bucket{}}
+}
+
+// set changes the limit (tests); every entry starts again with a full
+// burst.
+func (l *limiter) set(rate float64, burst int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.rate, l.burst, l.b = rate, float64(burst), map[int]*bucket{}
+}
+
+// reserve takes entry's next turn at now: how long until it is due, or
+// false (and nothing taken) where that is beyond wait.
+func (l *limiter) reserve(entry int, now time.Time, wait time.Duration) (time.Duration, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.b[entry]
+	if b == nil {
+		b = &bucket{tokens: l.burst, at: now}
+		l.b[entry] = b
+	}
+	if now.After(b.at) {
+		b.tokens = min(l.burst, b.tokens+now.Sub(b.at).Seconds()*l.rate)
+		b.at = now
+	}
+	if b.tokens >= 1 {
+		b.tokens--
+		return 0, true
+	}
+	if l.rate <= 0 {
+		return 0, false
+	}
+	due := time.Duration((1 - b.tokens) / l.rate * float64(time.Second))
+	if due > wait {
+		return due, false
+	}
+	b.tokens-- // owed: the turns after it wait longer
+	return due, true
+}
+
+// limits are the rate and burst now.
+func (l *limiter) limits() (float64, float64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.rate, l.burst
+}
+
+var errLimit = errors.New("over the limit")
+
+// take waits for entry's next turn, at most wait; errLimit if it is
+// further off.
+func (l *limiter) take(ctx context.Context, entry int, wait time.Duration) error {
+	due, ok := l.reserve(entry, time.Now(), wait)
+	if !ok {
+		return errLimit
+	}
+	if due <= 0 {
+		return nil
+	}
+	t := time.NewTimer(due)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// gate admits degraded queries at a helper or the decider (admit).
+type gate struct {
+	env   engine.Env
+	p     *Params
+	reach *reach
+	limit *limiter
+	pace  time.Duration // the longest a query waits for its turn
+
+	served  *prometheus.CounterVec // idface_repl_degraded_served_total{entry}
+	refused *prometheus.CounterVec // idface_repl_degraded_refused_total{entry,reason}
+
+	mu     sync.Mutex
+	logged map[string]time.Time // the last log line, by entry and what it says
+	quiet  map[string]int       // the queries since, by the same
+}
+
+func newGate(env engine.Env, p *Params) *gate {
+	return &gate{env: env, p: p, reach: newReach(env.Net, contactWait(p)), limit: newLimiter(degradedRate, degradedBurst),
+		pace: min(time.Second, p.Timeouts().DeciderWait/4),
+		served: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_repl_degraded_served_total",
+			Help: "Degraded queries (one holder named down) this server took part in, by the entry that sent them: it could not reach that holder itself."}, []string{"entry"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_repl_degraded_refused_total",
+			Help: "Degraded queries this server refused, by entry and reason: reachable (this server reaches the holder the entry named down) or limit (the entry's degraded queries came faster than the limit)."}, []string{"entry", "reason"}),
+		logged: map[string]time.Time{}, quiet: map[string]int{}}
+}
+
+func (g *gate) collectors() []prometheus.Collector {
+	return []prometheus.Collector{g.served, g.refused}
+}
+
+// admit decides whether this server takes part in a query of entry holder
+// entry that names holder down down: only if it cannot reach that holder
+// itself (down == own(), the holder's own outage, or reach), and within
+// the entry's limit.
+func (g *gate) admit(ctx context.Context, entry, down int, own func() int) *protocol.Error {
+	en, dn := g.p.Party(entry).Name, g.p.Party(down).Name
+	self := g.env.Self
+	if (own == nil || own() != down) && !g.reach.down(dn) {
+		g.refused.WithLabelValues(en, "reachable").Inc()
+		if n, ok := g.due(en + " reachable"); ok {
+			g.env.Log.Warn("an entry named a share holder down that this server reaches; its degraded queries are refused", "entry", g.env.Peer(en), "named_down", g.env.Peer(dn), "refused", n)
+		}
+		return protocol.Errorf(protocol.CodeInconsistent, "entry %s named %s down, but %s reaches %s: a query runs degraded only while the servers that serve it cannot reach that holder either, so this one is refused. If %s is down for %s only, check %s's network; else %s may be faulty or compromised",
+			en, dn, self, dn, dn, en, en, en)
+	}
+	if err := g.limit.take(ctx, entry, g.pace); err != nil {
+		if !errors.Is(err, errLimit) {
+			return protocol.Errorf(protocol.CodeUnavailable, "%s: %v", self, err)
+		}
+		g.refused.WithLabelValues(en, "limit").Inc()
+		if n, ok := g.due(en + " limit"); ok {
+			g.env.Log.Warn("an entry's degraded queries came faster than the limit; refused", "entry", g.env.Peer(en), "down", g.env.Peer(dn), "refused", n)
+		}
+		rate, burst := g.limit.limits()
+		return protocol.Errorf(protocol.CodeUnavailable, "%s serves at most %g degraded queries a second from entry %s (bursts of %g) while %s is down; this one is refused: retry shortly",
+			self, rate, en, burst, dn)
+	}
+	g.served.WithLabelValues(en).Inc()
+	if n, ok := g.due(en + " served"); ok {
+		g.env.Log.Warn("serving degraded queries: a share holder named down that this server cannot reach either", "entry", g.env.Peer(en), "down", g.env.Peer(dn), "queries", n)
+	}
+	return nil
+}
+
+// due counts one event of key and reports whether to log it, with the
+// events since the last line: the first, then at most one line a
+// logEvery.
+func (g *gate) due(key string) (int, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.quiet[key]++
+	if t, ok := g.logged[key]; ok && time.Since(t) < logEvery {
+		return 0, false
+	}
+	n := g.quiet[key]
+	g.logged[key], g.quiet[key] = time.Now(), 0
+	return n, true
 }

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"time"
 
 	"github.com/idface/idface/engine/blind"
+	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/sharing/additive"
+	"github.com/idface/idface/sharing/replicated"
 )
 
 // Pending is the number of queries the decider holds parts of.
@@ -165,4 +168,133 @@ func hold[E additive.Elem](h *Holder[E]) func() {
 	go h.passes.Do(context.Background(), &pass{ctx: context.Background(), q: q, started: func(blind.View) { close(in); <-out }})
 	<-in
 	return func() { close(out) }
+}
+
+// SetDegradedLimit sets the limit of degraded queries per entry of a
+// holder (as a helper) or of the decider: rate a second, bursts of burst.
+func SetDegradedLimit(e any, rate float64, burst int) {
+	switch x := e.(type) {
+	case *Holder[uint8]:
+		x.gate.limit.set(rate, burst)
+	case *Holder[uint16]:
+		x.gate.limit.set(rate, burst)
+	case *Decider:
+		x.gate.limit.set(rate, burst)
+	default:
+		panic(fmt.Sprintf("SetDegradedLimit: %T", e))
+	}
+}
+
+// Deviation is what a deviating entry does to one query (Deviate): it
+// tells its helper and the decider that holder Down is down, and adds
+// Delta at the positions of the rows Raise (ids) in the vector that, with
+// Down down, no other holder computes.
+type Deviation struct {
+	Down  int
+	Raise []string
+	Delta int
+}
+
+// Learned is what the deviating entry read from the decider's answer:
+// the exact score of every raised row it could compute (from a value
+// whose tag holds, or from a score less its addition), the ids of every
+// answered row, and whether the answer carried any value, tag or score.
+type Learned struct {
+	Scores   map[string]int
+	Answered []string
+	Opened   bool // any nonzero value or tag, or a score
+	Err      error
+}
+
+// Deviate runs one query of y (top topK) through holder e as its entry,
+// deviating as dev says, and returns what it learned. The holder's own
+// code runs every step but the addition (and the entry's checks of the
+// answer, which a deviating entry skips).
+func Deviate(e any, y []float32, topK int, dev Deviation) Learned {
+	switch h := e.(type) {
+	case *Holder[uint8]:
+		return deviate(h, y, topK, dev)
+	case *Holder[uint16]:
+		return deviate(h, y, topK, dev)
+	}
+	return Learned{Err: fmt.Errorf("not a holder: %T", e)}
+}
+
+func deviate[E additive.Elem](h *Holder[E], y []float32, topK int, dev Deviation) Learned {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pl := plan{entry: h.Self(), down: dev.Down}
+	nq, perr := blind.NewQuery(h.env, h.p.Params, h.query, &protocol.Identify{TopK: uint16(topK), Template: y})
+	if perr != nil {
+		return Learned{Err: perr}
+	}
+	sigma, qid := nq.Sigma, nq.ID
+	var peers []string
+	for _, name := range h.Peers() {
+		if h.p.PartyIndex(name) != dev.Down {
+			peers = append(peers, name)
+		}
+	}
+	f := h.newFanout(ctx, peers)
+	defer f.cancel()
+	ask := func(v blind.View) {
+		f.askAll(v, func(_ int, sealed protocol.Digest) *protocol.BlindQuery {
+			return &protocol.BlindQuery{Query: qid, Sigma: sigma, Digest: sealed, Pos: nq.Pos, Coef: nq.Coef, Down: pl.wireDown()}
+		})
+	}
+	vec, err := h.score(ctx, nq.Q, &sigma, "", nil, ask)
+	var base []E // the entry's honest part of every position's score
+	raised := map[int]bool{}
+	if err == nil {
+		n := vec.Rows()
+		base = make([]E, n)
+		for p := range base {
+			base[p] = vec.own[p] + vec.next[p]
+		}
+		pi, perr := (&additive.Permuter{}).Permutation(&sigma, n)
+		if perr != nil {
+			return Learned{Err: perr}
+		}
+		unchecked := vec.own // the vector of the share this entry holds with the down holder
+		if pl.full(replicated.Held(h.Self())[1]) == h.Self() {
+			unchecked = vec.next
+		}
+		h.RLock()
+		for row := range n {
+			if s, seq, live := vec.Locate(row); live && slices.Contains(dev.Raise, h.ID(s, seq)) {
+				unchecked[pi[row]] += E(dev.Delta)
+				raised[pi[row]] = true
+			}
+		}
+		h.RUnlock()
+	}
+	res, _, perr := f.finish(err, func(ctx context.Context) (*network.Stream, error) {
+		return h.sendShares(ctx, qid, vec, pl, topK, nil)
+	})
+	if perr != nil {
+		return Learned{Err: perr}
+	}
+	out := Learned{Scores: map[string]int{}, Opened: len(res.Scores)+len(res.Values2)+len(res.Tags2) > 0}
+	rows, perr := blind.Unpermute(h.permuter(), res.Positions, &sigma, vec.Rows())
+	if perr != nil {
+		return Learned{Err: perr}
+	}
+	key := f.oks[0].TagKey
+	h.RLock()
+	defer h.RUnlock()
+	for i, p := range res.Positions {
+		s, seq, _ := vec.Locate(rows[i])
+		id := h.ID(s, seq)
+		out.Answered = append(out.Answered, id)
+		if i < len(res.Values) && i < len(res.Tags) {
+			out.Opened = out.Opened || res.Values[i] != 0 || res.Tags[i] != 0
+			if tag, err := replicated.Tag(&key, int(p), uint64(res.Values[i])); err == nil && tag == res.Tags[i] && raised[int(p)] {
+				out.Scores[id] = additive.Signed(base[p] + E(res.Values[i]))
+			}
+		}
+		if i < len(res.Scores) && raised[int(p)] {
+			out.Scores[id] = int(res.Scores[i]) - dev.Delta
+		}
+	}
+	return out
 }

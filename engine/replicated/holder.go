@@ -28,12 +28,17 @@
 // cannot get a row below the threshold accepted. The decider sees each
 // query's scores in random order; the entry learns the answer and the
 // scores of the answered rows; a helper sees y and sigma, as in blind mode.
+// With one holder down (as the helper and the decider each find by their
+// own contact, never on the entry's word) queries run degraded, unchecked
+// for that holder's shares; where scores are hidden the entry then learns
+// the decision only (degraded.go).
 package replicated
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -129,6 +134,7 @@ type Holder[E additive.Elem] struct {
 	query   *engine.LevelTransformers
 	perms   sync.Pool // *additive.Permuter
 	outage  *outage
+	gate    *gate       // the degraded queries of other entries this holder serves as a helper
 	probes  probeNonces // hidden probes seen in the window
 	hidden  *engine.Batcher[*hiddenJob[E], hiddenDone]
 	scans   *engine.Batcher[*scan[E], scanned[E]] // one pass over the shares for concurrent hidden probes
@@ -186,7 +192,7 @@ func newHolder[E additive.Elem](env engine.Env, p *Params) (*Holder[E], error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Holder[E]{Core: core, env: env, p: p, gallery: g, query: q, outage: newOutage()}
+	h := &Holder[E]{Core: core, env: env, p: p, gallery: g, query: q, outage: newOutage(), gate: newGate(env, p)}
 	h.probes.start = time.Now().Unix()
 	// Two batches in flight: one scoring while the other's vectors travel.
 	bmax, bwait := p.Batch()
@@ -207,7 +213,7 @@ func newHolder[E additive.Elem](env engine.Env, p *Params) (*Holder[E], error) {
 	h.m.scanned = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_scanned_total", Help: "Hidden probes scored in those passes (over scans: the mean pass)."})
 	h.m.passes = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_passes_total", Help: "Passes over this holder's shares for checked queries (its own as the entry and the other entries' together)."})
 	h.m.passed = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_passed_total", Help: "Checked queries scored in those passes (over passes: the mean pass)."})
-	for _, c := range []prometheus.Collector{h.m.score, h.m.permute, h.m.batches, h.m.batched, h.m.scans, h.m.scanned, h.m.passes, h.m.passed, h.m.refused, h.outage.gauge, h.outage.degraded} {
+	for _, c := range append(h.gate.collectors(), h.m.score, h.m.permute, h.m.batches, h.m.batched, h.m.scans, h.m.scanned, h.m.passes, h.m.passed, h.m.refused, h.outage.gauge, h.outage.degraded) {
 		env.Metrics.MustRegister(c)
 	}
 	return h, nil
@@ -440,8 +446,11 @@ func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg
 	m := r.Msg.(*protocol.Identify)
 	down := h.outage.current()
 	resp, lost := h.runQuery(ctx, m, down, nil)
-	if lost != noneDown && down == noneDown && h.markDown(lost) {
+	switch {
+	case lost != noneDown && down == noneDown && h.markDown(lost):
 		resp, _ = h.runQuery(ctx, m, lost, nil)
+	case down != noneDown && lost == noneDown && refusal(resp) && h.backUp(ctx, down):
+		resp, _ = h.runQuery(ctx, m, noneDown, nil)
 	}
 	for again := 0; again < blind.MaxRunsAgain; again++ { // the decider restarted, or a helper's rows moved on
 		if e, failed := resp.(*protocol.Error); !failed || e.Code != protocol.CodeCountedDown {
@@ -456,6 +465,31 @@ func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg
 		h.outage.degraded.Inc()
 	}
 	return resp
+}
+
+// refusal reports whether resp is a refusal that a run again under a
+// fresh query id does not answer (CodeCountedDown does).
+func refusal(resp protocol.Msg) bool {
+	e, failed := resp.(*protocol.Error)
+	return failed && e.Code != protocol.CodeCountedDown
+}
+
+// backUp reports whether holder k, which this entry counts down, answers
+// it now, and then ends the outage: a degraded query was refused, and
+// the helper or the decider that refused it may have reached k (they
+// serve a degraded query only while they cannot), before this entry's
+// probe did.
+func (h *Holder[E]) backUp(ctx context.Context, k int) bool {
+	name := h.p.Party(k).Name
+	ctx, cancel := context.WithTimeout(ctx, contactWait(h.p))
+	defer cancel()
+	if unreachable(ping(h.env.Net, name)(ctx)) {
+		return false
+	}
+	if h.outage.end(k, name) {
+		h.env.Log.Info("a share holder counted down answers again; answering checked", "holder", h.env.Peer(name))
+	}
+	return true
 }
 
 // markDown counts holder lost down if it cannot be reached (a ping
@@ -483,8 +517,12 @@ func (h *Holder[E]) shardIdentify(ctx context.Context, r engine.Request) protoco
 	m := r.Msg.(*protocol.ShardIdentify)
 	down := h.outage.current()
 	resp, lost := h.runQuery(ctx, &protocol.Identify{TopK: m.TopK, Template: m.Template}, down, &m.Query)
-	if e, failed := resp.(*protocol.Error); failed && lost != noneDown && down == noneDown && h.markDown(lost) {
+	e, failed := resp.(*protocol.Error)
+	switch {
+	case failed && lost != noneDown && down == noneDown && h.markDown(lost):
 		return protocol.Errorf(protocol.CodeCountedDown, "%s (counted down: ask again)", e.Msg)
+	case failed && down != noneDown && lost == noneDown && refusal(resp) && h.backUp(ctx, down):
+		return protocol.Errorf(protocol.CodeCountedDown, "%s (%s is back: ask again)", e.Msg, h.env.Peer(h.p.Party(down).Name))
 	}
 	return resp
 }
@@ -530,8 +568,13 @@ func (h *Holder[E]) runQuery(ctx context.Context, m *protocol.Identify, down int
 		h.m.refused.WithLabelValues(peers[0] + "/" + peers[1]).Inc()
 		return protocol.Errorf(protocol.CodeInconsistent, "%s and %s disagree on the query's tag key; the query is refused", peers[0], peers[1]), noneDown
 	}
-	base := func(p int) E { return vec.own[p] + vec.next[p] }
-	scores, perr := h.check(res, vec.Rows(), base, []tagged{{res.Values, res.Tags, &oks[0].TagKey}}, topK)
+	var scores []int
+	if pl.bestOnly(h.p) {
+		scores, perr = h.checkBest(res, vec.Rows(), topK)
+	} else {
+		base := func(p int) E { return vec.own[p] + vec.next[p] }
+		scores, perr = h.check(res, vec.Rows(), base, []tagged{{res.Values, res.Tags, &oks[0].TagKey}}, topK)
+	}
 	if perr != nil {
 		return perr, noneDown
 	}
@@ -724,6 +767,42 @@ func (h *Holder[E]) check(res *protocol.ReplResult, rows int, base func(p int) E
 	return scores, nil
 }
 
+// checkBest checks a degraded answer of a cluster that hides scores: at
+// most one position, the decider's best row (Decider.result), a row of
+// this query, with no value, tag or score. Nothing more can be checked:
+// the check of checked answers needs the row's score, and an entry that
+// could read that here could read the scores of rows it raised in the
+// vector no other holder computes. It returns, for each position, a
+// placeholder above every score: a shard's coordinator merges the
+// shards' answers by score, and a degraded shard answers only a row that
+// is best over every shard.
+func (h *Holder[E]) checkBest(res *protocol.ReplResult, rows, topK int) ([]int, *protocol.Error) {
+	dec := h.p.DeciderName()
+	bad := func(what string) *protocol.Error {
+		h.m.refused.WithLabelValues(dec).Inc()
+		h.env.Log.Warn("the decider's degraded answer failed its check; query refused", "decider", dec)
+		return protocol.Errorf(protocol.CodeInconsistent, "the decider's degraded answer fails its check (%s); the query is refused: %s may be faulty or compromised", what, dec)
+	}
+	n := len(res.Positions)
+	switch {
+	case n > min(1, topK):
+		return nil, bad(fmt.Sprintf("%d positions, where it answers the best row only", n))
+	case len(res.Scores)+len(res.Values2)+len(res.Tags2) != 0 || len(res.Values) != n || len(res.Tags) != n:
+		return nil, bad("scores or second values")
+	}
+	scores := make([]int, n)
+	for i, p := range res.Positions {
+		if int(p) >= rows {
+			return nil, bad(fmt.Sprintf("position %d of %d rows", p, rows))
+		}
+		if res.Values[i] != 0 || res.Tags[i] != 0 {
+			return nil, bad("a value or a tag")
+		}
+		scores[i] = math.MaxInt32
+	}
+	return scores, nil
+}
+
 // ask sends a helper the query and waits for its acknowledgement (its
 // shares are on their way to the decider). A cancelled query stops
 // waiting at once.
@@ -768,8 +847,14 @@ func (h *Holder[E]) answer(res *protocol.ReplResult, scores []int, v blind.View,
 	if degraded {
 		ans.Degraded()
 	}
+	best := degraded && !h.p.RevealScores() // the decider's best row, no score (checkBest)
 	for i, row := range rows {
-		if s, seq, live := v.Locate(row); live { // deleted rows never win (and the check refused them)
+		s, seq, live := v.Locate(row)
+		switch {
+		case !live: // deleted rows never win (and the check refused them)
+		case best:
+			ans.Passed(h.ID(s, seq))
+		default:
 			ans.Scored(h.ID(s, seq), scores[i]) // checked: at the threshold, or revealed
 		}
 	}
@@ -795,6 +880,11 @@ func (h *Holder[E]) serveQuery(ctx context.Context, r engine.Request) protocol.M
 	pl := planOf(entry, m.Down)
 	if pl.down == entry || pl.down == h.Self() || pl.down >= replicated.Holders {
 		return protocol.Errorf(protocol.CodeBadRequest, "a query with holder %d down, from holder %d to holder %d", pl.down, entry, h.Self())
+	}
+	if pl.down != noneDown { // never on the entry's word alone
+		if perr := h.gate.admit(ctx, entry, pl.down, h.outage.current); perr != nil {
+			return perr
+		}
 	}
 	if err := h.AwaitDigest(ctx, r.From.Name, m.Digest); err != nil {
 		return err

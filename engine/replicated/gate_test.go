@@ -1,0 +1,140 @@
+package replicated
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idface/idface/protocol"
+)
+
+// TestLimiter: an entry gets its burst at once, then one turn every
+// 1/rate, waiting at most the given wait for it (a turn further off is
+// refused and takes nothing); each entry has its own bucket; with no
+// rate the burst is all.
+func TestLimiter(t *testing.T) {
+	l := newLimiter(10, 3)
+	now := time.Unix(1_800_000_000, 0)
+	for i := range 3 {
+		if d, ok := l.reserve(0, now, 0); !ok || d != 0 {
+			t.Fatalf("turn %d of the burst: %v %v", i, d, ok)
+		}
+	}
+	if d, ok := l.reserve(0, now, 50*time.Millisecond); ok {
+		t.Fatalf("a turn 100 ms off, waiting at most 50 ms: taken (%v)", d)
+	}
+	if d, ok := l.reserve(0, now, time.Second); !ok || d != 100*time.Millisecond {
+		t.Fatalf("the next turn: %v %v, want 100 ms", d, ok)
+	}
+	if d, ok := l.reserve(0, now, time.Second); !ok || d != 200*time.Millisecond {
+		t.Fatalf("the turn after, owed: %v %v, want 200 ms", d, ok)
+	}
+	if _, ok := l.reserve(1, now, 0); !ok {
+		t.Fatal("another entry waits for the first one's turns")
+	}
+	later := now.Add(time.Hour)
+	for i := range 3 { // refilled to the burst, no more
+		if _, ok := l.reserve(0, later, 0); !ok {
+			t.Fatalf("an hour later, turn %d", i)
+		}
+	}
+	if _, ok := l.reserve(0, later, 0); ok {
+		t.Fatal("more than the burst after an hour")
+	}
+	l.set(0, 1)
+	if _, ok := l.reserve(0, now, 0); !ok {
+		t.Fatal("no rate: the burst refused")
+	}
+	if _, ok := l.reserve(0, later, time.Hour); ok {
+		t.Fatal("no rate: a turn after the burst")
+	}
+	if err := l.take(context.Background(), 0, time.Hour); !errors.Is(err, errLimit) {
+		t.Fatalf("take over the limit: %v", err)
+	}
+}
+
+// TestReach: a failed contact confirms a holder down without a new one
+// (while it is recent), a successful one is not kept (every question
+// contacts the holder again), and concurrent questions share one contact;
+// a holder that answers with a refusal is reachable.
+func TestReach(t *testing.T) {
+	var mu sync.Mutex
+	var pings int
+	var answer error
+	release := make(chan struct{})
+	r := &reach{wait: time.Second, failed: map[string]time.Time{}, flight: map[string]chan struct{}{},
+		ping: func(context.Context, string) error {
+			mu.Lock()
+			wait := release
+			mu.Unlock()
+			<-wait
+			mu.Lock()
+			defer mu.Unlock()
+			pings++
+			return answer
+		}}
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return pings
+	}
+	set := func(err error) {
+		mu.Lock()
+		answer = err
+		mu.Unlock()
+	}
+	close(release)
+	if r.down("p2") || count() != 1 {
+		t.Fatalf("a holder that answers: down, or %d contacts", count())
+	}
+	if r.down("p2") || count() != 2 {
+		t.Fatalf("asked again: %d contacts, want a new one", count())
+	}
+	set(errors.New("no route"))
+	if !r.down("p2") {
+		t.Fatal("a holder that cannot be reached: not down")
+	}
+	n := count()
+	if !r.down("p2") || count() > n+1 { // at most a contact in the background
+		t.Fatalf("a recent failure: %d contacts, want at most one more", count()-n)
+	}
+	// A holder that refuses is up.
+	r.failed = map[string]time.Time{}
+	set(protocol.Errorf(protocol.CodeUnavailable, "busy"))
+	if r.down("p3") {
+		t.Fatal("a holder that refuses: down")
+	}
+	// Concurrent questions share a contact.
+	set(errors.New("no route"))
+	mu.Lock()
+	release = make(chan struct{})
+	mu.Unlock()
+	r.failed = map[string]time.Time{}
+	n = count()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			if !r.down("p1") {
+				t.Error("not down")
+			}
+		})
+	}
+	for {
+		r.mu.Lock()
+		_, started := r.flight["p1"]
+		r.mu.Unlock()
+		if started {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	mu.Lock()
+	close(release)
+	mu.Unlock()
+	wg.Wait()
+	if count() != n+1 {
+		t.Fatalf("4 concurrent questions made %d contacts", count()-n)
+	}
+}

@@ -1,0 +1,259 @@
+package replicated_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/engine/blind"
+	"github.com/idface/idface/engine/replicated"
+	"github.com/idface/idface/protocol"
+)
+
+// Degraded queries and the entry's word (issue 35): a deviating entry
+// that names a holder down sends the decider one vector no other holder
+// computes, and knows where each row lands in it.
+
+// outageCluster is a cluster that hides scores, with 3 x 10 rows, and a
+// request timeout long enough that a holder's health request, which
+// decides whether a degraded query is served (2 s at most), never times
+// out on a loaded machine.
+func outageCluster(t *testing.T) (*cluster, [][]float32, []string) {
+	c := startCluster(t, config.Literal{Beta: 21, Timeout: config.Duration(8 * time.Second)}, nil)
+	xs, ids := enrollAll(t, c, 10, 7)
+	return c, xs, ids
+}
+
+// raiseDelta is what the deviating entry adds (the review's figure).
+const raiseDelta = 64
+
+// chosen picks the rows a deviating entry aims at for probe y: up to 10
+// rows below the threshold that its addition lifts above it (without
+// passing the ring's largest score), the nearest first.
+func chosen(t *testing.T, c *cluster, xs [][]float32, ids []string, y []float32) []string {
+	t.Helper()
+	want := plain(t, c.p, xs, y)
+	top := 1<<(blind.Ring(c.p).Bits-1) - 1
+	thr := c.p.Threshold()
+	var rows []int
+	for i, s := range want {
+		if s < thr && s+raiseDelta >= thr && s+raiseDelta <= top {
+			rows = append(rows, i)
+		}
+	}
+	slices.SortFunc(rows, func(a, b int) int { return want[b] - want[a] })
+	if len(rows) < 5 {
+		t.Fatalf("only %d rows within %d below the threshold %d: the test's rows do not suit it (scores %v)", len(rows), raiseDelta, thr, want)
+	}
+	var out []string
+	for _, r := range rows[:min(10, len(rows))] {
+		out = append(out, ids[r])
+	}
+	return out
+}
+
+// exact counts the scores l read that are the chosen rows' plaintext
+// scores (a score read that is not would be the harness's mistake).
+func exact(t *testing.T, c *cluster, xs [][]float32, y []float32, l replicated.Learned) int {
+	t.Helper()
+	want := plain(t, c.p, xs, y)
+	for id, s := range l.Scores {
+		if _, row := rowOf(t, id); want[row] != s {
+			t.Fatalf("read %d for %s, whose plaintext score is %d", s, id, want[row])
+		}
+	}
+	return len(l.Scores)
+}
+
+// TestFakedOutage (issue 35, found by review): entry p1 names a live
+// helper down to the other helper and the decider, and adds 64 at the
+// positions of 10 rows it chose in the vector that then goes unchecked
+// (its next vector with p2 named down, its own with p3). It read the
+// exact scores of all 30 chosen rows of 3 probes of nobody, all below the
+// threshold. Now the helper and the decider each reach the holder named
+// down themselves: every such query is refused, naming p1, counted, no
+// degraded query is served, and p1 learns no score.
+func TestFakedOutage(t *testing.T) {
+	c, xs, ids := outageCluster(t)
+	dec := c.p.DeciderName()
+	learned, probes := 0, 0
+	for down, name := range map[int]string{1: "p2", 2: "p3"} {
+		for q := range 3 {
+			y := templates(1, uint64(300+10*down+q))[0]
+			raise := chosen(t, c, xs, ids, y)
+			l := replicated.Deviate(c.holders["p1"], y, len(xs), replicated.Deviation{Down: down, Raise: raise, Delta: raiseDelta})
+			probes++
+			learned += exact(t, c, xs, y, l)
+			if l.Err == nil {
+				t.Errorf("%s named down while up, probe %d: answered %v (%d of %d chosen rows' scores read)", name, q, l.Answered, len(l.Scores), len(raise))
+				continue
+			}
+			if msg := l.Err.Error(); !strings.Contains(msg, "entry p1 named "+name+" down") || !refused(l.Err) {
+				t.Errorf("%s named down while up, probe %d: %v; want a refusal naming entry p1", name, q, l.Err)
+			}
+		}
+	}
+	if learned > 0 {
+		t.Fatalf("p1 read the exact scores of %d rows it chose, over %d probes", learned, probes)
+	}
+	refusals := c.counter(dec, "idface_repl_degraded_refused_total", "reachable")
+	for _, h := range []string{"p2", "p3"} {
+		refusals += c.counter(h, "idface_repl_degraded_refused_total", "reachable")
+	}
+	if refusals < float64(probes) {
+		t.Fatalf("%v refusals counted for %d queries", refusals, probes)
+	}
+	for _, s := range []string{"p2", "p3", dec} {
+		if n := c.counter(s, "idface_repl_degraded_served_total", "p1"); n != 0 {
+			t.Fatalf("%s served %v degraded queries of p1 with every holder up", s, n)
+		}
+	}
+	// The cluster still answers, checked.
+	if r, err := c.client("device", "p1").Identify(ctx(t), xs[3], 1); err != nil || r.Degraded || !r.Accepted {
+		t.Fatalf("after the faked outages: %v %+v", err, r)
+	}
+}
+
+// TestRealOutageDeviantEntry: the same entry while the holder it names
+// down is really stopped. Its queries are served, degraded, but the
+// decider answers the best row only, with no value, tag or score: the
+// entry reads no chosen row's score.
+func TestRealOutageDeviantEntry(t *testing.T) {
+	c, xs, ids := outageCluster(t)
+	for _, down := range []int{1, 2} {
+		name := c.p.Party(down).Name
+		c.halt(name)
+		for q := range 3 {
+			y := templates(1, uint64(400+10*down+q))[0]
+			raise := chosen(t, c, xs, ids, y)
+			l := replicated.Deviate(c.holders["p1"], y, len(xs), replicated.Deviation{Down: down, Raise: raise, Delta: raiseDelta})
+			if l.Err != nil {
+				t.Fatalf("%s stopped, probe %d: %v", name, q, l.Err)
+			}
+			if exact(t, c, xs, y, l) > 0 || l.Opened || len(l.Answered) > 1 {
+				t.Fatalf("%s stopped, probe %d: read %d chosen rows' scores from %v (values, tags or scores: %v)", name, q, len(l.Scores), l.Answered, l.Opened)
+			}
+		}
+		c.start(name, c.p)
+	}
+}
+
+// TestDegradedHidden: in a cluster that hides scores, with any one holder
+// down, every query through any entry is answered, flagged degraded, with
+// the decision: the best row when it reaches the threshold (at most one
+// candidate), else a rejection; once the holder is back, answers are
+// checked again and list every row at the threshold.
+func TestDegradedHidden(t *testing.T) {
+	c, xs, _ := outageCluster(t)
+	probes := append(templates(2, 500), xs[4], xs[15], xs[26])
+	decision := func(r *protocol.IdentifyOK, y []float32) {
+		t.Helper()
+		want := plain(t, c.p, xs, y)
+		best := slices.Max(want)
+		if r.Accepted != (best >= c.p.Threshold()) || len(r.Candidates) > 1 || r.Accepted != (len(r.Candidates) == 1) {
+			t.Fatalf("best %d (threshold %d): answered %+v", best, c.p.Threshold(), r)
+		}
+		if r.Accepted {
+			if _, row := rowOf(t, r.Candidates[0].ID); want[row] != best || r.Candidates[0].Score != 0 {
+				t.Fatalf("answered %+v, plaintext best %d", r.Candidates[0], best)
+			}
+		}
+	}
+	accepted := 0
+	for _, down := range []string{"p1", "p2", "p3"} {
+		c.halt(down)
+		for e := range 3 {
+			entry := c.p.Party(e).Name
+			for _, y := range probes {
+				r, err := c.client("device", entry).Identify(ctx(t), y, 5)
+				if err != nil {
+					t.Fatalf("%s down, entry %s: %v", down, entry, err)
+				}
+				if !r.Degraded {
+					t.Fatalf("%s down, entry %s: an answer not flagged degraded", down, entry)
+				}
+				decision(r, y)
+				if r.Accepted {
+					accepted++
+				}
+			}
+		}
+		c.start(down, c.p)
+		waitCheckedHere(t, c, xs[0])
+	}
+	if accepted == 0 {
+		t.Fatal("no degraded answer accepted a row; the test shows nothing")
+	}
+}
+
+// rowOf parses an id "pK-i" of enrollAll: the origin's index and the row
+// index in the order of enrollAll's templates (10 rows an origin).
+func rowOf(t *testing.T, id string) (int, int) {
+	t.Helper()
+	var k, i int
+	if _, err := fmt.Sscanf(id, "p%d-%d", &k, &i); err != nil {
+		t.Fatalf("candidate %q is no row of the test", id)
+	}
+	return k, 10*(k-1) + i
+}
+
+// waitCheckedHere waits until every entry answers checked again.
+func waitCheckedHere(t *testing.T, c *cluster, y []float32) {
+	t.Helper()
+	for e := range 3 {
+		entry := c.p.Party(e).Name
+		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			r, err := c.client("device", entry).Identify(ctx(t), y, 1)
+			if err != nil {
+				t.Fatalf("entry %s, the holders all back: %v", entry, err)
+			}
+			if !r.Degraded {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("entry %s still answers degraded", entry)
+			}
+		}
+	}
+}
+
+// TestDegradedLimit: each helper and the decider count the degraded
+// queries they serve by entry, and serve one entry at most its limit:
+// with a burst of 3 and no refill, p1's fourth degraded query is refused
+// and counted, while p3's are still served.
+func TestDegradedLimit(t *testing.T) {
+	c, xs, _ := outageCluster(t)
+	dec := c.p.DeciderName()
+	for _, s := range []string{"p1", "p3"} {
+		replicated.SetDegradedLimit(c.holders[s], 0, 3)
+	}
+	replicated.SetDegradedLimit(c.dec, 0, 3)
+	c.halt("p2")
+	for q := range 3 {
+		r, err := c.client("device", "p1").Identify(ctx(t), xs[q], 1)
+		if err != nil || !r.Degraded {
+			t.Fatalf("p1's degraded query %d: %v %+v", q, err, r)
+		}
+	}
+	_, err := c.client("device", "p1").Identify(ctx(t), xs[3], 1)
+	if err == nil || !refused(err) || !strings.Contains(err.Error(), "degraded queries a second from entry p1") {
+		t.Fatalf("p1's fourth degraded query: %v; want it refused for the limit", err)
+	}
+	if r, err := c.client("device", "p3").Identify(ctx(t), xs[4], 1); err != nil || !r.Degraded {
+		t.Fatalf("p3's degraded query after p1's were refused: %v %+v", err, r)
+	}
+	for _, s := range []string{"p3", dec} {
+		if n := c.counter(s, "idface_repl_degraded_served_total", "p1"); n != 3 {
+			t.Fatalf("%s counts %v degraded queries served for p1, want 3", s, n)
+		}
+	}
+	if n := c.counter(dec, "idface_repl_degraded_served_total", "p3"); n != 1 {
+		t.Fatalf("the decider counts %v degraded queries served for p3, want 1", n)
+	}
+	if n := c.counter("p3", "idface_repl_degraded_refused_total", "limit") + c.counter(dec, "idface_repl_degraded_refused_total", "limit"); n < 1 {
+		t.Fatal("p1's refusal for the limit was not counted")
+	}
+}
