@@ -268,6 +268,10 @@ type Literal struct {
 	Timeout Duration `json:"timeout,omitempty"`
 	// MaxTopK caps the candidates a client may ask for; default 10.
 	MaxTopK int `json:"max_top_k,omitempty"`
+	// StatsWindow is how many queries a window of best-score statistics
+	// holds (engine.ScoreStats: shown only per complete window); default
+	// 1000, at least MinStatsWindow.
+	StatsWindow int `json:"stats_window,omitempty"`
 	// KeyServerRate is how many queries per second the key server answers
 	// each local server (a burst of twice as many); default 200.
 	KeyServerRate float64 `json:"key_server_rate,omitempty"`
@@ -524,7 +528,25 @@ func fillLimits(lit *Literal) error {
 	if lit.MaxTopK < 1 || lit.MaxTopK > maxTopK {
 		return fmt.Errorf("max_top_k = %d, want 1..%d", lit.MaxTopK, maxTopK)
 	}
+	if lit.StatsWindow != 0 && (lit.StatsWindow < MinStatsWindow || lit.StatsWindow > maxStatsWindow) {
+		return fmt.Errorf("stats_window = %d, want %d..%d queries: a smaller window shows too much of each query's best score (docs/SECURITY.md, \"Score statistics\")", lit.StatsWindow, MinStatsWindow, maxStatsWindow)
+	}
 	return nil
+}
+
+// Windows of best-score statistics (Literal.StatsWindow).
+const (
+	DefaultStatsWindow = 1000
+	MinStatsWindow     = 100
+	maxStatsWindow     = 10_000_000
+)
+
+// StatsWindow is the queries in one window of best-score statistics.
+func (p *Params) StatsWindow() int {
+	if p.lit.StatsWindow == 0 {
+		return DefaultStatsWindow
+	}
+	return p.lit.StatsWindow
 }
 
 // versionOf is the configuration version lit needs: 3 with a shard key,

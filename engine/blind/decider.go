@@ -21,6 +21,7 @@ import (
 type Decider struct {
 	env     engine.Env
 	p       *config.Params
+	stats   *engine.ScoreStats                     // best scores, shown per window of queries
 	queries *Table[[]byte, *protocol.DecideResult] // parts: the holders' vectors
 	bufs    engine.Buffers                         // the vectors' buffers, lent again once decided
 }
@@ -31,7 +32,8 @@ func NewDecider(env engine.Env) (*Decider, error) {
 		return nil, fmt.Errorf("blind: %q is not the decider of this cluster", env.Self)
 	}
 	p := env.Params
-	return &Decider{env: env, p: p, queries: NewTable[[]byte, *protocol.DecideResult](p.Mu(), p.Timeouts().DeciderWait, func(k int) string { return p.Party(k).Name })}, nil
+	return &Decider{env: env, p: p, stats: engine.NewScoreStats(p, env.Metrics),
+		queries: NewTable[[]byte, *protocol.DecideResult](p.Mu(), p.Timeouts().DeciderWait, func(k int) string { return p.Party(k).Name })}, nil
 }
 
 // Routes: only share holders send shares.
@@ -114,6 +116,9 @@ func (d *Decider) decide(ctx context.Context, q *Pending[[]byte, *protocol.Decid
 	if err != nil {
 		return nil, err
 	}
+	if best, ok := BestScore(Ring(d.p).Bits, matches, thr, q.Parts...); ok {
+		d.stats.Observe(best)
+	}
 	res := &protocol.DecideResult{}
 	for _, mt := range matches {
 		res.Positions = append(res.Positions, uint32(mt.Row))
@@ -173,6 +178,36 @@ func MergeRanks(ctx context.Context, env engine.Env, qid [16]byte, topK int, sco
 		return nil, fmt.Errorf("%s answered the merge with %v", coord, resp.Type())
 	}
 	return ok.Ranks, nil
+}
+
+// BestScore is the best score of a query's vectors of k-bit elements,
+// for the statistics (engine.ScoreStats): the first match where some
+// reached the threshold thr, else one more pass for the best. False
+// where no row lives.
+func BestScore(bits int, matches []sharing.Match, thr int, vecs ...[]byte) (int, bool) {
+	if bits == 8 {
+		return bestScore[uint8](matches, thr, vecs)
+	}
+	return bestScore[uint16](matches, thr, vecs)
+}
+
+func bestScore[E additive.Elem](matches []sharing.Match, thr int, vecs [][]byte) (int, bool) {
+	if len(matches) > 0 {
+		return matches[0].Score, true
+	}
+	floor := additive.DeadScore[E]() + 1
+	if thr <= floor { // every row was a candidate: none lives
+		return 0, false
+	}
+	es := make([][]E, len(vecs))
+	for k, v := range vecs {
+		es[k] = additive.ViewElems[E](v)
+	}
+	best, err := additive.Decide(1, floor, 0, es...)
+	if err != nil || len(best) == 0 {
+		return 0, false
+	}
+	return best[0].Score, true
 }
 
 func decideVecs[E additive.Elem](q *Pending[[]byte, *protocol.DecideResult], thr int) ([]sharing.Match, error) {

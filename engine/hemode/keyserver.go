@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,12 +37,13 @@ import (
 // key server answers no query until the sequencer has brought it up to
 // date.
 type KeyServer struct {
-	env engine.Env
-	p   *config.Params
-	he  heidface.Scheme
-	key heidface.Decryptor
-	pk  []byte
-	fp  [32]byte
+	stats *engine.ScoreStats // best scores, shown per window of queries
+	env   engine.Env
+	p     *config.Params
+	he    heidface.Scheme
+	key   heidface.Decryptor
+	pk    []byte
+	fp    [32]byte
 
 	mu      sync.Mutex
 	buckets map[string]*bucket // per local server
@@ -107,6 +109,7 @@ func NewKeyServer(env engine.Env, k *heidface.KeyPair) (*KeyServer, error) {
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_key_server_refusals_total",
 			Help: "Queries the key server refused, by reason (pass_limit: more rows pass than an honest query can; rate; not_caught_up; merging: a local server's share of sharded queries at the merge is taken)."}, []string{"reason"})}
 	env.Metrics.MustRegister(ks.refusals)
+	ks.stats = engine.NewScoreStats(p, env.Metrics)
 	return ks, nil
 }
 
@@ -252,7 +255,10 @@ func (k *KeyServer) query(ctx context.Context, r engine.Request) protocol.Msg {
 		}
 		defer k.leaveMerge(r.From.Name)
 	}
-	best, err := k.decide(r.Stream, q)
+	best, top, err := k.decide(r.Stream, q)
+	if err == nil && top != math.MinInt {
+		k.stats.Observe(top)
+	}
 	if err != nil {
 		var over *passError
 		if errors.As(err, &over) {
@@ -349,23 +355,23 @@ func (e *passError) Error() string { return Refused }
 // decide reads the live bitset and every group's (ct+, ct-), decrypts and
 // decodes them on two cores, and returns the best live rows whose score
 // reaches the threshold, at most TopK, best first (lower row on ties).
-func (k *KeyServer) decide(s io.Reader, q *protocol.HEQuery) ([]sharing.Match, error) {
+func (k *KeyServer) decide(s io.Reader, q *protocol.HEQuery) ([]sharing.Match, int, error) {
 	p := k.he
 	gr := p.GroupRows()
 	if int(q.CtBytes) != p.CiphertextBytes() {
-		return nil, fmt.Errorf("ciphertexts of %d bytes; these parameters use %d", q.CtBytes, p.CiphertextBytes())
+		return nil, 0, fmt.Errorf("ciphertexts of %d bytes; these parameters use %d", q.CtBytes, p.CiphertextBytes())
 	}
 	if want := (int(q.Rows) + gr - 1) / gr; int(q.Groups) != want {
-		return nil, fmt.Errorf("%d groups for %d rows; want %d", q.Groups, q.Rows, want)
+		return nil, 0, fmt.Errorf("%d groups for %d rows; want %d", q.Groups, q.Rows, want)
 	}
 	if int(q.TopK) > k.p.MaxTopK() {
-		return nil, fmt.Errorf("top %d, the cluster allows %d", q.TopK, k.p.MaxTopK())
+		return nil, 0, fmt.Errorf("top %d, the cluster allows %d", q.TopK, k.p.MaxTopK())
 	}
 	// The live-row map grows as its bytes arrive: a local server that
 	// announces 2^31 rows and sends less gets no 256 MiB.
 	lb, err := network.ReadGrowing(s, nil, 8*template.Words(int(q.Rows)))
 	if err != nil {
-		return nil, fmt.Errorf("reading the live rows: %w", err)
+		return nil, 0, fmt.Errorf("reading the live rows: %w", err)
 	}
 	live := make([]uint64, template.Words(int(q.Rows)))
 	copy(network.WordBytes(live), lb)
@@ -391,6 +397,7 @@ func (k *KeyServer) decide(s io.Reader, q *protocol.HEQuery) ([]sharing.Match, e
 	jobs := make(chan job, 2)
 	var mu sync.Mutex
 	var best []sharing.Match
+	top := math.MinInt // the best live score, for the statistics (ScoreStats)
 	var firstErr error
 	var failed atomic.Bool // after the first bad group nothing more is decrypted or read
 	var wg sync.WaitGroup
@@ -399,6 +406,7 @@ func (k *KeyServer) decide(s io.Reader, q *protocol.HEQuery) ([]sharing.Match, e
 		scores := make([]int, gr)
 		wg.Go(func() {
 			var local []sharing.Match
+			localTop := math.MinInt
 			for j := range jobs {
 				if failed.Load() {
 					continue
@@ -417,6 +425,9 @@ func (k *KeyServer) decide(s io.Reader, q *protocol.HEQuery) ([]sharing.Match, e
 					if row >= int(q.Rows) {
 						break
 					}
+					if sc > localTop && live[row>>6]>>uint(row&63)&1 == 1 { // live here and at the local server
+						localTop = sc
+					}
 					if sc >= threshold && own[row>>6]>>uint(row&63)&1 == 1 {
 						passing.Add(1) // live here, whatever the query's live map says
 						if live[row>>6]>>uint(row&63)&1 == 1 {
@@ -428,6 +439,7 @@ func (k *KeyServer) decide(s io.Reader, q *protocol.HEQuery) ([]sharing.Match, e
 			}
 			mu.Lock()
 			best = sharing.Merge(int(q.TopK), best, local)
+			top = max(top, localTop)
 			mu.Unlock()
 		})
 	}
@@ -444,13 +456,13 @@ func (k *KeyServer) decide(s io.Reader, q *protocol.HEQuery) ([]sharing.Match, e
 	close(jobs)
 	wg.Wait()
 	if readErr != nil {
-		return nil, readErr
+		return nil, 0, readErr
 	}
 	if firstErr != nil {
-		return nil, firstErr
+		return nil, 0, firstErr
 	}
 	if n := int(passing.Load()); n > limit {
-		return nil, &passError{n, nlive, limit}
+		return nil, 0, &passError{n, nlive, limit}
 	}
-	return best, nil
+	return best, top, nil
 }

@@ -27,8 +27,9 @@ type Decider struct {
 	p       *Params
 	queries *blind.Table[*part, *protocol.ReplResult]
 	refused *prometheus.CounterVec
-	gate    *gate          // degraded queries: served only for an outage this decider sees too
-	bufs    engine.Buffers // the parts' buffers, lent again once decided
+	gate    *gate              // degraded queries: served only for an outage this decider sees too
+	stats   *engine.ScoreStats // best scores, shown per window of queries
+	bufs    engine.Buffers     // the parts' buffers, lent again once decided
 }
 
 // part is one holder's contribution to a query.
@@ -56,6 +57,7 @@ func NewDecider(env engine.Env) (*Decider, error) {
 	d.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_repl_refusals_total",
 		Help: "Queries the decider refused because two holders of a share disagree (label: the pair)."}, []string{"pair"})
 	d.gate = newGate(env, p)
+	d.stats = engine.NewScoreStats(p.Params, env.Metrics)
 	for _, c := range append(d.gate.collectors(), d.refused) {
 		env.Metrics.MustRegister(c)
 	}
@@ -257,6 +259,9 @@ func (d *Decider) result(ctx context.Context, q *pending, full [replicated.Holde
 	}
 	if err != nil {
 		return nil, err
+	}
+	if best, ok := blind.BestScore(d.p.Bits, matches, thr, full[:]...); ok {
+		d.stats.Observe(best)
 	}
 	if d.env.Sharded() {
 		scores := make([]int32, len(matches))

@@ -11,6 +11,8 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sync"
@@ -501,6 +503,20 @@ func (c *Cluster) Engine(name string) engine.Engine {
 		return r.srv.Engine()
 	}
 	return nil
+}
+
+// Metrics is the running server name's /metrics page (empty if it is not
+// running).
+func (c *Cluster) Metrics(name string) string {
+	c.mu.Lock()
+	r := c.running[name]
+	c.mu.Unlock()
+	if r == nil {
+		return ""
+	}
+	rec := httptest.NewRecorder()
+	r.srv.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	return rec.Body.String()
 }
 
 // DataDir is a server's data directory.
