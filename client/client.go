@@ -88,13 +88,76 @@ func Open(p *config.Params, h *home.Home, entry string) (*Client, error) {
 func (c *Client) SetSigner(name string, key crypto.Signer) { c.name, c.key = name, key }
 
 // operator refuses, before sending, a change from a client without a
-// key; a device's signed change is refused by the servers, which check
-// the signer's role.
+// key.
 func (c *Client) operator(op protocol.OpKind) error {
 	if c.key == nil {
 		return notSent{fmt.Errorf("this client has no operator key: only an operator (idface client init --role operator) may %s", op)}
 	}
 	return nil
+}
+
+// RoleError is a request the client's role may not send (a device's
+// enrollment, deletion or reshare): every server refuses it on its type
+// alone, so the client refuses it before sending. Sent, a large request
+// would be cut off while it is written, and the refusal read as a lost
+// answer.
+type RoleError struct {
+	Name string
+	Role network.Role
+	Type protocol.Type
+	To   string
+}
+
+func (e *RoleError) Error() string {
+	return fmt.Sprintf("%s (%s) may not send %v to %s: only an operator enrolls, deletes and reshares; use an operator's identity (idface client init --role operator)", e.Name, e.Role, e.Type, e.To)
+}
+
+// role is the role the servers know this client by: its member's in the
+// configuration (0 when it signs as no member).
+func (c *Client) role() network.Role {
+	if c.name == "" {
+		return 0
+	}
+	for _, peer := range c.p.Pins() {
+		if peer.Name == c.name {
+			return peer.Role
+		}
+	}
+	return 0
+}
+
+// mayChange refuses, before sending it to server to, a change of type t
+// from a member whose role the servers refuse it to (engine.Operators:
+// operators, and parties forwarding).
+func (c *Client) mayChange(t protocol.Type, to string) error {
+	switch r := c.role(); r {
+	case network.RoleDevice, network.RoleHelper:
+		return notSent{&RoleError{Name: c.name, Role: r, Type: t, To: to}}
+	}
+	return nil
+}
+
+// MayChange reports, without sending anything, whether this client may
+// send op: a *RoleError (Refused) when its role may not.
+func (c *Client) MayChange(op protocol.OpKind) error {
+	t := protocol.TDelete
+	if op == protocol.OpPut {
+		t = protocol.TEnroll
+		if c.p.Spec().Sealed {
+			t = protocol.TSealedEnroll
+		}
+	}
+	return c.mayChange(t, c.Entry())
+}
+
+// RoleRefused reports whether err refuses a change for the sender's role
+// or authority (this client's RoleError, or a server's CodeForbidden):
+// sending it again, --resume included, is refused alike; another
+// identity is needed.
+func RoleRefused(err error) bool {
+	var re *RoleError
+	var pe *protocol.Error
+	return errors.As(err, &re) || errors.As(err, &pe) && pe.Code == protocol.CodeForbidden
 }
 
 // sign authorises op on ids, with a fresh nonce for each request.
@@ -140,6 +203,9 @@ func (c *Client) call(ctx context.Context, to string, req protocol.Msg, want pro
 // by shard (an operator's signature covers one request's ids, which one
 // shard holds) and sends the parts at once.
 func (c *Client) Enroll(ctx context.Context, items []protocol.Item) error {
+	if err := c.MayChange(protocol.OpPut); err != nil {
+		return err
+	}
 	for i, it := range items { // the servers check again; this says so before the templates travel
 		if err := protocol.CheckID(it.ID); err != nil {
 			return fmt.Errorf("item %d: %w", i, err)
@@ -267,6 +333,9 @@ func (c *Client) unreached(ctx context.Context, err error) bool {
 // segment at every holder (replicated mode): every row's shares refreshed
 // with a zero-sharing, the answer unchanged.
 func (c *Client) Reshare(ctx context.Context, server string) (*protocol.ReshareOK, error) {
+	if err := c.mayChange(protocol.TReshareRequest, server); err != nil {
+		return nil, err
+	}
 	resp, err := c.call(ctx, server, &protocol.ReshareRequest{}, protocol.TReshareOK)
 	if err != nil {
 		return nil, err
@@ -276,6 +345,9 @@ func (c *Client) Reshare(ctx context.Context, server string) (*protocol.ReshareO
 
 // Delete revokes id at every server.
 func (c *Client) Delete(ctx context.Context, id string) error {
+	if err := c.MayChange(protocol.OpDelete); err != nil {
+		return err
+	}
 	if err := protocol.CheckStoredID(id); err != nil {
 		return err
 	}
@@ -336,6 +408,13 @@ type Bulk struct {
 	// After, when set, is told each sent batch's outcome: nil when it was
 	// committed, the error otherwise.
 	After func(items []int, err error)
+	// Dedupe searches the gallery for every template before it is sent,
+	// and compares it with the batch's earlier items (Client.Dedupe): a
+	// match is left out and told to Duplicate (nil: not told). Batches
+	// then go one at a time, shards too, so that every search sees every
+	// earlier batch enrolled.
+	Dedupe    bool
+	Duplicate func(Duplicate)
 }
 
 // Range is the items [Lo, Hi).
@@ -349,7 +428,8 @@ type Range struct{ Lo, Hi int }
 type BulkError struct {
 	Total                       int
 	Committed, Refused, InDoubt []Range
-	Err                         error // the first failure
+	Duplicates                  []Range // left out as duplicates (Bulk.Dedupe)
+	Err                         error   // the first failure
 }
 
 // Done is the number of items committed.
@@ -364,7 +444,7 @@ func (e *BulkError) Done() int {
 // NotSent lists the items never sent.
 func (e *BulkError) NotSent() []Range {
 	var sent []Range
-	sent = append(append(append(sent, e.Committed...), e.Refused...), e.InDoubt...)
+	sent = append(append(append(append(sent, e.Committed...), e.Refused...), e.InDoubt...), e.Duplicates...)
 	slices.SortFunc(sent, func(a, b Range) int { return a.Lo - b.Lo })
 	var out []Range
 	at := 0
@@ -387,6 +467,9 @@ func (e *BulkError) Error() string {
 	}
 	if len(e.Refused) > 0 {
 		msg += "; items " + FormatRanges(e.Refused, 0) + " were refused and rolled back"
+	}
+	if len(e.Duplicates) > 0 {
+		msg += "; items " + FormatRanges(e.Duplicates, 0) + " were left out as duplicates"
 	}
 	if len(e.InDoubt) > 0 {
 		msg += "; items " + FormatRanges(e.InDoubt, 0) + " got no answer and may or may not be enrolled"
@@ -506,6 +589,31 @@ func (c *Client) EnrollAll(ctx context.Context, n int, item func(i int) protocol
 			<-sem
 			return false
 		}
+		if items == nil {
+			items = make([]protocol.Item, len(idx))
+			for k, i := range idx {
+				items[k] = item(i)
+			}
+		}
+		if o.Dedupe {
+			keepIdx, keep, dups, err := c.Dedupe(ctx, idx, items, o.Timeout)
+			mu.Lock()
+			if err != nil && res.Err == nil {
+				res.Err = err
+			}
+			for _, d := range dups {
+				res.Duplicates = addRange(res.Duplicates, Range{d.Item, d.Item + 1})
+				if o.Duplicate != nil {
+					o.Duplicate(d)
+				}
+			}
+			mu.Unlock()
+			if err != nil || len(keep) == 0 {
+				<-sem
+				return err == nil
+			}
+			idx, items = keepIdx, keep
+		}
 		if o.Before != nil {
 			if err := o.Before(idx); err != nil {
 				mu.Lock()
@@ -515,12 +623,6 @@ func (c *Client) EnrollAll(ctx context.Context, n int, item func(i int) protocol
 				mu.Unlock()
 				<-sem
 				return false
-			}
-		}
-		if items == nil {
-			items = make([]protocol.Item, len(idx))
-			for k, i := range idx {
-				items[k] = item(i)
 			}
 		}
 		wg.Go(func() {
@@ -549,6 +651,9 @@ func (c *Client) EnrollAll(ctx context.Context, n int, item func(i int) protocol
 				res.Err = err
 			}
 		})
+		if o.Dedupe {
+			wg.Wait() // the next batch's search must see this one
+		}
 		return true
 	}
 	if S == 1 {

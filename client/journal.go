@@ -12,6 +12,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 )
@@ -235,6 +236,30 @@ func (j *Journal) Unanswered() map[uint64][]string {
 		}
 	}
 	return out
+}
+
+// RefuseUnanswered records every batch of op ('+' or '-') sent without
+// an answer as refused, and returns how many ids they held: for a member
+// whose role may not make the change, which every server refused
+// before reading it (RoleError), whatever the run that sent it was told.
+func (j *Journal) RefuseUnanswered(op byte) (int, error) {
+	j.mu.Lock()
+	var batches []uint64
+	n := 0
+	for b, items := range j.pending {
+		if len(items) > 0 && items[0].op == op { // a batch is one change
+			batches = append(batches, b)
+			n += len(items)
+		}
+	}
+	j.mu.Unlock()
+	slices.Sort(batches)
+	for _, b := range batches {
+		if err := j.End(b, false); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
 }
 
 // Begin records a change about to be sent: op '+' enrolls ids with the

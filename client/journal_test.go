@@ -73,3 +73,35 @@ func TestJournalReplay(t *testing.T) {
 		t.Errorf("damaged journal: %v", err)
 	}
 }
+
+// TestJournalRefuseUnanswered: the unanswered enrollments are recorded as
+// refused, across a reopen; an unanswered deletion stays.
+func TestJournalRefuseUnanswered(t *testing.T) {
+	cluster := [16]byte{1}
+	path := filepath.Join(t.TempDir(), "j.jsonl")
+	j, err := OpenJournal(path, cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := TemplateHash([]float32{1, 2})
+	j.Begin('+', []string{"a", "b"}, [][16]byte{h, h})
+	j.Begin('+', []string{"c"}, [][16]byte{h})
+	del, _ := j.Begin('-', []string{"d"}, nil)
+	if n, err := j.RefuseUnanswered('+'); n != 3 || err != nil {
+		t.Fatalf("refused %d ids: %v; want 3", n, err)
+	}
+	j.Close()
+	j, err = OpenJournal(path, cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	for _, id := range []string{"a", "b", "c"} {
+		if e := j.Lookup(id); e.State != Unknown {
+			t.Errorf("%s: %+v, want unknown (refused)", id, e)
+		}
+	}
+	if u := j.Unanswered(); len(u) != 1 || len(u[del]) != 1 {
+		t.Errorf("unanswered %v; want the deletion", u)
+	}
+}

@@ -339,6 +339,12 @@ type Calibration struct {
 	GalleryIDs    int    `json:"gallery_ids"`
 	Mated         int    `json:"mated"`
 	NonMated      int    `json:"non_mated"`
+	// Rows, when set ('idface calibrate --rows'), is the number of ids the
+	// threshold was chosen for: FPIR grows about linearly with the ids
+	// enrolled, so the threshold is the least one whose FPIR measured with
+	// GalleryIDs enrolled, times Rows/GalleryIDs, is at most TargetFPIR.
+	// 0: GalleryIDs (PlannedRows).
+	Rows int `json:"rows,omitempty"`
 	// Source is the SHA-256 of the calibration file.
 	Source string `json:"source,omitempty"`
 }

@@ -109,6 +109,8 @@ func (p *Params) derive() error {
 		switch {
 		case !(c.TargetFPIR > 0 && c.TargetFPIR < 1):
 			return fmt.Errorf("calibration: target FPIR %v is not in (0, 1)", c.TargetFPIR)
+		case c.Rows < 0:
+			return fmt.Errorf("calibration: rows %d: want the number of ids it was calibrated for, or none (the ids its split enrolled)", c.Rows)
 		case c.Dim != p.lit.Dim || c.GalleryLevels != g.String() || c.QueryLevels != q.String():
 			return fmt.Errorf("calibration: made for d = %d, gallery %s and query %s, but this cluster uses d = %d, %s and %s: calibrate again with the cluster's transform",
 				c.Dim, c.GalleryLevels, c.QueryLevels, p.lit.Dim, g, q)

@@ -155,7 +155,7 @@ func imageFiles(bin []byte, o ImageOptions) ([]file, string, error) {
 			"User":         strconv.Itoa(UID) + ":" + strconv.Itoa(UID),
 			"Entrypoint":   []string{binary},
 			"Cmd":          []string{"version"},
-			"ExposedPorts": map[string]any{strconv.Itoa(QUICPort) + "/udp": struct{}{}, strconv.Itoa(MetricsPort) + "/tcp": struct{}{}},
+			"ExposedPorts": map[string]any{strconv.Itoa(QUICPort) + "/udp": struct{}{}, strconv.Itoa(MetricsPort) + "/tcp": struct{}{}, strconv.Itoa(HealthPort) + "/tcp": struct{}{}},
 			"Labels":       labels,
 		},
 		"rootfs":  map[string]any{"type": "layers", "diff_ids": []string{digest(layerTar)}},

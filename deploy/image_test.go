@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -90,6 +91,11 @@ func TestImage(t *testing.T) {
 	if cfg.OS != "linux" || cfg.Architecture != index.Manifests[0].Platform.Architecture || cfg.Config.User != "65532:65532" ||
 		strings.Join(cfg.Config.Entrypoint, " ") != "/idface" || len(cfg.RootFS.DiffIDs) != 1 {
 		t.Fatalf("config: %+v", cfg)
+	}
+	for _, p := range exposed(t) { // as deploy/Dockerfile's
+		if _, ok := cfg.Config.ExposedPorts[p]; !ok || len(cfg.Config.ExposedPorts) != len(exposed(t)) {
+			t.Fatalf("the image exposes %v; want %v as deploy/Dockerfile", cfg.Config.ExposedPorts, exposed(t))
+		}
 	}
 	zr, err := gzip.NewReader(bytes.NewReader(blob(man.Layers[0])))
 	if err != nil {
@@ -224,4 +230,32 @@ func dynamic(t *testing.T) []byte {
 func digestOf(b []byte) string {
 	h := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(h[:])
+}
+
+// exposed are the ports deploy/Dockerfile exposes.
+func exposed(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[0] == "EXPOSE" {
+			return f[1:]
+		}
+	}
+	t.Fatal("deploy/Dockerfile has no EXPOSE")
+	return nil
+}
+
+// TestDockerfileExposesProbes (issue 38 item 5): the Dockerfile's image
+// exposes the ports the pods use: QUIC, /metrics and /healthz (the
+// probes' port; it exposed 9464 only).
+func TestDockerfileExposesProbes(t *testing.T) {
+	got := strings.Join(exposed(t), " ")
+	for _, p := range []string{strconv.Itoa(deploy.QUICPort) + "/udp", strconv.Itoa(deploy.MetricsPort) + "/tcp", strconv.Itoa(deploy.HealthPort) + "/tcp"} {
+		if !strings.Contains(" "+got+" ", " "+p+" ") {
+			t.Errorf("deploy/Dockerfile exposes %s; want %s among them", got, p)
+		}
+	}
 }

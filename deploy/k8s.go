@@ -65,7 +65,7 @@ const (
 
 // Options of K8s.
 type Options struct {
-	// Namespace of every object (default "idface").
+	// Namespace of every object (default DefaultNamespace).
 	Namespace string
 	// Image is the OCI image reference the pods run (see Image).
 	Image string
@@ -101,6 +101,16 @@ type Size struct{ Disk, Memory string }
 // member.
 func Name(member string) string { return "idface-" + member }
 
+// DefaultNamespace is the objects' namespace unless Options name one.
+const DefaultNamespace = "idface"
+
+// ApplyRecipe says how to apply a rendered file in namespace ns: the
+// namespace first (once: the objects do not create it), then a
+// server-side apply.
+func ApplyRecipe(ns, file string) string {
+	return fmt.Sprintf("apply with: kubectl create namespace %s (once; it may exist already), then kubectl apply --server-side -f %s", ns, file)
+}
+
 // SecretName is member's home Secret.
 func SecretName(member string) string { return Name(member) + "-home" }
 
@@ -127,7 +137,7 @@ func PodAddress(ns, member string) string {
 // one YAML stream.
 func K8s(p *config.Params, cfgJSON []byte, o Options) ([]byte, error) {
 	if o.Namespace == "" {
-		o.Namespace = "idface"
+		o.Namespace = DefaultNamespace
 	}
 	if o.Image == "" {
 		return nil, fmt.Errorf("name the image the pods run (--image; 'idface deploy image' builds one)")
@@ -221,6 +231,11 @@ func K8s(p *config.Params, cfgJSON []byte, o Options) ([]byte, error) {
 
 	var out bytes.Buffer
 	fmt.Fprintf(&out, "# idface cluster %s (mode %s, serial %d): %s in namespace %s.\n", cluster, p.Mode(), p.Serial(), strings.Join(members, ", "), o.Namespace)
+	// The objects name their namespace but do not make it (an
+	// organisation's may hold other things, which deleting this file
+	// must not remove); server-side apply, as a configuration of
+	// hundreds of clients is larger than client-side apply's annotation.
+	fmt.Fprintf(&out, "# %s\n", ApplyRecipe(o.Namespace, "FILE"))
 	var missing []string
 	for _, name := range members {
 		if _, ok := o.Homes[name]; !ok {

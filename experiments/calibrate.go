@@ -22,8 +22,13 @@ import (
 type Calibration struct {
 	Pair       LevelPair
 	TargetFPIR float64
+	// Rows is the number of ids the threshold is for (CalibrateFor);
+	// GalleryIDs unless planned.
+	Rows int
 	// Threshold is the least accepted integer score <G(x), Q(y)>: the
-	// least one whose FPIR is at most TargetFPIR.
+	// least one whose FPIR is at most TargetFPIR (with a planned Rows:
+	// whose FPIR times Rows/GalleryIDs is, FPIR growing about linearly
+	// with the ids enrolled).
 	Threshold  int
 	FPIR, TPIR float64 // at Threshold
 	// Rank1 is the share of mated searches whose best row is the right
@@ -45,8 +50,19 @@ type CalibrationPoint struct {
 // Calibrate finds the least integer threshold whose FPIR is at most
 // target on xs (labels give each template's person).
 func Calibrate(xs [][]float32, labels []int, lp LevelPair, target float64) (*Calibration, error) {
+	return CalibrateFor(xs, labels, lp, target, 0)
+}
+
+// CalibrateFor is Calibrate for a gallery of rows ids (0: the split's):
+// the split enrolls fewer (or more) people than the cluster will, and
+// FPIR grows about linearly with the ids enrolled, so the FPIR measured
+// on the split must be at most target times GalleryIDs/rows.
+func CalibrateFor(xs [][]float32, labels []int, lp LevelPair, target float64, rows int) (*Calibration, error) {
 	if !(target > 0 && target < 1) {
 		return nil, fmt.Errorf("target FPIR %v: want a rate between 0 and 1, such as 1e-3", target)
+	}
+	if rows < 0 {
+		return nil, fmt.Errorf("a gallery of %d ids: want the number of ids the cluster will hold", rows)
 	}
 	if len(xs) != len(labels) || len(xs) == 0 {
 		return nil, fmt.Errorf("experiments: %d templates, %d labels", len(xs), len(labels))
@@ -85,12 +101,16 @@ func Calibrate(xs [][]float32, labels []int, lp LevelPair, target float64) (*Cal
 		})
 	}
 	wg.Wait()
-	c := &Calibration{Pair: lp, TargetFPIR: target, GalleryIDs: len(gallery), Mated: len(mated), NonMated: len(nonMated)}
+	if rows == 0 {
+		rows = len(gallery)
+	}
+	c := &Calibration{Pair: lp, TargetFPIR: target, Rows: rows, GalleryIDs: len(gallery), Mated: len(mated), NonMated: len(nonMated)}
 	ms, ns := best[:len(mated)], slices.Clone(best[len(mated):])
 	slices.Sort(ns)
 	slices.Reverse(ns)
-	// At most floor(target*N) non-mated searches may reach the threshold.
-	k := int(math.Floor(target * float64(len(ns))))
+	// At most floor(target*N) non-mated searches may reach the threshold
+	// (target scaled to the split's gallery).
+	k := int(math.Floor(c.SplitTarget() * float64(len(ns))))
 	c.Threshold = ns[min(k, len(ns)-1)] + 1
 	at := func(t int) CalibrationPoint {
 		pt := CalibrationPoint{Threshold: t}
@@ -123,6 +143,15 @@ func Calibrate(xs [][]float32, labels []int, lp LevelPair, target float64) (*Cal
 		c.Curve = append(c.Curve, at(t))
 	}
 	return c, nil
+}
+
+// SplitTarget is the FPIR the split's gallery may show for TargetFPIR
+// to hold with Rows ids enrolled (at most 1).
+func (c *Calibration) SplitTarget() float64 {
+	if c.Rows <= 0 {
+		return c.TargetFPIR
+	}
+	return min(1, c.TargetFPIR*float64(c.GalleryIDs)/float64(c.Rows))
 }
 
 // Tau is the cosine threshold that gives c.Threshold with the cluster's

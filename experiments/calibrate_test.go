@@ -66,3 +66,42 @@ func TestCalibrate(t *testing.T) {
 		t.Errorf("ThreeFoldLevels(341, 4) = %s", got)
 	}
 }
+
+// TestCalibrateFor (issue 38 item 2): calibrated for a planned gallery of
+// twice the split's ids, the threshold is the one the split gives for half
+// the target (FPIR grows about linearly with the ids enrolled), and the
+// planned size is recorded; for the split's own size it is Calibrate's.
+func TestCalibrateFor(t *testing.T) {
+	s, err := NewSynthetic(400, 2, 128, 0.7, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lp := LevelPair{template.TernaryLevels(85), template.TernaryLevels(16)}
+	half, err := Calibrate(s.Samples, s.Labels, lp, 0.05)
+	if err != nil {
+		t.Fatal(err)
+	}
+	planned, err := CalibrateFor(s.Samples, s.Labels, lp, 0.1, 400)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if planned.Threshold != half.Threshold || planned.Rows != 400 || planned.GalleryIDs != 200 || planned.TargetFPIR != 0.1 || planned.SplitTarget() != 0.05 {
+		t.Errorf("for 400 ids at 0.1: threshold %d (0.05 on the split: %d), rows %d, split %d, target %v, split target %v",
+			planned.Threshold, half.Threshold, planned.Rows, planned.GalleryIDs, planned.TargetFPIR, planned.SplitTarget())
+	}
+	own, err := CalibrateFor(s.Samples, s.Labels, lp, 0.05, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if own.Threshold != half.Threshold || own.Rows != 200 {
+		t.Errorf("for the split's own size: threshold %d, rows %d; Calibrate: %d", own.Threshold, own.Rows, half.Threshold)
+	}
+	lower, err := Calibrate(s.Samples, s.Labels, lp, 0.1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("score >= %d for 0.1 on the split, >= %d for 0.1 with 400 ids", lower.Threshold, planned.Threshold)
+	if lower.Threshold >= planned.Threshold {
+		t.Errorf("0.1 for the split's 200 ids gives score >= %d, not lower than for 400 ids (%d)", lower.Threshold, planned.Threshold)
+	}
+}

@@ -41,6 +41,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idface/idface/config"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/protocol/rpc"
 )
@@ -58,6 +59,7 @@ type Client interface {
 type Options struct {
 	Dim      int           // the cluster's template dimension
 	Operator bool          // the member is an operator (enroll, delete, count)
+	Name     string        // the member, for refusals (default "this gateway's member")
 	Timeout  time.Duration // one identify; a change may take longer while its servers report progress, this long between reports (default 30 s)
 	Log      *slog.Logger  // requests and failures, never templates
 	// Listen is where the gateway serves: "unix:PATH", or the HOST:PORT
@@ -70,6 +72,13 @@ type Options struct {
 	// (Authorization: Bearer TOKEN); ReadToken reads and checks one.
 	// Required of an operator's gateway on TCP.
 	Token []byte
+	// Calibration, when the cluster's threshold was calibrated, makes an
+	// operator's health answer warn once more ids are enrolled than it was
+	// calibrated for (a device's gateway is told no count).
+	Calibration *config.Calibration
+	// Shards is the cluster's shard count: a sharded entry's coordinator
+	// holds no rows, so its shards are counted (0 or 1: unsharded).
+	Shards int
 }
 
 // Routes are the operations the gateway serves ("METHOD /path"), as
@@ -117,9 +126,9 @@ func Handler(c Client, o Options) (http.Handler, error) {
 	mux := http.NewServeMux()
 	handlers := map[string]http.HandlerFunc{
 		"POST /v1/identify": g.identify,
-		"POST /v1/enroll":   g.operator(g.enroll),
-		"POST /v1/delete":   g.operator(g.delete),
-		"GET /v1/count":     g.operator(g.count),
+		"POST /v1/enroll":   g.operator("send Enroll", g.enroll),
+		"POST /v1/delete":   g.operator("send Delete", g.delete),
+		"GET /v1/count":     g.operator("ask for the count", g.count),
 		"GET /v1/health":    g.health,
 	}
 	for _, r := range Routes {
@@ -319,6 +328,10 @@ type IdentifyResponse struct {
 type EnrollRequest struct {
 	ID       string   `json:"id"`
 	Template Template `json:"template"`
+	// Dedupe: search the gallery first, and enroll nothing when the
+	// template matches an enrolled person (409, naming the id it
+	// matched; no score).
+	Dedupe bool `json:"dedupe,omitempty"`
 }
 
 // DeleteRequest is POST /v1/delete's body.
@@ -350,6 +363,22 @@ func (g *gateway) enroll(w http.ResponseWriter, r *http.Request) {
 	if !g.decode(w, r, &req) || !g.id(w, req.ID) || !g.template(w, req.Template) {
 		return
 	}
+	if req.Dedupe {
+		ictx, cancel := context.WithTimeout(r.Context(), g.o.Timeout)
+		a, err := g.c.Identify(ictx, req.Template, 1)
+		cancel()
+		if err != nil {
+			g.failed(w, "enroll", fmt.Errorf("searching the gallery before enrolling: %w", err))
+			return
+		}
+		if a.Accepted && len(a.Candidates) > 0 {
+			g.o.Log.Info("enrollment refused as a duplicate", "id", req.ID, "matched", a.Candidates[0].ID)
+			reply(w, http.StatusConflict, map[string]string{
+				"error":        fmt.Sprintf("%q not enrolled: the template matches the enrolled id %q (the same person, at this cluster's threshold)", req.ID, a.Candidates[0].ID),
+				"duplicate_of": a.Candidates[0].ID})
+			return
+		}
+	}
 	// A change waits while the servers report progress (rpc.Patient).
 	ctx := rpc.Patient(r.Context(), g.o.Timeout)
 	if err := g.c.Enroll(ctx, []protocol.Item{{ID: req.ID, Template: req.Template}}); err != nil {
@@ -379,11 +408,15 @@ func (g *gateway) delete(w http.ResponseWriter, r *http.Request) {
 
 func (g *gateway) count(w http.ResponseWriter, r *http.Request) {
 	h, err := g.entryHealth(r)
+	var n int
+	if err == nil {
+		n, err = g.live(r, h)
+	}
 	if err != nil {
 		g.failed(w, "count", err)
 		return
 	}
-	reply(w, http.StatusOK, map[string]uint32{"count": h.Live})
+	reply(w, http.StatusOK, map[string]int{"count": n})
 }
 
 func (g *gateway) health(w http.ResponseWriter, r *http.Request) {
@@ -393,7 +426,36 @@ func (g *gateway) health(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "entry": g.c.Entry(), "error": err.Error()})
 		return
 	}
-	reply(w, http.StatusOK, map[string]string{"status": "ok", "entry": h.Name, "mode": h.Mode})
+	out := map[string]string{"status": "ok", "entry": h.Name, "mode": h.Mode}
+	if g.o.Operator && g.o.Calibration != nil {
+		// The entry answers, so health is ok; a count that fails only
+		// leaves the warning out.
+		if n, err := g.live(r, h); err != nil {
+			g.o.Log.Warn("health: the ids enrolled could not be counted", "entry", g.c.Entry(), "err", err)
+		} else if msg := g.o.Calibration.Warning(n); msg != "" {
+			out["warning"] = msg
+		}
+	}
+	reply(w, http.StatusOK, out)
+}
+
+// live is the number of ids enrolled, from the entry's health h (an
+// operator's), or in a sharded cluster from the entry's shards.
+func (g *gateway) live(r *http.Request, h *protocol.HealthOK) (int, error) {
+	if g.o.Shards <= 1 {
+		return int(h.Live), nil
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), g.o.Timeout)
+	defer cancel()
+	n := 0
+	for s := range g.o.Shards {
+		sh, err := g.c.Health(ctx, config.ShardName(g.c.Entry(), s))
+		if err != nil {
+			return 0, err
+		}
+		n += int(sh.Live)
+	}
+	return n, nil
 }
 
 // entryHealth asks the entry server for its health (with the count, for
@@ -404,11 +466,16 @@ func (g *gateway) entryHealth(r *http.Request) (*protocol.HealthOK, error) {
 	return g.c.Health(ctx, g.c.Entry())
 }
 
-// operator refuses a device's call of an operator's operation.
-func (g *gateway) operator(h http.HandlerFunc) http.HandlerFunc {
+// operator refuses a device's call of an operator's operation (what it
+// may not do), saying who may not.
+func (g *gateway) operator(what string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !g.o.Operator {
-			fail(w, http.StatusForbidden, "this gateway holds a device's key: only an operator's gateway enrolls, deletes and counts")
+			name := g.o.Name
+			if name == "" {
+				name = "this gateway's member"
+			}
+			fail(w, http.StatusForbidden, fmt.Sprintf("%s (device) may not %s: this gateway holds a device's key; only an operator's gateway enrolls, deletes and counts", name, what))
 			return
 		}
 		h(w, r)

@@ -126,7 +126,7 @@ func TestGateway(t *testing.T) {
 	tau := 0.4
 	c := inproc.Start(t, inproc.Literal(config.Literal{Mode: "2pc", Dim: dim, Tau: &tau, Timeout: config.Duration(10 * time.Second)}, 2))
 	op := serve(t, c.Client("client", "p1"), gateway.Options{Dim: dim, Operator: true, Token: []byte(token)})
-	dev := serve(t, c.Client("device", "p2"), gateway.Options{Dim: dim})
+	dev := serve(t, c.Client("device", "p2"), gateway.Options{Dim: dim, Name: "device"})
 
 	xs := inproc.Templates(6, dim, 3)
 	for i, x := range xs[:5] {
@@ -151,6 +151,15 @@ func TestGateway(t *testing.T) {
 	if code, out := call(t, op, "POST", "/v1/enroll", gateway.EnrollRequest{ID: "person-1", Template: xs[5]}); code != http.StatusConflict {
 		t.Fatalf("a duplicate id: %d %v", code, out)
 	}
+	// With dedupe, the same person under a new id is refused, naming the
+	// enrolled id and no score (issue 38 item 6); nothing is enrolled.
+	if code, out := call(t, op, "POST", "/v1/enroll", gateway.EnrollRequest{ID: "again-1", Template: xs[1], Dedupe: true}); code != http.StatusConflict ||
+		out["duplicate_of"] != "person-1" || strings.Contains(fmt.Sprint(out), "score") {
+		t.Fatalf("a duplicate person with dedupe: %d %v", code, out)
+	}
+	if code, out := call(t, op, "GET", "/v1/count", nil); code != 200 || out["count"] != 5.0 {
+		t.Fatalf("count after a refused duplicate: %d %v", code, out)
+	}
 	if code, out := call(t, op, "POST", "/v1/delete", gateway.DeleteRequest{ID: "person-2"}); code != 200 || out["deleted"] != "person-2" {
 		t.Fatalf("delete: %d %v", code, out)
 	}
@@ -163,8 +172,10 @@ func TestGateway(t *testing.T) {
 	if code, out := call(t, dev, "POST", "/v1/identify", gateway.IdentifyRequest{Template: xs[2]}); code != 200 || out["decision"] != "rejected" {
 		t.Fatalf("identify a deleted person: %d %v", code, out)
 	}
-	for _, path := range []string{"/v1/enroll", "/v1/delete"} {
-		if code, out := call(t, dev, "POST", path, gateway.EnrollRequest{ID: "x", Template: xs[0]}); code != http.StatusForbidden || !strings.Contains(fmt.Sprint(out["error"]), "operator") {
+	// A refusal says who may not send what (issue 38 item 1).
+	for path, says := range map[string]string{"/v1/enroll": "device (device) may not send Enroll", "/v1/delete": "device (device) may not send Delete"} {
+		if code, out := call(t, dev, "POST", path, gateway.EnrollRequest{ID: "x", Template: xs[0]}); code != http.StatusForbidden ||
+			!strings.Contains(fmt.Sprint(out["error"]), says) || !strings.Contains(fmt.Sprint(out["error"]), "operator") {
 			t.Fatalf("a device's %s: %d %v", path, code, out)
 		}
 	}
@@ -332,8 +343,12 @@ func TestGatewayClosedToWebPages(t *testing.T) {
 }
 
 // stub is a Client that answers without a cluster and counts the
-// operations that reached it.
-type stub struct{ calls int }
+// operations that reached it; its servers hold live rows each.
+type stub struct {
+	calls int
+	live  uint32
+	asked []string // the servers asked for their health
+}
 
 func (s *stub) Identify(context.Context, []float32, int) (*protocol.IdentifyOK, error) {
 	s.calls++
@@ -341,9 +356,10 @@ func (s *stub) Identify(context.Context, []float32, int) (*protocol.IdentifyOK, 
 }
 func (s *stub) Enroll(context.Context, []protocol.Item) error { s.calls++; return nil }
 func (s *stub) Delete(context.Context, string) error          { s.calls++; return nil }
-func (s *stub) Health(context.Context, string) (*protocol.HealthOK, error) {
+func (s *stub) Health(_ context.Context, server string) (*protocol.HealthOK, error) {
 	s.calls++
-	return &protocol.HealthOK{Name: "p1", Mode: "2pc"}, nil
+	s.asked = append(s.asked, server)
+	return &protocol.HealthOK{Name: "p1", Mode: "2pc", Live: s.live}, nil
 }
 func (s *stub) Entry() string { return "p1" }
 
@@ -475,14 +491,76 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		t.Fatalf("openapi %q", doc.OpenAPI)
 	}
 	var documented []string
+	ids := map[string]bool{}
 	for path, ops := range doc.Paths {
-		for method := range ops {
+		for method, raw := range ops {
 			documented = append(documented, strings.ToUpper(method)+" "+path)
+			// Every operation has its own operationId (client generators
+			// name their functions by it) and documents the gateway's
+			// answers to a wrong path or method (issue 38 item 5).
+			var op struct {
+				ID        string                     `json:"operationId"`
+				Responses map[string]json.RawMessage `json:"responses"`
+			}
+			if err := json.Unmarshal(raw, &op); err != nil {
+				t.Fatalf("%s %s: %v", method, path, err)
+			}
+			if op.ID == "" || ids[op.ID] {
+				t.Errorf("%s %s: operationId %q, missing or repeated", method, path, op.ID)
+			}
+			ids[op.ID] = true
+			for _, code := range []string{"404", "405"} {
+				if op.Responses[code] == nil {
+					t.Errorf("%s %s: no %s answer", method, path, code)
+				}
+			}
 		}
 	}
 	slices.Sort(documented)
 	served := slices.Sorted(slices.Values(gateway.Routes))
 	if !slices.Equal(documented, served) {
 		t.Fatalf("docs/openapi.json describes %v; the gateway serves %v", documented, served)
+	}
+}
+
+// TestGatewayHealthWarns (issue 38 item 2): an operator's health answer
+// warns once more ids are enrolled than the threshold was calibrated
+// for, with the FPIR to expect; within it, on a device's gateway (told
+// no count) or without a calibration it carries no warning. A sharded
+// entry's coordinator holds no rows: its shards are counted.
+func TestGatewayHealthWarns(t *testing.T) {
+	cal := &config.Calibration{TargetFPIR: 1e-3, GalleryIDs: 1000}
+	for _, c := range []struct {
+		name   string
+		live   uint32
+		o      gateway.Options
+		warn   string
+		counts float64
+	}{
+		{"over", 5000, gateway.Options{Operator: true, Calibration: cal}, "5000 ids enrolled, the threshold was calibrated with 1000: expected FPIR about 0.005", 5000},
+		{"within", 1000, gateway.Options{Operator: true, Calibration: cal}, "", 1000},
+		{"uncalibrated", 5000, gateway.Options{Operator: true}, "", 5000},
+		{"device", 5000, gateway.Options{Calibration: cal}, "", -1},
+		{"sharded", 1500, gateway.Options{Operator: true, Calibration: cal, Shards: 4}, "6000 ids enrolled", 6000},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := &stub{live: c.live}
+			c.o.Dim, c.o.Listen = dim, "unix:"
+			g := serve(t, s, c.o)
+			code, out := call(t, g, "GET", "/v1/health", nil)
+			w, _ := out["warning"].(string)
+			if code != 200 || out["status"] != "ok" || (c.warn == "") != (w == "") || !strings.Contains(w, c.warn) {
+				t.Errorf("health: %d %v; want warning %q", code, out, c.warn)
+			}
+			if c.o.Shards > 1 && !slices.Contains(s.asked, "p1#3") {
+				t.Errorf("a sharded entry's shards were not counted: asked %v", s.asked)
+			}
+			if c.counts < 0 {
+				return
+			}
+			if code, out := call(t, g, "GET", "/v1/count", nil); code != 200 || out["count"] != c.counts {
+				t.Errorf("count: %d %v, want %v", code, out, c.counts)
+			}
+		})
 	}
 }

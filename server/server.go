@@ -43,7 +43,11 @@ type Server struct {
 	reg    *prometheus.Registry
 	m      *metrics
 	lim    config.Limits
-	ceil   map[network.Role]int // the largest request a role may send at all
+	// ceil is the largest request any peer may send at all: a larger one
+	// is refused on its length; below it the type's route decides, by
+	// role first, so that a request its sender's role may not send is
+	// refused as such whatever its size.
+	ceil int
 
 	state atomic.Int32 // health: starting, serving, stopping (/healthz)
 
@@ -83,13 +87,8 @@ func New(p *config.Params, name string, eng engine.Engine, ln network.Listener, 
 	if p.RevealScores() {
 		log.Warn("this cluster reveals scores and candidates below the threshold to its clients: research output only; scores for chosen probes reconstruct templates")
 	}
-	s.ceil = map[network.Role]int{}
 	for _, rt := range s.routes {
-		for _, r := range []network.Role{network.RoleParty, network.RoleHelper, network.RoleOperator, network.RoleDevice} {
-			if rt.From.Has(r) {
-				s.ceil[r] = max(s.ceil[r], rt.Max)
-			}
-		}
+		s.ceil = max(s.ceil, rt.Max)
 	}
 	return s, nil
 }
@@ -219,7 +218,7 @@ func (s *Server) handle(ctx context.Context, st *network.Stream) {
 	tm := s.p.Timeouts()
 	st.SetDeadline(start.Add(tm.Request))
 	var route engine.Route
-	b, err := st.ReadFrameLimit(s.ceil[peer.Role], func(head []byte) (int, error) {
+	b, err := st.ReadFrameLimit(s.ceil, func(head []byte) (int, error) {
 		if len(head) < 2 || head[0] != protocol.Version {
 			return 2, nil // Decode explains
 		}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/network/memnet"
+	"github.com/idface/idface/network/quicnet"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/protocol/rpc"
 )
@@ -288,5 +290,71 @@ func TestSlowChangeIsNotDown(t *testing.T) {
 	_, err = rpc.Call(rpc.Patient(context.Background(), timeout), d, "p2", &protocol.Delete{ID: "a"})
 	if err == nil || !strings.Contains(err.Error(), "nor report progress") {
 		t.Fatalf("a silent server: %v", err)
+	}
+}
+
+// TestRefusalReachesTheWriter (issue 38 item 1): a request the sender's
+// role may not send is refused as such whatever its size, and the
+// refusal reaches a sender still writing a large request. Before, a
+// device's 2 MiB enrollment read as a lost answer ("the peer stopped
+// reading"; over QUIC "stream canceled by remote") or as "frame exceeds
+// the size limit", and bulk enrollment left it in doubt.
+func TestRefusalReachesTheWriter(t *testing.T) {
+	_, _, n, _, _ := setup(t)
+	dev := network.Peer{Name: "dev", Role: network.RoleDevice}
+	items := make([]protocol.Item, 8192) // 2 MiB of templates, twice memnet's window
+	for i := range items {
+		items[i] = protocol.Item{ID: "x", Template: make([]float32, 64)}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := rpc.Call(ctx, n.Dialer(dev), "p1", &protocol.Enroll{Items: items})
+	if code(err) != protocol.CodeForbidden || !strings.Contains(err.Error(), "dev (device) may not send Enroll to p1") {
+		t.Fatalf("a device's large enrollment: %v; want its refusal", err)
+	}
+}
+
+// TestRefusalReachesTheWriterOverQUIC is TestRefusalReachesTheWriter on
+// the transport of the issue: the server's STOP_SENDING cut the device's
+// write ("stream 0 canceled by remote with error code 0") before its
+// answer was read.
+func TestRefusalReachesTheWriterOverQUIC(t *testing.T) {
+	ident := func(name string) (tls.Certificate, string) {
+		id, err := quicnet.GenerateIdentity(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := tls.X509KeyPair(id.CertPEM, id.KeyPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, id.Pin
+	}
+	srv, srvPin := ident("p1")
+	dev, devPin := ident("dev")
+	ln, err := quicnet.Listen("127.0.0.1:0", srv, quicnet.Pins{devPin: {Name: "dev", Role: network.RoleDevice}}, quicnet.ListenOptions{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s0, _, _, _, _ := setup(t) // its configuration and engine
+	s, err := New(s0.p, "p1", s0.eng, ln, slog.New(slog.DiscardHandler), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
+	defer func() { cancel(); <-done }()
+	d := quicnet.NewDialer(dev, func(string) (string, []string, bool) { return ln.Addr(), []string{srvPin}, true })
+	defer d.Close()
+	items := make([]protocol.Item, 32768) // 8 MiB: beyond QUIC's flow-control windows
+	for i := range items {
+		items[i] = protocol.Item{ID: "x", Template: make([]float32, 64)}
+	}
+	cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer ccancel()
+	_, err = rpc.Call(cctx, d, "p1", &protocol.Enroll{Items: items})
+	if code(err) != protocol.CodeForbidden || !strings.Contains(err.Error(), "dev (device) may not send Enroll to p1") {
+		t.Fatalf("a device's large enrollment over QUIC: %v; want its refusal", err)
 	}
 }

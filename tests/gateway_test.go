@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -19,14 +20,16 @@ import (
 
 // TestGatewayPython: `idface gateway` of a real cluster's operator on
 // loopback, with a bearer token, driven by the Python example
-// (examples/python/gate.py, with Debian's python3-requests): enroll,
+// (examples/python/gate.py, the standard library only): enroll,
 // identify (accepted with the id, and a stranger rejected), count, delete;
 // a web page's requests are refused; a device's gateway on a Unix socket
-// identifies and refuses to enroll; a gateway refuses a public address,
-// and an operator's on TCP refuses to start without a token file.
+// identifies and refuses to enroll, to Go's client and to gate.py (which
+// could not reach a Unix socket, issue 38 item 5); a gateway refuses a
+// public address, and an operator's on TCP refuses to start without a
+// token file.
 func TestGatewayPython(t *testing.T) {
-	if err := exec.Command("python3", "-c", "import requests").Run(); err != nil {
-		t.Skip("python3 with requests is not installed (Debian: apt-get install python3-requests):", err)
+	if err := exec.Command("python3", "-c", "import http.client").Run(); err != nil {
+		t.Skip("python3 is not installed:", err)
 	}
 	dir, _ := newCluster(t, "2pc", 2)
 	d := newDataset(t, t.TempDir(), 5, 37)
@@ -48,9 +51,9 @@ func TestGatewayPython(t *testing.T) {
 		os.WriteFile(p, b, 0o644)
 		return p
 	}
-	gate := func(args ...string) (map[string]any, int) {
+	gateAt := func(url string, args ...string) (map[string]any, int) {
 		t.Helper()
-		cmd := exec.Command("python3", append([]string{"../examples/python/gate.py", "--url", url, "--token-file", tokenFile}, args...)...)
+		cmd := exec.Command("python3", append([]string{"../examples/python/gate.py", "--url", url}, args...)...)
 		var errb strings.Builder
 		cmd.Stderr = &errb
 		out, err := cmd.Output()
@@ -65,6 +68,10 @@ func TestGatewayPython(t *testing.T) {
 			t.Fatalf("gate.py %v: %q (%s)", args, out, errb.String())
 		}
 		return ans, code
+	}
+	gate := func(args ...string) (map[string]any, int) {
+		t.Helper()
+		return gateAt(url, append([]string{"--token-file", tokenFile}, args...)...)
 	}
 	for i := range 4 {
 		if ans, code := gate("enroll", "--id", d.names[i], "--template", tmpl("g", d.gallery[i])); code != 0 || ans["enrolled"] != d.names[i] {
@@ -139,6 +146,12 @@ func TestGatewayPython(t *testing.T) {
 	}
 	if code, _ := post("/v1/enroll", `{"id":"x","template":[1]}`); code != http.StatusForbidden {
 		t.Fatalf("a device enrolls: %d", code)
+	}
+	if ans, code := gateAt("unix:"+sock, "identify", "--template", tmpl("q", d.queries[2])); code != 0 || ans["id"] != d.names[2] {
+		t.Fatalf("gate.py on the Unix socket identifies: %d %v", code, ans)
+	}
+	if ans, code := gateAt("unix:"+sock, "enroll", "--id", "x", "--template", tmpl("g", d.gallery[0])); code != 1 || !strings.Contains(fmt.Sprint(ans["error"]), "device (device) may not send Enroll") {
+		t.Fatalf("gate.py enrolls through a device's gateway: %d %v", code, ans)
 	}
 }
 

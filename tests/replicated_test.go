@@ -172,7 +172,7 @@ func TestReplicatedRebuild(t *testing.T) {
 	}
 	// Then the reshare (the rebuilt holder's lost disk may be a thief's):
 	// every answer stays.
-	if out := must(t, "reshare", "--cluster", dir); !strings.Contains(out, "p1: 51 rows reshared, epoch 1") {
+	if out := must(t, "reshare", "--cluster", dir); !strings.Contains(out, "p1: the 51 rows of its segment reshared at every holder (deleted ones included); now epoch 1") {
 		t.Fatalf("reshare:\n%s", out)
 	}
 	for i := range want {

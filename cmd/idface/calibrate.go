@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/experiments"
@@ -49,7 +50,7 @@ type suggestion struct {
 }
 
 func cmdCalibrate(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("calibrate", "idface calibrate --templates X --labels L.txt --target-fpir 1e-3 --out calibration.json\n"+
+	fs := newFlags("calibrate", "idface calibrate --templates X --labels L.txt --target-fpir 1e-3 --out calibration.json [--rows N]\n"+
 		"                 [--mode "+modeNames("|")+"] [--alpha A] [--beta B] [--gallery-levels L:a1,... --query-levels L:a1,...] [--plot FILE]\n\n"+
 		"Chooses the cluster's threshold for a target false-positive identification\n"+
 		"rate (FPIR) on your own labelled templates, scored exactly as the cluster\n"+
@@ -63,9 +64,14 @@ func cmdCalibrate(args []string, stdout, stderr io.Writer) error {
 		"as suggestions. Writes the calibration (JSON) and a plot of TPIR against\n"+
 		"FPIR; give the JSON to 'idface cluster init --calibration'.\n\n"+
 		"FPIR grows with the number of ids enrolled: calibrate with at least as\n"+
-		"many people as you will enroll (so twice as many labelled people), and\n"+
-		"with at least 1/target non-mated searches (better 10/target) for the\n"+
-		"rate to be measured.\n\n"+
+		"many people as you will enroll (so twice as many labelled people), or\n"+
+		"give --rows N, the ids the cluster will hold: FPIR growing about linearly\n"+
+		"with them, the threshold is then the least whose FPIR measured on the\n"+
+		"split, times N over the ids the split enrolled, is at most the target.\n"+
+		"The file records N; identify, cluster status and the gateway's health\n"+
+		"warn an operator once more ids are enrolled than the threshold was\n"+
+		"calibrated for. Measure with at least 1/target non-mated searches\n"+
+		"(better 10/target; with --rows, target times the split's ids over N).\n\n"+
 		input.Formats+"\nLabels: one per line, the same label for every template of one person.", stderr)
 	tmpls := fs.String("templates", "", "labelled templates: .npy, CSV or JSON lines")
 	labels := fs.String("labels", "", "one label (person) per template, one per line")
@@ -76,6 +82,8 @@ func cmdCalibrate(args []string, stdout, stderr io.Writer) error {
 	alpha := fs.Int("alpha", 0, "enrollment weight (default floor(2d/3))")
 	beta := fs.Int("beta", 0, fmt.Sprintf("query weight (default min(%d, alpha))", config.DefaultBeta))
 	levels := addLevelFlags(fs)
+	rows := fs.Int("rows", 0, "the number of ids the cluster will hold (default: the ids the split enrolls, half the labelled people)")
+	every := fs.Duration("progress", 10*time.Second, "report progress on stderr this often (0: never): each transform scores every probe against the gallery")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -84,6 +92,9 @@ func cmdCalibrate(args []string, stdout, stderr io.Writer) error {
 	}
 	if !(*target > 0 && *target < 1) {
 		return fmt.Errorf("--target-fpir %v: want a rate between 0 and 1, such as 1e-3", *target)
+	}
+	if *rows < 0 {
+		return fmt.Errorf("--rows %d: want the number of ids the cluster will hold, such as 5000", *rows)
 	}
 	m, err := config.ParseMode(*mode)
 	if err != nil {
@@ -101,9 +112,16 @@ func cmdCalibrate(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	c, err := experiments.Calibrate(xs, ls, lp, *target)
+	alts := alternatives(m, d, a, b, lp)
+	prog := startStages(stderr, "calibrate: transform", 1+len(alts), *every)
+	defer prog.done()
+	prog.next(fmt.Sprintf("gallery %s, query %s", lp.Gallery, lp.Query))
+	c, err := experiments.CalibrateFor(xs, ls, lp, *target, *rows)
 	if err != nil {
 		return err
+	}
+	if c.SplitTarget() >= 1 {
+		return fmt.Errorf("--rows %d is too few for the split's %d enrolled ids at FPIR %g (their FPIR would have to reach 1): give --rows above %.0f, or leave it out", c.Rows, c.GalleryIDs, *target, *target*float64(c.GalleryIDs))
 	}
 	tau, err := c.Tau()
 	if err != nil {
@@ -112,14 +130,19 @@ func cmdCalibrate(args []string, stdout, stderr io.Writer) error {
 	f := calibrationFile{Version: 1, Mode: m, Alpha: a, Beta: b, Tau: tau, Rank1: c.Rank1, Templates: *tmpls, Curve: c.Curve,
 		Calibration: config.Calibration{TargetFPIR: *target, FPIR: c.FPIR, TPIR: c.TPIR, Threshold: c.Threshold, Dim: d,
 			GalleryLevels: lp.Gallery.String(), QueryLevels: lp.Query.String(), GalleryIDs: c.GalleryIDs, Mated: c.Mated, NonMated: c.NonMated}}
-	for _, alt := range alternatives(m, d, a, b, lp) {
-		ac, err := experiments.Calibrate(xs, ls, alt, *target)
+	if *rows > 0 {
+		f.Calibration.Rows = *rows
+	}
+	for _, alt := range alts {
+		prog.next(fmt.Sprintf("gallery %s, query %s", alt.Gallery, alt.Query))
+		ac, err := experiments.CalibrateFor(xs, ls, alt, *target, *rows)
 		if err != nil {
 			return err
 		}
 		f.Suggestions = append(f.Suggestions, suggestion{GalleryLevels: alt.Gallery.String(), QueryLevels: alt.Query.String(),
 			Threshold: ac.Threshold, FPIR: ac.FPIR, TPIR: ac.TPIR})
 	}
+	prog.done()
 	js, err := json.MarshalIndent(f, "", "  ")
 	if err != nil {
 		return err
@@ -134,13 +157,23 @@ func cmdCalibrate(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "%s: %d templates of %d people, d = %d; %d enrolled, %d mated and %d non-mated searches\n",
 		*tmpls, len(xs), len(people), d, c.GalleryIDs, c.Mated, c.NonMated)
 	fmt.Fprintf(stdout, "mode %s, gallery %s, query %s (alpha = %d, beta = %d)\n", m, lp.Gallery, lp.Query, a, b)
-	fmt.Fprintf(stdout, "target FPIR %g: threshold score >= %d (tau = %.4f)\n", *target, c.Threshold, tau)
-	fmt.Fprintf(stdout, "  FPIR %.4g: %d of %d non-mated searches return an id\n", c.FPIR, int(c.FPIR*float64(c.NonMated)+0.5), c.NonMated)
+	if *rows > 0 {
+		fmt.Fprintf(stdout, "target FPIR %g with %d ids enrolled: threshold score >= %d (tau = %.4f)\n", *target, *rows, c.Threshold, tau)
+		fmt.Fprintf(stdout, "  FPIR %.4g with the split's %d enrolled: %d of %d non-mated searches return an id; about %.2g with %d (FPIR grows about linearly with the ids enrolled)\n",
+			c.FPIR, c.GalleryIDs, int(c.FPIR*float64(c.NonMated)+0.5), c.NonMated, c.FPIR*float64(*rows)/float64(c.GalleryIDs), *rows)
+	} else {
+		fmt.Fprintf(stdout, "target FPIR %g: threshold score >= %d (tau = %.4f)\n", *target, c.Threshold, tau)
+		fmt.Fprintf(stdout, "  FPIR %.4g: %d of %d non-mated searches return an id\n", c.FPIR, int(c.FPIR*float64(c.NonMated)+0.5), c.NonMated)
+	}
 	fmt.Fprintf(stdout, "  TPIR %.2f%%: %d of %d mated searches return the right id (rank-1 %.2f%% at any threshold)\n",
 		100*c.TPIR, int(c.TPIR*float64(c.Mated)+0.5), c.Mated, 100*c.Rank1)
-	if float64(c.NonMated)**target < 1 {
-		fmt.Fprintf(stdout, "warning: %d non-mated searches cannot measure an FPIR of %g: the threshold lies just above all of them; calibrate with at least %.0f of them (better %.0f)\n",
-			c.NonMated, *target, 1 / *target, 10 / *target)
+	if split := c.SplitTarget(); float64(c.NonMated)*split < 1 {
+		what := fmt.Sprintf("%g", split)
+		if *rows > 0 {
+			what += fmt.Sprintf(" (the target for %d ids, with the split's %d)", *rows, c.GalleryIDs)
+		}
+		fmt.Fprintf(stdout, "warning: %d non-mated searches cannot measure an FPIR of %s: the threshold lies just above all of them; calibrate with at least %.0f of them (better %.0f)\n",
+			c.NonMated, what, 1/split, 10/split)
 	}
 	if len(f.Suggestions) > 0 {
 		fmt.Fprintf(stdout, "other transforms at FPIR %g:\n", *target)
@@ -162,6 +195,7 @@ func cmdCalibrate(args []string, stdout, stderr io.Writer) error {
 		wrote += " and " + plot
 	}
 	fmt.Fprintf(stdout, "wrote %s; use it with: idface cluster init --cluster DIR --mode %s --calibration %s\n", wrote, m, *out)
+	fmt.Fprintf(stdout, "the threshold holds its FPIR up to %d ids enrolled; identify, cluster status and the gateway's health warn an operator when more are\n", f.Calibration.PlannedRows())
 	return nil
 }
 
@@ -305,6 +339,10 @@ func calibrationFlag(fs *flag.FlagSet) *string {
 // it was calibrated.
 func thresholdMeaning(cfg *config.Params) string {
 	if c, ok := cfg.Calibration(); ok {
+		if c.Rows > 0 {
+			return fmt.Sprintf("threshold score >= %d for FPIR %g with up to %d ids enrolled: calibrated with %d ids enrolled, FPIR %.2g on %d searches for people not enrolled, TPIR %.1f%%",
+				c.Threshold, c.TargetFPIR, c.Rows, c.GalleryIDs, c.FPIR, c.NonMated, 100*c.TPIR)
+		}
 		return fmt.Sprintf("threshold score >= %d for FPIR %g: calibrated with %d ids enrolled, FPIR %.2g on %d searches for people not enrolled, TPIR %.1f%%",
 			c.Threshold, c.TargetFPIR, c.GalleryIDs, c.FPIR, c.NonMated, 100*c.TPIR)
 	}

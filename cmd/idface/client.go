@@ -83,15 +83,18 @@ func cmdIdentify(args []string, stdout, stderr io.Writer) error {
 		"that cannot be searched (NaN, infinite, all zeros) or that the cluster\n"+
 		"refuses fails that query only; the others go on, and the command exits 1\n"+
 		"at the end. A server that cannot be reached stops the run. The last line\n"+
-		"(on stdout; with --json on stderr) counts the queries accepted, rejected\n"+
-		"and failed and says what the threshold means: the false-positive\n"+
-		"identification rate it was calibrated for (idface calibrate), or tau.\n\n"+
+		"(on stdout; with --json on stderr) counts the queries accepted, rejected,\n"+
+		"failed and answered degraded and says what the threshold means: the\n"+
+		"false-positive identification rate it was calibrated for (idface\n"+
+		"calibrate), or tau. An operator is warned when more ids are enrolled\n"+
+		"than the threshold was calibrated for, with the FPIR to expect (a device\n"+
+		"is told no count, so it cannot be warned).\n\n"+
 		"With --json one object per query per line: query (the row, from 0), id\n"+
 		"(null if rejected or empty), score, cosine (null unless the cluster reveals\n"+
 		"scores), accepted, bytes_sent, bytes_received (the entry's application\n"+
 		"bytes to and from the other servers), bytes_total (every server-to-server\n"+
 		"byte of the query; in blind mode also the helpers' and the decider's), ms,\n"+
-		"and for a failed query error.\n\n"+input.Formats, stderr)
+		"degraded (when a share holder was down) and for a failed query error.\n\n"+input.Formats, stderr)
 	cf := addClientFlags(fs)
 	tmpls := fs.String("templates", "", "one query template per row: .npy, CSV or JSON lines")
 	top := fs.Int("top", 1, "candidates per query (1 up to the cluster's max_top_k, 10 by default)")
@@ -106,7 +109,7 @@ func cmdIdentify(args []string, stdout, stderr io.Writer) error {
 	if *top < 1 || *top > protocol.MaxTopK {
 		return fmt.Errorf("--top %d: want 1..%d", *top, protocol.MaxTopK)
 	}
-	cfg, cl, err := cf.open()
+	cfg, me, cl, err := cf.openHome()
 	if err != nil {
 		return err
 	}
@@ -122,12 +125,23 @@ func cmdIdentify(args []string, stdout, stderr io.Writer) error {
 	// the run's error, an empty database a warning.
 	ctx, cancel := context.WithTimeout(context.Background(), *cf.timeout)
 	h, err := cl.Health(ctx, cl.Entry())
+	live := -1 // unknown: a device is told no count
+	if err == nil && me.Self.Role == config.RoleOperator {
+		if n, lerr := liveRows(ctx, cl, cfg, cl.Entry(), h); lerr == nil { // a shard down fails queries, not the count's warnings
+			live = n
+		}
+	}
 	cancel()
 	if err != nil {
 		return err
 	}
-	if h.Empty {
+	if h.Empty || live == 0 {
 		fmt.Fprintf(stderr, "idface identify: warning: the database at %s is empty (no id enrolled): every query will be rejected\n", cl.Entry())
+	}
+	if c, ok := cfg.Calibration(); ok {
+		if w := c.Warning(live); w != "" {
+			fmt.Fprintf(stderr, "idface identify: warning: %s\n", w)
+		}
 	}
 	enc := json.NewEncoder(stdout)
 	if !*asJSON {
@@ -142,15 +156,23 @@ func cmdIdentify(args []string, stdout, stderr io.Writer) error {
 			s += fmt.Sprintf(" / %d failed", len(failed))
 		}
 		if degraded > 0 {
-			s += fmt.Sprintf("; %d answered degraded (*: a share holder was down, so its shares went unchecked; see idface cluster status)", degraded)
+			mark := "*"
+			if *asJSON {
+				mark = `"degraded": true`
+			}
+			s += fmt.Sprintf("; %d answered degraded (%s: a share holder was down, so its shares went unchecked; see idface cluster status)", degraded, mark)
 		}
 		return s
 	}
 	for i := range tm.Rows() {
 		if *every > 0 && i > 0 && time.Since(last) >= *every {
 			last = time.Now()
-			fmt.Fprintf(stderr, "identify: %d of %d queries done (%d accepted / %d rejected / %d failed), %.1f ms each\n", i, tm.Rows(),
-				accepted, rejected, len(failed), float64(time.Since(start).Microseconds())/1000/float64(i))
+			deg := ""
+			if degraded > 0 {
+				deg = fmt.Sprintf("; %d answered degraded", degraded)
+			}
+			fmt.Fprintf(stderr, "identify: %d of %d queries done (%d accepted / %d rejected / %d failed%s), %.1f ms each\n", i, tm.Rows(),
+				accepted, rejected, len(failed), deg, float64(time.Since(start).Microseconds())/1000/float64(i))
 		}
 		line := identifyLine{Query: i}
 		qerr := tm.Check(i)
@@ -185,6 +207,9 @@ func cmdIdentify(args []string, stdout, stderr io.Writer) error {
 		} else {
 			rejected++
 		}
+		if r.Degraded {
+			degraded++ // counted for --json too
+		}
 		line.Accepted, line.BytesSent, line.BytesRecv, line.BytesTotal = r.Accepted, r.BytesSent, r.BytesRecv, r.BytesTotal
 		line.Degraded = r.Degraded
 		for _, c := range r.Candidates {
@@ -217,7 +242,6 @@ func cmdIdentify(args []string, stdout, stderr io.Writer) error {
 		}
 		if r.Degraded {
 			dec += "*" // explained below the table
-			degraded++
 		}
 		if line.Score != nil {
 			score, cos = fmt.Sprint(*line.Score), fmt.Sprintf("%.3f", *line.Cosine)
@@ -235,7 +259,7 @@ func cmdIdentify(args []string, stdout, stderr io.Writer) error {
 	if *asJSON {
 		out = stderr
 	}
-	fmt.Fprintf(out, "%s (%s)\n", summary(), thresholdMeaning(cfg))
+	fmt.Fprintf(out, "%s (%s)\n", summary(), calibrationNow(cfg, live))
 	if len(failed) > 0 {
 		var where []string
 		for _, i := range failed[:min(10, len(failed))] {

@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,13 +63,18 @@ func clusterStatusCmd(args []string, stdout, stderr io.Writer) error {
 		"(or --client) or through the member whose home is given.\n\n"+
 		"Exit status: 0 every server answered, runs this configuration and (asked by\n"+
 		"an operator) agrees on the row map; 3 a server is unreachable; 4 every\n"+
-		"server answered but they run different configurations or their row maps\n"+
-		"differ; 1 status could not be asked at all; 2 bad usage.\n\n"+
+		"server answered but they run different configurations, their row maps\n"+
+		"differ or a server could not reach another to compare them; 1 status\n"+
+		"could not be asked at all; 2 bad usage.\n\n"+
 		"With --json one object: mode, config_serial, config_hash, reveal_scores,\n"+
 		"trust, servers (name, role, addr, pid, reachable, error, config_serial,\n"+
 		"config_hash, config_matches, holds_rows, unsettled, agrees, peers), and\n"+
-		"all_reachable, same_config, agreement (agree, disagree, or unknown when\n"+
-		"asked as a device, which is not told) and exit, the exit status.", stderr)
+		"all_reachable, same_config, agreement (agree; disagree: a server's rows\n"+
+		"differ from another's; unknown: asked as a device, which is not told, or\n"+
+		"a server could not be compared, being unreachable), service (checked,\n"+
+		"degraded or down), calibration_warning (to an operator, when more ids\n"+
+		"are enrolled than the threshold was calibrated for) and exit, the exit\n"+
+		"status.", stderr)
 	mf := addMemberFlags(fs, "client", "client identity in a local cluster (default: the operator \"client\")")
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	if err := parse(fs, args); err != nil {
@@ -318,12 +324,15 @@ type statusReport struct {
 	Servers      []serverStatus `json:"servers"`
 	AllReachable bool           `json:"all_reachable"`
 	SameConfig   bool           `json:"same_config"`
-	Agreement    string         `json:"agreement"` // agree, disagree, unknown (a device is not told)
+	Agreement    string         `json:"agreement"` // agree, disagree, unknown (a device is not told; a server not compared)
 	// Service is what identification gets: "checked" (every server up),
 	// "degraded" (one share holder down in a mode that answers without
 	// it, unchecked for its shares) or "down".
 	Service string `json:"service"`
-	Exit    int    `json:"exit"`
+	// CalibrationWarning, to an operator, says that more ids are enrolled
+	// than the threshold was calibrated for (config.Calibration.Warning).
+	CalibrationWarning string `json:"calibration_warning,omitempty"`
+	Exit               int    `json:"exit"`
 }
 
 // serverStatus is one server's line of 'cluster status'.
@@ -410,6 +419,8 @@ func clusterStatus(cfg *config.Params, cl *client.Client, local, operator, asJSO
 	}
 	var lines []string // the human table's rows
 	configs := map[string]bool{}
+	compared, differs := true, false // every row map compared with every peer's; a difference seen
+	live := map[string]int{}         // live rows by member (a sharded member's shards add up)
 	for i, p := range servers {
 		coordinator := cfg.Shards() > 1 && p.shard == config.Coordinator
 		st := serverStatus{Name: p.Name, Role: roleOf(cfg, p.member), Addr: p.Addr, HoldsRows: cfg.PartyIndex(p.member) >= 0 && !coordinator}
@@ -423,6 +434,7 @@ func clusterStatus(cfg *config.Params, cl *client.Client, local, operator, asJSO
 		if err != nil {
 			st.Error = err.Error()
 			rep.AllReachable = false
+			compared = compared && !st.HoldsRows
 			rep.Servers = append(rep.Servers, st)
 			lines = append(lines, fmt.Sprintf("%-8s %-22s %-8s unreachable: %v", p.Name, p.Addr, pidS, err))
 			continue
@@ -451,10 +463,10 @@ func clusterStatus(cfg *config.Params, cl *client.Client, local, operator, asJSO
 			st.Agrees = &ok
 			for _, q := range h.Peers {
 				st.Peers = append(st.Peers, peerStatus{Name: q.Name, State: strings.ToLower(q.State.String()), Note: q.Note})
+				differs = differs || q.State == protocol.PeerDiffers
 			}
-			if !ok {
-				rep.Agreement = "disagree"
-			}
+			compared = compared && ok
+			live[p.member] += int(h.Live)
 		}
 		rep.Servers = append(rep.Servers, st)
 		lines = append(lines, fmt.Sprintf("%-8s %-22s %-8s %9s  %-22s  %s", p.Name, p.Addr, pidS, unsettled, conf, rowMap))
@@ -462,22 +474,42 @@ func clusterStatus(cfg *config.Params, cl *client.Client, local, operator, asJSO
 	if len(configs) > 1 {
 		rep.SameConfig = false
 	}
-	rep.Service = service(cfg, &rep)
+	// A peer that could not be reached is no disagreement: its row map is
+	// unknown.
+	switch {
+	case !operator:
+	case differs:
+		rep.Agreement = "disagree"
+	case !compared:
+		rep.Agreement = "unknown"
+	}
+	rep.Service = service(cfg, &rep, operator)
+	if c, ok := cfg.Calibration(); ok && len(live) > 0 {
+		most := 0
+		for _, n := range live {
+			most = max(most, n)
+		}
+		rep.CalibrationWarning = c.Warning(most)
+	}
 	var failure error
 	switch {
+	case !slices.ContainsFunc(rep.Servers, func(st serverStatus) bool { return st.Reachable }):
+		rep.Exit, failure = exitUnreachable, errors.New("no server answers (exit 3)")
 	case !rep.AllReachable:
 		rep.Exit, failure = exitUnreachable, errors.New("a server is unreachable (exit 3)")
 	case !rep.SameConfig:
 		rep.Exit, failure = exitDisagree, errors.New("the servers run different configurations (exit 4)")
 	case rep.Agreement == "disagree":
 		rep.Exit, failure = exitDisagree, errors.New("the servers' row maps disagree (exit 4)")
+	case rep.Agreement == "unknown" && operator:
+		rep.Exit, failure = exitDisagree, errors.New("the servers could not compare their row maps (exit 4)")
 	}
 	if asJSON {
 		if err := json.NewEncoder(stdout).Encode(rep); err != nil {
 			return err
 		}
 	} else {
-		printStatus(cfg, rep, lines, len(configs) > 1, operator, stdout)
+		printStatus(cfg, rep, lines, len(configs) > 1, operator, local, stdout)
 	}
 	if failure != nil {
 		return &exitError{rep.Exit, failure}
@@ -490,7 +522,7 @@ func clusterStatus(cfg *config.Params, cl *client.Client, local, operator, asJSO
 // one share holder down (any of its processes, in a sharded cluster: its
 // coordinator, shards or all) while the others agree among themselves
 // (then their reports of it as unreachable are not a disagreement).
-func service(cfg *config.Params, rep *statusReport) string {
+func service(cfg *config.Params, rep *statusReport, operator bool) string {
 	var down []serverStatus
 	for _, st := range rep.Servers {
 		if !st.Reachable {
@@ -509,24 +541,30 @@ func service(cfg *config.Params, rep *statusReport) string {
 			return "down"
 		}
 	}
-	if rep.Agreement == "disagree" {
+	if operator && rep.Agreement != "agree" {
+		// The holders up compared their row maps with each other.
 		rep.Agreement = "agree"
 		for _, st := range rep.Servers {
 			for _, q := range st.Peers {
-				if config.MemberOf(q.Name) != one && q.State != "agrees" {
+				switch {
+				case config.MemberOf(q.Name) == one:
+				case q.State == "differs":
 					rep.Agreement = "disagree"
+				case q.State != "agrees" && rep.Agreement == "agree":
+					rep.Agreement = "unknown"
 				}
 			}
 		}
 	}
-	if rep.Agreement == "disagree" {
+	if rep.Agreement == "disagree" || operator && rep.Agreement == "unknown" {
 		return "down"
 	}
 	return "degraded"
 }
 
-// printStatus is the human form of a status report.
-func printStatus(cfg *config.Params, rep statusReport, lines []string, configsDiffer, operator bool, stdout io.Writer) {
+// printStatus is the human form of a status report; local says it is
+// a local cluster's (started with 'cluster up').
+func printStatus(cfg *config.Params, rep statusReport, lines []string, configsDiffer, operator, local bool, stdout io.Writer) {
 	fmt.Fprintf(stdout, "%-8s %-22s %-8s %9s  %-22s  %s\n", "server", "addr", "pid", "unsettled", "config", "row map")
 	for _, l := range lines {
 		fmt.Fprintln(stdout, l)
@@ -544,16 +582,53 @@ func printStatus(cfg *config.Params, rep statusReport, lines []string, configsDi
 		fmt.Fprintln(stdout, "probes are hidden from every server (and need every share holder up)")
 	}
 	fmt.Fprintln(stdout, rep.Trust)
+	var down []string
+	running := false // a local cluster's process of any server
+	for _, st := range rep.Servers {
+		if !st.Reachable {
+			down = append(down, st.Name)
+		}
+		running = running || st.Pid != nil
+	}
+	start := "start them (their services), or check the network between them and this host"
+	if local {
+		start = "start them: idface cluster up --cluster " + cfg.Dir()
+	}
 	switch {
+	case len(down) == len(rep.Servers) && local && !running:
+		fmt.Fprintf(stdout, "nothing runs: no server of this cluster is running, so nothing answers; %s\n", start)
+	case len(down) == len(rep.Servers):
+		fmt.Fprintf(stdout, "no server answers: nothing can be enrolled or identified; %s\n", start)
 	case !operator:
+		if len(down) > 0 {
+			fmt.Fprintf(stdout, "%s %s unreachable; %s\n", strings.Join(down, ", "), isAre(len(down)), start)
+		}
 		fmt.Fprintln(stdout, "whether the servers agree on the row map is shown to operators only")
 	case rep.AllReachable && rep.Agreement == "agree":
 		fmt.Fprintln(stdout, "all servers agree on the row map (each compared its rows with every other server's)")
 	case rep.Service == "degraded":
 		fmt.Fprintln(stdout, "the cluster answers DEGRADED: one share holder is down; the others agree and answer without checking its shares (answers are flagged degraded); checked answers resume by themselves once it is back")
+	case rep.Agreement == "disagree":
+		fmt.Fprintln(stdout, "servers DISAGREE on the row map: identification is refused until they agree (the servers' logs say how their rows differ)")
+		if len(down) > 0 {
+			fmt.Fprintf(stdout, "and %s %s unreachable; %s\n", strings.Join(down, ", "), isAre(len(down)), start)
+		}
+	case len(down) > 0:
+		fmt.Fprintf(stdout, "%s %s unreachable: identification is refused until every server answers (the others' row maps are compared then); %s\n", strings.Join(down, ", "), isAre(len(down)), start)
 	default:
-		fmt.Fprintln(stdout, "servers DISAGREE or are unreachable: identification is refused until they agree (the servers' logs say how their rows differ)")
+		fmt.Fprintln(stdout, "the servers could not compare their row maps (a server cannot reach another: see the row map column): identification is refused until they reach each other")
 	}
+	if rep.CalibrationWarning != "" {
+		fmt.Fprintln(stdout, "warning: "+rep.CalibrationWarning)
+	}
+}
+
+// isAre is the verb for n names.
+func isAre(n int) string {
+	if n == 1 {
+		return "is"
+	}
+	return "are"
 }
 
 // roleOf is a server's role as 'party init' names it.

@@ -216,7 +216,7 @@ func TestStatusWithoutRowMaps(t *testing.T) {
 	if code != exitUnreachable {
 		t.Errorf("status with p3 down: exit %d, want %d", code, exitUnreachable)
 	}
-	for _, want := range []string{"p3 unreachable", "DISAGREE or are unreachable"} {
+	for _, want := range []string{"p3 unreachable", "p3 is unreachable: identification is refused until every server answers"} {
 		if !strings.Contains(st, want) {
 			t.Errorf("status with p3 down lacks %q:\n%s", want, st)
 		}
@@ -336,6 +336,35 @@ func TestStatusJSONAndExit(t *testing.T) {
 	r = decodeStatus(t, out)
 	if code != exitUnreachable || r.Exit != exitUnreachable || r.AllReachable || r.Servers[2].Reachable || r.Servers[2].Error == "" || r.Servers[2].ConfigSerial != nil {
 		t.Errorf("status with p3 down: exit %d\n%s", code, out)
+	}
+	// An unreachable server's row map is not compared: unknown, not a
+	// disagreement (issue 38 item 3).
+	if r.Agreement != "unknown" || r.Service != "down" {
+		t.Errorf("status with p3 down: agreement %q, service %q; want unknown, down", r.Agreement, r.Service)
+	}
+}
+
+// TestStatusAllDown (issue 38 item 3): with every server down, status said
+// the servers DISAGREE while its JSON said "agree". Both now say that
+// nothing answers (agreement unknown, service down, exit 3), and a local
+// cluster's says nothing runs and how to start it.
+func TestStatusAllDown(t *testing.T) {
+	c := inproc.Start(t, inproc.Literal(config.Literal{Mode: config.ModeMPC, Dim: 64, Beta: 16, Timeout: config.Duration(2 * time.Second)}, 3))
+	for _, p := range []string{"p1", "p2", "p3"} {
+		c.Stop(p)
+	}
+	out, code := statusExit(t, c, "client", true)
+	if r := decodeStatus(t, out); code != exitUnreachable || r.Agreement != "unknown" || r.Service != "down" || r.AllReachable {
+		t.Errorf("JSON status with every server down: exit %d\n%s", code, out)
+	}
+	out, code = statusExit(t, c, "client", false)
+	if code != exitUnreachable || strings.Contains(out, "DISAGREE") || !strings.Contains(out, "no server answers") {
+		t.Errorf("status with every server down: exit %d\n%s", code, out)
+	}
+	var buf bytes.Buffer
+	err := clusterStatus(c.P, c.Client("client", ""), true, true, false, &buf) // as a local cluster, none of whose processes runs
+	if want := "nothing runs: no server of this cluster is running, so nothing answers; start them: idface cluster up --cluster " + c.P.Dir(); exitCode(err) != exitUnreachable || !strings.Contains(buf.String(), want) {
+		t.Errorf("local status with nothing running: %v\n%s\nwant %q", err, buf.String(), want)
 	}
 }
 

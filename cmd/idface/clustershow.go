@@ -3,8 +3,6 @@ package main
 import (
 	"encoding/hex"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -49,11 +47,8 @@ func clusterShow(args []string, stdout, stderr io.Writer) error {
 		"printed at 'party init' or 'client init', by a channel other than the\n"+
 		"one the file came by.", stderr)
 	asJSON := fs.Bool("json", false, "print one JSON object per argument")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errUsage
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() == 0 {
 		fmt.Fprintln(stderr, "idface cluster show: name a cluster.json, a NAME.pub.json or a directory")

@@ -40,7 +40,8 @@ func imageRef() string {
 func deployK8s(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("deploy k8s", "idface deploy k8s --config cluster.json [--home DIR] [flags]\nidface deploy k8s --cluster DIR [flags]\n\n"+
 		"Writes the Kubernetes objects that run the cluster's servers, as YAML\n"+
-		"(kubectl apply -f): per server a StatefulSet (its pod installs the\n"+
+		"(kubectl apply --server-side -f, in a namespace that exists: the output\n"+
+		"says how): per server a StatefulSet (its pod installs the\n"+
 		"server's home from its Secret onto memory and keeps its data on its own\n"+
 		"volume; pods of different servers never share a node), a headless\n"+
 		"Service, and (all servers rendered) one PodDisruptionBudget; the\n"+
@@ -136,7 +137,11 @@ func deployK8s(args []string, stdout, stderr io.Writer) error {
 	if err := store.WriteFile(*out, b, mode); err != nil { // a new file: an old one's mode does not stay
 		return err
 	}
-	fmt.Fprintf(stdout, "wrote %s (%d bytes): kubectl apply -f %s\n", *out, len(b), *out)
+	namespace := o.Namespace
+	if namespace == "" {
+		namespace = deploy.DefaultNamespace
+	}
+	fmt.Fprintf(stdout, "wrote %s (%d bytes); %s\n", *out, len(b), deploy.ApplyRecipe(namespace, *out))
 	return nil
 }
 

@@ -127,7 +127,9 @@ func cmdEnroll(args []string, stdout, stderr io.Writer) error {
 		"idface enroll --cluster DIR --templates X.jsonl   (ids in the file: {\"id\": ..., \"template\": [...]})\n\n"+
 		"Enrolls templates under string ids. Batches are sent one after another; each\n"+
 		"is acknowledged only when every party has stored its share durably, and is\n"+
-		"otherwise rolled back everywhere. The command stops at the first failure\n"+
+		"otherwise rolled back everywhere (replicated mode: a holder that cannot be\n"+
+		"reached is left out, the entry keeps its part and delivers it once it is\n"+
+		"back, and the command names it). The command stops at the first failure\n"+
 		"and says which ids were enrolled, refused, left without an answer, and not\n"+
 		"sent. Every template is checked before anything is sent. In a sharded\n"+
 		"cluster each batch holds one shard's ids and the shards enroll at once, so\n"+
@@ -139,6 +141,13 @@ func cmdEnroll(args []string, stdout, stderr io.Writer) error {
 		"batches an earlier run got no answer for are settled. An id enrolled\n"+
 		"with another template is refused (delete it first). The journal knows\n"+
 		"only this operator's changes.\n\n"+
+		"With --dedupe each template is first identified against the gallery\n"+
+		"through the cluster's protected search (the servers see what they see of\n"+
+		"any identify; this client learns the accepted id, never a score) and\n"+
+		"compared here with the batch's earlier templates: a match at the\n"+
+		"cluster's threshold is not enrolled and is reported with the id it\n"+
+		"matched (an ABIS insert). An enrollment through another client at the\n"+
+		"same time is not seen.\n\n"+
 		input.Formats+"\n\n"+input.IDRules+"\n\n"+fmt.Sprintf("A batch holds 1 to %d templates (fewer in mode he: at most four column\ngroups per request).", protocol.MaxBatch), stderr)
 	cf := addClientFlags(fs)
 	id := fs.String("id", "", "id of a single template")
@@ -148,6 +157,7 @@ func cmdEnroll(args []string, stdout, stderr io.Writer) error {
 	batch := fs.Int("batch", 2048, fmt.Sprintf("templates per transaction in bulk mode (1..%d)", protocol.MaxBatch))
 	asJSON := fs.Bool("json", false, "print a JSON summary")
 	quiet := fs.Bool("quiet", false, "no progress bar")
+	dedupe := fs.Bool("dedupe", false, "search the gallery (and the earlier templates of the same batch) for each template first, and leave out the people already enrolled, naming the id each matched; batches then go one at a time")
 	jf := addJournalFlags(fs, "enrolled")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -228,6 +238,14 @@ func cmdEnroll(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer j.Close()
+	cl, err := client.Open(cfg, h, *cf.entry)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	if err := mayChange(cl, j, protocol.OpPut); err != nil {
+		return err
+	}
 	hashes := make([][16]byte, len(idList))
 	for i := range idList {
 		hashes[i] = client.TemplateHash(tm.Row(i, nil))
@@ -237,11 +255,6 @@ func cmdEnroll(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	cl, err := client.Open(cfg, h, *cf.entry)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
 	start := time.Now()
 	item := func(i int) protocol.Item { return protocol.Item{ID: idList[i], Template: tm.Row(i, nil)} }
 	settled, already, err := settleEnrollments(cl, cfg, j, unsettled, idList, hashes, item, *batch, *cf.timeout)
@@ -257,8 +270,10 @@ func cmdEnroll(args []string, stdout, stderr io.Writer) error {
 	var batchMu sync.Mutex // a sharded cluster's shards enroll at once: Before and After meet
 	batchOf := map[int]uint64{}
 	var jerr error
+	var dups []client.Duplicate // Item: an index of send
 	done, err := cl.EnrollAll(context.Background(), len(send), func(k int) protocol.Item { return item(send[k]) }, client.Bulk{
-		Batch: *batch, Timeout: *cf.timeout,
+		Batch: *batch, Timeout: *cf.timeout, Dedupe: *dedupe,
+		Duplicate: func(d client.Duplicate) { dups = append(dups, d) },
 		Progress: func(done, _ int) {
 			if bar != nil {
 				bar.Set(done)
@@ -305,6 +320,9 @@ func cmdEnroll(args []string, stdout, stderr io.Writer) error {
 		err = jerr
 	}
 	done += settled
+	for _, d := range dups { // the same person enrolled twice: reported, never sent
+		fmt.Fprintf(stdout, "%s: %s\n", src.at(send[d.Item]), d)
+	}
 	if err != nil {
 		var be *client.BulkError
 		if !errors.As(err, &be) {
@@ -323,6 +341,9 @@ func cmdEnroll(args []string, stdout, stderr io.Writer) error {
 		if skipped > 0 {
 			msg += fmt.Sprintf("; %d enrolled before were skipped", skipped)
 		}
+		if len(dups) > 0 {
+			msg += fmt.Sprintf("; %d duplicates left out (listed above)", len(dups))
+		}
 		if r := indices(send, be.Refused); len(r) > 0 {
 			msg += "; " + src.ranges(r) + " " + were(r) + " refused and rolled back"
 		}
@@ -333,26 +354,81 @@ func cmdEnroll(args []string, stdout, stderr io.Writer) error {
 			msg += "; " + src.ranges(ns) + " " + were(ns) + " not sent"
 		}
 		hint := "fix the cause, then run the same command with --resume: it skips what is enrolled"
-		if isCode(be.Err, protocol.CodeDuplicate) {
+		switch {
+		case isCode(be.Err, protocol.CodeDuplicate):
 			hint = "the journal does not know that id (enrolled by another operator, or with another journal): delete it or remove it from the input, then run the same command with --resume"
+		case client.RoleRefused(be.Err): // the same identity is refused again, --resume or not
+			hint = "the cluster refuses this member's enrollments: enroll as an operator of the cluster (its --home, or --client NAME in a local cluster)"
 		}
 		return fmt.Errorf("%s: %v\n%s", msg, be.Err, hint)
 	}
 	secs := time.Since(start).Seconds()
+	var held []string // parties whose part the entry keeps for delivery
+	if done > 0 {
+		held = heldFor(cl, cfg)
+	}
 	if *asJSON {
-		return json.NewEncoder(stdout).Encode(map[string]any{"enrolled": done, "skipped": skipped, "seconds": secs,
-			"per_second": float64(done) / secs, "entry": cl.Entry(), "journal": j.Path()})
+		r := map[string]any{"enrolled": done, "skipped": skipped, "seconds": secs,
+			"per_second": float64(done) / secs, "entry": cl.Entry(), "journal": j.Path()}
+		if *dedupe {
+			type dup struct {
+				ID      string `json:"id"`
+				Matched string `json:"matched"`
+				InInput bool   `json:"in_input,omitempty"` // matched an earlier template of this input, not an enrolled id
+			}
+			list := []dup{}
+			for _, d := range dups {
+				list = append(list, dup{d.ID, d.Matched, d.InBatch})
+			}
+			r["duplicates"] = list
+		}
+		if len(held) > 0 {
+			r["held_for"] = held
+		}
+		return json.NewEncoder(stdout).Encode(r)
+	}
+	at, note := heldAt(cfg, cl.Entry(), held)
+	if single && len(dups) > 0 {
+		return nil // said above: not enrolled, and why
 	}
 	if single {
-		fmt.Fprintf(stdout, "enrolled %s at every party\n", *id)
+		fmt.Fprintf(stdout, "enrolled %s %s%s\n", *id, at, note)
 		return nil
 	}
-	fmt.Fprintf(stdout, "enrolled %d at every party in %.2f s", done, secs)
+	fmt.Fprintf(stdout, "enrolled %d %s in %.2f s", done, at, secs)
 	if skipped > 0 {
 		fmt.Fprintf(stdout, "; %d enrolled before were skipped", skipped)
 	}
-	fmt.Fprintln(stdout)
+	if *dedupe {
+		fmt.Fprintf(stdout, "; %d duplicates left out", len(dups))
+	}
+	fmt.Fprintln(stdout, note)
 	return nil
+}
+
+// mayChange refuses, before anything is sent or settled, a change (op)
+// that this member's role may not make. Every server refuses such a
+// request on its type, before reading it, so the changes of that kind
+// its journal holds without an answer (a run cut off while it wrote a
+// large request) were refused too: the journal records them so.
+func mayChange(cl *client.Client, j *client.Journal, op protocol.OpKind) error {
+	err := cl.MayChange(op)
+	if err == nil {
+		return nil
+	}
+	kind, what := byte('+'), "enrolled"
+	if op == protocol.OpDelete {
+		kind, what = '-', "deleted"
+	}
+	n, jerr := j.RefuseUnanswered(kind)
+	if jerr != nil {
+		return errors.Join(err, jerr)
+	}
+	more := ""
+	if n > 0 {
+		more = fmt.Sprintf("\nthe %d ids that earlier runs sent without an answer were refused the same way and are not %s; journal %s records so", n, what, j.Path())
+	}
+	return fmt.Errorf("nothing was %s: %w%s", what, err, more)
 }
 
 // againstJournal sorts the items by what the journal knows of their ids:
@@ -528,7 +604,10 @@ type deleteResult struct {
 	Skipped int    `json:"skipped"`
 	Entry   string `json:"entry"`
 	Journal string `json:"journal"`
-	Error   string `json:"error,omitempty"`
+	// HeldFor names the parties that were unreachable: the entry keeps
+	// their part of the deletions and delivers it once they are back.
+	HeldFor []string `json:"held_for,omitempty"`
+	Error   string   `json:"error,omitempty"`
 }
 
 func cmdDelete(args []string, stdout, stderr io.Writer) error {
@@ -541,7 +620,9 @@ func cmdDelete(args []string, stdout, stderr io.Writer) error {
 		"journal shows deleted are skipped and a deletion an earlier run got no\n"+
 		"answer for is settled.\n\n"+
 		"With --json one object at the end: deleted, skipped (deleted before, with\n"+
-		"--resume), entry, journal and, when the command failed, error.\n\n"+input.IDRules, stderr)
+		"--resume), entry, journal, held_for (replicated mode: the holders that\n"+
+		"were unreachable; the entry keeps their part and delivers it once they\n"+
+		"are back) and, when the command failed, error.\n\n"+input.IDRules, stderr)
 	cf := addClientFlags(fs)
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	id := fs.String("id", "", "id to revoke")
@@ -580,18 +661,22 @@ func cmdDelete(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer j.Close()
+	if err := mayChange(cl, j, protocol.OpDelete); err != nil {
+		return err
+	}
 	var bar *progressbar.ProgressBar
 	if len(idList) > 100 && !*quiet {
 		bar = newBar(len(idList), "deleting", stderr)
 		defer fmt.Fprintln(stderr)
 	}
 	var deleted []int
+	var held []string // parties whose part the entry keeps for delivery
 	skipped := 0
 	checked := false
 	// result reports the run with --json, a failure too, before err.
 	result := func(err error) error {
 		if *asJSON {
-			r := deleteResult{Deleted: len(deleted), Skipped: skipped, Entry: cl.Entry(), Journal: j.Path()}
+			r := deleteResult{Deleted: len(deleted), Skipped: skipped, Entry: cl.Entry(), Journal: j.Path(), HeldFor: held}
 			if err != nil {
 				r.Error = err.Error()
 			}
@@ -655,7 +740,11 @@ func cmdDelete(args []string, stdout, stderr io.Writer) error {
 				}
 				msg += "; " + src.ranges(rest) + " " + were(rest) + " not sent"
 			}
-			return result(fmt.Errorf("%s: %w\nfix the cause, then run the same command with --resume: it skips what is deleted", msg, err))
+			hint := "fix the cause, then run the same command with --resume: it skips what is deleted"
+			if client.RoleRefused(err) { // the same identity is refused again, --resume or not
+				hint = "the cluster refuses this member's deletions: delete as an operator of the cluster (its --home, or --client NAME in a local cluster)"
+			}
+			return result(fmt.Errorf("%s: %w\n%s", msg, err, hint))
 		}
 		if err != nil {
 			return result(err)
@@ -664,17 +753,21 @@ func cmdDelete(args []string, stdout, stderr io.Writer) error {
 	if bar != nil {
 		bar.Finish()
 	}
+	if len(deleted) > 0 {
+		held = heldFor(cl, cfg)
+	}
 	if *asJSON {
 		return result(nil)
 	}
+	at, note := heldAt(cfg, cl.Entry(), held)
 	if len(idList) == 1 && skipped == 0 {
-		fmt.Fprintf(stdout, "deleted %s at every party\n", idList[0])
+		fmt.Fprintf(stdout, "deleted %s %s%s\n", idList[0], at, note)
 		return nil
 	}
-	fmt.Fprintf(stdout, "deleted %d at every party", len(deleted))
+	fmt.Fprintf(stdout, "deleted %d %s", len(deleted), at)
 	if skipped > 0 {
 		fmt.Fprintf(stdout, "; %d deleted before were skipped", skipped)
 	}
-	fmt.Fprintln(stdout)
+	fmt.Fprintln(stdout, note)
 	return nil
 }

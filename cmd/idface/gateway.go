@@ -31,7 +31,9 @@ func cmdGateway(args []string, stdout, stderr io.Writer) error {
 		"reaches it acts as that member, so it listens only on a Unix socket (mode\n"+
 		"0660: give the gate software's user the socket's group) or on a loopback\n"+
 		"address. A device's gateway identifies (the accepted id or a rejection,\n"+
-		"never a score); an operator's also enrolls, deletes and counts.\n\n"+
+		"never a score); an operator's also enrolls, deletes and counts, and its\n"+
+		"health answer carries a warning once more ids are enrolled than the\n"+
+		"threshold was calibrated for.\n\n"+
 		"It is closed to web pages: POST bodies must be Content-Type\n"+
 		"application/json (else 415); a request with an Origin header or a\n"+
 		"Sec-Fetch-Site other than none or same-origin is refused (403), and so on\n"+
@@ -72,7 +74,11 @@ func cmdGateway(args []string, stdout, stderr io.Writer) error {
 	if !strings.HasPrefix(served, "unix:") {
 		served = ln.Addr().String() // the Host headers to accept
 	}
-	handler, err := gateway.Handler(cl, gateway.Options{Dim: cfg.Dim(), Operator: operator, Timeout: *cf.timeout, Log: log, Listen: served, Token: token})
+	o := gateway.Options{Dim: cfg.Dim(), Operator: operator, Name: h.Self.Name, Timeout: *cf.timeout, Log: log, Listen: served, Token: token, Shards: cfg.Shards()}
+	if c, ok := cfg.Calibration(); ok {
+		o.Calibration = &c
+	}
+	handler, err := gateway.Handler(cl, o)
 	if err != nil {
 		return err
 	}

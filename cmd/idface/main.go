@@ -6,6 +6,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -33,14 +34,17 @@ var errUsage = errors.New("usage")
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 { // a script that lost its arguments fails
+		usage(stderr)
+		return 2
+	}
+	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		usage(stdout)
 		return 0
 	}
 	c, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "idface: unknown command %q\n\n", args[0])
-		usage(stderr)
+		fmt.Fprintf(stderr, "idface: unknown command %q; run 'idface help' for the commands\n", args[0])
 		return 2
 	}
 	if err := c.run(args[1:], stdout, stderr); err != nil {
@@ -149,8 +153,10 @@ func clusterDirFlag(fs *flag.FlagSet, usage string) *string {
 	return dir
 }
 
-// newFlags returns a flag set that prints its usage to stderr and returns
-// errors instead of exiting.
+// newFlags returns a flag set that returns errors instead of exiting.
+// Parsed with parse or parseFlags, --help prints the full usage (to
+// stderr, exit 0); a usage error prints one line and a hint to run
+// --help, as does fs.Usage() once parsed.
 func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -169,13 +175,35 @@ func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// parseFlags parses flags: --help prints the full usage (newFlags');
+// an error prints itself and a one-line hint (the help of some commands
+// runs to 70 lines, which buried the error). From then on fs.Usage()
+// prints the hint.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	full, out := fs.Usage, fs.Output()
+	hint := func() { fmt.Fprintf(out, "run 'idface %s --help' for its usage and flags\n", fs.Name()) }
+	var quiet bytes.Buffer // flag prints the error and then the usage: both come below
+	fs.SetOutput(&quiet)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	fs.Usage = hint
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		full()
+		return err
+	case err != nil:
+		fmt.Fprintf(out, "idface %s: %v\n", fs.Name(), err)
+		hint()
+		return errUsage
+	}
+	return nil
+}
+
 // parse parses flags and rejects stray positional arguments.
 func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errUsage
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(fs.Output(), "idface %s: unexpected arguments: %s\n", fs.Name(), strings.Join(fs.Args(), " "))

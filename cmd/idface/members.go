@@ -423,11 +423,8 @@ func clusterAssemble(args []string, stdout, stderr io.Writer) error {
 	reshard := fs.Bool("reshard", false, "with --shards, change the shard count of an existing configuration: every holder moves its data with 'idface shard rebalance --config NEW --previous OLD' before the servers run the new one")
 	shardKeyFile := fs.String("shard-key", "", "with --shards: the cluster's shard key file ('idface shard key'), whose id the configuration records; its rows are placed by it, and the helper never holds it")
 	shardKeyID := fs.String("shard-key-id", "", "with --shards, instead of --shard-key: the key's id as 'idface shard key' printed it (an assembler that does not hold the key)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errUsage
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if err := required(fs, "out", "mode"); err != nil {
 		return err

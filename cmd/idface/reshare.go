@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/idface/idface/config"
+	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/protocol/rpc"
 )
 
@@ -52,8 +53,22 @@ func cmdReshare(args []string, stdout, stderr io.Writer) error {
 			if err != nil {
 				return fmt.Errorf("reshare of %s's rows: %w (the holders before it are done; run it again)", name, err)
 			}
-			fmt.Fprintf(stdout, "%s: %d rows reshared, epoch %d\n", name, ok.Rows, ok.Epoch)
+			fmt.Fprintln(stdout, reshareReport(name, ok))
 		}
 	}
 	return nil
+}
+
+// reshareReport says what a holder's reshare did. A holder reshares the
+// rows enrolled through it (its segment), which may be none: then
+// nothing changed and its epoch stays, which is no failure.
+func reshareReport(name string, ok *protocol.ReshareOK) string {
+	if ok.Rows == 0 {
+		return fmt.Sprintf("%s: no rows of its own to reshare (its segment is empty: rows are reshared by the holder they were enrolled through); epoch stays %d", name, ok.Epoch)
+	}
+	rows := "rows"
+	if ok.Rows == 1 {
+		rows = "row"
+	}
+	return fmt.Sprintf("%s: the %d %s of its segment reshared at every holder (deleted ones included); now epoch %d", name, ok.Rows, rows, ok.Epoch)
 }

@@ -25,13 +25,13 @@ func init() {
 }
 
 func cmdShard(args []string, stdout, stderr io.Writer) error {
-	if len(args) > 0 && args[0] == "key" {
-		return shardKey(args[1:], stdout, stderr)
-	}
-	if len(args) == 0 || args[0] != "rebalance" {
-		fmt.Fprintln(stderr, "usage: idface shard key --out shard.key\n       idface shard rebalance --cluster DIR --shards N\n       idface shard rebalance --config NEW.json --previous OLD.json --home DIR [--data DATA]")
-		return errUsage
-	}
+	return group("shard", []subcommand{
+		{"key", "make a sharded cluster's placement key (HMAC of the ids)", shardKey},
+		{"rebalance", "move a stopped cluster's rows to another number of shards", shardRebalance},
+	}, args, stdout, stderr)
+}
+
+func shardRebalance(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("shard rebalance", "idface shard rebalance --cluster DIR --shards N\nidface shard rebalance --config NEW.json --previous OLD.json --home DIR [--data DATA]\n\n"+
 		"Moves the rows of a stopped local cluster to N shards per server (1: no\n"+
 		"shards) without re-enrolment: each holder's own shares, each row to the\n"+
@@ -52,7 +52,7 @@ func cmdShard(args []string, stdout, stderr io.Writer) error {
 	prevFile := fs.String("previous", "", "the configuration the data follow now")
 	homeDir := fs.String("home", "", "this server's home (with --config)")
 	dataDir := fs.String("data", "", "this server's data directory (default: the home's)")
-	if err := parse(fs, args[1:]); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *cfgFile != "" || *prevFile != "" || *homeDir != "" {

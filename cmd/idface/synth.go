@@ -33,14 +33,16 @@ func cmdSynth(args []string, stdout, stderr io.Writer) error {
 		"writes them to X.npy, their ids (person-P/sample-S) to ids.txt and their\n"+
 		"people (person-P, for idface calibrate and eval) to labels.txt. With\n"+
 		"--sample K only sample K of every person is written (e.g. 0 to enroll, 1 to\n"+
-		"query). Another --seed draws other people.\n\n"+
+		"query). Another --seed draws other people, and names them so: its ids\n"+
+		"and labels start with seed-N/ (seed-3/person-P/sample-S), so that the ids\n"+
+		"of two synthetic sets never collide; seed 1, the default, has none.\n\n"+
 		"With --json one object on stdout: templates, dim, people, samples, seed,\n"+
 		"out, ids, labels (the files written; \"\" for none).", stderr)
 	people := fs.Int("people", 0, "number of people")
 	samples := fs.Int("samples", 1, "samples per person")
 	dim := fs.Int("dim", 512, "template dimension")
 	intra := fs.Float64("intra", 0.5, "mean cosine between two samples of one person")
-	seed := fs.Uint64("seed", 1, "seed")
+	seed := fs.Uint64("seed", 1, "seed: another draws other people, whose ids and labels start with seed-N/")
 	out := fs.String("out", "", "output .npy")
 	ids := fs.String("ids", "", "output id list")
 	labels := fs.String("labels", "", "output label list (the person of each template)")
@@ -59,6 +61,13 @@ func cmdSynth(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Another seed's person-0 is someone else: its ids say which seed, so
+	// that enrolling two synthetic sets never refuses one as a duplicate
+	// (the default keeps the README's person-7/sample-0).
+	prefix := ""
+	if *seed != 1 {
+		prefix = fmt.Sprintf("seed-%d/", *seed)
+	}
 	m := &npy.Matrix{Cols: *dim}
 	var names, persons strings.Builder
 	for i, x := range s.Samples {
@@ -68,8 +77,8 @@ func cmdSynth(args []string, stdout, stderr io.Writer) error {
 		}
 		m.F32 = append(m.F32, x...)
 		m.Rows++
-		fmt.Fprintf(&names, "person-%d/sample-%d\n", s.Labels[i], k)
-		fmt.Fprintf(&persons, "person-%d\n", s.Labels[i])
+		fmt.Fprintf(&names, "%sperson-%d/sample-%d\n", prefix, s.Labels[i], k)
+		fmt.Fprintf(&persons, "%sperson-%d\n", prefix, s.Labels[i])
 	}
 	if err := npy.WriteFile(*out, m); err != nil {
 		return err

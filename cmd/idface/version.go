@@ -18,7 +18,13 @@ func cmdVersion(args []string, stdout, stderr io.Writer) error {
 		"whether the work tree was modified) and the Go version; every server's\n"+
 		"/metrics has the same as idface_build_info{version,revision,goversion}.\n"+
 		"With --json one object: module, version, revision, time, modified,\n"+
-		"go_version.", stderr)
+		"go_version.\n\n"+
+		"The go command records the commit when it builds in a git work tree\n"+
+		"(not with -buildvcs=false, nor from a tree without .git: a tarball, a\n"+
+		"Docker context that leaves .git out). There, give it at build time:\n"+
+		"  go build -ldflags \"-X github.com/idface/idface/internal/buildinfo.revision=$(git rev-parse HEAD)\" ./cmd/idface\n"+
+		"(and ...buildinfo.version=TAG); without either the version says that no\n"+
+		"commit was recorded.", stderr)
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	if err := parse(fs, args); err != nil {
 		return err

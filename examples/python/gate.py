@@ -3,7 +3,16 @@
 
 The gateway runs on the gate's host, holds the member's key and speaks to
 the cluster; this script is what gate software in any language does
-(docs/openapi.json describes the operations).
+(docs/openapi.json describes the operations). Python 3's standard library
+only: nothing to install.
+
+On the Unix socket the docs recommend (its mode 0660 decides who reaches
+it; give --url unix:PATH, as the gateway's --listen):
+
+    idface gateway --config cluster.json --home /etc/idface --listen unix:/run/idface/gate.sock &
+    python3 gate.py --url unix:/run/idface/gate.sock identify --template probe.json
+
+On loopback TCP (an operator's gateway there needs a bearer token):
 
     (umask 027; openssl rand -hex 32 > gate.token)
     idface gateway --cluster DIR --listen 127.0.0.1:8480 --token-file gate.token &
@@ -16,16 +25,51 @@ the cluster; this script is what gate software in any language does
 
 A template file holds one JSON array of numbers (the face template, as many
 as the cluster's dimension). Each command prints the gateway's JSON answer
-and exits 0 on success, 1 when the gateway refused (its "error" says why).
-An operator's gateway on TCP takes a bearer token (its --token-file): give
-the same file with --token-file or IDFACE_GATEWAY_TOKEN_FILE.
+and exits 0 on success, 1 when the gateway refused (its "error" says why)
+or cannot be reached. A gateway with a bearer token (its --token-file)
+takes the same file with --token-file or IDFACE_GATEWAY_TOKEN_FILE.
 """
 import argparse
+import http.client
 import json
 import os
+import socket
 import sys
+import urllib.parse
 
-import requests
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    """HTTP over a Unix socket: http.client with the socket's connect
+    (urllib and requests speak TCP only)."""
+
+    def __init__(self, path, timeout):
+        # The Host header says "localhost"; a gateway on a Unix socket
+        # does not check it.
+        super().__init__("localhost", timeout=timeout)
+        self.socket_path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(self.timeout)
+        try:
+            s.connect(self.socket_path)
+        except OSError:
+            s.close()
+            raise
+        self.sock = s
+
+
+def connection(url, timeout):
+    """The connection for --url and the path prefix of its operations."""
+    if url.startswith("unix:"):
+        path = url[len("unix:"):]
+        if not path:
+            sys.exit("--url unix: needs the socket's path, as the gateway's --listen")
+        return UnixHTTPConnection(path, timeout), ""
+    u = urllib.parse.urlsplit(url)
+    if u.scheme != "http" or not u.hostname:
+        sys.exit(f"--url {url}: want http://HOST:PORT (loopback) or unix:PATH (the gateway's --listen)")
+    return http.client.HTTPConnection(u.hostname, u.port or 80, timeout=timeout), u.path.rstrip("/")
 
 
 def load_template(path):
@@ -38,7 +82,8 @@ def load_template(path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--url", default="http://127.0.0.1:8480", help="the gateway's address")
+    ap.add_argument("--url", default="http://127.0.0.1:8480",
+                    help="the gateway: http://HOST:PORT, or unix:PATH for its Unix socket")
     ap.add_argument("--timeout", type=float, default=30)
     ap.add_argument("--token-file", default=os.environ.get("IDFACE_GATEWAY_TOKEN_FILE"),
                     help="the gateway's bearer token file (default: $IDFACE_GATEWAY_TOKEN_FILE)")
@@ -58,19 +103,38 @@ def main():
     if a.token_file:
         with open(a.token_file) as f:
             headers["Authorization"] = "Bearer " + f.read().rstrip("\r\n")
-    # json= sends Content-Type: application/json, which the gateway requires.
+    method, body = "POST", None
     if a.op in ("health", "count"):
-        r = requests.get(f"{a.url}/v1/{a.op}", headers=headers, timeout=a.timeout)
+        method = "GET"
     elif a.op == "identify":
-        r = requests.post(f"{a.url}/v1/identify", json={"template": load_template(a.template)}, headers=headers, timeout=a.timeout)
+        body = {"template": load_template(a.template)}
     elif a.op == "enroll":
-        r = requests.post(f"{a.url}/v1/enroll", json={"id": a.id, "template": load_template(a.template)}, headers=headers, timeout=a.timeout)
+        body = {"id": a.id, "template": load_template(a.template)}
     else:
-        r = requests.post(f"{a.url}/v1/delete", json={"id": a.id}, headers=headers, timeout=a.timeout)
-    answer = r.json()
+        body = {"id": a.id}
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        headers["Content-Type"] = "application/json"  # the gateway takes no other
+
+    conn, prefix = connection(a.url, a.timeout)
+    try:
+        conn.request(method, f"{prefix}/v1/{a.op}", body=data, headers=headers)
+        r = conn.getresponse()
+        raw = r.read()
+    except OSError as e:
+        print(f"cannot reach the gateway at {a.url}: {e} (is 'idface gateway' running there?)", file=sys.stderr)
+        return 1
+    finally:
+        conn.close()
+    try:
+        answer = json.loads(raw)
+    except ValueError:
+        print(f"the gateway at {a.url} answered {r.status} with something other than JSON: {raw[:200]!r}", file=sys.stderr)
+        return 1
     print(json.dumps(answer, sort_keys=True))
-    if r.status_code != 200:
-        print(f"gateway refused ({r.status_code}): {answer.get('error', '')}", file=sys.stderr)
+    if r.status != 200:
+        print(f"gateway refused ({r.status}): {answer.get('error', '')}", file=sys.stderr)
         return 1
     if a.op == "identify" and answer["decision"] == "accepted":
         print(f"open the gate for {answer['id']}" + (" (degraded answer)" if answer.get("degraded") else ""), file=sys.stderr)

@@ -26,9 +26,24 @@ type Info struct {
 	GoVersion string `json:"go_version"`
 }
 
+// version and revision, set with -ldflags '-X
+// github.com/idface/idface/internal/buildinfo.revision=COMMIT' (and
+// .version=TAG), stand in for what the go command stamps when it cannot:
+// a build without VCS information (-buildvcs=false, a source tree without
+// .git such as a Docker build context or a tarball).
+var version, revision string
+
 // Read returns the running binary's build.
-func Read() Info {
-	in := Info{Version: "devel", GoVersion: runtime.Version()}
+func Read() (in Info) {
+	in = Info{Version: "devel", GoVersion: runtime.Version()}
+	defer func() {
+		if in.Version == "devel" && version != "" {
+			in.Version = version
+		}
+		if in.Revision == "" {
+			in.Revision = revision
+		}
+	}()
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return in
@@ -64,6 +79,10 @@ func (in Info) String() string {
 			b.WriteString(", modified")
 		}
 		b.WriteString(")")
+	} else {
+		// A binary that cannot say what it was built from says why, and how
+		// to build one that can.
+		b.WriteString(" (no commit recorded: built with -buildvcs=false or outside a git work tree; see idface version --help)")
 	}
 	b.WriteString(", built with " + in.GoVersion)
 	return b.String()

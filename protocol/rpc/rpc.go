@@ -71,11 +71,42 @@ func exchange(ctx context.Context, d network.Dialer, to string, req protocol.Msg
 		defer context.AfterFunc(ctx, func() { s.SetDeadline(time.Now()) })()
 	}
 	if err := s.WriteFrame(b); err != nil {
+		if resp := refusal(s, err); resp != nil {
+			return nil, uint64(s.Sent() + s.Received()), resp
+		}
 		return nil, 0, fmt.Errorf("sending to %s: %w", to, err)
 	}
 	s.CloseWrite() // one request per stream
 	resp, err := readReply(ctx, s, to, w)
 	return resp, uint64(s.Sent() + s.Received()), err
+}
+
+// refusalWait bounds the read of a refusal after a failed write: a server
+// that refused the request has written its answer before it stopped
+// reading.
+const refusalWait = 2 * time.Second
+
+// refusal is the server's answer to a request whose writing failed with
+// werr, or nil. A server refuses a request from its first bytes (a type
+// the sender's role may not send, a frame over its bound), answers, and
+// stops reading: a large request is cut off while it is written, and
+// its answer, already on the stream, says why. Without it the refusal
+// reads as a lost answer (in doubt) instead of a refusal.
+func refusal(s *network.Stream, werr error) *protocol.Error {
+	if network.IsTimeout(werr) || errors.Is(werr, network.ErrPeerRestarted) {
+		return nil
+	}
+	s.SetDeadline(time.Now().Add(refusalWait))
+	b, err := s.ReadFrame(MaxReply)
+	if err != nil {
+		return nil
+	}
+	m, err := protocol.Decode(b)
+	if err != nil {
+		return nil
+	}
+	e, _ := m.(*protocol.Error)
+	return e
 }
 
 // ReadReply reads and decodes one reply from server `from`; an Error reply
