@@ -37,6 +37,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -81,15 +82,19 @@ type Options struct {
 	Shards int
 }
 
-// Routes are the operations the gateway serves ("METHOD /path"), as
-// docs/openapi.json describes them.
-var Routes = []string{
+// routes are the operations the gateway serves (Routes).
+var routes = []string{
 	"POST /v1/identify",
 	"POST /v1/enroll",
 	"POST /v1/delete",
 	"GET /v1/count",
 	"GET /v1/health",
 }
+
+// Routes returns the operations the gateway serves ("METHOD /path"), as
+// docs/openapi.json describes them: a copy, so that no caller changes
+// what the gateway serves.
+func Routes() []string { return slices.Clone(routes) }
 
 // Handler serves the gateway's routes through c. It refuses options that
 // would leave the gateway open: no Listen, or an operator's gateway on
@@ -131,18 +136,18 @@ func Handler(c Client, o Options) (http.Handler, error) {
 		"GET /v1/count":     g.operator("ask for the count", g.count),
 		"GET /v1/health":    g.health,
 	}
-	for _, r := range Routes {
+	for _, r := range routes {
 		mux.HandleFunc(r, handlers[r])
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		for _, rt := range Routes {
+		for _, rt := range routes {
 			if method, path, _ := strings.Cut(rt, " "); path == r.URL.Path {
 				w.Header().Set("Allow", method)
 				fail(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s takes %s, not %s", path, method, r.Method))
 				return
 			}
 		}
-		fail(w, http.StatusNotFound, fmt.Sprintf("no operation %s %s; the gateway serves %v (docs/openapi.json)", r.Method, r.URL.Path, Routes))
+		fail(w, http.StatusNotFound, fmt.Sprintf("no operation %s %s; the gateway serves %v (docs/openapi.json)", r.Method, r.URL.Path, routes))
 	})
 	return g.guard(mux), nil
 }

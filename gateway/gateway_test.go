@@ -517,7 +517,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		}
 	}
 	slices.Sort(documented)
-	served := slices.Sorted(slices.Values(gateway.Routes))
+	served := slices.Sorted(slices.Values(gateway.Routes()))
 	if !slices.Equal(documented, served) {
 		t.Fatalf("docs/openapi.json describes %v; the gateway serves %v", documented, served)
 	}

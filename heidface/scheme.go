@@ -75,8 +75,9 @@ type Decryptor interface {
 	Copy() Decryptor
 }
 
-// Schemes lists the schemes by name, the default first.
-var Schemes = []string{"bgv", "paillier"}
+// Schemes lists the schemes by name, the default first (a new slice each
+// call).
+func Schemes() []string { return []string{"bgv", "paillier"} }
 
 // New returns the scheme called name for templates of dimension d enrolled
 // with T_alpha and queried with T_beta; "" is BGV.

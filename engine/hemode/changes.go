@@ -406,9 +406,6 @@ func (l *Local) addRows(txn protocol.TxnID, base int, auth protocol.Auth, ids []
 	l.nonces[auth.Nonce] = struct{}{}
 	l.reserve(ids)
 	l.mu.Unlock()
-	if h := l.afterReserve.Load(); h != nil {
-		(*h)()
-	}
 	gr := l.he.GroupRows()
 	for lo := 0; lo < len(zs); {
 		row := base + lo

@@ -17,11 +17,33 @@ import (
 
 // SetAfterReserve runs f at local server e once it has reserved an
 // enrollment's slots, before it encrypts them (f may block to hold the
-// enrollment there), until the returned function is called.
+// enrollment there, holding no lock but changeMu), until the returned
+// function is called. It wraps the server's encryptor, whose Delta is the
+// first step after the reservation (addRows); set it while no identify
+// runs, which copies the encryptor without a lock.
 func SetAfterReserve(e engine.Engine, f func()) (restore func()) {
 	l := e.(*Local)
-	l.afterReserve.Store(&f)
-	return func() { l.afterReserve.Store(nil) }
+	l.changeMu.Lock() // Delta runs under it
+	defer l.changeMu.Unlock()
+	inner := l.local
+	l.local = heldEncryptor{Encryptor: inner, before: f}
+	return func() {
+		l.changeMu.Lock()
+		defer l.changeMu.Unlock()
+		l.local = inner
+	}
+}
+
+// heldEncryptor runs before ahead of every Delta; its copies (identify's
+// workers) are the inner encryptor's.
+type heldEncryptor struct {
+	heidface.Encryptor
+	before func()
+}
+
+func (h heldEncryptor) Delta(slots []int, zs []template.Ternary) (heidface.EncGroup, error) {
+	h.before()
+	return h.Encryptor.Delta(slots, zs)
 }
 
 // Passes is a local server's passes over its groups and the identifies

@@ -105,10 +105,6 @@ type Local struct {
 	tr       *engine.Transformers
 	failed   atomic.Bool
 	replay   *localReplay
-	// afterReserve, when a test sets it (export_test.go), runs once this
-	// server has reserved an enrollment's slots and before it encrypts
-	// them, holding no lock but changeMu.
-	afterReserve atomic.Pointer[func()]
 	// passes merges concurrent identifies' sums into one pass over the
 	// groups (query.go).
 	passes *engine.Batcher[*sumJob, struct{}]
@@ -160,15 +156,13 @@ func NewLocal(ctx context.Context, env engine.Env, groups Groups, keys Keys, exi
 		name string
 		help string
 	}{
-		{&l.m.enrolled, "idface_enrolled_rows_total", "Rows enrolled (at the sequencer)."},
-		{&l.m.deleted, "idface_deleted_rows_total", "Rows deleted (at the sequencer)."},
-		{&l.m.aborts, "idface_txn_aborts_total", "Enrollments rolled back (at the sequencer)."},
 		{&l.m.passes, "idface_he_passes_total", "Passes over the encrypted groups for identifies (concurrent ones share a pass)."},
 		{&l.m.passed, "idface_he_passed_total", "Identifies summed in those passes (over passes: the mean pass)."},
 	} {
 		*c.f = prometheus.NewCounter(prometheus.CounterOpts{Name: c.name, Help: c.help})
 		env.Metrics.MustRegister(*c.f)
 	}
+	l.m.enrolled, l.m.deleted, l.m.aborts = engine.NewChangeCounters(env.Metrics)
 	// A pass starts as soon as none runs; the identifies that arrive while
 	// one runs (up to batch_max) share the next.
 	bmax, _ := p.Batch()

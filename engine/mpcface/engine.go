@@ -108,9 +108,8 @@ func New(env engine.Env) (*Engine, error) {
 	e := &Engine{Core: core, env: env, p: p, tr: engine.NewTransformers(d, p.Beta()), workers: env.Cores()}
 	e.m.wait = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_identify_wait_seconds_total", Help: "Entry: time spent waiting for helpers' blocks."})
 	e.m.score = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_identify_score_seconds_total", Help: "Entry: time spent on own columns and scoring."})
-	e.m.batches = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_identify_batches_total", Help: "Entry: batches of concurrent identifies run (one pass of the helpers each; an identify alone on an idle entry is a batch of one)."})
-	e.m.batched = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_identify_batched_total", Help: "Entry: identifies run in those batches."})
-	env.Metrics.MustRegister(e.m.wait, e.m.score, e.m.batches, e.m.batched)
+	env.Metrics.MustRegister(e.m.wait, e.m.score)
+	e.m.batches, e.m.batched = engine.NewBatchCounters(p, env.Metrics)
 	if bmax, bwait := p.Batch(); bmax > 1 {
 		// Eager: an idle entry runs a lone identify at once (a pass costs
 		// far more than batch_wait); identifies that arrive while a batch

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/idface/idface/internal/npy"
+	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/template"
 )
 
 func write(t *testing.T, name, text string) string {
@@ -136,5 +138,20 @@ func TestCheck(t *testing.T) {
 	}
 	if w := fmt.Sprint(tm.Where(1)); w != "line 3" {
 		t.Errorf("Where(1) = %s", w)
+	}
+}
+
+// TestHelpTexts: the help texts, constants so that no caller can change
+// them, state the bounds the code enforces.
+func TestHelpTexts(t *testing.T) {
+	for _, c := range []struct{ text, says string }{
+		{IDRules, fmt.Sprintf("1 to %d bytes", protocol.MaxIDLen)},
+		{Formats, fmt.Sprintf("most %d)", template.MaxDim)},
+		{Formats, fmt.Sprintf("at most %d values", npy.MaxElems)},
+		{Formats, fmt.Sprintf("at most %d MiB", MaxLine>>20)},
+	} {
+		if !strings.Contains(strings.ReplaceAll(c.text, "\n", " "), c.says) {
+			t.Errorf("the help text does not say %q:\n%s", c.says, c.text)
+		}
 	}
 }

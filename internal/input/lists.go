@@ -12,10 +12,11 @@ import (
 	"github.com/idface/idface/protocol"
 )
 
-// IDRules is the help text of an ids file, for --help.
-var IDRules = fmt.Sprintf("Ids: one per line, in the order of the templates; surrounding spaces are\n"+
-	"dropped; an id is 1 to %d bytes of UTF-8 without control characters;\n"+
-	"blank lines (except at the end) and repeated ids are refused.", protocol.MaxIDLen)
+// IDRules is the help text of an ids file, for --help. A constant, so that
+// no caller changes it; the bound is protocol.MaxIDLen (TestHelpTexts).
+const IDRules = "Ids: one per line, in the order of the templates; surrounding spaces are\n" +
+	"dropped; an id is 1 to 256 bytes of UTF-8 without control characters;\n" +
+	"blank lines (except at the end) and repeated ids are refused."
 
 // Lines calls f with every line of r (numbered from 1, "\r\n" and
 // surrounding white space removed) that is not blank. A blank line is an

@@ -18,14 +18,15 @@ import (
 	"strings"
 
 	"github.com/idface/idface/internal/npy"
-	"github.com/idface/idface/template"
 )
 
 // MaxLine bounds one line of a CSV, JSON lines, ids or labels file.
 const MaxLine = 1 << 20
 
-// Formats is the help text of the template formats, for --help.
-var Formats = "Templates: .npy (float32 or float64, one row per template), CSV (.csv,\n" +
+// Formats is the help text of the template formats, for --help. A
+// constant, so that no caller changes it; the bounds are template.MaxDim
+// and npy.MaxElems (TestHelpTexts).
+const Formats = "Templates: .npy (float32 or float64, one row per template), CSV (.csv,\n" +
 	".tsv, .txt: one template per line, values separated by commas or white\n" +
 	"space, as numpy.savetxt writes; lines starting with # and a first line\n" +
 	"without numbers, a header, are skipped) or JSON lines (.jsonl, .ndjson:\n" +
@@ -34,8 +35,8 @@ var Formats = "Templates: .npy (float32 or float64, one row per template), CSV (
 	"Other names are recognised by their content. Blank lines are refused\n" +
 	"(they would shift every later template against its id), except at the\n" +
 	"end; a line is at most 1 MiB. Values must be finite and a template not\n" +
-	fmt.Sprintf("all zeros; a template has the cluster's dimension d (512 by default, at\n"+
-		"most %d) and a file at most %d values in all.", template.MaxDim, npy.MaxElems)
+	"all zeros; a template has the cluster's dimension d (512 by default, at\n" +
+	"most 4096) and a file at most 2147483648 values in all."
 
 // Templates is a file of templates, one per row.
 type Templates struct {

@@ -25,8 +25,9 @@ const label = "idface pair key v1"
 
 // Derive returns the key server self shares with every other server of p,
 // by name. priv is self's identity key; nil gives no keys (a server built
-// without its identity cannot compare digests). A member whose certificate
-// is "-" (an in-process test member without one) gets no key.
+// without its identity cannot compare digests). Every other server's
+// certificate must hold its key: in-process test clusters give every
+// member a real identity (inproc.Start).
 func Derive(p *config.Params, self string, priv crypto.PrivateKey) (map[string][32]byte, error) {
 	if priv == nil {
 		return nil, nil
@@ -41,7 +42,7 @@ func Derive(p *config.Params, self string, priv crypto.PrivateKey) (map[string][
 	}
 	keys := map[string][32]byte{}
 	for _, m := range p.Servers() {
-		if m.Name == self || m.Cert == "-" {
+		if m.Name == self {
 			continue
 		}
 		pub, err := publicKey(m)

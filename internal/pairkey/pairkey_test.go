@@ -92,3 +92,27 @@ func TestPairKeys(t *testing.T) {
 		t.Fatalf("an Ed25519 identity: %v", err)
 	}
 }
+
+// TestServerWithoutCertificate: a server whose certificate the cluster
+// config lacks ("-") fails the derivation, naming it, rather than being
+// left without a key (it used to be skipped, for in-process tests, which
+// now give every member a real identity).
+func TestServerWithoutCertificate(t *testing.T) {
+	id, err := quicnet.GenerateIdentity("p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(id.CertPEM, id.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := config.New(config.Literal{Mode: config.Mode2PC,
+		Parties: []config.Member{{Name: "p1", Addr: "127.0.0.1:1", Cert: string(id.CertPEM), Pin: id.Pin}, {Name: "p2", Addr: "127.0.0.1:2", Cert: "-", Pin: "pin-p2"}},
+		Clients: []config.Member{{Name: "op", Cert: "-", Pin: "pin-op", Role: config.RoleOperator}}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k, err := pairkey.Derive(p, "p1", pair.PrivateKey); err == nil || !strings.Contains(err.Error(), "p2") {
+		t.Fatalf("a server without a certificate: %v %v", k, err)
+	}
+}

@@ -129,12 +129,12 @@ func (d *Dec) Str(max int) string {
 
 // Bytes32 reads a u32-length byte string of at most max bytes (copied).
 func (d *Dec) Bytes32(max int) []byte {
-	n := int(d.U32())
-	if n > max {
+	n := d.U32()
+	if int64(n) > int64(max) { // compared before int(n), negative on 32-bit platforms
 		d.Fail("%d bytes, limit %d", n, max)
 		return nil
 	}
-	return append([]byte(nil), d.Take(n)...)
+	return append([]byte(nil), d.Take(int(n))...)
 }
 
 // Fixed copies exactly len(dst) bytes into dst.
@@ -155,11 +155,12 @@ func (d *Dec) Words(n int) []uint64 {
 
 // F32s reads a u32-counted list of at most max float32 values.
 func (d *Dec) F32s(max int) []float32 {
-	n := int(d.U32())
-	if n > max {
-		d.Fail("%d values, limit %d", n, max)
+	u := d.U32()
+	if int64(u) > int64(max) {
+		d.Fail("%d values, limit %d", u, max)
 		return nil
 	}
+	n := int(u)
 	b := d.Take(4 * n)
 	if b == nil {
 		return nil
@@ -175,12 +176,12 @@ func (d *Dec) F32s(max int) []float32 {
 // bytes left (each element needs at least minSize), so a forged count
 // cannot trigger a large allocation.
 func (d *Dec) Count(max, minSize int) int {
-	n := int(d.U32())
-	if n > max || n*minSize > len(d.B) {
+	n := int64(d.U32())
+	if n > int64(max) || n*int64(minSize) > int64(len(d.B)) {
 		d.Fail("count %d exceeds the limit or the message", n)
 		return 0
 	}
-	return n
+	return int(n)
 }
 
 // Done fails on trailing bytes and returns the first error.
