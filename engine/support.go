@@ -204,16 +204,55 @@ func (o *Outbox) flush(ctx context.Context, force bool) map[string]string {
 }
 
 // Run retries every interval while ctx lives, whenever txn (the lock that
-// serialises this server's transactions) is free.
+// serialises this server's transactions) is free. A server that failed a
+// delivery lately is first asked for its health, without the lock, and
+// tried again only once it answers: a flush to a server that is down
+// would hold the lock for the send timeout, and every change arriving
+// meanwhile would wait that long for a server it goes on without.
 func (o *Outbox) Run(ctx context.Context, txn *sync.Mutex, every time.Duration) {
 	Every(ctx, every, func() {
-		if o.Len() > 0 && txn.TryLock() {
-			if o.Flush(ctx) == nil {
+		if o.Len() == 0 || !o.answering(ctx) {
+			return
+		}
+		if txn.TryLock() {
+			if len(o.flush(ctx, false)) == 0 {
 				o.log.Info("outstanding decisions delivered")
 			}
 			txn.Unlock()
 		}
 	})
+}
+
+// answering asks each queued server that failed within holdoff whether
+// it answers now (no lock held): one that answers is tried at the next
+// flush, one that does not stays failed (a transaction goes on without
+// it at once). It reports whether any queued server is worth a flush.
+func (o *Outbox) answering(ctx context.Context) bool {
+	o.mu.Lock()
+	var lately, fresh []string
+	for to := range o.q {
+		if last, failed := o.failed[to]; failed && time.Since(last) < holdoff {
+			lately = append(lately, to)
+		} else {
+			fresh = append(fresh, to)
+		}
+	}
+	o.mu.Unlock()
+	worth := len(fresh) > 0
+	for _, to := range lately {
+		cctx, cancel := context.WithTimeout(ctx, min(o.send, time.Second))
+		_, err := rpc.Call(cctx, o.net, to, &protocol.Health{})
+		cancel()
+		o.mu.Lock()
+		if err != nil {
+			o.failed[to] = time.Now()
+		} else {
+			delete(o.failed, to)
+			worth = true
+		}
+		o.mu.Unlock()
+	}
+	return worth
 }
 
 // Every calls f at every tick of the interval until ctx ends (an engine's
