@@ -27,6 +27,7 @@ import (
 	"github.com/idface/idface/cluster"
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
+	"github.com/idface/idface/engine/rowtxn"
 	"github.com/idface/idface/internal/home"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/server"
@@ -436,7 +437,11 @@ func clusterStatus(cfg *config.Params, cl *client.Client, local, operator, asJSO
 			rep.AllReachable = false
 			compared = compared && !st.HoldsRows
 			rep.Servers = append(rep.Servers, st)
-			lines = append(lines, fmt.Sprintf("%-8s %-22s %-8s unreachable: %v", p.Name, p.Addr, pidS, err))
+			state := "unreachable"
+			if rowtxn.StandsDown(err, p.member) { // it answers that its rows are older than its peers' (engine/replicated)
+				state = "STALE"
+			}
+			lines = append(lines, fmt.Sprintf("%-8s %-22s %-8s %s: %v", p.Name, p.Addr, pidS, state, err))
 			continue
 		}
 		st.Reachable, st.ConfigSerial, st.ConfigHash = true, &h.ConfigSerial, fmt.Sprintf("%x", h.ConfigHash)

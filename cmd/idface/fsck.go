@@ -15,7 +15,9 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
+	"github.com/idface/idface/internal/pairkey"
 	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/network/quicnet"
 	"github.com/idface/idface/server"
 )
 
@@ -33,6 +35,10 @@ func cmdFsck(args []string, stdout, stderr io.Writer) (err error) {
 		"shares cannot be rebuilt by anyone; the report says what to do.\n"+
 		"--rows lists the ids at rows LO..HI-1 of an origin's segment (run it at a\n"+
 		"healthy party to name the rows another party lost).\n"+
+		"A replicated share holder's rows are also compared with the other\n"+
+		"holders' (as this server, while they run): a copy older than theirs (a\n"+
+		"backup restored after later deletions) is reported stale; started, it\n"+
+		"catches up from them before it serves, or stands down and says why.\n"+
 		"Every log is bound to its cluster, member, mode, HE key and generation;\n"+
 		"fsck shows the binding and refuses a file bound elsewhere. --adopt binds a\n"+
 		"log of format 1 (written before bindings) to this server: only for the\n"+
@@ -71,7 +77,8 @@ func cmdFsck(args []string, stdout, stderr io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	if _, err := h.Check(p); err != nil {
+	me, err := h.Check(p)
+	if err != nil {
 		return err
 	}
 	name := &h.Self.Name
@@ -125,6 +132,19 @@ func cmdFsck(args []string, stdout, stderr io.Writer) (err error) {
 		fmt.Fprintf(stdout, "the %s keeps no data\n", srv.Role)
 		res.Intact = true
 		return nil
+	}
+	if p.PartyIndex(*name) >= 0 {
+		// A share holder's copy may be older than the other holders'
+		// rows (a restored backup): where the mode compares them, fsck
+		// asks them as this server.
+		if cert, err := h.Certificate(); err == nil {
+			d := quicnet.NewDialer(cert, p.Directory(*shard))
+			defer d.Close()
+			env.Net = d
+			if key, err := h.PairKey(me, cert.PrivateKey); err == nil {
+				env.PairKeys, _ = pairkey.Derive(p, *name, key)
+			}
+		}
 	}
 	problems, err := srv.Fsck(env, data, engine.FsckOptions{Rows: *rows, Report: &res.FsckReport}, stdout)
 	if err != nil {

@@ -23,8 +23,9 @@ func partyRebuild(args []string, stdout, stderr io.Writer) error {
 		"servers, in a mode that can (replicated: each of the two other share\n"+
 		"holders sends the one share it holds in common with this one, and both\n"+
 		"send the ids; neither sends more). The home must be the server's own\n"+
-		"(identity.key and seal.key: restore them from the member's backup); its\n"+
-		"data directory must hold no log (move a damaged one aside first). The\n"+
+		"(home.json, identity.key, identity.crt, seal.key and, in a keyed sharded\n"+
+		"cluster, shard.key: restore them from the member's backup); its data\n"+
+		"directory must hold no log (move a damaged or stale one aside first). The\n"+
 		"other holders must be running. Then start the server: entries deliver\n"+
 		"what was enrolled or deleted meanwhile, and checked answers resume.\n"+
 		"In a sharded cluster each shard is rebuilt on its own (--shard N), from\n"+

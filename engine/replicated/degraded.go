@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idface/idface/engine"
+	"github.com/idface/idface/engine/rowtxn"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/protocol/rpc"
@@ -206,6 +207,13 @@ func unreachable(err error) bool {
 	return err != nil
 }
 
+// countsDown reports whether holder name counts as down by err, the
+// outcome of a contact with it: it could not be reached, or it answered
+// that it stands down (its rows are older than the others': stale.go).
+func countsDown(err error, name string) bool {
+	return unreachable(err) || rowtxn.StandsDown(err, name)
+}
+
 // ping asks holder name for its health: the probe of an outage.
 func ping(d network.Dialer, name string) func(context.Context) error {
 	return func(ctx context.Context) error {
@@ -299,7 +307,7 @@ func (r *reach) contactLocked(name string) chan struct{} {
 		err := r.ping(ctx, name)
 		cancel()
 		r.mu.Lock()
-		if unreachable(err) {
+		if countsDown(err, name) {
 			r.failed[name] = time.Now()
 		} else {
 			delete(r.failed, name)

@@ -136,6 +136,7 @@ type Holder[E additive.Elem] struct {
 	outage  *outage
 	gate    *gate       // the degraded queries of other entries this holder serves as a helper
 	probes  probeNonces // hidden probes seen in the window
+	cur     currency    // whether its rows are as current as the other holders' (stale.go)
 	hidden  *engine.Batcher[*hiddenJob[E], hiddenDone]
 	scans   *engine.Batcher[*scan[E], scanned[E]] // one pass over the shares for concurrent hidden probes
 	passes  *engine.Batcher[*pass, passed[E]]     // the same for concurrent checked queries
@@ -235,6 +236,7 @@ func (h *Holder[E]) Routes() map[protocol.Type]engine.Route {
 	r[protocol.THiddenQuery] = engine.Route{Op: "query", From: engine.Parties, Handle: h.Guard(h.serveHidden), Max: engine.HiddenQueryBound(h.p.Params), Long: true, Query: true}
 	r[protocol.TReplFetch] = engine.Route{Op: "rebuild", From: engine.Parties, Handle: h.Guard(h.fetchRows), Max: engine.Small}
 	r[protocol.TReshareRequest] = engine.Route{Op: "reshare", From: engine.Operators, Handle: h.Guard(h.reshare), Max: engine.Small, Long: true}
+	h.standDownRoutes(r)
 	return r
 }
 
@@ -483,7 +485,7 @@ func (h *Holder[E]) backUp(ctx context.Context, k int) bool {
 	name := h.p.Party(k).Name
 	ctx, cancel := context.WithTimeout(ctx, contactWait(h.p))
 	defer cancel()
-	if unreachable(ping(h.env.Net, name)(ctx)) {
+	if countsDown(ping(h.env.Net, name)(ctx), name) {
 		return false
 	}
 	if h.outage.end(k, name) {
@@ -621,7 +623,7 @@ func (f *fanout) fail(who string, err error) {
 		// requester gave up: a client, or a coordinator that stopped
 		// waiting for this shard) is not counted down for it; one silent
 		// until the deadline is.
-		if k := f.p.PartyIndex(who); k >= 0 && who != f.env.Self && unreachable(err) && !errors.Is(f.parent.Err(), context.Canceled) {
+		if k := f.p.PartyIndex(who); k >= 0 && who != f.env.Self && countsDown(err, who) && !errors.Is(f.parent.Err(), context.Canceled) {
 			f.lost = k
 		}
 		e := engine.AsError(err, protocol.CodeUnavailable)
@@ -918,10 +920,12 @@ func pairLabel(p *Params, a, b int) string {
 	return strings.Join([]string{p.Party(a).Name, p.Party(b).Name}, "/")
 }
 
-// Run does the core's background work and ends the probes of an outage
-// with ctx.
+// Run does the core's background work, ends the probes of an outage with
+// ctx, and compares this holder's rows with the other holders' until it
+// knows they are as current (stale.go).
 func (h *Holder[E]) Run(ctx context.Context) {
 	h.outage.start(ctx)
+	go h.watchCurrency(ctx)
 	h.Core.Run(ctx)
 }
 

@@ -54,6 +54,30 @@ func init() {
 			srv.Rebuild = func(ctx context.Context, env engine.Env, dir string, out io.Writer) error {
 				return rebuildInto(ctx, env, filepath.Join(dir, srv.Log), out)
 			}
+			open := srv.Open
+			srv.Open = func(ctx context.Context, env engine.Env, dir string, wrap func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
+				eng, closers, err := open(ctx, env, dir, wrap)
+				if h, ok := eng.(interface{ lookAtStart(context.Context) }); ok && err == nil {
+					h.lookAtStart(ctx) // a copy older than the others' stands down before it serves
+				}
+				return eng, closers, err
+			}
+			srv.Fsck = func(env engine.Env, dir string, opt engine.FsckOptions, out io.Writer) ([]string, error) {
+				eng, err := New(env)
+				if err != nil {
+					return nil, err
+				}
+				problems, err := rowtxn.Fsck(env, eng, dir, srv.Log, Kind, opt, out)
+				if err != nil || len(problems) > 0 { // (no log is one)
+					return problems, err
+				}
+				// An intact log may still be older than the other holders'
+				// rows (a restored backup).
+				if h, ok := eng.(interface{ fsckCurrency(io.Writer) []string }); ok {
+					problems = h.fsckCurrency(out)
+				}
+				return problems, nil
+			}
 			return shard.Server(srv, func(p *config.Params) shard.Options {
 				return shard.Options{Mode: string(Mode) + "-coord", Merged: true,
 					Enroll: protocol.TSealedEnroll, EnrollMax: engine.SealedEnrollBound(p, 2*p.Dim()*blind.Ring(p).Bits/8)}

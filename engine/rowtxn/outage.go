@@ -2,6 +2,7 @@ package rowtxn
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/idface/idface/protocol"
 )
@@ -38,21 +39,46 @@ func (c *Core[S]) mayHold(ops [][]protocol.Op, sealed *sealedParts) bool {
 }
 
 // unreached picks, from a prepare broadcast's errors (indexed like peers),
-// the one peer that could not be reached when every other voted: the
-// party to hold the change for, or "" when the errors are anything else.
+// the one peer that could not be reached, or answered that it stands
+// down, when every other voted: the party to hold the change for, or ""
+// when the errors are anything else.
 func unreached(peers []string, errs []error) string {
 	down := ""
 	for i, err := range errs {
 		var pe *protocol.Error
 		switch {
 		case err == nil:
-		case errors.As(err, &pe) || down != "":
-			return "" // a refusal, or a second peer missing
+		case down != "":
+			return "" // a second peer missing
+		case errors.As(err, &pe) && !StandsDown(err, peers[i]):
+			return "" // a refusal
 		default:
 			down = peers[i]
 		}
 	}
 	return down
+}
+
+// A party that stands down (replicated mode: a holder whose rows are older
+// than its peers', until it has caught up) answers what it will not serve
+// with StandDown's error. The other servers count it down as if it could
+// not be reached: they have that answer from the party itself, never on
+// another server's word (StandsDown checks who said it).
+
+// standDownMark follows the party's name in every StandDown message.
+const standDownMark = " stands down: "
+
+// StandDown is party self's answer while it stands down, saying why and
+// what to do.
+func StandDown(self, why string) *protocol.Error {
+	return protocol.Errorf(protocol.CodeUnavailable, "%s%s%s", self, standDownMark, why)
+}
+
+// StandsDown reports whether err is party name's own answer that it
+// stands down.
+func StandsDown(err error, name string) bool {
+	var pe *protocol.Error
+	return errors.As(err, &pe) && pe.Code == protocol.CodeUnavailable && strings.HasPrefix(pe.Msg, name+standDownMark)
 }
 
 // hold logs the held record of party k's prepare m (before the decision,

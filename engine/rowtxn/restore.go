@@ -24,6 +24,9 @@ func (c *Core[S]) Restore(k, base int, ids []string, live []bool, shares [][]byt
 	if have := c.st.segs[k].shares.Rows(); have != base {
 		return fmt.Errorf("rowtxn: restore of origin %d's rows from %d, it has %d", k, base, have)
 	}
+	if err := c.undecided(k); err != nil {
+		return err
+	}
 	txn, err := c.env.NewTxnID()
 	if err != nil {
 		return err
@@ -51,11 +54,70 @@ func (c *Core[S]) Restore(k, base int, ids []string, live []bool, shares [][]byt
 	}
 	pos, err := c.log.Append(encodePrepare(p))
 	if err != nil {
+		c.fatal(err) // a running party (catching up) stops: its log may hold a torn record
 		return err
 	}
 	c.st.pending[txn] = &pendingTxn{prep: p, tail: pos[0].TailOffset}
 	if perr := c.decideLocked(&protocol.Decide{Txn: txn, Origin: uint8(k), Commit: true}); perr != nil {
 		return perr
+	}
+	return nil
+}
+
+// Revoke deletes rows of origin k's segment that a party missed the
+// deletion of (replicated mode: a holder restored from a copy older than
+// its peers' rows catches up from them): seqs[i] is a row here with id
+// ids[i], deleted at the peers. Rows already deleted here are skipped. As
+// Restore, it logs one committed transaction, unsigned, whose replay
+// deletes the rows, and erases their shares from memory and the log.
+func (c *Core[S]) Revoke(k int, seqs []int, ids []string) error {
+	c.txnMu.Lock()
+	defer c.txnMu.Unlock()
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	if k < 0 || k >= len(c.st.segs) || len(seqs) != len(ids) {
+		return fmt.Errorf("rowtxn: revoke of %d rows of origin %d", len(ids), k)
+	}
+	if err := c.undecided(k); err != nil {
+		return err
+	}
+	seg := c.st.segs[k]
+	p := &protocol.Prepare{Origin: uint8(k), Dim: uint16(c.p.Dim()), Base: uint32(seg.shares.Rows())}
+	for i, seq := range seqs {
+		if seq < 0 || seq >= seg.shares.Rows() || seg.ids.At(seq) != ids[i] {
+			return fmt.Errorf("rowtxn: revoke of row %d of origin %d (%q), which this party does not hold", seq, k, ids[i])
+		}
+		if seg.shares.IsLive(seq) {
+			p.Ops = append(p.Ops, protocol.Op{Kind: protocol.OpDelete, Seq: uint32(seq), ID: ids[i]})
+		}
+	}
+	if len(p.Ops) == 0 {
+		return nil
+	}
+	var err error
+	if p.Txn, err = c.env.NewTxnID(); err != nil {
+		return err
+	}
+	pos, err := c.log.Append(encodePrepare(p))
+	if err != nil {
+		c.fatal(err) // a running party (catching up) stops: its log may hold a torn record
+		return err
+	}
+	c.st.pending[p.Txn] = &pendingTxn{prep: p, tail: pos[0].TailOffset}
+	if perr := c.decideLocked(&protocol.Decide{Txn: p.Txn, Origin: uint8(k), Commit: true}); perr != nil {
+		return perr
+	}
+	return nil
+}
+
+// undecided refuses to change origin k's segment here while one of its
+// transactions is undecided here: its decision would apply on top of
+// rows it was not prepared for (caller holds the state's lock).
+func (c *Core[S]) undecided(k int) error {
+	for _, t := range c.st.pending {
+		if int(t.prep.Origin) == k {
+			return fmt.Errorf("a transaction of origin %s is undecided here; try again once it is decided", c.p.Party(k).Name)
+		}
 	}
 	return nil
 }

@@ -175,7 +175,9 @@ func Open(dir string) (*Home, error) {
 	b, err := os.ReadFile(filepath.Join(dir, selfFile))
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("%s is not a home: create it with 'idface party init' or 'idface client init'", dir)
+			// Its identity exists nowhere else: a new one would be another
+			// member, which the cluster's configuration does not pin.
+			return nil, fmt.Errorf("%s is not a home (it has no %s): restore the backup of this member's home there (home.json, identity.key, identity.crt and, for a server, seal.key: docs/DEPLOY.md, 'Backing up and restoring a server'), or check the path given", dir, selfFile)
 		}
 		return nil, err
 	}
