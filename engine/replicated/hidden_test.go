@@ -305,7 +305,7 @@ func TestHiddenBatch(t *testing.T) {
 	if err := protocol.SignProbe(c.signer("device"), "device", c.p.ClusterID(), bad); err != nil {
 		t.Fatal(err)
 	}
-	batches := c.counter("p1", "idface_identify_batches_total", "")
+	batches := c.counter("p1", "idface_identify_batches_total", "replicated")
 	scans, scanned := c.counter("p2", "idface_repl_scans_total", ""), c.counter("p2", "idface_repl_scanned_total", "")
 	errs := make([]error, n)
 	got := make([]*protocol.IdentifyOK, n)
@@ -332,7 +332,7 @@ func TestHiddenBatch(t *testing.T) {
 	if errs[n-1] == nil || !strings.Contains(errs[n-1].Error(), "p2: its part of the hidden probe does not open") {
 		t.Fatalf("the probe with a damaged part: %v %+v", errs[n-1], got[n-1])
 	}
-	ran := c.counter("p1", "idface_identify_batches_total", "") - batches
+	ran := c.counter("p1", "idface_identify_batches_total", "replicated") - batches
 	if ran < 1 || ran >= n-2 {
 		t.Fatalf("%v batches at p1 for %d concurrent probes held up to 100 ms: not batched", ran, n-2)
 	}

@@ -208,13 +208,12 @@ func newHolder[E additive.Elem](env engine.Env, p *Params) (*Holder[E], error) {
 	h.m.permute = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_permute_seconds_total", Help: "Time permuting and masking the two share-score vectors, and tagging."})
 	h.m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_repl_entry_refusals_total",
 		Help: "Entry: queries refused because the decider's answer failed its check (decider) or the helpers' tag keys differ (the helper pair)."}, []string{"pair"})
-	h.m.batches = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_identify_batches_total", Help: "Entry: batches of concurrent identifies scored in one pass (hidden probes)."})
-	h.m.batched = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_identify_batched_total", Help: "Entry: identifies in those batches (over batches: the mean batch)."})
 	h.m.scans = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_scans_total", Help: "Passes over this holder's shares for hidden probes (its own as the entry and the other entries' together)."})
 	h.m.scanned = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_scanned_total", Help: "Hidden probes scored in those passes (over scans: the mean pass)."})
 	h.m.passes = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_passes_total", Help: "Passes over this holder's shares for checked queries (its own as the entry and the other entries' together)."})
 	h.m.passed = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_passed_total", Help: "Checked queries scored in those passes (over passes: the mean pass)."})
-	for _, c := range append(h.gate.collectors(), h.m.score, h.m.permute, h.m.batches, h.m.batched, h.m.scans, h.m.scanned, h.m.passes, h.m.passed, h.m.refused, h.outage.gauge, h.outage.degraded) {
+	h.m.batches, h.m.batched = engine.NewBatchCounters(env.Params, env.Metrics) // one meaning in every mode
+	for _, c := range append(h.gate.collectors(), h.m.score, h.m.permute, h.m.scans, h.m.scanned, h.m.passes, h.m.passed, h.m.refused, h.outage.gauge, h.outage.degraded) {
 		env.Metrics.MustRegister(c)
 	}
 	return h, nil

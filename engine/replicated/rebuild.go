@@ -223,7 +223,12 @@ func rebuildInto(ctx context.Context, env engine.Env, path string, out io.Writer
 		return err
 	}
 	for seg := range replicated.Holders {
-		fmt.Fprintf(out, "origin %s: %d rows restored, %d live\n", env.Params.Party(seg).Name, rep.Rows[seg], rep.Live[seg])
+		name := env.Params.Party(seg).Name
+		if rep.Rows[seg] == 0 { // not a failure: rows are segmented by the holder they were enrolled through
+			fmt.Fprintf(out, "origin %s: no rows (none were enrolled through %s): nothing to restore\n", name, name)
+			continue
+		}
+		fmt.Fprintf(out, "origin %s: %d rows restored from the two other holders, %d live\n", name, rep.Rows[seg], rep.Live[seg])
 	}
 	return nil
 }

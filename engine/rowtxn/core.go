@@ -138,17 +138,7 @@ func New[S Shares](env engine.Env, opt Options[S]) (*Core[S], error) {
 		replay: &replayState{erased: map[rowmap.Ref]int64{}, bad: map[rowmap.Ref]int64{}, decided: map[protocol.TxnID]bool{}},
 		held:   map[heldKey]tail{}}
 	c.outbox.Delivered = c.delivered
-	for _, m := range []struct {
-		c          *prometheus.Counter
-		name, help string
-	}{
-		{&c.m.enrolled, "idface_enrolled_rows_total", "Rows enrolled through this party."},
-		{&c.m.deleted, "idface_deleted_rows_total", "Rows deleted through this party."},
-		{&c.m.aborts, "idface_txn_aborts_total", "Transactions originated here and rolled back."},
-	} {
-		*m.c = prometheus.NewCounter(prometheus.CounterOpts{Name: m.name, Help: m.help})
-		env.Metrics.MustRegister(*m.c)
-	}
+	c.m.enrolled, c.m.deleted, c.m.aborts = engine.NewChangeCounters(env.Metrics)
 	return c, nil
 }
 
