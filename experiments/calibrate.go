@@ -38,6 +38,10 @@ type Calibration struct {
 	// Curve is FPIR and TPIR at thresholds from the lowest non-mated best
 	// score to the highest mated one (at most 400 points).
 	Curve []CalibrationPoint
+	// BestMated and BestNonMated are every search's best score: what a
+	// cluster's score statistics (idface stats) count per window, for a
+	// plot of drift. Not written to the calibration file.
+	BestMated, BestNonMated []int `json:"-"`
 }
 
 // CalibrationPoint is FPIR and TPIR at one threshold.
@@ -106,6 +110,7 @@ func CalibrateFor(xs [][]float32, labels []int, lp LevelPair, target float64, ro
 	}
 	c := &Calibration{Pair: lp, TargetFPIR: target, Rows: rows, GalleryIDs: len(gallery), Mated: len(mated), NonMated: len(nonMated)}
 	ms, ns := best[:len(mated)], slices.Clone(best[len(mated):])
+	c.BestMated, c.BestNonMated = ms, best[len(mated):]
 	slices.Sort(ns)
 	slices.Reverse(ns)
 	// At most floor(target*N) non-mated searches may reach the threshold

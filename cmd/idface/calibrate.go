@@ -9,6 +9,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -84,6 +87,8 @@ func cmdCalibrate(args []string, stdout, stderr io.Writer) error {
 	levels := addLevelFlags(fs)
 	rows := fs.Int("rows", 0, "the number of ids the cluster will hold (default: the ids the split enrolls, half the labelled people)")
 	every := fs.Duration("progress", 10*time.Second, "report progress on stderr this often (0: never): each transform scores every probe against the gallery")
+	var stats urlsFlag
+	fs.Var(&stats, "stats", "a cluster's score statistics (the output of idface stats --json; repeatable, e.g. one a week): also plot them against the best scores of this calibration's searches, to show drift (PLOT-drift.png)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -194,6 +199,14 @@ func cmdCalibrate(args []string, stdout, stderr io.Writer) error {
 	if plot != "none" {
 		wrote += " and " + plot
 	}
+	if len(stats) > 0 && plot != "none" {
+		ext := filepath.Ext(plot)
+		drift := strings.TrimSuffix(plot, ext) + "-drift" + ext
+		if err := plotDrift(drift, c, stats); err != nil {
+			return err
+		}
+		wrote += " and " + drift
+	}
 	fmt.Fprintf(stdout, "wrote %s; use it with: idface cluster init --cluster DIR --mode %s --calibration %s\n", wrote, m, *out)
 	fmt.Fprintf(stdout, "the threshold holds its FPIR up to %d ids enrolled; identify, cluster status and the gateway's health warn an operator when more are\n", f.Calibration.PlannedRows())
 	return nil
@@ -276,6 +289,86 @@ func plotCalibration(path string, c *experiments.Calibration) error {
 		series = []experiments.Series{curve, chosen}
 	}
 	return experiments.PlotLines(path, fmt.Sprintf("open-set identification, %d enrolled", c.GalleryIDs), "FPIR", "TPIR", true, false, series...)
+}
+
+// plotDrift draws, per bucket of a cluster's score statistics, the share
+// of queries of each window read from the files (idface stats --json)
+// beside the share of this calibration's mated and non-mated searches in
+// the same buckets: rejected traffic whose mass moves towards the
+// threshold means an FPIR above the calibrated one, accepted traffic
+// that slides down a camera or an extractor that drifts.
+func plotDrift(path string, c *experiments.Calibration, files []string) error {
+	var windows []windowStats
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		var ws []windowStats
+		if err := json.Unmarshal(b, &ws); err != nil {
+			return fmt.Errorf("--stats %s: %w (give the output of idface stats --json)", f, err)
+		}
+		for _, w := range ws {
+			if w.Queries > 0 && len(w.Buckets) > 0 {
+				w.Server = fmt.Sprintf("%s: %s", f, w.Server)
+				windows = append(windows, w)
+			}
+		}
+	}
+	if len(windows) == 0 {
+		return fmt.Errorf("--stats: no complete window in %s: wait until idface stats shows one", strings.Join(files, ", "))
+	}
+	edges, err := windowEdges(windows[0])
+	if err != nil {
+		return err
+	}
+	share := func(label string, scores []int) experiments.Series {
+		sr := experiments.Series{Label: label}
+		counts := make([]float64, len(edges)+1)
+		for _, sc := range scores {
+			b := 0
+			for b < len(edges) && sc >= edges[b] {
+				b++
+			}
+			counts[b]++
+		}
+		for b, n := range counts {
+			sr.X, sr.Y = append(sr.X, float64(b)), append(sr.Y, n/float64(max(len(scores), 1)))
+		}
+		return sr
+	}
+	series := []experiments.Series{
+		share(fmt.Sprintf("calibration: %d searches of enrolled people", c.Mated), c.BestMated),
+		share(fmt.Sprintf("calibration: %d searches of strangers", c.NonMated), c.BestNonMated),
+	}
+	for _, w := range windows {
+		if e, err := windowEdges(w); err != nil || !slices.Equal(e, edges) {
+			return fmt.Errorf("--stats: the windows have other buckets (%s): give files of one cluster and threshold", w.Server)
+		}
+		sr := experiments.Series{Label: fmt.Sprintf("%s, window %d (%d queries)", w.Server, w.Windows, w.Queries)}
+		for b, bk := range w.Buckets {
+			sr.X, sr.Y = append(sr.X, float64(b)), append(sr.Y, float64(bk.Count)/float64(w.Queries))
+		}
+		series = append(series, sr)
+	}
+	title := fmt.Sprintf("best score per query, buckets below %v (and above); calibration threshold %d", edges, c.Threshold)
+	return experiments.PlotLines(path, title, "bucket (by its upper bound, in order)", "share of queries", false, false, series...)
+}
+
+// windowEdges are a window's bucket bounds (the last bucket has none).
+func windowEdges(w windowStats) ([]int, error) {
+	var edges []int
+	for _, b := range w.Buckets {
+		if b.Below == "+Inf" {
+			continue
+		}
+		n, err := strconv.Atoi(b.Below)
+		if err != nil {
+			return nil, fmt.Errorf("a bucket bound %q in %s", b.Below, w.Server)
+		}
+		edges = append(edges, n)
+	}
+	return edges, nil
 }
 
 // applyCalibration reads a calibration file into the settings of a new

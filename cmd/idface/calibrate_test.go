@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -72,5 +73,47 @@ func TestCalibrationInit(t *testing.T) {
 	lit.Tau = &tau
 	if _, err := config.New(lit, p("c")); err == nil || !strings.Contains(err.Error(), "calibration: its threshold is score >= ") {
 		t.Errorf("tau changed under a calibration: %v", err)
+	}
+}
+
+// TestCalibrateDrift (issue 38 item 7): calibrate's plot takes a
+// cluster's score statistics (idface stats --json) and draws them beside
+// the calibration's own best scores (PLOT-drift.png); a file without a
+// complete window, or windows of other buckets, are refused.
+func TestCalibrateDrift(t *testing.T) {
+	dir := t.TempDir()
+	p := func(name string) string { return filepath.Join(dir, name) }
+	if code, out, errs := idface("synth", "--people", "200", "--samples", "2", "--dim", "128", "--out", p("dev.npy"), "--labels", p("labels.txt")); code != 0 {
+		t.Fatalf("synth: %s%s", out, errs)
+	}
+	window := func(name string, counts ...int) string {
+		ws := windowStats{Server: "decider", Windows: 3}
+		for i, c := range counts {
+			below := strconv.Itoa(2 * (i + 1))
+			if i == len(counts)-1 {
+				below = "+Inf"
+			}
+			ws.Buckets = append(ws.Buckets, bucket{below, c})
+			ws.Queries += c
+		}
+		b, _ := json.Marshal([]windowStats{ws})
+		if err := os.WriteFile(p(name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p(name)
+	}
+	cal := []string{"calibrate", "--templates", p("dev.npy"), "--labels", p("labels.txt"), "--target-fpir", "0.01", "--out", p("cal.json")}
+	code, out, errs := idface(append(cal, "--stats", window("w1.json", 10, 500, 400, 90), "--stats", window("w2.json", 5, 480, 420, 95))...)
+	if code != 0 || !strings.Contains(out, "cal-drift.png") {
+		t.Fatalf("calibrate --stats: exit %d\n%s%s", code, out, errs)
+	}
+	if fi, err := os.Stat(p("cal-drift.png")); err != nil || fi.Size() == 0 {
+		t.Fatalf("no drift plot: %v", err)
+	}
+	if code, _, errs := idface(append(cal, "--stats", window("empty.json"))...); code == 0 || !strings.Contains(errs, "no complete window") {
+		t.Fatalf("a file without a window: exit %d, %s", code, errs)
+	}
+	if code, _, errs := idface(append(cal, "--stats", window("w1.json", 10, 500, 400, 90), "--stats", window("w3.json", 10, 500, 490))...); code == 0 || !strings.Contains(errs, "other buckets") {
+		t.Fatalf("windows of other buckets: exit %d, %s", code, errs)
 	}
 }
