@@ -243,8 +243,9 @@ func (o *Outbox) answering(ctx context.Context) bool {
 		cctx, cancel := context.WithTimeout(ctx, min(o.send, time.Second))
 		_, err := rpc.Call(cctx, o.net, to, &protocol.Health{})
 		cancel()
+		var refusal *protocol.Error // an answer, even a refusal (a holder that stands down), is a server up
 		o.mu.Lock()
-		if err != nil {
+		if err != nil && !errors.As(err, &refusal) {
 			o.failed[to] = time.Now()
 		} else {
 			delete(o.failed, to)

@@ -109,6 +109,11 @@ func refusal(s *network.Stream, werr error) *protocol.Error {
 	return e
 }
 
+// ErrLate reports a server that took the request (its stream opened)
+// and did not answer within the deadline: a slow server, or one that died
+// since; unlike a failure to reach it, proof of neither.
+var ErrLate = errors.New("did not answer in time")
+
 // ReadReply reads and decodes one reply from server `from`; an Error reply
 // is returned as a *protocol.Error.
 func ReadReply(ctx context.Context, s *network.Stream, from string) (protocol.Msg, error) {
@@ -123,9 +128,9 @@ func readReply(ctx context.Context, s *network.Stream, from string, w *wait) (pr
 		if err != nil {
 			if ctx.Err() != nil || network.IsTimeout(err) {
 				if w != nil && w.patient {
-					return nil, fmt.Errorf("%s did not answer in time (nor report progress within %v)", from, w.patience)
+					return nil, fmt.Errorf("%s %w (nor report progress within %v)", from, ErrLate, w.patience)
 				}
-				return nil, fmt.Errorf("%s did not answer in time", from)
+				return nil, fmt.Errorf("%s %w", from, ErrLate)
 			}
 			return nil, fmt.Errorf("reading from %s: %w", from, err)
 		}
