@@ -450,6 +450,9 @@ func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg
 	switch {
 	case lost != noneDown && down == noneDown && h.markDown(lost):
 		resp, _ = h.runQuery(ctx, m, lost, nil)
+		if refusal(resp) && h.backUp(ctx, lost) { // it came back meanwhile: the others reach it already
+			resp, _ = h.runQuery(ctx, m, noneDown, nil)
+		}
 	case down != noneDown && lost == noneDown && refusal(resp) && h.backUp(ctx, down):
 		resp, _ = h.runQuery(ctx, m, noneDown, nil)
 	}
