@@ -69,7 +69,7 @@ func Open(p *config.Params, h *home.Home, entry string) (*Client, error) {
 			}
 		}
 	}
-	d := quicnet.NewDialer(cert, p.Directory(config.Coordinator)) // "name#s" reaches a shard
+	d := quicnet.NewDialer(cert, p.Directory(config.Coordinator), protocol.Version) // "name#s" reaches a shard
 	c, err := New(p, d, entry)
 	if err != nil {
 		d.Close()

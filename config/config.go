@@ -54,7 +54,7 @@ const (
 	// DefaultBatchMax and DefaultBatchWait: an entry scores up to 8
 	// concurrent identifies in one pass, holding the first at most 2 ms for
 	// the others (passes held 2 on average at 8 clients; larger batches of
-	// every entry at once would fill the decider's table: blind.MaxQueries).
+	// every entry at once would fill the decider's table: merge.MaxQueries).
 	DefaultBatchMax  = 8
 	DefaultBatchWait = 2 * time.Millisecond
 	MaxBatch         = 32

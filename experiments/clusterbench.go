@@ -361,7 +361,7 @@ func WireFloor(ctx context.Context, n, reps int) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	ln, err := quicnet.Listen("127.0.0.1:0", srv, quicnet.Pins{cliPin: {Name: "client", Role: network.RoleOperator}}, quicnet.ListenOptions{}, slog.New(slog.DiscardHandler))
+	ln, err := quicnet.Listen("127.0.0.1:0", srv, quicnet.Pins{cliPin: {Name: "client", Role: network.RoleOperator}}, quicnet.ListenOptions{Version: protocol.Version}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return 0, err
 	}
@@ -374,7 +374,7 @@ func WireFloor(ctx context.Context, n, reps int) (float64, error) {
 			s.WriteWords(payload)
 		}
 	})
-	d := quicnet.NewDialer(cli, func(string) (string, []string, bool) { return ln.Addr(), []string{srvPin}, true })
+	d := quicnet.NewDialer(cli, func(string) (string, []string, bool) { return ln.Addr(), []string{srvPin}, true }, protocol.Version)
 	defer d.Close()
 	buf := make([]uint64, len(payload))
 	var times []float64

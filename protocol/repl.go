@@ -2,12 +2,12 @@ package protocol
 
 import "github.com/idface/idface/internal/wire"
 
-// Replicated blind mode (SPEC section 8): three share holders with 2-of-3
-// replicated shares and a decider. The entry sends every helper the same
-// BlindQuery as in blind mode; these messages carry what differs: the
-// digests that let the decider check each share-score vector against the
-// other holder of its share, and the tags that let the entry check the
-// decider's answer (docs/REPLICATED-NOTES.md).
+// Replicated blind mode (docs/REPLICATED-NOTES.md): three share holders
+// with 2-of-3 replicated shares and a decider. The entry sends every
+// helper the same BlindQuery as in blind mode; these messages carry what
+// differs: the digests that let the decider check each share-score vector
+// against the other holder of its share, and the tags that let the entry
+// check the decider's answer.
 
 // DigestSize is the bytes of a digest of a score-share vector or of a tag
 // vector (SHA-256).

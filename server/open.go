@@ -18,6 +18,7 @@ import (
 	_ "github.com/idface/idface/modes" // every mode this build offers
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/network/quicnet"
+	"github.com/idface/idface/protocol"
 )
 
 // Open builds the server whose home is h, as a real process runs it: its
@@ -82,8 +83,8 @@ func OpenShard(ctx context.Context, p *config.Params, h *home.Home, shard int, l
 	if listen == "" || listen == me.Addr { // a shard binds its own address, unless the home binds a wildcard (a pod)
 		listen = me.ShardAddr(shard)
 	}
-	dialer := quicnet.NewDialer(cert, p.Directory(shard))
-	ln, err := quicnet.Listen(listen, cert, p.Pins(), quicnet.ListenOptions{ConnsPerPin: p.Limits().ConnsPerPeer}, log)
+	dialer := quicnet.NewDialer(cert, p.Directory(shard), protocol.Version)
+	ln, err := quicnet.Listen(listen, cert, p.Pins(), quicnet.ListenOptions{Version: protocol.Version, ConnsPerPin: p.Limits().ConnsPerPeer}, log)
 	if err != nil {
 		dialer.Close()
 		return nil, err

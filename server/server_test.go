@@ -332,7 +332,7 @@ func TestRefusalReachesTheWriterOverQUIC(t *testing.T) {
 	}
 	srv, srvPin := ident("p1")
 	dev, devPin := ident("dev")
-	ln, err := quicnet.Listen("127.0.0.1:0", srv, quicnet.Pins{devPin: {Name: "dev", Role: network.RoleDevice}}, quicnet.ListenOptions{}, slog.New(slog.DiscardHandler))
+	ln, err := quicnet.Listen("127.0.0.1:0", srv, quicnet.Pins{devPin: {Name: "dev", Role: network.RoleDevice}}, quicnet.ListenOptions{Version: protocol.Version}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +345,7 @@ func TestRefusalReachesTheWriterOverQUIC(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx) }()
 	defer func() { cancel(); <-done }()
-	d := quicnet.NewDialer(dev, func(string) (string, []string, bool) { return ln.Addr(), []string{srvPin}, true })
+	d := quicnet.NewDialer(dev, func(string) (string, []string, bool) { return ln.Addr(), []string{srvPin}, true }, protocol.Version)
 	defer d.Close()
 	items := make([]protocol.Item, 32768) // 8 MiB: beyond QUIC's flow-control windows
 	for i := range items {

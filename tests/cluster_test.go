@@ -171,7 +171,7 @@ func TestBadInput(t *testing.T) {
 	defer cancel()
 	id, _ := quicnet.GenerateIdentity("mallory")
 	cert, _ := tls.X509KeyPair(id.CertPEM, id.KeyPEM)
-	stranger := quicnet.NewDialer(cert, cfg.Directory(config.Coordinator))
+	stranger := quicnet.NewDialer(cert, cfg.Directory(config.Coordinator), protocol.Version)
 	defer stranger.Close()
 	p1 := cfg.Party(0)
 	if s, err := stranger.Open(ctx, p1.Name); err == nil {

@@ -324,7 +324,7 @@ func dialAs(t *testing.T, cfg *config.Params, name string) *quicnet.Dialer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := quicnet.NewDialer(cert, cfg.Directory(config.Coordinator))
+	d := quicnet.NewDialer(cert, cfg.Directory(config.Coordinator), protocol.Version)
 	t.Cleanup(func() { d.Close() })
 	return d
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/idface/idface/cluster"
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/network/quicnet"
+	"github.com/idface/idface/protocol"
 )
 
 // TestRotateWithGrace (issue 20 item 7): a gate's device rotates its key
@@ -115,7 +116,7 @@ func TestRotateWithGrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dl := quicnet.NewDialer(old, p.Directory(config.Coordinator))
+	dl := quicnet.NewDialer(old, p.Directory(config.Coordinator), protocol.Version)
 	defer dl.Close()
 	oc, err := client.New(p, dl, "p1")
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/idface/idface/internal/pairkey"
 	"github.com/idface/idface/internal/store"
 	"github.com/idface/idface/network/quicnet"
+	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/server"
 )
 
@@ -138,7 +139,7 @@ func cmdFsck(args []string, stdout, stderr io.Writer) (err error) {
 		// rows (a restored backup): where the mode compares them, fsck
 		// asks them as this server.
 		if cert, err := h.Certificate(); err == nil {
-			d := quicnet.NewDialer(cert, p.Directory(*shard))
+			d := quicnet.NewDialer(cert, p.Directory(*shard), protocol.Version)
 			defer d.Close()
 			env.Net = d
 			if key, err := h.PairKey(me, cert.PrivateKey); err == nil {

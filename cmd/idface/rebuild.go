@@ -14,6 +14,7 @@ import (
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/network/quicnet"
+	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/server"
 )
 
@@ -68,7 +69,7 @@ func partyRebuild(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	d := quicnet.NewDialer(cert, p.Directory(*shard)) // a shard's peers are their same shard
+	d := quicnet.NewDialer(cert, p.Directory(*shard), protocol.Version) // a shard's peers are their same shard
 	defer d.Close()
 	data := h.DataDir()
 	if err := os.MkdirAll(data, 0o700); err != nil {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/engine/blind"
+	"github.com/idface/idface/engine/merge"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/network/memnet"
 	"github.com/idface/idface/protocol"
@@ -126,7 +126,7 @@ func TestDeciderBoundsOrphans(t *testing.T) {
 	dec := cl.P.DeciderName()
 	var err error
 	sent := 0
-	for i := range blind.MaxQueries {
+	for i := range merge.MaxQueries {
 		m := &protocol.DecideShare{Query: [16]byte{byte(i), 7}, Rows: 64, Bits: 8, TopK: 1}
 		if err = sendShares(t, cl, dec, "p2", m, 64); err != nil {
 			break
@@ -134,7 +134,7 @@ func TestDeciderBoundsOrphans(t *testing.T) {
 		sent++
 	}
 	var pe *protocol.Error
-	if sent != blind.MaxQueries/2 || !errors.As(err, &pe) || pe.Code != protocol.CodeUnavailable || !strings.Contains(pe.Msg, "p2") {
+	if sent != merge.MaxQueries/2 || !errors.As(err, &pe) || pe.Code != protocol.CodeUnavailable || !strings.Contains(pe.Msg, "p2") {
 		t.Fatalf("%d orphan queries taken, then %v", sent, err)
 	}
 	// They expire after DeciderWait (1 s) and a tick of the sweep.

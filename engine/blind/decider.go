@@ -6,12 +6,29 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
+	"github.com/idface/idface/engine/merge"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
-	"github.com/idface/idface/protocol/rpc"
 	"github.com/idface/idface/sharing"
 	"github.com/idface/idface/sharing/additive"
 )
+
+// MaxRows bounds the rows of one query (n*k/8 bytes per vector).
+const MaxRows = 1 << 27
+
+// CheckShare checks the header of a holder's score shares against the
+// cluster: its ring, a top-K it answers, at most MaxRows rows.
+func CheckShare(p *config.Params, bits, topK int, rows uint32) *protocol.Error {
+	switch {
+	case bits != Ring(p).Bits:
+		return protocol.Errorf(protocol.CodeBadRequest, "score shares of %d bits; this cluster's ring has %d", bits, Ring(p).Bits)
+	case topK > p.MaxTopK() || topK < 1:
+		return protocol.Errorf(protocol.CodeBadRequest, "top %d, the cluster allows 1..%d", topK, p.MaxTopK())
+	case rows > MaxRows:
+		return protocol.Errorf(protocol.CodeBadRequest, "%d rows, a decider takes at most %d", rows, MaxRows)
+	}
+	return nil
+}
 
 // Decider is the decider K: it holds no share; per query it receives one
 // permuted, masked score-share vector from every holder, adds them and
@@ -21,9 +38,9 @@ import (
 type Decider struct {
 	env     engine.Env
 	p       *config.Params
-	stats   *engine.ScoreStats                     // best scores, shown per window of queries
-	queries *Table[[]byte, *protocol.DecideResult] // parts: the holders' vectors
-	bufs    engine.Buffers                         // the vectors' buffers, lent again once decided
+	stats   *engine.ScoreStats                           // best scores, shown per window of queries
+	queries *merge.Table[[]byte, *protocol.DecideResult] // parts: the holders' vectors
+	bufs    engine.Buffers                               // the vectors' buffers, lent again once decided
 }
 
 // NewDecider makes the decider's engine.
@@ -33,7 +50,7 @@ func NewDecider(env engine.Env) (*Decider, error) {
 	}
 	p := env.Params
 	return &Decider{env: env, p: p, stats: engine.NewScoreStats(p, env.Metrics),
-		queries: NewTable[[]byte, *protocol.DecideResult](p.Mu(), p.Timeouts().DeciderWait, func(k int) string { return p.Party(k).Name })}, nil
+		queries: merge.NewTable[[]byte, *protocol.DecideResult](p.Mu(), p.Timeouts().DeciderWait, func(k int) string { return p.Party(k).Name })}, nil
 }
 
 // Routes: only share holders send shares.
@@ -99,7 +116,7 @@ func (d *Decider) share(ctx context.Context, r engine.Request) protocol.Msg {
 
 // decide adds the vectors and finds the best positions: those reaching the
 // threshold, or in a research cluster the best whatever their scores.
-func (d *Decider) decide(ctx context.Context, q *Pending[[]byte, *protocol.DecideResult]) (*protocol.DecideResult, error) {
+func (d *Decider) decide(ctx context.Context, q *merge.Pending[[]byte, *protocol.DecideResult]) (*protocol.DecideResult, error) {
 	thr := d.p.Threshold()
 	reveal := d.p.RevealScores()
 	if reveal {
@@ -132,14 +149,29 @@ func (d *Decider) decide(ctx context.Context, q *Pending[[]byte, *protocol.Decid
 	return res, nil
 }
 
+// Sharded blind mode (config: Literal.Shards = S > 1; docs/DESIGN-NOTES.md
+// "Shards"). Each holder and the decider run as a coordinator and S shard
+// servers; shard s of every member is an unsharded blind cluster over the
+// rows rowmap.ShardOf puts in shard s. An identify comes to a holder's
+// coordinator, which draws the query id and asks each of its shards to
+// run the query over its rows (ShardIdentify); every decider shard finds
+// its shard's best rows, reports their scores to the decider's coordinator
+// (DecideMerge; engine/merge's Merger) and learns their ranks in the
+// merged answer, which it passes to its entry shard with the positions;
+// the holder's coordinator orders the shards' ids by rank (engine/shard's
+// Coordinator, Ranked).
+// The decider's coordinator sees scores the one decider would; what the
+// decider learns beside (which shard holds a match) is in docs/SECURITY.md
+// "Sharded blind mode".
+
 // merge, at a decider shard, keeps the positions that make the merged
-// answer, with their ranks (MergeRanks).
-func (d *Decider) merge(ctx context.Context, q *Pending[[]byte, *protocol.DecideResult], res *protocol.DecideResult, matches []sharing.Match) (*protocol.DecideResult, error) {
+// answer, with their ranks (merge.MergeRanks).
+func (d *Decider) merge(ctx context.Context, q *merge.Pending[[]byte, *protocol.DecideResult], res *protocol.DecideResult, matches []sharing.Match) (*protocol.DecideResult, error) {
 	scores := make([]int32, len(matches))
 	for i, mt := range matches {
 		scores[i] = int32(mt.Score)
 	}
-	ranks, err := MergeRanks(ctx, d.env, q.ID, q.TopK, scores)
+	ranks, err := merge.MergeRanks(ctx, d.env, q.ID, q.TopK, scores)
 	if err != nil {
 		return nil, err
 	}
@@ -155,29 +187,6 @@ func (d *Decider) merge(ctx context.Context, q *Pending[[]byte, *protocol.Decide
 		}
 	}
 	return out, nil
-}
-
-// MergeRanks is a decider shard's step in a sharded query (blind and
-// replicated mode; a key server shard's in mode he): it sends the shard's
-// best scores (best first) to its member's coordinator (Merger) and returns each one's rank in the
-// merged answer, or protocol.NoRank where it is not in it.
-func MergeRanks(ctx context.Context, env engine.Env, qid [16]byte, topK int, scores []int32) ([]uint16, error) {
-	m := &protocol.DecideMerge{Query: qid, Shard: uint16(env.Shard), TopK: uint16(topK), Scores: scores}
-	// Beyond the merger's own wait, so that its refusal, naming the shards
-	// that did not report, arrives.
-	t := env.Params.Timeouts()
-	ctx, cancel := context.WithTimeout(ctx, t.DeciderWait+t.Request/4)
-	defer cancel()
-	coord := config.CoordinatorName(env.Self)
-	resp, err := rpc.Call(ctx, env.Net, coord, m)
-	if err != nil {
-		return nil, fmt.Errorf("%s (%s's coordinator): %w", coord, env.Self, err)
-	}
-	ok, isOK := resp.(*protocol.DecideMergeOK)
-	if !isOK || len(ok.Ranks) != len(scores) {
-		return nil, fmt.Errorf("%s answered the merge with %v", coord, resp.Type())
-	}
-	return ok.Ranks, nil
 }
 
 // BestScore is the best score of a query's vectors of k-bit elements,
@@ -210,7 +219,7 @@ func bestScore[E additive.Elem](matches []sharing.Match, thr int, vecs [][]byte)
 	return best[0].Score, true
 }
 
-func decideVecs[E additive.Elem](q *Pending[[]byte, *protocol.DecideResult], thr int) ([]sharing.Match, error) {
+func decideVecs[E additive.Elem](q *merge.Pending[[]byte, *protocol.DecideResult], thr int) ([]sharing.Match, error) {
 	vecs := make([][]E, len(q.Parts))
 	for k, v := range q.Parts {
 		vecs[k] = additive.ViewElems[E](v)

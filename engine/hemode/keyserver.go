@@ -16,7 +16,7 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
-	"github.com/idface/idface/engine/blind"
+	"github.com/idface/idface/engine/merge"
 	"github.com/idface/idface/heidface"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
@@ -284,7 +284,7 @@ func (k *KeyServer) query(ctx context.Context, r engine.Request) protocol.Msg {
 		for i, m := range best {
 			scores[i] = int32(m.Score)
 		}
-		ranks, err := blind.MergeRanks(ctx, k.env, mergeID(r.From.Name, q.Query), int(q.TopK), scores)
+		ranks, err := merge.MergeRanks(ctx, k.env, mergeID(r.From.Name, q.Query), int(q.TopK), scores)
 		if err != nil {
 			return engine.AsError(err, protocol.CodeUnavailable)
 		}
@@ -319,13 +319,13 @@ func mergeID(from string, qid [16]byte) [16]byte {
 
 // mergeShare is how many sharded queries of one local server a key
 // server shard holds at its coordinator's merge at once: the merger's
-// table (blind.MaxQueries) shared among the local servers, and each one's
+// table (merge.MaxQueries) shared among the local servers, and each one's
 // share among the S key server shards, since a local server may leave
 // queries incomplete at every shard (different ids to each). So one
 // local server holds at most MaxQueries/mu slots of the merger's table
 // and of its stream budget for the key server's shards.
 func mergeShare(p *config.Params) int {
-	return max(4, blind.MaxQueries/(p.Mu()*max(1, p.Shards())))
+	return max(4, merge.MaxQueries/(p.Mu()*max(1, p.Shards())))
 }
 
 func (k *KeyServer) enterMerge(name string) bool {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
-	"github.com/idface/idface/engine/blind"
+	"github.com/idface/idface/engine/merge"
 	"github.com/idface/idface/engine/shard"
 	"github.com/idface/idface/heidface"
 	"github.com/idface/idface/internal/store"
@@ -134,7 +134,7 @@ func server(p *config.Params, name string) engine.Server {
 		return engine.Server{Role: "key server",
 			Open: func(_ context.Context, env engine.Env, dir string, _ func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
 				if env.Coordinating() { // merges its shards' best rows; holds no key
-					return blind.NewMerger(env), nil, nil
+					return merge.NewMerger(env), nil, nil
 				}
 				key, err := heidface.LoadKeyPair(dir, Scheme(env.Params), KeyBinding(env.Params), env.Log)
 				if err != nil {

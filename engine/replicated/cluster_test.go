@@ -18,7 +18,7 @@ import (
 	"github.com/idface/idface/client"
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
-	"github.com/idface/idface/engine/blind"
+	"github.com/idface/idface/engine/merge"
 	"github.com/idface/idface/internal/inproc"
 	"github.com/idface/idface/internal/pairkey"
 	"github.com/idface/idface/internal/seal"
@@ -238,7 +238,7 @@ func (c *cluster) signer(name string) crypto.Signer {
 // dropped them, so that a test of many refusals does not fill its table.
 func (c *cluster) settle() {
 	for range 100 {
-		if c.dec.Pending() < blind.MaxQueries/4 {
+		if c.dec.Pending() < merge.MaxQueries/4 {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/engine/blind"
+	"github.com/idface/idface/engine/merge"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/sharing"
@@ -25,7 +26,7 @@ import (
 type Decider struct {
 	env     engine.Env
 	p       *Params
-	queries *blind.Table[*part, *protocol.ReplResult]
+	queries *merge.Table[*part, *protocol.ReplResult]
 	refused *prometheus.CounterVec
 	gate    *gate              // degraded queries: served only for an outage this decider sees too
 	stats   *engine.ScoreStats // best scores, shown per window of queries
@@ -42,7 +43,7 @@ type part struct {
 }
 
 // pending is one query's three parts.
-type pending = blind.Pending[*part, *protocol.ReplResult]
+type pending = merge.Pending[*part, *protocol.ReplResult]
 
 // NewDecider makes the decider's engine.
 func NewDecider(env engine.Env) (*Decider, error) {
@@ -53,7 +54,7 @@ func NewDecider(env engine.Env) (*Decider, error) {
 	if p.DeciderName() != env.Self {
 		return nil, fmt.Errorf("replicated: %q is not the decider of this cluster", env.Self)
 	}
-	d := &Decider{env: env, p: p, queries: blind.NewTable[*part, *protocol.ReplResult](replicated.Holders, p.Timeouts().DeciderWait, func(k int) string { return p.Party(k).Name })}
+	d := &Decider{env: env, p: p, queries: merge.NewTable[*part, *protocol.ReplResult](replicated.Holders, p.Timeouts().DeciderWait, func(k int) string { return p.Party(k).Name })}
 	d.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_repl_refusals_total",
 		Help: "Queries the decider refused because two holders of a share disagree (label: the pair)."}, []string{"pair"})
 	d.gate = newGate(env, p)
@@ -227,7 +228,7 @@ type lackingVec struct{ vec, tags []byte }
 // each with the value and tag of every vector the entry lacks (one, or
 // two in a hidden-probe query: ReplResult.Values2 and Tags2). A decider
 // shard keeps the positions that make the answer merged over every
-// shard (blind.MergeRanks); the entry's coordinator orders them by the
+// shard (merge.MergeRanks); the entry's coordinator orders them by the
 // scores its shards check.
 //
 // best (plan.bestOnly: a degraded query in a cluster that hides scores)
@@ -268,7 +269,7 @@ func (d *Decider) result(ctx context.Context, q *pending, full [replicated.Holde
 		for i, mt := range matches {
 			scores[i] = int32(mt.Score)
 		}
-		ranks, err := blind.MergeRanks(ctx, d.env, q.ID, topK, scores)
+		ranks, err := merge.MergeRanks(ctx, d.env, q.ID, topK, scores)
 		if err != nil {
 			return nil, err
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/engine/blind"
+	"github.com/idface/idface/engine/merge"
 	"github.com/idface/idface/engine/rowtxn"
 	"github.com/idface/idface/engine/shard"
 	"github.com/idface/idface/internal/seal"
@@ -43,7 +44,7 @@ func init() {
 				return engine.Server{Role: "decider",
 					Open: func(_ context.Context, env engine.Env, _ string, _ func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
 						if env.Coordinating() { // merges its shards' best scores
-							return blind.NewMerger(env), nil, nil
+							return merge.NewMerger(env), nil, nil
 						}
 						eng, err := NewDecider(env)
 						return eng, nil, err

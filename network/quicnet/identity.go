@@ -22,12 +22,13 @@ import (
 	"time"
 
 	"github.com/idface/idface/network"
-	"github.com/idface/idface/protocol"
 )
 
-// ALPN is the protocol name negotiated in TLS; its suffix is the wire
-// version, so incompatible builds refuse each other at the handshake.
-var ALPN = "idface/" + strconv.Itoa(protocol.Version)
+// ALPN is the protocol name negotiated in TLS for wire version version
+// (the caller's protocol.Version: quicnet knows no message): "idface/"
+// and the version, so incompatible builds refuse each other at the
+// handshake.
+func ALPN(version int) string { return "idface/" + strconv.Itoa(version) }
 
 // Identity is a key pair with its self-signed certificate, PEM-encoded.
 type Identity struct {
@@ -100,26 +101,28 @@ func verifyPinned(allowed func(pin string) bool) func([][]byte, [][]*x509.Certif
 	}
 }
 
-// ServerTLS is the listener's TLS config: TLS 1.3, a client certificate is
-// required and must be pinned. Chain validation is replaced by the pin
-// check: the certificates are self-signed and identified by hash.
-func ServerTLS(cert tls.Certificate, pins Pins) *tls.Config {
+// ServerTLS is the listener's TLS config for wire version version: TLS
+// 1.3, a client certificate is required and must be pinned. Chain
+// validation is replaced by the pin check: the certificates are
+// self-signed and identified by hash.
+func ServerTLS(cert tls.Certificate, pins Pins, version int) *tls.Config {
 	return &tls.Config{
 		MinVersion:            tls.VersionTLS13,
 		Certificates:          []tls.Certificate{cert},
 		ClientAuth:            tls.RequireAnyClientCert,
-		NextProtos:            []string{ALPN},
+		NextProtos:            []string{ALPN(version)},
 		VerifyPeerCertificate: verifyPinned(func(p string) bool { _, ok := pins[p]; return ok }),
 	}
 }
 
-// ClientTLS is the dialer's TLS config: the server must present a
-// certificate with one of serverPins (two while it rotates its key).
-func ClientTLS(cert tls.Certificate, serverPins []string) *tls.Config {
+// ClientTLS is the dialer's TLS config for wire version version: the
+// server must present a certificate with one of serverPins (two while it
+// rotates its key).
+func ClientTLS(cert tls.Certificate, serverPins []string, version int) *tls.Config {
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS13,
 		Certificates: []tls.Certificate{cert},
-		NextProtos:   []string{ALPN},
+		NextProtos:   []string{ALPN(version)},
 		// The pin replaces name and chain validation; see ServerTLS.
 		InsecureSkipVerify: true,
 		VerifyPeerCertificate: verifyPinned(func(p string) bool {

@@ -138,8 +138,13 @@ func (r raw) SetDeadline(t time.Time) error { return r.s.SetDeadline(t) }
 // Pins maps certificate pins to the identities allowed to connect.
 type Pins map[string]network.Peer
 
-// ListenOptions bound what one peer may hold open.
+// ListenOptions are the wire version a listener speaks and bounds on what
+// one peer may hold open.
 type ListenOptions struct {
+	// Version is the wire version (the caller's protocol.Version; no
+	// default): the ALPN is ALPN(Version), so peers of another version
+	// are refused at the handshake.
+	Version int
 	// ConnsPerPin caps the connections one certificate may hold at once
 	// (default 8): a client that opens more is refused at once while every
 	// other peer is still served.
@@ -166,6 +171,9 @@ type Listener struct {
 
 // Listen opens a UDP listener on addr (host:port; port 0 picks one).
 func Listen(addr string, cert tls.Certificate, pins Pins, opt ListenOptions, log *slog.Logger) (*Listener, error) {
+	if opt.Version <= 0 {
+		return nil, fmt.Errorf("quicnet: listening on %s: no wire version (ListenOptions.Version)", addr)
+	}
 	if opt.ConnsPerPin == 0 {
 		opt.ConnsPerPin = 8
 	}
@@ -187,7 +195,7 @@ func Listen(addr string, cert tls.Certificate, pins Pins, opt ListenOptions, log
 		return nil, err
 	}
 	tr := &quic.Transport{Conn: udp, StatelessResetKey: &key}
-	ln, err := tr.Listen(ServerTLS(cert, pins), Config())
+	ln, err := tr.Listen(ServerTLS(cert, pins, opt.Version), Config())
 	if err != nil {
 		udp.Close()
 		return nil, fmt.Errorf("quicnet: listening on %s: %w", addr, err)
@@ -357,20 +365,26 @@ type Directory func(name string) (addr string, pins []string, ok bool)
 // per server identity (name, address and pins: a rotated key or a moved
 // server gets a fresh connection) and re-dialing when it breaks.
 type Dialer struct {
-	cert  tls.Certificate
-	dir   Directory
-	mu    sync.Mutex
-	conns map[string]*quic.Conn
+	cert    tls.Certificate
+	dir     Directory
+	version int
+	mu      sync.Mutex
+	conns   map[string]*quic.Conn
 }
 
-// NewDialer returns a dialer presenting cert that finds servers in dir.
-func NewDialer(cert tls.Certificate, dir Directory) *Dialer {
-	return &Dialer{cert: cert, dir: dir, conns: map[string]*quic.Conn{}}
+// NewDialer returns a dialer presenting cert that finds servers in dir and
+// speaks wire version version (the caller's protocol.Version; see
+// ListenOptions.Version).
+func NewDialer(cert tls.Certificate, dir Directory, version int) *Dialer {
+	return &Dialer{cert: cert, dir: dir, version: version, conns: map[string]*quic.Conn{}}
 }
 
 // Open opens a new request stream to the named server, which must present
 // the certificate pinned for it.
 func (d *Dialer) Open(ctx context.Context, name string) (*network.Stream, error) {
+	if d.version <= 0 {
+		return nil, fmt.Errorf("quicnet: no wire version (NewDialer's version)")
+	}
 	addr, pins, ok := d.dir(name)
 	if !ok || len(pins) == 0 {
 		return nil, fmt.Errorf("quicnet: no server %q in the configuration", name)
@@ -409,7 +423,7 @@ func (d *Dialer) conn(ctx context.Context, key, name, addr string, pins []string
 	if c != nil && c.Context().Err() == nil {
 		return c, nil
 	}
-	c, err := quic.DialAddr(ctx, addr, ClientTLS(d.cert, pins), dialConfig())
+	c, err := quic.DialAddr(ctx, addr, ClientTLS(d.cert, pins, d.version), dialConfig())
 	if err != nil {
 		var idle *quic.IdleTimeoutError
 		var app *quic.ApplicationError

@@ -14,6 +14,10 @@ import (
 	"github.com/idface/idface/network"
 )
 
+// wire is the wire version these tests speak (quicnet takes it from its
+// caller: idface's is protocol.Version).
+const wire = 1
+
 // dir is a one-server directory.
 func dir(name, addr string, pins ...string) Directory {
 	return func(n string) (string, []string, bool) { return addr, pins, n == name }
@@ -35,7 +39,7 @@ func ident(t testing.TB, name string) (tls.Certificate, string) {
 // echo starts a listener that answers every frame with the same frame.
 func echo(t testing.TB, cert tls.Certificate, pins Pins) *Listener {
 	t.Helper()
-	ln, err := Listen("127.0.0.1:0", cert, pins, ListenOptions{}, slog.New(slog.DiscardHandler))
+	ln, err := Listen("127.0.0.1:0", cert, pins, ListenOptions{Version: wire}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +68,7 @@ func TestMutualTLSPinned(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	d := NewDialer(cli, dir("p1", addr, srvPin))
+	d := NewDialer(cli, dir("p1", addr, srvPin), wire)
 	defer d.Close()
 	s, err := d.Open(ctx, "p1")
 	if err != nil {
@@ -82,7 +86,7 @@ func TestMutualTLSPinned(t *testing.T) {
 	}
 
 	// A client whose certificate is not pinned is refused.
-	bad := NewDialer(stranger, dir("p1", addr, srvPin))
+	bad := NewDialer(stranger, dir("p1", addr, srvPin), wire)
 	defer bad.Close()
 	if s, err := bad.Open(ctx, "p1"); err == nil {
 		s.WriteFrame([]byte("x"))
@@ -91,8 +95,38 @@ func TestMutualTLSPinned(t *testing.T) {
 		}
 	}
 	// A server that does not present the pinned certificate is refused.
-	if _, err := NewDialer(cli, dir("p1", addr, "sha256:00")).Open(ctx, "p1"); err == nil {
+	if _, err := NewDialer(cli, dir("p1", addr, "sha256:00"), wire).Open(ctx, "p1"); err == nil {
 		t.Fatal("server with the wrong pin accepted")
+	}
+}
+
+// TestVersion: the ALPN carries the wire version its caller gives, so a
+// dialer of another version is refused at the handshake; no version is
+// refused before any packet is sent.
+func TestVersion(t *testing.T) {
+	if got := ALPN(6); got != "idface/6" {
+		t.Fatalf("ALPN(6) = %q", got)
+	}
+	srv, srvPin := ident(t, "p1")
+	cli, cliPin := ident(t, "client")
+	ln := echo(t, srv, Pins{cliPin: {Name: "client", Role: network.RoleOperator}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	same := NewDialer(cli, dir("p1", ln.Addr(), srvPin), wire)
+	defer same.Close()
+	if _, err := same.Open(ctx, "p1"); err != nil {
+		t.Fatal(err)
+	}
+	other := NewDialer(cli, dir("p1", ln.Addr(), srvPin), wire+1)
+	defer other.Close()
+	if _, err := other.Open(ctx, "p1"); err == nil {
+		t.Fatal("a dialer of another wire version was served")
+	}
+	if _, err := NewDialer(cli, dir("p1", ln.Addr(), srvPin), 0).Open(ctx, "p1"); err == nil || !strings.Contains(err.Error(), "no wire version") {
+		t.Fatalf("a dialer without a version: %v", err)
+	}
+	if _, err := Listen("127.0.0.1:0", srv, nil, ListenOptions{}, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "no wire version") {
+		t.Fatalf("a listener without a version: %v", err)
 	}
 }
 
@@ -118,7 +152,7 @@ func TestDialEitherPinDuringRotation(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ln := echo(t, tc.srv, pins)
-			d := NewDialer(cli, dir("p1", ln.Addr(), tc.dirPins...))
+			d := NewDialer(cli, dir("p1", ln.Addr(), tc.dirPins...), wire)
 			defer d.Close()
 			s, err := d.Open(ctx, "p1")
 			if err != nil {
@@ -150,7 +184,7 @@ func TestFrameLimitAndDownParty(t *testing.T) {
 			return "127.0.0.1:9", []string{srvPin}, true
 		}
 		return ln.Addr(), []string{srvPin}, name == "p1"
-	})
+	}, wire)
 	defer d.Close()
 	s, err := d.Open(ctx, "p1")
 	if err != nil {
@@ -173,7 +207,7 @@ func TestFrameLimitAndDownParty(t *testing.T) {
 func BenchmarkTransfer(b *testing.B) {
 	srv, srvPin := ident(b, "p1")
 	cli, cliPin := ident(b, "c")
-	ln, _ := Listen("127.0.0.1:0", srv, Pins{cliPin: {Name: "c", Role: network.RoleOperator}}, ListenOptions{}, slog.New(slog.DiscardHandler))
+	ln, _ := Listen("127.0.0.1:0", srv, Pins{cliPin: {Name: "c", Role: network.RoleOperator}}, ListenOptions{Version: wire}, slog.New(slog.DiscardHandler))
 	defer ln.Close()
 	const size = 16 << 20
 	payload := make([]uint64, size/8)
@@ -183,7 +217,7 @@ func BenchmarkTransfer(b *testing.B) {
 		}
 		s.WriteWords(payload)
 	})
-	d := NewDialer(cli, dir("p1", ln.Addr(), srvPin))
+	d := NewDialer(cli, dir("p1", ln.Addr(), srvPin), wire)
 	defer d.Close()
 	buf := make([]uint64, size/8)
 	b.SetBytes(size)
@@ -208,7 +242,7 @@ func TestConnectionsKeyedByIdentity(t *testing.T) {
 	cli, cliPin := ident(t, "c")
 	ln := echo(t, srv, Pins{cliPin: {Name: "c", Role: network.RoleOperator}})
 	pin := srvPin
-	d := NewDialer(cli, func(n string) (string, []string, bool) { return ln.Addr(), []string{pin}, n == "p1" })
+	d := NewDialer(cli, func(n string) (string, []string, bool) { return ln.Addr(), []string{pin}, n == "p1" }, wire)
 	defer d.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -232,7 +266,7 @@ func TestConnectionsKeyedByIdentity(t *testing.T) {
 func TestConnectionsPerPin(t *testing.T) {
 	srv, srvPin := ident(t, "p1")
 	cli, cliPin := ident(t, "c")
-	ln, err := Listen("127.0.0.1:0", srv, Pins{cliPin: {Name: "c", Role: network.RoleOperator}}, ListenOptions{ConnsPerPin: 2}, slog.New(slog.DiscardHandler))
+	ln, err := Listen("127.0.0.1:0", srv, Pins{cliPin: {Name: "c", Role: network.RoleOperator}}, ListenOptions{Version: wire, ConnsPerPin: 2}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +276,7 @@ func TestConnectionsPerPin(t *testing.T) {
 	defer cancel()
 	var errs []error
 	for range 3 {
-		d := NewDialer(cli, dir("p1", ln.Addr(), srvPin)) // a new dialer: a new connection
+		d := NewDialer(cli, dir("p1", ln.Addr(), srvPin), wire) // a new dialer: a new connection
 		defer d.Close()
 		s, err := d.Open(ctx, "p1")
 		if err == nil {
@@ -268,7 +302,7 @@ func TestStoppedServerTellsItsPeers(t *testing.T) {
 	cli, cliPin := ident(t, "c")
 	pins := Pins{cliPin: {Name: "c", Role: network.RoleOperator}}
 	serve := func(addr string) *Listener {
-		ln, err := Listen(addr, srv, pins, ListenOptions{}, slog.New(slog.DiscardHandler))
+		ln, err := Listen(addr, srv, pins, ListenOptions{Version: wire}, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -282,7 +316,7 @@ func TestStoppedServerTellsItsPeers(t *testing.T) {
 	}
 	ln := serve("127.0.0.1:0")
 	addr := ln.Addr()
-	d := NewDialer(cli, dir("p1", addr, srvPin))
+	d := NewDialer(cli, dir("p1", addr, srvPin), wire)
 	defer d.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -323,7 +357,7 @@ func TestBulkStreamsHaveTheirOwnConnection(t *testing.T) {
 	srv, srvPin := ident(t, "p1")
 	cli, cliPin := ident(t, "c")
 	ln := echo(t, srv, Pins{cliPin: {Name: "c", Role: network.RoleOperator}})
-	d := NewDialer(cli, dir("p1", ln.Addr(), srvPin))
+	d := NewDialer(cli, dir("p1", ln.Addr(), srvPin), wire)
 	defer d.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -352,7 +386,7 @@ func TestBulkStreamsHaveTheirOwnConnection(t *testing.T) {
 func TestDrainRefusesNewRequests(t *testing.T) {
 	srv, srvPin := ident(t, "p1")
 	cli, cliPin := ident(t, "c")
-	ln, err := Listen("127.0.0.1:0", srv, Pins{cliPin: {Name: "c", Role: network.RoleOperator}}, ListenOptions{}, slog.New(slog.DiscardHandler))
+	ln, err := Listen("127.0.0.1:0", srv, Pins{cliPin: {Name: "c", Role: network.RoleOperator}}, ListenOptions{Version: wire}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -373,7 +407,7 @@ func TestDrainRefusesNewRequests(t *testing.T) {
 			s.WriteFrame(b)
 		})
 	}()
-	d := NewDialer(cli, dir("p1", ln.Addr(), srvPin))
+	d := NewDialer(cli, dir("p1", ln.Addr(), srvPin), wire)
 	defer d.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -439,7 +473,7 @@ func TestCrashedServerRestarted(t *testing.T) {
 	pins := Pins{cliPin: {Name: "c", Role: network.RoleOperator}}
 	ln := echo(t, srv, pins)
 	addr := ln.Addr()
-	d := NewDialer(cli, dir("p1", addr, srvPin))
+	d := NewDialer(cli, dir("p1", addr, srvPin), wire)
 	defer d.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -464,7 +498,7 @@ func TestCrashedServerRestarted(t *testing.T) {
 	}
 	ln.udp.Close() // a crash: no connection close reaches the dialer
 	ln.Close()
-	ln2, err := Listen(addr, srv, pins, ListenOptions{}, slog.New(slog.DiscardHandler))
+	ln2, err := Listen(addr, srv, pins, ListenOptions{Version: wire}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -487,7 +521,7 @@ func TestCrashedServerRestarted(t *testing.T) {
 func TestAbandoned(t *testing.T) {
 	srv, srvPin := ident(t, "p1")
 	cli, cliPin := ident(t, "client")
-	ln, err := Listen("127.0.0.1:0", srv, Pins{cliPin: {Name: "client", Role: network.RoleOperator}}, ListenOptions{}, slog.New(slog.DiscardHandler))
+	ln, err := Listen("127.0.0.1:0", srv, Pins{cliPin: {Name: "client", Role: network.RoleOperator}}, ListenOptions{Version: wire}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -503,7 +537,7 @@ func TestAbandoned(t *testing.T) {
 	t.Cleanup(func() { stop(); ln.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	d := NewDialer(cli, dir("p1", ln.Addr(), srvPin))
+	d := NewDialer(cli, dir("p1", ln.Addr(), srvPin), wire)
 	defer d.Close()
 	c, err := d.Open(ctx, "p1")
 	if err != nil {
@@ -533,7 +567,7 @@ func TestAbandoned(t *testing.T) {
 func TestCancelledOpenKeepsTheConnection(t *testing.T) {
 	srv, srvPin := ident(t, "p1")
 	cli, cliPin := ident(t, "client")
-	ln, err := Listen("127.0.0.1:0", srv, Pins{cliPin: {Name: "client", Role: network.RoleOperator}}, ListenOptions{}, slog.New(slog.DiscardHandler))
+	ln, err := Listen("127.0.0.1:0", srv, Pins{cliPin: {Name: "client", Role: network.RoleOperator}}, ListenOptions{Version: wire}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -551,7 +585,7 @@ func TestCancelledOpenKeepsTheConnection(t *testing.T) {
 	t.Cleanup(func() { stop(); ln.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	d := NewDialer(cli, dir("p1", ln.Addr(), srvPin))
+	d := NewDialer(cli, dir("p1", ln.Addr(), srvPin), wire)
 	defer d.Close()
 	long, err := d.Open(ctx, "p1")
 	if err != nil {

@@ -1,9 +1,9 @@
 // Package replicated is 2-of-3 replicated additive sharing over Z_(2^k)
-// (SPEC section 8): v = s_0 + s_1 + s_2 with s_0, s_1 uniform, and holder
+// (docs/REPLICATED-NOTES.md "Shares"): v = s_0 + s_1 + s_2 with s_0, s_1 uniform, and holder
 // P_i keeps the pair (s_i, s_(i+1)) (indices mod 3). Any one holder's pair
 // is uniform; any two holders' pairs give all three shares back.
 //
-// Indices are 0-based here (the SPEC's P_1..P_3 are holders 0..2).
+// Indices are 0-based: holders 0..2 hold shares s_0..s_2.
 //
 // # Security model
 //
@@ -97,8 +97,8 @@ func Reconstruct[E additive.Elem](dst []int, a int, pa [2][]E, b int, pb [2][]E)
 }
 
 // Rebuild makes holder i's pair again from its neighbours' pairs: s_i is
-// the next share of holder i-1, s_(i+1) the own share of holder i+1 (SPEC
-// 8 "Rebuild").
+// the next share of holder i-1, s_(i+1) the own share of holder i+1
+// (docs/REPLICATED-NOTES.md "Rebuild").
 func Rebuild[E additive.Elem](i int, prev, next [2][]E) [2][]E {
 	return [2][]E{prev[1], next[0]}
 }

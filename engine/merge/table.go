@@ -1,4 +1,12 @@
-package blind
+// Package merge is what the deciders of the modes that split a query into
+// parts share (blind, replicated and HE mode; docs/DESIGN-NOTES.md
+// "Shards"): the table of a decider's queries whose parts, one per
+// holder or per shard, are still coming (Table), and in a sharded cluster
+// the merge of the shards' best scores into the answer's ranks (Merger,
+// the decider's or key server's coordinator; MergeRanks, each of its
+// shards' step). It holds no share and imports no mode: every mode that
+// merges imports it.
+package merge
 
 import (
 	"context"
@@ -6,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/protocol"
 )
@@ -21,23 +28,6 @@ const (
 	MaxQueries      = 128 // three entries of replicated mode with two batches of 8 hidden probes in flight: 48
 	maxPendingBytes = 2 << 30
 )
-
-// MaxRows bounds the rows of one query (n*k/8 bytes per vector).
-const MaxRows = 1 << 27
-
-// CheckShare checks the header of a holder's score shares against the
-// cluster: its ring, a top-K it answers, at most MaxRows rows.
-func CheckShare(p *config.Params, bits, topK int, rows uint32) *protocol.Error {
-	switch {
-	case bits != Ring(p).Bits:
-		return protocol.Errorf(protocol.CodeBadRequest, "score shares of %d bits; this cluster's ring has %d", bits, Ring(p).Bits)
-	case topK > p.MaxTopK() || topK < 1:
-		return protocol.Errorf(protocol.CodeBadRequest, "top %d, the cluster allows 1..%d", topK, p.MaxTopK())
-	case rows > MaxRows:
-		return protocol.Errorf(protocol.CodeBadRequest, "%d rows, a decider takes at most %d", rows, MaxRows)
-	}
-	return nil
-}
 
 // Table is a decider's queries whose parts (one per holder, of type P)
 // are still coming, until the answer (R) or a failure; blind mode's and

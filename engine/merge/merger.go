@@ -1,4 +1,4 @@
-package blind
+package merge
 
 import (
 	"cmp"
@@ -13,21 +13,8 @@ import (
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
 )
-
-// Sharded blind mode (config: Literal.Shards = S > 1; docs/DESIGN-NOTES.md
-// "Shards"). Each holder and the decider run as a coordinator and S shard
-// servers; shard s of every member is an unsharded blind cluster over the
-// rows rowmap.ShardOf puts in shard s. An identify comes to a holder's
-// coordinator, which draws the query id and asks each of its shards to
-// run the query over its rows (ShardIdentify); every decider shard finds
-// its shard's best rows, reports their scores to the decider's coordinator
-// (DecideMerge) and learns their ranks in the merged answer, which it
-// passes to its entry shard with the positions; the holder's coordinator
-// orders the shards' ids by rank (engine/shard's Coordinator, Ranked).
-// The decider's coordinator sees scores the one decider would; what the
-// decider learns beside (which shard holds a match) is in docs/SECURITY.md
-// "Sharded blind mode".
 
 // Merger is the decider's coordinator (and, in mode he, the key
 // server's): it merges the shards' best scores of each query into the
@@ -155,4 +142,27 @@ func mergeRanks(parts []*protocol.DecideMerge) ([][]uint16, error) {
 		ranks[e.shard][e.i] = uint16(rank)
 	}
 	return ranks, nil
+}
+
+// MergeRanks is a decider shard's step in a sharded query (blind and
+// replicated mode; a key server shard's in mode he): it sends the shard's
+// best scores (best first) to its member's coordinator (Merger) and returns each one's rank in the
+// merged answer, or protocol.NoRank where it is not in it.
+func MergeRanks(ctx context.Context, env engine.Env, qid [16]byte, topK int, scores []int32) ([]uint16, error) {
+	m := &protocol.DecideMerge{Query: qid, Shard: uint16(env.Shard), TopK: uint16(topK), Scores: scores}
+	// Beyond the merger's own wait, so that its refusal, naming the shards
+	// that did not report, arrives.
+	t := env.Params.Timeouts()
+	ctx, cancel := context.WithTimeout(ctx, t.DeciderWait+t.Request/4)
+	defer cancel()
+	coord := config.CoordinatorName(env.Self)
+	resp, err := rpc.Call(ctx, env.Net, coord, m)
+	if err != nil {
+		return nil, fmt.Errorf("%s (%s's coordinator): %w", coord, env.Self, err)
+	}
+	ok, isOK := resp.(*protocol.DecideMergeOK)
+	if !isOK || len(ok.Ranks) != len(scores) {
+		return nil, fmt.Errorf("%s answered the merge with %v", coord, resp.Type())
+	}
+	return ok.Ranks, nil
 }
