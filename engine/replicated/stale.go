@@ -210,6 +210,42 @@ type currency struct {
 	failed error     // why its last catch-up failed (nil: none since it was found behind)
 	retry  time.Time // no catch-up before then, after one failed
 	done   bool      // compared with both peers, behind neither
+	// suspect is, by origin, the changes both peers had when this holder
+	// was last found behind them and did not stand down yet (suspectAt):
+	// a change in flight puts a current holder behind for a moment, so
+	// it stands down only if it has not reached those counts within
+	// staleAfter.
+	suspect   map[int]int64
+	suspectAt time.Time
+}
+
+// staleAfter is how long a holder found behind may take to reach what
+// its peers had then before it stands down (deliveries in flight).
+const staleAfter = 3 * time.Second
+
+// settled reports whether lags (found now, mine: this holder's changes
+// per origin) have lasted staleAfter: false while a lag may be a change
+// in flight. It keeps the suspicion in c (locked by the caller).
+func (c *currency) settled(lags []lag, mine []int64) bool {
+	if len(lags) == 0 {
+		c.suspect = nil
+		return false
+	}
+	for k, target := range c.suspect {
+		if k >= len(mine) || mine[k] >= target {
+			delete(c.suspect, k) // reached what the peers had: that lag was in flight
+		}
+	}
+	if len(c.suspect) == 0 {
+		c.suspect, c.suspectAt = map[int]int64{}, time.Now()
+		for _, l := range lags {
+			if l.origin < len(mine) {
+				c.suspect[l.origin] = max(c.suspect[l.origin], mine[l.origin]+l.missing)
+			}
+		}
+		return false
+	}
+	return time.Since(c.suspectAt) >= staleAfter
 }
 
 // standing is why this holder stands down, or "".
@@ -226,6 +262,13 @@ func (h *Holder[E]) standing() string {
 func (h *Holder[E]) look(ctx context.Context, fetch bool) bool {
 	looks := h.survey(ctx)
 	lags, all := behindAll(looks)
+	h.cur.mu.Lock()
+	standing := h.cur.why != ""
+	wait := !standing && !h.cur.settled(lags, h.changeCounts())
+	h.cur.mu.Unlock()
+	if wait && len(lags) > 0 {
+		return false // perhaps a change in flight: look again
+	}
 	if len(lags) > 0 && fetch && h.dueToCatchUp() {
 		err := h.catchUp(ctx, lags, looks)
 		h.cur.mu.Lock()
@@ -249,6 +292,17 @@ func (h *Holder[E]) look(ctx context.Context, fetch bool) bool {
 	}
 	c.why, c.failed, c.done = "", nil, all
 	return all
+}
+
+// changeCounts are this holder's changes per origin.
+func (h *Holder[E]) changeCounts() []int64 {
+	h.RLock()
+	defer h.RUnlock()
+	var out []int64
+	for _, seg := range h.Digest() {
+		out = append(out, changes(seg))
+	}
+	return out
 }
 
 // survey compares this holder's rows with its peers'.
