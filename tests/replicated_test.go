@@ -102,12 +102,9 @@ func TestReplicatedAlteredShares(t *testing.T) {
 		}
 	}
 
-	// Without p2 the two others answer, degraded, as before the change:
-	// once the helper's and the decider's own connections to p2 are gone
-	// too (the transport's idle timeout). To them a holder that only
-	// answers late is not down (a deviating entry could slow a live one),
-	// so the first queries after a crash may be refused, never answered
-	// wrongly.
+	// Without p2 the two others answer, degraded, as before the change,
+	// once the helper and the decider find p2 down by their own contact
+	// (a query before that is refused, never answered wrongly).
 	if err := cluster.Kill(cfg, "p2"); err != nil {
 		t.Fatal(err)
 	}

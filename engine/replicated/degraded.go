@@ -269,25 +269,8 @@ type reach struct {
 }
 
 func newReach(d network.Dialer, wait time.Duration) *reach {
-	return &reach{ping: func(ctx context.Context, name string) error { return contact(d, name)(ctx) }, wait: wait,
+	return &reach{ping: func(ctx context.Context, name string) error { return ping(d, name)(ctx) }, wait: wait,
 		failed: map[string]time.Time{}, flight: map[string]chan struct{}{}}
-}
-
-// contact is ping for a server's own check of an outage the entry names:
-// an answer that is only late (rpc.ErrLate: the request was taken) does
-// not count against the holder. A deviating entry can slow a live
-// holder's answers (a long fetch holding its rows' read lock, a decision
-// queued behind it for the write lock, and its health answer waits for
-// both) and would have its faked outage served; a holder that crashed is
-// found once its connection is gone (the transport's idle timeout, 5 s).
-func contact(d network.Dialer, name string) func(context.Context) error {
-	return func(ctx context.Context) error {
-		err := ping(d, name)(ctx)
-		if errors.Is(err, rpc.ErrLate) {
-			return nil
-		}
-		return err
-	}
 }
 
 // down reports whether holder name cannot be reached: a failed contact
