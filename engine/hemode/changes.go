@@ -31,7 +31,7 @@ import (
 // Routes lists the requests a local server answers.
 func (l *Local) Routes() map[protocol.Type]engine.Route {
 	r := map[protocol.Type]engine.Route{
-		protocol.THealth:   {Op: "health", From: engine.Anyone, Handle: l.health, Max: engine.Small},
+		protocol.THealth:   {Op: "health", From: engine.Anyone, Handle: l.health, Max: engine.Small, Query: true},
 		protocol.TEnroll:   {Op: "enroll", From: engine.Operators, Handle: l.guard(l.onEnroll), Max: engine.EnrollBound(l.p)},
 		protocol.TIdentify: {Op: "identify", From: engine.Clients, Handle: l.guard(l.identify), Max: engine.IdentifyBound(l.p), Long: true, Query: true},
 		protocol.TDelete:   {Op: "delete", From: engine.Operators, Handle: l.guard(l.onDelete), Max: engine.Small},

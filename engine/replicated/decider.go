@@ -68,7 +68,7 @@ func NewDecider(env engine.Env) (*Decider, error) {
 // Routes: only share holders send shares.
 func (d *Decider) Routes() map[protocol.Type]engine.Route {
 	return map[protocol.Type]engine.Route{
-		protocol.THealth:    {Op: "health", From: engine.Anyone, Handle: d.health, Max: engine.Small},
+		protocol.THealth:    {Op: "health", From: engine.Anyone, Handle: d.health, Max: engine.Small, Query: true},
 		protocol.TReplShare: {Op: "decide", From: engine.Parties, Handle: d.share, Max: engine.Small, Long: true, Query: true},
 	}
 }

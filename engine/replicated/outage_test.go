@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/idface/idface/engine/blind"
 	"github.com/idface/idface/engine/replicated"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
 )
 
 // Degraded queries and the entry's word (issue 35): a deviating entry
@@ -114,6 +116,42 @@ func TestFakedOutage(t *testing.T) {
 	// The cluster still answers, checked.
 	if r, err := c.client("device", "p1").Identify(ctx(t), xs[3], 1); err != nil || r.Degraded || !r.Accepted {
 		t.Fatalf("after the faked outages: %v %+v", err, r)
+	}
+}
+
+// TestSlowedHealthIsNoOutage: the review's attack on TestFakedOutage's
+// rule. The deviating entry p1 makes a live holder's health answer late
+// (a pass that holds p2's rows, and a decision for a transaction p2 never
+// saw, queued behind it for the write lock), then names p2 down. A late
+// answer counts as an outage, so p2 must answer health requests without
+// waiting for its rows' lock: the query is refused, no score read.
+func TestSlowedHealthIsNoOutage(t *testing.T) {
+	c, xs, ids := outageCluster(t)
+	release := sync.OnceFunc(replicated.Hold(c.holders["p2"]))
+	defer release()
+	decided := make(chan error, 1)
+	go func() {
+		var txn protocol.TxnID
+		txn[0] = 0xee // a transaction p2 never prepared
+		_, err := rpc.Call(ctx(t), c.dialer("p1"), "p2", &protocol.Decide{Txn: txn, Origin: 0, Commit: true})
+		decided <- err
+	}()
+	select { // it no longer waits for the write lock behind the held pass
+	case err := <-decided:
+		if err != nil {
+			t.Fatalf("p1's decision of an unknown transaction: %v", err)
+		}
+	case <-time.After(time.Second):
+		t.Log("p1's decision of an unknown transaction waits for p2's rows")
+	}
+	y := templates(1, 777)[0]
+	raise := chosen(t, c, xs, ids, y)
+	l := replicated.Deviate(c.holders["p1"], y, len(xs), replicated.Deviation{Down: 1, Raise: raise, Delta: raiseDelta})
+	if n := exact(t, c, xs, y, l); n > 0 || l.Err == nil {
+		t.Fatalf("p2 up but slowed: answered %v, %d chosen rows' scores read (%v)", l.Answered, n, l.Err)
+	}
+	if !strings.Contains(l.Err.Error(), "entry p1 named p2 down") || !refused(l.Err) {
+		t.Fatalf("p2 up but slowed: %v; want a refusal naming entry p1", l.Err)
 	}
 }
 

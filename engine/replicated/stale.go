@@ -262,9 +262,10 @@ func (h *Holder[E]) standing() string {
 func (h *Holder[E]) look(ctx context.Context, fetch bool) bool {
 	looks := h.survey(ctx)
 	lags, all := behindAll(looks)
+	counts := h.changeCounts() // not under cur.mu: health answers take it, never the rows' lock
 	h.cur.mu.Lock()
 	standing := h.cur.why != ""
-	wait := !standing && !h.cur.settled(lags, h.changeCounts())
+	wait := !standing && !h.cur.settled(lags, counts)
 	h.cur.mu.Unlock()
 	if wait && len(lags) > 0 {
 		return false // perhaps a change in flight: look again

@@ -66,7 +66,9 @@ type Core[S Shares] struct {
 	// late remembers the last transactions decided before their prepare
 	// came (an abort that overtook a slow prepare), so that the prepare,
 	// when it comes, is refused instead of waiting for a decision that was
-	// already sent (guarded by st.mu).
+	// already sent (written under st.mu's read lock and lateMu, read under
+	// its write lock).
+	lateMu sync.Mutex // OnDecide writes late under the rows' read lock
 	late   [lateTxns]protocol.TxnID
 	lateAt int
 	// held are the tails of this origin's held records (records.go) not
@@ -309,11 +311,11 @@ func (c *Core[S]) Start(log engine.Log) error {
 			if _, err := log.Append(encodeDecide(d)); err != nil {
 				return err
 			}
-			c.st.mu.Lock()
+			c.st.lock()
 			t := c.st.pending[own.Txn]
 			delete(c.st.pending, own.Txn)
 			err := c.settle(t, false, false)
-			c.st.mu.Unlock()
+			c.st.unlock()
 			if err != nil {
 				return err
 			}
@@ -325,6 +327,8 @@ func (c *Core[S]) Start(log engine.Log) error {
 			c.outbox.Add(name, &d)
 		}
 	}
+	c.st.lock()
+	c.st.unlock() // the replayed row map, for health requests
 	rows, live := c.st.totals()
 	c.env.Log.Info("store loaded", "rows", rows, "live", live, "in_doubt", len(c.st.pending))
 	return nil
@@ -353,13 +357,15 @@ func (c *Core[S]) Run(ctx context.Context) {
 	c.outbox.Run(ctx, &c.txnMu, c.p.Timeouts().OutboxRetry)
 }
 
-// Stats reports the row map.
+// Stats reports the row map as of the last change (without the lock: a
+// long query does not delay it).
 func (c *Core[S]) Stats() engine.Stats {
-	c.st.mu.RLock()
-	rows, live := c.st.totals()
-	pending := len(c.st.pending)
-	c.st.mu.RUnlock()
-	return engine.Stats{Rows: rows, Live: live, Unsettled: pending + c.outbox.Len()}
+	s := c.st.seen.Load()
+	rows, live := 0, 0
+	for _, sd := range s.digest {
+		rows, live = rows+int(sd.Rows), live+int(sd.Live)
+	}
+	return engine.Stats{Rows: rows, Live: live, Unsettled: s.pending + c.outbox.Len()}
 }
 
 // Unsettled counts what a party would lose if its rows moved elsewhere
@@ -375,17 +381,11 @@ func (c *Core[S]) Unsettled() int {
 // Health reports how many transactions are unsettled (not yet decided
 // here, or decided but not yet acknowledged by a party) and, to another
 // server only, the row map sealed for the two (engine.Env.Health); an
-// operator may ask for the comparison with every peer.
+// operator may ask for the comparison with every peer. It takes no lock
+// (state.seen): whoever holds the rows' lock cannot make it late.
 func (c *Core[S]) Health(ctx context.Context, r engine.Request) protocol.Msg {
 	return c.env.Health(ctx, r, engine.HealthOf{Mode: string(c.p.Mode()), Unsettled: c.Stats().Unsettled,
-		Digest: c.lockedDigest, Peers: c.Peers(), Segment: func(i int) string { return c.p.Party(i).Name }})
-}
-
-// lockedDigest is the committed row map, taking the read lock.
-func (c *Core[S]) lockedDigest() protocol.Digest {
-	c.st.mu.RLock()
-	defer c.st.mu.RUnlock()
-	return c.st.digest()
+		Digest: func() protocol.Digest { return c.st.seen.Load().digest }, Peers: c.Peers(), Segment: func(i int) string { return c.p.Party(i).Name }})
 }
 
 // SealFor is a row map as sent to peer (engine.Env.SealDigest).
@@ -566,7 +566,7 @@ func (c *Core[S]) runTxn(ctx context.Context, auth protocol.Auth, ops [][]protoc
 	if err != nil {
 		return protocol.Errorf(protocol.CodeInternal, "%v", err)
 	}
-	c.st.mu.Lock()
+	c.st.lock()
 	base := c.st.segs[c.self].shares.Rows()
 	preps := make([]*protocol.Prepare, len(ops))
 	for k := range ops {
@@ -584,17 +584,17 @@ func (c *Core[S]) runTxn(ctx context.Context, auth protocol.Auth, ops [][]protoc
 		hashes = sealed.hashes
 	}
 	if perr := c.validate(preps[c.self], hashes); perr != nil {
-		c.st.mu.Unlock()
+		c.st.unlock()
 		return perr
 	}
 	pos, err := c.log.Append(encodePrepare(preps[c.self]))
 	if err != nil {
-		c.st.mu.Unlock()
+		c.st.unlock()
 		return c.fatal(err)
 	}
 	c.st.pending[txn] = &pendingTxn{prep: preps[c.self], tail: pos[0].TailOffset}
 	c.st.nonces[auth.Nonce] = struct{}{}
-	c.st.mu.Unlock()
+	c.st.unlock()
 
 	var peers []string
 	var idx []int // party index of each peer
@@ -678,8 +678,8 @@ func (c *Core[S]) runTxn(ctx context.Context, auth protocol.Auth, ops [][]protoc
 // decide logs a decision on a pending transaction (the commit point at the
 // origin, idempotent at the others) and applies it.
 func (c *Core[S]) decide(d *protocol.Decide) *protocol.Error {
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
+	c.st.lock()
+	defer c.st.unlock()
 	return c.decideLocked(d)
 }
 
@@ -719,8 +719,8 @@ func (c *Core[S]) prepare(ctx context.Context, from string, m *protocol.Prepare,
 	if int(m.Origin) == c.self {
 		return protocol.Errorf(protocol.CodeBadRequest, "a prepare for my own segment must come from me")
 	}
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
+	c.st.lock()
+	defer c.st.unlock()
 	if ctx.Err() != nil { // the origin has given up on this vote
 		return protocol.Errorf(protocol.CodeUnavailable, "%s: the prepare came too late", c.env.Self)
 	}
@@ -768,13 +768,20 @@ func (c *Core[S]) OnDecide(_ context.Context, r engine.Request) protocol.Msg {
 	if int(m.Origin) >= c.p.Mu() || c.p.Party(int(m.Origin)).Name != r.From.Name {
 		return protocol.Errorf(protocol.CodeForbidden, "%s may not decide a transaction of origin %d", r.From.Name, m.Origin)
 	}
-	c.st.mu.Lock()
+	// A decision for a transaction not pending here (re-sent, or made up
+	// by a deviating peer) is found out under the read lock, so only a
+	// real one queues for the write lock behind the queries reading the
+	// rows. It is remembered as late under that read lock: a prepare
+	// (write lock) sees it, or came first and made it pending.
+	c.st.mu.RLock()
 	t, ok := c.st.pending[m.Txn]
 	if !ok {
+		c.lateMu.Lock()
 		c.late[c.lateAt%lateTxns] = m.Txn
 		c.lateAt++
+		c.lateMu.Unlock()
 	}
-	c.st.mu.Unlock()
+	c.st.mu.RUnlock()
 	if !ok {
 		if m.Commit { // a re-sent decision; a digest check catches a prepare lost from the log
 			c.env.Log.Debug("a commit of a transaction not pending here", "origin", r.From.Name)
@@ -784,7 +791,7 @@ func (c *Core[S]) OnDecide(_ context.Context, r engine.Request) protocol.Msg {
 	if t.prep.Origin != m.Origin {
 		return protocol.Errorf(protocol.CodeForbidden, "only the origin decides its transaction")
 	}
-	if err := c.decide(m); err != nil {
+	if err := c.decide(m); err != nil { // nothing if decided meanwhile
 		return err
 	}
 	return &protocol.DecideOK{}
@@ -794,7 +801,7 @@ func (c *Core[S]) OnDecide(_ context.Context, r engine.Request) protocol.Msg {
 // their enrollment and identification.
 func (c *Core[S]) Routes() map[protocol.Type]engine.Route {
 	return map[protocol.Type]engine.Route{
-		protocol.THealth:  {Op: "health", From: engine.Anyone, Handle: c.Health, Max: engine.Small},
+		protocol.THealth:  {Op: "health", From: engine.Anyone, Handle: c.Health, Max: engine.Small, Query: true},
 		protocol.TDelete:  {Op: "delete", From: engine.Operators, Handle: c.Guard(c.Delete), Max: engine.Small},
 		protocol.TPrepare: {Op: "prepare", From: engine.Parties, Handle: c.Guard(c.Prepare), Max: engine.PrepareBound(c.p, max(c.opt.ShareSize, c.opt.SeedSize))},
 		protocol.TDecide:  {Op: "decide", From: engine.Parties, Handle: c.Guard(c.OnDecide), Max: engine.Small},

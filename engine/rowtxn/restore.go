@@ -16,8 +16,8 @@ import (
 func (c *Core[S]) Restore(k, base int, ids []string, live []bool, shares [][]byte, epoch uint32) error {
 	c.txnMu.Lock()
 	defer c.txnMu.Unlock()
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
+	c.st.lock()
+	defer c.st.unlock()
 	if k < 0 || k >= len(c.st.segs) || len(live) != len(ids) || len(shares) != len(ids) {
 		return fmt.Errorf("rowtxn: restore of %d rows of origin %d", len(ids), k)
 	}
@@ -73,8 +73,8 @@ func (c *Core[S]) Restore(k, base int, ids []string, live []bool, shares [][]byt
 func (c *Core[S]) Revoke(k int, seqs []int, ids []string) error {
 	c.txnMu.Lock()
 	defer c.txnMu.Unlock()
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
+	c.st.lock()
+	defer c.st.unlock()
 	if k < 0 || k >= len(c.st.segs) || len(seqs) != len(ids) {
 		return fmt.Errorf("rowtxn: revoke of %d rows of origin %d", len(ids), k)
 	}

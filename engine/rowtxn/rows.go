@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/internal/rowmap"
@@ -118,9 +119,15 @@ type pendingTxn struct {
 }
 
 // state is a party's row map and shares. Fields are guarded by mu; gathers
-// hold the read lock, commits the write lock.
+// hold the read lock, commits the write lock (lock, unlock).
 type state[S Shares] struct {
-	mu      sync.RWMutex
+	mu sync.RWMutex
+	// seen is what a health request reports, published at every release
+	// of the write lock: health answers never wait for the lock, so a peer
+	// that holds it (a long query, a change queued behind one) cannot make
+	// this party look down to the others (engine/replicated's degraded
+	// service counts a late health answer as an outage).
+	seen    atomic.Pointer[snapshot]
 	changed chan struct{} // closed (and replaced) on every commit
 	dim     int
 	share   int                          // bytes of one share
@@ -139,6 +146,28 @@ type state[S Shares] struct {
 	nonces map[[16]byte]struct{}
 }
 
+// snapshot is the committed row map and the count of undecided
+// transactions at the last release of the write lock.
+type snapshot struct {
+	digest  protocol.Digest
+	pending int
+}
+
+// lock takes the write lock; unlock publishes what changed under it and
+// releases it.
+func (st *state[S]) lock() { st.mu.Lock() }
+
+func (st *state[S]) unlock() {
+	st.publish()
+	st.mu.Unlock()
+}
+
+// publish makes the current row map what health requests see (caller
+// holds mu, or owns st alone).
+func (st *state[S]) publish() {
+	st.seen.Store(&snapshot{digest: st.digest(), pending: len(st.pending)})
+}
+
 func newState[S Shares](dim, share, mu int, cluster [16]byte, newShares func() (S, error)) (*state[S], error) {
 	st := &state[S]{dim: dim, share: share, cluster: cluster, changed: make(chan struct{}), pending: map[protocol.TxnID]*pendingTxn{},
 		nonces: map[[16]byte]struct{}{}, operator: func(string) []*ecdsa.PublicKey { return nil }}
@@ -151,6 +180,7 @@ func newState[S Shares](dim, share, mu int, cluster [16]byte, newShares func() (
 		}
 		st.segs = append(st.segs, &segment[S]{shares: s})
 	}
+	st.publish()
 	return st, nil
 }
 

@@ -72,7 +72,7 @@ func New(env engine.Env, o Options) *Coordinator {
 // Routes: what a member answers its clients; the rest is its shards'.
 func (c *Coordinator) Routes() map[protocol.Type]engine.Route {
 	r := map[protocol.Type]engine.Route{
-		protocol.THealth:   {Op: "health", From: engine.Anyone, Handle: c.health, Max: engine.Small},
+		protocol.THealth:   {Op: "health", From: engine.Anyone, Handle: c.health, Max: engine.Small, Query: true},
 		protocol.TIdentify: {Op: "identify", From: engine.Clients, Handle: c.identify, Max: engine.IdentifyBound(c.p), Long: true, Query: true},
 		c.o.Enroll:         {Op: "enroll", From: engine.Operators, Handle: c.forward, Max: c.o.EnrollMax, Long: true},
 		protocol.TDelete:   {Op: "delete", From: engine.Operators, Handle: c.forward, Max: engine.Small},
