@@ -24,6 +24,7 @@ import (
 	"github.com/idface/idface/internal/seal"
 	"github.com/idface/idface/internal/store"
 	"github.com/idface/idface/network"
+	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/network/memnet"
 	"github.com/idface/idface/network/quicnet"
 	"github.com/idface/idface/server"
@@ -285,17 +286,35 @@ func (w testWriter) Write(p []byte) (int, error) {
 func ctx(t *testing.T) context.Context { return inproc.Ctx(t, 30*time.Second) }
 
 // flipper corrupts byte at of everything one member writes to another
-// from now on (counted over writes), XOR mask.
+// from now on (counted over writes), XOR mask. With only set, it counts
+// from the first frame of that type: other traffic between the two (a
+// health request of a background survey) neither takes the flip nor
+// moves it.
 type flipper struct {
-	mu   sync.Mutex
-	seen int
-	at   int
-	mask byte
+	mu     sync.Mutex
+	seen   int
+	at     int
+	mask   byte
+	only   protocol.Type
+	armed  bool
+	header bool // a frame's 4-byte length came alone: its body follows
 }
 
 func (f *flipper) corrupt(p []byte) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.only != 0 && !f.armed {
+		is := func(b []byte) bool { return len(b) >= 2 && b[0] == protocol.Version && protocol.Type(b[1]) == f.only }
+		switch {
+		case len(p) > 4 && is(p[4:]):
+			f.armed = true
+		case f.header && is(p):
+			f.armed, f.seen = true, 4
+		default:
+			f.header = len(p) == 4
+			return
+		}
+	}
 	if i := f.at - f.seen; i >= 0 && i < len(p) {
 		p[i] ^= f.mask
 	}
