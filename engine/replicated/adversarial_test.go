@@ -149,7 +149,7 @@ func TestTamperingEntry(t *testing.T) {
 	}
 	for _, at := range offsets {
 		for _, helper := range []string{"p2", "p3"} {
-			f := &flipper{at: at, mask: byte(1 + r.IntN(255))}
+			f := &flipper{at: at, mask: byte(1 + r.IntN(255)), only: protocol.TBlindQuery}
 			got, err := outcome(t, c, "p1", helper, f, y, 3)
 			if err == nil || !refused(err) {
 				t.Fatalf("the entry altered %v of its query to %s: %v %+v", f, helper, err, got)
@@ -161,7 +161,7 @@ func TestTamperingEntry(t *testing.T) {
 	downAt := coefAt + 3*21
 	for _, mask := range []byte{1, 2, 3, 4, byte(5 + r.IntN(250))} {
 		for _, helper := range []string{"p2", "p3"} {
-			f := &flipper{at: downAt, mask: mask}
+			f := &flipper{at: downAt, mask: mask, only: protocol.TBlindQuery}
 			got, err := outcome(t, c, "p1", helper, f, y, 3)
 			if err == nil || !refused(err) {
 				t.Fatalf("the entry altered %v (the down holder) of its query to %s: %v %+v", f, helper, err, got)
@@ -171,7 +171,7 @@ func TestTamperingEntry(t *testing.T) {
 	// A helper's tag key to the entry: ReplQueryOK is version, type, bytes, key.
 	keyAt := 4 + 2 + 8
 	for at := keyAt; at < keyAt+32; at += 5 {
-		f := &flipper{at: at, mask: byte(1 + r.IntN(255))}
+		f := &flipper{at: at, mask: byte(1 + r.IntN(255)), only: protocol.TReplQueryOK}
 		_, err := outcome(t, c, "p3", "p1", f, y, 3)
 		if err == nil || !strings.Contains(err.Error(), "tag key") {
 			t.Fatalf("p3 altered %v of its tag key: %v", f, err)
