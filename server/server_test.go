@@ -243,7 +243,7 @@ func (f *slowEngine) Routes() map[protocol.Type]engine.Route {
 // bound (rpc.ChangeBound); a server that reports nothing is given up on
 // after one request timeout.
 func TestSlowChangeIsNotDown(t *testing.T) {
-	const timeout = time.Second
+	const timeout = 2 * time.Second // a report every 333 ms: a host stalled past 1.6 s fails it
 	lit := config.Literal{Mode: config.Mode2PC, Dim: 64, Timeout: config.Duration(timeout),
 		Parties: []config.Member{{Name: "p1", Addr: "m", Cert: "-", Pin: "1"}, {Name: "p2", Addr: "m", Cert: "-", Pin: "2"}},
 		Clients: []config.Member{{Name: "op", Cert: "-", Pin: "3", Role: config.RoleOperator}}}
@@ -253,7 +253,7 @@ func TestSlowChangeIsNotDown(t *testing.T) {
 	}
 	n := memnet.New()
 	ln, _ := n.Listen("p1")
-	f := &slowEngine{fakeEngine: fakeEngine{p: p}, takes: 3 * timeout}
+	f := &slowEngine{fakeEngine: fakeEngine{p: p}, takes: 2 * timeout}
 	s, err := New(p, "p1", f, ln, slog.New(slog.DiscardHandler), Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -377,18 +377,13 @@ func (h *Holder[E]) watchCurrency(ctx context.Context) {
 	if done || h.env.Net == nil {
 		return
 	}
-	t := time.NewTicker(currencyEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	engine.Every(ctx, currencyEvery, func() {
 		if h.look(ctx, true) {
-			return
+			stop() // compared with both, behind neither: done
 		}
-	}
+	})
 }
 
 // catchUp fetches, from the two other holders, what this holder lacks of
