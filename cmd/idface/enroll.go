@@ -122,6 +122,53 @@ func listSome(problems []string) string {
 }
 
 func cmdEnroll(args []string, stdout, stderr io.Writer) error {
+	o, err := enrollFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	cfg, h, _, err := o.cf.member.open("client")
+	if err != nil {
+		return err
+	}
+	in, err := o.read(cfg) // everything is read and checked before anything is sent
+	if err != nil {
+		return err
+	}
+	j, err := o.jf.open(cfg, h)
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	cl, err := client.Open(cfg, h, *o.cf.entry)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	if err := mayChange(cl, j, protocol.OpPut); err != nil {
+		return err
+	}
+	r, err := o.send(cl, cfg, j, in, stderr)
+	for _, d := range r.dups { // the same person enrolled twice: reported, never sent
+		fmt.Fprintf(stdout, "%s: %s\n", in.src.at(r.send[d.Item]), d)
+	}
+	if err != nil {
+		return o.failed(err, in, r)
+	}
+	return o.report(cl, cfg, j, r, stdout)
+}
+
+// enrollOptions are enroll's flags, checked.
+type enrollOptions struct {
+	cf                   clientFlags
+	jf                   journalFlags
+	id, tmpl, ids, tmpls string
+	batch                int
+	asJSON, quiet        bool
+	dedupe               bool
+	single               bool // --id with --template
+}
+
+func enrollFlags(args []string, stderr io.Writer) (*enrollOptions, error) {
 	fs := newFlags("enroll", "idface enroll --cluster DIR --id ID --template x.npy\n"+
 		"idface enroll --cluster DIR --ids ids.txt --templates X.npy|X.csv|X.jsonl [--batch 2048] [--resume]\n"+
 		"idface enroll --cluster DIR --templates X.jsonl   (ids in the file: {\"id\": ..., \"template\": [...]})\n\n"+
@@ -149,79 +196,91 @@ func cmdEnroll(args []string, stdout, stderr io.Writer) error {
 		"matched (an ABIS insert). An enrollment through another client at the\n"+
 		"same time is not seen.\n\n"+
 		input.Formats+"\n\n"+input.IDRules+"\n\n"+fmt.Sprintf("A batch holds 1 to %d templates (fewer in mode he: at most four column\ngroups per request).", protocol.MaxBatch), stderr)
-	cf := addClientFlags(fs)
-	id := fs.String("id", "", "id of a single template")
-	tmpl := fs.String("template", "", "file holding one template")
-	ids := fs.String("ids", "", "text file with one id per line (bulk)")
-	tmpls := fs.String("templates", "", "one template per id (bulk): .npy, CSV or JSON lines")
-	batch := fs.Int("batch", 2048, fmt.Sprintf("templates per transaction in bulk mode (1..%d)", protocol.MaxBatch))
-	asJSON := fs.Bool("json", false, "print a JSON summary")
-	quiet := fs.Bool("quiet", false, "no progress bar")
-	dedupe := fs.Bool("dedupe", false, "search the gallery (and the earlier templates of the same batch) for each template first, and leave out the people already enrolled, naming the id each matched; batches then go one at a time")
-	jf := addJournalFlags(fs, "enrolled")
+	o := &enrollOptions{cf: addClientFlags(fs)}
+	fs.StringVar(&o.id, "id", "", "id of a single template")
+	fs.StringVar(&o.tmpl, "template", "", "file holding one template")
+	fs.StringVar(&o.ids, "ids", "", "text file with one id per line (bulk)")
+	fs.StringVar(&o.tmpls, "templates", "", "one template per id (bulk): .npy, CSV or JSON lines")
+	fs.IntVar(&o.batch, "batch", 2048, fmt.Sprintf("templates per transaction in bulk mode (1..%d)", protocol.MaxBatch))
+	fs.BoolVar(&o.asJSON, "json", false, "print a JSON summary")
+	fs.BoolVar(&o.quiet, "quiet", false, "no progress bar")
+	fs.BoolVar(&o.dedupe, "dedupe", false, "search the gallery (and the earlier templates of the same batch) for each template first, and leave out the people already enrolled, naming the id each matched; batches then go one at a time")
+	o.jf = addJournalFlags(fs, "enrolled")
 	if err := parse(fs, args); err != nil {
-		return err
+		return nil, err
 	}
-	single := *id != "" && *tmpl != "" && *ids == "" && *tmpls == ""
-	if !single && (*tmpls == "" || *id != "" || *tmpl != "") {
+	o.single = o.id != "" && o.tmpl != "" && o.ids == "" && o.tmpls == ""
+	if !o.single && (o.tmpls == "" || o.id != "" || o.tmpl != "") {
 		fmt.Fprintln(stderr, "idface enroll: give either --id with --template, or --templates with --ids (or a JSON lines file with ids)")
 		fs.Usage()
-		return errUsage
+		return nil, errUsage
 	}
-	if *batch == 0 {
-		*batch = 2048
+	if o.batch == 0 {
+		o.batch = 2048
 	}
-	if *batch < 1 || *batch > protocol.MaxBatch {
-		return fmt.Errorf("--batch %d: a batch holds 1 to %d templates", *batch, protocol.MaxBatch)
+	if o.batch < 1 || o.batch > protocol.MaxBatch {
+		return nil, fmt.Errorf("--batch %d: a batch holds 1 to %d templates", o.batch, protocol.MaxBatch)
 	}
-	if single {
-		if err := input.CheckID(*id); err != nil {
-			return fmt.Errorf("--id: %w", err)
+	if o.single {
+		if err := input.CheckID(o.id); err != nil {
+			return nil, fmt.Errorf("--id: %w", err)
 		}
 	}
-	cfg, h, _, err := cf.member.open("client")
-	if err != nil {
-		return err
-	}
-	// Read and check everything before anything is sent.
-	path := *tmpls
-	if single {
-		path = *tmpl
+	return o, nil
+}
+
+// enrollInput is what enroll sends: every template checked, with its id,
+// where it came from (for messages) and its hash (for the journal).
+type enrollInput struct {
+	tm     *input.Templates
+	ids    []string
+	src    source
+	hashes [][16]byte
+}
+
+func (in *enrollInput) item(i int) protocol.Item {
+	return protocol.Item{ID: in.ids[i], Template: in.tm.Row(i, nil)}
+}
+
+// read reads the templates and ids and checks every template.
+func (o *enrollOptions) read(cfg *config.Params) (*enrollInput, error) {
+	path := o.tmpls
+	if o.single {
+		path = o.tmpl
 	}
 	tm, err := input.ReadTemplates(path, cfg.Dim())
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var idList []string
-	var src source
+	in := &enrollInput{tm: tm}
 	switch {
-	case single:
+	case o.single:
 		if tm.Rows() != 1 {
-			return fmt.Errorf("%s holds %d templates; --template takes one (use --ids and --templates for many)", path, tm.Rows())
+			return nil, fmt.Errorf("%s holds %d templates; --template takes one (use --ids and --templates for many)", path, tm.Rows())
 		}
-		idList, src = []string{*id}, source{file: "--id", num: []int{1}}
-	case *ids != "" && tm.IDs != nil:
-		return fmt.Errorf("%s carries its own ids: leave out --ids", path)
-	case *ids != "":
+		in.ids, in.src = []string{o.id}, source{file: "--id", num: []int{1}}
+	case o.ids != "" && tm.IDs != nil:
+		return nil, fmt.Errorf("%s carries its own ids: leave out --ids", path)
+	case o.ids != "":
 		var lines []int
-		if idList, lines, err = input.ReadIDs(*ids); err != nil {
-			return err
+		if in.ids, lines, err = input.ReadIDs(o.ids); err != nil {
+			return nil, err
 		}
-		if tm.Rows() != len(idList) {
-			return fmt.Errorf("%s holds %d templates but %s has %d ids: give one id per template, in the same order", path, tm.Rows(), *ids, len(idList))
+		if tm.Rows() != len(in.ids) {
+			return nil, fmt.Errorf("%s holds %d templates but %s has %d ids: give one id per template, in the same order", path, tm.Rows(), o.ids, len(in.ids))
 		}
-		src = source{file: *ids, unit: "line", num: lines}
+		in.src = source{file: o.ids, unit: "line", num: lines}
 	case tm.IDs != nil:
-		idList = tm.IDs
-		src = source{file: path, unit: "line"}
+		in.ids = tm.IDs
+		in.src = source{file: path, unit: "line"}
 		for i := range tm.Rows() {
-			src.num = append(src.num, tm.Line(i))
+			in.src.num = append(in.src.num, tm.Line(i))
 		}
-		if err := checkIDs(idList, src); err != nil {
-			return err
+		if err := checkIDs(in.ids, in.src); err != nil {
+			return nil, err
 		}
 	default:
-		return fmt.Errorf("%s has no ids: give --ids ids.txt (one id per template), or write JSON lines {\"id\": ..., \"template\": [...]}", path)
+		return nil, fmt.Errorf("%s has no ids: give --ids ids.txt (one id per template), or write JSON lines {\"id\": ..., \"template\": [...]}", path)
 	}
 	var bad []string
 	for i := range tm.Rows() {
@@ -230,50 +289,50 @@ func cmdEnroll(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if len(bad) > 0 {
-		return fmt.Errorf("nothing was enrolled: %d of the %d templates cannot be enrolled:%s\nfix or remove them", len(bad), tm.Rows(), listSome(bad))
+		return nil, fmt.Errorf("nothing was enrolled: %d of the %d templates cannot be enrolled:%s\nfix or remove them", len(bad), tm.Rows(), listSome(bad))
 	}
+	in.hashes = make([][16]byte, len(in.ids))
+	for i := range in.ids {
+		in.hashes[i] = client.TemplateHash(tm.Row(i, nil))
+	}
+	return in, nil
+}
 
-	j, err := jf.open(cfg, h)
-	if err != nil {
-		return err
-	}
-	defer j.Close()
-	cl, err := client.Open(cfg, h, *cf.entry)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	if err := mayChange(cl, j, protocol.OpPut); err != nil {
-		return err
-	}
-	hashes := make([][16]byte, len(idList))
-	for i := range idList {
-		hashes[i] = client.TemplateHash(tm.Row(i, nil))
-	}
-	send, unsettled, skipped, err := againstJournal(j, idList, hashes, src, *jf.resume)
-	if err != nil {
-		return err
-	}
+// enrollRun is what a run of enroll did.
+type enrollRun struct {
+	send    []int // the inputs sent (not skipped by the journal)
+	done    int   // enrolled, by this run or settled from an earlier one
+	settled int
+	skipped int
+	dups    []client.Duplicate // Item: an index of send
+	start   time.Time
+}
 
-	start := time.Now()
-	item := func(i int) protocol.Item { return protocol.Item{ID: idList[i], Template: tm.Row(i, nil)} }
-	settled, already, err := settleEnrollments(cl, cfg, j, unsettled, idList, hashes, item, *batch, *cf.timeout)
+// send settles what the journal left without an answer, then enrolls the
+// rest in batches, journalling each.
+func (o *enrollOptions) send(cl *client.Client, cfg *config.Params, j *client.Journal, in *enrollInput, stderr io.Writer) (*enrollRun, error) {
+	r := &enrollRun{}
+	send, unsettled, skipped, err := againstJournal(j, in.ids, in.hashes, in.src, *o.jf.resume)
 	if err != nil {
-		return err
+		return r, err
 	}
-	skipped += already
+	r.send, r.skipped, r.start = send, skipped, time.Now()
+	settled, already, err := settleEnrollments(cl, cfg, j, unsettled, in.ids, in.hashes, in.item, o.batch, *o.cf.timeout)
+	if err != nil {
+		return r, err
+	}
+	r.settled, r.skipped = settled, r.skipped+already
 
 	var bar *progressbar.ProgressBar
-	if len(send) > *batch && !*quiet {
+	if len(send) > o.batch && !o.quiet {
 		bar = newBar(len(send), "enrolling", stderr)
 	}
 	var batchMu sync.Mutex // a sharded cluster's shards enroll at once: Before and After meet
 	batchOf := map[int]uint64{}
 	var jerr error
-	var dups []client.Duplicate // Item: an index of send
-	done, err := cl.EnrollAll(context.Background(), len(send), func(k int) protocol.Item { return item(send[k]) }, client.Bulk{
-		Batch: *batch, Timeout: *cf.timeout, Dedupe: *dedupe,
-		Duplicate: func(d client.Duplicate) { dups = append(dups, d) },
+	done, err := cl.EnrollAll(context.Background(), len(send), func(k int) protocol.Item { return in.item(send[k]) }, client.Bulk{
+		Batch: o.batch, Timeout: *o.cf.timeout, Dedupe: o.dedupe,
+		Duplicate: func(d client.Duplicate) { r.dups = append(r.dups, d) },
 		Progress: func(done, _ int) {
 			if bar != nil {
 				bar.Set(done)
@@ -284,7 +343,7 @@ func cmdEnroll(args []string, stdout, stderr io.Writer) error {
 			var hs [][16]byte
 			for _, k := range batch {
 				i := send[k]
-				xs, hs = append(xs, idList[i]), append(hs, hashes[i])
+				xs, hs = append(xs, in.ids[i]), append(hs, in.hashes[i])
 			}
 			b, err := j.Begin('+', xs, hs)
 			batchMu.Lock()
@@ -319,88 +378,94 @@ func cmdEnroll(args []string, stdout, stderr io.Writer) error {
 	if err == nil {
 		err = jerr
 	}
-	done += settled
-	for _, d := range dups { // the same person enrolled twice: reported, never sent
-		fmt.Fprintf(stdout, "%s: %s\n", src.at(send[d.Item]), d)
+	r.done = done + settled
+	return r, err
+}
+
+// failed says what a run that stopped did: which inputs were enrolled,
+// refused, left without an answer and not sent, and what to do.
+func (o *enrollOptions) failed(err error, in *enrollInput, r *enrollRun) error {
+	var be *client.BulkError
+	if !errors.As(err, &be) {
+		return err
 	}
-	if err != nil {
-		var be *client.BulkError
-		if !errors.As(err, &be) {
-			return err
+	if o.single {
+		if len(be.InDoubt) > 0 {
+			return fmt.Errorf("%w\n%q got no answer and may or may not be enrolled: run the same command with --resume to find out", be.Err, o.id)
 		}
-		if single {
-			if len(be.InDoubt) > 0 {
-				return fmt.Errorf("%w\n%q got no answer and may or may not be enrolled: run the same command with --resume to find out", be.Err, *id)
-			}
-			return be.Err
-		}
-		msg := fmt.Sprintf("enrolled %d of %d", done, len(send)+settled)
-		if c := indices(send, be.Committed); len(c) > 0 {
-			msg += " (" + src.ranges(c) + ")"
-		}
-		if skipped > 0 {
-			msg += fmt.Sprintf("; %d enrolled before were skipped", skipped)
-		}
-		if len(dups) > 0 {
-			msg += fmt.Sprintf("; %d duplicates left out (listed above)", len(dups))
-		}
-		if r := indices(send, be.Refused); len(r) > 0 {
-			msg += "; " + src.ranges(r) + " " + were(r) + " refused and rolled back"
-		}
-		if d := indices(send, be.InDoubt); len(d) > 0 {
-			msg += "; " + src.ranges(d) + " got no answer and may or may not be enrolled"
-		}
-		if ns := indices(send, be.NotSent()); len(ns) > 0 {
-			msg += "; " + src.ranges(ns) + " " + were(ns) + " not sent"
-		}
-		hint := "fix the cause, then run the same command with --resume: it skips what is enrolled"
-		switch {
-		case isCode(be.Err, protocol.CodeDuplicate):
-			hint = "the journal does not know that id (enrolled by another operator, or with another journal): delete it or remove it from the input, then run the same command with --resume"
-		case client.RoleRefused(be.Err): // the same identity is refused again, --resume or not
-			hint = "the cluster refuses this member's enrollments: enroll as an operator of the cluster (its --home, or --client NAME in a local cluster)"
-		}
-		return fmt.Errorf("%s: %v\n%s", msg, be.Err, hint)
+		return be.Err
 	}
-	secs := time.Since(start).Seconds()
+	send := r.send
+	msg := fmt.Sprintf("enrolled %d of %d", r.done, len(send)+r.settled)
+	if c := indices(send, be.Committed); len(c) > 0 {
+		msg += " (" + in.src.ranges(c) + ")"
+	}
+	if r.skipped > 0 {
+		msg += fmt.Sprintf("; %d enrolled before were skipped", r.skipped)
+	}
+	if len(r.dups) > 0 {
+		msg += fmt.Sprintf("; %d duplicates left out (listed above)", len(r.dups))
+	}
+	if rf := indices(send, be.Refused); len(rf) > 0 {
+		msg += "; " + in.src.ranges(rf) + " " + were(rf) + " refused and rolled back"
+	}
+	if d := indices(send, be.InDoubt); len(d) > 0 {
+		msg += "; " + in.src.ranges(d) + " got no answer and may or may not be enrolled"
+	}
+	if ns := indices(send, be.NotSent()); len(ns) > 0 {
+		msg += "; " + in.src.ranges(ns) + " " + were(ns) + " not sent"
+	}
+	hint := "fix the cause, then run the same command with --resume: it skips what is enrolled"
+	switch {
+	case isCode(be.Err, protocol.CodeDuplicate):
+		hint = "the journal does not know that id (enrolled by another operator, or with another journal): delete it or remove it from the input, then run the same command with --resume"
+	case client.RoleRefused(be.Err): // the same identity is refused again, --resume or not
+		hint = "the cluster refuses this member's enrollments: enroll as an operator of the cluster (its --home, or --client NAME in a local cluster)"
+	}
+	return fmt.Errorf("%s: %v\n%s", msg, be.Err, hint)
+}
+
+// report prints what a run that went through did.
+func (o *enrollOptions) report(cl *client.Client, cfg *config.Params, j *client.Journal, r *enrollRun, stdout io.Writer) error {
+	secs := time.Since(r.start).Seconds()
 	var held []string // parties whose part the entry keeps for delivery
-	if done > 0 {
+	if r.done > 0 {
 		held = heldFor(cl, cfg)
 	}
-	if *asJSON {
-		r := map[string]any{"enrolled": done, "skipped": skipped, "seconds": secs,
-			"per_second": float64(done) / secs, "entry": cl.Entry(), "journal": j.Path()}
-		if *dedupe {
+	if o.asJSON {
+		out := map[string]any{"enrolled": r.done, "skipped": r.skipped, "seconds": secs,
+			"per_second": float64(r.done) / secs, "entry": cl.Entry(), "journal": j.Path()}
+		if o.dedupe {
 			type dup struct {
 				ID      string `json:"id"`
 				Matched string `json:"matched"`
 				InInput bool   `json:"in_input,omitempty"` // matched an earlier template of this input, not an enrolled id
 			}
 			list := []dup{}
-			for _, d := range dups {
+			for _, d := range r.dups {
 				list = append(list, dup{d.ID, d.Matched, d.InBatch})
 			}
-			r["duplicates"] = list
+			out["duplicates"] = list
 		}
 		if len(held) > 0 {
-			r["held_for"] = held
+			out["held_for"] = held
 		}
-		return json.NewEncoder(stdout).Encode(r)
+		return json.NewEncoder(stdout).Encode(out)
 	}
 	at, note := heldAt(cfg, cl.Entry(), held)
-	if single && len(dups) > 0 {
+	if o.single && len(r.dups) > 0 {
 		return nil // said above: not enrolled, and why
 	}
-	if single {
-		fmt.Fprintf(stdout, "enrolled %s %s%s\n", *id, at, note)
+	if o.single {
+		fmt.Fprintf(stdout, "enrolled %s %s%s\n", o.id, at, note)
 		return nil
 	}
-	fmt.Fprintf(stdout, "enrolled %d %s in %.2f s", done, at, secs)
-	if skipped > 0 {
-		fmt.Fprintf(stdout, "; %d enrolled before were skipped", skipped)
+	fmt.Fprintf(stdout, "enrolled %d %s in %.2f s", r.done, at, secs)
+	if r.skipped > 0 {
+		fmt.Fprintf(stdout, "; %d enrolled before were skipped", r.skipped)
 	}
-	if *dedupe {
-		fmt.Fprintf(stdout, "; %d duplicates left out", len(dups))
+	if o.dedupe {
+		fmt.Fprintf(stdout, "; %d duplicates left out", len(r.dups))
 	}
 	fmt.Fprintln(stdout, note)
 	return nil
