@@ -121,18 +121,8 @@ func Init(dir string, o Options) (_ *config.Params, err error) {
 	if err != nil {
 		return nil, err
 	}
-	for i := 1; i <= o.Parties; i++ {
-		if err := member(fmt.Sprintf("p%d", i), spec.PartyRole, true); err != nil {
-			return nil, err
-		}
-	}
-	switch spec.Helper {
-	case config.RoleKeyServer:
-		if err := member("key", config.RoleKeyServer, true); err != nil {
-			return nil, err
-		}
-	case config.RoleDecider:
-		if err := member("decider", config.RoleDecider, true); err != nil {
+	for _, m := range spec.Members(o.Parties) {
+		if err := member(m.Name, m.Role, true); err != nil {
 			return nil, err
 		}
 	}

@@ -34,7 +34,8 @@ const File = "cluster.json"
 
 // Mode is the protection a cluster runs. Each mode's package declares
 // it (RegisterMode, through engine.Register); the names of the built-in
-// modes are here for tools and tests.
+// modes are here for their packages and tests: programs ask the registry
+// what a mode can do, never compare its name (modes.TestNoModeNameCompared).
 type Mode string
 
 const (
@@ -137,6 +138,25 @@ const (
 	RoleOperator    = "operator"
 	RoleDevice      = "device"
 )
+
+// Role is the named member's role: its mode's party role for a party,
+// RoleKeyServer or RoleDecider for the helper, a client's own; "" for a
+// name that is no member.
+func (p *Params) Role(name string) string {
+	if p.PartyIndex(name) >= 0 {
+		return p.spec.PartyRole
+	}
+	if k, ok := p.KeyServer(); ok && k.Name == name {
+		return RoleKeyServer
+	}
+	if d, ok := p.Decider(); ok && d.Name == name {
+		return RoleDecider
+	}
+	if c, ok := p.Client(name); ok && name != "" { // Client("") is the first operator
+		return c.Role
+	}
+	return ""
+}
 
 // ServerRole reports whether role is a server's.
 func ServerRole(role string) bool {

@@ -12,7 +12,8 @@ import (
 // ModeSpec is what configuration needs to know of a mode, declared by the
 // mode's own package (engine.Register passes it here): the members it
 // has, the options it takes and the parameters it derives. config knows
-// no mode by itself; a mode that is not registered is an error.
+// no mode by itself; a mode that is not registered is an error. Its
+// registry is the only one: engine.LookupMode reads Engine.
 type ModeSpec struct {
 	Name Mode
 	// Summary says in a few words what the mode is (help, demo).
@@ -67,6 +68,10 @@ type ModeSpec struct {
 	// Shards: the mode's parties and helper may each run as a coordinator
 	// and Literal.Shards shard servers (shard.go).
 	Shards bool
+	// Engine is the rest of the mode's declaration, what the programs
+	// need (an *engine.Mode, which engine.Register sets); nil for a mode
+	// registered with RegisterMode alone (a test's).
+	Engine any
 }
 
 // Layout is a mode's members: parties that hold the rows, in one role,
@@ -82,6 +87,27 @@ type Layout struct {
 	Helper string
 	// Hint ends the message about a wrong number of parties.
 	Hint string
+}
+
+// Slot is a server of a layout: its name in a cluster that idface makes
+// (cluster init, demo, bench, tests) and its role.
+type Slot struct{ Name, Role string }
+
+// Members lists the servers of a cluster of this layout with n parties,
+// in the order of Params.Servers: parties p1..pn, then the helper ("key"
+// for a key server, "decider").
+func (l Layout) Members(n int) []Slot {
+	var out []Slot
+	for i := 1; i <= n; i++ {
+		out = append(out, Slot{fmt.Sprintf("p%d", i), l.PartyRole})
+	}
+	switch l.Helper {
+	case RoleKeyServer:
+		out = append(out, Slot{"key", RoleKeyServer})
+	case RoleDecider:
+		out = append(out, Slot{"decider", RoleDecider})
+	}
+	return out
 }
 
 var modes = struct {

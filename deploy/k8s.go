@@ -193,7 +193,7 @@ func K8s(p *config.Params, cfgJSON []byte, o Options) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		labels := map[string]string{labelName: "idface", labelPart: "idface-" + cluster[:8], labelClust: cluster, labelMember: name, labelRole: role(p, name)}
+		labels := map[string]string{labelName: "idface", labelPart: "idface-" + cluster[:8], labelClust: cluster, labelMember: name, labelRole: p.Role(name)}
 		if files, ok := o.Homes[name]; ok {
 			s, err := secret(o.Namespace, name, labels, files, m)
 			if err != nil {
@@ -261,18 +261,6 @@ func K8s(p *config.Params, cfgJSON []byte, o Options) ([]byte, error) {
 		out.Write(b)
 	}
 	return out.Bytes(), nil
-}
-
-// role is the member's role label: the party role of the mode, or the
-// helper's.
-func role(p *config.Params, name string) string {
-	if p.PartyIndex(name) >= 0 {
-		return p.Spec().PartyRole
-	}
-	if k, ok := p.KeyServer(); ok && k.Name == name {
-		return config.RoleKeyServer
-	}
-	return config.RoleDecider
 }
 
 func serverNames(p *config.Params) string {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sync"
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/internal/store"
@@ -13,9 +12,10 @@ import (
 // Mode is one mode as its package declares it (docs/DESIGN-NOTES.md "Modes"):
 // what configuration needs (config.ModeSpec: members, options, derived
 // parameters) and what the programs need: how each server of the mode
-// opens its engine and its data, how fsck checks them, and the paper's
-// traffic formula. Server, cluster, fsck, bench, demo, commcost and the
-// in-process harness look a mode up here; none of them names a mode.
+// opens its engine and its data, how fsck checks them, its traffic and
+// storage, its rows of the communication tables. Server, cluster, fsck,
+// bench, demo, commcost and the in-process harness look a mode up here
+// and ask for what it can do; none of them names a mode.
 type Mode struct {
 	config.ModeSpec
 	// Server says what the named server of a cluster of this mode is.
@@ -40,6 +40,52 @@ type Mode struct {
 	// NoRebalance says why a mode that shards cannot rebalance (Rebalance
 	// nil), and what the operator does instead.
 	NoRebalance string
+	// CommCost is the mode's rows of the communication tables ('idface
+	// commcost', the paper's Tables comm_cost and comm_cost_multi);
+	// optional.
+	CommCost []CommTable
+	// KernelPath: bench also times one identify's kernels alone
+	// (experiments.BlindKernelPath: additive score shares, permute and
+	// mask, one decider).
+	KernelPath bool
+}
+
+// CommTable is a group of a mode's rows of the communication tables.
+type CommTable struct {
+	// Place orders the groups of every mode, smaller first: the paper's
+	// protocols, then this project's.
+	Place int
+	// Rows are the group's rows for one setting.
+	Rows func(s CommSetting) ([]CommRow, error)
+}
+
+// CommSetting is one setting of the communication tables: a gallery of
+// IDs rows of Dim dimensions, weights Alpha and Beta, and the numbers of
+// servers asked for (each >= 2; a mode of a fixed number ignores them).
+type CommSetting struct {
+	IDs, Dim, Alpha, Beta int
+	Mus                   []int
+}
+
+// CommRow is one row of the tables: the bits the servers exchange in one
+// phase by the mode's formula.
+type CommRow struct {
+	Protocol string // as the tables name it: "2pcface", "idface-paillier-paper", ...
+	Phase    string // "enroll" or "identify"
+	Mu       int
+	Bits     float64
+	// Run, when set, is how 'commcost --measure' measures the row: on a
+	// local cluster of the mode with Mu parties and these options; nil
+	// for a row it does not measure (the paper's parameters, enrollment,
+	// more parties than one machine runs well).
+	Run *CommRun
+}
+
+// CommRun is what a measured row's cluster takes beside its mode and
+// parties.
+type CommRun struct {
+	Scheme     string // config.Literal.Scheme
+	HideProbes bool
 }
 
 // CannotRebalance is the refusal of 'idface shard rebalance' in a mode
@@ -101,33 +147,26 @@ type FsckRow struct {
 	Live   bool   `json:"live"`
 }
 
-var registry = struct {
-	sync.RWMutex
-	m map[config.Mode]*Mode
-}{m: map[config.Mode]*Mode{}}
-
 // Register declares a mode; its package calls it from an init function,
-// and package modes imports every mode package.
+// and package modes imports every mode package. config keeps the one
+// registry (config.RegisterMode panics on a second registration).
 func Register(m Mode) {
 	if m.Server == nil || m.IdentifyFormula == nil || m.Storage == nil {
 		panic(fmt.Sprintf("engine: mode %s lacks Server, IdentifyFormula or Storage", m.Name))
 	}
-	config.RegisterMode(m.ModeSpec) // panics on a second registration
-	registry.Lock()
-	defer registry.Unlock()
-	registry.m[m.Name] = &m
+	m.Engine = &m
+	config.RegisterMode(m.ModeSpec)
 }
 
 // LookupMode returns a registered mode.
 func LookupMode(name config.Mode) (*Mode, error) {
-	if _, err := config.Spec(name); err != nil {
+	s, err := config.Spec(name)
+	if err != nil {
 		return nil, err
 	}
-	registry.RLock()
-	defer registry.RUnlock()
-	m, ok := registry.m[name]
+	m, ok := s.Engine.(*Mode)
 	if !ok { // registered with config directly, not through Register
-		return nil, fmt.Errorf("mode %s has no engine in this program", name)
+		return nil, fmt.Errorf("mode %s has no engine in this program: its package registers it with engine.Register", name)
 	}
 	return m, nil
 }

@@ -30,7 +30,7 @@ import (
 // BenchOptions configure one cluster measurement.
 type BenchOptions struct {
 	Exe     string // the idface binary the parties run
-	Mode    string // 2pc or mpc
+	Mode    string // a registered mode
 	Parties int
 	Dim     int
 	Alpha   int
@@ -113,8 +113,9 @@ type BenchResult struct {
 	IdentifyMin   float64 `json:"identify_ms_min"`
 	PlainFloatP50 float64 `json:"plain_float_ms_p50"`
 	WireFloorMs   float64 `json:"wire_floor_ms"`
-	// Kernels (mode blind) is the critical path of the identify's kernels
-	// on this machine, measured after the identifications (BlindKernelPath).
+	// Kernels (a mode with engine.Mode.KernelPath) is the critical path of
+	// the identify's kernels on this machine, measured after the
+	// identifications (BlindKernelPath).
 	Kernels       *KernelPath `json:"kernel_path,omitempty"`
 	BytesPerIdent float64     `json:"bytes_per_identify"`
 	FormulaBytes  float64     `json:"formula_bytes"`
@@ -314,7 +315,7 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 	if res.WireFloorMs, err = WireFloor(ctx, int(bytes), 7); err != nil {
 		return nil, err
 	}
-	if cfg.Mode() == "blind" && o.Deploy == nil && cfg.Shards() == 1 { // on loopback: a WAN run's wire is another
+	if m.KernelPath && o.Deploy == nil && cfg.Shards() == 1 { // on loopback: a WAN run's wire is another
 		// The servers are idle now: each kernel alone, top-1 as above.
 		if res.Kernels, err = BlindKernelPath(ctx, cfg, o.IDs, 1, 5); err != nil {
 			return nil, err

@@ -1,8 +1,9 @@
 // Package modes is the list of the modes this build of idface offers:
 // importing it registers each one (engine.Register, called by the mode's
 // own package). A program that loads a configuration imports it; adding
-// a mode is one line here, its package, and its row in the README's table
-// of modes (docs/DESIGN-NOTES.md "Modes").
+// a mode is its package, one line here and its row in the README's table
+// of modes (docs/ARCHITECTURE.md "Adding a mode"). Outside these packages
+// no program compares a mode's name (TestNoModeNameCompared).
 package modes
 
 import (

@@ -2,7 +2,14 @@ package modes_test
 
 import (
 	"bytes"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"log/slog"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -126,4 +133,183 @@ func TestRegistrationsAreComplete(t *testing.T) {
 			t.Errorf("mode %s: an incomplete registration", m)
 		}
 	}
+}
+
+// TestMembersAndRoles: the servers a layout names (cluster init, inproc,
+// wan) are the configuration's, in its order, each with the role
+// Params.Role gives it (status, deploy labels).
+func TestMembersAndRoles(t *testing.T) {
+	for _, m := range config.Modes() {
+		s, _ := config.Spec(m)
+		p, err := config.New(inproc.Literal(config.Literal{Mode: m}, s.DefaultParties), t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		slots, servers := s.Members(s.DefaultParties), p.Servers()
+		if len(slots) != len(servers) {
+			t.Fatalf("mode %s: layout %v, servers %v", m, slots, servers)
+		}
+		for i, slot := range slots {
+			if servers[i].Name != slot.Name || p.Role(slot.Name) != slot.Role || !config.ServerRole(slot.Role) {
+				t.Errorf("mode %s: server %d is %s (role %q), the layout's %v", m, i, servers[i].Name, p.Role(servers[i].Name), slot)
+			}
+		}
+		if p.Role("device") != config.RoleDevice || p.Role("client") != config.RoleOperator || p.Role("nobody") != "" || p.Role("") != "" {
+			t.Errorf("mode %s: clients' roles %q %q, a stranger's %q %q", m, p.Role("device"), p.Role("client"), p.Role("nobody"), p.Role(""))
+		}
+	}
+}
+
+// TestNoModeNameCompared: outside modes/ and the mode packages (those
+// modes.go imports), no program file compares a mode's name, as a
+// literal ("blind") or as a mode's constant (config.ModeBlind): it asks
+// the registry what the mode can do (engine.Mode, config.ModeSpec), so a
+// new mode touches modes.go and nothing else.
+func TestNoModeNameCompared(t *testing.T) {
+	const module = "github.com/idface/idface/"
+	f, err := parser.ParseFile(token.NewFileSet(), "modes.go", nil, parser.ImportsOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := map[string]bool{"modes": true} // directories, from the module's root
+	for _, imp := range f.Imports {
+		if p, _ := strconv.Unquote(imp.Path.Value); strings.HasPrefix(p, module) {
+			own[strings.TrimPrefix(p, module)] = true
+		}
+	}
+	names := map[string]bool{}
+	for _, m := range config.Modes() {
+		names[string(m)] = true
+	}
+	var files []string
+	err = filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel := filepath.ToSlash(strings.TrimPrefix(path, ".."+string(filepath.Separator)))
+		if d.IsDir() && path != ".." && (own[rel] || d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") {
+			files = append(files, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 50 {
+		t.Fatalf("found %d program files under ..: is the test running in modes/?", len(files))
+	}
+	// The constants that name modes: config's and the mode packages'.
+	consts := modeConsts(t, names, append(glob(t, "../config/*.go"), modePackageFiles(t, own)...))
+	for _, path := range files {
+		for _, at := range modeComparisons(t, path, nil, names, consts) {
+			t.Errorf("%s: compares a mode name: ask the registry for the mode's capability instead (engine.Mode, config.ModeSpec), or add one there", at)
+		}
+	}
+	// The check finds what it looks for.
+	const sample = `package p
+func f(m, s string) bool {
+	switch s {
+	case "mpc":
+	}
+	return m == "blind" || config.ModeHE != config.Mode(s)
+}`
+	if got := modeComparisons(t, "sample.go", sample, names, map[string]bool{"config.ModeHE": true}); len(got) != 3 {
+		t.Fatalf("the sample's comparisons: %v, want 3", got)
+	}
+}
+
+func glob(t *testing.T, pattern string) []string {
+	files, err := filepath.Glob(pattern)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// modePackageFiles lists the mode packages' program files.
+func modePackageFiles(t *testing.T, own map[string]bool) []string {
+	var files []string
+	for dir := range own {
+		files = append(files, glob(t, filepath.Join("..", dir, "*.go"))...)
+	}
+	return files
+}
+
+// modeConsts finds the constants of files whose value is a mode's name,
+// as "pkg.Name".
+func modeConsts(t *testing.T, names map[string]bool, files []string) map[string]bool {
+	out := map[string]bool{}
+	for _, path := range files {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if v, ok := n.(*ast.ValueSpec); ok {
+				for i, name := range v.Names {
+					if i < len(v.Values) && literalName(v.Values[i], names) {
+						out[f.Name.Name+"."+name.Name] = true
+					}
+				}
+			}
+			return true
+		})
+	}
+	return out
+}
+
+// modeComparisons lists where the file at path (or src) compares a mode
+// name: == or != with a mode's name or constant, or a case of one.
+func modeComparisons(t *testing.T, path string, src any, names, consts map[string]bool) []string {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, path, src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var isName func(e ast.Expr) bool
+	isName = func(e ast.Expr) bool {
+		switch e := e.(type) {
+		case *ast.ParenExpr:
+			return isName(e.X)
+		case *ast.CallExpr: // a conversion: config.Mode("blind"), string(config.ModeHE)
+			return len(e.Args) == 1 && isName(e.Args[0])
+		case *ast.SelectorExpr:
+			x, ok := e.X.(*ast.Ident)
+			return ok && consts[x.Name+"."+e.Sel.Name]
+		}
+		return literalName(e, names)
+	}
+	var out []string
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.BinaryExpr:
+			if (n.Op == token.EQL || n.Op == token.NEQ) && (isName(n.X) || isName(n.Y)) {
+				out = append(out, fset.Position(n.Pos()).String())
+			}
+		case *ast.CaseClause:
+			for _, e := range n.List {
+				if isName(e) {
+					out = append(out, fset.Position(e.Pos()).String())
+				}
+			}
+		}
+		return true
+	})
+	return out
+}
+
+// literalName says whether e is a string literal that names a mode.
+func literalName(e ast.Expr, names map[string]bool) bool {
+	lit, ok := e.(*ast.BasicLit)
+	if !ok || lit.Kind != token.STRING {
+		return false
+	}
+	s, err := strconv.Unquote(lit.Value)
+	return err == nil && names[s]
 }

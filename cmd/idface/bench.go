@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -42,7 +43,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	mode := fs.String("mode", "2pc", "plain (float32 search), "+modeNames(", ")+" or hers (the paper's baseline)")
 	scheme := addSchemeFlag(fs)
 	extrapolate := fs.Int("extrapolate", 0, "also report the run scaled linearly to this many rows (marked extrapolated)")
-	parties := fs.Int("parties", 0, "servers (default 2; 3 for mpc; 1 for he; 2 share holders for blind)")
+	parties := fs.Int("parties", 0, "number of parties mu (share holders or local servers; default: the mode's, 1 for plain and hers)")
 	idsFlag := fs.String("ids", "", "database sizes, comma-separated")
 	alpha := fs.Int("alpha", 341, "enrollment weight")
 	beta := fs.Int("beta", 63, "query weight")
@@ -50,7 +51,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	clients := fs.Int("clients", 1, "also run this many clients identifying at once (--queries each) and report identifications per second beside the float32 search's single-query rate")
 	batch := addBatchFlags(fs)
 	shards := fs.Int("shards", 0, "run every server as a coordinator and this many shard servers (rows split by id)")
-	hide := fs.Bool("hide-probes", false, "mode replicated: a hidden-probe cluster (devices seal the query's shares; docs/HIDDEN-PROBES.md); without --beta its default transforms, a dense 4-bit query and the 4-level gallery at k = 16")
+	hide := fs.Bool("hide-probes", false, "mode "+modesThat(hidesProbes)+": a hidden-probe cluster (devices seal the query's shares; docs/HIDDEN-PROBES.md); without --beta its default transforms, a dense 4-bit query and the 4-level gallery at k = 16")
 	asJSON := fs.Bool("json", false, "one JSON object per size")
 	plotPath := fs.String("plot", "", "write a plot (PNG) of the times")
 	linkFlag := fs.String("link", "", "run the servers across a WAN: rtt=DURATION,rate=RATE (as rtt=20ms,rate=1gbit; rates 100mbit, 1gbit, 10gbit)")
@@ -85,35 +86,28 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	switch *mode {
-	case "plain", "hers": // in this process
+	spec, _ := config.Spec(config.Mode(*mode)) // nil for plain and hers
+	switch {
+	case *mode == "plain" || *mode == "hers": // in this process
 		if *parties == 0 {
 			*parties = 1
 		}
-	default: // a registered mode: a cluster of its default size unless told
-		m, err := config.ParseMode(*mode)
-		if err != nil {
-			return fmt.Errorf("--mode %q: want plain, %s or hers", *mode, modeNames(", "))
-		}
-		if *parties == 0 {
-			spec, err := config.Spec(m)
-			if err != nil {
-				return err
-			}
-			*parties = spec.DefaultParties
-		}
+	case spec == nil:
+		return fmt.Errorf("--mode %q: want plain, %s or hers", *mode, modeNames(", "))
+	case *parties == 0: // a registered mode: a cluster of its default size unless told
+		*parties = spec.DefaultParties
 	}
 	if *clients < 1 || *clients > 256 {
 		return fmt.Errorf("--clients %d: want 1..256", *clients)
 	}
-	if *clients > 1 && (*mode == "plain" || *mode == "hers" || link != nil) {
+	if *clients > 1 && (spec == nil || link != nil) {
 		return fmt.Errorf("--clients is for a cluster on this machine (not plain, hers or --link)")
 	}
-	if spec, err := config.Spec(config.Mode(*mode)); *shards > 1 && (err != nil || !spec.Shards || link != nil) {
+	if *shards > 1 && (spec == nil || !spec.Shards || link != nil) {
 		return fmt.Errorf("--shards is for a cluster on this machine (not plain, hers or --link)")
 	}
-	if *hide && *mode != "replicated" {
-		return fmt.Errorf("--hide-probes is for --mode replicated")
+	if *hide && (spec == nil || spec.HiddenProbe == nil) {
+		return fmt.Errorf("--hide-probes is for --mode %s", modesThat(hidesProbes))
 	}
 	if *hide { // without --beta, the cluster's hidden-probe defaults (a dense 4-bit query)
 		set := map[string]bool{}
@@ -125,8 +119,8 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
-	if *scheme != "" && *mode != "he" {
-		return fmt.Errorf("--scheme is for --mode he")
+	if *scheme != "" && (spec == nil || !spec.Scheme) {
+		return fmt.Errorf("--scheme is for --mode %s", modesThat(takesScheme))
 	}
 	if *mode == "hers" && link != nil {
 		return fmt.Errorf("--link: mode hers runs in this process")
@@ -221,3 +215,20 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	}
 	return nil
 }
+
+// modesThat names the registered modes that have a capability, for a
+// flag's help or refusal: "replicated", "blind or replicated".
+func modesThat(has func(*config.ModeSpec) bool) string {
+	var out []string
+	for _, m := range config.Modes() {
+		if s, _ := config.Spec(m); has(s) {
+			out = append(out, string(m))
+		}
+	}
+	return strings.Join(out, " or ")
+}
+
+// The capabilities that flags name modes by.
+func hidesProbes(s *config.ModeSpec) bool { return s.HiddenProbe != nil }
+func takesScheme(s *config.ModeSpec) bool { return s.Scheme }
+func takesLevels(s *config.ModeSpec) bool { return s.Levels }

@@ -260,7 +260,7 @@ func initReport(cfg *config.Params, dir string) initResult {
 	r := initResult{Cluster: dir, Mode: string(cfg.Mode()), Parties: cfg.Mu(), Dim: cfg.Dim(), Alpha: cfg.Alpha(), Beta: cfg.Beta(),
 		Tau: cfg.Tau(), Threshold: cfg.Threshold(), ThresholdMeaning: thresholdMeaning(cfg), RevealScores: cfg.RevealScores(), HideProbes: cfg.HideProbes()}
 	for _, p := range cfg.Servers() {
-		r.Servers = append(r.Servers, initServer{Name: p.Name, Role: roleOf(cfg, p.Name), Addr: p.Addr, Metrics: p.Metrics, Pin: p.Pin})
+		r.Servers = append(r.Servers, initServer{Name: p.Name, Role: cfg.Role(p.Name), Addr: p.Addr, Metrics: p.Metrics, Pin: p.Pin})
 	}
 	return r
 }
@@ -274,7 +274,7 @@ type levelFlags struct{ gallery, query *string }
 // hideProbesFlag is --hide-probes of 'cluster init' and 'cluster
 // assemble' (config.Literal.HideProbes).
 func hideProbesFlag(fs *flag.FlagSet) *bool {
-	return fs.Bool("hide-probes", false, "mode replicated: devices seal the query's shares to the holders, so no server sees a probe (docs/HIDDEN-PROBES.md); every holder must be up to answer")
+	return fs.Bool("hide-probes", false, "mode "+modesThat(hidesProbes)+": devices seal the query's shares to the holders, so no server sees a probe (docs/HIDDEN-PROBES.md); every holder must be up to answer")
 }
 
 // batchFlags are --batch-max and --batch-wait (config.Literal.BatchMax,
@@ -293,15 +293,15 @@ func addBatchFlags(fs *flag.FlagSet) batchFlags {
 
 func addLevelFlags(fs *flag.FlagSet) levelFlags {
 	return levelFlags{
-		gallery: fs.String("gallery-levels", "", "mode blind: the gallery transform \"L:a1,...\" (default the paper's T_alpha, \"1:alpha\")"),
-		query:   fs.String("query-levels", "", "mode blind: the query transform \"L:a1,...\" (default T_beta, \"1:beta\")"),
+		gallery: fs.String("gallery-levels", "", "mode "+modesThat(takesLevels)+": the gallery transform \"L:a1,...\" (default the paper's T_alpha, \"1:alpha\")"),
+		query:   fs.String("query-levels", "", "mode "+modesThat(takesLevels)+": the query transform \"L:a1,...\" (default T_beta, \"1:beta\")"),
 	}
 }
 
 // addSchemeFlag is mode he's encryption scheme, for 'cluster init',
 // 'cluster assemble', 'demo' and 'bench'.
 func addSchemeFlag(fs *flag.FlagSet) *string {
-	return fs.String("scheme", "", "mode he: the encryption, bgv (Lattigo BGV, the default) or paillier (2048-bit, the paper's other setting; slower)")
+	return fs.String("scheme", "", "mode "+modesThat(takesScheme)+": the encryption, bgv (Lattigo BGV, the default) or paillier (2048-bit, the paper's other setting; slower)")
 }
 
 // defaultParties is the number of parties a mode starts with.
@@ -424,7 +424,7 @@ func clusterStatus(cfg *config.Params, cl *client.Client, local, operator, asJSO
 	live := map[string]int{}         // live rows by member (a sharded member's shards add up)
 	for i, p := range servers {
 		coordinator := cfg.Shards() > 1 && p.shard == config.Coordinator
-		st := serverStatus{Name: p.Name, Role: roleOf(cfg, p.member), Addr: p.Addr, HoldsRows: cfg.PartyIndex(p.member) >= 0 && !coordinator}
+		st := serverStatus{Name: p.Name, Role: cfg.Role(p.member), Addr: p.Addr, HoldsRows: cfg.PartyIndex(p.member) >= 0 && !coordinator}
 		pidS := "-"
 		if local {
 			if pid, running := cluster.Running(cfg, p.Name); running {
@@ -634,17 +634,6 @@ func isAre(n int) string {
 		return "is"
 	}
 	return "are"
-}
-
-// roleOf is a server's role as 'party init' names it.
-func roleOf(cfg *config.Params, name string) string {
-	switch {
-	case name == cfg.DeciderName():
-		return config.RoleDecider
-	case cfg.PartyIndex(name) < 0:
-		return config.RoleKeyServer
-	}
-	return cfg.Spec().PartyRole
 }
 
 // trustLine states what the mode's protection assumes of the servers

@@ -142,7 +142,7 @@ func showConfig(path string, cfg *config.Params) *shown {
 	s := &shown{Path: path, Kind: "config", ClusterID: hex.EncodeToString(id[:]), Mode: string(cfg.Mode()),
 		Serial: cfg.Serial(), Hash: hex.EncodeToString(hash[:8]), cfg: cfg}
 	for _, m := range cfg.Servers() {
-		sm := shownMember{Name: m.Name, Role: roleOf(cfg, m.Name), Addr: m.Addr, Metrics: m.Metrics, Pin: m.Pin}
+		sm := shownMember{Name: m.Name, Role: cfg.Role(m.Name), Addr: m.Addr, Metrics: m.Metrics, Pin: m.Pin}
 		sm.Sequencer = sm.Role == config.RoleLocalServer && cfg.PartyIndex(m.Name) == 0
 		s.Members = append(s.Members, sm)
 	}

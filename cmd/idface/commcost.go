@@ -69,30 +69,13 @@ func cmdCommCost(args []string, stdout, stderr io.Writer) error {
 		}
 		for i := range rows {
 			r := &rows[i]
-			if r.Phase != "identify" || strings.HasSuffix(r.Protocol, "-paper") || (r.Protocol == "mpcface" && (r.Mu == 2 || r.Mu > 6)) {
+			if r.Cluster == nil { // a row its mode does not measure
 				continue
 			}
-			mode, parties, scheme, hide := "2pc", 2, "", false
-			switch r.Protocol {
-			case "idface-paillier":
-				mode, parties, scheme = "he", 1, "paillier"
-			case "mpcface":
-				mode, parties = "mpc", r.Mu
-			case "idface-he":
-				mode, parties = "he", 1
-			case "blind":
-				if r.Mu > 3 {
-					continue
-				}
-				mode, parties = "blind", r.Mu
-			case "replicated":
-				mode, parties = "replicated", 3
-			case "replicated-hidden":
-				mode, parties, hide = "replicated", 3, true
-			}
-			fmt.Fprintf(stderr, "measuring %s, mu = %d, beta = %d on %d rows...\n", mode, parties, r.Beta, *ids)
-			res, err := experiments.RunClusterBench(context.Background(), experiments.BenchOptions{
-				Exe: exe, Mode: mode, Parties: parties, Dim: *dim, Alpha: *alpha, Beta: r.Beta, IDs: *ids, Queries: 3, Seed: 1, Scheme: scheme, HideProbes: hide})
+			o := *r.Cluster
+			o.Exe, o.Dim, o.Alpha, o.Beta, o.IDs, o.Queries, o.Seed = exe, *dim, *alpha, r.Beta, *ids, 3, 1
+			fmt.Fprintf(stderr, "measuring %s, mu = %d, beta = %d on %d rows...\n", o.Mode, o.Parties, r.Beta, *ids)
+			res, err := experiments.RunClusterBench(context.Background(), o)
 			if err != nil {
 				return err
 			}

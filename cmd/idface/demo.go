@@ -32,7 +32,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 		"wrong, rejected, impostor, impostor_accepted, p50_ms, p90_ms,\n"+
 		"bytes_per_query, formula, formula_bytes) and the progress goes to stderr.", stderr)
 	mode := fs.String("mode", "2pc", modeNames(", "))
-	parties := fs.Int("parties", 0, "number of parties: share holders in 2pc, mpc and blind (default 2), local servers in he (default 1)")
+	parties := fs.Int("parties", 0, "number of parties mu (share holders or local servers; default: the mode's)")
 	people := fs.Int("people", 500, "synthetic people")
 	samples := fs.Int("samples", 3, "samples per person (>= 2)")
 	intra := fs.Float64("intra", 0.6, "mean cosine between samples of one person")
@@ -61,17 +61,15 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	spec, _ := config.Spec(m) // parsed: registered
 	if *parties == 0 {
-		*parties = defaultParties(m)
+		*parties = spec.DefaultParties
 	}
 	dir, err := os.MkdirTemp("", "idface-demo-")
 	if err != nil {
 		return err
 	}
-	procs := *parties
-	if s, _ := config.Spec(m); s.Helper != "" {
-		procs++ // the key server or the decider
-	}
+	procs := len(spec.Members(*parties))
 	fmt.Fprintf(info, "idface demo: %s cluster of %d server processes in %s\n", *mode, procs, dir)
 	cfg, err := cluster.Init(dir, cluster.Options{Mode: m, Parties: *parties, Beta: *beta, Tau: tau, Scheme: *scheme, HideProbes: *hide})
 	if err != nil {
@@ -229,8 +227,10 @@ func nextSteps(w io.Writer, m config.Mode, dir string, keep, hidden bool) {
 			fmt.Fprintf(w, "  idface demo --mode %-6s   # %s\n", o, s.Summary)
 		}
 	}
-	if !hidden {
-		fmt.Fprintln(w, "  idface demo --mode replicated --hide-probes   # no server sees a probe: devices seal its shares to the holders")
+	for _, o := range config.Modes() {
+		if s, _ := config.Spec(o); !hidden && s.HiddenProbe != nil {
+			fmt.Fprintf(w, "  idface demo --mode %s --hide-probes   # no server sees a probe: devices seal its shares to the holders\n", o)
+		}
 	}
 	fmt.Fprintln(w, `  a cluster of your own, with a threshold calibrated to a target FPIR: README "Using it"`)
 	fmt.Fprintln(w, "  across organisations, each keeping its own key: docs/DEPLOY.md")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
@@ -52,7 +53,35 @@ func init() {
 		IdentifyFormula: func(p *config.Params, rows int) (string, float64) {
 			return "mu*D*k + query", IdentifyBits(rows, p.Beta(), p.Mu(), Ring(p).Bits) / 8
 		},
+		CommCost:   []engine.CommTable{{Place: 40, Rows: commRows}},
+		KernelPath: true,
 	})
+}
+
+// commRows are blind mode's rows of the communication tables, for two
+// holders and every number asked; 'commcost --measure' runs up to three.
+func commRows(s engine.CommSetting) ([]engine.CommRow, error) {
+	k := TernaryRingBits(s.Alpha, s.Beta)
+	var rows []engine.CommRow
+	for _, mu := range slices.Compact(slices.Sorted(slices.Values(append([]int{2}, s.Mus...)))) {
+		id := engine.CommRow{Protocol: "blind", Phase: "identify", Mu: mu, Bits: IdentifyBits(s.IDs, s.Beta, mu, k)}
+		if mu <= 3 {
+			id.Run = &engine.CommRun{}
+		}
+		rows = append(rows, engine.CommRow{Protocol: "blind", Phase: "enroll", Mu: mu, Bits: EnrollBits(mu)}, id)
+	}
+	return rows, nil
+}
+
+// TernaryRingBits is the k of the share ring for the ternary gallery and
+// query of weights alpha and beta (the communication tables): the
+// smallest that holds every score, up to min(alpha, beta), as a signed
+// value.
+func TernaryRingBits(alpha, beta int) int {
+	if min(alpha, beta) <= 127 {
+		return 8
+	}
+	return 16
 }
 
 // Rebalance is shard.Rebalance for a mode sharing over blind mode's ring

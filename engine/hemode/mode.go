@@ -62,7 +62,55 @@ func init() {
 		// One delta per group: encryption dominates, so one request per
 		// batch the server allows.
 		EnrollBatch: func(p *config.Params, total int) int { return min(total, Scheme(p).GroupRows(), p.MaxEnrollBatch()) },
+		// The paper's IDFace beside 2PCFace and MPCFace; this project's
+		// schemes after the other modes.
+		CommCost: []engine.CommTable{{Place: 30, Rows: paperRows}, {Place: 60, Rows: schemeRows}},
 	})
+}
+
+// Paper parameters of IDFace (paper Sec. 4.2 and 5.1, Table comp_res):
+// CKKS with N_s = 4096 slots, 50 usable bits and S_ct = 132 KB; Paillier
+// with one 2048-bit plaintext per ciphertext and S_ct = 0.5 KB (1 KB =
+// 1000 bytes, as the paper).
+const (
+	ckksSlots    = 4096
+	ckksBits     = 50
+	ckksCtBytes  = 132_000
+	paillierBits = 2048
+	paillierCt   = 500
+)
+
+// paperRows are the paper's identification costs of IDFace.
+func paperRows(s engine.CommSetting) ([]engine.CommRow, error) {
+	return []engine.CommRow{
+		{Protocol: "idface-ckks-paper", Phase: "identify", Mu: 1, Bits: idfaceBits(s.IDs, ckksSlots, template.PackingFactor(s.Alpha, s.Beta, ckksBits), ckksCtBytes)},
+		{Protocol: "idface-paillier-paper", Phase: "identify", Mu: 1, Bits: idfaceBits(s.IDs, 1, template.PackingFactor(s.Alpha, s.Beta, paillierBits), paillierCt)},
+	}, nil
+}
+
+// schemeRows are the costs with this project's schemes, BGV and Paillier;
+// enrolling at one local server sends nothing to another server.
+func schemeRows(s engine.CommSetting) ([]engine.CommRow, error) {
+	hp, err := heidface.NewParams(s.Dim, s.Alpha, s.Beta)
+	if err != nil {
+		return nil, err
+	}
+	pp, err := heidface.NewPaillier(s.Dim, s.Alpha, s.Beta)
+	if err != nil {
+		return nil, err
+	}
+	return []engine.CommRow{
+		{Protocol: "idface-he", Phase: "enroll", Mu: 1, Bits: 0},
+		{Protocol: "idface-he", Phase: "identify", Mu: 1, Bits: idfaceBits(s.IDs, hp.N(), hp.Enc.M, hp.CiphertextBytes()), Run: &engine.CommRun{}},
+		{Protocol: "idface-paillier", Phase: "identify", Mu: 1, Bits: idfaceBits(s.IDs, 1, pp.Enc.M, pp.CiphertextBytes()), Run: &engine.CommRun{Scheme: "paillier"}},
+	}, nil
+}
+
+// idfaceBits is the paper's identification cost: 2*ceil(D/(N_s*m))*S_ct
+// plus log2 D bits for the returned index.
+func idfaceBits(ids, slots, m, ctBytes int) float64 {
+	groups := (ids + slots*m - 1) / (slots * m)
+	return float64(2*groups*ctBytes*8) + math.Ceil(math.Log2(float64(ids)))
 }
 
 // groupsOf is the column groups of a local server of rows rows: every

@@ -12,12 +12,31 @@ import (
 const trust = "trust: semi-honest: one deviating share holder can change answers undetected; an entry sees every row's ternary values at its probes' positions (docs/SECURITY.md)"
 
 func init() {
-	for _, spec := range []config.ModeSpec{
-		{Name: config.Mode2PC, Order: 10, Summary: "2PCFace: two servers with XOR shares",
+	for _, m := range []struct {
+		spec config.ModeSpec
+		comm engine.CommTable
+	}{
+		{config.ModeSpec{Name: config.Mode2PC, Order: 10, Summary: "2PCFace: two servers with XOR shares",
 			Layout: config.Layout{PartyRole: config.RoleShareHolder, PartyNoun: "parties", MinParties: 2, MaxParties: 2, DefaultParties: 2, Hint: " (use mode mpc)"}},
-		{Name: config.ModeMPC, Order: 20, Summary: "(mu,nu)-MPCFace: two or more servers with XOR shares (--parties)",
+			engine.CommTable{Place: 10, Rows: func(s engine.CommSetting) ([]engine.CommRow, error) {
+				return []engine.CommRow{{Protocol: "2pcface", Phase: "enroll", Mu: 2, Bits: float64(2 * s.Dim)},
+					{Protocol: "2pcface", Phase: "identify", Mu: 2, Bits: identifyBits(s), Run: &engine.CommRun{}}}, nil
+			}}},
+		{config.ModeSpec{Name: config.ModeMPC, Order: 20, Summary: "(mu,nu)-MPCFace: two or more servers with XOR shares (--parties)",
 			Layout: config.Layout{PartyRole: config.RoleShareHolder, PartyNoun: "parties", MinParties: 2, MaxParties: config.MaxParties, DefaultParties: 2}},
+			engine.CommTable{Place: 20, Rows: func(s engine.CommSetting) ([]engine.CommRow, error) {
+				var rows []engine.CommRow
+				for _, mu := range s.Mus {
+					id := engine.CommRow{Protocol: "mpcface", Phase: "identify", Mu: mu, Bits: float64(mu-1) * identifyBits(s)}
+					if mu > 2 && mu <= 6 { // mu = 2 is 2pc's row; more is too many processes for one machine
+						id.Run = &engine.CommRun{}
+					}
+					rows = append(rows, engine.CommRow{Protocol: "mpcface", Phase: "enroll", Mu: mu, Bits: float64((mu - 1) * 2 * s.Dim)}, id)
+				}
+				return rows, nil
+			}}},
 	} {
+		spec := m.spec
 		spec.Trust = trust
 		spec.Shards = true
 		engine.Register(engine.Mode{
@@ -32,10 +51,16 @@ func init() {
 			IdentifyFormula: IdentifyFormula,
 			// Two bit planes (the ternary value's sign and magnitude) of d
 			// columns of rows bits.
-			Storage: func(p *config.Params, rows int) float64 { return float64(2 * p.Dim() * ((rows + 63) / 64) * 8) },
+			Storage:  func(p *config.Params, rows int) float64 { return float64(2 * p.Dim() * ((rows + 63) / 64) * 8) },
+			CommCost: []engine.CommTable{m.comm},
 		})
 	}
 }
+
+// identifyBits is the paper's traffic of one identification between two
+// parties (App. G): 2*beta selected columns of D bits and the query's 2d
+// bits; (mu,nu)-MPCFace moves it between the entry and each of mu-1.
+func identifyBits(s engine.CommSetting) float64 { return float64(2*s.IDs*s.Beta + 2*s.Dim) }
 
 // IdentifyFormula is the paper's traffic of one identification over rows
 // rows (App. G, H): each of the mu-1 helpers sends 2*beta selected

@@ -97,7 +97,20 @@ func init() {
 			}
 			return "3*D*k + 32*D + query", IdentifyBits(rows, p.Beta(), blind.Ring(p).Bits) / 8
 		},
+		CommCost: []engine.CommTable{{Place: 50, Rows: commRows}},
 	})
+}
+
+// commRows are the mode's rows of the communication tables: enrollment,
+// identification, and identification with hidden probes (--hide-probes
+// --beta beta: the T_beta query, sealed, its cost independent of beta but
+// for the ring).
+func commRows(s engine.CommSetting) ([]engine.CommRow, error) {
+	k := blind.TernaryRingBits(s.Alpha, s.Beta)
+	// The entry sends each other holder its pair of d k-bit shares.
+	return []engine.CommRow{{Protocol: "replicated", Phase: "enroll", Mu: replicated.Holders, Bits: float64(2 * 2 * s.Dim * k)},
+		{Protocol: "replicated", Phase: "identify", Mu: replicated.Holders, Bits: IdentifyBits(s.IDs, s.Beta, k), Run: &engine.CommRun{}},
+		{Protocol: "replicated-hidden", Phase: "identify", Mu: replicated.Holders, Bits: HiddenIdentifyBits(s.IDs, s.Dim, k), Run: &engine.CommRun{HideProbes: true}}}, nil
 }
 
 // IdentifyBits is one identification's traffic between the servers: three

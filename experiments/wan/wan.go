@@ -201,14 +201,8 @@ func deployWAN(ctx context.Context, lab *netlab.Lab, wan *netlab.WAN, link Link,
 		return nil, err
 	}
 	var members []*wanMember
-	for i := 1; i <= o.Parties; i++ {
-		members = append(members, &wanMember{name: fmt.Sprintf("p%d", i), role: spec.PartyRole})
-	}
-	switch spec.Helper {
-	case config.RoleKeyServer:
-		members = append(members, &wanMember{name: "key", role: config.RoleKeyServer})
-	case config.RoleDecider:
-		members = append(members, &wanMember{name: "decider", role: config.RoleDecider})
+	for _, m := range spec.Members(o.Parties) {
+		members = append(members, &wanMember{name: m.Name, role: m.Role})
 	}
 	var descs []config.Descriptor
 	for _, m := range members {

@@ -75,19 +75,20 @@ func Literal(lit config.Literal, mu int) config.Literal {
 		}
 		return m
 	}
-	lit.Parties = nil
-	for i := 1; i <= mu; i++ {
-		lit.Parties = append(lit.Parties, member(fmt.Sprintf("p%d", i)))
+	lit.Parties, lit.KeyServer, lit.Decider = nil, nil, nil
+	spec, err := config.Spec(lit.Mode)
+	if err != nil { // an unknown mode: Start says so; parties alone
+		spec = &config.ModeSpec{}
 	}
-	lit.KeyServer, lit.Decider = nil, nil
-	if spec, err := config.Spec(lit.Mode); err == nil { // an unknown mode: Start says so
-		switch spec.Helper {
+	for _, s := range spec.Members(mu) {
+		m := member(s.Name)
+		switch s.Role {
 		case config.RoleKeyServer:
-			k := member("key")
-			lit.KeyServer = &k
+			lit.KeyServer = &m
 		case config.RoleDecider:
-			d := member("decider")
-			lit.Decider = &d
+			lit.Decider = &m
+		default:
+			lit.Parties = append(lit.Parties, m)
 		}
 	}
 	op, dev := member("client"), member("device")
