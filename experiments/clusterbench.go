@@ -118,6 +118,7 @@ type BenchResult struct {
 	// identifications (BlindKernelPath).
 	Kernels       *KernelPath `json:"kernel_path,omitempty"`
 	BytesPerIdent float64     `json:"bytes_per_identify"`
+	BytesPerRow   float64     `json:"bytes_per_row"` // between the servers, per identify (Complete)
 	FormulaBytes  float64     `json:"formula_bytes"`
 	RSSMBPerParty float64     `json:"rss_mb_per_party"`
 	// Servers is the cluster's server processes (parties and the mode's
@@ -125,12 +126,13 @@ type BenchResult struct {
 	Servers   int    `json:"servers,omitempty"`
 	HostCores int    `json:"host_cores,omitempty"`
 	Host      string `json:"host,omitempty"`
-	// With Clients > 1: that many concurrent clients' identifications per
-	// second, beside the float32 search's single-query rate of the same
-	// run (1000 / PlainFloatP50).
-	Clients        int     `json:"clients,omitempty"`
-	IdentifyPerS   float64 `json:"identify_per_s,omitempty"`
-	PlainFloatPerS float64 `json:"plain_float_per_s,omitempty"`
+	// Clients identifying at once and their identifications per second
+	// (one client: one at a time, 1000 / the mean latency), beside the
+	// float32 search's single-query rate of the same run (1000 /
+	// PlainFloatP50).
+	Clients        int     `json:"clients"`
+	IdentifyPerS   float64 `json:"identify_per_s"`
+	PlainFloatPerS float64 `json:"plain_float_per_s"`
 	ShareMB        float64 `json:"share_mb_per_party"`
 	// Shards: every server ran as a coordinator and this many shards
 	// (Servers counts every process).
@@ -309,9 +311,6 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 	if res.PlainFloatP50, err = FloatReference(d, data, o.IDs, o.Queries); err != nil {
 		return nil, err
 	}
-	if o.Clients > 1 && res.PlainFloatP50 > 0 {
-		res.PlainFloatPerS = 1000 / res.PlainFloatP50
-	}
 	if res.WireFloorMs, err = WireFloor(ctx, int(bytes), 7); err != nil {
 		return nil, err
 	}
@@ -401,7 +400,29 @@ func Millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // SetLatencies records the identify latencies (ms) of a run: p50, p90, min.
 func (res *BenchResult) SetLatencies(lat []float64) {
+	sum := 0.0
+	for _, l := range lat {
+		sum += l
+	}
+	if sum > 0 { // one client, one identify at a time; concurrentRate measures more
+		res.IdentifyPerS = 1000 * float64(len(lat)) / sum
+	}
 	res.IdentifyP50, res.IdentifyP90, res.IdentifyMin = Median(lat), quantile(lat, 0.9), slices.Min(lat)
+}
+
+// Complete fills the fields every mode's result reports alike (bench's
+// table of modes) from what the run measured: bytes per row, and the
+// float32 search's rate one query at a time.
+func (res *BenchResult) Complete() {
+	if res.IDs > 0 {
+		res.BytesPerRow = res.BytesPerIdent / float64(res.IDs)
+	}
+	if res.PlainFloatP50 > 0 {
+		res.PlainFloatPerS = 1000 / res.PlainFloatP50
+	}
+	if res.Clients == 0 {
+		res.Clients = 1
+	}
 }
 
 // Median of a sample (the sample is sorted in place).

@@ -39,8 +39,12 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		"--mode hers is the paper's HERS baseline (column-wise encrypted matrix, d\n"+
 		"scalar multiplications per 4096 identities) in this process. --extrapolate\n"+
 		"adds a linear extrapolation to N rows, marked as such (for sizes that do\n"+
-		"not fit in memory or time here).", stderr)
-	mode := fs.String("mode", "2pc", "plain (float32 search), "+modeNames(", ")+" or hers (the paper's baseline)")
+		"not fit in memory or time here).\n\n"+
+		"--mode takes a comma-separated list, and 'all' (plain, then every mode at\n"+
+		"its default size, and each mode that hides probes again with them, as\n"+
+		"MODE+hidden): every run reports the same fields, and a table of them all\n"+
+		"ends the output (Markdown, as in docs/RESULTS.md).", stderr)
+	modeFlag := fs.String("mode", "2pc", "plain (float32 search), "+modeNames(", ")+" or hers (the paper's baseline); a comma-separated list, MODE+hidden for a mode with --hide-probes, or all")
 	scheme := addSchemeFlag(fs)
 	extrapolate := fs.Int("extrapolate", 0, "also report the run scaled linearly to this many rows (marked extrapolated)")
 	parties := fs.Int("parties", 0, "number of parties mu (share holders or local servers; default: the mode's, 1 for plain and hers)")
@@ -64,9 +68,6 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("--link: %w", err)
 		}
-		if *mode == "plain" {
-			return fmt.Errorf("--link: mode plain has no servers to put across a WAN")
-		}
 		if err := wan.Check(l); err != nil {
 			return err
 		}
@@ -86,44 +87,22 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	spec, _ := config.Spec(config.Mode(*mode)) // nil for plain and hers
-	switch {
-	case *mode == "plain" || *mode == "hers": // in this process
-		if *parties == 0 {
-			*parties = 1
+	runs, err := benchRuns(*modeFlag, *hide)
+	if err != nil {
+		return err
+	}
+	if len(runs) > 1 && *plotPath != "" {
+		return fmt.Errorf("--plot draws one mode: give one --mode")
+	}
+	if len(runs) > 1 && *parties != 0 {
+		return fmt.Errorf("--parties is for one mode: each mode of a list runs at its default size")
+	}
+	setFlags := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { setFlags[f.Name] = true })
+	for i := range runs {
+		if err := runs[i].check(*parties, *clients, *shards, *scheme, link, setFlags, *alpha, *beta); err != nil {
+			return err
 		}
-	case spec == nil:
-		return fmt.Errorf("--mode %q: want plain, %s or hers", *mode, modeNames(", "))
-	case *parties == 0: // a registered mode: a cluster of its default size unless told
-		*parties = spec.DefaultParties
-	}
-	if *clients < 1 || *clients > 256 {
-		return fmt.Errorf("--clients %d: want 1..256", *clients)
-	}
-	if *clients > 1 && (spec == nil || link != nil) {
-		return fmt.Errorf("--clients is for a cluster on this machine (not plain, hers or --link)")
-	}
-	if *shards > 1 && (spec == nil || !spec.Shards || link != nil) {
-		return fmt.Errorf("--shards is for a cluster on this machine (not plain, hers or --link)")
-	}
-	if *hide && (spec == nil || spec.HiddenProbe == nil) {
-		return fmt.Errorf("--hide-probes is for --mode %s", modesThat(hidesProbes))
-	}
-	if *hide { // without --beta, the cluster's hidden-probe defaults (a dense 4-bit query)
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		if !set["beta"] {
-			*beta = 0
-			if !set["alpha"] {
-				*alpha = 0
-			}
-		}
-	}
-	if *scheme != "" && (spec == nil || !spec.Scheme) {
-		return fmt.Errorf("--scheme is for --mode %s", modesThat(takesScheme))
-	}
-	if *mode == "hers" && link != nil {
-		return fmt.Errorf("--link: mode hers runs in this process")
 	}
 	// The templates of a large run are most of this process's heap (8 GB
 	// at 4 x 10^6): collect at 25% growth, not 100%, so that the client
@@ -137,64 +116,70 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	}
 	enc := json.NewEncoder(stdout)
 	var results []*experiments.BenchResult
-	for _, n := range sizes {
-		if n < 1 || n > 20_000_000 {
-			return fmt.Errorf("--ids %d: want 1..20000000", n)
-		}
-		bar := progressbar.NewOptions(n, progressbar.OptionSetWriter(stderr), progressbar.OptionShowCount(),
-			progressbar.OptionSetDescription(fmt.Sprintf("%s %s: enrolling", *mode, experiments.SizeLabel(n))),
-			progressbar.OptionThrottle(200*time.Millisecond))
-		o := experiments.BenchOptions{Exe: exe, Mode: *mode, Parties: *parties, Alpha: *alpha, Beta: *beta,
-			IDs: n, Queries: *queries, Seed: 1, Scheme: *scheme, HideProbes: *hide, Clients: *clients, Shards: *shards, BatchMax: *batch.max, BatchWait: *batch.wait, Progress: func(done, _ int) { bar.Set(done) }}
-		var res *experiments.BenchResult
-		switch {
-		case *mode == "plain":
-			res, err = experiments.RunPlainBench(o)
-		case *mode == "hers":
-			res, err = hers.Run(o)
-		case link != nil:
-			res, err = wan.Run(context.Background(), o, *link)
-		default:
-			res, err = experiments.RunClusterBench(context.Background(), o)
-		}
-		bar.Finish()
-		fmt.Fprintln(stderr)
-		if err != nil {
-			return err
-		}
-		if *extrapolate > 0 {
-			experiments.Extrapolate(res, *extrapolate)
-		}
-		results = append(results, res)
-		if *asJSON {
-			if err := enc.Encode(res); err != nil {
+	for _, run := range runs {
+		for _, n := range sizes {
+			if n < 1 || n > 20_000_000 {
+				return fmt.Errorf("--ids %d: want 1..20000000", n)
+			}
+			bar := progressbar.NewOptions(n, progressbar.OptionSetWriter(stderr), progressbar.OptionShowCount(),
+				progressbar.OptionSetDescription(fmt.Sprintf("%s %s: enrolling", run.mode, experiments.SizeLabel(n))),
+				progressbar.OptionThrottle(200*time.Millisecond))
+			o := experiments.BenchOptions{Exe: exe, Mode: run.mode, Parties: run.parties, Alpha: run.alpha, Beta: run.beta,
+				IDs: n, Queries: *queries, Seed: 1, Scheme: *scheme, HideProbes: run.hide, Clients: *clients, Shards: *shards, BatchMax: *batch.max, BatchWait: *batch.wait, Progress: func(done, _ int) { bar.Set(done) }}
+			var res *experiments.BenchResult
+			switch {
+			case run.mode == "plain":
+				res, err = experiments.RunPlainBench(o)
+			case run.mode == "hers":
+				res, err = hers.Run(o)
+			case link != nil:
+				res, err = wan.Run(context.Background(), o, *link)
+			default:
+				res, err = experiments.RunClusterBench(context.Background(), o)
+			}
+			bar.Finish()
+			fmt.Fprintln(stderr)
+			if err != nil {
 				return err
 			}
-		} else {
-			fmt.Fprintf(stdout, "%s mu=%d ids=%d alpha=%d beta=%d: enroll %.2f s, identify p50 %.2f ms (p90 %.2f), float32 %.2f ms, wire floor %.2f ms, %.0f bytes/identify, %.0f MB RSS/party\n",
-				res.Mode, res.Parties, res.IDs, res.Alpha, res.Beta, res.EnrollS, res.IdentifyP50, res.IdentifyP90, res.PlainFloatP50, res.WireFloorMs, res.BytesPerIdent, res.RSSMBPerParty)
-			if res.Scheme != "" {
-				fmt.Fprintf(stdout, "  scheme %s, %d rows per column group, storage %.1f MB\n", res.Scheme, res.GroupRows, res.ShareMB)
+			res.Complete()
+			if *extrapolate > 0 {
+				experiments.Extrapolate(res, *extrapolate)
 			}
-			if k := res.Kernels; k != nil {
-				fmt.Fprintf(stdout, "  kernels' critical path %.2f ms (score %.2f, permute and mask %.2f, a vector over QUIC %.2f, decide %.2f, unpermute %.2f): identify p50 is %.2fx it\n",
-					k.TotalMs, k.ScoreMs, k.PermuteMs, k.WireMs, k.DecideMs, k.UnpermuteMs, res.IdentifyP50/k.TotalMs)
-				fmt.Fprintf(stdout, "  with each holder's kernels on its share of this machine's cores (%d of %d, as the %d holders score at once; a lower bound) %.2f ms (score %.2f, permute and mask %.2f): identify p50 is %.2fx it\n",
-					k.HolderCores, runtime.GOMAXPROCS(0), res.Parties, k.SharedTotalMs, k.ScoreSharedMs, k.PermuteSharedMs, res.IdentifyP50/k.SharedTotalMs)
-			}
-			if res.Clients > 1 {
-				fmt.Fprintf(stdout, "  %d clients at once: %.1f identifications/s; float32 one query at a time: %.1f/s (%.2fx)\n",
-					res.Clients, res.IdentifyPerS, res.PlainFloatPerS, res.IdentifyPerS/res.PlainFloatPerS)
-			}
-			if x := res.Extrapolated; x != nil {
-				fmt.Fprintf(stdout, "  EXTRAPOLATED to %d rows (x%.1f, not measured): enroll %.0f s, identify %.0f ms, storage %.0f MB, %.0f bytes/identify\n",
-					x.IDs, x.Factor, x.EnrollS, x.IdentifyP50, x.ShareMB, x.BytesPerIdent)
-			}
-			if link != nil {
-				fmt.Fprintf(stdout, "  link %s: identify p50 %.2f ms, min %.2f ms; floor %.2f ms (%.1f RTT + %.0f bytes at the rate); relay drops %d\n",
-					res.Link, res.IdentifyP50, res.IdentifyMin, res.WANFloorMs, res.FloorRTTs, res.FloorBytes, res.RelayDrops)
+			results = append(results, res)
+			if *asJSON {
+				if err := enc.Encode(res); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(stdout, "%s mu=%d ids=%d alpha=%d beta=%d: enroll %.2f s, identify p50 %.2f ms (p90 %.2f), float32 %.2f ms, wire floor %.2f ms, %.0f bytes/identify, %.0f MB RSS/party\n",
+					benchLabel(res), res.Parties, res.IDs, res.Alpha, res.Beta, res.EnrollS, res.IdentifyP50, res.IdentifyP90, res.PlainFloatP50, res.WireFloorMs, res.BytesPerIdent, res.RSSMBPerParty)
+				if res.Scheme != "" {
+					fmt.Fprintf(stdout, "  scheme %s, %d rows per column group, storage %.1f MB\n", res.Scheme, res.GroupRows, res.ShareMB)
+				}
+				if k := res.Kernels; k != nil {
+					fmt.Fprintf(stdout, "  kernels' critical path %.2f ms (score %.2f, permute and mask %.2f, a vector over QUIC %.2f, decide %.2f, unpermute %.2f): identify p50 is %.2fx it\n",
+						k.TotalMs, k.ScoreMs, k.PermuteMs, k.WireMs, k.DecideMs, k.UnpermuteMs, res.IdentifyP50/k.TotalMs)
+					fmt.Fprintf(stdout, "  with each holder's kernels on its share of this machine's cores (%d of %d, as the %d holders score at once; a lower bound) %.2f ms (score %.2f, permute and mask %.2f): identify p50 is %.2fx it\n",
+						k.HolderCores, runtime.GOMAXPROCS(0), res.Parties, k.SharedTotalMs, k.ScoreSharedMs, k.PermuteSharedMs, res.IdentifyP50/k.SharedTotalMs)
+				}
+				if res.Clients > 1 {
+					fmt.Fprintf(stdout, "  %d clients at once: %.1f identifications/s; float32 one query at a time: %.1f/s (%.2fx)\n",
+						res.Clients, res.IdentifyPerS, res.PlainFloatPerS, res.IdentifyPerS/res.PlainFloatPerS)
+				}
+				if x := res.Extrapolated; x != nil {
+					fmt.Fprintf(stdout, "  EXTRAPOLATED to %d rows (x%.1f, not measured): enroll %.0f s, identify %.0f ms, storage %.0f MB, %.0f bytes/identify\n",
+						x.IDs, x.Factor, x.EnrollS, x.IdentifyP50, x.ShareMB, x.BytesPerIdent)
+				}
+				if link != nil {
+					fmt.Fprintf(stdout, "  link %s: identify p50 %.2f ms, min %.2f ms; floor %.2f ms (%.1f RTT + %.0f bytes at the rate); relay drops %d\n",
+						res.Link, res.IdentifyP50, res.IdentifyMin, res.WANFloorMs, res.FloorRTTs, res.FloorBytes, res.RelayDrops)
+				}
 			}
 		}
+	}
+	if len(runs) > 1 && !*asJSON {
+		benchTable(stdout, results)
 	}
 	if *plotPath != "" {
 		var x, enr, idf, flt []float64
@@ -204,7 +189,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			idf = append(idf, r.IdentifyP50/1000)
 			flt = append(flt, r.PlainFloatP50/1000)
 		}
-		title := fmt.Sprintf("idface %s (alpha=%d, beta=%d): time against database size", *mode, *alpha, *beta)
+		title := fmt.Sprintf("idface %s (alpha=%d, beta=%d): time against database size", runs[0].mode, runs[0].alpha, runs[0].beta)
 		if err := experiments.PlotLines(*plotPath, title, "enrolled identities", "seconds", true, true,
 			experiments.Series{Label: "enrollment (all)", X: x, Y: enr},
 			experiments.Series{Label: "identification p50", X: x, Y: idf},
@@ -214,6 +199,122 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "plot written to %s\n", *plotPath)
 	}
 	return nil
+}
+
+// benchRun is one mode of a bench command, with its own size and weights.
+type benchRun struct {
+	mode        string
+	hide        bool
+	parties     int
+	alpha, beta int
+	spec        *config.ModeSpec // nil for plain and hers
+}
+
+// benchRuns reads --mode: one mode, a comma-separated list (MODE+hidden:
+// with --hide-probes), or all.
+func benchRuns(list string, hide bool) ([]benchRun, error) {
+	var names []string
+	for _, m := range strings.Split(list, ",") {
+		if m = strings.TrimSpace(m); m == "all" {
+			names = append(names, "plain")
+			for _, mode := range config.Modes() {
+				names = append(names, string(mode))
+				if s, _ := config.Spec(mode); hidesProbes(s) {
+					names = append(names, string(mode)+"+hidden")
+				}
+			}
+			continue
+		}
+		names = append(names, m)
+	}
+	var runs []benchRun
+	for _, name := range names {
+		r := benchRun{mode: name, hide: hide}
+		if m, ok := strings.CutSuffix(name, "+hidden"); ok {
+			r.mode, r.hide = m, true
+		}
+		switch r.mode {
+		case "plain", "hers": // in this process
+		default:
+			spec, err := config.Spec(config.Mode(r.mode))
+			if err != nil {
+				return nil, fmt.Errorf("--mode %q: want plain, %s or hers (or a list of them, or all)", name, modeNames(", "))
+			}
+			r.spec = spec
+		}
+		runs = append(runs, r)
+	}
+	return runs, nil
+}
+
+// check validates the flags against what the run's mode can do, and sets
+// its size and weights.
+func (r *benchRun) check(parties, clients, shards int, scheme string, link *wan.Link, set map[string]bool, alpha, beta int) error {
+	r.parties, r.alpha, r.beta = parties, alpha, beta
+	spec := r.spec
+	switch {
+	case spec == nil: // plain and hers, in this process
+		if r.parties == 0 {
+			r.parties = 1
+		}
+	case r.parties == 0: // a registered mode: a cluster of its default size unless told
+		r.parties = spec.DefaultParties
+	}
+	if link != nil && r.mode == "plain" {
+		return fmt.Errorf("--link: mode plain has no servers to put across a WAN")
+	}
+	if link != nil && r.mode == "hers" {
+		return fmt.Errorf("--link: mode hers runs in this process")
+	}
+	if clients < 1 || clients > 256 {
+		return fmt.Errorf("--clients %d: want 1..256", clients)
+	}
+	if clients > 1 && (spec == nil || link != nil) {
+		return fmt.Errorf("--clients is for a cluster on this machine (not plain, hers or --link)")
+	}
+	if shards > 1 && (spec == nil || !spec.Shards || link != nil) {
+		return fmt.Errorf("--shards is for a cluster on this machine (not plain, hers or --link)")
+	}
+	if r.hide && (spec == nil || spec.HiddenProbe == nil) {
+		return fmt.Errorf("--hide-probes is for --mode %s", modesThat(hidesProbes))
+	}
+	if r.hide && !set["beta"] { // the cluster's hidden-probe defaults (a dense 4-bit query)
+		r.beta = 0
+		if !set["alpha"] {
+			r.alpha = 0
+		}
+	}
+	if scheme != "" && (spec == nil || !spec.Scheme) {
+		return fmt.Errorf("--scheme is for --mode %s", modesThat(takesScheme))
+	}
+	return nil
+}
+
+// benchLabel names a run's mode and what sets it apart.
+func benchLabel(r *experiments.BenchResult) string {
+	mode := r.Mode
+	if r.HideProbes {
+		mode += " (hidden probes)"
+	}
+	if r.Scheme != "" {
+		mode += " " + r.Scheme
+	}
+	return mode
+}
+
+// benchTable prints every run's uniform fields as one Markdown table.
+func benchTable(w io.Writer, results []*experiments.BenchResult) {
+	fmt.Fprintln(w, "\n| mode | parties | rows | enroll s | identify p50 ms | p90 ms | x float32 | identifies/s | x float32 rate | bytes/row | RSS MB/party | kernel path ms |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, r := range results {
+		kp := "-"
+		if r.Kernels != nil {
+			kp = fmt.Sprintf("%.2f", r.Kernels.TotalMs)
+		}
+		fmt.Fprintf(w, "| %s | %d | %d | %.2f | %.2f | %.2f | %.2f | %.1f | %.2f | %.2f | %.0f | %s |\n",
+			benchLabel(r), r.Parties, r.IDs, r.EnrollS, r.IdentifyP50, r.IdentifyP90, r.IdentifyP50/r.PlainFloatP50,
+			r.IdentifyPerS, r.IdentifyPerS/r.PlainFloatPerS, r.BytesPerRow, r.RSSMBPerParty, kp)
+	}
 }
 
 // modesThat names the registered modes that have a capability, for a

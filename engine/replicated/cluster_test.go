@@ -24,9 +24,9 @@ import (
 	"github.com/idface/idface/internal/seal"
 	"github.com/idface/idface/internal/store"
 	"github.com/idface/idface/network"
-	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/network/memnet"
 	"github.com/idface/idface/network/quicnet"
+	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/server"
 )
 
