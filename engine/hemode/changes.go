@@ -2,12 +2,12 @@ package hemode
 
 import (
 	"context"
-	"crypto/ecdsa"
 	"fmt"
 	"strings"
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
+	"github.com/idface/idface/engine/txnbase"
 	"github.com/idface/idface/heidface"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
@@ -32,28 +32,19 @@ import (
 func (l *Local) Routes() map[protocol.Type]engine.Route {
 	r := map[protocol.Type]engine.Route{
 		protocol.THealth:   {Op: "health", From: engine.Anyone, Handle: l.health, Max: engine.Small, Query: true},
-		protocol.TEnroll:   {Op: "enroll", From: engine.Operators, Handle: l.guard(l.onEnroll), Max: engine.EnrollBound(l.p)},
-		protocol.TIdentify: {Op: "identify", From: engine.Clients, Handle: l.guard(l.identify), Max: engine.IdentifyBound(l.p), Long: true, Query: true},
-		protocol.TDelete:   {Op: "delete", From: engine.Operators, Handle: l.guard(l.onDelete), Max: engine.Small},
-		protocol.TPrepare:  {Op: "prepare", From: engine.Parties, Handle: l.guard(l.fromSequencer(l.prepare)), Max: engine.PrepareBound(l.p, 16*template.Words(l.p.Dim()))},
-		protocol.THEDecide: {Op: "decide", From: engine.Parties, Handle: l.guard(l.fromSequencer(l.onChange)), Max: engine.Small},
-		protocol.THEDelete: {Op: "decide", From: engine.Parties, Handle: l.guard(l.fromSequencer(l.onChange)), Max: engine.Small},
+		protocol.TEnroll:   {Op: "enroll", From: engine.Operators, Handle: l.stop.Guard(l.onEnroll), Max: engine.EnrollBound(l.p)},
+		protocol.TIdentify: {Op: "identify", From: engine.Clients, Handle: l.stop.Guard(l.identify), Max: engine.IdentifyBound(l.p), Long: true, Query: true},
+		protocol.TDelete:   {Op: "delete", From: engine.Operators, Handle: l.stop.Guard(l.onDelete), Max: engine.Small},
+		protocol.TPrepare:  {Op: "prepare", From: engine.Parties, Handle: l.stop.Guard(l.fromSequencer(l.prepare)), Max: engine.PrepareBound(l.p, 16*template.Words(l.p.Dim()))},
+		protocol.THEDecide: {Op: "decide", From: engine.Parties, Handle: l.stop.Guard(l.fromSequencer(l.onChange)), Max: engine.Small},
+		protocol.THEDelete: {Op: "decide", From: engine.Parties, Handle: l.stop.Guard(l.fromSequencer(l.onChange)), Max: engine.Small},
 		// The key server, a helper, asks the sequencer to bring it up to date.
-		protocol.THESync: {Op: "sync", From: engine.Allow(network.RoleParty, network.RoleHelper), Handle: l.guard(l.onSync), Max: engine.Small},
+		protocol.THESync: {Op: "sync", From: engine.Allow(network.RoleParty, network.RoleHelper), Handle: l.stop.Guard(l.onSync), Max: engine.Small},
 	}
 	if l.env.Sharded() {
-		r[protocol.TShardIdentify] = engine.Route{Op: "identify", From: engine.Parties, Handle: l.guard(l.shardIdentify), Max: engine.ShardIdentifyBound(l.p), Long: true, Query: true}
+		r[protocol.TShardIdentify] = engine.Route{Op: "identify", From: engine.Parties, Handle: l.stop.Guard(l.shardIdentify), Max: engine.ShardIdentifyBound(l.p), Long: true, Query: true}
 	}
 	return r
-}
-
-func (l *Local) guard(h engine.Handler) engine.Handler {
-	return func(ctx context.Context, r engine.Request) protocol.Msg {
-		if l.failed.Load() {
-			return protocol.Errorf(protocol.CodeUnavailable, "%s cannot write its log and is stopping", l.env.Self)
-		}
-		return h(ctx, r)
-	}
 }
 
 // fromSequencer admits only the sequencer's messages, at a participant.
@@ -64,12 +55,6 @@ func (l *Local) fromSequencer(h engine.Handler) engine.Handler {
 		}
 		return h(ctx, r)
 	}
-}
-
-func (l *Local) fatal(err error) *protocol.Error {
-	l.failed.Store(true)
-	l.env.Fatal(fmt.Errorf("hemode: cannot write the log: %w", err))
-	return protocol.Errorf(protocol.CodeUnavailable, "%s cannot write its log and is stopping", l.env.Self)
 }
 
 // Run brings lagging local servers up to date (at the sequencer), or asks
@@ -131,7 +116,7 @@ func (l *Local) Stats() engine.Stats {
 		s.Unsettled++
 	}
 	l.mu.RLock()
-	s.Rows, s.Live = l.rows(), l.nlive
+	s.Rows, s.Live = l.rows(), l.rowMap.Live(0)
 	if l.pending != nil {
 		s.Unsettled++
 	}
@@ -151,19 +136,11 @@ func (l *Local) health(ctx context.Context, r engine.Request) protocol.Msg {
 func (l *Local) digest() protocol.Digest {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	return protocol.Digest{{Rows: uint32(l.rows()), Live: uint32(l.nlive), Hash: l.hash}}
+	return l.rowMap.Digest()
 }
 
 // others lists the other local servers.
-func (l *Local) others() []string {
-	var out []string
-	for k, m := range l.p.Parties() {
-		if k != l.self {
-			out = append(out, m.Name)
-		}
-	}
-	return out
-}
+func (l *Local) others() []string { return txnbase.Peers(l.p, l.self) }
 
 // followers lists who follows the sequencer's changes: the other local
 // servers and the key server.
@@ -245,14 +222,14 @@ func (l *Local) change(m protocol.Msg) *protocol.Error {
 	case *protocol.HEDecide:
 		m.Seq = l.seq + 1
 		if err := l.appendChange(encodeDecide(m.Seq, m.Txn, m.Commit)); err != nil {
-			return l.fatal(err)
+			return l.stop.Fatal(err)
 		}
 	case *protocol.HEDelete:
 		m.Seq = l.seq + 1
 		if err := l.appendChange(encodeAuth(m.Auth), encodeDelete(m.Seq, m.ID, int(m.Row))); err != nil {
-			return l.fatal(err)
+			return l.stop.Fatal(err)
 		}
-		l.nonces[m.Auth.Nonce] = struct{}{}
+		l.auth.Use(m.Auth.Nonce)
 		l.remove(m.ID, int(m.Row))
 	}
 	l.history = append(l.history, m)
@@ -327,7 +304,7 @@ func (l *Local) enroll(ctx context.Context, m *protocol.Enroll) protocol.Msg {
 	}
 	l.mu.RLock()
 	for i, id := range ids {
-		if _, dup := l.index.Lookup(id); dup {
+		if _, dup := l.rowMap.Lookup(id); dup {
 			l.mu.RUnlock()
 			return protocol.Errorf(protocol.CodeDuplicate, "id %q is already enrolled (item %d)", id, i)
 		}
@@ -340,7 +317,7 @@ func (l *Local) enroll(ctx context.Context, m *protocol.Enroll) protocol.Msg {
 	}
 	var failed []string
 	if err := l.addRows(txn, base, m.Auth, ids, zs); err != nil {
-		if l.failed.Load() {
+		if l.stop.Failed() {
 			return engine.AsError(err, protocol.CodeUnavailable)
 		}
 		failed = append(failed, fmt.Sprintf("%s: %v", l.env.Self, err))
@@ -373,7 +350,7 @@ func (l *Local) enroll(ctx context.Context, m *protocol.Enroll) protocol.Msg {
 		res.IDs = make([]string, len(ids))
 		if _, err := l.log.Append(encodeReserve(res)); err != nil {
 			l.mu.Unlock()
-			return l.fatal(err)
+			return l.stop.Fatal(err)
 		}
 		l.reserve(res.IDs)
 	}
@@ -386,13 +363,9 @@ func (l *Local) enroll(ctx context.Context, m *protocol.Enroll) protocol.Msg {
 	l.mu.Unlock()
 	l.announce(ctx, d)
 	if !commit {
-		l.m.aborts.Inc()
-		if code != protocol.CodeDuplicate && code != protocol.CodeBadRequest {
-			code = protocol.CodeAborted
-		}
-		return protocol.Errorf(code, "enrollment rolled back at every local server: %s", strings.Join(failed, "; "))
+		return l.m.Rollback(code, failed)
 	}
-	l.m.enrolled.Add(float64(len(ids)))
+	l.m.Enrolled.Add(float64(len(ids)))
 	return &protocol.EnrollOK{Count: uint32(len(ids))}
 }
 
@@ -400,10 +373,10 @@ func (l *Local) enroll(ctx context.Context, m *protocol.Enroll) protocol.Msg {
 // one delta per group the rows fall in, saving each group file.
 func (l *Local) addRows(txn protocol.TxnID, base int, auth protocol.Auth, ids []string, zs []template.Ternary) error {
 	if _, err := l.log.Append(encodeAuth(auth), encodeReserve(&reserve{Txn: txn, Base: uint32(base), IDs: ids})); err != nil {
-		return l.fatal(err)
+		return l.stop.Fatal(err)
 	}
 	l.mu.Lock()
-	l.nonces[auth.Nonce] = struct{}{}
+	l.auth.Use(auth.Nonce)
 	l.reserve(ids)
 	l.mu.Unlock()
 	gr := l.he.GroupRows()
@@ -477,7 +450,7 @@ func (l *Local) prepare(_ context.Context, r engine.Request) protocol.Msg {
 		}
 		seen[op.ID] = true
 		l.mu.RLock()
-		_, dup := l.index.Lookup(op.ID)
+		_, dup := l.rowMap.Lookup(op.ID)
 		l.mu.RUnlock()
 		if dup {
 			return protocol.Errorf(protocol.CodeDuplicate, "id %q is already enrolled at %s", op.ID, l.env.Self)
@@ -535,31 +508,24 @@ func (l *Local) apply(m protocol.Msg) *protocol.Error {
 			// It refused or missed the prepare: burn the same slots.
 			p = &reserve{Txn: m.Txn, Base: m.Base, IDs: make([]string, m.N)}
 			if _, err := l.log.Append(encodeReserve(p)); err != nil {
-				return l.fatal(err)
+				return l.stop.Fatal(err)
 			}
 			l.reserve(p.IDs)
 		}
 		if err := l.appendChange(encodeDecide(m.Seq, m.Txn, m.Commit)); err != nil {
-			return l.fatal(err)
+			return l.stop.Fatal(err)
 		}
 		l.decided(p, m.Commit)
 		l.pending = nil
 	case *protocol.HEDelete:
-		if _, used := l.nonces[m.Auth.Nonce]; used {
-			return protocol.Errorf(protocol.CodeForbidden, "the deletion replays an operator signature that was used before: refused")
-		}
-		if !config.OperatorSigned(l.p.OperatorKeys(m.Auth.Signer), func(key *ecdsa.PublicKey) bool {
-			return m.Auth.Verify(key, l.p.ClusterID(), protocol.OpDelete, []string{m.ID})
-		}) {
-			return protocol.Errorf(protocol.CodeForbidden, "the deletion of %q is not signed by an operator of this cluster: refused", m.ID)
+		if perr := l.auth.Check(m.Auth, protocol.OpDelete, []string{m.ID}, nil); perr != nil {
+			return perr
 		}
 		if err := l.appendChange(encodeAuth(m.Auth), encodeDelete(m.Seq, m.ID, int(m.Row))); err != nil {
-			return l.fatal(err)
+			return l.stop.Fatal(err)
 		}
-		l.nonces[m.Auth.Nonce] = struct{}{}
-		if ref, ok := l.index.Lookup(m.ID); ok && ref.Seq == int(m.Row) {
-			l.remove(m.ID, ref.Seq)
-		}
+		l.auth.Use(m.Auth.Nonce)
+		l.remove(m.ID, int(m.Row))
 	}
 	return nil
 }
@@ -623,7 +589,7 @@ func (l *Local) delete(ctx context.Context, m *protocol.Delete) protocol.Msg {
 	}
 	l.syncAll(ctx, l.others()) // best effort: the deletion is ordered after what they miss either way
 	l.mu.Lock()
-	ref, ok := l.index.Lookup(m.ID)
+	ref, ok := l.rowMap.Lookup(m.ID)
 	if !ok {
 		l.mu.Unlock()
 		return protocol.Errorf(protocol.CodeUnknownID, "id %q is not enrolled", m.ID)
@@ -634,7 +600,7 @@ func (l *Local) delete(ctx context.Context, m *protocol.Delete) protocol.Msg {
 	if perr != nil {
 		return perr
 	}
-	l.m.deleted.Inc()
+	l.m.Deleted.Inc()
 	if missing := l.announce(ctx, d); len(missing) > 0 {
 		return protocol.Errorf(protocol.CodeUnavailable, "deleted, but not yet at %s: it gets the deletion before it answers again", strings.Join(missing, ", "))
 	}

@@ -22,13 +22,11 @@ package hemode
 
 import (
 	"context"
-	"crypto/ecdsa"
 	"errors"
 	"fmt"
 	"io/fs"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/bits-and-blooms/bitset"
@@ -36,6 +34,7 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
+	"github.com/idface/idface/engine/txnbase"
 	"github.com/idface/idface/heidface"
 	"github.com/idface/idface/internal/rowmap"
 	"github.com/idface/idface/internal/store"
@@ -78,22 +77,22 @@ type Local struct {
 	self   int
 	keySrv string
 
-	mu      sync.RWMutex        // guards everything below
-	groups  []heidface.EncGroup // nil: a group whose slots were all burned
-	slots   []int               // per group: slots 0..slots[g]-1 may hold contributions (GroupHeader.Slots)
-	ids     rowmap.IDs          // ids of every slot, in the sequencer's order
-	index   *rowmap.Index
-	live    *bitset.BitSet // the rows that take part in identification
-	nlive   int
-	hash    rowmap.Hash
-	settled int    // slots covered by decided reservations: identify never looks past them
-	seq     uint64 // the last change (decision or deletion) applied here
+	mu     sync.RWMutex        // guards everything below
+	groups []heidface.EncGroup // nil: a group whose slots were all burned
+	slots  []int               // per group: slots 0..slots[g]-1 may hold contributions (GroupHeader.Slots)
+	// rowMap is the ids of every slot, in the sequencer's order, and the
+	// live ids (one segment).
+	rowMap  *txnbase.RowMap
+	live    *bitset.BitSet // the rows that take part in identification (sent to the key server)
+	settled int            // slots covered by decided reservations: identify never looks past them
+	seq     uint64         // the last change (decision or deletion) applied here
 	// history is the sequencer's every change in order (history[i] is
 	// change i+1), to bring a lagging local server up to date.
 	history []protocol.Msg
-	// nonces holds every operator nonce this server logged, so that no
-	// signed enrollment or deletion applies twice.
-	nonces map[[16]byte]struct{}
+	// auth checks operators' signatures and holds every operator nonce
+	// this server logged, so that no signed enrollment or deletion
+	// applies twice.
+	auth *txnbase.Operators
 
 	changeMu sync.Mutex // one change at a time: slots and change numbers are assigned in order
 	pending  *reserve   // participant: prepared, undecided (at most one)
@@ -103,12 +102,15 @@ type Local struct {
 	wake     chan struct{}
 	follower // participant: how far behind the sequencer's changes
 	tr       *engine.Transformers
-	failed   atomic.Bool
+	stop     *txnbase.Stop // the log could not be written: refuse everything
 	replay   *localReplay
 	// passes merges concurrent identifies' sums into one pass over the
 	// groups (query.go).
 	passes *engine.Batcher[*sumJob, struct{}]
-	m      struct{ enrolled, deleted, aborts, passes, passed prometheus.Counter }
+	m      struct {
+		txnbase.Counters
+		passes, passed prometheus.Counter
+	}
 }
 
 type localReplay struct {
@@ -135,10 +137,9 @@ func NewLocal(ctx context.Context, env engine.Env, groups Groups, keys Keys, exi
 	}
 	ks, _ := p.KeyServer()
 	l := &Local{env: env, p: p, he: Scheme(p), store: groups, self: k, keySrv: ks.Name,
-		synced: map[string]bool{}, wake: make(chan struct{}, 1), nonces: map[[16]byte]struct{}{}, tr: engine.NewTransformers(p.Dim(), p.Beta()),
-		replay: &localReplay{pending: map[protocol.TxnID]*reserve{}}}
-	l.index = rowmap.NewIndex(func(r rowmap.Ref) string { return l.ids.At(r.Seq) })
-	l.live = bitset.New(0)
+		synced: map[string]bool{}, wake: make(chan struct{}, 1), tr: engine.NewTransformers(p.Dim(), p.Beta()),
+		rowMap: txnbase.NewRowMap(p.ClusterID(), 1), live: bitset.New(0), auth: txnbase.NewOperators(p.OperatorKeys, p.ClusterID()),
+		stop: txnbase.NewStop(env, "hemode"), replay: &localReplay{pending: map[protocol.TxnID]*reserve{}}}
 	l.keys = "public.key"
 	if n, ok := keys.(fmt.Stringer); ok {
 		l.keys = n.String()
@@ -162,7 +163,7 @@ func NewLocal(ctx context.Context, env engine.Env, groups Groups, keys Keys, exi
 		*c.f = prometheus.NewCounter(prometheus.CounterOpts{Name: c.name, Help: c.help})
 		env.Metrics.MustRegister(*c.f)
 	}
-	l.m.enrolled, l.m.deleted, l.m.aborts = engine.NewChangeCounters(env.Metrics)
+	l.m.Counters = txnbase.NewCounters(env.Metrics)
 	// A pass starts as soon as none runs; the identifies that arrive while
 	// one runs (up to batch_max) share the next.
 	bmax, _ := p.Batch()
@@ -220,16 +221,12 @@ func (l *Local) publicKey(ctx context.Context, keys Keys, existing []string) ([]
 // authorized checks that an operator signed op on exactly ids for this
 // cluster with a nonce this server never logged (caller holds changeMu).
 func (l *Local) authorized(a protocol.Auth, op protocol.OpKind, ids []string) *protocol.Error {
-	if !config.OperatorSigned(l.p.OperatorKeys(a.Signer), func(key *ecdsa.PublicKey) bool { return a.Verify(key, l.p.ClusterID(), op, ids) }) {
-		return protocol.Errorf(protocol.CodeForbidden, "the %s of %d rows is not signed by an operator of this cluster (signer %q): only an operator's client, with its own key, may change the gallery", op, len(ids), a.Signer)
+	if perr := l.auth.Signed(a, op, ids, nil); perr != nil {
+		return perr
 	}
 	l.mu.RLock()
-	_, used := l.nonces[a.Nonce]
-	l.mu.RUnlock()
-	if used {
-		return protocol.Errorf(protocol.CodeForbidden, "the %s of %d rows replays an operator signature that was used before (nonce %x): sign the request again", op, len(ids), a.Nonce[:8])
-	}
-	return nil
+	defer l.mu.RUnlock()
+	return l.auth.Fresh(a, op, len(ids))
 }
 
 // more says how many names a list left out.
@@ -241,7 +238,7 @@ func more(n int) string {
 }
 
 func (l *Local) sequencer() bool { return l.self == 0 }
-func (l *Local) rows() int       { return l.ids.Len() }
+func (l *Local) rows() int       { return l.rowMap.Len(0) }
 
 // Replay applies one record of the row log: Reserve takes slots, Decide
 // commits them (live) or leaves them burned, Delete tombstones a row.
@@ -267,7 +264,7 @@ func (l *Local) Replay(en store.Entry) error {
 	r.auth = nil
 	if rec.typ == recAuth {
 		r.auth = &rec.auth
-		l.nonces[rec.auth.Nonce] = struct{}{}
+		l.auth.Use(rec.auth.Nonce)
 		return nil
 	}
 	if rec.typ != recReserve {
@@ -296,9 +293,7 @@ func (l *Local) Replay(en store.Entry) error {
 		}
 		l.history = append(l.history, &protocol.HEDecide{Seq: rec.seq, Txn: rec.txn, Commit: rec.commit, Base: res.Base, N: uint32(len(res.IDs))})
 	case recDelete:
-		if ref, ok := l.index.Lookup(rec.id); ok && ref.Seq == rec.row {
-			l.remove(rec.id, ref.Seq)
-		}
+		l.remove(rec.id, rec.row)
 		d := &protocol.HEDelete{Seq: rec.seq, ID: rec.id, Row: uint32(rec.row)}
 		if auth != nil {
 			d.Auth = *auth
@@ -329,14 +324,16 @@ func (l *Local) Start(log engine.Log) error {
 	if err := l.bindLog(log, r.key); err != nil {
 		return err
 	}
-	if r.last != nil && !r.lastDecided {
+	if last := r.last; last != nil && !r.lastDecided {
 		if l.sequencer() {
-			if err := l.appendChange(encodeDecide(l.seq+1, r.last.Txn, false)); err != nil {
+			if err := txnbase.AbortAtRestart(l.env, log, encodeDecide(l.seq+1, last.Txn, false), func() error {
+				l.seq++ // the abort is change seq+1
+				l.decided(last, false)
+				l.history = append(l.history, &protocol.HEDecide{Seq: l.seq, Txn: last.Txn, Base: last.Base, N: uint32(len(last.IDs))})
+				return nil
+			}, "burned_slots", len(last.IDs)); err != nil {
 				return err
 			}
-			l.decided(r.last, false)
-			l.history = append(l.history, &protocol.HEDecide{Seq: l.seq, Txn: r.last.Txn, Base: r.last.Base, N: uint32(len(r.last.IDs))})
-			l.env.Log.Info("aborted an enrollment left undecided by a crash; its slots stay unused")
 		} else {
 			l.pending = r.last
 			l.env.Log.Info("waiting for the sequencer's decision on an interrupted enrollment")
@@ -359,7 +356,7 @@ func (l *Local) Start(log engine.Log) error {
 		l.slots = append(l.slots, h.Slots)
 	}
 	fp := l.pkHash
-	l.env.Log.Info("encrypted database loaded", "rows", l.rows(), "live", l.nlive, "groups", ng, "changes", l.seq,
+	l.env.Log.Info("encrypted database loaded", "rows", l.rows(), "live", l.rowMap.Live(0), "groups", ng, "changes", l.seq,
 		"group_rows", gr, "ciphertext_bytes", l.he.CiphertextBytes(), "public_key", fmt.Sprintf("%x", fp[:8]), "generation", l.bind.Generation)
 	return nil
 }
@@ -461,27 +458,23 @@ func (l *Local) appendChange(recs ...store.Record) error {
 // reserve appends slots for ids (not live yet).
 func (l *Local) reserve(ids []string) {
 	for _, id := range ids {
-		l.ids.Append(id)
+		l.rowMap.Reserve(0, id)
 	}
 }
 
-// commit makes reserved rows live.
+// commit makes reserved rows base.. live.
 func (l *Local) commit(base int, ids []string) {
-	cluster := l.p.ClusterID()
-	for i, id := range ids {
-		r := base + i
-		l.live.Set(uint(r))
-		l.index.Insert(id, rowmap.Ref{Seq: r})
-		l.nlive++
-		l.hash.Toggle(rowmap.RowHash(cluster, 0, r, id))
+	for i := range ids {
+		l.live.Set(uint(base + i))
+		l.rowMap.Commit(rowmap.Ref{Seq: base + i})
 	}
 }
 
+// remove deletes row r if id is live there.
 func (l *Local) remove(id string, r int) {
-	l.live.Clear(uint(r))
-	l.index.Remove(id)
-	l.nlive--
-	l.hash.Toggle(rowmap.RowHash(l.p.ClusterID(), 0, r, id))
+	if l.rowMap.Remove(rowmap.Ref{Seq: r}, id) {
+		l.live.Clear(uint(r))
+	}
 }
 
 // Inspection is what a local server's row log and group files hold, for
@@ -510,7 +503,7 @@ type Inspection struct {
 // Inspect reports what the replayed log and the group files hold (call
 // after Replay, instead of Start).
 func (l *Local) Inspect() Inspection {
-	in := Inspection{Rows: l.rows(), Live: l.nlive, Settled: l.settled, Changes: l.seq, DamagedGroups: map[int]int{}, Key: l.pkHash}
+	in := Inspection{Rows: l.rows(), Live: l.rowMap.Live(0), Settled: l.settled, Changes: l.seq, DamagedGroups: map[int]int{}, Key: l.pkHash}
 	r := l.replay
 	in.Pending = r.last != nil && !r.lastDecided
 	in.Binding = heidface.Binding{Cluster: l.p.ClusterID(), Member: l.env.Bound(), Mode: string(config.ModeHE), Key: l.pkHash, Generation: Generation}

@@ -76,7 +76,7 @@ func (l *Local) query(ctx context.Context, topK int, probe []float32, qid [16]by
 	// Only settled slots count: rows of an enrollment in progress are not
 	// live, and their group may not exist yet.
 	l.mu.RLock()
-	rows, nlive := l.settled, l.nlive
+	rows, nlive := l.settled, l.rowMap.Live(0)
 	gr := l.he.GroupRows()
 	groups := make([]heidface.EncGroup, (rows+gr-1)/gr) // nil: a group whose slots were all burned
 	copy(groups, l.groups)
@@ -158,7 +158,7 @@ func (l *Local) query(ctx context.Context, topK int, probe []float32, qid [16]by
 			l.mu.RUnlock()
 			return nil, protocol.Errorf(protocol.CodeInternal, "key server returned row %d, which is not live", row)
 		}
-		out.ids = append(out.ids, l.ids.At(int(row)))
+		out.ids = append(out.ids, l.rowMap.ID(0, int(row)))
 	}
 	l.mu.RUnlock()
 	return out, nil

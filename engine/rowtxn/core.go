@@ -2,19 +2,16 @@ package rowtxn
 
 import (
 	"context"
-	"crypto/ecdsa"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
+	"github.com/idface/idface/engine/txnbase"
 	"github.com/idface/idface/internal/rowmap"
 	"github.com/idface/idface/internal/store"
 	"github.com/idface/idface/network"
@@ -60,7 +57,7 @@ type Core[S Shares] struct {
 
 	txnMu  sync.Mutex // serialises the transactions this party originates
 	outbox *engine.Outbox
-	failed atomic.Bool // the log could not be written: refuse everything
+	stop   *txnbase.Stop // the log could not be written: refuse everything
 
 	replay *replayState // during recovery only
 	// late remembers the last transactions decided before their prepare
@@ -78,7 +75,7 @@ type Core[S Shares] struct {
 	// prior is this origin's decision on its last transaction, which
 	// every Prepare carries (guarded by txnMu).
 	prior protocol.Decide
-	m     struct{ enrolled, deleted, aborts prometheus.Counter }
+	m     txnbase.Counters
 }
 
 type heldKey struct {
@@ -127,7 +124,7 @@ func New[S Shares](env engine.Env, opt Options[S]) (*Core[S], error) {
 	if opt.SeedSize > 0 {
 		st.seed, st.expand = opt.SeedSize, opt.Expand
 	}
-	st.operator = p.OperatorKeys
+	st.auth = txnbase.NewOperators(p.OperatorKeys, p.ClusterID())
 	if env.Sharded() {
 		st.owns = func(id string) *protocol.Error {
 			if env.Owns(id) {
@@ -136,11 +133,10 @@ func New[S Shares](env engine.Env, opt Options[S]) (*Core[S], error) {
 			return env.NotOwned(id)
 		}
 	}
-	c := &Core[S]{env: env, p: p, opt: opt, self: self, st: st, outbox: engine.NewOutbox(env),
+	c := &Core[S]{env: env, p: p, opt: opt, self: self, st: st, outbox: engine.NewOutbox(env), stop: txnbase.NewStop(env, "rowtxn"),
 		replay: &replayState{erased: map[rowmap.Ref]int64{}, bad: map[rowmap.Ref]int64{}, decided: map[protocol.TxnID]bool{}},
-		held:   map[heldKey]tail{}}
+		held:   map[heldKey]tail{}, m: txnbase.NewCounters(env.Metrics)}
 	c.outbox.Delivered = c.delivered
-	c.m.enrolled, c.m.deleted, c.m.aborts = engine.NewChangeCounters(env.Metrics)
 	return c, nil
 }
 
@@ -156,7 +152,7 @@ func (c *Core[S]) Replay(en store.Entry) error {
 		if err != nil {
 			return err
 		}
-		st.nonces[prep.Auth.Nonce] = struct{}{} // (a V1 record's zero nonce is never a signed one's)
+		st.auth.Use(prep.Auth.Nonce) // (a V1 record's zero nonce is never a signed one's)
 		if int(prep.Origin) >= len(st.segs) {
 			return fmt.Errorf("prepare of origin %d in a cluster of %d parties", prep.Origin, len(st.segs))
 		}
@@ -308,18 +304,15 @@ func (c *Core[S]) Start(log engine.Log) error {
 	if own := r.lastOwn; own != nil {
 		if !r.lastOwnDecided {
 			d := &protocol.Decide{Txn: own.Txn, Origin: uint8(c.self), Commit: false}
-			if _, err := log.Append(encodeDecide(d)); err != nil {
+			if err := txnbase.AbortAtRestart(c.env, log, encodeDecide(d), func() error {
+				c.st.lock()
+				defer c.st.unlock()
+				t := c.st.pending[own.Txn]
+				delete(c.st.pending, own.Txn)
+				return c.settle(t, false, false)
+			}); err != nil {
 				return err
 			}
-			c.st.lock()
-			t := c.st.pending[own.Txn]
-			delete(c.st.pending, own.Txn)
-			err := c.settle(t, false, false)
-			c.st.unlock()
-			if err != nil {
-				return err
-			}
-			c.env.Log.Info("aborted an enrollment left undecided by a crash")
 		}
 		c.prior = protocol.Decide{Txn: own.Txn, Origin: uint8(c.self), Commit: r.lastOwnDecided && r.lastOwnCommit}
 		for _, name := range c.Peers() {
@@ -335,22 +328,7 @@ func (c *Core[S]) Start(log engine.Log) error {
 }
 
 // Guard refuses requests once the log has failed.
-func (c *Core[S]) Guard(h engine.Handler) engine.Handler {
-	return func(ctx context.Context, r engine.Request) protocol.Msg {
-		if c.failed.Load() {
-			return protocol.Errorf(protocol.CodeUnavailable, "%s cannot write its log and is stopping", c.env.Self)
-		}
-		return h(ctx, r)
-	}
-}
-
-// fatal stops the party: continuing could acknowledge what is not durable
-// or diverge from the other parties.
-func (c *Core[S]) fatal(err error) *protocol.Error {
-	c.failed.Store(true)
-	c.env.Fatal(fmt.Errorf("rowtxn: cannot write the log: %w", err))
-	return protocol.Errorf(protocol.CodeUnavailable, "%s cannot write its log and is stopping", c.env.Self)
-}
+func (c *Core[S]) Guard(h engine.Handler) engine.Handler { return c.stop.Guard(h) }
 
 // Run retries undelivered decisions until ctx ends.
 func (c *Core[S]) Run(ctx context.Context) {
@@ -398,15 +376,7 @@ func (c *Core[S]) SealFor(peer string, g protocol.Digest) (protocol.Digest, *pro
 }
 
 // Peers lists the names of every other party, in party order.
-func (c *Core[S]) Peers() []string {
-	var out []string
-	for k, m := range c.p.Parties() {
-		if k != c.self {
-			out = append(out, m.Name)
-		}
-	}
-	return out
-}
+func (c *Core[S]) Peers() []string { return txnbase.Peers(c.p, c.self) }
 
 // RLock and RUnlock hold the row map still (while a query reads shares).
 func (c *Core[S]) RLock()   { c.st.mu.RLock() }
@@ -420,7 +390,7 @@ func (c *Core[S]) Shares(k int) S { return c.st.segs[k].shares }
 
 // ID is the id of row seq of origin k's segment (caller holds the read
 // lock).
-func (c *Core[S]) ID(k, seq int) string { return c.st.segs[k].ids.At(seq) }
+func (c *Core[S]) ID(k, seq int) string { return c.st.rows.ID(k, seq) }
 
 // AwaitDigest waits until this party's row map equals the one the entry
 // sent (sealed for the two of them), for at most the digest wait; a
@@ -467,12 +437,12 @@ func (c *Core[S]) Enroll(ctx context.Context, m *protocol.Enroll, share func([]p
 	if err := engine.CheckItems(items); err != nil {
 		return err
 	}
-	if err := c.checkAuth(m.Auth, protocol.OpPut, m.IDs()); err != nil {
+	if err := c.st.auth.Signed(m.Auth, protocol.OpPut, m.IDs(), nil); err != nil { // the nonce at every party's prepare
 		return err
 	}
 	c.st.mu.RLock()
 	for i, it := range items {
-		if _, dup := c.st.ids.Lookup(it.ID); dup {
+		if _, dup := c.st.rows.Lookup(it.ID); dup {
 			c.st.mu.RUnlock()
 			return protocol.Errorf(protocol.CodeDuplicate, "id %q is already enrolled (item %d)", it.ID, i)
 		}
@@ -485,7 +455,7 @@ func (c *Core[S]) Enroll(ctx context.Context, m *protocol.Enroll, share func([]p
 	if err := c.runTxn(ctx, m.Auth, ops, nil, nil); err != nil {
 		return err
 	}
-	c.m.enrolled.Add(float64(len(items)))
+	c.m.Enrolled.Add(float64(len(items)))
 	return &protocol.EnrollOK{Count: uint32(len(items))}
 }
 
@@ -494,11 +464,11 @@ func (c *Core[S]) Enroll(ctx context.Context, m *protocol.Enroll, share func([]p
 // forwarded there.
 func (c *Core[S]) Delete(ctx context.Context, r engine.Request) protocol.Msg {
 	m := r.Msg.(*protocol.Delete)
-	if err := c.checkAuth(m.Auth, protocol.OpDelete, []string{m.ID}); err != nil {
+	if err := c.st.auth.Signed(m.Auth, protocol.OpDelete, []string{m.ID}, nil); err != nil {
 		return err
 	}
 	c.st.mu.RLock()
-	ref, ok := c.st.ids.Lookup(m.ID)
+	ref, ok := c.st.rows.Lookup(m.ID)
 	c.st.mu.RUnlock()
 	if !ok {
 		if !c.env.Owns(m.ID) {
@@ -524,17 +494,8 @@ func (c *Core[S]) Delete(ctx context.Context, r engine.Request) protocol.Msg {
 	if err := c.runTxn(ctx, m.Auth, ops, nil, nil); err != nil {
 		return err
 	}
-	c.m.deleted.Inc()
+	c.m.Deleted.Inc()
 	return &protocol.DeleteOK{}
-}
-
-// checkAuth is the early check of an operator's signature at the entry
-// (every party checks it again with the nonce when it prepares).
-func (c *Core[S]) checkAuth(a protocol.Auth, op protocol.OpKind, ids []string) *protocol.Error {
-	if !config.OperatorSigned(c.p.OperatorKeys(a.Signer), func(key *ecdsa.PublicKey) bool { return a.Verify(key, c.p.ClusterID(), op, ids) }) {
-		return protocol.Errorf(protocol.CodeForbidden, "the %s request is not signed by an operator of this cluster (signer %q): only an operator's client, with its own key, may change the gallery", op, a.Signer)
-	}
-	return nil
 }
 
 // runTxn runs one two-phase transaction originated here: log and hold the
@@ -590,10 +551,10 @@ func (c *Core[S]) runTxn(ctx context.Context, auth protocol.Auth, ops [][]protoc
 	pos, err := c.log.Append(encodePrepare(preps[c.self]))
 	if err != nil {
 		c.st.unlock()
-		return c.fatal(err)
+		return c.stop.Fatal(err)
 	}
 	c.st.pending[txn] = &pendingTxn{prep: preps[c.self], tail: pos[0].TailOffset}
-	c.st.nonces[auth.Nonce] = struct{}{}
+	c.st.auth.Use(auth.Nonce)
 	c.st.unlock()
 
 	var peers []string
@@ -665,12 +626,7 @@ func (c *Core[S]) runTxn(ctx context.Context, auth protocol.Auth, ops [][]protoc
 		c.env.Log.Warn("committed without a party that cannot be reached; its part is kept until it is back", "party", down)
 	}
 	if first != nil {
-		c.m.aborts.Inc()
-		code := first.Code
-		if code != protocol.CodeDuplicate && code != protocol.CodeUnknownID && code != protocol.CodeBadRequest {
-			code = protocol.CodeAborted
-		}
-		return protocol.Errorf(code, "rolled back at every party: %s", strings.Join(failed, "; "))
+		return c.m.Rollback(first.Code, failed)
 	}
 	return nil
 }
@@ -689,11 +645,11 @@ func (c *Core[S]) decideLocked(d *protocol.Decide) *protocol.Error {
 		return nil
 	}
 	if _, err := c.log.Append(encodeDecide(d)); err != nil {
-		return c.fatal(err)
+		return c.stop.Fatal(err)
 	}
 	delete(c.st.pending, d.Txn)
 	if err := c.settle(t, d.Commit, false); err != nil {
-		return c.fatal(err)
+		return c.stop.Fatal(err)
 	}
 	return nil
 }
@@ -754,10 +710,10 @@ func (c *Core[S]) prepare(ctx context.Context, from string, m *protocol.Prepare,
 	}
 	pos, err := c.log.Append(encodePrepare(m))
 	if err != nil {
-		return c.fatal(err)
+		return c.stop.Fatal(err)
 	}
 	c.st.pending[m.Txn] = &pendingTxn{prep: m, tail: pos[0].TailOffset}
-	c.st.nonces[m.Auth.Nonce] = struct{}{}
+	c.st.auth.Use(m.Auth.Nonce)
 	return c.vote(m)
 }
 
@@ -845,7 +801,7 @@ func (c *Core[S]) Inspect() Inspection {
 	for ref := range c.replay.bad {
 		seg := c.st.segs[ref.Seg]
 		if seg.shares.IsLive(ref.Seq) {
-			in.LostLive = append(in.LostLive, LostRow{Origin: c.p.Party(ref.Seg).Name, Seq: ref.Seq, ID: seg.ids.At(ref.Seq)})
+			in.LostLive = append(in.LostLive, LostRow{Origin: c.p.Party(ref.Seg).Name, Seq: ref.Seq, ID: c.st.rows.ID(ref.Seg, ref.Seq)})
 		} else {
 			in.LostDeleted++
 		}
@@ -857,8 +813,8 @@ func (c *Core[S]) Inspect() Inspection {
 // their liveness (fsck on a healthy party names the rows another lost).
 func (c *Core[S]) RowIDs(k, lo, hi int) (ids []string, live []bool) {
 	seg := c.st.segs[k]
-	for r := max(lo, 0); r < min(hi, seg.ids.Len()); r++ {
-		ids = append(ids, seg.ids.At(r))
+	for r := max(lo, 0); r < min(hi, c.st.rows.Len(k)); r++ {
+		ids = append(ids, c.st.rows.ID(k, r))
 		live = append(live, seg.shares.IsLive(r))
 	}
 	return ids, live

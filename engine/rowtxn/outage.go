@@ -87,7 +87,7 @@ func (c *Core[S]) hold(k int, m protocol.Msg, txn protocol.TxnID) *protocol.Erro
 	rec := encodeHeld(k, m)
 	pos, err := c.log.Append(rec)
 	if err != nil {
-		return c.fatal(err)
+		return c.stop.Fatal(err)
 	}
 	c.held[heldKey{c.p.Party(k).Name, txn}] = tail{pos[0].TailOffset, len(rec.Tail)}
 	return nil
@@ -106,7 +106,7 @@ func (c *Core[S]) delivered(to string, m protocol.Msg) {
 		return
 	}
 	if err := c.log.Overwrite(t.off, make([]byte, t.n)); err != nil {
-		c.fatal(err)
+		c.stop.Fatal(err)
 		return
 	}
 	delete(c.held, key)
@@ -153,17 +153,17 @@ func (c *Core[S]) alreadyPrepared(m *protocol.Prepare) (*protocol.Vote, bool) {
 		return nil, false
 	}
 	seg := c.st.segs[m.Origin]
-	_, nonceUsed := c.st.nonces[m.Auth.Nonce]
+	nonceUsed := c.st.auth.Used(m.Auth.Nonce)
 	for _, op := range m.Ops {
 		switch op.Kind {
 		case protocol.OpPut:
-			if int(op.Seq) >= seg.shares.Rows() || seg.ids.At(int(op.Seq)) != op.ID {
+			if int(op.Seq) >= seg.shares.Rows() || c.st.rows.ID(int(m.Origin), int(op.Seq)) != op.ID {
 				return nil, false
 			}
 		case protocol.OpDelete:
 			// Live again after this very deletion applied here (its nonce
 			// is used): enrolled anew since, and it stays.
-			if _, live := c.st.ids.Lookup(op.ID); live && !nonceUsed {
+			if _, live := c.st.rows.Lookup(op.ID); live && !nonceUsed {
 				return nil, false
 			}
 		default:

@@ -63,7 +63,7 @@ func (c *Core[S]) ReshareOwn(ctx context.Context) (epoch uint32, rows int, perr 
 		for k := range ops {
 			ops[k] = make([]protocol.Op, 0, hi-lo)
 			for seq := lo; seq < hi; seq++ {
-				ops[k] = append(ops[k], protocol.Op{Kind: protocol.OpReplace, Seq: uint32(seq), ID: seg.ids.At(seq)})
+				ops[k] = append(ops[k], protocol.Op{Kind: protocol.OpReplace, Seq: uint32(seq), ID: c.st.rows.ID(c.self, seq)})
 			}
 		}
 		c.st.mu.RUnlock()

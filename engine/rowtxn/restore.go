@@ -54,7 +54,7 @@ func (c *Core[S]) Restore(k, base int, ids []string, live []bool, shares [][]byt
 	}
 	pos, err := c.log.Append(encodePrepare(p))
 	if err != nil {
-		c.fatal(err) // a running party (catching up) stops: its log may hold a torn record
+		c.stop.Fatal(err) // a running party (catching up) stops: its log may hold a torn record
 		return err
 	}
 	c.st.pending[txn] = &pendingTxn{prep: p, tail: pos[0].TailOffset}
@@ -84,7 +84,7 @@ func (c *Core[S]) Revoke(k int, seqs []int, ids []string) error {
 	seg := c.st.segs[k]
 	p := &protocol.Prepare{Origin: uint8(k), Dim: uint16(c.p.Dim()), Base: uint32(seg.shares.Rows())}
 	for i, seq := range seqs {
-		if seq < 0 || seq >= seg.shares.Rows() || seg.ids.At(seq) != ids[i] {
+		if seq < 0 || seq >= seg.shares.Rows() || c.st.rows.ID(k, seq) != ids[i] {
 			return fmt.Errorf("rowtxn: revoke of row %d of origin %d (%q), which this party does not hold", seq, k, ids[i])
 		}
 		if seg.shares.IsLive(seq) {
@@ -100,7 +100,7 @@ func (c *Core[S]) Revoke(k int, seqs []int, ids []string) error {
 	}
 	pos, err := c.log.Append(encodePrepare(p))
 	if err != nil {
-		c.fatal(err) // a running party (catching up) stops: its log may hold a torn record
+		c.stop.Fatal(err) // a running party (catching up) stops: its log may hold a torn record
 		return err
 	}
 	c.st.pending[p.Txn] = &pendingTxn{prep: p, tail: pos[0].TailOffset}

@@ -10,7 +10,6 @@
 package rowtxn
 
 import (
-	"crypto/ecdsa"
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
@@ -18,7 +17,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/idface/idface/config"
+	"github.com/idface/idface/engine/txnbase"
 	"github.com/idface/idface/internal/rowmap"
 	"github.com/idface/idface/protocol"
 )
@@ -41,13 +40,12 @@ type RowsPutter interface {
 	PutRows(seq0 int, shares [][]byte) error
 }
 
-// segment is the rows one origin party enrolled, in its order. Only the
-// origin appends to or deletes from its segment, so every party applies a
-// segment's transactions in one order.
+// segment is the rows one origin party enrolled, in its order (their ids
+// are the row map's segment of the same index). Only the origin appends
+// to or deletes from its segment, so every party applies a segment's
+// transactions in one order.
 type segment[S Shares] struct {
 	shares S
-	ids    rowmap.IDs
-	hash   rowmap.Hash
 	// batches locate committed rows' shares in this party's log: row seq
 	// of a batch starting at seq0 is unit seq-seq0 of the tail at tail
 	// (sorted by seq0, not overlapping).
@@ -135,15 +133,14 @@ type state[S Shares] struct {
 	expand  func([]byte) ([]byte, error) // a seed's share
 	cluster [16]byte
 	segs    []*segment[S]
-	ids     *rowmap.Index // live ids
+	rows    *txnbase.RowMap // ids by segment, live ids, the digest
 	pending map[protocol.TxnID]*pendingTxn
-	// operator is the signing keys of an operator (config.Params.OperatorKeys).
-	operator func(name string) []*ecdsa.PublicKey
+	// auth checks operators' signatures and holds every operator nonce
+	// prepared here (from the log at start), so that no signed change
+	// applies twice.
+	auth *txnbase.Operators
 	// owns, in a shard, refuses an id of another shard (nil: every id).
 	owns func(id string) *protocol.Error
-	// nonces holds every operator nonce prepared here (from the log at
-	// start), so that no signed change applies twice.
-	nonces map[[16]byte]struct{}
 }
 
 // snapshot is the committed row map and the count of undecided
@@ -170,9 +167,8 @@ func (st *state[S]) publish() {
 
 func newState[S Shares](dim, share, mu int, cluster [16]byte, newShares func() (S, error)) (*state[S], error) {
 	st := &state[S]{dim: dim, share: share, cluster: cluster, changed: make(chan struct{}), pending: map[protocol.TxnID]*pendingTxn{},
-		nonces: map[[16]byte]struct{}{}, operator: func(string) []*ecdsa.PublicKey { return nil }}
+		rows: txnbase.NewRowMap(cluster, mu), auth: txnbase.NewOperators(nil, cluster)}
 	st.expand = func(b []byte) ([]byte, error) { return b, nil }
-	st.ids = rowmap.NewIndex(func(r rowmap.Ref) string { return st.segs[r.Seg].ids.At(r.Seq) })
 	for range mu {
 		s, err := newShares()
 		if err != nil {
@@ -186,22 +182,22 @@ func newState[S Shares](dim, share, mu int, cluster [16]byte, newShares func() (
 
 // digest summarises the committed row map (caller holds mu).
 func (st *state[S]) digest() protocol.Digest {
-	g := make(protocol.Digest, len(st.segs))
+	g := st.rows.Digest()
 	for i, s := range st.segs {
-		h := s.hash
 		if s.epoch != 0 {
+			h := rowmap.Hash(g[i].Hash)
 			h.Toggle(epochMark(st.cluster, i, s.epoch))
+			g[i].Hash = h
 		}
-		g[i] = protocol.SegDigest{Rows: uint32(s.shares.Rows()), Live: uint32(s.shares.Live()), Hash: h}
 	}
 	return g
 }
 
 // totals counts row slots and live rows (caller holds mu).
 func (st *state[S]) totals() (rows, live int) {
-	for _, s := range st.segs {
-		rows += s.shares.Rows()
-		live += s.shares.Live()
+	for i := range st.segs {
+		rows += st.rows.Len(i)
+		live += st.rows.Live(i)
 	}
 	return rows, live
 }
@@ -260,7 +256,7 @@ func (st *state[S]) validate(p *protocol.Prepare, sealed [][32]byte) *protocol.E
 				return protocol.Errorf(protocol.CodeInconsistent, "row %d where %d was due", op.Seq, next)
 			}
 			next++
-			if _, ok := st.ids.Lookup(op.ID); ok {
+			if _, ok := st.rows.Lookup(op.ID); ok {
 				return protocol.Errorf(protocol.CodeDuplicate, "id %q is already enrolled", op.ID)
 			}
 			want := st.share
@@ -271,7 +267,7 @@ func (st *state[S]) validate(p *protocol.Prepare, sealed [][32]byte) *protocol.E
 				return protocol.Errorf(protocol.CodeBadRequest, "a share of %d bytes (seeded %v); this cluster's are %d (seeds %d, all or none)", len(op.Share), op.Seeded, st.share, st.seed)
 			}
 		case protocol.OpDelete:
-			ref, ok := st.ids.Lookup(op.ID)
+			ref, ok := st.rows.Lookup(op.ID)
 			if !ok || ref.Seg != int(p.Origin) || ref.Seq != int(op.Seq) {
 				return protocol.Errorf(protocol.CodeUnknownID, "id %q is not enrolled at row %d of origin %d", op.ID, op.Seq, p.Origin)
 			}
@@ -296,23 +292,7 @@ func (st *state[S]) authorized(p *protocol.Prepare, sealed [][32]byte) *protocol
 		}
 		ids[i] = op.ID
 	}
-	keys := st.operator(p.Auth.Signer)
-	if len(keys) == 0 {
-		return protocol.Errorf(protocol.CodeForbidden, "the %s of %d rows is not signed by an operator of this cluster (signer %q): only an operator's client may change the gallery", kind, len(ids), p.Auth.Signer)
-	}
-	ok := config.OperatorSigned(keys, func(key *ecdsa.PublicKey) bool {
-		if sealed != nil { // the operator signed the sealed parts' hashes, not the shares
-			return kind == protocol.OpPut && p.Auth.VerifySealed(key, st.cluster, ids, sealed)
-		}
-		return p.Auth.Verify(key, st.cluster, kind, ids)
-	})
-	if !ok {
-		return protocol.Errorf(protocol.CodeForbidden, "the %s of %d rows carries a signature of %s that does not match the rows", kind, len(ids), p.Auth.Signer)
-	}
-	if _, used := st.nonces[p.Auth.Nonce]; used {
-		return protocol.Errorf(protocol.CodeForbidden, "the %s of %d rows replays an operator signature that was used before (nonce %x): sign the request again", kind, len(ids), p.Auth.Nonce[:8])
-	}
-	return nil
+	return st.auth.Check(p.Auth, kind, ids, sealed) // sealed: the operator signed the parts' hashes, not the shares
 }
 
 // apply commits a prepared transaction's ops (caller holds mu for
@@ -332,19 +312,19 @@ func (st *state[S]) apply(t *pendingTxn) (deleted []rowmap.Ref, stale []tail, er
 	}
 	puts := 0
 	for _, op := range p.Ops {
+		ref := rowmap.Ref{Seg: int(p.Origin), Seq: int(op.Seq)}
 		switch op.Kind {
 		case protocol.OpPut:
-			seg.ids.Append(op.ID)
-			st.ids.Insert(op.ID, rowmap.Ref{Seg: int(p.Origin), Seq: int(op.Seq)})
+			st.rows.Reserve(ref.Seg, op.ID)
+			st.rows.Commit(ref)
 			puts++
 		case protocol.OpDelete:
 			if err := seg.shares.Erase(int(op.Seq)); err != nil { // erase, not just tombstone
 				return nil, nil, err
 			}
-			st.ids.Remove(op.ID)
-			deleted = append(deleted, rowmap.Ref{Seg: int(p.Origin), Seq: int(op.Seq)})
+			st.rows.Remove(ref, op.ID)
+			deleted = append(deleted, ref)
 		}
-		seg.hash.Toggle(rowmap.RowHash(st.cluster, int(p.Origin), int(op.Seq), op.ID))
 	}
 	if puts > 0 && t.tail >= 0 {
 		seg.batches = append(seg.batches, batch{seq0: int(p.Base), n: puts, tail: t.tail, unit: st.unit(p)})
@@ -403,7 +383,7 @@ func (st *state[S]) validateReshare(p *protocol.Prepare) *protocol.Error {
 		switch {
 		case op.Kind != protocol.OpReplace || int(op.Seq) != seq:
 			return protocol.Errorf(protocol.CodeBadRequest, "a reshare op %v at row %d where row %d was due", op.Kind, op.Seq, seq)
-		case seq >= seg.shares.Rows() || seg.ids.At(seq) != op.ID:
+		case seq >= seg.shares.Rows() || st.rows.ID(int(p.Origin), seq) != op.ID:
 			return protocol.Errorf(protocol.CodeInconsistent, "a reshare of row %d of origin %d (%q), which this party does not hold", seq, p.Origin, op.ID)
 		case len(op.Share) != st.share:
 			return protocol.Errorf(protocol.CodeBadRequest, "a reshared share of %d bytes; this cluster's are %d", len(op.Share), st.share)
@@ -424,7 +404,7 @@ func (st *state[S]) unit(p *protocol.Prepare) int {
 // expanded, in one batch when the store can.
 func (st *state[S]) putAll(seg *segment[S], p *protocol.Prepare) error {
 	var shares [][]byte
-	next := seg.ids.Len()
+	next := st.rows.Len(int(p.Origin))
 	for _, op := range p.Ops {
 		if op.Kind != protocol.OpPut {
 			continue

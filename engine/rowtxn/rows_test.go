@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"testing"
 
+	"github.com/idface/idface/engine/txnbase"
 	"github.com/idface/idface/protocol"
 )
 
@@ -52,12 +53,12 @@ func operatorKey(t *testing.T, st *state[*memShares]) func(p *protocol.Prepare) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.operator = func(name string) []*ecdsa.PublicKey {
+	st.auth = txnbase.NewOperators(func(name string) []*ecdsa.PublicKey {
 		if name != "op" {
 			return nil
 		}
 		return []*ecdsa.PublicKey{&key.PublicKey}
-	}
+	}, st.cluster)
 	return func(p *protocol.Prepare) *protocol.Prepare {
 		if len(p.Ops) == 0 {
 			return p
@@ -119,7 +120,7 @@ func TestValidateRefusesDivergence(t *testing.T) {
 	otherKind.Auth = sign(&protocol.Prepare{Ops: []protocol.Op{{Kind: protocol.OpDelete, ID: "c"}}}).Auth
 	mixed := sign(&protocol.Prepare{Txn: protocol.TxnID{2}, Origin: 1, Dim: 64, Base: 2, Ops: []protocol.Op{put(2, "c"), {Kind: protocol.OpDelete, Seq: 0, ID: "a"}}})
 	replayed := sign(next())
-	st.nonces[replayed.Auth.Nonce] = struct{}{}
+	st.auth.Use(replayed.Auth.Nonce)
 	for name, p := range map[string]*protocol.Prepare{"unsigned": next(), "forged": forged, "other ids": otherIDs,
 		"other kind": otherKind, "mixed": mixed, "replayed": replayed} {
 		if e := st.validate(p, nil); e == nil || e.Code != protocol.CodeForbidden && name != "mixed" || e.Code != protocol.CodeBadRequest && name == "mixed" {

@@ -2,10 +2,8 @@ package rowtxn
 
 import (
 	"context"
-	"crypto/ecdsa"
 	"errors"
 
-	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/internal/seal"
 	"github.com/idface/idface/protocol"
@@ -47,14 +45,12 @@ func (c *Core[S]) SealedEnroll(ctx context.Context, r engine.Request) protocol.M
 	}
 	// The signature first: a part is opened only for a request an
 	// operator made.
-	if !config.OperatorSigned(c.p.OperatorKeys(m.Auth.Signer), func(key *ecdsa.PublicKey) bool {
-		return m.Auth.VerifySealed(key, c.p.ClusterID(), m.IDs, sp.hashes)
-	}) {
-		return protocol.Errorf(protocol.CodeForbidden, "the sealed enrollment is not signed by an operator of this cluster (signer %q), or its parts are not the ones signed: only an operator's client, with its own key, may change the gallery", m.Auth.Signer)
+	if err := c.st.auth.Signed(m.Auth, protocol.OpPut, m.IDs, sp.hashes); err != nil {
+		return err
 	}
 	c.st.mu.RLock()
 	for i, id := range m.IDs {
-		if _, dup := c.st.ids.Lookup(id); dup {
+		if _, dup := c.st.rows.Lookup(id); dup {
 			c.st.mu.RUnlock()
 			return protocol.Errorf(protocol.CodeDuplicate, "id %q is already enrolled (item %d)", id, i)
 		}
@@ -73,7 +69,7 @@ func (c *Core[S]) SealedEnroll(ctx context.Context, r engine.Request) protocol.M
 	if err := c.runTxn(ctx, m.Auth, ops, sp, nil); err != nil {
 		return err
 	}
-	c.m.enrolled.Add(float64(len(m.IDs)))
+	c.m.Enrolled.Add(float64(len(m.IDs)))
 	return &protocol.EnrollOK{Count: uint32(len(m.IDs))}
 }
 
