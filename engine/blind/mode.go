@@ -25,7 +25,8 @@ func init() {
 				MinParties: 2, MaxParties: config.MaxParties, DefaultParties: 2, Helper: config.RoleDecider},
 			Levels: true, Derive: Derive,
 			Sealed: true, SealedShares: sealedShares, Shards: true,
-			Trust: "trust: semi-honest: one deviating share holder can change answers (make a chosen id accepted) and, as the entry, learn the exact scores of rows it chooses; the decider must not collude with a holder (docs/SECURITY.md)",
+			MaxEnrollBatch: func(p *config.Params) int { return rowtxn.MaxBatch(p.Dim() * Ring(p).Bits / 8) }, // a log record holds the batch
+			Trust:          "trust: semi-honest: one deviating share holder can change answers (make a chosen id accepted) and, as the entry, learn the exact scores of rows it chooses; the decider must not collude with a holder (docs/SECURITY.md)",
 		},
 		Server: func(p *config.Params, name string) engine.Server {
 			if name == p.DeciderName() {

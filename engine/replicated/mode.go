@@ -37,7 +37,10 @@ func init() {
 			Sealed: true, SealedShares: sealedShares,
 			Outage: true, Reshare: true, Shards: true,
 			HiddenProbe: hiddenProbe,
-			Trust:       "trust: one of the four servers may deviate: a holder or entry that alters its part gets the query refused, a decider cannot get a row below the threshold accepted; the entry learns the answered rows' scores; no two servers may collude (docs/REPLICATED-NOTES.md)",
+			// A holder logs its pair of shares per row: at k = 16 and d =
+			// 512 a full protocol.MaxBatch would not fit one log record.
+			MaxEnrollBatch: func(p *config.Params) int { return rowtxn.MaxBatch(2 * p.Dim() * blind.Ring(p).Bits / 8) },
+			Trust:          "trust: one of the four servers may deviate: a holder or entry that alters its part gets the query refused, a decider cannot get a row below the threshold accepted; the entry learns the answered rows' scores; no two servers may collude (docs/REPLICATED-NOTES.md)",
 		},
 		Server: func(p *config.Params, name string) engine.Server {
 			if name == p.DeciderName() {

@@ -548,10 +548,10 @@ func (c *Core[S]) runTxn(ctx context.Context, auth protocol.Auth, ops [][]protoc
 		c.st.unlock()
 		return perr
 	}
-	pos, err := c.log.Append(encodePrepare(preps[c.self]))
-	if err != nil {
+	pos, perr := c.logPrepare(preps[c.self])
+	if perr != nil {
 		c.st.unlock()
-		return c.stop.Fatal(err)
+		return perr
 	}
 	c.st.pending[txn] = &pendingTxn{prep: preps[c.self], tail: pos[0].TailOffset}
 	c.st.auth.Use(auth.Nonce)
@@ -654,6 +654,22 @@ func (c *Core[S]) decideLocked(d *protocol.Decide) *protocol.Error {
 	return nil
 }
 
+// logPrepare logs a prepare durably. One too large for a log record is
+// refused, never written: a failed write stops the party, and a batch
+// is too large by the request, not by the disk (the mode's
+// MaxEnrollBatch keeps a cluster's own clients below it: MaxBatch).
+func (c *Core[S]) logPrepare(p *protocol.Prepare) ([]store.Pos, *protocol.Error) {
+	rec := encodePrepare(p)
+	if n := len(rec.Sealed) + len(rec.Tail); n > store.MaxRecord {
+		return nil, protocol.Errorf(protocol.CodeBadRequest, "%s: a batch of %d changes takes %d bytes in the log, more than one record holds (%d): send at most %d templates per request", c.env.Self, len(p.Ops), n, store.MaxRecord, c.p.MaxEnrollBatch())
+	}
+	pos, err := c.log.Append(rec)
+	if err != nil {
+		return nil, c.stop.Fatal(err)
+	}
+	return pos, nil
+}
+
 // Prepare is phase one at a non-origin party: validate, log durably, vote.
 // Only the origin party itself may prepare a change of its segment.
 //
@@ -708,9 +724,9 @@ func (c *Core[S]) prepare(ctx context.Context, from string, m *protocol.Prepare,
 	if err := c.validate(m, sealed); err != nil {
 		return err
 	}
-	pos, err := c.log.Append(encodePrepare(m))
-	if err != nil {
-		return c.stop.Fatal(err)
+	pos, perr := c.logPrepare(m)
+	if perr != nil {
+		return perr
 	}
 	c.st.pending[m.Txn] = &pendingTxn{prep: m, tail: pos[0].TailOffset}
 	c.st.auth.Use(m.Auth.Nonce)

@@ -209,3 +209,24 @@ func TestEpochRecord(t *testing.T) {
 		t.Fatalf("decoded %+v %v (%v)", got, units, err)
 	}
 }
+
+// TestMaxBatchFits: a prepare of MaxBatch rows with the longest ids fits
+// one log record, for replicated mode's largest pair of shares (k = 16,
+// d = 4096) and a small one; one row more than a record holds is what
+// logPrepare refuses instead of failing the log.
+func TestMaxBatchFits(t *testing.T) {
+	for _, share := range []int{64, 2 * 512 * 2, 2 * 4096 * 2} {
+		const rows = 64
+		p := &protocol.Prepare{Dim: 512}
+		id := strings.Repeat("x", protocol.MaxIDLen)
+		for i := range rows {
+			p.Ops = append(p.Ops, protocol.Op{Kind: protocol.OpPut, Seq: uint32(i), ID: id, Share: make([]byte, share)})
+		}
+		rec := encodePrepare(p)
+		one := len(encodePrepare(&protocol.Prepare{Dim: 512}).Sealed)
+		perRow := (len(rec.Sealed) + len(rec.Tail) - one) / rows
+		if n := MaxBatch(share); one+n*perRow > store.MaxRecord || n < 1 {
+			t.Fatalf("share %d: MaxBatch %d rows of %d bytes take %d, a record holds %d", share, n, perRow, one+n*perRow, store.MaxRecord)
+		}
+	}
+}
