@@ -123,17 +123,19 @@ func (d *Decider) decide(ctx context.Context, q *merge.Pending[[]byte, *protocol
 		thr = -1 << 30 // every live row; the entry judges the threshold
 	}
 	var matches []sharing.Match
+	var best int
+	var live bool
 	var err error
 	switch Ring(d.p).Bits {
 	case 8:
-		matches, err = decideVecs[uint8](q, thr)
+		matches, best, live, err = decideVecs[uint8](q, thr)
 	default:
-		matches, err = decideVecs[uint16](q, thr)
+		matches, best, live, err = decideVecs[uint16](q, thr)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if best, ok := BestScore(Ring(d.p).Bits, matches, thr, q.Parts...); ok {
+	if live {
 		d.stats.Observe(best)
 	}
 	res := &protocol.DecideResult{}
@@ -192,7 +194,8 @@ func (d *Decider) merge(ctx context.Context, q *merge.Pending[[]byte, *protocol.
 // BestScore is the best score of a query's vectors of k-bit elements,
 // for the statistics (engine.ScoreStats): the first match where some
 // reached the threshold thr, else one more pass for the best. False
-// where no row lives.
+// where no row lives. additive.DecideBest gives it from the decision's
+// own pass, as this decider does.
 func BestScore(bits int, matches []sharing.Match, thr int, vecs ...[]byte) (int, bool) {
 	if bits == 8 {
 		return bestScore[uint8](matches, thr, vecs)
@@ -219,10 +222,12 @@ func bestScore[E additive.Elem](matches []sharing.Match, thr int, vecs [][]byte)
 	return best[0].Score, true
 }
 
-func decideVecs[E additive.Elem](q *merge.Pending[[]byte, *protocol.DecideResult], thr int) ([]sharing.Match, error) {
+// decideVecs decides a query and finds its best live score (false where
+// no row lives) in one pass over the vectors.
+func decideVecs[E additive.Elem](q *merge.Pending[[]byte, *protocol.DecideResult], thr int) ([]sharing.Match, int, bool, error) {
 	vecs := make([][]E, len(q.Parts))
 	for k, v := range q.Parts {
 		vecs[k] = additive.ViewElems[E](v)
 	}
-	return additive.Decide(q.TopK, thr, 0, vecs...)
+	return additive.DecideBest(q.TopK, thr, 0, vecs...)
 }

@@ -106,7 +106,9 @@ func CheckQuery(p *config.Params, m *protocol.BlindQuery) (*additive.Query, *pro
 	return q, nil
 }
 
-// Unpermute maps the decider's permuted positions back to global rows.
+// Unpermute maps the decider's permuted positions back to global rows: the
+// permutation is evaluated at those positions alone (about 10 AES blocks
+// each), never rebuilt for the n rows.
 func Unpermute(perm *additive.Permuter, positions []uint32, sigma *additive.Seed, n int) ([]int, *protocol.Error) {
 	pos := make([]int, len(positions))
 	for i, q := range positions {

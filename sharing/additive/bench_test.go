@@ -188,34 +188,62 @@ func benchPermuteMask[E Elem](b *testing.B, rows int) {
 }
 
 // BenchmarkPermuteMask is a share holder's permute-and-mask step over a
-// whole store's score shares.
+// whole store's score shares, at BenchRows and 4x BenchRows rows (10^6
+// and 4x10^6 by default).
 func BenchmarkPermuteMask(b *testing.B) {
 	rows := testutil.BenchRows(b)
 	benchPermuteMask[uint8](b, rows)
+	benchPermuteMask[uint8](b, 4*rows)
 	benchPermuteMask[uint16](b, rows)
 }
 
-// BenchmarkUnpermute is the entry mapping the decider's top-K positions
-// back to rows.
-func BenchmarkUnpermute(b *testing.B) {
+// BenchmarkPermuteMaskPair is a replicated holder's step: two vectors,
+// one evaluation of the permutation.
+func BenchmarkPermuteMaskPair(b *testing.B) {
 	rows := testutil.BenchRows(b)
-	r := rand.New(rand.NewPCG(5, 5))
-	for _, k := range []int{1, 10} {
-		b.Run(fmt.Sprintf("rows=%d/K=%d", rows, k), func(b *testing.B) {
-			pos := make([]int, k)
-			for i := range pos {
-				pos[i] = r.IntN(rows)
-			}
-			out := make([]int, k)
-			var p Permuter
+	r := rand.New(rand.NewPCG(3, 4))
+	srcA, srcB, dstA, dstB := make([]uint8, rows), make([]uint8, rows), make([]uint8, rows), make([]uint8, rows)
+	for i := range srcA {
+		srcA[i], srcB[i] = uint8(r.Uint32()), uint8(r.Uint32())
+	}
+	for _, workers := range []int{1, 0} {
+		b.Run(fmt.Sprintf("rows=%d/k=8/mu=3/workers=%d", rows, workers), func(b *testing.B) {
+			p := &Permuter{Workers: workers}
 			seed, _ := NewSeed(nil)
+			b.SetBytes(int64(2 * rows))
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := p.Unpermute(out, pos, &seed, rows); err != nil {
+				if err := PermuteMaskPair(p, dstA, dstB, srcA, srcB, nil, &seed, 1, 2, 3); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkUnpermute is the entry mapping the decider's top-K positions
+// back to rows: the Feistel at K points, whatever the number of rows.
+func BenchmarkUnpermute(b *testing.B) {
+	rows := testutil.BenchRows(b)
+	r := rand.New(rand.NewPCG(5, 5))
+	for _, n := range []int{rows, 4 * rows} {
+		for _, k := range []int{1, 8, 64} {
+			b.Run(fmt.Sprintf("rows=%d/K=%d", n, k), func(b *testing.B) {
+				pos := make([]int, k)
+				for i := range pos {
+					pos[i] = r.IntN(n)
+				}
+				out := make([]int, k)
+				var p Permuter
+				seed, _ := NewSeed(nil)
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := p.Unpermute(out, pos, &seed, n); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }
 
@@ -238,6 +266,29 @@ func benchDecide[E Elem](b *testing.B, rows int) {
 				s -= shares[k][i]
 			}
 			shares[mu-1][i] = s
+		}
+		// A rejected query (no score reaches 60) and its best score for the
+		// statistics: Decide then a second pass for the best, as before
+		// DecideBest, against DecideBest's one pass.
+		for _, onePass := range []bool{false, true} {
+			b.Run(fmt.Sprintf("rows=%d/k=%d/mu=%d/rejected/best/one-pass=%v", rows, elemBits[E](), mu, onePass), func(b *testing.B) {
+				b.SetBytes(int64(mu * rows * elemBits[E]() / 8))
+				b.ReportAllocs()
+				for b.Loop() {
+					if onePass {
+						if _, _, ok, err := DecideBest(1, 60, 0, shares...); err != nil || !ok {
+							b.Fatal(err)
+						}
+						continue
+					}
+					if top, err := Decide(1, 60, 0, shares...); err != nil || len(top) > 0 {
+						b.Fatal(err)
+					}
+					if _, err := Decide(1, DeadScore[E]()+1, 0, shares...); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
 		}
 		for _, c := range []struct {
 			name   string

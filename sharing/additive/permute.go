@@ -1,23 +1,28 @@
 package additive
 
-// Permute-and-mask (docs/BLIND-NOTES.md "Score-share kernel"): from a per-query seed sigma every
-// share holder derives the same uniform permutation pi of the n rows and
-// its own mask m_k, with sum_k m_k = 0 mod 2^k, and sends the decider
-// out[pi(i)] = s_k[i] + m_k[pi(i)]. The decider adds the mu vectors,
-// getting pi(s), and returns the best positions; the entry maps them back
-// with pi^-1. docs/BLIND-NOTES.md has the uniformity argument.
+// Permute-and-mask (docs/BLIND-NOTES.md "Permute and mask"): from a
+// per-query seed sigma every share holder derives the same permutation pi
+// of the n rows and its own mask m_k, with sum_k m_k = 0 mod 2^k, and
+// sends the decider out[pi(i)] = s_k[i] + m_k[pi(i)]. The decider adds the
+// mu vectors, getting pi(s), and returns the best positions; the entry
+// maps them back with pi^-1.
 //
-// pi is Rao and Sandelius's shuffle: every row draws a uniform bucket out
-// of B (a power of two, buckets of about 4096 rows), rows are scattered
-// stably into their buckets, and each bucket is Fisher-Yates shuffled with
-// unbiased bounded draws (Lemire's method with rejection). The scatter and
-// every shuffle run in cache, and each bucket's draws sit at a known
-// keystream offset, so rows scatter and buckets shuffle in parallel, and
-// the entry inverts a position by replaying one bucket.
+// pi^-1 is a keyed pseudorandom permutation that can be evaluated at one
+// point: a 10-round Feistel network on [0, 2^m), 2^m the least power of
+// two >= n, cycle-walked into [0, n). Its round functions are tables drawn
+// from AES-256-CTR keyed by sigma, so a holder evaluates pi^-1 at every
+// position with table look-ups and gathers its score shares in position
+// order, and the entry evaluates it at the K answered positions only, one
+// AES block per round, whatever n. Up to exactRows rows pi is an exactly
+// uniform Fisher-Yates table instead (cheap there, and the Feistel's
+// bounds are weak on so small a domain). docs/BLIND-NOTES.md has the
+// security argument.
 
 import (
+	"crypto/cipher"
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"runtime"
 	"slices"
 	"sync"
@@ -27,56 +32,202 @@ import (
 )
 
 const (
-	maxBucketBits = 16   // B <= 2^16: bucket ids take at most 2 bytes
-	bucketRows    = 4096 // target rows per bucket: a shuffle stays in L1
+	feistelRounds = 10      // even (the halves end where they began), 6 to 10
+	exactRows     = 1 << 16 // n <= exactRows: pi^-1 is a Fisher-Yates table
+	permChunk     = 2048    // positions a worker gathers at a time (in L1)
 	maxPermRows   = 1<<31 - 1
-	minPermRows   = 1 << 15 // rows per worker worth a goroutine
+	minPermRows   = 1 << 15 // positions per worker worth a goroutine
 )
 
-// bucketBits returns log2 B for n rows: the least B with n/B <= rows
-// (bucketRows; tests lower it to shuffle tiny n with several buckets).
-func bucketBits(n, rows int) int {
-	b := 0
-	for b < maxBucketBits && n>>b > rows {
-		b++
-	}
-	return b
-}
-
-// Permuter holds the reusable scratch of PermuteMask, Unpermute and
-// Permutation. Workers is the number of goroutines (GOMAXPROCS when 0);
-// outputs never depend on it. Not safe for concurrent use.
+// Permuter holds the reusable state of PermuteMask, PermuteMaskPair,
+// Unpermute and Permutation. Workers is the number of goroutines
+// (GOMAXPROCS when 0); outputs never depend on it. Not safe for concurrent
+// use.
 type Permuter struct {
 	Workers int
-	// bucketRows is the target rows per bucket: bucketRows when 0 (tests
-	// lower it; every party must use the same).
-	bucketRows int
 
-	n, bbits, workers int
-	ids               []byte  // bucket of each row: 1 byte (B <= 256) or 2, little-endian
-	off               []int   // off[b]: first position of bucket b; off[B] = n
-	draw              []int64 // draw[b]: index of bucket b's first Fisher-Yates draw
-	cur               []int   // cur[w*B+b]: worker w's next position in bucket b
-	work              []permWorker
-	idx               []uint32
-	tgt               []target
-	first             []int32
-	pairs             []uint64 // PermuteMaskPair's packed pairs
+	n, workers int
+	f          feistel  // pi^-1 for n > exactRows
+	exact      []uint32 // pi^-1 for n <= exactRows: exact[q] is the row at position q
+	draws      []byte
+	rej        rejecter
+	work       []permWorker
 }
 
 type permWorker struct {
-	ks    keystream
-	draws []byte
-	buf   []byte
-	rej   rejecter
+	rows  []uint32 // pi^-1 of the chunk's positions
+	walk  []uint32 // scratch of the Feistel's walks
+	buf   []byte   // mask bytes of a chunk
+	masks [2]masker
 }
 
-// target is a position the entry maps back: in bucket b it holds the
-// member of rank rank (row order); i is its index in the caller's list.
-type target struct{ b, rank, i int }
+// feistel is pi^-1 for n > exactRows rows: an alternating Feistel network
+// on x = a*2^v + b in [0, 2^m), a of u = floor(m/2) bits and b of
+// v = m - u bits (FF1's split of an odd length), whose round r sets
+// a ^= F_r(b) for even r and b ^= F_r(a) for odd r; cycle walking makes
+// pi^-1(q) the first of E(q), E(E(q)), ... below n, where E is the
+// network. F_r(j) is 2 bytes (little-endian) at byte offset 2j of the
+// AES-256-CTR stream (labelFeistel, m<<8 | r), cut to the width of the
+// half it is XORed into: a table of 2^v (even r) or 2^u (odd r) entries.
+type feistel struct {
+	n       uint32
+	m, u, v uint
+	mv      uint32 // 2^v - 1
+	// tab[r][j] = F_r(j); the padding keeps the tables in different L1
+	// sets. Allocated on first use (1.3 MB).
+	tab      *[10][1<<16 + 32]uint16
+	ctr, out [16]byte // entry's AES block
+}
 
-// rejecter supplies redraws after a rejection from the bucket's own
-// stream, so a rejection never shifts another bucket's draws.
+// shape sets the domain and halves for n > exactRows rows: 2^m < 2n, so
+// a point walks fewer than 2 steps on average.
+func (f *feistel) shape(n int) {
+	f.n = uint32(n)
+	f.m = uint(bits.Len32(uint32(n - 1)))
+	f.u = f.m / 2
+	f.v = f.m - f.u
+	f.mv = 1<<f.v - 1
+}
+
+// sub is the stream of round r's table: each domain size has its own.
+func (f *feistel) sub(r int) uint32 { return uint32(f.m)<<8 | uint32(r) }
+
+// widths are round r's input and output bits.
+func (f *feistel) widths(r int) (in, out uint) {
+	if r%2 == 0 {
+		return f.v, f.u
+	}
+	return f.u, f.v
+}
+
+// tables draws the round tables from the seed's keystream.
+func (f *feistel) tables(ks keystream, buf []byte) []byte {
+	if f.tab == nil {
+		f.tab = new([10][1<<16 + 32]uint16)
+	}
+	for r := range feistelRounds {
+		in, out := f.widths(r)
+		buf = grow(buf, 2<<in)
+		ks.seek(labelFeistel, f.sub(r), 0)
+		ks.fill(buf)
+		t, mask := f.tab[r][:1<<in], uint16(1<<out-1)
+		for j := range t {
+			t[j] = binary.LittleEndian.Uint16(buf[2*j:]) & mask
+		}
+	}
+	return buf
+}
+
+// entry is F_r(j) from the cipher alone: the one AES block of round r's
+// stream that holds it (the counter block keystream.seek would start).
+func (f *feistel) entry(blk cipher.Block, r int, j uint32) uint32 {
+	f.ctr = [16]byte{labelFeistel}
+	binary.BigEndian.PutUint32(f.ctr[4:], f.sub(r))
+	binary.BigEndian.PutUint64(f.ctr[8:], uint64(j/8))
+	blk.Encrypt(f.out[:], f.ctr[:])
+	_, w := f.widths(r)
+	return uint32(binary.LittleEndian.Uint16(f.out[2*(j%8):])) & (1<<w - 1)
+}
+
+// at is pi^-1(q) without the tables: about 10 AES blocks per walk step,
+// so the entry's K positions cost microseconds whatever n.
+func (f *feistel) at(blk cipher.Block, q uint32) uint32 {
+	x := q
+	for {
+		a, b := x>>f.v, x&f.mv
+		for r := 0; r < feistelRounds; r += 2 {
+			a ^= f.entry(blk, r, b)
+			b ^= f.entry(blk, r+1, a)
+		}
+		if x = a<<f.v | b; x < f.n {
+			return x
+		}
+	}
+}
+
+// rows sets rows[j] = pi^-1(q0 + j): one step of the network for every
+// position, then more for the walkers (points at n or beyond) until they
+// land. walk is scratch (3 * len(rows)), returned for reuse.
+func (f *feistel) rows(rows []uint32, q0 uint32, walk []uint32) []uint32 {
+	c := len(rows)
+	walk = grow(walk, 3*c)
+	for j := range rows {
+		rows[j] = q0 + uint32(j)
+	}
+	out := f.steps(rows, walk[:c])
+	for len(out) > 0 {
+		v := walk[c : c+len(out)]
+		for i, j := range out {
+			v[i] = rows[j]
+		}
+		again := f.steps(v, walk[2*c:2*c+len(v)])
+		for i, j := range out {
+			rows[j] = v[i]
+		}
+		for k, i := range again { // in place: again[k] >= k
+			out[k] = out[i]
+		}
+		out = out[:len(again)]
+	}
+	return walk
+}
+
+// steps sets xs[j] = E(xs[j]) (one step of the network, no walking) and
+// returns idx[:k] holding the j whose new xs[j] is n or beyond, the
+// walkers (idx has len(xs) entries). Four points run in lock-step, so
+// their chains of dependent look-ups interleave.
+func (f *feistel) steps(xs []uint32, idx []uint32) []uint32 {
+	var _ [10 - feistelRounds]struct{}   // rounds 6 to 9 are written out below,
+	var _ [feistelRounds - 6]struct{}    // each pair under a constant test
+	var _ [-(feistelRounds % 2)]struct{} // and come in pairs
+	t, v, mv, last := f.tab, f.v, f.mv, f.n-1
+	k, j := 0, 0
+	for ; j+4 <= len(xs); j += 4 {
+		x := xs[j : j+4 : j+4]
+		a0, b0, a1, b1 := x[0]>>v, x[0]&mv, x[1]>>v, x[1]&mv
+		a2, b2, a3, b3 := x[2]>>v, x[2]&mv, x[3]>>v, x[3]&mv
+		a0, a1, a2, a3 = a0^uint32(t[0][uint16(b0)]), a1^uint32(t[0][uint16(b1)]), a2^uint32(t[0][uint16(b2)]), a3^uint32(t[0][uint16(b3)])
+		b0, b1, b2, b3 = b0^uint32(t[1][uint16(a0)]), b1^uint32(t[1][uint16(a1)]), b2^uint32(t[1][uint16(a2)]), b3^uint32(t[1][uint16(a3)])
+		a0, a1, a2, a3 = a0^uint32(t[2][uint16(b0)]), a1^uint32(t[2][uint16(b1)]), a2^uint32(t[2][uint16(b2)]), a3^uint32(t[2][uint16(b3)])
+		b0, b1, b2, b3 = b0^uint32(t[3][uint16(a0)]), b1^uint32(t[3][uint16(a1)]), b2^uint32(t[3][uint16(a2)]), b3^uint32(t[3][uint16(a3)])
+		a0, a1, a2, a3 = a0^uint32(t[4][uint16(b0)]), a1^uint32(t[4][uint16(b1)]), a2^uint32(t[4][uint16(b2)]), a3^uint32(t[4][uint16(b3)])
+		b0, b1, b2, b3 = b0^uint32(t[5][uint16(a0)]), b1^uint32(t[5][uint16(a1)]), b2^uint32(t[5][uint16(a2)]), b3^uint32(t[5][uint16(a3)])
+		if feistelRounds > 6 {
+			a0, a1, a2, a3 = a0^uint32(t[6][uint16(b0)]), a1^uint32(t[6][uint16(b1)]), a2^uint32(t[6][uint16(b2)]), a3^uint32(t[6][uint16(b3)])
+			b0, b1, b2, b3 = b0^uint32(t[7][uint16(a0)]), b1^uint32(t[7][uint16(a1)]), b2^uint32(t[7][uint16(a2)]), b3^uint32(t[7][uint16(a3)])
+		}
+		if feistelRounds > 8 {
+			a0, a1, a2, a3 = a0^uint32(t[8][uint16(b0)]), a1^uint32(t[8][uint16(b1)]), a2^uint32(t[8][uint16(b2)]), a3^uint32(t[8][uint16(b3)])
+			b0, b1, b2, b3 = b0^uint32(t[9][uint16(a0)]), b1^uint32(t[9][uint16(a1)]), b2^uint32(t[9][uint16(a2)]), b3^uint32(t[9][uint16(a3)])
+		}
+		x0, x1, x2, x3 := a0<<v|b0, a1<<v|b1, a2<<v|b2, a3<<v|b3
+		x[0], x[1], x[2], x[3] = x0, x1, x2, x3
+		// Note the walkers (x > last, so last - x wraps) without a branch.
+		w := idx[k : k+4 : k+4]
+		w[0] = uint32(j)
+		k0 := int((last - x0) >> 31)
+		w[k0] = uint32(j + 1)
+		k1 := k0 + int((last-x1)>>31)
+		w[k1] = uint32(j + 2)
+		k2 := k1 + int((last-x2)>>31)
+		w[k2] = uint32(j + 3)
+		k += k2 + int((last-x3)>>31)
+	}
+	for ; j < len(xs); j++ { // the last one to three
+		a, b := xs[j]>>v, xs[j]&mv
+		for r := 0; r < feistelRounds; r += 2 {
+			a ^= uint32(t[r][uint16(b)])
+			b ^= uint32(t[r+1][uint16(a)])
+		}
+		x := a<<v | b
+		xs[j], idx[k] = x, uint32(j)
+		k += int((last - x) >> 31)
+	}
+	return idx[:k]
+}
+
+// rejecter supplies redraws after a rejection from the stream labelReject,
+// so a rejection never shifts the other draws.
 type rejecter struct {
 	ks  keystream
 	b   int
@@ -99,11 +250,11 @@ func (r *rejecter) redraw(ks keystream, b int) uint32 {
 	return v
 }
 
-// shuffle is Fisher-Yates (Durstenfeld) on bucket b's segment a: for
-// t = m-1..1 swap a[t] with a[j], j uniform in [0, t] by Lemire's
-// multiply-and-reject on draw m-1-t. A rejection (probability < m/2^32
-// per draw) redraws from the bucket's reject stream.
-func shuffle[T uint8 | uint16 | uint32](a []T, draws []byte, ks keystream, rej *rejecter, b int) {
+// shuffle is Fisher-Yates (Durstenfeld) on a: for t = m-1..1 swap a[t]
+// with a[j], j uniform in [0, t] by Lemire's multiply-and-reject on draw
+// m-1-t. A rejection (probability < m/2^32 per draw) redraws from stream
+// b of labelReject.
+func shuffle(a []uint32, draws []byte, ks keystream, rej *rejecter, b int) {
 	m := len(a)
 	if m < 2 {
 		return
@@ -124,15 +275,6 @@ func shuffle[T uint8 | uint16 | uint32](a []T, draws []byte, ks keystream, rej *
 	}
 }
 
-// drawsFor fills w.draws with bucket b's m-1 draws from the worker's
-// shuffle keystream, which must be positioned at them.
-func (w *permWorker) drawsFor(m int) []byte {
-	n := 4 * max(m-1, 0)
-	w.draws = grow(w.draws, n)
-	w.ks.fill(w.draws)
-	return w.draws
-}
-
 func grow[T any](s []T, n int) []T {
 	if cap(s) < n {
 		return make([]T, n)
@@ -140,48 +282,10 @@ func grow[T any](s []T, n int) []T {
 	return s[:n]
 }
 
-// parallel runs f(w) for w < p.workers and waits.
-func (p *Permuter) parallel(f func(w int)) {
-	if p.workers == 1 {
-		f(0)
-		return
-	}
-	var wg sync.WaitGroup
-	for w := range p.workers {
-		wg.Go(func() { f(w) })
-	}
-	wg.Wait()
-}
-
-// rowRange is worker w's rows for the bucket draw and the scatter.
-func (p *Permuter) rowRange(w int) (int, int) {
-	return p.n * w / p.workers, p.n * (w + 1) / p.workers
-}
-
-// bucketRange is worker w's buckets for the shuffles, balanced by rows.
-func (p *Permuter) bucketRange(w int) (int, int) {
-	B := 1 << p.bbits
-	find := func(q int) int { // first bucket starting at or after q
-		b, _ := slices.BinarySearch(p.off[:B], q)
-		return b
-	}
-	lo, hi := find(p.n*w/p.workers), find(p.n*(w+1)/p.workers)
-	if w == p.workers-1 {
-		hi = B
-	}
-	return lo, hi
-}
-
-// layout derives the buckets of n rows from the seed: every row's bucket,
-// the bucket offsets, each bucket's first draw, and every worker's
-// scatter cursors (its rows go after the earlier workers' rows of the
-// same bucket, so the scatter is stable whatever the number of workers).
-func (p *Permuter) layout(ks keystream, n int) {
-	rows := p.bucketRows
-	if rows == 0 {
-		rows = bucketRows
-	}
-	p.n, p.bbits = n, bucketBits(n, rows)
+// prepare derives pi^-1 for n rows from the seed (the exact table or the
+// Feistel's round tables) and sets the workers.
+func (p *Permuter) prepare(ks keystream, n int) {
+	p.n = n
 	p.workers = p.Workers
 	if p.workers <= 0 {
 		p.workers = runtime.GOMAXPROCS(0)
@@ -190,124 +294,163 @@ func (p *Permuter) layout(ks keystream, n int) {
 	for len(p.work) < p.workers {
 		p.work = append(p.work, permWorker{})
 	}
-	B := 1 << p.bbits
-	width := 1
-	if p.bbits > 8 {
-		width = 2
+	if n <= exactRows {
+		p.exactTable(ks, n)
+		return
 	}
-	p.ids = grow(p.ids, width*n)
-	p.cur = grow(p.cur, p.workers*B)
-	clear(p.cur)
-	p.parallel(func(w int) {
-		r0, r1 := p.rowRange(w)
-		ks := ks
-		ks.seek(labelBucket, 0, uint64(width*r0))
-		ids := p.ids[width*r0 : width*r1]
-		ks.fill(ids)
-		cnt, mask := p.cur[w*B:(w+1)*B], B-1
-		if width == 1 {
-			for _, v := range ids {
-				cnt[int(v)&mask]++
-			}
-			return
-		}
-		for i := 0; i+1 < len(ids); i += 2 {
-			cnt[int(binary.LittleEndian.Uint16(ids[i:]))&mask]++
-		}
-	})
-	p.off = grow(p.off, B+1)
-	p.draw = grow(p.draw, B+1)
-	p.off[0], p.draw[0] = 0, 0
-	for b := range B {
-		m := 0
-		for w := range p.workers { // counts become cursors
-			c := p.cur[w*B+b]
-			p.cur[w*B+b] = p.off[b] + m
-			m += c
-		}
-		p.off[b+1] = p.off[b] + m
-		p.draw[b+1] = p.draw[b] + int64(max(m-1, 0))
-	}
+	p.f.shape(n)
+	p.draws = p.f.tables(ks, p.draws)
 }
 
-func (p *Permuter) bucket(i int) int {
-	if p.bbits <= 8 {
-		return int(p.ids[i]) & (1<<p.bbits - 1)
+// exactTable sets p.exact to pi^-1 for n <= exactRows rows: the identity
+// shuffled by Fisher-Yates with the draws of stream labelShuffle.
+func (p *Permuter) exactTable(ks keystream, n int) {
+	p.exact = grow(p.exact, n)
+	for i := range p.exact {
+		p.exact[i] = uint32(i)
 	}
-	return int(binary.LittleEndian.Uint16(p.ids[2*i:])) & (1<<p.bbits - 1)
+	p.draws = grow(p.draws, 4*max(n-1, 0))
+	ks.seek(labelShuffle, 0, 0)
+	ks.fill(p.draws)
+	p.rej.ks.ctr = nil
+	shuffle(p.exact, p.draws, ks, &p.rej, 0)
 }
 
-// scatter moves src into dst bucket by bucket, keeping row order within a
-// bucket (the stability the uniformity argument relies on). With live,
-// deleted rows enter as dead.
-func scatter[T uint8 | uint16 | uint32](p *Permuter, dst, src []T, live []uint64, dead T) {
-	B := 1 << p.bbits
-	p.parallel(func(w int) {
-		r0, r1 := p.rowRange(w)
-		cur := p.cur[w*B : (w+1)*B]
-		switch {
-		case live == nil && p.bbits <= 8:
-			ids, mask := p.ids[r0:r1], byte(B-1)
-			for i, v := range src[r0:r1] {
-				b := ids[i] & mask
-				dst[cur[b]] = v
-				cur[b]++
-			}
-		case p.bbits <= 8:
-			// A holder's rows are nearly all live: whole live words (64
-			// rows) take the tight loop, the rest test each row.
-			ids, mask := p.ids, byte(B-1)
-			for i := r0; i < r1; {
-				end := min(r1, i|63+1)
-				if lw := live[i>>6]; lw == ^uint64(0) {
-					for ; i < end; i++ {
-						b := ids[i] & mask
-						dst[cur[b]] = src[i]
-						cur[b]++
+// rowsAt returns pi^-1 of positions [q0, q0+c).
+func (p *Permuter) rowsAt(pw *permWorker, q0, c int) []uint32 {
+	if p.n <= exactRows {
+		return p.exact[q0 : q0+c]
+	}
+	pw.rows = grow(pw.rows, c)
+	pw.walk = p.f.rows(pw.rows, uint32(q0), pw.walk)
+	return pw.rows
+}
+
+// parallel runs f(w, p0, p1) for every worker w and its positions
+// [p0, p1), and waits.
+func (p *Permuter) parallel(f func(pw *permWorker, p0, p1 int)) {
+	if p.workers == 1 {
+		f(&p.work[0], 0, p.n)
+		return
+	}
+	var wg sync.WaitGroup
+	for w := range p.workers {
+		wg.Go(func() { f(&p.work[w], p.n*w/p.workers, p.n*(w+1)/p.workers) })
+	}
+	wg.Wait()
+}
+
+// masked is one vector of a permute-and-mask step: dst[pi(i)] = src[i] +
+// m_holder[pi(i)].
+type masked[E Elem] struct {
+	dst, src []E
+	holder   int
+}
+
+// permuteMasked gathers each vector's shares in position order, a chunk
+// at a time, and adds its holder's mask to the chunk while it is in
+// cache. A row whose live bit is clear (live == nil: all live) enters as
+// DeadScore in holder 0's vector and as 0 in the others.
+func permuteMasked[E Elem](p *Permuter, seed *Seed, live []uint64, mu int, vs ...masked[E]) error {
+	n := len(vs[0].src)
+	ks, err := newKeystream(seed)
+	if err != nil {
+		return err
+	}
+	p.prepare(ks, n)
+	if allLive(live, n) {
+		live = nil
+	}
+	size := elemSize[E]()
+	p.parallel(func(pw *permWorker, p0, p1 int) {
+		for k, v := range vs {
+			pw.masks[k].start(ks, v.holder, mu, uint64(p0*size))
+		}
+		for q := p0; q < p1; q += permChunk {
+			c := min(permChunk, p1-q)
+			rows := p.rowsAt(pw, q, c)
+			for k, v := range vs {
+				dst := v.dst[q : q+c]
+				gather(dst, v.src, rows)
+				if live != nil {
+					var dead E
+					if v.holder == 0 {
+						dead = E(DeadScore[E]())
 					}
-					continue
+					markDead(dst, rows, live, dead)
 				}
-				for ; i < end; i++ {
-					v := src[i]
-					if live[i>>6]>>uint(i&63)&1 == 0 {
-						v = dead
-					}
-					b := ids[i] & mask
-					dst[cur[b]] = v
-					cur[b]++
-				}
-			}
-		default:
-			for i := r0; i < r1; i++ {
-				v := src[i]
-				if live != nil && live[i>>6]>>uint(i&63)&1 == 0 {
-					v = dead
-				}
-				b := p.bucket(i)
-				dst[cur[b]] = v
-				cur[b]++
+				addMask(pw, &pw.masks[k], dst)
 			}
 		}
 	})
+	return nil
 }
 
-// shuffleAll shuffles every bucket of dst in parallel, then calls after
-// on each worker's positions [p0, p1) (for the masks).
-func shuffleAll[T uint8 | uint16 | uint32](p *Permuter, dst []T, ks keystream, after func(pw *permWorker, p0, p1 int)) {
-	p.parallel(func(w int) {
-		b0, b1 := p.bucketRange(w)
-		pw := &p.work[w]
-		pw.ks = ks
-		pw.ks.seek(labelShuffle, 0, uint64(p.draw[b0])*4)
-		pw.rej.ks.ctr = nil
-		for b := b0; b < b1; b++ {
-			seg := dst[p.off[b]:p.off[b+1]]
-			shuffle(seg, pw.drawsFor(len(seg)), ks, &pw.rej, b)
+// allLive reports whether the first n live bits are all set.
+func allLive(live []uint64, n int) bool {
+	if live == nil {
+		return true
+	}
+	for _, w := range live[:n/64] {
+		if w != ^uint64(0) {
+			return false
 		}
-		if after != nil {
-			after(pw, p.off[b0], p.off[b1])
+	}
+	r := uint(n % 64)
+	return r == 0 || live[n/64]&(1<<r-1) == 1<<r-1
+}
+
+// gather sets dst[j] = src[rows[j]].
+func gather[E Elem](dst, src []E, rows []uint32) {
+	dst = dst[:len(rows)]
+	for j, r := range rows {
+		dst[j] = src[r]
+	}
+}
+
+// markDead sets dst[j] = dead where row rows[j]'s live bit is clear.
+func markDead[E Elem](dst []E, rows []uint32, live []uint64, dead E) {
+	dst = dst[:len(rows)]
+	for j, r := range rows {
+		if live[r>>6]>>(r&63)&1 == 0 {
+			dst[j] = dead
 		}
-	})
+	}
+}
+
+// masker adds holder h's mask R_(h+1) - R_h to a worker's consecutive
+// chunks of positions, from at most two keystreams positioned once.
+type masker struct {
+	ks  [2]keystream
+	neg [2]bool
+	k   int
+}
+
+// start positions the streams at byte off (the worker's first position).
+func (m *masker) start(ks keystream, holder, mu int, off uint64) {
+	m.k = 0
+	for i, t := range [2]int{holder + 1, holder} {
+		if t == mu || t == 0 {
+			continue // R_mu = R_0 = 0
+		}
+		m.ks[m.k] = keystream{block: ks.block}
+		m.ks[m.k].seek(labelMask, uint32(t), off)
+		m.neg[m.k] = i == 1
+		m.k++
+	}
+}
+
+// addMask adds the mask's next len(dst) elements to dst.
+func addMask[E Elem](pw *permWorker, m *masker, dst []E) {
+	pw.buf = grow(pw.buf, len(dst)*elemSize[E]())
+	for i := range m.k {
+		m.ks[i].fill(pw.buf)
+		if mask := viewElems[E](pw.buf); m.neg[i] {
+			subInto(dst, mask)
+		} else {
+			addInto(dst, mask)
+		}
+	}
 }
 
 // PermuteMask is share holder `holder`'s (0-based, of mu) permute-and-mask
@@ -332,48 +475,13 @@ func PermuteMask[E Elem](p *Permuter, dst, src []E, live []uint64, seed *Seed, h
 	case n > 0 && &dst[0] == &src[0]:
 		return fmt.Errorf("sharing: permute in place: dst and src must differ")
 	}
-	ks, err := newKeystream(seed)
-	if err != nil {
-		return err
-	}
-	p.layout(ks, n)
-	var dead E
-	if holder == 0 {
-		dead = E(DeadScore[E]())
-	}
-	scatter(p, dst, src, live, dead)
-	shuffleAll(p, dst, ks, func(pw *permWorker, p0, p1 int) { addMask(pw, dst, ks, holder, mu, p0, p1) })
-	return nil
-}
-
-// addMask adds holder's mask R_(holder+1) - R_holder to dst[p0:p1].
-func addMask[E Elem](pw *permWorker, dst []E, ks keystream, holder, mu, p0, p1 int) {
-	size := elemBits[E]() / 8
-	pw.buf = grow(pw.buf, 8192)
-	chunk := len(pw.buf) / size
-	for k, t := range [2]int{holder + 1, holder} {
-		if t == mu || t == 0 {
-			continue // R_mu = R_0 = 0
-		}
-		pw.ks = keystream{block: ks.block}
-		pw.ks.seek(labelMask, uint32(t), uint64(p0*size))
-		for a := p0; a < p1; a += chunk {
-			c := min(chunk, p1-a)
-			pw.ks.fill(pw.buf[:c*size])
-			m := viewElems[E](pw.buf[:c*size])
-			if k == 0 {
-				addInto(dst[a:a+c], m)
-			} else {
-				subInto(dst[a:a+c], m)
-			}
-		}
-	}
+	return permuteMasked(p, seed, live, mu, masked[E]{dst, src, holder})
 }
 
 // Unpermute maps permuted positions back to rows for the entry: rows[i] =
-// pi^-1(positions[i]) for the permutation of n rows under seed. It replays
-// the bucket draw and only the buckets holding the positions (the top-K),
-// not the whole permutation.
+// pi^-1(positions[i]) for the permutation of n rows under seed. Above
+// exactRows rows it evaluates the Feistel at the positions alone, with no
+// table: about 10 AES blocks per position.
 func (p *Permuter) Unpermute(rows, positions []int, seed *Seed, n int) error {
 	if len(rows) != len(positions) || n < 0 || n > maxPermRows {
 		return fmt.Errorf("sharing: unpermute %d positions into %d rows (n = %d)", len(positions), len(rows), n)
@@ -390,75 +498,16 @@ func (p *Permuter) Unpermute(rows, positions []int, seed *Seed, n int) error {
 	if err != nil {
 		return err
 	}
-	p.layout(ks, n)
-	B := 1 << p.bbits
-	// Position q is local index q - off[b] of bucket b; replaying b's
-	// shuffle on the identity says which member, by rank in row order (the
-	// scatter is stable), landed there.
-	p.tgt = p.tgt[:0]
+	if n <= exactRows {
+		p.exactTable(ks, n)
+		for i, q := range positions {
+			rows[i] = int(p.exact[q])
+		}
+		return nil
+	}
+	p.f.shape(n) // the tables are not needed
 	for i, q := range positions {
-		b, _ := slices.BinarySearch(p.off[:B+1], q+1) // first offset > q
-		p.tgt = append(p.tgt, target{b: b - 1, rank: q, i: i})
-	}
-	slices.SortFunc(p.tgt, func(x, y target) int { return x.b - y.b })
-	pw := &p.work[0]
-	for i := 0; i < len(p.tgt); {
-		b := p.tgt[i].b
-		m := p.off[b+1] - p.off[b]
-		p.idx = grow(p.idx, m)
-		for t := range p.idx {
-			p.idx[t] = uint32(t)
-		}
-		pw.ks = ks
-		pw.ks.seek(labelShuffle, 0, uint64(p.draw[b])*4)
-		pw.rej.ks.ctr = nil
-		shuffle(p.idx, pw.drawsFor(m), ks, &pw.rej, b)
-		for ; i < len(p.tgt) && p.tgt[i].b == b; i++ {
-			p.tgt[i].rank = int(p.idx[p.tgt[i].rank-p.off[b]])
-		}
-	}
-	// One pass over the rows finds the rank-th member of each bucket.
-	slices.SortFunc(p.tgt, func(x, y target) int {
-		if x.b != y.b {
-			return x.b - y.b
-		}
-		return x.rank - y.rank
-	})
-	p.first = grow(p.first, max(B, 256))
-	for b := range p.first {
-		p.first[b] = -1
-	}
-	for t := len(p.tgt) - 1; t >= 0; t-- {
-		p.first[p.tgt[t].b] = int32(t)
-	}
-	seen := p.cur[:B] // members seen so far, counted in target buckets only
-	clear(seen)
-	left := len(p.tgt)
-	for r := 0; r < n && left > 0; r++ {
-		var b int
-		if p.bbits <= 8 { // the common case: skip rows of other buckets fast
-			ids, first, mask := p.ids[:n], p.first[:256], byte(B-1)
-			for r < n && first[ids[r]&mask] < 0 {
-				r++
-			}
-			if r == n {
-				break
-			}
-			b = int(ids[r] & mask)
-		} else if b = p.bucket(r); p.first[b] < 0 {
-			continue
-		}
-		t := p.first[b]
-		c := seen[b]
-		seen[b]++
-		for ; int(t) < len(p.tgt) && p.tgt[t].b == b && p.tgt[t].rank == c; t++ {
-			rows[p.tgt[t].i] = r
-			left--
-		}
-		if int(t) == len(p.tgt) || p.tgt[t].b != b {
-			t = -1 // bucket done
-		}
-		p.first[b] = t
+		rows[i] = int(p.f.at(ks.block, uint32(q)))
 	}
 	return nil
 }
@@ -473,18 +522,16 @@ func (p *Permuter) Permutation(seed *Seed, n int) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.layout(ks, n)
-	id := make([]uint32, n)
-	for i := range id {
-		id[i] = uint32(i)
-	}
-	inv := make([]uint32, n)
-	scatter(p, inv, id, nil, 0)
-	shuffleAll(p, inv, ks, nil)
+	p.prepare(ks, n)
 	pi := make([]int, n)
-	for q, r := range inv {
-		pi[r] = q
-	}
+	p.parallel(func(pw *permWorker, p0, p1 int) {
+		for q := p0; q < p1; q += permChunk {
+			c := min(permChunk, p1-q)
+			for j, r := range p.rowsAt(pw, q, c) {
+				pi[r] = q + j
+			}
+		}
+	})
 	return pi, nil
 }
 
@@ -572,25 +619,45 @@ const decideTile = 4096
 // when <= 0) over position ranges. Words whose lanes all fall below the
 // current cut are skipped with one SWAR comparison.
 func Decide[E Elem](k, threshold, workers int, shares ...[]E) ([]sharing.Match, error) {
+	top, _, err := decide(k, threshold, workers, false, shares)
+	return top, err
+}
+
+// DecideBest is Decide that also returns the query's best live score,
+// whether or not it reaches the threshold (the decider's statistics), from
+// the same pass: while no position has reached the threshold, a worker
+// also looks at the positions that beat its best score so far, which in
+// permuted order are few (a random sequence has about ln n records). ok
+// is false where no row lives.
+func DecideBest[E Elem](k, threshold, workers int, shares ...[]E) (top []sharing.Match, best int, ok bool, err error) {
+	top, best, err = decide(k, threshold, workers, true, shares)
+	return top, best, err == nil && best > DeadScore[E](), err
+}
+
+// decide is Decide, and with track DecideBest's best score (DeadScore
+// where no row lives).
+func decide[E Elem](k, threshold, workers int, track bool, shares [][]E) ([]sharing.Match, int, error) {
+	dead := DeadScore[E]()
 	if len(shares) < 1 {
-		return nil, fmt.Errorf("sharing: no score shares")
+		return nil, dead, fmt.Errorf("sharing: no score shares")
 	}
 	n := len(shares[0])
 	if err := checkShares(shares, n); err != nil {
-		return nil, err
+		return nil, dead, err
 	}
 	if k < 1 {
-		return nil, fmt.Errorf("sharing: top-k with k = %d, want >= 1", k)
+		return nil, dead, fmt.Errorf("sharing: top-k with k = %d, want >= 1", k)
 	}
-	threshold = max(threshold, DeadScore[E]()+1)
-	if threshold > RingOf[E]().MaxScore() {
-		return nil, nil
+	threshold = max(threshold, dead+1)
+	if threshold > RingOf[E]().MaxScore() && !track {
+		return nil, dead, nil
 	}
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
 	workers = max(min(workers, n/(4*decideTile)), 1)
 	results := make([][]sharing.Match, workers)
+	bests := make([]int, workers)
 	var wg sync.WaitGroup
 	for g := range workers {
 		a, b := n*g/workers, n*(g+1)/workers
@@ -598,19 +665,47 @@ func Decide[E Elem](k, threshold, workers int, shares ...[]E) ([]sharing.Match, 
 		if g == workers-1 {
 			b = n
 		}
-		wg.Go(func() { results[g] = decideRange(shares, a, b, k, threshold) })
+		wg.Go(func() { results[g], bests[g] = decideRange(shares, a, b, k, threshold, track) })
 	}
 	wg.Wait()
-	if workers == 1 {
-		return results[0], nil
+	top := results[0]
+	if workers > 1 {
+		top = sharing.Merge(k, results...)
 	}
-	return sharing.Merge(k, results...), nil
+	if len(top) > 0 {
+		return top, top[0].Score, nil // a match beats every score below the threshold
+	}
+	return top, slices.Max(bests), nil
 }
 
-// decideRange is Decide over positions [a, b) on one goroutine.
-func decideRange[E Elem](shares [][]E, a, b, k, threshold int) []sharing.Match {
-	top := make([]sharing.Match, 0, k)
-	cut := threshold // a position is a candidate when its score >= cut
+// decider is one worker's state in decideRange.
+type decider struct {
+	top  []sharing.Match
+	k    int
+	cut  int // a position is a candidate when its score >= cut
+	lo   int // a position is looked at when its score >= lo (<= cut)
+	best int // the best score below the threshold (tracking)
+}
+
+// look takes the score v >= lo at position q: a candidate, or while
+// tracking (no candidate yet) the best score so far.
+func (d *decider) look(q, v int) {
+	if v < d.cut {
+		d.best, d.lo = v, v+1
+		return
+	}
+	offer(&d.top, d.k, sharing.Match{Row: q, Score: v}, &d.cut)
+	d.lo = d.cut // a candidate ends the tracking
+}
+
+// decideRange is Decide over positions [a, b) on one goroutine; with
+// track it also returns the best score below the threshold while no
+// position reaches it (DeadScore where none lives).
+func decideRange[E Elem](shares [][]E, a, b, k, threshold int, track bool) ([]sharing.Match, int) {
+	d := decider{top: make([]sharing.Match, 0, k), k: k, cut: threshold, lo: threshold, best: DeadScore[E]()}
+	if track {
+		d.lo = d.best + 1
+	}
 	h := hiBits[E]()
 	bitsE := elemBits[E]()
 	size := bitsE / 8
@@ -633,11 +728,11 @@ func decideRange[E Elem](shares [][]E, a, b, k, threshold int) []sharing.Match {
 			}
 		}
 		// Signed lanes become unsigned by flipping their top bit; a lane
-		// u reaches the biased cut c iff u + (2^k - c) carries out.
+		// u reaches the biased bound c iff u + (2^k - c) carries out.
 		lanesPerWord := 8 / size
 		for i, w := range words {
-			c := uint64(cut + 1<<(bitsE-1))
-			if c > lanesMask { // nothing can reach the cut any more
+			c := uint64(d.lo + 1<<(bitsE-1))
+			if c > lanesMask { // nothing can reach the bound any more
 				break
 			}
 			tb := (lanesMask + 1 - c) * (^uint64(0) / lanesMask) // broadcast
@@ -648,19 +743,19 @@ func decideRange[E Elem](shares [][]E, a, b, k, threshold int) []sharing.Match {
 			}
 			for l := range lanesPerWord {
 				q := t0 + i*lanesPerWord + l
-				if v := sumAt(shares, q); v >= cut {
-					offer(&top, k, sharing.Match{Row: q, Score: v}, &cut)
+				if v := sumAt(shares, q); v >= d.lo {
+					d.look(q, v)
 				}
 			}
 		}
 		for q := t0 + nw*8/size; q < t1; q++ {
-			if v := sumAt(shares, q); v >= cut {
-				offer(&top, k, sharing.Match{Row: q, Score: v}, &cut)
+			if v := sumAt(shares, q); v >= d.lo {
+				d.look(q, v)
 			}
 		}
 	}
-	slices.SortFunc(top, sharing.CompareMatches)
-	return top
+	slices.SortFunc(d.top, sharing.CompareMatches)
+	return d.top, d.best
 }
 
 // sumAt is the signed score at position q (the rare slow path).

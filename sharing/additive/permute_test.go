@@ -19,46 +19,42 @@ func testSeed(i uint64) Seed {
 }
 
 func TestPermutation(t *testing.T) {
-	for _, c := range []struct{ n, bucketRows int }{
-		{0, bucketRows}, {1, bucketRows}, {2, bucketRows}, {1000, bucketRows}, {4097, bucketRows},
-		{70000, bucketRows}, {10000, 16}, {300, 1},
-	} {
-		t.Run(fmt.Sprintf("n=%d/bucket=%d", c.n, c.bucketRows), func(t *testing.T) {
-			p, p1 := Permuter{bucketRows: c.bucketRows}, Permuter{bucketRows: c.bucketRows}
-			p1.Workers = 1
-			p.Workers = 3
+	for _, n := range []int{0, 1, 2, 3, 5, 255, 256, 257, 1000, 4097, exactRows - 1, exactRows,
+		exactRows + 1, 70000, 100003, 1 << 17, 1<<17 + 1, 300007} {
+		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
+			p, p1 := Permuter{Workers: 3}, Permuter{Workers: 1}
 			s1, s2 := testSeed(1), testSeed(2)
-			a, err := p.Permutation(&s1, c.n)
+			a, err := p.Permutation(&s1, n)
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, _ := p1.Permutation(&s1, c.n)
-			other, _ := p.Permutation(&s2, c.n)
+			b, _ := p1.Permutation(&s1, n)
+			other, _ := p.Permutation(&s2, n)
 			if !slices.Equal(a, b) {
 				t.Fatal("permutation depends on the number of workers")
 			}
-			if c.n > 3 && slices.Equal(a, other) {
+			if n > 3 && slices.Equal(a, other) {
 				t.Fatal("two seeds gave the same permutation")
 			}
-			seen := make([]bool, c.n)
+			seen := make([]bool, n)
 			for _, q := range a {
-				if q < 0 || q >= c.n || seen[q] {
-					t.Fatalf("not a permutation: %v", a)
+				if q < 0 || q >= n || seen[q] {
+					t.Fatalf("not a permutation: %v", a[:min(n, 20)])
 				}
 				seen[q] = true
 			}
 			// Unpermute inverts it, for positions in any order, repeated,
-			// and several in one bucket.
-			r := rand.New(rand.NewPCG(uint64(c.n), 1))
+			// and the ends.
+			r := rand.New(rand.NewPCG(uint64(n), 1))
 			var pos []int
-			for range min(c.n, 40) {
-				pos = append(pos, r.IntN(c.n))
+			for range min(n, 40) {
+				pos = append(pos, r.IntN(n))
 			}
-			if c.n > 0 {
-				pos = append(pos, pos[0], 0, c.n-1)
+			if n > 0 {
+				pos = append(pos, pos[0], 0, n-1)
 			}
 			rows := make([]int, len(pos))
-			if err := p.Unpermute(rows, pos, &s1, c.n); err != nil {
+			if err := p.Unpermute(rows, pos, &s1, n); err != nil {
 				t.Fatal(err)
 			}
 			for i, q := range pos {
@@ -68,8 +64,19 @@ func TestPermutation(t *testing.T) {
 			}
 		})
 	}
+	// A Permuter reused across sizes (tables of another domain, walkers'
+	// scratch, the exact table) gives what a fresh one does.
+	var reused Permuter
+	s := testSeed(9)
+	for _, n := range []int{300007, 5, 70000, 1 << 20, 1000, 131073} {
+		got, _ := reused.Permutation(&s, n)
+		want, _ := (&Permuter{}).Permutation(&s, n)
+		if !slices.Equal(got, want) {
+			t.Fatalf("n=%d: a reused Permuter differs from a fresh one", n)
+		}
+	}
 	var p Permuter
-	s := testSeed(1)
+	s = testSeed(1)
 	if err := p.Unpermute(make([]int, 1), []int{5}, &s, 5); err == nil {
 		t.Error("position past n accepted")
 	}
@@ -81,14 +88,111 @@ func TestPermutation(t *testing.T) {
 	}
 }
 
+// TestFeistel drives the Feistel network itself at every size, tiny ones
+// too (the permutation uses it above exactRows only): its walk is a
+// bijection of [0, n), the table look-ups (four at a time and singly)
+// agree with the entry's AES-block evaluation, and each point walks
+// fewer than 2 steps on average.
+func TestFeistel(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 3))
+	sizes := []int{1, 2, 3, 4, 5, 7, 8, 9, 17, 255, 256, 257, 1000, 1023, 1024, 1025, 4097, 65537, 100003}
+	for range 20 {
+		sizes = append(sizes, 2+r.IntN(5000))
+	}
+	for _, n := range sizes {
+		seed := testSeed(uint64(n))
+		ks, _ := newKeystream(&seed)
+		var f feistel
+		f.shape(n)
+		f.tables(ks, nil)
+		rows := make([]uint32, n)
+		f.rows(rows, 0, nil)
+		seen := make([]bool, n)
+		for q, x := range rows {
+			if x >= uint32(n) || seen[x] {
+				t.Fatalf("n=%d: not a permutation at position %d", n, q)
+			}
+			seen[x] = true
+		}
+		for range 20 {
+			q := r.IntN(n)
+			if got := f.at(ks.block, uint32(q)); got != rows[q] {
+				t.Fatalf("n=%d: at(%d) = %d, tables say %d", n, q, got, rows[q])
+			}
+		}
+		// Walks: every step lands on a distinct point of [0, 2^m), so the
+		// n walks take at most 2^m < 2n steps in all.
+		taken, one := 0, make([]uint32, 1)
+		for q := range n {
+			for one[0] = uint32(q); ; {
+				f.steps(one, make([]uint32, 1))
+				taken++
+				if one[0] < uint32(n) {
+					break
+				}
+			}
+		}
+		if taken > 1<<f.m || (n > 1 && 1<<f.m >= 2*n) {
+			t.Fatalf("n=%d: %d steps over a domain of 2^%d", n, taken, f.m)
+		}
+	}
+}
+
+// TestFeistelSpread: over many seeds the row at a fixed position, and
+// the distance between the rows at two adjacent positions, spread evenly
+// (chi-square over 64 bins): a sanity check that the keyed tables mix,
+// not a test of pseudorandomness.
+func TestFeistelSpread(t *testing.T) {
+	const n, trials, bins = 1_000_003, 6400, 64
+	var p Permuter
+	var at, gap [bins]int
+	rows := make([]int, 2)
+	for i := range trials {
+		s := testSeed(uint64(i) + 5000)
+		if err := p.Unpermute(rows, []int{12345, 12346}, &s, n); err != nil {
+			t.Fatal(err)
+		}
+		at[rows[0]*bins/n]++
+		gap[((rows[1]-rows[0])%n+n)%n*bins/n]++
+	}
+	for name, h := range map[string][]int{"row": at[:], "gap": gap[:]} {
+		if chi := chiSquare(h, trials); chi > 63+6*sqrt(2*63) {
+			t.Errorf("%s: chi2 = %.1f with 63 degrees of freedom", name, chi)
+		}
+	}
+}
+
+// TestPermutationGolden pins pi^-1 at a few positions for a fixed seed,
+// on the exact table and on the Feistel: every holder must compute the
+// same permutation, so a change here is a change of the wire (the
+// decider's positions mean other rows to a server of another build).
+func TestPermutationGolden(t *testing.T) {
+	s := testSeed(7)
+	var p Permuter
+	for _, c := range []struct {
+		n    int
+		want []int
+	}{
+		{1000, []int{469, 885, 161, 118, 594}},
+		{1_000_003, []int{536339, 828567, 373272, 17982, 543904}},
+	} {
+		pos := []int{0, 1, 2, c.n / 2, c.n - 1}
+		rows := make([]int, len(pos))
+		if err := p.Unpermute(rows, pos, &s, c.n); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(rows, c.want) {
+			t.Errorf("n=%d: pi^-1(%v) = %#v, want %v", c.n, pos, rows, c.want)
+		}
+	}
+}
+
 // TestPermutationUniform: over many seeds every permutation of a tiny n
-// appears equally often (chi-square), with one bucket and with several,
-// so the bucket draw, the stable scatter and the shuffles compose to a
-// uniform permutation.
+// appears equally often (chi-square): the exact table is uniform.
 func TestPermutationUniform(t *testing.T) {
-	for _, c := range []struct{ n, bucketRows, trials int }{{4, 4096, 12000}, {4, 1, 12000}, {5, 2, 24000}} {
-		t.Run(fmt.Sprintf("n=%d/buckets=%d", c.n, 1<<bucketBits(c.n, c.bucketRows)), func(t *testing.T) {
-			p := Permuter{bucketRows: c.bucketRows}
+	for _, c := range []struct{ n, trials int }{{4, 12000}, {5, 24000}} {
+		t.Run(fmt.Sprintf("n=%d", c.n), func(t *testing.T) {
+			var p Permuter
 			count := map[string]int{}
 			for i := range c.trials {
 				s := testSeed(uint64(i) + 1000)
@@ -151,7 +255,7 @@ func TestShuffleRejection(t *testing.T) {
 
 func testPermuteMask[E Elem](t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 14))
-	for _, n := range []int{1, 7, 5000, 40000} {
+	for _, n := range []int{1, 7, 5000, 40000, 70001, 200003} {
 		for _, c := range []struct{ mu, deadEvery int }{{2, 9}, {3, 9}, {5, 9}, {2, 1000}, {3, 1000}} {
 			// Every 9th row dead leaves no whole live word; every 1000th
 			// leaves most words whole (the scatter's fast path).
@@ -234,20 +338,21 @@ func TestPermuteMask(t *testing.T) {
 // TestMaskUniform: the decider's view of one holder is uniform bytes even
 // when every score share is zero.
 func TestMaskUniform(t *testing.T) {
-	const n = 1 << 16
-	src := make([]uint8, n)
-	out := make([]uint8, n)
 	var p Permuter
-	for _, mu := range []int{2, 3} {
-		for h := range mu {
-			s := testSeed(uint64(100 + h))
-			PermuteMask(&p, out, src, nil, &s, h, mu)
-			var hist [256]int
-			for _, v := range out {
-				hist[v]++
-			}
-			if chi := chiSquare(hist[:], n); chi > 380 {
-				t.Errorf("mu=%d/holder=%d: chi2 = %.0f", mu, h, chi)
+	for _, n := range []int{exactRows, 1 << 17} {
+		src := make([]uint8, n)
+		out := make([]uint8, n)
+		for _, mu := range []int{2, 3} {
+			for h := range mu {
+				s := testSeed(uint64(100 + h))
+				PermuteMask(&p, out, src, nil, &s, h, mu)
+				var hist [256]int
+				for _, v := range out {
+					hist[v]++
+				}
+				if chi := chiSquare(hist[:], n); chi > 380 {
+					t.Errorf("n=%d/mu=%d/holder=%d: chi2 = %.0f", n, mu, h, chi)
+				}
 			}
 		}
 	}
@@ -313,6 +418,15 @@ func testDecide[E Elem](t *testing.T) {
 								if !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
 									t.Fatalf("k=%d/thr=%d/workers=%d: %v, want %v", k, thr, workers, got, want)
 								}
+								// DecideBest: the same matches and, from the
+								// same pass, the best live score reached or not.
+								got, best, ok, err := DecideBest(k, thr, workers, shares...)
+								if err != nil || !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
+									t.Fatalf("DecideBest k=%d/thr=%d/workers=%d: %v (%v), want %v", k, thr, workers, got, err, want)
+								}
+								if ok != (len(all) > 0) || ok && best != all[0].Score {
+									t.Fatalf("DecideBest k=%d/thr=%d/workers=%d: best %d (%v), want %v", k, thr, workers, best, ok, all[:min(1, len(all))])
+								}
 							}
 						}
 					}
@@ -340,6 +454,37 @@ func testDecide[E Elem](t *testing.T) {
 func TestDecide(t *testing.T) {
 	testDecide[uint8](t)
 	testDecide[uint16](t)
+}
+
+// TestDecideBest: a rejected query's best score comes from the one pass,
+// in permuted order and with the records of an ascending run (every
+// position beats the ones before); a store of deleted rows has none.
+func TestDecideBest(t *testing.T) {
+	const n = 50000
+	dead := make([]uint8, n)
+	for i := range dead {
+		dead[i] = uint8(DeadScore[uint8]())
+	}
+	if _, _, ok, err := DecideBest(3, 10, 0, dead); ok || err != nil {
+		t.Fatalf("a store of deleted rows gave a best score (%v)", err)
+	}
+	r := rand.New(rand.NewPCG(19, 20))
+	up, random := make([]uint8, n), make([]uint8, n)
+	for i := range n {
+		up[i] = uint8(i * 100 / n)                // 0..99, ascending
+		random[i] = uint8(int8(r.IntN(120) - 60)) // -60..59
+	}
+	for name, c := range map[string]struct {
+		v    []uint8
+		want int
+	}{"ascending": {up, 99}, "random": {random, 59}} {
+		for _, thr := range []int{60, 100, 127, 200} {
+			top, best, ok, err := DecideBest(1, thr, 0, c.v)
+			if err != nil || !ok || best != c.want || (len(top) > 0) != (thr <= c.want) {
+				t.Fatalf("%s/thr=%d: %v, best %d (%v, %v), want %d", name, thr, top, best, ok, err, c.want)
+			}
+		}
+	}
 }
 
 func TestSWARAddSub(t *testing.T) {

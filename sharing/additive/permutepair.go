@@ -2,7 +2,6 @@ package additive
 
 import (
 	"fmt"
-	"unsafe"
 
 	"github.com/idface/idface/template"
 )
@@ -10,10 +9,9 @@ import (
 // PermuteMaskPair is PermuteMask for two score-share vectors of one query
 // (a replicated holder's two shares): dstA[pi(i)] = srcA[i] + m_a[pi(i)]
 // and dstB[pi(i)] = srcB[i] + m_b[pi(i)], as two PermuteMask calls give,
-// but with one layout and one shuffle: the two vectors travel packed as
-// pairs (k-bit halves of a 2k-bit element) and are split while each
-// worker adds the masks. Deleted rows enter as DeadScore in the half of
-// holder 0.
+// but with one evaluation of pi: each chunk of positions is mapped to its
+// rows once and both vectors are gathered and masked from it. Deleted
+// rows enter as DeadScore in the vector of holder 0.
 func PermuteMaskPair[E Elem](p *Permuter, dstA, dstB, srcA, srcB []E, live []uint64, seed *Seed, a, b, mu int) error {
 	n := len(srcA)
 	switch {
@@ -23,56 +21,17 @@ func PermuteMaskPair[E Elem](p *Permuter, dstA, dstB, srcA, srcB []E, live []uin
 		return fmt.Errorf("sharing: holders %d and %d of mu = %d", a, b, mu)
 	case live != nil && len(live) < template.Words(n):
 		return fmt.Errorf("sharing: live bitset has %d words, want %d", len(live), template.Words(n))
+	case n > 0 && (aliases(dstA, srcA, srcB) || aliases(dstB, srcA, srcB) || &dstA[0] == &dstB[0]):
+		return fmt.Errorf("sharing: permute in place: the destinations must differ from the sources and from each other")
 	}
-	switch sa := any(srcA).(type) {
-	case []uint8:
-		return permutePair[uint8, uint16](p, any(dstA).([]uint8), any(dstB).([]uint8), sa, any(srcB).([]uint8), live, seed, a, b, mu)
-	case []uint16:
-		return permutePair[uint16, uint32](p, any(dstA).([]uint16), any(dstB).([]uint16), sa, any(srcB).([]uint16), live, seed, a, b, mu)
-	}
-	return fmt.Errorf("sharing: a ring of %d bits", elemBits[E]())
+	return permuteMasked(p, seed, live, mu, masked[E]{dstA, srcA, a}, masked[E]{dstB, srcB, b})
 }
 
-// permutePair packs (srcA[i], srcB[i]) into one T, permutes the pairs
-// once, and unpacks them into dstA and dstB before the masks.
-func permutePair[E uint8 | uint16, T uint16 | uint32](p *Permuter, dstA, dstB, srcA, srcB []E, live []uint64, seed *Seed, a, b, mu int) error {
-	ks, err := newKeystream(seed)
-	if err != nil {
-		return err
-	}
-	n := len(srcA)
-	shift := elemBits[E]()
-	p.pairs = grow(p.pairs, (n*2*shift+63)/64+1)
-	dst := unsafe.Slice((*T)(unsafe.Pointer(&p.pairs[0])), n) // T is 2 or 4 bytes; words are aligned for it
-	var dead T
-	if a == 0 {
-		dead |= T(E(DeadScore[E]()))
-	}
-	if b == 0 {
-		dead |= T(E(DeadScore[E]())) << shift
-	}
-	p.layout(ks, n)
-	// scatter, packing on the way: pair i enters its bucket in row order.
-	B := 1 << p.bbits
-	p.parallel(func(w int) {
-		r0, r1 := p.rowRange(w)
-		cur := p.cur[w*B : (w+1)*B]
-		for i := r0; i < r1; i++ {
-			v := T(srcA[i]) | T(srcB[i])<<shift
-			if live != nil && live[i>>6]>>uint(i&63)&1 == 0 {
-				v = dead
-			}
-			bk := p.bucket(i)
-			dst[cur[bk]] = v
-			cur[bk]++
+func aliases[E Elem](dst []E, srcs ...[]E) bool {
+	for _, s := range srcs {
+		if &dst[0] == &s[0] {
+			return true
 		}
-	})
-	shuffleAll(p, dst, ks, func(pw *permWorker, p0, p1 int) {
-		for i, v := range dst[p0:p1] {
-			dstA[p0+i], dstB[p0+i] = E(v), E(v>>shift)
-		}
-		addMask(pw, dstA, ks, a, mu, p0, p1)
-		addMask(pw, dstB, ks, b, mu, p0, p1)
-	})
-	return nil
+	}
+	return false
 }

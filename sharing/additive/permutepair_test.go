@@ -9,7 +9,7 @@ import (
 
 // TestPermuteMaskPair: the pair variant equals two PermuteMask calls, for
 // both rings, every pair of holders of mu = 3, with and without deleted
-// rows, small buckets, and 1 or 3 workers.
+// rows, on the exact table and the Feistel, and 1 or 3 workers.
 func TestPermuteMaskPair(t *testing.T) {
 	t.Run("k=8", func(t *testing.T) { testPermutePair[uint8](t) })
 	t.Run("k=16", func(t *testing.T) { testPermutePair[uint16](t) })
@@ -17,7 +17,7 @@ func TestPermuteMaskPair(t *testing.T) {
 
 func testPermutePair[E Elem](t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
-	for _, c := range []struct{ n, bucket, workers int }{{0, 0, 1}, {1, 0, 1}, {77, 0, 1}, {5000, 16, 3}, {70001, 0, 3}} {
+	for _, c := range []struct{ n, workers int }{{0, 1}, {1, 1}, {77, 1}, {5000, 3}, {70001, 3}, {140000, 1}} {
 		srcA, srcB := make([]E, c.n), make([]E, c.n)
 		for i := range srcA {
 			srcA[i], srcB[i] = E(r.Uint32()), E(r.Uint32())
@@ -33,7 +33,7 @@ func testPermutePair[E Elem](t *testing.T) {
 		for _, lv := range [][]uint64{nil, live} {
 			for _, h := range [][2]int{{0, 1}, {1, 2}, {2, 0}} {
 				t.Run(fmt.Sprintf("n=%d/holders=%v/live=%v/workers=%d", c.n, h, lv != nil, c.workers), func(t *testing.T) {
-					p := &Permuter{Workers: c.workers, bucketRows: c.bucket}
+					p := &Permuter{Workers: c.workers}
 					wantA, wantB := make([]E, c.n), make([]E, c.n)
 					if err := PermuteMask(p, wantA, srcA, lv, &seed, h[0], 3); err != nil {
 						t.Fatal(err)
@@ -42,7 +42,7 @@ func testPermutePair[E Elem](t *testing.T) {
 						t.Fatal(err)
 					}
 					gotA, gotB := make([]E, c.n), make([]E, c.n)
-					q := &Permuter{Workers: c.workers, bucketRows: c.bucket}
+					q := &Permuter{Workers: c.workers}
 					if err := PermuteMaskPair(q, gotA, gotB, srcA, srcB, lv, &seed, h[0], h[1], 3); err != nil {
 						t.Fatal(err)
 					}
@@ -55,5 +55,9 @@ func testPermutePair[E Elem](t *testing.T) {
 	}
 	if err := PermuteMaskPair(&Permuter{}, make([]E, 2), make([]E, 1), make([]E, 2), make([]E, 2), nil, &Seed{}, 0, 1, 3); err == nil {
 		t.Fatal("vectors of different lengths accepted")
+	}
+	same := make([]E, 2)
+	if err := PermuteMaskPair(&Permuter{}, same, make([]E, 2), make([]E, 2), same, nil, &Seed{}, 0, 1, 3); err == nil {
+		t.Fatal("a destination that is a source accepted")
 	}
 }

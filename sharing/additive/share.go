@@ -184,9 +184,9 @@ func NewSeed(rnd io.Reader) (Seed, error) {
 // label || sub || 0 (64-bit block counter), so their blocks never overlap.
 const (
 	labelShare   = 'S' // ExpandShare; sub = k
-	labelBucket  = 'B' // permutation: bucket of every row
-	labelShuffle = 'F' // permutation: Fisher-Yates draws
-	labelReject  = 'R' // permutation: redraws after a rejection; sub = bucket
+	labelFeistel = 'P' // permutation above 2^16 rows: Feistel round tables; sub = m<<8 | round
+	labelShuffle = 'F' // permutation up to 2^16 rows: Fisher-Yates draws
+	labelReject  = 'R' // permutation up to 2^16 rows: redraws after a rejection
 	labelMask    = 'M' // masks R_t; sub = t
 )
 
