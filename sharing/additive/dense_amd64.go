@@ -108,3 +108,23 @@ func sparseAVX2Tile[E Elem](res []byte, q *Query, cols [][]uint64, off, n int) {
 		}
 	}
 }
+
+// weightRows16AVX2 adds v[r] times the 48 elements at w[48r:] into acc
+// for every row r of v (len(w) >= 48 len(v)), mod 2^16, four rows a call
+// of the dense kernel; it reports false where the kernel does not run.
+func weightRows16AVX2(acc *[WeightLanes]uint16, w, v []uint16) bool {
+	if !denseAVX2 {
+		return false
+	}
+	n := len(v) &^ 3
+	for r := 0; r < n; r += 4 {
+		x := [4]*byte{
+			(*byte)(unsafe.Pointer(&w[r*WeightLanes])), (*byte)(unsafe.Pointer(&w[(r+1)*WeightLanes])),
+			(*byte)(unsafe.Pointer(&w[(r+2)*WeightLanes])), (*byte)(unsafe.Pointer(&w[(r+3)*WeightLanes])),
+		}
+		c := [4]uint16{v[r], v[r+1], v[r+2], v[r+3]}
+		mac4AVX2x16(&acc[0], &x, &c, 2*WeightLanes)
+	}
+	weightRows16(acc, w[n*WeightLanes:], v[n:])
+	return true
+}

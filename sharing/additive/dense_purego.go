@@ -13,3 +13,5 @@ func avx2Tile[E Elem](res []byte, terms []DenseTerm[E], chunk, off, n int, acc [
 func sparseAVX2Tile[E Elem](res []byte, q *Query, cols [][]uint64, off, n int) {
 	panic("additive: the AVX2 kernel is not built")
 }
+
+func weightRows16AVX2(acc *[WeightLanes]uint16, w, v []uint16) bool { return false }

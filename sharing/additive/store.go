@@ -86,6 +86,14 @@ func (s *Store[E]) column(j, r int) ([]E, int) {
 	return unsafe.Slice((*E)(unsafe.Pointer(&w[0])), ChunkRows), r % ChunkRows
 }
 
+// Column returns column j's elements from row r to the end of r's chunk
+// of ChunkRows rows (rows past Rows read as zero), for a reader that walks
+// a column; the caller holds the lock the store's writers take.
+func (s *Store[E]) Column(j, r int) []E {
+	col, off := s.column(j, r)
+	return col[off:]
+}
+
 // Append stores share as a new live row and returns its index.
 func (s *Store[E]) Append(share []E) (int, error) {
 	r := s.rows

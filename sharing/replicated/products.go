@@ -1,0 +1,255 @@
+package replicated
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"unsafe"
+
+	"github.com/idface/idface/sharing/additive"
+)
+
+// Checked products of hidden probes (docs/HIDDEN-PROBES.md, "Checking the
+// products"). Holder i's product share z_i has two cross terms no other
+// holder can compute, so the two others check it together against static
+// challenges that holder i never learns:
+//
+//   - r^t (t < CheckRounds) are pseudorandom weights over the rows, from
+//     the key the verifiers P_(i-1) and P_(i+1) share; P_(i-1) keeps X_i^t
+//     = sum_rows r^t x_i and P_(i+1) keeps X_(i+1)^t = sum_rows r^t x_(i+1)
+//     over the live rows (each from a share it holds).
+//   - holder i's vector carries, beside sigma's mask, the zero-sharing
+//     H(k_(i-1,i)) - H(k_(i,i+1)) over positions, so P_(i+1), which gets the
+//     vector to check it, sees it uniform.
+//   - P_(i+1) computes A^t = sum_rows r^t (w_i - m_i + H(k_(i,i+1)))[pi(row)]
+//     (a dead row's constant taken out), P_(i-1) B^t = sum_rows r^t
+//     H(k_(i-1,i))[pi(row)]; honestly A - B = <X_i, y_i + y_(i+1)> +
+//     <X_(i+1), y_i>.
+//   - the cross part is a product of vectors the two verifiers hold; each
+//     sends the decider its vector blinded with randomness from their key
+//     (CheckLow, CheckHigh), and the decider computes every Delta^t
+//     (CheckDelta), which is 0 when holder i computed its share honestly.
+//
+// An error delta over the rows survives one round with probability at
+// most 1/2 (the row of least 2-adic valuation decides), and the rounds
+// are independent: 2^-CheckRounds per query.
+
+// CheckRounds is the number of independent rounds of every check.
+const CheckRounds = 40
+
+// Key labels (HMAC-SHA256 of the pair key): each use of a pair key has
+// its own.
+const (
+	labelChallenge = "idface/repl/check challenge" // r^t of check i (P_(i-1), P_(i+1))
+	labelBlind     = "idface/repl/check blind"     // the blinds of check i of one query
+	labelPairMask  = "idface/repl/pair mask"       // H(k_(a,a+1)) of one query
+)
+
+func checkKey(pair *[32]byte, label string, i, shard int, qid *[16]byte) (cipher.Block, error) {
+	m := hmac.New(sha256.New, pair[:])
+	m.Write([]byte(label))
+	var hdr [4]byte
+	binary.BigEndian.PutUint16(hdr[:], uint16(i))
+	binary.BigEndian.PutUint16(hdr[2:], uint16(shard+1)) // 0: unsharded
+	m.Write(hdr[:])
+	if qid != nil {
+		m.Write(qid[:])
+	}
+	var k [32]byte
+	m.Sum(k[:0])
+	b, err := aes.NewCipher(k[:])
+	if err != nil {
+		return nil, fmt.Errorf("replicated: %w", err)
+	}
+	return b, nil
+}
+
+// stream is AES-CTR of blk from block index at, under IV label seg.
+func stream(blk cipher.Block, seg uint32, at uint64) cipher.Stream {
+	var iv [16]byte
+	binary.BigEndian.PutUint32(iv[:], seg)
+	binary.BigEndian.PutUint64(iv[8:], at)
+	return cipher.NewCTR(blk, iv[:])
+}
+
+// fill sets dst to the keystream.
+func fill[E additive.Elem](s cipher.Stream, dst []E) {
+	b := additive.ElemBytes(dst)
+	clear(b)
+	s.XORKeyStream(b, b)
+}
+
+// Challenges are the weights r^t of check i: Stride elements per row, the
+// first CheckRounds used, keyed by (segment, sequence) so that a row keeps
+// its weights whatever is appended or deleted.
+type Challenges[E additive.Elem] struct{ blk cipher.Block }
+
+// NewChallenges are check i's weights, from the key of its verifiers
+// P_(i-1) and P_(i+1) (shard: the shard index, -1 unsharded).
+func NewChallenges[E additive.Elem](pair *[32]byte, i, shard int) (*Challenges[E], error) {
+	blk, err := checkKey(pair, labelChallenge, i, shard, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &Challenges[E]{blk: blk}, nil
+}
+
+// Stride is the elements of one row's weights: additive.WeightLanes, the
+// first CheckRounds used (so that additive.WeightRows16 sums them).
+func (c *Challenges[E]) Stride() int { return additive.WeightLanes }
+
+// Rows sets dst (n * Stride elements) to the weights of rows seq0..seq0+n-1
+// of segment seg.
+func (c *Challenges[E]) Rows(seg, seq0 int, dst []E) {
+	blocks := uint64(c.Stride() * len(additive.ElemBytes(make([]E, 1))) / 16)
+	fill(stream(c.blk, uint32(seg), uint64(seq0)*blocks), dst)
+}
+
+// PairMask sets dst to H(k_(a,a+1)) of query qid over positions: the mask
+// the two holders of pair key pair add (holder a+1) and subtract (holder
+// a), a zero-sharing the third holder cannot remove.
+func PairMask[E additive.Elem](dst []E, pair *[32]byte, a, shard int, qid [16]byte) error {
+	blk, err := checkKey(pair, labelPairMask, a, shard, &qid)
+	if err != nil {
+		return err
+	}
+	fill(stream(blk, 0, 0), dst)
+	return nil
+}
+
+// Blinds are check i's blinding of one query: a = (AX^t, Ay) for the
+// vector of P_(i-1), b = (By, BX^t) for that of P_(i+1), and T^t, from the
+// two verifiers' key; the decider never has them.
+type Blinds[E additive.Elem] struct {
+	AX, BX []E // CheckRounds x d
+	Ay, By []E // d
+	T      []E // CheckRounds
+}
+
+// NewBlinds are check i's blinds for query qid at dimension d.
+func NewBlinds[E additive.Elem](pair *[32]byte, i, shard int, qid [16]byte, d int) (*Blinds[E], error) {
+	blk, err := checkKey(pair, labelBlind, i, shard, &qid)
+	if err != nil {
+		return nil, err
+	}
+	all := make([]E, 2*CheckRounds*d+2*d+CheckRounds)
+	fill(stream(blk, 0, 0), all)
+	md := CheckRounds * d
+	return &Blinds[E]{AX: all[:md], BX: all[md : 2*md], Ay: all[2*md : 2*md+d], By: all[2*md+d : 2*md+2*d], T: all[2*md+2*d:]}, nil
+}
+
+// CheckPartSize is the elements of one verifier's part of one check
+// (CheckLow or CheckHigh): its blinded vector (CheckRounds x d and d
+// elements) and its CheckRounds sums.
+func CheckPartSize(d int) int { return CheckRounds*d + d + CheckRounds }
+
+// Accumulate adds weights r (rows x stride, the first CheckRounds of each
+// used) times column col (one element per row) into x[t] (column j of X^t,
+// stride d): x[t*d+j] += sum_rows r[row*stride+t] * col[row]. A row
+// erased from the store has a zero share and adds nothing.
+func Accumulate[E additive.Elem](x []E, d, j int, r []E, stride int, col []E) {
+	var sums [CheckRounds]E
+	WeightedSums(sums[:], r, stride, col)
+	for t, a := range sums {
+		x[t*d+j] += a
+	}
+}
+
+// WeightedSums adds sum_rows r[row*stride+t] * v[row] into sums[t].
+func WeightedSums[E additive.Elem](sums []E, r []E, stride int, v []E) {
+	var zero E
+	if _, k16 := any(zero).(uint16); k16 && stride == additive.WeightLanes { // the vector kernel
+		var acc [additive.WeightLanes]uint16
+		additive.WeightRows16(&acc, as16(r), as16(v))
+		s16 := as16(sums)
+		for t := range CheckRounds {
+			s16[t] += acc[t]
+		}
+		return
+	}
+	var acc [CheckRounds]E
+	for row, x := range v {
+		if x == 0 {
+			continue
+		}
+		w := r[row*stride : row*stride+CheckRounds]
+		for t := range acc {
+			acc[t] += w[t] * x
+		}
+	}
+	for t := range acc {
+		sums[t] += acc[t]
+	}
+}
+
+// as16 views a slice of 16-bit elements as []uint16.
+func as16[E additive.Elem](v []E) []uint16 {
+	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(v))), len(v))
+}
+
+func dot[E additive.Elem](a, b []E) E {
+	var s E
+	for j, x := range a {
+		s += x * b[j]
+	}
+	return s
+}
+
+// blinded writes a verifier's blinded vector, x + bx (CheckRounds x d)
+// then y + by (d), to dst and returns the rest of dst (its sums).
+func blinded[E additive.Elem](dst, x, bx, y, by []E) []E {
+	md := len(x)
+	for k := range md {
+		dst[k] = x[k] + bx[k]
+	}
+	for k := range y {
+		dst[md+k] = y[k] + by[k]
+	}
+	return dst[md+len(y):]
+}
+
+// CheckLow is P_(i-1)'s part of check i: U = (X_i^t + AX^t, y_i + Ay) and
+// e1^t = -B^t - <X_i^t, y_i> + <X_i^t, By> + <y_i, BX^t> + <AX^t, By> +
+// <Ay, BX^t> + T^t, written to dst (CheckPartSize elements: U's CheckRounds
+// x d, then its d, then e1). xi is X_i (CheckRounds x d), yi the share y_i,
+// b the sums B^t.
+func CheckLow[E additive.Elem](dst, xi, yi, b []E, bl *Blinds[E]) {
+	d := len(yi)
+	e := blinded(dst, xi, bl.AX, yi, bl.Ay)
+	for t := range CheckRounds {
+		x, ax, bx := xi[t*d:(t+1)*d], bl.AX[t*d:(t+1)*d], bl.BX[t*d:(t+1)*d]
+		e[t] = -b[t] - dot(x, yi) + dot(x, bl.By) + dot(yi, bx) + dot(ax, bl.By) + dot(bl.Ay, bx) + bl.T[t]
+	}
+}
+
+// CheckHigh is P_(i+1)'s part of check i: V = (y_(i+1) + By, X_(i+1)^t +
+// BX^t) and e2^t = A^t + <AX^t, y_(i+1)> + <Ay, X_(i+1)^t> - T^t, written to
+// dst (CheckPartSize elements: V's CheckRounds x d of X, then its d of y,
+// then e2). xn is X_(i+1), yn the share y_(i+1), a the sums A^t.
+func CheckHigh[E additive.Elem](dst, xn, yn, a []E, bl *Blinds[E]) {
+	d := len(yn)
+	e := blinded(dst, xn, bl.BX, yn, bl.By)
+	for t := range CheckRounds {
+		e[t] = a[t] + dot(bl.AX[t*d:(t+1)*d], yn) + dot(bl.Ay, xn[t*d:(t+1)*d]) - bl.T[t]
+	}
+}
+
+// CheckDelta is the decider's end of check i: it reports whether every
+// round's Delta^t = e1^t + e2^t - <U^t, V^t> is 0, from P_(i-1)'s part low
+// and P_(i+1)'s part high (CheckLow, CheckHigh) at dimension d.
+func CheckDelta[E additive.Elem](low, high []E, d int) bool {
+	md := CheckRounds * d
+	uy, vy := low[md:md+d], high[md:md+d]
+	e1, e2 := low[md+d:], high[md+d:]
+	ok := true
+	for t := range CheckRounds {
+		uv := dot(low[t*d:(t+1)*d], vy) + dot(uy, high[t*d:(t+1)*d])
+		if e1[t]+e2[t]-uv != 0 {
+			ok = false
+		}
+	}
+	return ok
+}
