@@ -267,3 +267,39 @@ func (m *HiddenQueryOK) unmarshal(d *wire.Dec) {
 		}
 	}
 }
+
+// HiddenVector is holder i's product-share vector of a hidden probe
+// (pi(z_i) + its masks, as it sends the decider), to holder i+1, which
+// checks it (docs/HIDDEN-PROBES.md, "Checking the products"). Rows
+// elements of Bits bits follow the message on its stream.
+//
+// None says instead that holder i will send no vector of this probe (it
+// refused the probe, or could not score it), so holder i+1 does not wait.
+type HiddenVector struct {
+	Query [16]byte
+	Rows  uint32
+	Bits  uint8
+	None  bool
+	Why   string // with None: why (holder i's refusal, as its entry gets it)
+}
+
+func (m *HiddenVector) Type() Type { return THiddenVector }
+func (m *HiddenVector) marshal(e *wire.Enc) {
+	e.Raw(m.Query[:])
+	e.U32(m.Rows)
+	e.U8(m.Bits)
+	e.Bool(m.None)
+	e.Str(m.Why)
+}
+func (m *HiddenVector) unmarshal(d *wire.Dec) {
+	d.Fixed(m.Query[:])
+	m.Rows, m.Bits, m.None = d.U32(), d.U8(), d.Bool()
+	m.Why = d.Str(MaxMessage)
+}
+
+// HiddenVectorOK acknowledges a HiddenVector, once read.
+type HiddenVectorOK struct{}
+
+func (m *HiddenVectorOK) Type() Type            { return THiddenVectorOK }
+func (m *HiddenVectorOK) marshal(e *wire.Enc)   {}
+func (m *HiddenVectorOK) unmarshal(d *wire.Dec) {}

@@ -45,7 +45,12 @@ var ErrMalformed = wire.ErrMalformed
 // (ShardHidden). Version 11: a server still working on a change says so
 // (Working) while its requester waits, so that a slow peer is not taken
 // for a dead one; an older requester would read it as a wrong answer.
-const Version = 11
+// Version 12: the products of hidden probes are checked (HiddenVector,
+// HiddenVectorOK; a hidden ReplShare carries the holder's check parts
+// after its vector and tags), and the permutation of blind and replicated
+// queries is a keyed Feistel network: for one sigma an older build
+// permutes otherwise.
+const Version = 12
 
 // Limits on what a peer or a client may send.
 const (
@@ -123,6 +128,10 @@ const (
 	TShardHidden   Type = 63
 	// Progress of a change (protocol/party.go).
 	TWorking Type = 64
+	// A hidden probe's product-share vector to the holder that checks it
+	// (protocol/hidden.go).
+	THiddenVector   Type = 65
+	THiddenVectorOK Type = 66
 )
 
 // registry makes an empty message of each type.
@@ -175,6 +184,8 @@ var registry = map[Type]func() Msg{
 	TDecideMergeOK:    func() Msg { return &DecideMergeOK{} },
 	TShardHidden:      func() Msg { return &ShardHidden{} },
 	TWorking:          func() Msg { return &Working{} },
+	THiddenVector:     func() Msg { return &HiddenVector{} },
+	THiddenVectorOK:   func() Msg { return &HiddenVectorOK{} },
 }
 
 // Types lists every message type in number order (tests, golden files).

@@ -37,7 +37,7 @@ func randomPair[E additive.Elem](b *testing.B, rows int) pair[E] {
 		}
 		st[k] = s
 	}
-	return pair[E]{st[0], st[1]}
+	return pair[E]{own: st[0], next: st[1]}
 }
 
 // BenchmarkHolderQuery is a holder's work per query at a ternary query of

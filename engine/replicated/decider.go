@@ -39,7 +39,11 @@ type part struct {
 	own  []byte // pi(c_i) + m_i
 	next []byte // pi(c_(i+1)) + m_(i+1), in a degraded query when its other holder is down
 	tags []byte // the tags of the vector of the share the entry lacks, from its tagger only
-	buf  []byte // what own, next and tags are read into
+	// check is a hidden probe's holder's parts of the checks of its two
+	// neighbours' products, and the digest of its predecessor's vector
+	// (checked.go).
+	check []byte
+	buf   []byte // what own, next, tags and check are read into
 }
 
 // pending is one query's three parts.
@@ -125,6 +129,11 @@ func (d *Decider) share(ctx context.Context, r engine.Request) protocol.Msg {
 	if m.Tags {
 		size += 4 * int(m.Rows)
 	}
+	checks := 0
+	if m.Hidden {
+		checks = checkBlobSize(d.p.Dim(), d.p.Bits)
+		size += checks
+	}
 	q, perr := d.queries.Join(m.Query, int(m.Rows), holder, size, int(m.Entry), int(m.TopK), pl.parts())
 	if perr != nil {
 		return perr
@@ -134,9 +143,9 @@ func (d *Decider) share(ctx context.Context, r engine.Request) protocol.Msg {
 		d.queries.Fail(q, fmt.Errorf("%s's score shares: %w", r.From.Name, err))
 		return protocol.Errorf(protocol.CodeBadRequest, "reading the score shares: %v", err)
 	}
-	pt := &part{msg: m, own: b[:vec], tags: b[vec:], buf: b}
+	pt := &part{msg: m, own: b[:vec], tags: b[vec : size-checks], check: b[size-checks:], buf: b}
 	if m.Next {
-		pt.next, pt.tags = b[vec:2*vec], b[2*vec:]
+		pt.next, pt.tags = b[vec:2*vec], b[2*vec:size-checks]
 	}
 	if d.queries.Add(q, holder, pt) {
 		res, err := d.decide(ctx, q)
@@ -334,6 +343,13 @@ func (d *Decider) decideHidden(ctx context.Context, q *pending) (*protocol.ReplR
 		d.env.Log.Warn("holders scored a hidden probe with different query shares; refused", "pairs", strings.Join(pairs, ","))
 		return nil, protocol.Errorf(protocol.CodeInconsistent, "the share holders scored different probes (%s); the query is refused, nothing was answered. The entry relayed a wrong part, or one of each pair is faulty or compromised", strings.Join(pairs, ", "))
 	}
+	if failed := d.checkProducts(q, full); len(failed) > 0 {
+		for _, f := range failed {
+			d.refused.WithLabelValues(strings.Fields(f)[0]).Inc() // the holder
+		}
+		d.env.Log.Warn("a holder's product share of a hidden probe failed its check; refused", "holders", strings.Join(failed, ","))
+		return nil, protocol.Errorf(protocol.CodeInconsistent, "the product share of %s failed its check; the query is refused, nothing was answered. That holder (or one of the two that checked it) is faulty or compromised", strings.Join(failed, ", "))
+	}
 	a, b := (q.Entry+1)%replicated.Holders, (q.Entry+2)%replicated.Holders
 	return d.result(ctx, q, full, false, lackingVec{full[a], q.Parts[a].tags}, lackingVec{full[b], q.Parts[b].tags})
 }
@@ -344,4 +360,32 @@ func decideVecs[E additive.Elem](topK, thr int, full [replicated.Holders][]byte)
 		vecs[j] = additive.ViewElems[E](v)
 	}
 	return additive.Decide(topK, thr, 0, vecs[:]...)
+}
+
+// checkProducts checks every holder's product share of a hidden probe
+// (checked.go): holder i's vector against the digest its successor
+// checked, and the two verifiers' parts, which give 0 in every round only
+// if holder i computed its share honestly. It names each holder whose
+// check failed, with its verifiers.
+func (d *Decider) checkProducts(q *pending, full [replicated.Holders][]byte) []string {
+	dim := d.p.Dim()
+	half := replicated.CheckPartSize(dim) * d.p.Bits / 8
+	var failed []string
+	for i := range replicated.Holders {
+		lo, hi := q.Parts[(i+2)%replicated.Holders].check, q.Parts[(i+1)%replicated.Holders].check
+		g := replicated.VectorDigest(q.ID, i, d.p.Bits, full[i])
+		ok := string(hi[2*half:]) == string(g[:])
+		if ok {
+			switch d.p.Bits {
+			case 8:
+				ok = replicated.CheckDelta(additive.ViewElems[uint8](lo[:half]), additive.ViewElems[uint8](hi[half:2*half]), dim)
+			case 16:
+				ok = replicated.CheckDelta(additive.ViewElems[uint16](lo[:half]), additive.ViewElems[uint16](hi[half:2*half]), dim)
+			}
+		}
+		if !ok {
+			failed = append(failed, fmt.Sprintf("%s (checked by %s and %s)", d.p.Party(i).Name, d.p.Party((i+2)%replicated.Holders).Name, d.p.Party((i+1)%replicated.Holders).Name))
+		}
+	}
+	return failed
 }

@@ -70,7 +70,11 @@ func mergedScans[E additive.Elem](h *Holder[E]) error {
 			for i := range sigma {
 				sigma[i] = byte(r.Uint32())
 			}
-			sc.prs, sc.sigmas = append(sc.prs, pr), append(sc.sigmas, &sigma)
+			var qid [16]byte
+			for i := range qid {
+				qid[i] = byte(r.Uint32())
+			}
+			sc.prs, sc.sigmas, sc.qids = append(sc.prs, pr), append(sc.sigmas, &sigma), append(sc.qids, qid)
 		}
 		scans = append(scans, sc)
 	}
@@ -297,4 +301,38 @@ func deviate[E additive.Elem](h *Holder[E], y []float32, topK int, dev Deviation
 		}
 	}
 	return out
+}
+
+// CorruptShare makes holder e deviate on row seq of origin seg's segment:
+// it adds delta to every coordinate of its own share of the row, in
+// memory, so that its product share of that row is off by delta times the
+// sum of its two query-share coefficients (unknown to it: the probe is
+// hidden). Its copy as a verifier (the check sums) stays as computed
+// before. It returns the undo.
+func CorruptShare(e any, seg, seq, delta int) func() {
+	switch h := e.(type) {
+	case *Holder[uint8]:
+		return corruptShare(h, seg, seq, delta)
+	case *Holder[uint16]:
+		return corruptShare(h, seg, seq, delta)
+	}
+	panic(fmt.Sprintf("CorruptShare: %T", e))
+}
+
+func corruptShare[E additive.Elem](h *Holder[E], seg, seq, delta int) func() {
+	add := func(dl int) {
+		st := h.Shares(seg).own
+		row, err := st.Row(seq, make([]E, h.p.Dim()))
+		if err != nil {
+			panic(err)
+		}
+		for j := range row {
+			row[j] += E(dl)
+		}
+		if err := st.Put(seq, row, true); err != nil {
+			panic(err)
+		}
+	}
+	add(delta)
+	return func() { add(-delta) }
 }

@@ -175,6 +175,7 @@ func (h *Holder[E]) admit(v blind.View, from string, want protocol.Digest, start
 type scan[E additive.Elem] struct {
 	prs    []*probe[E]
 	sigmas []*additive.Seed
+	qids   [][16]byte
 	same   protocol.Digest
 	from   string
 	want   protocol.Digest
@@ -227,6 +228,10 @@ func (h *Holder[E]) scanAll(_ context.Context, scans []*scan[E]) []scanned[E] {
 		prs = append(prs, sc.prs...)
 	}
 	zs, err := h.productShares(v, prs)
+	var sums *checkSums[E]
+	if err == nil && len(prs) > 0 {
+		sums, err = h.sums(v) // the check sums of the same rows
+	}
 	h.RUnlock()
 	h.m.scans.Inc()
 	h.m.scanned.Add(float64(len(prs)))
@@ -243,8 +248,11 @@ func (h *Holder[E]) scanAll(_ context.Context, scans []*scan[E]) []scanned[E] {
 			if out[i].err != nil {
 				break
 			}
-			vec := &vectors[E]{View: v, own: make([]E, v.Rows())}
+			vec := &vectors[E]{View: v, own: make([]E, v.Rows()), sums: sums}
 			out[i].err = additive.PermuteMask(perm, vec.own, zs[at+q], v.Live, sc.sigmas[q], h.Self(), replicated.Holders)
+			if out[i].err == nil {
+				out[i].err = h.pairMasks(vec.own, sc.qids[q])
+			}
 			out[i].vecs = append(out[i].vecs, vec)
 		}
 		at += len(sc.prs)
@@ -291,7 +299,7 @@ func (h *Holder[E]) productShares(v blind.View, prs []*probe[E]) ([][]E, error) 
 // sendHidden sends this holder's product-share vector to the decider,
 // with the digests of its query shares and, from a helper, the tags of
 // the vector under the key it shares with the entry.
-func (h *Holder[E]) sendHidden(ctx context.Context, qid [16]byte, vec *vectors[E], pr *probe[E], entry, topK int, tagKey *[32]byte) (*network.Stream, error) {
+func (h *Holder[E]) sendHidden(ctx context.Context, qid [16]byte, vec *vectors[E], pr *probe[E], sigma *additive.Seed, entry, topK int, tagKey *[32]byte) (*network.Stream, error) {
 	m := &protocol.ReplShare{Query: qid, Rows: uint32(vec.Rows()), Bits: uint8(h.p.Bits), TopK: uint16(topK), Entry: uint8(entry),
 		Hidden: true, QueryDigests: pr.digests}
 	bulk := [][]byte{additive.ElemBytes(vec.own)}
@@ -303,7 +311,22 @@ func (h *Holder[E]) sendHidden(ctx context.Context, qid [16]byte, vec *vectors[E
 		m.Tags = true
 		bulk = append(bulk, tags)
 	}
-	return blind.SendShares(ctx, h.env.Net, h.p.DeciderName(), m, bulk...)
+	// The checks of the products (checked.go): this holder's vector to
+	// its successor, its predecessor's here, and both parts to the
+	// decider with the vector.
+	pred, err := h.exchange(ctx, qid, vec.own)
+	if err != nil {
+		return nil, err
+	}
+	blob, err := h.checkParts(vec, pr, sigma, qid, pred)
+	if err != nil {
+		return nil, err
+	}
+	s, err := blind.SendShares(ctx, h.env.Net, h.p.DeciderName(), m, append(bulk, blob)...)
+	if err != nil {
+		return nil, fmt.Errorf("decider: %w", err)
+	}
+	return s, nil
 }
 
 // entryTagKey is a hidden query's MAC key for the vector of one helper:
@@ -464,11 +487,14 @@ func (h *Holder[E]) runHidden(ctx context.Context, jobs []*hiddenJob[E]) []hidde
 	v := h.view()
 	h.RUnlock()
 	h.askAll(ctx, v, jobs, names, helpers, fs)
-	prs, sigmas := make([]*probe[E], len(jobs)), make([]*additive.Seed, len(jobs))
+	prs, sigmas, qids := make([]*probe[E], len(jobs)), make([]*additive.Seed, len(jobs)), make([][16]byte, len(jobs))
 	for q, j := range jobs {
-		prs[q], sigmas[q] = j.pr, &j.sigma
+		prs[q], sigmas[q], qids[q] = j.pr, &j.sigma, j.qid
 	}
-	vecs, scored := h.scoreHidden(ctx, &scan[E]{prs: prs, sigmas: sigmas, same: v.Digest})
+	vecs, scored := h.scoreHidden(ctx, &scan[E]{prs: prs, sigmas: sigmas, qids: qids, same: v.Digest})
+	if scored != nil {
+		h.skipVectors(scored, qids...) // the successor checks none of them
+	}
 	var wg sync.WaitGroup
 	for q, j := range jobs {
 		wg.Go(func() {
@@ -534,7 +560,7 @@ func (h *Holder[E]) askHidden(ctx context.Context, i int, name string, hq *proto
 func (h *Holder[E]) finishHidden(f *fanout, scored error, vec *vectors[E], j *hiddenJob[E], keys [2][32]byte) hiddenDone {
 	topK := int(j.m.TopK)
 	res, total, perr := f.finish(scored, func(ctx context.Context) (*network.Stream, error) {
-		return h.sendHidden(ctx, j.qid, vec, j.pr, h.Self(), topK, nil)
+		return h.sendHidden(ctx, j.qid, vec, j.pr, &j.sigma, h.Self(), topK, nil)
 	})
 	if perr != nil {
 		return hiddenDone{perr, f.lost}
@@ -563,6 +589,7 @@ func (h *Holder[E]) serveHidden(ctx context.Context, r engine.Request) protocol.
 	ok := &protocol.HiddenQueryOK{Items: make([]protocol.HiddenResult, len(m.Items))}
 	var prs []*probe[E]
 	var sigmas []*additive.Seed
+	var qids [][16]byte
 	var at []int // the items opened, in order
 	defer func() {
 		for _, pr := range prs {
@@ -574,19 +601,22 @@ func (h *Holder[E]) serveHidden(ctx context.Context, r engine.Request) protocol.
 		pr, perr := h.openProbe(it.Nonce, it.Time, it.Sealed, &it.Probe, it.Query)
 		if perr != nil {
 			ok.Items[q].Err = perr
+			h.skipVectors(perr, it.Query)
 			continue
 		}
 		sigma := additive.Seed(it.Sigma)
-		prs, sigmas, at = append(prs, pr), append(sigmas, &sigma), append(at, q)
+		prs, sigmas, qids, at = append(prs, pr), append(sigmas, &sigma), append(qids, it.Query), append(at, q)
 	}
 	if len(prs) == 0 {
 		return ok
 	}
 	if err := h.AwaitDigest(ctx, r.From.Name, m.Digest); err != nil {
+		h.skipVectors(err, qids...)
 		return err
 	}
-	vecs, err := h.scoreHidden(ctx, &scan[E]{prs: prs, sigmas: sigmas, from: r.From.Name, want: m.Digest})
+	vecs, err := h.scoreHidden(ctx, &scan[E]{prs: prs, sigmas: sigmas, qids: qids, from: r.From.Name, want: m.Digest})
 	if err != nil {
+		h.skipVectors(err, qids...)
 		return engine.AsError(err, protocol.CodeInternal)
 	}
 	var wg sync.WaitGroup
@@ -596,11 +626,12 @@ func (h *Holder[E]) serveHidden(ctx context.Context, r engine.Request) protocol.
 			key, err := h.entryTagKey(r.From.Name, it.Query)
 			if err != nil {
 				ok.Items[q].Err = protocol.Errorf(protocol.CodeUnavailable, "%v", err)
+				h.skipVectors(err, it.Query)
 				return
 			}
-			s, err := h.sendHidden(ctx, it.Query, vecs[x], prs[x], entry, int(it.Probe.TopK), &key)
+			s, err := h.sendHidden(ctx, it.Query, vecs[x], prs[x], sigmas[x], entry, int(it.Probe.TopK), &key)
 			if err != nil {
-				ok.Items[q].Err = engine.AsError(fmt.Errorf("decider: %w", err), protocol.CodeUnavailable)
+				ok.Items[q].Err = engine.AsError(err, protocol.CodeUnavailable)
 				return
 			}
 			// Waited for, unlike the checked path's: a refusal (a full

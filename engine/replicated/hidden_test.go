@@ -397,3 +397,72 @@ func TestHiddenLoad(t *testing.T) {
 		}
 	}
 }
+
+// TestHiddenCheckedProducts: the products of hidden probes are checked
+// (docs/HIDDEN-PROBES.md, "Checking the products"). Honest probes are
+// never refused; a holder whose product share is off at chosen rows (its
+// own share of them altered, the matches' rows among them) is refused,
+// naming it, on every query its shift is not 0, and never answered
+// wrongly; as the entry, it so reads no value of any row.
+// (sharing/replicated.TestCheckTampered: every nonzero shift fails.)
+func TestHiddenCheckedProducts(t *testing.T) {
+	c, xs, ids := hiddenCluster(t)
+	deleted := map[int]bool{}
+	for q := range 300 {
+		// Rows come and go between probes: each holder's check sums
+		// follow (rows added in, erased ones taken out).
+		switch q {
+		case 100:
+			for _, i := range []int{2, 13, 24} {
+				if err := c.client("client", "p1").Delete(ctx(t), ids[i]); err != nil {
+					t.Fatal(err)
+				}
+				deleted[i] = true
+			}
+		case 200:
+			extra := templates(3, 99)
+			if err := c.client("client", "p2").Enroll(ctx(t), items(extra, "extra")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		i := q % len(xs)
+		r, err := c.client("device", c.p.Party(q%3).Name).Identify(ctx(t), xs[i], 1)
+		if err != nil || deleted[i] == (r.Accepted && r.Candidates[0].ID == ids[i]) {
+			t.Fatalf("honest probe %d (row %d, deleted %v): %v %+v", q, i, deleted[i], err, r)
+		}
+	}
+	for _, name := range []string{"p1", "p2", "p3"} {
+		var undo []func()
+		for _, row := range []int{4, 15, 26} { // each origin's segment: 10 rows each
+			undo = append(undo, replicated.CorruptShare(c.holders[name], row/10, row%10, 1+int(name[1]-'0')))
+		}
+		// The shift of a row is delta times the sum of the holder's query
+		// coefficients, which is 0 for about one probe in 64..256 (k = 8):
+		// then it deviates in nothing, and is answered right.
+		refusals := 0
+		for q := range 20 {
+			i := []int{4, 15, 26}[q%3]
+			entry := c.p.Party(q % 3).Name
+			r, err := c.client("device", entry).Identify(ctx(t), xs[i], 1)
+			if err == nil {
+				if !r.Accepted || r.Candidates[0].ID != ids[i] {
+					t.Fatalf("%s deviates, probe %d through %s: answered wrongly %+v", name, q, entry, r)
+				}
+				continue
+			}
+			if !refused(err) || !strings.Contains(err.Error(), "product share of "+name) {
+				t.Fatalf("%s deviates, probe %d through %s: %v; want a refusal naming %s", name, q, entry, err, name)
+			}
+			refusals++
+		}
+		if refusals < 17 {
+			t.Fatalf("%s deviates: %d of 20 probes refused", name, refusals)
+		}
+		for _, u := range undo {
+			u()
+		}
+		if r, err := c.client("device", "p1").Identify(ctx(t), xs[4], 1); err != nil || !r.Accepted || r.Candidates[0].ID != ids[4] {
+			t.Fatalf("%s honest again: %v %+v", name, err, r)
+		}
+	}
+}

@@ -79,7 +79,11 @@ func NewParams(p *config.Params) (*Params, error) {
 
 // pair is a holder's store of its two shares of every row of one origin's
 // segment: s_i (own) and s_(i+1) (next), each an additive column store.
-type pair[E additive.Elem] struct{ own, next *additive.Store[E] }
+type pair[E additive.Elem] struct {
+	own, next *additive.Store[E]
+	seg       int          // its origin
+	erased    *erasures[E] // what Erase erased (the check sums take it out)
+}
 
 func (s pair[E]) Rows() int           { return s.own.Rows() }
 func (s pair[E]) Live() int           { return s.own.Live() }
@@ -104,6 +108,18 @@ func (s pair[E]) Put(seq int, b []byte, live bool) error {
 }
 
 func (s pair[E]) Erase(seq int) error {
+	if s.erased != nil && seq < s.own.Rows() && s.own.IsLive(seq) {
+		d := s.own.Dim()
+		own, err := s.own.Row(seq, make([]E, d))
+		if err != nil {
+			return err
+		}
+		next, err := s.next.Row(seq, make([]E, d))
+		if err != nil {
+			return err
+		}
+		s.erased.add(s.seg, seq, own, next)
+	}
 	if err := s.own.Delete(seq); err != nil {
 		return err
 	}
@@ -140,7 +156,16 @@ type Holder[E additive.Elem] struct {
 	hidden  *engine.Batcher[*hiddenJob[E], hiddenDone]
 	scans   *engine.Batcher[*scan[E], scanned[E]] // one pass over the shares for concurrent hidden probes
 	passes  *engine.Batcher[*pass, passed[E]]     // the same for concurrent checked queries
-	m       struct {
+	// chk is what this holder keeps to check its neighbours' products of
+	// hidden probes (checked.go): the weights of its two checks and the
+	// sums over the rows of the last view (touched by scans alone).
+	chk struct {
+		low, high *replicated.Challenges[E]
+		sums      *checkSums[E]
+		erased    *erasures[E] // written by the stores' Erase
+	}
+	vectorsIn mailbox // the predecessor's vectors of hidden probes, until checked
+	m         struct {
 		score, permute   prometheus.Counter
 		passes, passed   prometheus.Counter // passes over the shares for checked queries, and their queries
 		batches, batched prometheus.Counter // hidden-probe batches at the entry, and their probes
@@ -168,18 +193,24 @@ func New(env engine.Env) (Engine, error) {
 func newHolder[E additive.Elem](env engine.Env, p *Params) (*Holder[E], error) {
 	d := p.Dim()
 	var hp *Holder[E] // the holder, once made: the reshare hook reads its shares
+	seg := 0
+	var erased *erasures[E] // the check sums of hidden probes' products need them
+	if p.HideProbes() {
+		erased = &erasures[E]{}
+	}
 	core, err := rowtxn.New(env, rowtxn.Options[pair[E]]{
 		ShareSize: 2 * d * p.Bits / 8,
 		Check:     func(prep *protocol.Prepare, self int) []byte { return shareCheck(p.ClusterID(), prep, self) },
 		Compare:   func(checks [][]byte, down int) []string { return compareChecks(p, checks, down) },
 		Reshare:   func(prep *protocol.Prepare, self int) error { return hp.reshareRows(prep, self) },
-		NewShares: func() (pair[E], error) {
+		NewShares: func() (pair[E], error) { // one per origin, in order
 			own, err := additive.NewStore[E](d, 0)
 			if err != nil {
 				return pair[E]{}, err
 			}
 			next, err := additive.NewStore[E](d, 0)
-			return pair[E]{own, next}, err
+			seg++
+			return pair[E]{own: own, next: next, seg: seg - 1, erased: erased}, err
 		},
 	})
 	if err != nil {
@@ -194,6 +225,7 @@ func newHolder[E additive.Elem](env engine.Env, p *Params) (*Holder[E], error) {
 		return nil, err
 	}
 	h := &Holder[E]{Core: core, env: env, p: p, gallery: g, query: q, outage: newOutage(), gate: newGate(env, p)}
+	h.chk.erased = erased
 	h.probes.start = time.Now().Unix()
 	// Two batches in flight: one scoring while the other's vectors travel.
 	bmax, bwait := p.Batch()
@@ -233,6 +265,7 @@ func (h *Holder[E]) Routes() map[protocol.Type]engine.Route {
 		r[protocol.TShardHidden] = engine.Route{Op: "identify", From: engine.Parties, Handle: h.Guard(h.shardHidden), Max: engine.ShardHiddenBound(h.p.Params), Long: true, Query: true}
 	}
 	r[protocol.THiddenQuery] = engine.Route{Op: "query", From: engine.Parties, Handle: h.Guard(h.serveHidden), Max: engine.HiddenQueryBound(h.p.Params), Long: true, Query: true}
+	r[protocol.THiddenVector] = engine.Route{Op: "query", From: engine.Parties, Handle: h.Guard(h.takeVector), Max: engine.Small, Long: true, Query: true}
 	r[protocol.TReplFetch] = engine.Route{Op: "rebuild", From: engine.Parties, Handle: h.Guard(h.fetchRows), Max: engine.Small}
 	r[protocol.TReshareRequest] = engine.Route{Op: "reshare", From: engine.Operators, Handle: h.Guard(h.reshare), Max: engine.Small, Long: true}
 	h.standDownRoutes(r)
@@ -244,6 +277,7 @@ func (h *Holder[E]) Routes() map[protocol.Type]engine.Route {
 type vectors[E additive.Elem] struct {
 	blind.View
 	own, next []E
+	sums      *checkSums[E] // a hidden probe's: the check sums of the view
 }
 
 // score computes this holder's two vectors over its committed rows. A

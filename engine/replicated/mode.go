@@ -96,7 +96,7 @@ func init() {
 		Storage: func(p *config.Params, rows int) float64 { return float64(2 * rows * p.Dim() * blind.Ring(p).Bits / 8) },
 		IdentifyFormula: func(p *config.Params, rows int) (string, float64) {
 			if p.HideProbes() {
-				return "3*D*k + 64*D + sealed query", HiddenIdentifyBits(rows, p.Dim(), blind.Ring(p).Bits) / 8
+				return "6*D*k + 64*D + checks + sealed query", HiddenIdentifyBits(rows, p.Dim(), blind.Ring(p).Bits) / 8
 			}
 			return "3*D*k + 32*D + query", IdentifyBits(rows, p.Beta(), blind.Ring(p).Bits) / 8
 		},
@@ -128,8 +128,11 @@ func IdentifyBits(ids, beta, k int) float64 {
 // HiddenIdentifyBits is one hidden-probe identification's traffic between
 // the servers: three vectors of D k-bit masked product shares and two of
 // D 32-bit tags and three pairs of query-share digests into the decider,
-// and to each of the two helpers a query
-// id, a seed, a nonce and its sealed pair of d-element query shares.
+// each vector also to the holder that checks it, and each holder's two
+// parts of the checks (CheckRounds x d + d + CheckRounds elements each)
+// and a digest; to each of the two helpers a query id, a seed, a nonce and
+// its sealed pair of d-element query shares.
 func HiddenIdentifyBits(ids, d, k int) float64 {
-	return float64(3*ids*k + 64*ids + 3*2*256 + 2*(8*(16+32+16+seal.Overhead)+2*d*k))
+	checks := 3 * (2*replicated.CheckPartSize(d)*k + 256)
+	return float64(6*ids*k + 64*ids + 3*2*256 + checks + 2*(8*(16+32+16+seal.Overhead)+2*d*k))
 }

@@ -169,10 +169,10 @@ func TestHeldRecord(t *testing.T) {
 		}
 		// Written by a build of wire version 4 (before hidden probes), 5
 		// (before signed probes), 6 (before 2PC/MPC batches), 7 (before
-		// shards), 8 (before replicated shards), 9 (before HE shards) or 10
-		// (before progress reports):
+		// shards), 8 (before replicated shards), 9 (before HE shards), 10
+		// (before progress reports) or 11 (before checked hidden products):
 		// the log an upgrade finds still reads.
-		for _, v := range []byte{4, 5, 6, 7, 8, 9, 10} {
+		for _, v := range []byte{4, 5, 6, 7, 8, 9, 10, 11} {
 			old := store.Record{Type: r.Type, Sealed: append([]byte(nil), r.Sealed...), Tail: r.Tail}
 			old.Sealed[1+4] = v // after the party byte and the message's length
 			if h, err := decodeHeld(store.Entry{Record: old, TailIntact: true}, 3); err != nil || !reflect.DeepEqual(h.msg, m) {

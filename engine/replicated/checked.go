@@ -1,0 +1,484 @@
+package replicated
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/idface/idface/engine"
+	"github.com/idface/idface/engine/blind"
+	"github.com/idface/idface/network"
+	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
+	"github.com/idface/idface/sharing/additive"
+	"github.com/idface/idface/sharing/replicated"
+)
+
+// Checked products of hidden probes (docs/HIDDEN-PROBES.md, "Checking the
+// products"; the algebra in sharing/replicated/products.go). Holder j
+// verifies two product shares: its successor's (check j+1: j is its
+// P_(i-1), with X over its next store, the share x_(j+1)) and its
+// predecessor's (check j-1: j is its P_(i+1), with X over its own store,
+// the share x_j, and the predecessor's vector, which it receives). It
+// sends the decider both parts with its own vector; the decider answers
+// only if every check holds.
+
+// checkPeers are holder j's pair keys: with its predecessor (check j+1's
+// verifiers' key, and the pair mask H(k_(j-1,j))) and its successor
+// (check j-1's key, and H(k_(j,j+1))).
+type checkPeers struct {
+	pred, succ   [32]byte
+	predI, succI int
+}
+
+func (h *Holder[E]) checkPeers() (*checkPeers, error) {
+	self := h.Self()
+	cp := &checkPeers{predI: (self + 2) % replicated.Holders, succI: (self + 1) % replicated.Holders}
+	var ok1, ok2 bool
+	cp.pred, ok1 = h.env.PairKeys[h.p.Party(cp.predI).Name]
+	cp.succ, ok2 = h.env.PairKeys[h.p.Party(cp.succI).Name]
+	if !ok1 || !ok2 {
+		return nil, fmt.Errorf("%s shares no key with the other share holders, so it cannot check hidden probes' products; start it with its identity key", h.env.Self)
+	}
+	return cp, nil
+}
+
+// checkSums are a holder's sums X for both its checks over the live rows
+// of one view: low = X_(j+1) of check j+1 (over its next store), high =
+// X_j of check j-1 (over its own store); CheckRounds x d each. Read only
+// once made.
+type checkSums[E additive.Elem] struct {
+	digest    protocol.Digest
+	segs      []*segSums[E]
+	low, high []E
+}
+
+// segSums are one segment's part of the sums, what it covers, and the
+// weights of its rows (both checks', Stride per row; they depend on the
+// row's place alone, so they are only ever appended to). Appended rows
+// are folded in and erased ones taken out (erasures); a reshare (a new
+// epoch) sums the segment again.
+type segSums[E additive.Elem] struct {
+	rows, live int
+	epoch      uint32
+	low, high  []E
+	rl, rh     []E
+}
+
+// erasures are the shares a holder's stores erased since the check sums
+// last looked, so that they take out what they had added (pair.Erase
+// records them under the rows' write lock; sums takes them under the
+// read lock, as the one scan running). Kept only where probes are hidden.
+type erasures[E additive.Elem] struct {
+	segs [][]erased[E]
+}
+
+type erased[E additive.Elem] struct {
+	seq       int
+	own, next []E
+}
+
+func (e *erasures[E]) add(seg, seq int, own, next []E) {
+	for len(e.segs) <= seg {
+		e.segs = append(e.segs, nil)
+	}
+	e.segs[seg] = append(e.segs[seg], erased[E]{seq, own, next})
+}
+
+// sums returns the check sums of view v (the caller holds the read lock
+// and is the one scan running: h.scans).
+func (h *Holder[E]) sums(v blind.View) (*checkSums[E], error) {
+	if c := h.chk.sums; c != nil && c.digest.Equal(v.Digest) {
+		return c, nil
+	}
+	if h.chk.low == nil {
+		cp, err := h.checkPeers()
+		if err != nil {
+			return nil, err
+		}
+		self, sh := h.Self(), h.tagShard()
+		if h.chk.low, err = replicated.NewChallenges[E](&cp.pred, (self+1)%replicated.Holders, sh); err != nil {
+			return nil, err
+		}
+		if h.chk.high, err = replicated.NewChallenges[E](&cp.succ, (self+2)%replicated.Holders, sh); err != nil {
+			return nil, err
+		}
+	}
+	md := replicated.CheckRounds * h.p.Dim()
+	next := &checkSums[E]{digest: v.Digest, low: make([]E, md), high: make([]E, md)}
+	for s := range v.Digest {
+		var old *segSums[E]
+		if c := h.chk.sums; c != nil && s < len(c.segs) {
+			old = c.segs[s]
+		}
+		sg := h.segmentSums(s, v, old)
+		next.segs = append(next.segs, sg)
+		for k := range md {
+			next.low[k] += sg.low[k]
+			next.high[k] += sg.high[k]
+		}
+	}
+	h.chk.sums = next
+	return next, nil
+}
+
+// segmentSums is segment s's part of the sums at view v, from old's when
+// the segment's epoch is the same.
+func (h *Holder[E]) segmentSums(s int, v blind.View, old *segSums[E]) *segSums[E] {
+	d := h.p.Dim()
+	md := replicated.CheckRounds * d
+	rows, epoch := int(v.Digest[s].Rows), h.EpochLocked(s)
+	sg := &segSums[E]{rows: rows, live: int(v.Digest[s].Live), epoch: epoch, low: make([]E, md), high: make([]E, md)}
+	var gone []erased[E] // taken: what is not taken out now need not be
+	if h.chk.erased != nil && s < len(h.chk.erased.segs) {
+		gone, h.chk.erased.segs[s] = h.chk.erased.segs[s], nil
+	}
+	from := 0
+	if old != nil {
+		sg.rl, sg.rh = old.rl, old.rh // a row's weights never change
+	}
+	if old != nil && old.epoch == epoch && old.rows <= rows {
+		copy(sg.low, old.low)
+		copy(sg.high, old.high)
+		from = old.rows
+		// Take out the rows summed before and erased since.
+		for _, e := range gone {
+			if e.seq < old.rows {
+				addRow(sg.low, sg.rl[e.seq*h.chk.low.Stride():], e.next, d, true)
+				addRow(sg.high, sg.rh[e.seq*h.chk.high.Stride():], e.own, d, true)
+			}
+		}
+	}
+	// The weights of the rows new to the segment.
+	for _, side := range []struct {
+		c *replicated.Challenges[E]
+		r *[]E
+	}{{h.chk.low, &sg.rl}, {h.chk.high, &sg.rh}} {
+		st := side.c.Stride()
+		if have := len(*side.r) / st; have < rows {
+			grown := append(*side.r, make([]E, (rows-have)*st)...)
+			side.c.Rows(s, have, grown[have*st:])
+			*side.r = grown
+		}
+	}
+	if from == rows {
+		return sg
+	}
+	// Blocks of rows (within a chunk of the column-major stores, their
+	// weights kept in cache), every column of a block in turn.
+	st := h.Shares(s)
+	const block = 256
+	for lo := from; lo < rows; {
+		n := min(block, additive.ChunkRows-lo%additive.ChunkRows, rows-lo)
+		for _, side := range []struct {
+			st  *additive.Store[E]
+			r   []E
+			str int
+			x   []E
+		}{{st.next, sg.rl, h.chk.low.Stride(), sg.low}, {st.own, sg.rh, h.chk.high.Stride(), sg.high}} {
+			r := side.r[lo*side.str : (lo+n)*side.str]
+			for j := range d {
+				replicated.Accumulate(side.x, d, j, r, side.str, side.st.Column(j, lo)[:n])
+			}
+		}
+		lo += n
+	}
+	return sg
+}
+
+// addRow adds (or with neg, subtracts) weights r times share x into X
+// (CheckRounds x d).
+func addRow[E additive.Elem](x, r, share []E, d int, neg bool) {
+	for t := range replicated.CheckRounds {
+		w := r[t]
+		if neg {
+			w = -w
+		}
+		xt := x[t*d : (t+1)*d]
+		for j, v := range share {
+			xt[j] += w * v
+		}
+	}
+}
+
+// pairMasks adds this holder's zero-sharing H(k_(j-1,j)) - H(k_(j,j+1))
+// of query qid to its permuted, masked vector w.
+func (h *Holder[E]) pairMasks(w []E, qid [16]byte) error {
+	cp, err := h.checkPeers()
+	if err != nil {
+		return err
+	}
+	hm := make([]E, len(w))
+	if err := replicated.PairMask(hm, &cp.pred, cp.predI, h.tagShard(), qid); err != nil {
+		return err
+	}
+	for p, x := range hm {
+		w[p] += x
+	}
+	if err := replicated.PairMask(hm, &cp.succ, h.Self(), h.tagShard(), qid); err != nil {
+		return err
+	}
+	for p, x := range hm {
+		w[p] -= x
+	}
+	return nil
+}
+
+// checkParts computes this holder's two parts of a hidden probe's checks
+// (CheckLow for check j+1, CheckHigh for check j-1) from its vector's
+// view, its query shares, sigma and its predecessor's vector pred, and the
+// digest of pred, which the decider compares with the vector it got.
+func (h *Holder[E]) checkParts(vec *vectors[E], pr *probe[E], sigma *additive.Seed, qid [16]byte, pred []E) ([]byte, error) {
+	cp, err := h.checkPeers()
+	if err != nil {
+		return nil, err
+	}
+	self, sh := h.Self(), h.tagShard()
+	n, d := vec.Rows(), h.p.Dim()
+	perm := h.permuter()
+	defer h.perms.Put(perm)
+	pi, err := perm.Permutation(sigma, n)
+	if err != nil {
+		return nil, err
+	}
+	// The predecessor's vector less its sigma mask and dead rows'
+	// constant (PermuteMask of zeros is exactly those), plus the pair
+	// mask it subtracted with this holder: z_(j-1) + H(k_(j-2,j-1)).
+	back := make([]E, n)
+	if err := additive.PermuteMask(perm, back, make([]E, n), vec.Live, sigma, cp.predI, replicated.Holders); err != nil {
+		return nil, err
+	}
+	hm := make([]E, n)
+	if err := replicated.PairMask(hm, &cp.pred, cp.predI, sh, qid); err != nil {
+		return nil, err
+	}
+	for p := range back {
+		back[p] = pred[p] - back[p] + hm[p]
+	}
+	// B of check j+1: H(k_(j,j+1)), which this holder subtracted.
+	if err := replicated.PairMask(hm, &cp.succ, self, sh, qid); err != nil {
+		return nil, err
+	}
+	a, b := make([]E, replicated.CheckRounds), make([]E, replicated.CheckRounds)
+	h.rowSums(a, h.chk.high, vec.sums, false, vec.View, pi, back)
+	h.rowSums(b, h.chk.low, vec.sums, true, vec.View, pi, hm)
+	size := replicated.CheckPartSize(d)
+	out := make([]E, 2*size)
+	blLow, err := replicated.NewBlinds[E](&cp.pred, (self+1)%replicated.Holders, sh, qid, d)
+	if err != nil {
+		return nil, err
+	}
+	blHigh, err := replicated.NewBlinds[E](&cp.succ, cp.predI, sh, qid, d)
+	if err != nil {
+		return nil, err
+	}
+	replicated.CheckLow(out[:size], vec.sums.low, pr.y[1], b, blLow)
+	replicated.CheckHigh(out[size:], vec.sums.high, pr.y[0], a, blHigh)
+	g := replicated.VectorDigest(qid, cp.predI, h.p.Bits, additive.ElemBytes(pred))
+	return append(additive.ElemBytes(out), g[:]...), nil
+}
+
+// rowSums adds sum_rows r^t v[pi(row)] into sums, segment by segment,
+// with the weights of one side of the view's sums (low: of check j+1).
+func (h *Holder[E]) rowSums(sums []E, c *replicated.Challenges[E], cs *checkSums[E], low bool, v blind.View, pi []int, vals []E) {
+	const chunk = 4096
+	st := c.Stride()
+	g := make([]E, chunk)
+	for s := range v.Digest {
+		r := cs.segs[s].rh
+		if low {
+			r = cs.segs[s].rl
+		}
+		for lo := v.Off[s]; lo < v.Off[s+1]; lo += chunk {
+			n := min(chunk, v.Off[s+1]-lo)
+			for i := range n {
+				g[i] = vals[pi[lo+i]]
+			}
+			seq := lo - v.Off[s]
+			replicated.WeightedSums(sums, r[seq*st:(seq+n)*st], st, g[:n])
+		}
+	}
+}
+
+// checkBlobSize is the bytes of a holder's check parts and digest.
+func checkBlobSize(d, bits int) int {
+	return 2*replicated.CheckPartSize(d)*bits/8 + protocol.DigestSize
+}
+
+// exchange sends this holder's vector of query qid to its successor and
+// returns its predecessor's (both check it).
+func (h *Holder[E]) exchange(ctx context.Context, qid [16]byte, w []E) ([]E, error) {
+	succ := h.p.Party((h.Self() + 1) % replicated.Holders).Name
+	sent := make(chan error, 1)
+	go func() {
+		m := &protocol.HiddenVector{Query: qid, Rows: uint32(len(w)), Bits: uint8(h.p.Bits)}
+		s, err := blind.SendShares(ctx, h.env.Net, succ, m, additive.ElemBytes(w))
+		if err == nil {
+			_, err = rpc.ReadReply(ctx, s, succ)
+			s.Finish()
+		}
+		sent <- err
+	}()
+	in, err := h.vectorsIn.take(ctx, qid)
+	if err == nil && in.vec == nil {
+		err = fmt.Errorf("%s did not score this probe: %s", h.p.Party((h.Self()+2)%replicated.Holders).Name, in.skipped)
+	}
+	if serr := <-sent; serr != nil {
+		h.skipVectors(serr, qid) // (a query given up on: the successor must not wait for it)
+		if err == nil {
+			err = fmt.Errorf("sending %s the vector it checks: %w", succ, serr)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(in.vec) != len(additive.ElemBytes(w)) {
+		return nil, fmt.Errorf("the predecessor's vector holds %d bytes, for %d rows", len(in.vec), len(w))
+	}
+	return additive.ViewElems[E](in.vec), nil
+}
+
+// skipVectors tells this holder's successor that it will send no vector
+// of the probes qids (refused here, or not scored), so that the successor
+// does not wait for them; and forgets what its predecessor sent of them.
+// Best effort: the successor otherwise waits until its query's deadline.
+func (h *Holder[E]) skipVectors(why error, qids ...[16]byte) {
+	succ := h.p.Party((h.Self() + 1) % replicated.Holders).Name
+	msg := ""
+	if why != nil {
+		msg = why.Error()
+		if len(msg) > protocol.MaxMessage {
+			msg = msg[:protocol.MaxMessage]
+		}
+	}
+	for _, qid := range qids {
+		h.vectorsIn.drop(qid)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), contactWait(h.p))
+			defer cancel()
+			rpc.Call(ctx, h.env.Net, succ, &protocol.HiddenVector{Query: qid, Bits: uint8(h.p.Bits), None: true, Why: msg})
+		}()
+	}
+}
+
+// takeVector receives a hidden probe's vector from this holder's
+// predecessor, which this holder checks.
+func (h *Holder[E]) takeVector(_ context.Context, r engine.Request) protocol.Msg {
+	m := r.Msg.(*protocol.HiddenVector)
+	pred := h.p.Party((h.Self() + 2) % replicated.Holders).Name
+	switch {
+	case r.From.Name != pred:
+		return protocol.Errorf(protocol.CodeForbidden, "only %s sends %s the vectors it checks", pred, h.env.Self)
+	case !h.p.HideProbes():
+		return protocol.Errorf(protocol.CodeBadRequest, "a hidden probe's vector in a cluster that does not hide probes")
+	}
+	if m.None { // the predecessor will not score this probe
+		why := m.Why
+		if why == "" {
+			why = "it did not score it"
+		}
+		if perr := h.vectorsIn.put(m.Query, mail{skipped: why}); perr != nil {
+			return perr
+		}
+		return &protocol.HiddenVectorOK{}
+	}
+	if perr := blind.CheckShare(h.p.Params, int(m.Bits), 1, m.Rows); perr != nil {
+		return perr
+	}
+	// At most the rows this holder has and a batch more (a commit may
+	// reach the predecessor first): a deviating predecessor cannot make it
+	// hold more than maxSlots vectors of its own size.
+	if have := h.Stats().Rows; int(m.Rows) > have+protocol.MaxBatch {
+		return protocol.Errorf(protocol.CodeBadRequest, "a vector of %d rows; %s has %d", m.Rows, h.env.Self, have)
+	}
+	size := int(m.Rows) * h.p.Bits / 8
+	b, err := network.ReadGrowing(r.Stream, make([]byte, 0, min(size, 1<<20)), size)
+	if err != nil {
+		return protocol.Errorf(protocol.CodeBadRequest, "reading the vector: %v", err)
+	}
+	if perr := h.vectorsIn.put(m.Query, mail{vec: b}); perr != nil {
+		return perr
+	}
+	return &protocol.HiddenVectorOK{}
+}
+
+// mailbox holds the vectors a holder's predecessor sent, until the
+// holder's own pass of the same probe takes them.
+type mailbox struct {
+	mu    sync.Mutex
+	slots map[[16]byte]*slot
+}
+
+type slot struct {
+	v  chan mail
+	at time.Time
+}
+
+// mail is a predecessor's vector of a probe, or why it sends none.
+type mail struct {
+	vec     []byte
+	skipped string
+}
+
+// maxSlots bounds the vectors waiting (a predecessor cannot fill this
+// holder's memory); keepSlot is how long one waits to be taken.
+const (
+	maxSlots = 2 * protocol.MaxHiddenBatch
+	keepSlot = 2 * time.Minute
+)
+
+func (mb *mailbox) slot(qid [16]byte) *slot {
+	if mb.slots == nil {
+		mb.slots = map[[16]byte]*slot{}
+	}
+	s, ok := mb.slots[qid]
+	if !ok {
+		s = &slot{v: make(chan mail, 1), at: time.Now()}
+		mb.slots[qid] = s
+	}
+	return s
+}
+
+func (mb *mailbox) put(qid [16]byte, b mail) *protocol.Error {
+	mb.mu.Lock()
+	defer mb.mu.Unlock()
+	for q, s := range mb.slots {
+		if time.Since(s.at) > keepSlot {
+			delete(mb.slots, q)
+		}
+	}
+	if _, ok := mb.slots[qid]; !ok && len(mb.slots) >= maxSlots {
+		return protocol.Errorf(protocol.CodeUnavailable, "%d hidden probes' vectors wait to be checked here; retry shortly", len(mb.slots))
+	}
+	select {
+	case mb.slot(qid).v <- b:
+		return nil
+	default:
+		return protocol.Errorf(protocol.CodeBadRequest, "a second vector for one hidden probe")
+	}
+}
+
+// drop forgets a probe's slot.
+func (mb *mailbox) drop(qid [16]byte) {
+	mb.mu.Lock()
+	delete(mb.slots, qid)
+	mb.mu.Unlock()
+}
+
+func (mb *mailbox) take(ctx context.Context, qid [16]byte) (mail, error) {
+	mb.mu.Lock()
+	s := mb.slot(qid)
+	mb.mu.Unlock()
+	defer func() {
+		mb.mu.Lock()
+		delete(mb.slots, qid)
+		mb.mu.Unlock()
+	}()
+	select {
+	case b := <-s.v:
+		return b, nil
+	case <-ctx.Done():
+		return mail{}, fmt.Errorf("the vector to check did not come: %w", ctx.Err())
+	}
+}
