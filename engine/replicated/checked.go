@@ -56,34 +56,47 @@ type checkSums[E additive.Elem] struct {
 
 // segSums are one segment's part of the sums, what it covers, and the
 // weights of its rows (both checks', Stride per row; they depend on the
-// row's place alone, so they are only ever appended to). Appended rows
-// are folded in and erased ones taken out (erasures); a reshare (a new
-// epoch) sums the segment again.
+// row's place alone, so they are only ever appended to).
 type segSums[E additive.Elem] struct {
 	rows, live int
-	epoch      uint32
 	low, high  []E
 	rl, rh     []E
 }
 
-// erasures are the shares a holder's stores erased since the check sums
-// last looked, so that they take out what they had added (pair.Erase
-// records them under the rows' write lock; sums takes them under the
-// read lock, as the one scan running). Kept only where probes are hidden.
+// erasures are the shares a holder's stores erased or replaced (a
+// reshare) in the rows the check sums cover, since the sums last looked:
+// the sums take out what they had added and add the row as it is now.
+// pair.Erase and pair.Put record them under the rows' write lock; sums
+// takes them, and sets what it covers, under the read lock as the one
+// scan running. Kept only where probes are hidden; nothing is recorded
+// before the first sums (a start's replay).
 type erasures[E additive.Elem] struct {
-	segs [][]erased[E]
+	segs    [][]erased[E]
+	covered []int // rows of each segment the sums cover
 }
 
 type erased[E additive.Elem] struct {
 	seq       int
-	own, next []E
+	own, next []E // the share as the sums had it
 }
 
-func (e *erasures[E]) add(seg, seq int, own, next []E) {
-	for len(e.segs) <= seg {
-		e.segs = append(e.segs, nil)
+// record keeps row seq's share (own, next) before it changes, if the sums
+// cover it.
+func (e *erasures[E]) record(seg, seq int, own, next *additive.Store[E]) error {
+	if e == nil || seg >= len(e.covered) || seq >= e.covered[seg] {
+		return nil
 	}
-	e.segs[seg] = append(e.segs[seg], erased[E]{seq, own, next})
+	d := own.Dim()
+	o, err := own.Row(seq, make([]E, d))
+	if err != nil {
+		return err
+	}
+	n, err := next.Row(seq, make([]E, d))
+	if err != nil {
+		return err
+	}
+	e.segs[seg] = append(e.segs[seg], erased[E]{seq, o, n})
+	return nil
 }
 
 // sums returns the check sums of view v (the caller holds the read lock
@@ -123,32 +136,22 @@ func (h *Holder[E]) sums(v blind.View) (*checkSums[E], error) {
 	return next, nil
 }
 
-// segmentSums is segment s's part of the sums at view v, from old's when
-// the segment's epoch is the same.
+// segmentSums is segment s's part of the sums at view v, from old's (rows
+// appended are added, rows erased or replaced since are taken out and
+// added as they are now).
 func (h *Holder[E]) segmentSums(s int, v blind.View, old *segSums[E]) *segSums[E] {
 	d := h.p.Dim()
 	md := replicated.CheckRounds * d
-	rows, epoch := int(v.Digest[s].Rows), h.EpochLocked(s)
-	sg := &segSums[E]{rows: rows, live: int(v.Digest[s].Live), epoch: epoch, low: make([]E, md), high: make([]E, md)}
-	var gone []erased[E] // taken: what is not taken out now need not be
-	if h.chk.erased != nil && s < len(h.chk.erased.segs) {
-		gone, h.chk.erased.segs[s] = h.chk.erased.segs[s], nil
+	rows := int(v.Digest[s].Rows)
+	sg := &segSums[E]{rows: rows, live: int(v.Digest[s].Live), low: make([]E, md), high: make([]E, md)}
+	er := h.chk.erased
+	for len(er.segs) <= s {
+		er.segs, er.covered = append(er.segs, nil), append(er.covered, 0)
 	}
-	from := 0
+	changed := er.segs[s]
+	er.segs[s], er.covered[s] = nil, rows // from now on, changes to these rows are recorded
 	if old != nil {
 		sg.rl, sg.rh = old.rl, old.rh // a row's weights never change
-	}
-	if old != nil && old.epoch == epoch && old.rows <= rows {
-		copy(sg.low, old.low)
-		copy(sg.high, old.high)
-		from = old.rows
-		// Take out the rows summed before and erased since.
-		for _, e := range gone {
-			if e.seq < old.rows {
-				addRow(sg.low, sg.rl[e.seq*h.chk.low.Stride():], e.next, d, true)
-				addRow(sg.high, sg.rh[e.seq*h.chk.high.Stride():], e.own, d, true)
-			}
-		}
 	}
 	// The weights of the rows new to the segment.
 	for _, side := range []struct {
@@ -162,12 +165,32 @@ func (h *Holder[E]) segmentSums(s int, v blind.View, old *segSums[E]) *segSums[E
 			*side.r = grown
 		}
 	}
+	st := h.Shares(s)
+	ls, hs := h.chk.low.Stride(), h.chk.high.Stride()
+	from := 0
+	if old != nil && old.rows <= rows {
+		copy(sg.low, old.low)
+		copy(sg.high, old.high)
+		from = old.rows
+		seen := map[int]bool{}
+		for _, e := range changed { // the first record of a row is the share the sums had
+			if e.seq >= old.rows || seen[e.seq] {
+				continue
+			}
+			seen[e.seq] = true
+			addRow(sg.low, sg.rl[e.seq*ls:], e.next, d, true)
+			addRow(sg.high, sg.rh[e.seq*hs:], e.own, d, true)
+			own, _ := st.own.Row(e.seq, make([]E, d))
+			next, _ := st.next.Row(e.seq, make([]E, d))
+			addRow(sg.low, sg.rl[e.seq*ls:], next, d, false)
+			addRow(sg.high, sg.rh[e.seq*hs:], own, d, false)
+		}
+	}
 	if from == rows {
 		return sg
 	}
 	// Blocks of rows (within a chunk of the column-major stores, their
 	// weights kept in cache), every column of a block in turn.
-	st := h.Shares(s)
 	const block = 256
 	for lo := from; lo < rows; {
 		n := min(block, additive.ChunkRows-lo%additive.ChunkRows, rows-lo)
@@ -176,7 +199,7 @@ func (h *Holder[E]) segmentSums(s int, v blind.View, old *segSums[E]) *segSums[E
 			r   []E
 			str int
 			x   []E
-		}{{st.next, sg.rl, h.chk.low.Stride(), sg.low}, {st.own, sg.rh, h.chk.high.Stride(), sg.high}} {
+		}{{st.next, sg.rl, ls, sg.low}, {st.own, sg.rh, hs, sg.high}} {
 			r := side.r[lo*side.str : (lo+n)*side.str]
 			for j := range d {
 				replicated.Accumulate(side.x, d, j, r, side.str, side.st.Column(j, lo)[:n])
@@ -203,20 +226,20 @@ func addRow[E additive.Elem](x, r, share []E, d int, neg bool) {
 }
 
 // pairMasks adds this holder's zero-sharing H(k_(j-1,j)) - H(k_(j,j+1))
-// of query qid to its permuted, masked vector w.
-func (h *Holder[E]) pairMasks(w []E, qid [16]byte) error {
+// of one probe (its context) to its permuted, masked vector w.
+func (h *Holder[E]) pairMasks(w []E, probe [32]byte) error {
 	cp, err := h.checkPeers()
 	if err != nil {
 		return err
 	}
 	hm := make([]E, len(w))
-	if err := replicated.PairMask(hm, &cp.pred, cp.predI, h.tagShard(), qid); err != nil {
+	if err := replicated.PairMask(hm, &cp.pred, cp.predI, h.tagShard(), probe); err != nil {
 		return err
 	}
 	for p, x := range hm {
 		w[p] += x
 	}
-	if err := replicated.PairMask(hm, &cp.succ, h.Self(), h.tagShard(), qid); err != nil {
+	if err := replicated.PairMask(hm, &cp.succ, h.Self(), h.tagShard(), probe); err != nil {
 		return err
 	}
 	for p, x := range hm {
@@ -250,14 +273,14 @@ func (h *Holder[E]) checkParts(vec *vectors[E], pr *probe[E], sigma *additive.Se
 		return nil, err
 	}
 	hm := make([]E, n)
-	if err := replicated.PairMask(hm, &cp.pred, cp.predI, sh, qid); err != nil {
+	if err := replicated.PairMask(hm, &cp.pred, cp.predI, sh, pr.context); err != nil {
 		return nil, err
 	}
 	for p := range back {
 		back[p] = pred[p] - back[p] + hm[p]
 	}
 	// B of check j+1: H(k_(j,j+1)), which this holder subtracted.
-	if err := replicated.PairMask(hm, &cp.succ, self, sh, qid); err != nil {
+	if err := replicated.PairMask(hm, &cp.succ, self, sh, pr.context); err != nil {
 		return nil, err
 	}
 	a, b := make([]E, replicated.CheckRounds), make([]E, replicated.CheckRounds)
@@ -265,11 +288,11 @@ func (h *Holder[E]) checkParts(vec *vectors[E], pr *probe[E], sigma *additive.Se
 	h.rowSums(b, h.chk.low, vec.sums, true, vec.View, pi, hm)
 	size := replicated.CheckPartSize(d)
 	out := make([]E, 2*size)
-	blLow, err := replicated.NewBlinds[E](&cp.pred, (self+1)%replicated.Holders, sh, qid, d)
+	blLow, err := replicated.NewBlinds[E](&cp.pred, (self+1)%replicated.Holders, sh, pr.context, d)
 	if err != nil {
 		return nil, err
 	}
-	blHigh, err := replicated.NewBlinds[E](&cp.succ, cp.predI, sh, qid, d)
+	blHigh, err := replicated.NewBlinds[E](&cp.succ, cp.predI, sh, pr.context, d)
 	if err != nil {
 		return nil, err
 	}
@@ -404,10 +427,16 @@ func (h *Holder[E]) takeVector(_ context.Context, r engine.Request) protocol.Msg
 }
 
 // mailbox holds the vectors a holder's predecessor sent, until the
-// holder's own pass of the same probe takes them.
+// holder's own pass of the same probe takes them. A probe this holder has
+// given up on (taken, refused, or its wait ended) is remembered for keep,
+// and what comes late for it is dropped; a full mailbox makes room by
+// dropping its oldest vector, so vectors that nobody will take (a
+// predecessor's, or a device's refused probes) cannot shut it.
 type mailbox struct {
 	mu    sync.Mutex
 	slots map[[16]byte]*slot
+	gone  map[[16]byte]time.Time
+	keep  time.Duration // a query's longest life (the identify timeout)
 }
 
 type slot struct {
@@ -421,20 +450,44 @@ type mail struct {
 	skipped string
 }
 
-// maxSlots bounds the vectors waiting (a predecessor cannot fill this
-// holder's memory); keepSlot is how long one waits to be taken.
-const (
-	maxSlots = 2 * protocol.MaxHiddenBatch
-	keepSlot = 2 * time.Minute
-)
+// maxSlots bounds the vectors waiting (two batches of the largest size).
+const maxSlots = 2 * protocol.MaxHiddenBatch
 
-func (mb *mailbox) slot(qid [16]byte) *slot {
-	if mb.slots == nil {
-		mb.slots = map[[16]byte]*slot{}
+// prune forgets what is older than a query may live (caller holds mu).
+func (mb *mailbox) prune(now time.Time) {
+	if mb.keep <= 0 {
+		mb.keep = 2 * time.Minute
 	}
+	if mb.slots == nil {
+		mb.slots, mb.gone = map[[16]byte]*slot{}, map[[16]byte]time.Time{}
+	}
+	for q, s := range mb.slots {
+		if now.Sub(s.at) > mb.keep {
+			delete(mb.slots, q)
+		}
+	}
+	for q, at := range mb.gone {
+		if now.Sub(at) > mb.keep {
+			delete(mb.gone, q)
+		}
+	}
+}
+
+// slot is qid's slot, made if need be (caller holds mu).
+func (mb *mailbox) slot(qid [16]byte, now time.Time) *slot {
 	s, ok := mb.slots[qid]
 	if !ok {
-		s = &slot{v: make(chan mail, 1), at: time.Now()}
+		if len(mb.slots) >= maxSlots {
+			var oldest [16]byte
+			first := true
+			for q, o := range mb.slots {
+				if first || o.at.Before(mb.slots[oldest].at) {
+					oldest, first = q, false
+				}
+			}
+			delete(mb.slots, oldest)
+		}
+		s = &slot{v: make(chan mail, 1), at: now}
 		mb.slots[qid] = s
 	}
 	return s
@@ -443,38 +496,44 @@ func (mb *mailbox) slot(qid [16]byte) *slot {
 func (mb *mailbox) put(qid [16]byte, b mail) *protocol.Error {
 	mb.mu.Lock()
 	defer mb.mu.Unlock()
-	for q, s := range mb.slots {
-		if time.Since(s.at) > keepSlot {
-			delete(mb.slots, q)
-		}
-	}
-	if _, ok := mb.slots[qid]; !ok && len(mb.slots) >= maxSlots {
-		return protocol.Errorf(protocol.CodeUnavailable, "%d hidden probes' vectors wait to be checked here; retry shortly", len(mb.slots))
+	now := time.Now()
+	mb.prune(now)
+	if _, late := mb.gone[qid]; late {
+		return nil // given up on here: nobody will take it
 	}
 	select {
-	case mb.slot(qid).v <- b:
+	case mb.slot(qid, now).v <- b:
 		return nil
 	default:
 		return protocol.Errorf(protocol.CodeBadRequest, "a second vector for one hidden probe")
 	}
 }
 
-// drop forgets a probe's slot.
+// len is the vectors waiting.
+func (mb *mailbox) len() int {
+	mb.mu.Lock()
+	defer mb.mu.Unlock()
+	return len(mb.slots)
+}
+
+// drop gives up on a probe: its slot goes, and what comes for it later is
+// dropped.
 func (mb *mailbox) drop(qid [16]byte) {
 	mb.mu.Lock()
+	defer mb.mu.Unlock()
+	now := time.Now()
+	mb.prune(now)
 	delete(mb.slots, qid)
-	mb.mu.Unlock()
+	mb.gone[qid] = now
 }
 
 func (mb *mailbox) take(ctx context.Context, qid [16]byte) (mail, error) {
 	mb.mu.Lock()
-	s := mb.slot(qid)
+	now := time.Now()
+	mb.prune(now)
+	s := mb.slot(qid, now)
 	mb.mu.Unlock()
-	defer func() {
-		mb.mu.Lock()
-		delete(mb.slots, qid)
-		mb.mu.Unlock()
-	}()
+	defer mb.drop(qid)
 	select {
 	case b := <-s.v:
 		return b, nil

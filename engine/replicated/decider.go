@@ -60,7 +60,7 @@ func NewDecider(env engine.Env) (*Decider, error) {
 	}
 	d := &Decider{env: env, p: p, queries: merge.NewTable[*part, *protocol.ReplResult](replicated.Holders, p.Timeouts().DeciderWait, func(k int) string { return p.Party(k).Name })}
 	d.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_repl_refusals_total",
-		Help: "Queries the decider refused because two holders of a share disagree (label: the pair)."}, []string{"pair"})
+		Help: "Queries the decider refused because two holders of a share disagree (label: the pair), or a hidden probe's product check failed (label: the holder checked; it or one of its two checkers deviated)."}, []string{"pair"})
 	d.gate = newGate(env, p)
 	d.stats = engine.NewScoreStats(p.Params, env.Metrics)
 	for _, c := range append(d.gate.collectors(), d.refused) {

@@ -70,11 +70,10 @@ func mergedScans[E additive.Elem](h *Holder[E]) error {
 			for i := range sigma {
 				sigma[i] = byte(r.Uint32())
 			}
-			var qid [16]byte
-			for i := range qid {
-				qid[i] = byte(r.Uint32())
+			for i := range pr.context {
+				pr.context[i] = byte(r.Uint32())
 			}
-			sc.prs, sc.sigmas, sc.qids = append(sc.prs, pr), append(sc.sigmas, &sigma), append(sc.qids, qid)
+			sc.prs, sc.sigmas = append(sc.prs, pr), append(sc.sigmas, &sigma)
 		}
 		scans = append(scans, sc)
 	}
@@ -335,4 +334,15 @@ func corruptShare[E additive.Elem](h *Holder[E], seg, seq, delta int) func() {
 	}
 	add(delta)
 	return func() { add(-delta) }
+}
+
+// MailboxSlots is how many vectors wait in holder e's mailbox.
+func MailboxSlots(e any) int {
+	switch h := e.(type) {
+	case *Holder[uint8]:
+		return h.vectorsIn.len()
+	case *Holder[uint16]:
+		return h.vectorsIn.len()
+	}
+	panic(fmt.Sprintf("MailboxSlots: %T", e))
 }

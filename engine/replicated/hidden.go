@@ -95,10 +95,12 @@ func probePairs[E additive.Elem](p *config.Params, tmpl []float32) ([][]byte, er
 	return pts, nil
 }
 
-// probe is a holder's opened pair of query shares and their digests.
+// probe is a holder's opened pair of query shares and their digests, and
+// what its check's masks and blinds are bound to (replicated.ProbeContext).
 type probe[E additive.Elem] struct {
 	y       [2][]E
 	digests [2][protocol.DigestSize]byte
+	context [32]byte
 }
 
 // openProbe checks the device's signature of a hidden probe (request
@@ -139,7 +141,7 @@ func (h *Holder[E]) openProbe(nonce [16]byte, t int64, part []byte, a *protocol.
 	e := make([]E, 2*d)
 	copy(additive.ElemBytes(e), pt)
 	clear(pt)
-	pr := &probe[E]{y: [2][]E{e[:d], e[d:]}}
+	pr := &probe[E]{y: [2][]E{e[:d], e[d:]}, context: replicated.ProbeContext(qid, nonce, t)}
 	held := replicated.Held(h.Self())
 	for i := range pr.digests {
 		pr.digests[i] = replicated.VectorDigest(qid, held[i], h.p.Bits, additive.ElemBytes(pr.y[i]))
@@ -175,7 +177,6 @@ func (h *Holder[E]) admit(v blind.View, from string, want protocol.Digest, start
 type scan[E additive.Elem] struct {
 	prs    []*probe[E]
 	sigmas []*additive.Seed
-	qids   [][16]byte
 	same   protocol.Digest
 	from   string
 	want   protocol.Digest
@@ -251,7 +252,7 @@ func (h *Holder[E]) scanAll(_ context.Context, scans []*scan[E]) []scanned[E] {
 			vec := &vectors[E]{View: v, own: make([]E, v.Rows()), sums: sums}
 			out[i].err = additive.PermuteMask(perm, vec.own, zs[at+q], v.Live, sc.sigmas[q], h.Self(), replicated.Holders)
 			if out[i].err == nil {
-				out[i].err = h.pairMasks(vec.own, sc.qids[q])
+				out[i].err = h.pairMasks(vec.own, sc.prs[q].context)
 			}
 			out[i].vecs = append(out[i].vecs, vec)
 		}
@@ -491,7 +492,7 @@ func (h *Holder[E]) runHidden(ctx context.Context, jobs []*hiddenJob[E]) []hidde
 	for q, j := range jobs {
 		prs[q], sigmas[q], qids[q] = j.pr, &j.sigma, j.qid
 	}
-	vecs, scored := h.scoreHidden(ctx, &scan[E]{prs: prs, sigmas: sigmas, qids: qids, same: v.Digest})
+	vecs, scored := h.scoreHidden(ctx, &scan[E]{prs: prs, sigmas: sigmas, same: v.Digest})
 	if scored != nil {
 		h.skipVectors(scored, qids...) // the successor checks none of them
 	}
@@ -614,7 +615,7 @@ func (h *Holder[E]) serveHidden(ctx context.Context, r engine.Request) protocol.
 		h.skipVectors(err, qids...)
 		return err
 	}
-	vecs, err := h.scoreHidden(ctx, &scan[E]{prs: prs, sigmas: sigmas, qids: qids, from: r.From.Name, want: m.Digest})
+	vecs, err := h.scoreHidden(ctx, &scan[E]{prs: prs, sigmas: sigmas, from: r.From.Name, want: m.Digest})
 	if err != nil {
 		h.skipVectors(err, qids...)
 		return engine.AsError(err, protocol.CodeInternal)

@@ -424,6 +424,10 @@ func TestHiddenCheckedProducts(t *testing.T) {
 			if err := c.client("client", "p2").Enroll(ctx(t), items(extra, "extra")); err != nil {
 				t.Fatal(err)
 			}
+		case 250: // every share of p3's segment replaced
+			if _, err := c.client("client", "p3").Reshare(ctx(t), "p3"); err != nil {
+				t.Fatal(err)
+			}
 		}
 		i := q % len(xs)
 		r, err := c.client("device", c.p.Party(q%3).Name).Identify(ctx(t), xs[i], 1)
@@ -463,6 +467,44 @@ func TestHiddenCheckedProducts(t *testing.T) {
 		}
 		if r, err := c.client("device", "p1").Identify(ctx(t), xs[4], 1); err != nil || !r.Accepted || r.Candidates[0].ID != ids[4] {
 			t.Fatalf("%s honest again: %v %+v", name, err, r)
+		}
+	}
+}
+
+// TestHiddenRefusedProbesLeaveNoVectors: a device whose probes' part for
+// p2 does not open (a faulty or hostile client) gets each refused, and
+// the vectors its probes' neighbours sent for checking do not pile up in
+// the holders' mailboxes: honest probes go on.
+func TestHiddenRefusedProbesLeaveNoVectors(t *testing.T) {
+	c, xs, ids := hiddenCluster(t)
+	d := c.dialer("device")
+	var wg sync.WaitGroup
+	for i := range 160 {
+		bad := c.mustProbe(xs[i%len(xs)])
+		bad.Parts[1] = append([]byte(nil), bad.Parts[1]...)
+		bad.Parts[1][len(bad.Parts[1])-1] ^= 1
+		if err := protocol.SignProbe(c.signer("device"), "device", c.p.ClusterID(), bad); err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			if _, err := rpc.Call(ctx(t), d, "p1", bad); err == nil {
+				t.Errorf("a probe whose part for p2 does not open was answered")
+			}
+		})
+		if i%8 == 7 {
+			wg.Wait()
+		}
+	}
+	wg.Wait()
+	time.Sleep(time.Second) // what comes late lands
+	for _, h := range []string{"p1", "p2", "p3"} {
+		if n := replicated.MailboxSlots(c.holders[h]); n > 8 {
+			t.Errorf("%s holds %d vectors nobody will take", h, n)
+		}
+	}
+	for q := range 3 {
+		if r, err := c.client("device", "p1").Identify(ctx(t), xs[q], 1); err != nil || !r.Accepted || r.Candidates[0].ID != ids[q] {
+			t.Fatalf("honest probe %d after the refused ones: %v %+v", q, err, r)
 		}
 	}
 }

@@ -82,7 +82,7 @@ func NewParams(p *config.Params) (*Params, error) {
 type pair[E additive.Elem] struct {
 	own, next *additive.Store[E]
 	seg       int          // its origin
-	erased    *erasures[E] // what Erase erased (the check sums take it out)
+	erased    *erasures[E] // the shares Erase and Put change (the check sums follow)
 }
 
 func (s pair[E]) Rows() int           { return s.own.Rows() }
@@ -100,6 +100,9 @@ func (s pair[E]) halves(b []byte) ([]E, []E) {
 }
 
 func (s pair[E]) Put(seq int, b []byte, live bool) error {
+	if err := s.erased.record(s.seg, seq, s.own, s.next); err != nil { // a reshare's new share
+		return err
+	}
 	a, n := s.halves(b)
 	if err := s.own.Put(seq, a, live); err != nil {
 		return err
@@ -108,17 +111,8 @@ func (s pair[E]) Put(seq int, b []byte, live bool) error {
 }
 
 func (s pair[E]) Erase(seq int) error {
-	if s.erased != nil && seq < s.own.Rows() && s.own.IsLive(seq) {
-		d := s.own.Dim()
-		own, err := s.own.Row(seq, make([]E, d))
-		if err != nil {
-			return err
-		}
-		next, err := s.next.Row(seq, make([]E, d))
-		if err != nil {
-			return err
-		}
-		s.erased.add(s.seg, seq, own, next)
+	if err := s.erased.record(s.seg, seq, s.own, s.next); err != nil {
+		return err
 	}
 	if err := s.own.Delete(seq); err != nil {
 		return err
@@ -226,6 +220,7 @@ func newHolder[E additive.Elem](env engine.Env, p *Params) (*Holder[E], error) {
 	}
 	h := &Holder[E]{Core: core, env: env, p: p, gallery: g, query: q, outage: newOutage(), gate: newGate(env, p)}
 	h.chk.erased = erased
+	h.vectorsIn.keep = p.Timeouts().Identify
 	h.probes.start = time.Now().Unix()
 	// Two batches in flight: one scoring while the other's vectors travel.
 	bmax, bwait := p.Batch()

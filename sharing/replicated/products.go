@@ -48,15 +48,15 @@ const (
 	labelPairMask  = "idface/repl/pair mask"       // H(k_(a,a+1)) of one query
 )
 
-func checkKey(pair *[32]byte, label string, i, shard int, qid *[16]byte) (cipher.Block, error) {
+func checkKey(pair *[32]byte, label string, i, shard int, probe *[32]byte) (cipher.Block, error) {
 	m := hmac.New(sha256.New, pair[:])
 	m.Write([]byte(label))
 	var hdr [4]byte
 	binary.BigEndian.PutUint16(hdr[:], uint16(i))
 	binary.BigEndian.PutUint16(hdr[2:], uint16(shard+1)) // 0: unsharded
 	m.Write(hdr[:])
-	if qid != nil {
-		m.Write(qid[:])
+	if probe != nil {
+		m.Write(probe[:])
 	}
 	var k [32]byte
 	m.Sum(k[:0])
@@ -108,11 +108,29 @@ func (c *Challenges[E]) Rows(seg, seq0 int, dst []E) {
 	fill(stream(c.blk, uint32(seg), uint64(seq0)*blocks), dst)
 }
 
-// PairMask sets dst to H(k_(a,a+1)) of query qid over positions: the mask
-// the two holders of pair key pair add (holder a+1) and subtract (holder
-// a), a zero-sharing the third holder cannot remove.
-func PairMask[E additive.Elem](dst []E, pair *[32]byte, a, shard int, qid [16]byte) error {
-	blk, err := checkKey(pair, labelPairMask, a, shard, &qid)
+// ProbeContext is what a probe's masks and blinds are bound to: its query
+// id and the device's nonce and time, so that no two probes share them
+// (every holder runs a nonce once: an entry that gave two probes one
+// query id would otherwise have them reuse their blinds, and the decider
+// could subtract them).
+func ProbeContext(qid [16]byte, nonce [16]byte, t int64) [32]byte {
+	h := sha256.New()
+	h.Write([]byte("idface/repl/probe context"))
+	h.Write(qid[:])
+	h.Write(nonce[:])
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(t))
+	h.Write(b[:])
+	var out [32]byte
+	h.Sum(out[:0])
+	return out
+}
+
+// PairMask sets dst to H(k_(a,a+1)) of one probe (its ProbeContext) over
+// positions: the mask the two holders of pair key pair add (holder a+1)
+// and subtract (holder a), a zero-sharing the third holder cannot remove.
+func PairMask[E additive.Elem](dst []E, pair *[32]byte, a, shard int, probe [32]byte) error {
+	blk, err := checkKey(pair, labelPairMask, a, shard, &probe)
 	if err != nil {
 		return err
 	}
@@ -129,9 +147,10 @@ type Blinds[E additive.Elem] struct {
 	T      []E // CheckRounds
 }
 
-// NewBlinds are check i's blinds for query qid at dimension d.
-func NewBlinds[E additive.Elem](pair *[32]byte, i, shard int, qid [16]byte, d int) (*Blinds[E], error) {
-	blk, err := checkKey(pair, labelBlind, i, shard, &qid)
+// NewBlinds are check i's blinds for one probe (its ProbeContext) at
+// dimension d.
+func NewBlinds[E additive.Elem](pair *[32]byte, i, shard int, probe [32]byte, d int) (*Blinds[E], error) {
+	blk, err := checkKey(pair, labelBlind, i, shard, &probe)
 	if err != nil {
 		return nil, err
 	}

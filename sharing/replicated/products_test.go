@@ -44,12 +44,12 @@ func checkRun[E additive.Elem](t testing.TB, r *rand.Rand, n, d, i int, tamper f
 			k[j] = byte(r.Uint64())
 		}
 	}
-	var qid [16]byte
+	var probe [32]byte
 	hlo, hhi := make([]E, n), make([]E, n)
-	if err := PairMask(hlo, &klo, i2, -1, qid); err != nil {
+	if err := PairMask(hlo, &klo, i2, -1, probe); err != nil {
 		t.Fatal(err)
 	}
-	if err := PairMask(hhi, &khi, i, -1, qid); err != nil {
+	if err := PairMask(hhi, &khi, i, -1, probe); err != nil {
 		t.Fatal(err)
 	}
 	w := make([]E, n) // what holder i sends (no permutation, no sigma mask: both cancel in A)
@@ -82,7 +82,7 @@ func checkRun[E additive.Elem](t testing.TB, r *rand.Rand, n, d, i int, tamper f
 	}
 	WeightedSums(a, rs, st, back)
 	WeightedSums(b, rs, st, hlo)
-	bl, err := NewBlinds[E](&kv, i, -1, qid, d)
+	bl, err := NewBlinds[E](&kv, i, -1, probe, d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,5 +149,28 @@ func TestCheckTampered(t *testing.T) {
 		if ok && changed {
 			t.Fatalf("check %d: holder %d's share shifted by %d at rows %v passed", q, i, shift, rows)
 		}
+	}
+}
+
+// TestProbeContext: two probes under one query id (an entry may choose
+// it) still get their own masks and blinds: their context holds the
+// device's nonce, which every holder runs once.
+func TestProbeContext(t *testing.T) {
+	var pair [32]byte
+	qid := [16]byte{1}
+	a, b := ProbeContext(qid, [16]byte{2}, 100), ProbeContext(qid, [16]byte{3}, 100)
+	if a == b || a == ProbeContext(qid, [16]byte{2}, 101) {
+		t.Fatal("a probe context does not depend on the nonce and time")
+	}
+	ba, err := NewBlinds[uint16](&pair, 0, -1, a, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bb, err := NewBlinds[uint16](&pair, 0, -1, b, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Equal(ba.Ay, bb.Ay) || slices.Equal(ba.AX, bb.AX) {
+		t.Fatal("two probes of one query id share their blinds")
 	}
 }
