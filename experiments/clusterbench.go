@@ -320,6 +320,7 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 			return nil, err
 		}
 	}
+	res.Complete()
 	return res, nil
 }
 

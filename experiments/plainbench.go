@@ -66,6 +66,7 @@ func RunPlainBench(o BenchOptions) (*BenchResult, error) {
 	res.SetLatencies(lat)
 	res.ShareMB = float64(2*d*template.Words(o.IDs)*8) / 1e6
 	res.PlainFloatP50, err = FloatReference(d, data, o.IDs, o.Queries)
+	res.Complete()
 	return res, err
 }
 
