@@ -330,15 +330,18 @@ func checkBlobSize(d, bits int) int {
 }
 
 // exchange sends this holder's vector of query qid to its successor and
-// returns its predecessor's (both check it).
-func (h *Holder[E]) exchange(ctx context.Context, qid [16]byte, w []E) ([]E, error) {
+// returns its predecessor's (both check it), and the bytes the sending
+// moved.
+func (h *Holder[E]) exchange(ctx context.Context, qid [16]byte, w []E) ([]E, uint64, error) {
 	succ := h.p.Party((h.Self() + 1) % replicated.Holders).Name
 	sent := make(chan error, 1)
+	var moved uint64
 	go func() {
 		m := &protocol.HiddenVector{Query: qid, Rows: uint32(len(w)), Bits: uint8(h.p.Bits)}
 		s, err := blind.SendShares(ctx, h.env.Net, succ, m, additive.ElemBytes(w))
 		if err == nil {
 			_, err = rpc.ReadReply(ctx, s, succ)
+			moved = uint64(s.Sent() + s.Received())
 			s.Finish()
 		}
 		sent <- err
@@ -354,12 +357,12 @@ func (h *Holder[E]) exchange(ctx context.Context, qid [16]byte, w []E) ([]E, err
 		}
 	}
 	if err != nil {
-		return nil, err
+		return nil, moved, err
 	}
 	if len(in.vec) != len(additive.ElemBytes(w)) {
-		return nil, fmt.Errorf("the predecessor's vector holds %d bytes, for %d rows", len(in.vec), len(w))
+		return nil, moved, fmt.Errorf("the predecessor's vector holds %d bytes, for %d rows", len(in.vec), len(w))
 	}
-	return additive.ViewElems[E](in.vec), nil
+	return additive.ViewElems[E](in.vec), moved, nil
 }
 
 // skipVectors tells this holder's successor that it will send no vector

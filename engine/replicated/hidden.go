@@ -299,15 +299,16 @@ func (h *Holder[E]) productShares(v blind.View, prs []*probe[E]) ([][]E, error) 
 
 // sendHidden sends this holder's product-share vector to the decider,
 // with the digests of its query shares and, from a helper, the tags of
-// the vector under the key it shares with the entry.
-func (h *Holder[E]) sendHidden(ctx context.Context, qid [16]byte, vec *vectors[E], pr *probe[E], sigma *additive.Seed, entry, topK int, tagKey *[32]byte) (*network.Stream, error) {
+// the vector under the key it shares with the entry; it also returns the
+// bytes the vector to its successor moved (the checks).
+func (h *Holder[E]) sendHidden(ctx context.Context, qid [16]byte, vec *vectors[E], pr *probe[E], sigma *additive.Seed, entry, topK int, tagKey *[32]byte) (*network.Stream, uint64, error) {
 	m := &protocol.ReplShare{Query: qid, Rows: uint32(vec.Rows()), Bits: uint8(h.p.Bits), TopK: uint16(topK), Entry: uint8(entry),
 		Hidden: true, QueryDigests: pr.digests}
 	bulk := [][]byte{additive.ElemBytes(vec.own)}
 	if tagKey != nil {
 		tags := make([]byte, 4*len(vec.own))
 		if err := replicated.Tags(tags, vec.own, tagKey); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		m.Tags = true
 		bulk = append(bulk, tags)
@@ -315,19 +316,19 @@ func (h *Holder[E]) sendHidden(ctx context.Context, qid [16]byte, vec *vectors[E
 	// The checks of the products (checked.go): this holder's vector to
 	// its successor, its predecessor's here, and both parts to the
 	// decider with the vector.
-	pred, err := h.exchange(ctx, qid, vec.own)
+	pred, moved, err := h.exchange(ctx, qid, vec.own)
 	if err != nil {
-		return nil, err
+		return nil, moved, err
 	}
 	blob, err := h.checkParts(vec, pr, sigma, qid, pred)
 	if err != nil {
-		return nil, err
+		return nil, moved, err
 	}
 	s, err := blind.SendShares(ctx, h.env.Net, h.p.DeciderName(), m, append(bulk, blob)...)
 	if err != nil {
-		return nil, fmt.Errorf("decider: %w", err)
+		return nil, moved, fmt.Errorf("decider: %w", err)
 	}
-	return s, nil
+	return s, moved, nil
 }
 
 // entryTagKey is a hidden query's MAC key for the vector of one helper:
@@ -560,9 +561,13 @@ func (h *Holder[E]) askHidden(ctx context.Context, i int, name string, hq *proto
 // answers the decider's result.
 func (h *Holder[E]) finishHidden(f *fanout, scored error, vec *vectors[E], j *hiddenJob[E], keys [2][32]byte) hiddenDone {
 	topK := int(j.m.TopK)
+	var moved uint64 // this holder's vector to its successor
 	res, total, perr := f.finish(scored, func(ctx context.Context) (*network.Stream, error) {
-		return h.sendHidden(ctx, j.qid, vec, j.pr, &j.sigma, h.Self(), topK, nil)
+		s, n, err := h.sendHidden(ctx, j.qid, vec, j.pr, &j.sigma, h.Self(), topK, nil)
+		moved = n
+		return s, err
 	})
+	total += moved
 	if perr != nil {
 		return hiddenDone{perr, f.lost}
 	}
@@ -630,7 +635,7 @@ func (h *Holder[E]) serveHidden(ctx context.Context, r engine.Request) protocol.
 				h.skipVectors(err, it.Query)
 				return
 			}
-			s, err := h.sendHidden(ctx, it.Query, vecs[x], prs[x], sigmas[x], entry, int(it.Probe.TopK), &key)
+			s, moved, err := h.sendHidden(ctx, it.Query, vecs[x], prs[x], sigmas[x], entry, int(it.Probe.TopK), &key)
 			if err != nil {
 				ok.Items[q].Err = engine.AsError(err, protocol.CodeUnavailable)
 				return
@@ -643,7 +648,7 @@ func (h *Holder[E]) serveHidden(ctx context.Context, r engine.Request) protocol.
 				ok.Items[q].Err = engine.AsError(fmt.Errorf("decider: %w", err), protocol.CodeUnavailable)
 				return
 			}
-			ok.Items[q].Bytes = uint64(s.Sent() + s.Received())
+			ok.Items[q].Bytes = uint64(s.Sent()+s.Received()) + moved // with its vector to its successor
 		})
 	}
 	wg.Wait()
