@@ -191,37 +191,6 @@ func (d *Decider) merge(ctx context.Context, q *merge.Pending[[]byte, *protocol.
 	return out, nil
 }
 
-// BestScore is the best score of a query's vectors of k-bit elements,
-// for the statistics (engine.ScoreStats): the first match where some
-// reached the threshold thr, else one more pass for the best. False
-// where no row lives. additive.DecideBest gives it from the decision's
-// own pass, as this decider does.
-func BestScore(bits int, matches []sharing.Match, thr int, vecs ...[]byte) (int, bool) {
-	if bits == 8 {
-		return bestScore[uint8](matches, thr, vecs)
-	}
-	return bestScore[uint16](matches, thr, vecs)
-}
-
-func bestScore[E additive.Elem](matches []sharing.Match, thr int, vecs [][]byte) (int, bool) {
-	if len(matches) > 0 {
-		return matches[0].Score, true
-	}
-	floor := additive.DeadScore[E]() + 1
-	if thr <= floor { // every row was a candidate: none lives
-		return 0, false
-	}
-	es := make([][]E, len(vecs))
-	for k, v := range vecs {
-		es[k] = additive.ViewElems[E](v)
-	}
-	best, err := additive.Decide(1, floor, 0, es...)
-	if err != nil || len(best) == 0 {
-		return 0, false
-	}
-	return best[0].Score, true
-}
-
 // decideVecs decides a query and finds its best live score (false where
 // no row lives) in one pass over the vectors.
 func decideVecs[E additive.Elem](q *merge.Pending[[]byte, *protocol.DecideResult], thr int) ([]sharing.Match, int, bool, error) {

@@ -260,18 +260,20 @@ func (d *Decider) result(ctx context.Context, q *pending, full [replicated.Holde
 		thr = -1 << 30 // every live row; the entry judges the threshold
 	}
 	var matches []sharing.Match
+	var top int
+	var live bool
 	var err error
 	switch d.p.Bits {
 	case 8:
-		matches, err = decideVecs[uint8](topK, thr, full)
+		matches, top, live, err = decideVecs[uint8](topK, thr, full)
 	default:
-		matches, err = decideVecs[uint16](topK, thr, full)
+		matches, top, live, err = decideVecs[uint16](topK, thr, full)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if best, ok := blind.BestScore(d.p.Bits, matches, thr, full[:]...); ok {
-		d.stats.Observe(best)
+	if live { // the best live score, from the same pass as the decision
+		d.stats.Observe(top)
 	}
 	if d.env.Sharded() {
 		scores := make([]int32, len(matches))
@@ -354,12 +356,12 @@ func (d *Decider) decideHidden(ctx context.Context, q *pending) (*protocol.ReplR
 	return d.result(ctx, q, full, false, lackingVec{full[a], q.Parts[a].tags}, lackingVec{full[b], q.Parts[b].tags})
 }
 
-func decideVecs[E additive.Elem](topK, thr int, full [replicated.Holders][]byte) ([]sharing.Match, error) {
+func decideVecs[E additive.Elem](topK, thr int, full [replicated.Holders][]byte) ([]sharing.Match, int, bool, error) {
 	var vecs [replicated.Holders][]E
 	for j, v := range full {
 		vecs[j] = additive.ViewElems[E](v)
 	}
-	return additive.Decide(topK, thr, 0, vecs[:]...)
+	return additive.DecideBest(topK, thr, 0, vecs[:]...)
 }
 
 // checkProducts checks every holder's product share of a hidden probe
