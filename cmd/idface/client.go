@@ -78,6 +78,103 @@ type candidate struct {
 }
 
 func cmdIdentify(args []string, stdout, stderr io.Writer) error {
+	o, err := identifyFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	cfg, me, cl, err := o.cf.openHome()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	if o.top > cfg.MaxTopK() {
+		return fmt.Errorf("--top %d: this cluster returns at most %d candidates per query (max_top_k in its configuration)", o.top, cfg.MaxTopK())
+	}
+	tm, err := input.ReadTemplates(o.tmpls, cfg.Dim())
+	if err != nil {
+		return err
+	}
+	live, err := entryRows(cl, cfg, me.Self.Role == config.RoleOperator, *o.cf.timeout, stderr)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(stdout)
+	if !o.asJSON {
+		fmt.Fprintf(stdout, "%6s  %-24s %6s %7s  %-8s %10s %8s\n", "query", "id", "score", "cosine", "decision", "bytes", "ms")
+	}
+	t := &identifyTally{json: o.asJSON}
+	start, last := time.Now(), time.Now()
+	for i := range tm.Rows() {
+		if o.every > 0 && i > 0 && time.Since(last) >= o.every {
+			last = time.Now()
+			fmt.Fprintf(stderr, "identify: %d of %d queries done (%s), %.1f ms each\n", i, tm.Rows(), t.progress(), float64(time.Since(start).Microseconds())/1000/float64(i))
+		}
+		line := identifyLine{Query: i}
+		qerr := tm.Check(i)
+		var r *protocol.IdentifyOK
+		if qerr == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), *o.cf.timeout)
+			t0 := time.Now()
+			r, qerr = cl.Identify(ctx, tm.Row(i, nil), o.top)
+			line.Ms = float64(time.Since(t0).Microseconds()) / 1000
+			cancel()
+			if qerr != nil && !isCode(qerr, protocol.CodeBadRequest) { // a server down: the run stops
+				if t.queries() > 0 {
+					fmt.Fprintf(stderr, "idface identify: stopped at query %d; before it %s\n", i, t.summary())
+				}
+				return fmt.Errorf("query %d: %w", i, qerr)
+			}
+		}
+		if qerr != nil {
+			t.failed = append(t.failed, i)
+			line.Error = qerr.Error()
+			if o.asJSON {
+				if err := enc.Encode(line); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(stdout, "%6d  error: %s\n", i, qerr)
+			}
+			continue
+		}
+		t.count(r)
+		line.fill(r, o.top)
+		if o.asJSON {
+			if err := enc.Encode(line); err != nil {
+				return err
+			}
+			continue
+		}
+		line.print(stdout, r)
+	}
+	out := stdout
+	if o.asJSON {
+		out = stderr
+	}
+	fmt.Fprintf(out, "%s (%s)\n", t.summary(), calibrationNow(cfg, live))
+	if len(t.failed) > 0 {
+		var where []string
+		for _, i := range t.failed[:min(10, len(t.failed))] {
+			where = append(where, tm.Where(i))
+		}
+		if len(t.failed) > 10 {
+			where = append(where, fmt.Sprintf("and %d more", len(t.failed)-10))
+		}
+		return fmt.Errorf("%d of %d queries failed (%s of %s); the others were answered", len(t.failed), tm.Rows(), strings.Join(where, ", "), tm.Path)
+	}
+	return nil
+}
+
+// identifyOptions are identify's flags, checked.
+type identifyOptions struct {
+	cf     clientFlags
+	tmpls  string
+	top    int
+	asJSON bool
+	every  time.Duration
+}
+
+func identifyFlags(args []string, stderr io.Writer) (*identifyOptions, error) {
 	fs := newFlags("identify", "idface identify --cluster DIR --templates Q.npy|Q.csv|Q.jsonl [--top K] [--json] [--progress 10s]\n\n"+
 		"Identifies every template of Q against the enrolled database. A template\n"+
 		"that cannot be searched (NaN, infinite, all zeros) or that the cluster\n"+
@@ -95,45 +192,39 @@ func cmdIdentify(args []string, stdout, stderr io.Writer) error {
 		"bytes to and from the other servers), bytes_total (every server-to-server\n"+
 		"byte of the query; in blind mode also the helpers' and the decider's), ms,\n"+
 		"degraded (when a share holder was down) and for a failed query error.\n\n"+input.Formats, stderr)
-	cf := addClientFlags(fs)
-	tmpls := fs.String("templates", "", "one query template per row: .npy, CSV or JSON lines")
-	top := fs.Int("top", 1, "candidates per query (1 up to the cluster's max_top_k, 10 by default)")
-	asJSON := fs.Bool("json", false, "JSON lines output")
-	every := fs.Duration("progress", 10*time.Second, "report progress on stderr this often (0: never)")
+	o := &identifyOptions{cf: addClientFlags(fs)}
+	fs.StringVar(&o.tmpls, "templates", "", "one query template per row: .npy, CSV or JSON lines")
+	fs.IntVar(&o.top, "top", 1, "candidates per query (1 up to the cluster's max_top_k, 10 by default)")
+	fs.BoolVar(&o.asJSON, "json", false, "JSON lines output")
+	fs.DurationVar(&o.every, "progress", 10*time.Second, "report progress on stderr this often (0: never)")
 	if err := parse(fs, args); err != nil {
-		return err
+		return nil, err
 	}
 	if err := required(fs, "templates"); err != nil {
-		return err
+		return nil, err
 	}
-	if *top < 1 || *top > protocol.MaxTopK {
-		return fmt.Errorf("--top %d: want 1..%d", *top, protocol.MaxTopK)
+	if o.top < 1 || o.top > protocol.MaxTopK {
+		return nil, fmt.Errorf("--top %d: want 1..%d", o.top, protocol.MaxTopK)
 	}
-	cfg, me, cl, err := cf.openHome()
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	if *top > cfg.MaxTopK() {
-		return fmt.Errorf("--top %d: this cluster returns at most %d candidates per query (max_top_k in its configuration)", *top, cfg.MaxTopK())
-	}
-	tm, err := input.ReadTemplates(*tmpls, cfg.Dim())
-	if err != nil {
-		return err
-	}
-	// The entry's row count, before any output: an unreachable entry is
-	// the run's error, an empty database a warning.
-	ctx, cancel := context.WithTimeout(context.Background(), *cf.timeout)
+	return o, nil
+}
+
+// entryRows asks the entry for its health before any output (an
+// unreachable entry is the run's error), warns of an empty database and
+// of more ids than the threshold was calibrated for, and returns the live
+// rows an operator is told (-1 for a device, which is told no count).
+func entryRows(cl *client.Client, cfg *config.Params, operator bool, timeout time.Duration, stderr io.Writer) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
 	h, err := cl.Health(ctx, cl.Entry())
-	live := -1 // unknown: a device is told no count
-	if err == nil && me.Self.Role == config.RoleOperator {
+	if err != nil {
+		return -1, err
+	}
+	live := -1
+	if operator {
 		if n, lerr := liveRows(ctx, cl, cfg, cl.Entry(), h); lerr == nil { // a shard down fails queries, not the count's warnings
 			live = n
 		}
-	}
-	cancel()
-	if err != nil {
-		return err
 	}
 	if h.Empty || live == 0 {
 		fmt.Fprintf(stderr, "idface identify: warning: the database at %s is empty (no id enrolled): every query will be rejected\n", cl.Entry())
@@ -143,132 +234,96 @@ func cmdIdentify(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stderr, "idface identify: warning: %s\n", w)
 		}
 	}
-	enc := json.NewEncoder(stdout)
-	if !*asJSON {
-		fmt.Fprintf(stdout, "%6s  %-24s %6s %7s  %-8s %10s %8s\n", "query", "id", "score", "cosine", "decision", "bytes", "ms")
+	return live, nil
+}
+
+// identifyTally counts a run's answers.
+type identifyTally struct {
+	json                         bool
+	accepted, rejected, degraded int
+	failed                       []int
+}
+
+func (t *identifyTally) queries() int { return t.accepted + t.rejected + len(t.failed) }
+
+func (t *identifyTally) count(r *protocol.IdentifyOK) {
+	if r.Accepted {
+		t.accepted++
+	} else {
+		t.rejected++
 	}
-	var accepted, rejected, degraded int
-	var failed []int
-	start, last := time.Now(), time.Now()
-	summary := func() string {
-		s := fmt.Sprintf("%d queries: %d accepted / %d rejected", accepted+rejected+len(failed), accepted, rejected)
-		if len(failed) > 0 {
-			s += fmt.Sprintf(" / %d failed", len(failed))
-		}
-		if degraded > 0 {
-			mark := "*"
-			if *asJSON {
-				mark = `"degraded": true`
-			}
-			s += fmt.Sprintf("; %d answered degraded (%s: a share holder was down, so its shares went unchecked; see idface cluster status)", degraded, mark)
-		}
-		return s
+	if r.Degraded {
+		t.degraded++ // counted for --json too
 	}
-	for i := range tm.Rows() {
-		if *every > 0 && i > 0 && time.Since(last) >= *every {
-			last = time.Now()
-			deg := ""
-			if degraded > 0 {
-				deg = fmt.Sprintf("; %d answered degraded", degraded)
-			}
-			fmt.Fprintf(stderr, "identify: %d of %d queries done (%d accepted / %d rejected / %d failed%s), %.1f ms each\n", i, tm.Rows(),
-				accepted, rejected, len(failed), deg, float64(time.Since(start).Microseconds())/1000/float64(i))
+}
+
+func (t *identifyTally) progress() string {
+	s := fmt.Sprintf("%d accepted / %d rejected / %d failed", t.accepted, t.rejected, len(t.failed))
+	if t.degraded > 0 {
+		s += fmt.Sprintf("; %d answered degraded", t.degraded)
+	}
+	return s
+}
+
+func (t *identifyTally) summary() string {
+	s := fmt.Sprintf("%d queries: %d accepted / %d rejected", t.queries(), t.accepted, t.rejected)
+	if len(t.failed) > 0 {
+		s += fmt.Sprintf(" / %d failed", len(t.failed))
+	}
+	if t.degraded > 0 {
+		mark := "*"
+		if t.json {
+			mark = `"degraded": true`
 		}
-		line := identifyLine{Query: i}
-		qerr := tm.Check(i)
-		var r *protocol.IdentifyOK
-		if qerr == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), *cf.timeout)
-			t0 := time.Now()
-			r, qerr = cl.Identify(ctx, tm.Row(i, nil), *top)
-			line.Ms = float64(time.Since(t0).Microseconds()) / 1000
-			cancel()
-			if qerr != nil && !isCode(qerr, protocol.CodeBadRequest) {
-				if accepted+rejected+len(failed) > 0 {
-					fmt.Fprintf(stderr, "idface identify: stopped at query %d; before it %s\n", i, summary())
-				}
-				return fmt.Errorf("query %d: %w", i, qerr)
-			}
+		s += fmt.Sprintf("; %d answered degraded (%s: a share holder was down, so its shares went unchecked; see idface cluster status)", t.degraded, mark)
+	}
+	return s
+}
+
+// fill sets the line from the answer: the decision, bytes, and the
+// candidates (their scores where the cluster reveals them; with --top 1
+// the best alone).
+func (line *identifyLine) fill(r *protocol.IdentifyOK, top int) {
+	line.Accepted, line.BytesSent, line.BytesRecv, line.BytesTotal = r.Accepted, r.BytesSent, r.BytesRecv, r.BytesTotal
+	line.Degraded = r.Degraded
+	for _, c := range r.Candidates {
+		cand := candidate{ID: c.ID}
+		if !r.ScoresHidden {
+			sc, cos := int(c.Score), template.Cosine(int(c.Score), int(r.Alpha), int(r.Beta))
+			cand.Score, cand.Cosine = &sc, &cos
 		}
-		if qerr != nil {
-			failed = append(failed, i)
-			line.Error = qerr.Error()
-			if *asJSON {
-				if err := enc.Encode(line); err != nil {
-					return err
-				}
-			} else {
-				fmt.Fprintf(stdout, "%6d  error: %s\n", i, qerr)
-			}
-			continue
-		}
+		line.Candidates = append(line.Candidates, cand)
+	}
+	if len(line.Candidates) > 0 {
+		best := line.Candidates[0]
+		line.Score, line.Cosine = best.Score, best.Cosine // nil in HE mode: the key server reveals rows, not scores
 		if r.Accepted {
-			accepted++
+			line.ID = &best.ID
+		}
+	}
+	if top == 1 {
+		line.Candidates = nil
+	}
+}
+
+// print writes the line as a row of identify's table.
+func (line *identifyLine) print(w io.Writer, r *protocol.IdentifyOK) {
+	id, dec, score, cos := "-", "reject", "-", "-"
+	if line.ID != nil {
+		id, dec = *line.ID, "accept"
+	}
+	if r.Degraded {
+		dec += "*" // explained below the table
+	}
+	if line.Score != nil {
+		score, cos = fmt.Sprint(*line.Score), fmt.Sprintf("%.3f", *line.Cosine)
+	}
+	fmt.Fprintf(w, "%6d  %-24s %6s %7s  %-8s %10d %8.1f\n", line.Query, id, score, cos, dec, r.BytesTotal, line.Ms)
+	for _, c := range line.Candidates {
+		if c.Score != nil {
+			fmt.Fprintf(w, "%6s    %-22s %6d %7.3f\n", "", c.ID, *c.Score, *c.Cosine)
 		} else {
-			rejected++
-		}
-		if r.Degraded {
-			degraded++ // counted for --json too
-		}
-		line.Accepted, line.BytesSent, line.BytesRecv, line.BytesTotal = r.Accepted, r.BytesSent, r.BytesRecv, r.BytesTotal
-		line.Degraded = r.Degraded
-		for _, c := range r.Candidates {
-			cand := candidate{ID: c.ID}
-			if !r.ScoresHidden {
-				sc, cos := int(c.Score), template.Cosine(int(c.Score), int(r.Alpha), int(r.Beta))
-				cand.Score, cand.Cosine = &sc, &cos
-			}
-			line.Candidates = append(line.Candidates, cand)
-		}
-		if len(line.Candidates) > 0 {
-			best := line.Candidates[0]
-			line.Score, line.Cosine = best.Score, best.Cosine // nil in HE mode: the key server reveals rows, not scores
-			if r.Accepted {
-				line.ID = &best.ID
-			}
-		}
-		if *top == 1 {
-			line.Candidates = nil
-		}
-		if *asJSON {
-			if err := enc.Encode(line); err != nil {
-				return err
-			}
-			continue
-		}
-		id, dec, score, cos := "-", "reject", "-", "-"
-		if line.ID != nil {
-			id, dec = *line.ID, "accept"
-		}
-		if r.Degraded {
-			dec += "*" // explained below the table
-		}
-		if line.Score != nil {
-			score, cos = fmt.Sprint(*line.Score), fmt.Sprintf("%.3f", *line.Cosine)
-		}
-		fmt.Fprintf(stdout, "%6d  %-24s %6s %7s  %-8s %10d %8.1f\n", i, id, score, cos, dec, r.BytesTotal, line.Ms)
-		for _, c := range line.Candidates {
-			if c.Score != nil {
-				fmt.Fprintf(stdout, "%6s    %-22s %6d %7.3f\n", "", c.ID, *c.Score, *c.Cosine)
-			} else {
-				fmt.Fprintf(stdout, "%6s    %-22s\n", "", c.ID)
-			}
+			fmt.Fprintf(w, "%6s    %-22s\n", "", c.ID)
 		}
 	}
-	out := stdout
-	if *asJSON {
-		out = stderr
-	}
-	fmt.Fprintf(out, "%s (%s)\n", summary(), calibrationNow(cfg, live))
-	if len(failed) > 0 {
-		var where []string
-		for _, i := range failed[:min(10, len(failed))] {
-			where = append(where, tm.Where(i))
-		}
-		if len(failed) > 10 {
-			where = append(where, fmt.Sprintf("and %d more", len(failed)-10))
-		}
-		return fmt.Errorf("%d of %d queries failed (%s of %s); the others were answered", len(failed), tm.Rows(), strings.Join(where, ", "), tm.Path)
-	}
-	return nil
 }
