@@ -237,8 +237,9 @@ type HiddenQueryOK struct {
 // HiddenResult is one probe's result at a helper: Err is nil when the
 // helper scored the probe and sent its vector.
 type HiddenResult struct {
-	Bytes uint64
-	Err   *Error
+	Bytes  uint64
+	TagKey [32]byte // the key of the tags of helper entry+1's vector, which both helpers derive (ReplQueryOK.TagKey)
+	Err    *Error
 }
 
 func (m *HiddenQueryOK) Type() Type { return THiddenQueryOK }
@@ -246,6 +247,7 @@ func (m *HiddenQueryOK) marshal(e *wire.Enc) {
 	e.U16(uint16(len(m.Items)))
 	for _, it := range m.Items {
 		e.U64(it.Bytes)
+		e.Raw(it.TagKey[:])
 		if it.Err == nil {
 			e.U16(0)
 			continue
@@ -262,6 +264,7 @@ func (m *HiddenQueryOK) unmarshal(d *wire.Dec) {
 	m.Items = make([]HiddenResult, n)
 	for i := range m.Items {
 		m.Items[i].Bytes = d.U64()
+		d.Fixed(m.Items[i].TagKey[:])
 		if c := Code(d.U16()); c != 0 {
 			m.Items[i].Err = &Error{Code: c, Msg: d.Str(MaxMessage)}
 		}

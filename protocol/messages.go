@@ -49,8 +49,13 @@ var ErrMalformed = wire.ErrMalformed
 // HiddenVectorOK; a hidden ReplShare carries the holder's check parts
 // after its vector and tags), and the permutation of blind and replicated
 // queries is a keyed Feistel network: for one sigma an older build
-// permutes otherwise.
-const Version = 12
+// permutes otherwise. Version 13: the decider fetches the tags of the
+// positions it answers from the two helpers (TagAsk, TagAnswers) instead
+// of every tag coming with a helper's vector (ReplShare.TagDigest gone,
+// ReplShare.Tags only in a degraded research query); a hidden probe's
+// entry checks one helper's vector by tag, the other by its own copy
+// (ReplResult's second values and tags gone, HiddenResult.TagKey).
+const Version = 13
 
 // Limits on what a peer or a client may send.
 const (
@@ -132,6 +137,9 @@ const (
 	// (protocol/hidden.go).
 	THiddenVector   Type = 65
 	THiddenVectorOK Type = 66
+	// The decider's fetch of the tags of its answer (protocol/repl.go).
+	TTagAsk     Type = 67
+	TTagAnswers Type = 68
 )
 
 // registry makes an empty message of each type.
@@ -186,6 +194,8 @@ var registry = map[Type]func() Msg{
 	TWorking:          func() Msg { return &Working{} },
 	THiddenVector:     func() Msg { return &HiddenVector{} },
 	THiddenVectorOK:   func() Msg { return &HiddenVectorOK{} },
+	TTagAsk:           func() Msg { return &TagAsk{} },
+	TTagAnswers:       func() Msg { return &TagAnswers{} },
 }
 
 // Types lists every message type in number order (tests, golden files).

@@ -36,31 +36,31 @@ func (m *ReplQueryOK) unmarshal(d *wire.Dec) {
 // decider. Rows elements of Bits bits (pi(c_i) + m_i, little-endian) follow
 // as raw bytes, then, when Tags is set, Rows 4-byte little-endian tags of
 // that vector. Digest is the digest of the holder's other vector,
-// pi(c_(i+1)) + m_(i+1); TagDigest, when nonzero, the digest of the tags
-// of the vector of the share the entry does not hold. Entry is the index
-// of the query's entry holder; the entry's own ReplShare waits for the
-// ReplResult, a helper's is answered DecideShareOK.
+// pi(c_(i+1)) + m_(i+1). Entry is the index of the query's entry holder;
+// the entry's own ReplShare waits for the ReplResult, a helper's is
+// answered DecideShareOK. The tags of the vector of the share the entry
+// does not hold stay with the two helpers, which both compute them; the
+// decider fetches those of its answer (TagAsk).
 //
 // Degraded queries (Down: 1 + the index of the holder that is down, 0
 // when all are up): a holder whose next share's other holder is down
 // sends that vector in full too (Next: it follows its own vector, and
-// Digest is zero), and the Tags, when set, are of whichever of its
-// vectors is the share the entry lacks; a digest whose other holder is
-// down is zero.
+// Digest is zero); a digest whose other holder is down is zero. In a
+// research cluster (scores shown) the one live holder of the share the
+// entry lacks sends that vector's tags (Tags): no second helper is there
+// to answer a TagAsk.
 type ReplShare struct {
-	Query     [16]byte
-	Rows      uint32
-	Bits      uint8
-	TopK      uint16
-	Entry     uint8
-	Tags      bool
-	Digest    [DigestSize]byte
-	TagDigest [DigestSize]byte
-	Down      uint8
-	Next      bool
+	Query  [16]byte
+	Rows   uint32
+	Bits   uint8
+	TopK   uint16
+	Entry  uint8
+	Tags   bool
+	Digest [DigestSize]byte
+	Down   uint8
+	Next   bool
 	// Hidden: a hidden-probe query. The holder's one vector is its
-	// product share pi(z_i) + m_i; Tags are of that vector (every helper
-	// sends them, under the key it shares with the entry); QueryDigests
+	// product share pi(z_i) + m_i, then its check parts; QueryDigests
 	// are the digests of its two query shares y_i and y_(i+1), which the
 	// decider compares with the other holders' (an entry that relays one
 	// holder another probe's part is caught). Digest and Next are unused.
@@ -77,7 +77,6 @@ func (m *ReplShare) marshal(e *wire.Enc) {
 	e.U8(m.Entry)
 	e.Bool(m.Tags)
 	e.Raw(m.Digest[:])
-	e.Raw(m.TagDigest[:])
 	e.U8(m.Down)
 	e.Bool(m.Next)
 	e.Bool(m.Hidden)
@@ -88,12 +87,14 @@ func (m *ReplShare) unmarshal(d *wire.Dec) {
 	d.Fixed(m.Query[:])
 	m.Rows, m.Bits, m.TopK, m.Entry, m.Tags = d.U32(), d.U8(), d.U16(), d.U8(), d.Bool()
 	d.Fixed(m.Digest[:])
-	d.Fixed(m.TagDigest[:])
 	m.Down, m.Next, m.Hidden = d.U8(), d.Bool(), d.Bool()
 	d.Fixed(m.QueryDigests[0][:])
 	d.Fixed(m.QueryDigests[1][:])
-	if d.Err == nil && m.Hidden && (m.Next || m.Down != 0) {
-		d.Fail("a hidden-probe share with a next vector or a holder down")
+	if d.Err == nil && m.Hidden && (m.Next || m.Down != 0 || m.Tags) {
+		d.Fail("a hidden-probe share with a next vector, a holder down or tags")
+	}
+	if d.Err == nil && m.Tags && m.Down == 0 {
+		d.Fail("tags in a share of a query with every holder up (the decider asks for its answer's)")
 	}
 	if d.Err == nil && !m.Hidden && m.QueryDigests != [2][DigestSize]byte{} {
 		d.Fail("query digests in a share of a visible probe")
@@ -104,18 +105,18 @@ func (m *ReplShare) unmarshal(d *wire.Dec) {
 }
 
 // ReplResult is the decider's answer to the entry: as DecideResult, and
-// for every position the value there of the vector of the share the entry
-// does not hold and its tag, which the entry checks before it believes
-// that the row reaches the threshold. In a hidden-probe query the entry
-// lacks two vectors: Values and Tags are those of holder entry+1's,
-// Values2 and Tags2 of holder entry+2's (empty otherwise).
+// for every position the value there of the vector the entry checks by
+// tag (that of the share it does not hold; in a hidden-probe query, that
+// of holder entry+1, the vector of holder entry+2 being the entry's own
+// copy, which it checked) and its tag. Fetched is the bytes the
+// decider's fetch of those tags moved (TagAsk, both helpers), for the
+// query's traffic.
 type ReplResult struct {
 	Positions []uint32
 	Scores    []int32
 	Values    []uint16
 	Tags      []uint32
-	Values2   []uint16
-	Tags2     []uint32
+	Fetched   uint64
 }
 
 func (m *ReplResult) Type() Type { return TReplResult }
@@ -130,11 +131,7 @@ func (m *ReplResult) marshal(e *wire.Enc) {
 	for _, s := range m.Scores {
 		e.U32(uint32(s))
 	}
-	e.U32(uint32(len(m.Values2)))
-	for i, v := range m.Values2 {
-		e.U16(v)
-		e.U32(m.Tags2[i])
-	}
+	e.U64(m.Fetched)
 }
 func (m *ReplResult) unmarshal(d *wire.Dec) {
 	n := d.Count(MaxTopK, 10)
@@ -150,12 +147,67 @@ func (m *ReplResult) unmarshal(d *wire.Dec) {
 	if d.Err == nil && k != 0 && k != n {
 		d.Fail("%d scores for %d positions", k, n)
 	}
-	h := d.Count(MaxTopK, 6)
-	for range h {
-		m.Values2 = append(m.Values2, d.U16())
-		m.Tags2 = append(m.Tags2, d.U32())
+	m.Fetched = d.U64()
+}
+
+// MaxTagSelect and MaxTagRow bound a TagAsk's selections and a
+// TagAnswers' rows (sharing/replicated.TagGrid of MaxRows positions: a
+// bit per grid row; 4 bytes per column).
+const (
+	MaxTagSelect = 1 << 20
+	MaxTagRow    = 1 << 16
+)
+
+// TagAsk is the decider's request to a helper for the tags of query
+// Query's answer: one selection of grid rows per answered position, as
+// many as the query's top K whatever the answer (so that the helper learns
+// neither the positions nor how many there are). Each selection is a bit
+// per row of the tags' grid (sharing/replicated.TagGrid), all of one size.
+type TagAsk struct {
+	Query  [16]byte
+	Select [][]byte
+}
+
+func (m *TagAsk) Type() Type { return TTagAsk }
+func (m *TagAsk) marshal(e *wire.Enc) {
+	e.Raw(m.Query[:])
+	e.U32(uint32(len(m.Select)))
+	for _, s := range m.Select {
+		e.Bytes32(s)
 	}
-	if d.Err == nil && h != 0 && h != n {
-		d.Fail("%d second values for %d positions", h, n)
+}
+func (m *TagAsk) unmarshal(d *wire.Dec) {
+	d.Fixed(m.Query[:])
+	n := d.Count(MaxTopK, 5)
+	for i := range n {
+		s := d.Bytes32(MaxTagSelect)
+		if d.Err == nil && (len(s) == 0 || i > 0 && len(s) != len(m.Select[0])) {
+			d.Fail("a tag selection of %d bytes (selection %d)", len(s), i)
+		}
+		m.Select = append(m.Select, s)
+	}
+}
+
+// TagAnswers is a helper's answer to a TagAsk: for each selection, the
+// XOR of the tag-grid rows it selects (4 bytes a column).
+type TagAnswers struct {
+	Rows [][]byte
+}
+
+func (m *TagAnswers) Type() Type { return TTagAnswers }
+func (m *TagAnswers) marshal(e *wire.Enc) {
+	e.U32(uint32(len(m.Rows)))
+	for _, r := range m.Rows {
+		e.Bytes32(r)
+	}
+}
+func (m *TagAnswers) unmarshal(d *wire.Dec) {
+	n := d.Count(MaxTopK, 4)
+	for range n {
+		r := d.Bytes32(4 * MaxTagRow)
+		if d.Err == nil && (len(r) == 0 || len(r)%4 != 0 || len(m.Rows) > 0 && len(r) != len(m.Rows[0])) {
+			d.Fail("a tag answer row of %d bytes", len(r))
+		}
+		m.Rows = append(m.Rows, r)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idface/idface/engine/replicated"
+	shares "github.com/idface/idface/sharing/replicated"
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/network/memnet"
@@ -57,12 +58,12 @@ func refused(err error) bool {
 	return errors.As(err, &pe)
 }
 
-// TestTamperingHolder: each holder (p1 is the entry, p3 sends the tags,
-// p2 their digest) alters one byte of what it sends the decider: its full
-// vector, the digest of its other vector, the tags or their digest, or
-// the header. Every alteration of a vector, digest or tag is refused by
-// the decider naming the pair that disagrees (and counted); no
-// alteration is ever answered wrongly.
+// TestTamperingHolder: each holder (p1 is the entry) alters one byte of
+// what it sends the decider: its full vector, the digest of its other
+// vector, or the header. Every alteration of a vector or digest is
+// refused by the decider naming the pair that disagrees (and counted); no
+// alteration is ever answered wrongly. (The tags stay with the helpers:
+// TestTamperingTagAnswers.)
 func TestTamperingHolder(t *testing.T) {
 	c, xs, _ := tamperCluster(t, nil)
 	y := xs[4]
@@ -71,26 +72,19 @@ func TestTamperingHolder(t *testing.T) {
 		t.Fatalf("honest query: %v %+v", err, honest)
 	}
 	hdr := 4 + len(protocol.Marshal(&protocol.ReplShare{}))
-	tail := 2 + 1 + 2*protocol.DigestSize // Down, Next, Hidden and the query digests follow the digests
-	digestAt, tagDigestAt := hdr-tail-2*protocol.DigestSize, hdr-tail-protocol.DigestSize
+	tail := 2 + 1 + 2*protocol.DigestSize // Down, Next, Hidden and the query digests follow the digest
+	digestAt := hdr - tail - protocol.DigestSize
 	rows := 30
 	r := rand.New(rand.NewPCG(8, 9))
 	dec := c.p.DeciderName()
 	for hi, h := range []string{"p1", "p2", "p3"} {
 		size := hdr + rows
-		if h == "p3" {
-			size += 4 * rows
-		}
 		for at := range size {
 			var must string // the pair the decider must name, if any
 			switch {
-			case at >= hdr+rows:
-				must = "p2/p3" // tags, against p2's digest of them
 			case at >= hdr:
 				must = replicated.PairLabel(c.decP(), hi, (hi+2)%3) // own vector, against its other holder's digest
-			case at >= tagDigestAt && at < hdr-tail && h == "p2":
-				must = "p2/p3"
-			case at >= digestAt && at < tagDigestAt:
+			case at >= digestAt && at < hdr-tail:
 				must = replicated.PairLabel(c.decP(), hi, (hi+1)%3)
 			case at >= 4+2 && at < 4+2+16 && at%8 != 6:
 				continue // the query id: the decider holds the real query until DeciderWait; two bytes suffice
@@ -215,6 +209,9 @@ func TestDeviatingDecider(t *testing.T) {
 // TestTamperingDecider: an honest decider's answer (one row, above the
 // threshold) altered in any byte on its way to the entry (a decider that
 // lies about a position, a value or a tag) is refused, never answered.
+// The last 8 bytes are the bytes its fetch of tags moved, a count the
+// entry cannot check but bounds: altered in its low bytes, the answer is
+// right; a count past any fetch's is refused.
 func TestTamperingDecider(t *testing.T) {
 	c, xs, _ := tamperCluster(t, nil)
 	y := xs[3]
@@ -227,8 +224,61 @@ func TestTamperingDecider(t *testing.T) {
 	for at := range size {
 		f := &flipper{at: at, mask: byte(1 + r.IntN(255))}
 		got, err := outcome(t, c, c.p.DeciderName(), "p1", f, y, 1)
-		if err == nil || !refused(err) {
+		if !answerRefused(at, size, honest, got, err) {
 			t.Fatalf("the decider altered %v of its answer: %v %+v", f, err, got)
+		}
+	}
+	if got, err := c.client("device", "p1").Identify(ctx(t), y, 1); err != nil || !sameAnswer(got, honest) {
+		t.Fatalf("after the tampering: %v %+v", err, got)
+	}
+}
+
+// answerRefused reports whether an answer of size bytes altered at byte
+// at was refused, as it must be; in the fetch's count (the last 8 bytes,
+// big-endian) it may be answered, rightly, where the count stays within
+// any fetch's.
+func answerRefused(at, size int, honest, got *protocol.IdentifyOK, err error) bool {
+	if at >= size-2 && err == nil {
+		return sameAnswer(got, honest)
+	}
+	return err != nil && refused(err)
+}
+
+// TestTamperingTagAnswers: either helper that keeps the tags (p2 and p3
+// for entry p1) alters a byte of its answer to the decider's fetch: the
+// query is refused (the entry's tag check fails, or the decider cannot
+// read the answer) or, where the byte is not of the answered position's
+// tag, answered as honestly; never answered wrongly. A helper that
+// answers the fetch with nothing refuses the query.
+func TestTamperingTagAnswers(t *testing.T) {
+	c, xs, _ := tamperCluster(t, nil)
+	y := xs[3]
+	honest, err := c.client("device", "p1").Identify(ctx(t), y, 1)
+	if err != nil || !honest.Accepted {
+		t.Fatalf("honest query: %v %+v", err, honest)
+	}
+	// A TagAnswers of one row: the frame's length, version, type, the
+	// count, the row's length and 4 bytes a column.
+	cols, _ := shares.TagGrid(30)
+	size := 4 + len(protocol.Marshal(&protocol.TagAnswers{Rows: [][]byte{make([]byte, 4*cols)}}))
+	r := rand.New(rand.NewPCG(14, 15))
+	for _, h := range []string{"p2", "p3"} {
+		refusals := 0
+		for at := range size {
+			f := &flipper{at: at, mask: byte(1 + r.IntN(255)), only: protocol.TTagAnswers}
+			got, err := outcome(t, c, h, c.p.DeciderName(), f, y, 1)
+			switch {
+			case err != nil && !refused(err):
+				t.Fatalf("%s altered %v of its tag answer: %v", h, f, err)
+			case err != nil:
+				refusals++
+			case !sameAnswer(got, honest):
+				t.Fatalf("%s altered %v of its tag answer: a wrong answer %+v", h, f, got)
+			}
+		}
+		// The header, the count, the length, and the answered tag's 4 bytes at least.
+		if refusals < 4+2+4+4+4 {
+			t.Fatalf("%s: %d of %d alterations refused", h, refusals, size)
 		}
 	}
 	if got, err := c.client("device", "p1").Identify(ctx(t), y, 1); err != nil || !sameAnswer(got, honest) {

@@ -1,6 +1,7 @@
 package replicated
 
 import (
+	crand "crypto/rand"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -102,13 +103,23 @@ func benchHolderQuery[E additive.Elem](b *testing.B, rows int) {
 	})
 	tags := make([]byte, 4*rows)
 	var key [32]byte
-	b.Run(name+"/tags+digests", func(b *testing.B) {
+	// A helper's tags of the vector the entry checks, its answer to the
+	// decider's fetch of one position, and the digest of its next vector.
+	cols, grid := replicated.TagGrid(rows)
+	sel, _, err := replicated.TagSelect(crand.Reader, grid, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	answer := make([]byte, 4*cols)
+	b.Run(name+"/tags+answer+digest", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			if err := replicated.Tags(tags, out.own, &key); err != nil {
 				b.Fatal(err)
 			}
-			replicated.TagsDigest([16]byte{}, tags)
+			if err := replicated.TagAnswer(answer, tags, cols, sel); err != nil {
+				b.Fatal(err)
+			}
 			replicated.VectorDigest([16]byte{}, 2, bits, additive.ElemBytes(out.next))
 		}
 	})

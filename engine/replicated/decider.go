@@ -20,9 +20,10 @@ import (
 
 // Decider is the decider of a replicated cluster: per query it receives
 // one message from each holder, checks every share's full vector against
-// the other holder's digest (and the tags against theirs), then adds the
-// three vectors and answers the entry with the best permuted positions,
-// each with the value and tag the entry checks.
+// the other holder's digest, then adds the three vectors and answers the
+// entry with the best permuted positions, each with the value the entry
+// checks and its tag, which it fetches from the two helpers that keep
+// them (tagfetch.go).
 type Decider struct {
 	env     engine.Env
 	p       *Params
@@ -38,7 +39,7 @@ type part struct {
 	msg  *protocol.ReplShare
 	own  []byte // pi(c_i) + m_i
 	next []byte // pi(c_(i+1)) + m_(i+1), in a degraded query when its other holder is down
-	tags []byte // the tags of the vector of the share the entry lacks, from its tagger only
+	tags []byte // the tags of the vector of the share the entry lacks, in a degraded research query only (plan.sendsTags)
 	// check is a hidden probe's holder's parts of the checks of its two
 	// neighbours' products, and the digest of its predecessor's vector
 	// (checked.go).
@@ -103,15 +104,13 @@ func (d *Decider) share(ctx context.Context, r engine.Request) protocol.Msg {
 	switch {
 	case m.Hidden != d.p.HideProbes():
 		return protocol.Errorf(protocol.CodeBadRequest, "%s sent shares of a hidden-probe query %v to a cluster whose hide_probes is %v", r.From.Name, m.Hidden, d.p.HideProbes())
-	case m.Hidden && m.Tags != (holder != int(m.Entry)):
-		return protocol.Errorf(protocol.CodeBadRequest, "tags from %s, whose entry is holder %d: in a hidden-probe query every helper, and only a helper, tags its vector", r.From.Name, m.Entry)
 	case m.Hidden:
 	case pl.down == holder:
 		return protocol.Errorf(protocol.CodeBadRequest, "%s sent shares of a query that names it down", r.From.Name)
 	case m.Next != (pl.full(held[1]) == holder):
 		return protocol.Errorf(protocol.CodeBadRequest, "%s's next vector in full is %v, for a query of entry %d with down %d", r.From.Name, m.Next, m.Entry, m.Down)
-	case m.Tags != (pl.tagger() == holder):
-		return protocol.Errorf(protocol.CodeBadRequest, "tags from %s, whose entry is holder %d (down %d)", r.From.Name, m.Entry, m.Down)
+	case m.Tags != pl.sendsTags(d.p, holder):
+		return protocol.Errorf(protocol.CodeBadRequest, "tags %v from %s, whose entry is holder %d (down %d)", m.Tags, r.From.Name, m.Entry, m.Down)
 	}
 	// The entry's claim that a holder is down is checked here, by this
 	// decider's own contact, as each helper checks it; a query completes
@@ -191,7 +190,7 @@ func (d *Decider) vectors(q *pending) (plan, [replicated.Holders][]byte, error) 
 
 // disagreements lists the pairs of holders whose parts contradict each
 // other: share j's full vector against its digest from its other holder,
-// and the tags against their digest, each where both holders are up.
+// where both are up.
 func (d *Decider) disagreements(q *pending, pl plan, full [replicated.Holders][]byte) []string {
 	var pairs []string
 	for j := range replicated.Holders {
@@ -199,10 +198,6 @@ func (d *Decider) disagreements(q *pending, pl plan, full [replicated.Holders][]
 		if g >= 0 && replicated.VectorDigest(q.ID, j, d.p.Bits, full[j]) != q.Parts[g].msg.Digest {
 			pairs = append(pairs, pairLabel(d.p, pl.full(j), g))
 		}
-	}
-	tagger, digester := pl.tagger(), pl.tagDigester()
-	if digester >= 0 && replicated.TagsDigest(q.ID, q.Parts[tagger].tags) != q.Parts[digester].msg.TagDigest {
-		pairs = append(pairs, pairLabel(d.p, tagger, digester))
 	}
 	return pairs
 }
@@ -225,17 +220,27 @@ func (d *Decider) decide(ctx context.Context, q *pending) (*protocol.ReplResult,
 		return nil, protocol.Errorf(protocol.CodeInconsistent, "the share holders disagree on this query's score shares (%s); the query is refused, nothing was answered. One of each pair is faulty or compromised: check them", strings.Join(pairs, ", "))
 	}
 	if pl.bestOnly(d.p) {
-		return d.result(ctx, q, full, true)
+		return d.result(ctx, q, full, true, lackingVec{})
 	}
-	return d.result(ctx, q, full, false, lackingVec{full[pl.lacking()], q.Parts[pl.tagger()].tags})
+	l := lackingVec{vec: full[pl.lacking()], fetch: pl.down == noneDown, keepers: pl.tagHolders()}
+	if !l.fetch {
+		l.tags = q.Parts[pl.tagger()].tags
+	}
+	return d.result(ctx, q, full, false, l)
 }
 
-// lackingVec is a vector the entry lacks and its tags.
-type lackingVec struct{ vec, tags []byte }
+// lackingVec is the vector the entry checks by tag, and its tags: fetched
+// from the two helpers that keep them (keepers), or as a holder sent them
+// (a degraded research query).
+type lackingVec struct {
+	vec, tags []byte
+	fetch     bool
+	keepers   [2]int
+}
 
 // result adds the three vectors, finds the best positions and answers
-// each with the value and tag of every vector the entry lacks (one, or
-// two in a hidden-probe query: ReplResult.Values2 and Tags2). A decider
+// each with the value and tag of the vector the entry checks by tag
+// (lacking; none when best). A decider
 // shard keeps the positions that make the answer merged over every
 // shard (merge.MergeRanks); the entry's coordinator orders them by the
 // scores its shards check.
@@ -249,7 +254,7 @@ type lackingVec struct{ vec, tags []byte }
 // of rows would show it which of them its additions raised above the
 // threshold. The answer is then the decision alone, which the entry
 // cannot check either (docs/REPLICATED-NOTES.md "Degraded service").
-func (d *Decider) result(ctx context.Context, q *pending, full [replicated.Holders][]byte, best bool, lacking ...lackingVec) (*protocol.ReplResult, error) {
+func (d *Decider) result(ctx context.Context, q *pending, full [replicated.Holders][]byte, best bool, lacking lackingVec) (*protocol.ReplResult, error) {
 	topK := q.TopK
 	if best && !d.env.Sharded() {
 		topK = 1 // a shard ranks the query's top K with the other shards, which may be checked
@@ -293,23 +298,31 @@ func (d *Decider) result(ctx context.Context, q *pending, full [replicated.Holde
 		matches = kept
 	}
 	res := &protocol.ReplResult{}
-	values, tags := [2]*[]uint16{&res.Values, &res.Values2}, [2]*[]uint32{&res.Tags, &res.Tags2}
-	for _, mt := range matches {
+	positions := make([]int, len(matches))
+	for i, mt := range matches {
+		positions[i] = mt.Row
 		res.Positions = append(res.Positions, uint32(mt.Row))
 		if best {
 			res.Values, res.Tags = append(res.Values, 0), append(res.Tags, 0) // the wire has them with every position
 			continue
 		}
-		for i, l := range lacking {
-			v := uint16(l.vec[mt.Row])
-			if d.p.Bits == 16 {
-				v = binary.LittleEndian.Uint16(l.vec[2*mt.Row:])
-			}
-			*values[i] = append(*values[i], v)
-			*tags[i] = append(*tags[i], binary.LittleEndian.Uint32(l.tags[4*mt.Row:]))
+		v := uint16(lacking.vec[mt.Row])
+		if d.p.Bits == 16 {
+			v = binary.LittleEndian.Uint16(lacking.vec[2*mt.Row:])
+		}
+		res.Values = append(res.Values, v)
+		if !lacking.fetch {
+			res.Tags = append(res.Tags, binary.LittleEndian.Uint32(lacking.tags[4*mt.Row:]))
 		}
 		if reveal {
 			res.Scores = append(res.Scores, int32(mt.Score))
+		}
+	}
+	if !best && lacking.fetch {
+		rows := len(lacking.vec) * 8 / d.p.Bits
+		res.Tags, res.Fetched, err = d.fetchTags(ctx, q.ID, rows, topK, positions, lacking.keepers)
+		if err != nil {
+			return nil, protocol.Errorf(protocol.CodeUnavailable, "%v; the query is refused, nothing was answered", err)
 		}
 	}
 	return res, nil
@@ -317,7 +330,9 @@ func (d *Decider) result(ctx context.Context, q *pending, full [replicated.Holde
 
 // decideHidden checks a hidden-probe query's parts (each holder's query
 // shares against the other holder of each share), adds the three product
-// shares and answers with the values and tags of both helpers' vectors.
+// shares and answers with the values and tags of helper entry+1's vector,
+// which both helpers keep (entry+2 got it to check); the entry checks
+// entry+2's vector with its own copy, got to check it too.
 func (d *Decider) decideHidden(ctx context.Context, q *pending) (*protocol.ReplResult, error) {
 	var full [replicated.Holders][]byte
 	for k, pt := range q.Parts {
@@ -353,7 +368,7 @@ func (d *Decider) decideHidden(ctx context.Context, q *pending) (*protocol.ReplR
 		return nil, protocol.Errorf(protocol.CodeInconsistent, "the product share of %s failed its check; the query is refused, nothing was answered. That holder (or one of the two that checked it) is faulty or compromised", strings.Join(failed, ", "))
 	}
 	a, b := (q.Entry+1)%replicated.Holders, (q.Entry+2)%replicated.Holders
-	return d.result(ctx, q, full, false, lackingVec{full[a], q.Parts[a].tags}, lackingVec{full[b], q.Parts[b].tags})
+	return d.result(ctx, q, full, false, lackingVec{vec: full[a], fetch: true, keepers: [2]int{a, b}})
 }
 
 func decideVecs[E additive.Elem](topK, thr int, full [replicated.Holders][]byte) ([]sharing.Match, int, bool, error) {

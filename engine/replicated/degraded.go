@@ -65,10 +65,27 @@ func (pl plan) digest(j int) int {
 // lacking is the share the entry does not hold.
 func (pl plan) lacking() int { return (pl.entry + 2) % replicated.Holders }
 
-// tagger sends the tags of the lacking share's vector, tagDigester (-1:
-// none) their digest.
+// keepsTags reports whether holder keeps the tags of the lacking share's
+// vector for the decider's fetch: both its holders, when every holder is
+// up. sendsTags: its one live holder sends them with the vector instead,
+// in a degraded query of a cluster that shows scores (a degraded query
+// that hides them is answered with the decision alone, untagged).
+func (pl plan) keepsTags(holder int) bool {
+	return pl.down == noneDown && (holder == pl.tagger() || holder == pl.tagDigester())
+}
+
+func (pl plan) sendsTags(p *Params, holder int) bool {
+	return pl.down != noneDown && p.RevealScores() && holder == pl.tagger()
+}
+
+// tagger and tagDigester are the lacking share's holders: the one that
+// sends its vector in full, and the other (-1: down), which sends its
+// digest.
 func (pl plan) tagger() int      { return pl.full(pl.lacking()) }
 func (pl plan) tagDigester() int { return pl.digest(pl.lacking()) }
+
+// tagHolders are the two helpers that keep the tags the decider fetches.
+func (pl plan) tagHolders() [2]int { return [2]int{pl.tagger(), pl.tagDigester()} }
 
 // bestOnly reports whether the decider answers this query with its best
 // row only, with no value, tag or score: a degraded query in a cluster

@@ -277,7 +277,7 @@ func deviate[E additive.Elem](h *Holder[E], y []float32, topK int, dev Deviation
 	if perr != nil {
 		return Learned{Err: perr}
 	}
-	out := Learned{Scores: map[string]int{}, Opened: len(res.Scores)+len(res.Values2)+len(res.Tags2) > 0}
+	out := Learned{Scores: map[string]int{}, Opened: len(res.Scores) > 0}
 	rows, perr := blind.Unpermute(h.permuter(), res.Positions, &sigma, vec.Rows())
 	if perr != nil {
 		return Learned{Err: perr}

@@ -297,48 +297,51 @@ func (h *Holder[E]) productShares(v blind.View, prs []*probe[E]) ([][]E, error) 
 	return zs, nil
 }
 
+// sentHidden is what sendHidden leaves a holder: the stream that carries
+// the decider's answer (the entry's), the bytes its vector to its
+// successor moved (the checks), and its predecessor's vector, which the
+// entry uses to check the answer.
+type sentHidden[E additive.Elem] struct {
+	s     *network.Stream
+	moved uint64
+	pred  []E
+}
+
 // sendHidden sends this holder's product-share vector to the decider,
-// with the digests of its query shares and, from a helper, the tags of
-// the vector under the key it shares with the entry; it also returns the
-// bytes the vector to its successor moved (the checks).
-func (h *Holder[E]) sendHidden(ctx context.Context, qid [16]byte, vec *vectors[E], pr *probe[E], sigma *additive.Seed, entry, topK int, tagKey *[32]byte) (*network.Stream, uint64, error) {
+// with the digests of its query shares and its check parts. Helper
+// entry+1's vector is the one the entry checks by tag: that helper and
+// entry+2, which gets the vector to check it, keep its tags under
+// tagKey (the two helpers' key) for the decider's fetch.
+func (h *Holder[E]) sendHidden(ctx context.Context, qid [16]byte, vec *vectors[E], pr *probe[E], sigma *additive.Seed, entry, topK int, tagKey *[32]byte) (sentHidden[E], error) {
 	m := &protocol.ReplShare{Query: qid, Rows: uint32(vec.Rows()), Bits: uint8(h.p.Bits), TopK: uint16(topK), Entry: uint8(entry),
 		Hidden: true, QueryDigests: pr.digests}
-	bulk := [][]byte{additive.ElemBytes(vec.own)}
-	if tagKey != nil {
-		tags := make([]byte, 4*len(vec.own))
-		if err := replicated.Tags(tags, vec.own, tagKey); err != nil {
-			return nil, 0, err
-		}
-		m.Tags = true
-		bulk = append(bulk, tags)
-	}
 	// The checks of the products (checked.go): this holder's vector to
 	// its successor, its predecessor's here, and both parts to the
 	// decider with the vector.
+	var out sentHidden[E]
 	pred, moved, err := h.exchange(ctx, qid, vec.own)
+	out.moved, out.pred = moved, pred
 	if err != nil {
-		return nil, moved, err
+		return out, err
 	}
 	blob, err := h.checkParts(vec, pr, sigma, qid, pred)
 	if err != nil {
-		return nil, moved, err
+		return out, err
 	}
-	s, err := blind.SendShares(ctx, h.env.Net, h.p.DeciderName(), m, append(bulk, blob)...)
+	switch h.Self() {
+	case (entry + 1) % replicated.Holders:
+		err = h.keepTags(qid, vec.own, tagKey)
+	case (entry + 2) % replicated.Holders:
+		err = h.keepTags(qid, pred, tagKey)
+	}
 	if err != nil {
-		return nil, moved, fmt.Errorf("decider: %w", err)
+		return out, err
 	}
-	return s, moved, nil
-}
-
-// entryTagKey is a hidden query's MAC key for the vector of one helper:
-// from the key the entry and that helper share.
-func (h *Holder[E]) entryTagKey(other string, qid [16]byte) ([32]byte, error) {
-	pk, ok := h.env.PairKeys[other]
-	if !ok {
-		return [32]byte{}, fmt.Errorf("%s shares no key with %s, so it cannot key the query's tags; start it with its identity key", h.env.Self, other)
+	out.s, err = blind.SendShares(ctx, h.env.Net, h.p.DeciderName(), m, additive.ElemBytes(vec.own), blob)
+	if err != nil {
+		return out, fmt.Errorf("decider: %w", err)
 	}
-	return replicated.ShardTagKey(&pk, qid, h.tagShard()), nil
+	return out, nil
 }
 
 // identifyPlain refuses a template in a hidden-probe cluster (a device
@@ -465,19 +468,8 @@ func (h *Holder[E]) runHidden(ctx context.Context, jobs []*hiddenJob[E]) []hidde
 	self := h.Self()
 	helpers := [2]int{(self + 1) % replicated.Holders, (self + 2) % replicated.Holders}
 	names := []string{h.p.Party(helpers[0]).Name, h.p.Party(helpers[1]).Name}
-	keys := make([][2][32]byte, len(jobs))
 	fs := make([]*fanout, len(jobs))
-	for q, j := range jobs {
-		for i, name := range names {
-			key, err := h.entryTagKey(name, j.qid)
-			if err != nil {
-				for q := range out {
-					out[q] = hiddenDone{protocol.Errorf(protocol.CodeUnavailable, "%v", err), noneDown}
-				}
-				return out
-			}
-			keys[q][i] = key
-		}
+	for q := range jobs {
 		fs[q] = h.newFanout(ctx, names)
 		fs[q].wg.Add(len(names))
 		defer fs[q].cancel()
@@ -504,7 +496,7 @@ func (h *Holder[E]) runHidden(ctx context.Context, jobs []*hiddenJob[E]) []hidde
 			if scored == nil {
 				vec = vecs[q]
 			}
-			out[q] = h.finishHidden(fs[q], scored, vec, j, keys[q])
+			out[q] = h.finishHidden(fs[q], scored, vec, j)
 		})
 	}
 	wg.Wait()
@@ -551,7 +543,7 @@ func (h *Holder[E]) askHidden(ctx context.Context, i int, name string, hq *proto
 		case ok.Items[q].Err != nil:
 			f.fail(name, ok.Items[q].Err)
 		default: // the batch's request bytes, shared
-			f.oks[i] = &protocol.ReplQueryOK{Bytes: ok.Items[q].Bytes + n/uint64(len(fs))}
+			f.oks[i] = &protocol.ReplQueryOK{Bytes: ok.Items[q].Bytes + n/uint64(len(fs)), TagKey: ok.Items[q].TagKey}
 		}
 		f.wg.Done()
 	}
@@ -559,20 +551,26 @@ func (h *Holder[E]) askHidden(ctx context.Context, i int, name string, hq *proto
 
 // finishHidden sends one probe's vector to the decider, and checks and
 // answers the decider's result.
-func (h *Holder[E]) finishHidden(f *fanout, scored error, vec *vectors[E], j *hiddenJob[E], keys [2][32]byte) hiddenDone {
+func (h *Holder[E]) finishHidden(f *fanout, scored error, vec *vectors[E], j *hiddenJob[E]) hiddenDone {
 	topK := int(j.m.TopK)
-	var moved uint64 // this holder's vector to its successor
+	var sent sentHidden[E]
 	res, total, perr := f.finish(scored, func(ctx context.Context) (*network.Stream, error) {
-		s, n, err := h.sendHidden(ctx, j.qid, vec, j.pr, &j.sigma, h.Self(), topK, nil)
-		moved = n
-		return s, err
+		var err error
+		sent, err = h.sendHidden(ctx, j.qid, vec, j.pr, &j.sigma, h.Self(), topK, nil)
+		return sent.s, err
 	})
-	total += moved
+	total += sent.moved
 	if perr != nil {
 		return hiddenDone{perr, f.lost}
 	}
-	lacking := []tagged{{res.Values, res.Tags, &keys[0]}, {res.Values2, res.Tags2, &keys[1]}}
-	scores, perr := h.check(res, vec.Rows(), func(p int) E { return vec.own[p] }, lacking, topK)
+	if perr := h.sameTagKey(f); perr != nil {
+		return hiddenDone{perr, noneDown}
+	}
+	// Helper entry+1's vector by its tag; entry+2's is the copy this
+	// holder got to check it, whose digest the decider compared with the
+	// vector it added.
+	base := func(p int) E { return vec.own[p] + sent.pred[p] }
+	scores, perr := h.check(res, vec.Rows(), base, &tagged{res.Values, res.Tags, &f.oks[0].TagKey}, topK)
 	if perr != nil {
 		return hiddenDone{perr, noneDown}
 	}
@@ -629,17 +627,19 @@ func (h *Holder[E]) serveHidden(ctx context.Context, r engine.Request) protocol.
 	for x, q := range at {
 		it := &m.Items[q]
 		wg.Go(func() {
-			key, err := h.entryTagKey(r.From.Name, it.Query)
+			key, err := h.tagKey(entry, it.Query)
 			if err != nil {
 				ok.Items[q].Err = protocol.Errorf(protocol.CodeUnavailable, "%v", err)
 				h.skipVectors(err, it.Query)
 				return
 			}
-			s, moved, err := h.sendHidden(ctx, it.Query, vecs[x], prs[x], sigmas[x], entry, int(it.Probe.TopK), &key)
+			sent, err := h.sendHidden(ctx, it.Query, vecs[x], prs[x], sigmas[x], entry, int(it.Probe.TopK), &key)
 			if err != nil {
 				ok.Items[q].Err = engine.AsError(err, protocol.CodeUnavailable)
 				return
 			}
+			s := sent.s
+			ok.Items[q].TagKey = key
 			// Waited for, unlike the checked path's: a refusal (a full
 			// table) is then this probe's error at the entry at once,
 			// not a wait of DeciderWait.
@@ -648,7 +648,7 @@ func (h *Holder[E]) serveHidden(ctx context.Context, r engine.Request) protocol.
 				ok.Items[q].Err = engine.AsError(fmt.Errorf("decider: %w", err), protocol.CodeUnavailable)
 				return
 			}
-			ok.Items[q].Bytes = uint64(s.Sent()+s.Received()) + moved // with its vector to its successor
+			ok.Items[q].Bytes = uint64(s.Sent()+s.Received()) + sent.moved // with its vector to its successor
 		})
 	}
 	wg.Wait()

@@ -159,6 +159,7 @@ type Holder[E additive.Elem] struct {
 		erased    *erasures[E] // written by the stores' Erase
 	}
 	vectorsIn mailbox // the predecessor's vectors of hidden probes, until checked
+	tagsKept  tagKeep // the tags of queries in flight, until the decider fetches its answer's (tagfetch.go)
 	m         struct {
 		score, permute   prometheus.Counter
 		passes, passed   prometheus.Counter // passes over the shares for checked queries, and their queries
@@ -221,6 +222,7 @@ func newHolder[E additive.Elem](env engine.Env, p *Params) (*Holder[E], error) {
 	h := &Holder[E]{Core: core, env: env, p: p, gallery: g, query: q, outage: newOutage(), gate: newGate(env, p)}
 	h.chk.erased = erased
 	h.vectorsIn.keep = p.Timeouts().Identify
+	h.tagsKept.keep = p.Timeouts().Identify
 	h.probes.start = time.Now().Unix()
 	// Two batches in flight: one scoring while the other's vectors travel.
 	bmax, bwait := p.Batch()
@@ -260,6 +262,7 @@ func (h *Holder[E]) Routes() map[protocol.Type]engine.Route {
 		r[protocol.TShardHidden] = engine.Route{Op: "identify", From: engine.Parties, Handle: h.Guard(h.shardHidden), Max: engine.ShardHiddenBound(h.p.Params), Long: true, Query: true}
 	}
 	r[protocol.THiddenQuery] = engine.Route{Op: "query", From: engine.Parties, Handle: h.Guard(h.serveHidden), Max: engine.HiddenQueryBound(h.p.Params), Long: true, Query: true}
+	r[protocol.TTagAsk] = h.tagAskRoute()
 	r[protocol.THiddenVector] = engine.Route{Op: "query", From: engine.Parties, Handle: h.Guard(h.takeVector), Max: engine.Small, Long: true, Query: true}
 	r[protocol.TReplFetch] = engine.Route{Op: "rebuild", From: engine.Parties, Handle: h.Guard(h.fetchRows), Max: engine.Small}
 	r[protocol.TReshareRequest] = engine.Route{Op: "reshare", From: engine.Operators, Handle: h.Guard(h.reshare), Max: engine.Small, Long: true}
@@ -423,20 +426,18 @@ func (h *Holder[E]) sendShares(ctx context.Context, qid [16]byte, vec *vectors[E
 	if held[1] == pl.lacking() {
 		lacking = vec.next
 	}
-	switch self {
-	case pl.tagger():
+	switch {
+	case pl.sendsTags(h.p, self):
 		tags := make([]byte, 4*len(lacking))
 		if err := replicated.Tags(tags, lacking, tagKey); err != nil {
 			return nil, err
 		}
 		m.Tags = true
 		bulk = append(bulk, tags)
-	case pl.tagDigester():
-		t := make([]byte, 4*len(lacking))
-		if err := replicated.Tags(t, lacking, tagKey); err != nil {
+	case pl.keepsTags(self):
+		if err := h.keepTags(qid, lacking, tagKey); err != nil {
 			return nil, err
 		}
-		m.TagDigest = replicated.TagsDigest(qid, t)
 	}
 	return blind.SendShares(ctx, h.env.Net, h.p.DeciderName(), m, bulk...)
 }
@@ -596,22 +597,30 @@ func (h *Holder[E]) runQuery(ctx context.Context, m *protocol.Identify, down int
 	if perr != nil {
 		return perr, f.lost
 	}
-	oks := f.oks
-	if len(oks) == 2 && oks[0].TagKey != oks[1].TagKey {
-		h.m.refused.WithLabelValues(peers[0] + "/" + peers[1]).Inc()
-		return protocol.Errorf(protocol.CodeInconsistent, "%s and %s disagree on the query's tag key; the query is refused", peers[0], peers[1]), noneDown
+	if perr := h.sameTagKey(f); perr != nil {
+		return perr, noneDown
 	}
 	var scores []int
 	if pl.bestOnly(h.p) {
 		scores, perr = h.checkBest(res, vec.Rows(), topK)
 	} else {
 		base := func(p int) E { return vec.own[p] + vec.next[p] }
-		scores, perr = h.check(res, vec.Rows(), base, []tagged{{res.Values, res.Tags, &oks[0].TagKey}}, topK)
+		scores, perr = h.check(res, vec.Rows(), base, &tagged{res.Values, res.Tags, &f.oks[0].TagKey}, topK)
 	}
 	if perr != nil {
 		return perr, noneDown
 	}
 	return h.answer(res, scores, vec.View, &sigma, topK, total, down != noneDown), noneDown
+}
+
+// sameTagKey refuses a query whose two helpers told the entry different
+// tag keys (they derive one from the key they share).
+func (h *Holder[E]) sameTagKey(f *fanout) *protocol.Error {
+	if len(f.oks) == 2 && f.oks[0].TagKey != f.oks[1].TagKey {
+		h.m.refused.WithLabelValues(f.names[0] + "/" + f.names[1]).Inc()
+		return protocol.Errorf(protocol.CodeInconsistent, "%s and %s disagree on the query's tag key; the query is refused", f.names[0], f.names[1])
+	}
+	return nil
 }
 
 // fanout is one query at the entry: its requests to the helpers (names),
@@ -717,7 +726,7 @@ func (f *fanout) finish(scored error, send func(context.Context) (*network.Strea
 	if !ok {
 		return nil, 0, protocol.Errorf(protocol.CodeInternal, "the decider answered %v", reply.Type())
 	}
-	total := uint64(s.Sent() + s.Received())
+	total := uint64(s.Sent()+s.Received()) + res.Fetched // with the decider's fetch of the answer's tags
 	for _, ok := range f.oks {
 		total += ok.Bytes
 	}
@@ -737,7 +746,7 @@ type tagged struct {
 // there (this entry's part, base, plus the tagged values) reaches the
 // threshold, or in a research cluster equals the decider's score, best
 // first. It returns the scores.
-func (h *Holder[E]) check(res *protocol.ReplResult, rows int, base func(p int) E, lacking []tagged, topK int) ([]int, *protocol.Error) {
+func (h *Holder[E]) check(res *protocol.ReplResult, rows int, base func(p int) E, l *tagged, topK int) ([]int, *protocol.Error) {
 	dec := h.p.DeciderName()
 	bad := func(format string, a ...any) *protocol.Error {
 		h.m.refused.WithLabelValues(dec).Inc()
@@ -753,13 +762,10 @@ func (h *Holder[E]) check(res *protocol.ReplResult, rows int, base func(p int) E
 		return nil, bad("%d scores for %d positions", len(res.Scores), n)
 	case !reveal && len(res.Scores) != 0:
 		return nil, bad("scores sent to a cluster that hides them")
-	case len(lacking) == 1 && len(res.Values2)+len(res.Tags2) != 0:
-		return nil, bad("second values in a checked query")
-	}
-	for _, l := range lacking {
-		if len(l.values) != n || len(l.tags) != n {
-			return nil, bad("%d values and %d tags for %d positions", len(l.values), len(l.tags), n)
-		}
+	case len(l.values) != n || len(l.tags) != n:
+		return nil, bad("%d values and %d tags for %d positions", len(l.values), len(l.tags), n)
+	case float64(res.Fetched) > 4*TagFetchBits(rows, topK)/8+64<<10:
+		return nil, bad("%d bytes to fetch %d tags of %d rows", res.Fetched, topK, rows) // a count only, but not one to believe
 	}
 	seen := map[uint32]bool{}
 	scores := make([]int, n)
@@ -769,21 +775,18 @@ func (h *Holder[E]) check(res *protocol.ReplResult, rows int, base func(p int) E
 			return nil, bad("position %d of %d rows, or twice", p, rows)
 		}
 		seen[p] = true
-		sum := base(int(p))
-		for _, l := range lacking {
-			v := uint64(l.values[i])
-			if v > maxVal {
-				return nil, bad("a value of %d bits", h.p.Bits)
-			}
-			tag, err := replicated.Tag(l.key, int(p), v)
-			if err != nil {
-				return nil, protocol.Errorf(protocol.CodeInternal, "%v", err)
-			}
-			if tag != l.tags[i] {
-				return nil, bad("a value whose tag does not hold")
-			}
-			sum += E(v)
+		v := uint64(l.values[i])
+		if v > maxVal {
+			return nil, bad("a value of %d bits", h.p.Bits)
 		}
+		tag, err := replicated.Tag(l.key, int(p), v)
+		if err != nil {
+			return nil, protocol.Errorf(protocol.CodeInternal, "%v", err)
+		}
+		if tag != l.tags[i] {
+			return nil, bad("a value whose tag does not hold (or a helper's answer to the decider's fetch of tags was wrong)")
+		}
+		sum := base(int(p)) + E(v)
 		s := additive.Signed(sum)
 		switch {
 		case s == additive.DeadScore[E]():
@@ -820,8 +823,8 @@ func (h *Holder[E]) checkBest(res *protocol.ReplResult, rows, topK int) ([]int, 
 	switch {
 	case n > min(1, topK):
 		return nil, bad(fmt.Sprintf("%d positions, where it answers the best row only", n))
-	case len(res.Scores)+len(res.Values2)+len(res.Tags2) != 0 || len(res.Values) != n || len(res.Tags) != n:
-		return nil, bad("scores or second values")
+	case len(res.Scores) != 0 || len(res.Values) != n || len(res.Tags) != n || res.Fetched != 0:
+		return nil, bad("scores, or fetched tags")
 	}
 	scores := make([]int, n)
 	for i, p := range res.Positions {

@@ -96,9 +96,9 @@ func init() {
 		Storage: func(p *config.Params, rows int) float64 { return float64(2 * rows * p.Dim() * blind.Ring(p).Bits / 8) },
 		IdentifyFormula: func(p *config.Params, rows int) (string, float64) {
 			if p.HideProbes() {
-				return "6*D*k + 64*D + checks + sealed query", HiddenIdentifyBits(rows, p.Dim(), blind.Ring(p).Bits) / 8
+				return "6*D*k + checks + tags of the answer + sealed query", HiddenIdentifyBits(rows, p.Dim(), blind.Ring(p).Bits) / 8
 			}
-			return "3*D*k + 32*D + query", IdentifyBits(rows, p.Beta(), blind.Ring(p).Bits) / 8
+			return "3*D*k + tags of the answer + query", IdentifyBits(rows, p.Beta(), blind.Ring(p).Bits) / 8
 		},
 		CommCost: []engine.CommTable{{Place: 50, Rows: commRows}},
 	})
@@ -117,22 +117,32 @@ func commRows(s engine.CommSetting) ([]engine.CommRow, error) {
 }
 
 // IdentifyBits is one identification's traffic between the servers: three
-// vectors of D k-bit masked score shares and one of D 32-bit tags into the
-// decider, three digests of them, and the query (beta positions of 16 bits
-// and coefficients of 8, a query id and a seed) to each of the two
-// helpers.
+// vectors of D k-bit masked score shares into the decider and three
+// digests of them, the decider's fetch of the answer's tag (TagFetchBits,
+// top 1), and the query (beta positions of 16 bits and coefficients of 8,
+// a query id and a seed) to each of the two helpers.
 func IdentifyBits(ids, beta, k int) float64 {
-	return float64(3*ids*k + 32*ids + 4*256 + 2*(24*beta+384))
+	return float64(3*ids*k+3*256+2*(24*beta+384)) + TagFetchBits(ids, 1)
 }
 
 // HiddenIdentifyBits is one hidden-probe identification's traffic between
-// the servers: three vectors of D k-bit masked product shares and two of
-// D 32-bit tags and three pairs of query-share digests into the decider,
-// each vector also to the holder that checks it, and each holder's two
-// parts of the checks (CheckRounds x d + d + CheckRounds elements each)
-// and a digest; to each of the two helpers a query id, a seed, a nonce and
-// its sealed pair of d-element query shares.
+// the servers: three vectors of D k-bit masked product shares and three
+// pairs of query-share digests into the decider, each vector also to the
+// holder that checks it, and each holder's two parts of the checks
+// (CheckRounds x d + d + CheckRounds elements each) and a digest; the
+// decider's fetch of the answer's tag (top 1); to each of the two helpers
+// a query id, a seed, a nonce and its sealed pair of d-element query
+// shares.
 func HiddenIdentifyBits(ids, d, k int) float64 {
 	checks := 3 * (2*replicated.CheckPartSize(d)*k + 256)
-	return float64(6*ids*k + 64*ids + 3*2*256 + checks + 2*(8*(16+32+16+seal.Overhead)+2*d*k))
+	return float64(6*ids*k+3*2*256+checks+2*(8*(16+32+16+seal.Overhead)+2*d*k)) + TagFetchBits(ids, 1)
+}
+
+// TagFetchBits is the decider's fetch of the tags of topK answered
+// positions of ids rows from the two helpers: per position, to each a
+// selection (a bit per row of the tag grid) and from each a grid row (32
+// bits per column): O(sqrt(ids)), not the 32 ids bits of every tag.
+func TagFetchBits(ids, topK int) float64 {
+	cols, rows := replicated.TagGrid(ids)
+	return float64(2 * topK * (8*replicated.TagSelectBytes(rows) + 32*cols))
 }

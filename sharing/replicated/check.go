@@ -24,11 +24,6 @@ func VectorDigest(qid [16]byte, j, bits int, vec []byte) [32]byte {
 	return digest("idface/repl/vector", qid, j, bits, vec)
 }
 
-// TagsDigest is the digest of a query's tag vector (little-endian uint32s).
-func TagsDigest(qid [16]byte, tags []byte) [32]byte {
-	return digest("idface/repl/tags", qid, 0, 32, tags)
-}
-
 func digest(label string, qid [16]byte, j, bits int, b []byte) [32]byte {
 	h := sha256.New()
 	h.Write([]byte(label))

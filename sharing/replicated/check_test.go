@@ -54,7 +54,6 @@ func TestDigestsBind(t *testing.T) {
 		"ring":  VectorDigest([16]byte{1}, 0, 16, v),
 		"bytes": VectorDigest([16]byte{1}, 0, 8, []byte{1, 2, 4}),
 		"len":   VectorDigest([16]byte{1}, 0, 8, v[:2]),
-		"tags":  TagsDigest([16]byte{1}, v),
 	} {
 		if d == base {
 			t.Fatalf("the vector digest ignores the %s", name)
