@@ -25,6 +25,67 @@ func init() {
 }
 
 func cmdBench(args []string, stdout, stderr io.Writer) error {
+	o, err := benchFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	runs, sizes, link, err := o.plan()
+	if err != nil {
+		return err
+	}
+	// The templates of a large run are most of this process's heap (8 GB
+	// at 4 x 10^6): collect at 25% growth, not 100%, so that the client
+	// and the servers fit on one machine. GOGC in the environment wins.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(25)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(stdout)
+	var results []*experiments.BenchResult
+	for _, run := range runs {
+		for _, n := range sizes {
+			if n < 1 || n > 20_000_000 {
+				return fmt.Errorf("--ids %d: want 1..20000000", n)
+			}
+			res, err := o.run(exe, run, n, link, stderr)
+			if err != nil {
+				return err
+			}
+			results = append(results, res)
+			if o.asJSON {
+				if err := enc.Encode(res); err != nil {
+					return err
+				}
+			} else {
+				benchPrint(stdout, res, link)
+			}
+		}
+	}
+	if len(runs) > 1 && !o.asJSON {
+		benchTable(stdout, results)
+	}
+	if o.plot != "" {
+		return benchPlot(o.plot, runs[0], results, stderr)
+	}
+	return nil
+}
+
+// benchOptions are bench's flags.
+type benchOptions struct {
+	mode, ids, plot, link string
+	scheme                string
+	extrapolate, parties  int
+	alpha, beta, queries  int
+	clients, shards       int
+	batch                 batchFlags
+	hide, asJSON          bool
+	set                   map[string]bool // the flags given on the command line
+}
+
+func benchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
 	fs := newFlags("bench", "idface bench --mode plain|"+modeNames("|")+"|hers [--parties MU] --ids N[,N...] [--alpha 341] [--beta 63] [--queries 20]\n"+
 		"             [--scheme bgv|paillier] [--extrapolate N] [--link rtt=20ms,rate=1gbit] [--json] [--plot out.png]\n\n"+
 		"For each size: synthetic templates, a fresh local cluster of that mode (real\n"+
@@ -44,160 +105,157 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		"its default size, and each mode that hides probes again with them, as\n"+
 		"MODE+hidden): every run reports the same fields, and a table of them all\n"+
 		"ends the output (Markdown, as in docs/RESULTS.md).", stderr)
-	modeFlag := fs.String("mode", "2pc", "plain (float32 search), "+modeNames(", ")+" or hers (the paper's baseline); a comma-separated list, MODE+hidden for a mode with --hide-probes, or all")
+	o := &benchOptions{set: map[string]bool{}}
+	fs.StringVar(&o.mode, "mode", "2pc", "plain (float32 search), "+modeNames(", ")+" or hers (the paper's baseline); a comma-separated list, MODE+hidden for a mode with --hide-probes, or all")
 	scheme := addSchemeFlag(fs)
-	extrapolate := fs.Int("extrapolate", 0, "also report the run scaled linearly to this many rows (marked extrapolated)")
-	parties := fs.Int("parties", 0, "number of parties mu (share holders or local servers; default: the mode's, 1 for plain and hers)")
-	idsFlag := fs.String("ids", "", "database sizes, comma-separated")
-	alpha := fs.Int("alpha", 341, "enrollment weight")
-	beta := fs.Int("beta", 63, "query weight")
-	queries := fs.Int("queries", 20, "identifications per size")
-	clients := fs.Int("clients", 1, "also run this many clients identifying at once (--queries each) and report identifications per second beside the float32 search's single-query rate")
-	batch := addBatchFlags(fs)
-	shards := fs.Int("shards", 0, "run every server as a coordinator and this many shard servers (rows split by id)")
-	hide := fs.Bool("hide-probes", false, "mode "+modesThat(hidesProbes)+": a hidden-probe cluster (devices seal the query's shares; docs/HIDDEN-PROBES.md); without --beta its default transforms, a dense 4-bit query and the 4-level gallery at k = 16")
-	asJSON := fs.Bool("json", false, "one JSON object per size")
-	plotPath := fs.String("plot", "", "write a plot (PNG) of the times")
-	linkFlag := fs.String("link", "", "run the servers across a WAN: rtt=DURATION,rate=RATE (as rtt=20ms,rate=1gbit; rates 100mbit, 1gbit, 10gbit)")
+	fs.IntVar(&o.extrapolate, "extrapolate", 0, "also report the run scaled linearly to this many rows (marked extrapolated)")
+	fs.IntVar(&o.parties, "parties", 0, "number of parties mu (share holders or local servers; default: the mode's, 1 for plain and hers)")
+	fs.StringVar(&o.ids, "ids", "", "database sizes, comma-separated")
+	fs.IntVar(&o.alpha, "alpha", 341, "enrollment weight")
+	fs.IntVar(&o.beta, "beta", 63, "query weight")
+	fs.IntVar(&o.queries, "queries", 20, "identifications per size")
+	fs.IntVar(&o.clients, "clients", 1, "also run this many clients identifying at once (--queries each) and report identifications per second beside the float32 search's single-query rate")
+	o.batch = addBatchFlags(fs)
+	fs.IntVar(&o.shards, "shards", 0, "run every server as a coordinator and this many shard servers (rows split by id)")
+	fs.BoolVar(&o.hide, "hide-probes", false, "mode "+modesThat(hidesProbes)+": a hidden-probe cluster (devices seal the query's shares; docs/HIDDEN-PROBES.md); without --beta its default transforms, a dense 4-bit query and the 4-level gallery at k = 16")
+	fs.BoolVar(&o.asJSON, "json", false, "one JSON object per size")
+	fs.StringVar(&o.plot, "plot", "", "write a plot (PNG) of the times")
+	fs.StringVar(&o.link, "link", "", "run the servers across a WAN: rtt=DURATION,rate=RATE (as rtt=20ms,rate=1gbit; rates 100mbit, 1gbit, 10gbit)")
 	if err := parse(fs, args); err != nil {
-		return err
+		return nil, err
 	}
+	o.scheme = *scheme
+	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	return o, nil
+}
+
+// plan checks the flags and returns the runs (each mode with its size and
+// weights), the database sizes and the WAN link (nil: none).
+func (o *benchOptions) plan() ([]benchRun, []int, *wan.Link, error) {
 	var link *wan.Link
-	if *linkFlag != "" {
-		l, err := wan.ParseLink(*linkFlag)
+	if o.link != "" {
+		l, err := wan.ParseLink(o.link)
 		if err != nil {
-			return fmt.Errorf("--link: %w", err)
+			return nil, nil, nil, fmt.Errorf("--link: %w", err)
 		}
 		if err := wan.Check(l); err != nil {
-			return err
+			return nil, nil, nil, err
 		}
 		link = &l
 	}
-	sizes := []int{}
-	if *idsFlag == "" {
-		if *plotPath == "" {
-			return fmt.Errorf("give --ids (or --plot for the paper's sizes 2^13..2^20)")
-		}
-		for k := 13; k <= 20; k++ {
-			sizes = append(sizes, 1<<k)
-		}
-	} else {
-		var err error
-		if sizes, err = intList(*idsFlag); err != nil {
-			return err
-		}
-	}
-	runs, err := benchRuns(*modeFlag, *hide)
+	sizes, err := o.sizes()
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
-	if len(runs) > 1 && *plotPath != "" {
-		return fmt.Errorf("--plot draws one mode: give one --mode")
+	runs, err := benchRuns(o.mode, o.hide)
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	if len(runs) > 1 && *parties != 0 {
-		return fmt.Errorf("--parties is for one mode: each mode of a list runs at its default size")
+	if len(runs) > 1 && o.plot != "" {
+		return nil, nil, nil, fmt.Errorf("--plot draws one mode: give one --mode")
 	}
-	setFlags := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { setFlags[f.Name] = true })
+	if len(runs) > 1 && o.parties != 0 {
+		return nil, nil, nil, fmt.Errorf("--parties is for one mode: each mode of a list runs at its default size")
+	}
 	for i := range runs {
-		if err := runs[i].check(*parties, *clients, *shards, *scheme, link, setFlags, *alpha, *beta); err != nil {
-			return err
+		if err := runs[i].check(o, link); err != nil {
+			return nil, nil, nil, err
 		}
 	}
-	// The templates of a large run are most of this process's heap (8 GB
-	// at 4 x 10^6): collect at 25% growth, not 100%, so that the client
-	// and the servers fit on one machine. GOGC in the environment wins.
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(25)
+	return runs, sizes, link, nil
+}
+
+// sizes reads --ids; without it, --plot's sizes 2^13..2^20.
+func (o *benchOptions) sizes() ([]int, error) {
+	if o.ids != "" {
+		return intList(o.ids)
 	}
-	exe, err := os.Executable()
+	if o.plot == "" {
+		return nil, fmt.Errorf("give --ids (or --plot for the paper's sizes 2^13..2^20)")
+	}
+	sizes := []int{}
+	for k := 13; k <= 20; k++ {
+		sizes = append(sizes, 1<<k)
+	}
+	return sizes, nil
+}
+
+// run measures one mode at one size, with a progress bar on stderr.
+func (o *benchOptions) run(exe string, run benchRun, n int, link *wan.Link, stderr io.Writer) (*experiments.BenchResult, error) {
+	bar := progressbar.NewOptions(n, progressbar.OptionSetWriter(stderr), progressbar.OptionShowCount(),
+		progressbar.OptionSetDescription(fmt.Sprintf("%s %s: enrolling", run.mode, experiments.SizeLabel(n))),
+		progressbar.OptionThrottle(200*time.Millisecond))
+	bo := experiments.BenchOptions{Exe: exe, Mode: run.mode, Parties: run.parties, Alpha: run.alpha, Beta: run.beta,
+		IDs: n, Queries: o.queries, Seed: 1, Scheme: o.scheme, HideProbes: run.hide, Clients: o.clients, Shards: o.shards, BatchMax: *o.batch.max, BatchWait: *o.batch.wait, Progress: func(done, _ int) { bar.Set(done) }}
+	var res *experiments.BenchResult
+	var err error
+	switch {
+	case run.mode == "plain":
+		res, err = experiments.RunPlainBench(bo)
+	case run.mode == "hers":
+		res, err = hers.Run(bo)
+	case link != nil:
+		res, err = wan.Run(context.Background(), bo, *link)
+	default:
+		res, err = experiments.RunClusterBench(context.Background(), bo)
+	}
+	bar.Finish()
+	fmt.Fprintln(stderr)
 	if err != nil {
+		return nil, err
+	}
+	res.Complete()
+	if o.extrapolate > 0 {
+		experiments.Extrapolate(res, o.extrapolate)
+	}
+	return res, nil
+}
+
+// benchPrint writes one run's result as text.
+func benchPrint(stdout io.Writer, res *experiments.BenchResult, link *wan.Link) {
+	fmt.Fprintf(stdout, "%s mu=%d ids=%d alpha=%d beta=%d: enroll %.2f s, identify p50 %.2f ms (p90 %.2f), float32 %.2f ms, wire floor %.2f ms, %.0f bytes/identify, %.0f MB RSS/party\n",
+		benchLabel(res), res.Parties, res.IDs, res.Alpha, res.Beta, res.EnrollS, res.IdentifyP50, res.IdentifyP90, res.PlainFloatP50, res.WireFloorMs, res.BytesPerIdent, res.RSSMBPerParty)
+	if res.Scheme != "" {
+		fmt.Fprintf(stdout, "  scheme %s, %d rows per column group, storage %.1f MB\n", res.Scheme, res.GroupRows, res.ShareMB)
+	}
+	if k := res.Kernels; k != nil {
+		fmt.Fprintf(stdout, "  kernels' critical path %.2f ms (score %.2f, permute and mask %.2f, a vector over QUIC %.2f, decide %.2f, unpermute %.2f): identify p50 is %.2fx it\n",
+			k.TotalMs, k.ScoreMs, k.PermuteMs, k.WireMs, k.DecideMs, k.UnpermuteMs, res.IdentifyP50/k.TotalMs)
+		fmt.Fprintf(stdout, "  with each holder's kernels on its share of this machine's cores (%d of %d, as the %d holders score at once; a lower bound) %.2f ms (score %.2f, permute and mask %.2f): identify p50 is %.2fx it\n",
+			k.HolderCores, runtime.GOMAXPROCS(0), res.Parties, k.SharedTotalMs, k.ScoreSharedMs, k.PermuteSharedMs, res.IdentifyP50/k.SharedTotalMs)
+	}
+	if res.Clients > 1 {
+		fmt.Fprintf(stdout, "  %d clients at once: %.1f identifications/s; float32 one query at a time: %.1f/s (%.2fx)\n",
+			res.Clients, res.IdentifyPerS, res.PlainFloatPerS, res.IdentifyPerS/res.PlainFloatPerS)
+	}
+	if x := res.Extrapolated; x != nil {
+		fmt.Fprintf(stdout, "  EXTRAPOLATED to %d rows (x%.1f, not measured): enroll %.0f s, identify %.0f ms, storage %.0f MB, %.0f bytes/identify\n",
+			x.IDs, x.Factor, x.EnrollS, x.IdentifyP50, x.ShareMB, x.BytesPerIdent)
+	}
+	if link != nil {
+		fmt.Fprintf(stdout, "  link %s: identify p50 %.2f ms, min %.2f ms; floor %.2f ms (%.1f RTT + %.0f bytes at the rate); relay drops %d\n",
+			res.Link, res.IdentifyP50, res.IdentifyMin, res.WANFloorMs, res.FloorRTTs, res.FloorBytes, res.RelayDrops)
+	}
+}
+
+// benchPlot draws enrollment and identification time against the size
+// (the paper's figure enr_and_idf) for one mode's results.
+func benchPlot(path string, run benchRun, results []*experiments.BenchResult, stderr io.Writer) error {
+	var x, enr, idf, flt []float64
+	for _, r := range results {
+		x = append(x, float64(r.IDs))
+		enr = append(enr, r.EnrollS)
+		idf = append(idf, r.IdentifyP50/1000)
+		flt = append(flt, r.PlainFloatP50/1000)
+	}
+	title := fmt.Sprintf("idface %s (alpha=%d, beta=%d): time against database size", run.mode, run.alpha, run.beta)
+	if err := experiments.PlotLines(path, title, "enrolled identities", "seconds", true, true,
+		experiments.Series{Label: "enrollment (all)", X: x, Y: enr},
+		experiments.Series{Label: "identification p50", X: x, Y: idf},
+		experiments.Series{Label: "float32 search (no protection)", X: x, Y: flt}); err != nil {
 		return err
 	}
-	enc := json.NewEncoder(stdout)
-	var results []*experiments.BenchResult
-	for _, run := range runs {
-		for _, n := range sizes {
-			if n < 1 || n > 20_000_000 {
-				return fmt.Errorf("--ids %d: want 1..20000000", n)
-			}
-			bar := progressbar.NewOptions(n, progressbar.OptionSetWriter(stderr), progressbar.OptionShowCount(),
-				progressbar.OptionSetDescription(fmt.Sprintf("%s %s: enrolling", run.mode, experiments.SizeLabel(n))),
-				progressbar.OptionThrottle(200*time.Millisecond))
-			o := experiments.BenchOptions{Exe: exe, Mode: run.mode, Parties: run.parties, Alpha: run.alpha, Beta: run.beta,
-				IDs: n, Queries: *queries, Seed: 1, Scheme: *scheme, HideProbes: run.hide, Clients: *clients, Shards: *shards, BatchMax: *batch.max, BatchWait: *batch.wait, Progress: func(done, _ int) { bar.Set(done) }}
-			var res *experiments.BenchResult
-			switch {
-			case run.mode == "plain":
-				res, err = experiments.RunPlainBench(o)
-			case run.mode == "hers":
-				res, err = hers.Run(o)
-			case link != nil:
-				res, err = wan.Run(context.Background(), o, *link)
-			default:
-				res, err = experiments.RunClusterBench(context.Background(), o)
-			}
-			bar.Finish()
-			fmt.Fprintln(stderr)
-			if err != nil {
-				return err
-			}
-			res.Complete()
-			if *extrapolate > 0 {
-				experiments.Extrapolate(res, *extrapolate)
-			}
-			results = append(results, res)
-			if *asJSON {
-				if err := enc.Encode(res); err != nil {
-					return err
-				}
-			} else {
-				fmt.Fprintf(stdout, "%s mu=%d ids=%d alpha=%d beta=%d: enroll %.2f s, identify p50 %.2f ms (p90 %.2f), float32 %.2f ms, wire floor %.2f ms, %.0f bytes/identify, %.0f MB RSS/party\n",
-					benchLabel(res), res.Parties, res.IDs, res.Alpha, res.Beta, res.EnrollS, res.IdentifyP50, res.IdentifyP90, res.PlainFloatP50, res.WireFloorMs, res.BytesPerIdent, res.RSSMBPerParty)
-				if res.Scheme != "" {
-					fmt.Fprintf(stdout, "  scheme %s, %d rows per column group, storage %.1f MB\n", res.Scheme, res.GroupRows, res.ShareMB)
-				}
-				if k := res.Kernels; k != nil {
-					fmt.Fprintf(stdout, "  kernels' critical path %.2f ms (score %.2f, permute and mask %.2f, a vector over QUIC %.2f, decide %.2f, unpermute %.2f): identify p50 is %.2fx it\n",
-						k.TotalMs, k.ScoreMs, k.PermuteMs, k.WireMs, k.DecideMs, k.UnpermuteMs, res.IdentifyP50/k.TotalMs)
-					fmt.Fprintf(stdout, "  with each holder's kernels on its share of this machine's cores (%d of %d, as the %d holders score at once; a lower bound) %.2f ms (score %.2f, permute and mask %.2f): identify p50 is %.2fx it\n",
-						k.HolderCores, runtime.GOMAXPROCS(0), res.Parties, k.SharedTotalMs, k.ScoreSharedMs, k.PermuteSharedMs, res.IdentifyP50/k.SharedTotalMs)
-				}
-				if res.Clients > 1 {
-					fmt.Fprintf(stdout, "  %d clients at once: %.1f identifications/s; float32 one query at a time: %.1f/s (%.2fx)\n",
-						res.Clients, res.IdentifyPerS, res.PlainFloatPerS, res.IdentifyPerS/res.PlainFloatPerS)
-				}
-				if x := res.Extrapolated; x != nil {
-					fmt.Fprintf(stdout, "  EXTRAPOLATED to %d rows (x%.1f, not measured): enroll %.0f s, identify %.0f ms, storage %.0f MB, %.0f bytes/identify\n",
-						x.IDs, x.Factor, x.EnrollS, x.IdentifyP50, x.ShareMB, x.BytesPerIdent)
-				}
-				if link != nil {
-					fmt.Fprintf(stdout, "  link %s: identify p50 %.2f ms, min %.2f ms; floor %.2f ms (%.1f RTT + %.0f bytes at the rate); relay drops %d\n",
-						res.Link, res.IdentifyP50, res.IdentifyMin, res.WANFloorMs, res.FloorRTTs, res.FloorBytes, res.RelayDrops)
-				}
-			}
-		}
-	}
-	if len(runs) > 1 && !*asJSON {
-		benchTable(stdout, results)
-	}
-	if *plotPath != "" {
-		var x, enr, idf, flt []float64
-		for _, r := range results {
-			x = append(x, float64(r.IDs))
-			enr = append(enr, r.EnrollS)
-			idf = append(idf, r.IdentifyP50/1000)
-			flt = append(flt, r.PlainFloatP50/1000)
-		}
-		title := fmt.Sprintf("idface %s (alpha=%d, beta=%d): time against database size", runs[0].mode, runs[0].alpha, runs[0].beta)
-		if err := experiments.PlotLines(*plotPath, title, "enrolled identities", "seconds", true, true,
-			experiments.Series{Label: "enrollment (all)", X: x, Y: enr},
-			experiments.Series{Label: "identification p50", X: x, Y: idf},
-			experiments.Series{Label: "float32 search (no protection)", X: x, Y: flt}); err != nil {
-			return err
-		}
-		fmt.Fprintf(stderr, "plot written to %s\n", *plotPath)
-	}
+	fmt.Fprintf(stderr, "plot written to %s\n", path)
 	return nil
 }
 
@@ -249,8 +307,8 @@ func benchRuns(list string, hide bool) ([]benchRun, error) {
 
 // check validates the flags against what the run's mode can do, and sets
 // its size and weights.
-func (r *benchRun) check(parties, clients, shards int, scheme string, link *wan.Link, set map[string]bool, alpha, beta int) error {
-	r.parties, r.alpha, r.beta = parties, alpha, beta
+func (r *benchRun) check(o *benchOptions, link *wan.Link) error {
+	r.parties, r.alpha, r.beta = o.parties, o.alpha, o.beta
 	spec := r.spec
 	switch {
 	case spec == nil: // plain and hers, in this process
@@ -266,25 +324,25 @@ func (r *benchRun) check(parties, clients, shards int, scheme string, link *wan.
 	if link != nil && r.mode == "hers" {
 		return fmt.Errorf("--link: mode hers runs in this process")
 	}
-	if clients < 1 || clients > 256 {
-		return fmt.Errorf("--clients %d: want 1..256", clients)
+	if o.clients < 1 || o.clients > 256 {
+		return fmt.Errorf("--clients %d: want 1..256", o.clients)
 	}
-	if clients > 1 && (spec == nil || link != nil) {
+	if o.clients > 1 && (spec == nil || link != nil) {
 		return fmt.Errorf("--clients is for a cluster on this machine (not plain, hers or --link)")
 	}
-	if shards > 1 && (spec == nil || !spec.Shards || link != nil) {
+	if o.shards > 1 && (spec == nil || !spec.Shards || link != nil) {
 		return fmt.Errorf("--shards is for a cluster on this machine (not plain, hers or --link)")
 	}
 	if r.hide && (spec == nil || spec.HiddenProbe == nil) {
 		return fmt.Errorf("--hide-probes is for --mode %s", modesThat(hidesProbes))
 	}
-	if r.hide && !set["beta"] { // the cluster's hidden-probe defaults (a dense 4-bit query)
+	if r.hide && !o.set["beta"] { // the cluster's hidden-probe defaults (a dense 4-bit query)
 		r.beta = 0
-		if !set["alpha"] {
+		if !o.set["alpha"] {
 			r.alpha = 0
 		}
 	}
-	if scheme != "" && (spec == nil || !spec.Scheme) {
+	if o.scheme != "" && (spec == nil || !spec.Scheme) {
 		return fmt.Errorf("--scheme is for --mode %s", modesThat(takesScheme))
 	}
 	return nil

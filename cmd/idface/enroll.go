@@ -676,6 +676,47 @@ type deleteResult struct {
 }
 
 func cmdDelete(args []string, stdout, stderr io.Writer) error {
+	o, err := deleteFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	ids, src, err := o.read()
+	if err != nil {
+		return err
+	}
+	cfg, h, cl, err := o.cf.openHome()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	j, err := o.jf.open(cfg, h)
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	if err := mayChange(cl, j, protocol.OpDelete); err != nil {
+		return err
+	}
+	d := &deletion{o: o, cfg: cfg, cl: cl, j: j, ids: ids, src: src}
+	if len(ids) > 100 && !o.quiet {
+		d.bar = newBar(len(ids), "deleting", stderr)
+		defer fmt.Fprintln(stderr)
+	}
+	if err := d.run(); err != nil {
+		return d.result(err, stdout)
+	}
+	return d.report(stdout)
+}
+
+// deleteOptions are delete's flags, checked.
+type deleteOptions struct {
+	cf            clientFlags
+	jf            journalFlags
+	id, ids       string
+	asJSON, quiet bool
+}
+
+func deleteFlags(args []string, stderr io.Writer) (*deleteOptions, error) {
 	fs := newFlags("delete", "idface delete --cluster DIR --id ID\n"+
 		"idface delete --cluster DIR --ids ids.txt [--resume]\n\n"+
 		"Revokes enrolled ids at every party, one after another (an unknown id is an\n"+
@@ -688,150 +729,166 @@ func cmdDelete(args []string, stdout, stderr io.Writer) error {
 		"--resume), entry, journal, held_for (replicated mode: the holders that\n"+
 		"were unreachable; the entry keeps their part and delivers it once they\n"+
 		"are back) and, when the command failed, error.\n\n"+input.IDRules, stderr)
-	cf := addClientFlags(fs)
-	asJSON := fs.Bool("json", false, "print one JSON object")
-	id := fs.String("id", "", "id to revoke")
-	ids := fs.String("ids", "", "text file with one id per line to revoke")
-	quiet := fs.Bool("quiet", false, "no progress bar")
-	jf := addJournalFlags(fs, "deleted")
+	o := &deleteOptions{cf: addClientFlags(fs)}
+	fs.BoolVar(&o.asJSON, "json", false, "print one JSON object")
+	fs.StringVar(&o.id, "id", "", "id to revoke")
+	fs.StringVar(&o.ids, "ids", "", "text file with one id per line to revoke")
+	fs.BoolVar(&o.quiet, "quiet", false, "no progress bar")
+	o.jf = addJournalFlags(fs, "deleted")
 	if err := parse(fs, args); err != nil {
-		return err
+		return nil, err
 	}
-	var idList []string
-	src := source{unit: "line"}
-	switch {
-	case *id != "" && *ids == "":
-		if err := input.CheckID(*id); err != nil {
-			return fmt.Errorf("--id: %w", err)
-		}
-		idList, src = []string{*id}, source{file: "--id", num: []int{1}}
-	case *ids != "" && *id == "":
-		var err error
-		if idList, src.num, err = input.ReadIDs(*ids); err != nil {
-			return err
-		}
-		src.file = *ids
-	default:
+	if (o.id == "") == (o.ids == "") {
 		fmt.Fprintln(stderr, "idface delete: give --id or --ids")
 		fs.Usage()
-		return errUsage
+		return nil, errUsage
 	}
-	cfg, h, cl, err := cf.openHome()
-	if err != nil {
-		return err
+	return o, nil
+}
+
+// read returns the ids to delete (--id, checked, or the lines of --ids)
+// and where each came from.
+func (o *deleteOptions) read() ([]string, source, error) {
+	if o.id != "" {
+		if err := input.CheckID(o.id); err != nil {
+			return nil, source{}, fmt.Errorf("--id: %w", err)
+		}
+		return []string{o.id}, source{file: "--id", num: []int{1}}, nil
 	}
-	defer cl.Close()
-	j, err := jf.open(cfg, h)
-	if err != nil {
-		return err
-	}
-	defer j.Close()
-	if err := mayChange(cl, j, protocol.OpDelete); err != nil {
-		return err
-	}
-	var bar *progressbar.ProgressBar
-	if len(idList) > 100 && !*quiet {
-		bar = newBar(len(idList), "deleting", stderr)
-		defer fmt.Fprintln(stderr)
-	}
-	var deleted []int
-	var held []string // parties whose part the entry keeps for delivery
-	skipped := 0
-	checked := false
-	// result reports the run with --json, a failure too, before err.
-	result := func(err error) error {
-		if *asJSON {
-			r := deleteResult{Deleted: len(deleted), Skipped: skipped, Entry: cl.Entry(), Journal: j.Path(), HeldFor: held}
-			if err != nil {
-				r.Error = err.Error()
-			}
-			if jerr := json.NewEncoder(stdout).Encode(r); jerr != nil {
-				return errors.Join(err, jerr)
-			}
+	ids, num, err := input.ReadIDs(o.ids)
+	return ids, source{file: o.ids, unit: "line", num: num}, err
+}
+
+// deletion is one run of delete: the ids it deletes one after another and
+// what it has done so far.
+type deletion struct {
+	o       *deleteOptions
+	cfg     *config.Params
+	cl      *client.Client
+	j       *client.Journal
+	ids     []string
+	src     source
+	bar     *progressbar.ProgressBar // nil: none
+	deleted []int                    // indices into ids
+	skipped int                      // deleted before (--resume)
+	held    []string                 // parties whose part the entry keeps for delivery
+	settled bool                     // the servers have settled earlier changes
+}
+
+// run deletes the ids in order and stops at the first failure.
+func (d *deletion) run() error {
+	for i := range d.ids {
+		if d.bar != nil {
+			d.bar.Set(i)
 		}
-		return err
-	}
-	for i, x := range idList {
-		if bar != nil {
-			bar.Set(i)
-		}
-		e := j.Lookup(x)
-		if *jf.resume && e.State == client.Deleted {
-			skipped++
-			continue
-		}
-		doubt := *jf.resume && e.State == client.InDoubt && e.Op == '-'
-		if doubt && !checked {
-			if err := waitSettled(cl, cfg, *cf.timeout); err != nil {
-				return result(err)
-			}
-			checked = true
-		}
-		b, err := j.Begin('-', []string{x}, nil)
-		if err != nil {
-			return result(err)
-		}
-		err = cl.Delete(rpc.Patient(context.Background(), *cf.timeout), x)
-		switch {
-		case err == nil:
-			err = j.End(b, true)
-			deleted = append(deleted, i)
-		case doubt && isCode(err, protocol.CodeUnknownID): // the earlier run's deletion was applied
-			err = errors.Join(j.End(b, false), j.End(e.Batch, true))
-			skipped++
-		default:
-			if client.Refused(err) {
-				j.End(b, false)
-			}
-			if len(idList) == 1 {
-				return result(err)
-			}
-			what := "was refused"
-			if !client.Refused(err) {
-				what = "got no answer and may or may not be deleted"
-			}
-			msg := fmt.Sprintf("deleted %d of %d", len(deleted), len(idList))
-			if len(deleted) > 0 {
-				msg += " (" + src.ranges(deleted) + ")"
-			}
-			if skipped > 0 {
-				msg += fmt.Sprintf("; %d deleted before were skipped", skipped)
-			}
-			msg += fmt.Sprintf("; %q (%s) %s", x, src.at(i), what)
-			if i+1 < len(idList) {
-				var rest []int
-				for k := i + 1; k < len(idList); k++ {
-					rest = append(rest, k)
-				}
-				msg += "; " + src.ranges(rest) + " " + were(rest) + " not sent"
-			}
-			hint := "fix the cause, then run the same command with --resume: it skips what is deleted"
-			if client.RoleRefused(err) { // the same identity is refused again, --resume or not
-				hint = "the cluster refuses this member's deletions: delete as an operator of the cluster (its --home, or --client NAME in a local cluster)"
-			}
-			return result(fmt.Errorf("%s: %w\n%s", msg, err, hint))
-		}
-		if err != nil {
-			return result(err)
+		if err := d.one(i); err != nil {
+			return err
 		}
 	}
-	if bar != nil {
-		bar.Finish()
+	if d.bar != nil {
+		d.bar.Finish()
 	}
-	if len(deleted) > 0 {
-		held = heldFor(cl, cfg)
-	}
-	if *asJSON {
-		return result(nil)
-	}
-	at, note := heldAt(cfg, cl.Entry(), held)
-	if len(idList) == 1 && skipped == 0 {
-		fmt.Fprintf(stdout, "deleted %s %s%s\n", idList[0], at, note)
+	return nil
+}
+
+// one deletes the i-th id, or skips it if the journal shows it deleted
+// (--resume), and records the change in the journal.
+func (d *deletion) one(i int) error {
+	x, resume := d.ids[i], *d.o.jf.resume
+	e := d.j.Lookup(x)
+	if resume && e.State == client.Deleted {
+		d.skipped++
 		return nil
 	}
-	fmt.Fprintf(stdout, "deleted %d %s", len(deleted), at)
-	if skipped > 0 {
-		fmt.Fprintf(stdout, "; %d deleted before were skipped", skipped)
+	doubt := resume && e.State == client.InDoubt && e.Op == '-'
+	if doubt && !d.settled {
+		if err := waitSettled(d.cl, d.cfg, *d.o.cf.timeout); err != nil {
+			return err
+		}
+		d.settled = true
+	}
+	b, err := d.j.Begin('-', []string{x}, nil)
+	if err != nil {
+		return err
+	}
+	err = d.cl.Delete(rpc.Patient(context.Background(), *d.o.cf.timeout), x)
+	switch {
+	case err == nil:
+		d.deleted = append(d.deleted, i)
+		return d.j.End(b, true)
+	case doubt && isCode(err, protocol.CodeUnknownID): // the earlier run's deletion was applied
+		d.skipped++
+		return errors.Join(d.j.End(b, false), d.j.End(e.Batch, true))
+	}
+	if client.Refused(err) {
+		d.j.End(b, false)
+	}
+	if len(d.ids) == 1 {
+		return err
+	}
+	return d.failed(i, err)
+}
+
+// failed says what a bulk deletion did before the i-th id failed with
+// err, and how to go on.
+func (d *deletion) failed(i int, err error) error {
+	what := "was refused"
+	if !client.Refused(err) {
+		what = "got no answer and may or may not be deleted"
+	}
+	msg := fmt.Sprintf("deleted %d of %d", len(d.deleted), len(d.ids))
+	if len(d.deleted) > 0 {
+		msg += " (" + d.src.ranges(d.deleted) + ")"
+	}
+	if d.skipped > 0 {
+		msg += fmt.Sprintf("; %d deleted before were skipped", d.skipped)
+	}
+	msg += fmt.Sprintf("; %q (%s) %s", d.ids[i], d.src.at(i), what)
+	if i+1 < len(d.ids) {
+		var rest []int
+		for k := i + 1; k < len(d.ids); k++ {
+			rest = append(rest, k)
+		}
+		msg += "; " + d.src.ranges(rest) + " " + were(rest) + " not sent"
+	}
+	hint := "fix the cause, then run the same command with --resume: it skips what is deleted"
+	if client.RoleRefused(err) { // the same identity is refused again, --resume or not
+		hint = "the cluster refuses this member's deletions: delete as an operator of the cluster (its --home, or --client NAME in a local cluster)"
+	}
+	return fmt.Errorf("%s: %w\n%s", msg, err, hint)
+}
+
+// result reports the run with --json, a failure too, before err.
+func (d *deletion) result(err error, stdout io.Writer) error {
+	if !d.o.asJSON {
+		return err
+	}
+	r := deleteResult{Deleted: len(d.deleted), Skipped: d.skipped, Entry: d.cl.Entry(), Journal: d.j.Path(), HeldFor: d.held}
+	if err != nil {
+		r.Error = err.Error()
+	}
+	if jerr := json.NewEncoder(stdout).Encode(r); jerr != nil {
+		return errors.Join(err, jerr)
+	}
+	return err
+}
+
+// report prints what a run that succeeded did, and where.
+func (d *deletion) report(stdout io.Writer) error {
+	if len(d.deleted) > 0 {
+		d.held = heldFor(d.cl, d.cfg)
+	}
+	if d.o.asJSON {
+		return d.result(nil, stdout)
+	}
+	at, note := heldAt(d.cfg, d.cl.Entry(), d.held)
+	if len(d.ids) == 1 && d.skipped == 0 {
+		fmt.Fprintf(stdout, "deleted %s %s%s\n", d.ids[0], at, note)
+		return nil
+	}
+	fmt.Fprintf(stdout, "deleted %d %s", len(d.deleted), at)
+	if d.skipped > 0 {
+		fmt.Fprintf(stdout, "; %d deleted before were skipped", d.skipped)
 	}
 	fmt.Fprintln(stdout, note)
 	return nil
