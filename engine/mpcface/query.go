@@ -132,74 +132,127 @@ func (e *Engine) runBatch(ctx context.Context, probes []*probe) (out []protocol.
 // every block. The answers are those of the probes run one by one; the
 // batch's traffic is shared evenly among them.
 func (e *Engine) run(ctx context.Context, probes []*probe) []protocol.Msg {
-	out := make([]protocol.Msg, len(probes))
-	fail := func(m protocol.Msg) []protocol.Msg {
-		for i := range out {
-			out[i] = m
+	p := e.snapshot(probes)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	peers, perr := e.openPeers(ctx, p)
+	defer func() {
+		for i := len(peers) - 1; i >= 0; i-- {
+			peers[i].finish()
 		}
-		return out
+	}()
+	if perr == nil {
+		perr = e.newScorers(p)
 	}
-	floor := engine.ScoreFloor(e.p) // scores below it are never kept
-	u, idx := probes[0].sel, [][]int32{nil}
+	if perr == nil {
+		perr = e.scoreBlocks(p, peers)
+	}
+	if perr == nil {
+		perr = streamsEnded(peers)
+	}
+	if perr != nil {
+		return answerAll(len(probes), perr)
+	}
+	return e.answers(p, peers)
+}
+
+// pass is one run over the rows: its probes and the union of their
+// columns, the snapshot of the row map it scores, its blocks, and each
+// probe's scorers.
+type pass struct {
+	probes  []*probe
+	u       sharing.Selection // the union of the probes' columns
+	idx     [][]int32         // a batch's: each probe's columns in u
+	n, bw   int               // columns of u, and row words per block
+	g       protocol.Digest   // the row map the helpers must match
+	live    [][]uint64        // its live bits, by segment
+	blocks  []blockPlan
+	segOff  []int               // the global word offset of each segment
+	scorers [][]*sharing.Scorer // each probe's, one per worker
+}
+
+// answerAll is the same answer, m, for each of n probes.
+func answerAll(n int, m protocol.Msg) []protocol.Msg {
+	out := make([]protocol.Msg, n)
+	for i := range out {
+		out[i] = m
+	}
+	return out
+}
+
+// snapshot plans a pass: the union of the probes' columns, and the row
+// map: the digest the helpers must match and the live bits we score
+// with. Rows below the snapshot never change.
+func (e *Engine) snapshot(probes []*probe) *pass {
+	p := &pass{probes: probes, u: probes[0].sel, idx: [][]int32{nil}}
 	if len(probes) > 1 {
 		sels := make([]sharing.Selection, len(probes))
 		for i, pr := range probes {
 			sels[i] = pr.sel
 		}
-		u, idx = sharing.Union(sels)
+		p.u, p.idx = sharing.Union(sels)
 	}
-	n := len(u.Cols)
-	bw := blockWords(e.p, n)
-
-	// Snapshot the row map: the digest the helpers must match and the live
-	// bits we score with. Rows below the snapshot never change.
+	p.n = len(p.u.Cols)
+	p.bw = blockWords(e.p, p.n)
 	e.RLock()
-	g := e.Digest()
-	live := make([][]uint64, len(g))
-	for s := range g {
+	p.g = e.Digest()
+	p.live = make([][]uint64, len(p.g))
+	for s := range p.g {
 		st := e.Shares(s)
-		live[s] = append([]uint64(nil), st.LiveWords(0, st.Words())...)
+		p.live[s] = append([]uint64(nil), st.LiveWords(0, st.Words())...)
 	}
 	e.RUnlock()
-	blocks := plan(g, bw)
-	segOff := make([]int, len(g)+1) // global word offset of each segment
-	for s, sd := range g {
-		segOff[s+1] = segOff[s] + template.Words(int(sd.Rows))
+	p.blocks = plan(p.g, p.bw)
+	p.segOff = make([]int, len(p.g)+1)
+	for s, sd := range p.g {
+		p.segOff[s+1] = p.segOff[s] + template.Words(int(sd.Rows))
 	}
+	return p
+}
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+// openPeers sends every helper its query; the streams opened before a
+// failure come back with it, for the caller to finish.
+func (e *Engine) openPeers(ctx context.Context, p *pass) ([]*peerStream, *protocol.Error) {
 	var peers []*peerStream
 	for _, name := range e.Peers() {
-		sealed, perr := e.SealFor(name, g) // the digest sealed for this helper
+		sealed, perr := e.SealFor(name, p.g) // the digest sealed for this helper
 		if perr != nil {
-			return fail(perr)
+			return peers, perr
 		}
-		ps, err := openQuery(network.Bulk(ctx), e.env.Net, name, e.env.Peer(name), e.queryFor(probes, sealed, bw), blocks, n, bw)
+		ps, err := openQuery(network.Bulk(ctx), e.env.Net, name, e.env.Peer(name), e.queryFor(p.probes, sealed, p.bw), p.blocks, p.n, p.bw)
 		if err != nil {
-			return fail(engine.AsError(fmt.Errorf("%s: %w", e.env.Peer(name), err), protocol.CodeUnavailable))
+			return peers, engine.AsError(fmt.Errorf("%s: %w", e.env.Peer(name), err), protocol.CodeUnavailable)
 		}
-		defer ps.finish()
 		peers = append(peers, ps)
 	}
+	return peers, nil
+}
 
-	// A lone probe's blocks are split over every worker; a batch's probes
-	// are scored side by side.
-	per := max(1, e.workers/len(probes))
-	scorers := make([][]*sharing.Scorer, len(probes))
-	for i, pr := range probes {
-		scorers[i] = make([]*sharing.Scorer, per)
-		for j := range scorers[i] {
+// newScorers gives each probe its scorers: a lone probe's blocks are
+// split over every worker; a batch's probes are scored side by side.
+func (e *Engine) newScorers(p *pass) *protocol.Error {
+	floor := engine.ScoreFloor(e.p) // scores below it are never kept
+	per := max(1, e.workers/len(p.probes))
+	p.scorers = make([][]*sharing.Scorer, len(p.probes))
+	for i, pr := range p.probes {
+		p.scorers[i] = make([]*sharing.Scorer, per)
+		for j := range p.scorers[i] {
 			var err error
-			if scorers[i][j], err = sharing.NewScorer(pr.sel.Beta, pr.topK, floor); err != nil {
-				return fail(protocol.Errorf(protocol.CodeBadRequest, "%v", err))
+			if p.scorers[i][j], err = sharing.NewScorer(pr.sel.Beta, pr.topK, floor); err != nil {
+				return protocol.Errorf(protocol.CodeBadRequest, "%v", err)
 			}
 		}
 	}
-	own := getBuf(bw * n)
+	return nil
+}
+
+// scoreBlocks scores every block: this party's columns and each helper's,
+// as they arrive, picked for each probe of a batch.
+func (e *Engine) scoreBlocks(p *pass, peers []*peerStream) *protocol.Error {
+	own := getBuf(p.bw * p.n)
 	defer putBuf(own)
-	cols := make([][][]uint64, 1+len(peers))    // the union's columns, by party
-	picked := make([][][][]uint64, len(probes)) // each probe's, by party
+	cols := make([][][]uint64, 1+len(peers))      // the union's columns, by party
+	picked := make([][][][]uint64, len(p.probes)) // each probe's, by party
 	for i := range picked {
 		picked[i] = make([][][]uint64, len(cols))
 	}
@@ -209,34 +262,34 @@ func (e *Engine) run(ctx context.Context, probes []*probe) []protocol.Msg {
 		e.m.wait.Add(waited.Seconds())
 		e.m.score.Add(scored.Seconds())
 	}()
-	for _, b := range blocks {
+	for _, b := range p.blocks {
 		t0 := time.Now()
 		var err error
-		if cols[0], err = e.ownColumns(b, g, u, own, cols[0][:0]); err != nil {
-			return fail(protocol.Errorf(protocol.CodeInternal, "%v", err))
+		if cols[0], err = e.ownColumns(b, p.g, p.u, own, cols[0][:0]); err != nil {
+			return protocol.Errorf(protocol.CodeInternal, "%v", err)
 		}
 		held = held[:0]
 		t1 := time.Now()
 		for i, ps := range peers {
 			blk, ok := <-ps.blocks
 			if !ok {
-				return fail(engine.AsError(ps.err, protocol.CodeUnavailable))
+				return engine.AsError(ps.err, protocol.CodeUnavailable)
 			}
 			held = append(held, blk)
-			cols[i+1] = sharing.BlockColumns(blk, n, cols[i+1][:0])
+			cols[i+1] = sharing.BlockColumns(blk, p.n, cols[i+1][:0])
 		}
 		t2 := time.Now()
-		if len(probes) == 1 {
+		if len(p.probes) == 1 {
 			picked[0] = cols
 		} else {
-			for i := range probes {
+			for i := range p.probes {
 				for k, c := range cols {
-					picked[i][k] = sharing.Pick(c, idx[i], picked[i][k][:0])
+					picked[i][k] = sharing.Pick(c, p.idx[i], picked[i][k][:0])
 				}
 			}
 		}
-		if err := scoreProbes(scorers, picked, segOff[b.seg]+b.w0, live[b.seg][b.w0:b.w0+b.nw]); err != nil {
-			return fail(protocol.Errorf(protocol.CodeInternal, "%v", err))
+		if err := scoreProbes(p.scorers, picked, p.segOff[b.seg]+b.w0, p.live[b.seg][b.w0:b.w0+b.nw]); err != nil {
+			return protocol.Errorf(protocol.CodeInternal, "%v", err)
 		}
 		waited += t2.Sub(t1)
 		scored += time.Since(t2) + t1.Sub(t0)
@@ -244,12 +297,24 @@ func (e *Engine) run(ctx context.Context, probes []*probe) []protocol.Msg {
 			putBuf(blk)
 		}
 	}
+	return nil
+}
+
+// streamsEnded checks that every helper ended its stream after the last
+// block, without an error.
+func streamsEnded(peers []*peerStream) *protocol.Error {
 	for _, ps := range peers {
 		if _, ok := <-ps.blocks; ok || ps.err != nil {
-			return fail(engine.AsError(fmt.Errorf("%s: %v", ps.name, ps.err), protocol.CodeUnavailable))
+			return engine.AsError(fmt.Errorf("%s: %v", ps.name, ps.err), protocol.CodeUnavailable)
 		}
 	}
+	return nil
+}
 
+// answers merges each probe's scorers into its answer (a shard's: its
+// best with their scores, for its coordinator), unless a row was deleted
+// during the pass.
+func (e *Engine) answers(p *pass, peers []*peerStream) []protocol.Msg {
 	var sent, recv uint64
 	for _, ps := range peers {
 		s, r := ps.bytes()
@@ -257,29 +322,30 @@ func (e *Engine) run(ctx context.Context, probes []*probe) []protocol.Msg {
 	}
 	e.RLock()
 	defer e.RUnlock()
-	if e.Digest().DeletedSince(g) { // an erased share may have been scored
-		return fail(protocol.Errorf(protocol.CodeInconsistent, "a row was deleted during the query; retry"))
+	if e.Digest().DeletedSince(p.g) { // an erased share may have been scored
+		return answerAll(len(p.probes), protocol.Errorf(protocol.CodeInconsistent, "a row was deleted during the query; retry"))
 	}
-	q := uint64(len(probes))
+	q := uint64(len(p.probes))
 	share := func(n uint64, i int) uint64 { // n split evenly, the first probes taking the rest
 		if uint64(i) < n%q {
 			return n/q + 1
 		}
 		return n / q
 	}
-	for i, pr := range probes {
-		parts := make([][]sharing.Match, len(scorers[i]))
-		for j, sc := range scorers[i] {
+	id := func(mt sharing.Match) string {
+		s := 0
+		for mt.Row >= p.segOff[s+1]*64 {
+			s++
+		}
+		return e.ID(s, mt.Row-p.segOff[s]*64)
+	}
+	out := make([]protocol.Msg, len(p.probes))
+	for i, pr := range p.probes {
+		parts := make([][]sharing.Match, len(p.scorers[i]))
+		for j, sc := range p.scorers[i] {
 			parts[j] = sc.Result()
 		}
 		best := sharing.Merge(pr.topK, parts...)
-		id := func(mt sharing.Match) string {
-			s := 0
-			for mt.Row >= segOff[s+1]*64 {
-				s++
-			}
-			return e.ID(s, mt.Row-segOff[s]*64)
-		}
 		// Every server-to-server byte of the batch, shared evenly.
 		ps, pr2 := share(sent, i), share(recv, i)
 		if pr.shard { // the shard's best, best first, for its coordinator to merge

@@ -507,29 +507,75 @@ func (c *Core[S]) Delete(ctx context.Context, r engine.Request) protocol.Msg {
 func (c *Core[S]) runTxn(ctx context.Context, auth protocol.Auth, ops [][]protocol.Op, sealed *sealedParts, reshare *protocol.Reshare) *protocol.Error {
 	c.txnMu.Lock()
 	defer c.txnMu.Unlock()
-	// A party that missed an earlier change gets it first; one that
-	// cannot be reached is left out when the change may be held for it.
-	down := ""
-	if missing := c.outbox.FlushMissing(ctx, !c.mayHold(ops, sealed)); len(missing) > 0 {
-		for name := range missing {
-			down = name
-		}
-		if len(missing) > 1 || !c.mayHold(ops, sealed) {
-			var l []string
-			for name, why := range missing {
-				l = append(l, fmt.Sprintf("%s (%s)", name, why))
-			}
-			sort.Strings(l)
-			return protocol.Errorf(protocol.CodeUnavailable, "servers have not confirmed an earlier change: %s", strings.Join(l, ", "))
-		}
+	t := &txnRound{sealed: sealed, hold: c.mayHold(ops, sealed)}
+	if perr := c.flushEarlier(ctx, t); perr != nil {
+		return perr
 	}
-	txn, err := c.env.NewTxnID()
-	if err != nil {
+	if perr := c.prepareOwn(t, auth, ops, reshare); perr != nil {
+		return perr
+	}
+	c.collectVotes(ctx, t)
+	c.compareChecks(t)
+	return c.conclude(ctx, t)
+}
+
+// txnRound is one transaction of runTxn: its prepares, the parties asked
+// to vote and the one left out, and what the votes said.
+type txnRound struct {
+	txn    protocol.TxnID
+	preps  []*protocol.Prepare // by party
+	sealed *sealedParts
+	hold   bool     // the change may be held for a party that cannot be reached
+	down   string   // the party left out, its part held for it ("": none)
+	downAt int      // its index (-1: none), once the votes are in
+	peers  []string // the parties asked to vote
+	idx    []int    // party index of each peer
+	checks [][]byte // the parties' checks of their shares, by party
+	first  *protocol.Error
+	failed []string // every failure, for the rollback's message
+}
+
+// message is party k's prepare: its sealed part, for a sealed enrollment.
+func (t *txnRound) message(k int) protocol.Msg {
+	if t.sealed != nil {
+		return &protocol.SealedPrepare{Prepare: *t.preps[k], Part: t.sealed.parts[k], Hashes: t.sealed.hashes}
+	}
+	return t.preps[k]
+}
+
+// flushEarlier gives a party that missed an earlier change that change
+// first; one that cannot be reached is left out (t.down) when the change
+// may be held for it.
+func (c *Core[S]) flushEarlier(ctx context.Context, t *txnRound) *protocol.Error {
+	missing := c.outbox.FlushMissing(ctx, !t.hold)
+	if len(missing) == 0 {
+		return nil
+	}
+	for name := range missing {
+		t.down = name
+	}
+	if len(missing) > 1 || !t.hold {
+		var l []string
+		for name, why := range missing {
+			l = append(l, fmt.Sprintf("%s (%s)", name, why))
+		}
+		sort.Strings(l)
+		return protocol.Errorf(protocol.CodeUnavailable, "servers have not confirmed an earlier change: %s", strings.Join(l, ", "))
+	}
+	return nil
+}
+
+// prepareOwn makes every party's prepare (the new rows numbered from this
+// segment's end), then validates, logs and holds this party's own.
+func (c *Core[S]) prepareOwn(t *txnRound, auth protocol.Auth, ops [][]protocol.Op, reshare *protocol.Reshare) *protocol.Error {
+	var err error
+	if t.txn, err = c.env.NewTxnID(); err != nil {
 		return protocol.Errorf(protocol.CodeInternal, "%v", err)
 	}
 	c.st.lock()
+	defer c.st.unlock()
 	base := c.st.segs[c.self].shares.Rows()
-	preps := make([]*protocol.Prepare, len(ops))
+	t.preps = make([]*protocol.Prepare, len(ops))
 	for k := range ops {
 		seq := base
 		for i := range ops[k] {
@@ -538,95 +584,101 @@ func (c *Core[S]) runTxn(ctx context.Context, auth protocol.Auth, ops [][]protoc
 				seq++
 			}
 		}
-		preps[k] = &protocol.Prepare{Txn: txn, Origin: uint8(c.self), Dim: uint16(c.p.Dim()), Base: uint32(base), Auth: auth, Ops: ops[k], Prior: c.prior, Reshare: reshare}
+		t.preps[k] = &protocol.Prepare{Txn: t.txn, Origin: uint8(c.self), Dim: uint16(c.p.Dim()), Base: uint32(base), Auth: auth, Ops: ops[k], Prior: c.prior, Reshare: reshare}
 	}
 	var hashes [][32]byte
-	if sealed != nil {
-		hashes = sealed.hashes
+	if t.sealed != nil {
+		hashes = t.sealed.hashes
 	}
-	if perr := c.validate(preps[c.self], hashes); perr != nil {
-		c.st.unlock()
+	own := t.preps[c.self]
+	if perr := c.validate(own, hashes); perr != nil {
 		return perr
 	}
-	pos, perr := c.logPrepare(preps[c.self])
+	pos, perr := c.logPrepare(own)
 	if perr != nil {
-		c.st.unlock()
 		return perr
 	}
-	c.st.pending[txn] = &pendingTxn{prep: preps[c.self], tail: pos[0].TailOffset}
+	c.st.pending[t.txn] = &pendingTxn{prep: own, tail: pos[0].TailOffset}
 	c.st.auth.Use(auth.Nonce)
-	c.st.unlock()
+	return nil
+}
 
-	var peers []string
-	var idx []int // party index of each peer
+// collectVotes sends every other party but t.down its prepare and gathers
+// the votes. When all voted yes but one that cannot be reached, and the
+// change may be held, that one is left out too.
+func (c *Core[S]) collectVotes(ctx context.Context, t *txnRound) {
 	for k := range c.p.Mu() {
-		if name := c.p.Party(k).Name; k != c.self && name != down {
-			peers, idx = append(peers, name), append(idx, k)
+		if name := c.p.Party(k).Name; k != c.self && name != t.down {
+			t.peers, t.idx = append(t.peers, name), append(t.idx, k)
 		}
 	}
-	message := func(k int) protocol.Msg { // party k's prepare
-		if sealed != nil {
-			return &protocol.SealedPrepare{Prepare: *preps[k], Part: sealed.parts[k], Hashes: sealed.hashes}
-		}
-		return preps[k]
-	}
-	prepare := func(i int) protocol.Msg { return message(idx[i]) }
-	checks := make([][]byte, c.p.Mu())
-	errs := engine.BroadcastEach(ctx, c.env.Net, peers, prepare, func(i int, m protocol.Msg) error {
+	t.checks = make([][]byte, c.p.Mu())
+	prepare := func(i int) protocol.Msg { return t.message(t.idx[i]) }
+	errs := engine.BroadcastEach(ctx, c.env.Net, t.peers, prepare, func(i int, m protocol.Msg) error {
 		v, ok := m.(*protocol.Vote)
-		if !ok || v.Txn != txn {
+		if !ok || v.Txn != t.txn {
 			return fmt.Errorf("answered the prepare with %v", m.Type())
 		}
-		checks[idx[i]] = v.Check
+		t.checks[t.idx[i]] = v.Check
 		return nil
 	})
-	if lost := unreached(peers, errs); down == "" && lost != "" && c.mayHold(ops, sealed) {
-		down = lost // every other party voted yes: hold the change for it
-		i := slices.Index(peers, lost)
-		peers, idx = slices.Delete(peers, i, i+1), slices.Delete(idx, i, i+1)
-		errs = make([]error, len(peers))
+	if lost := unreached(t.peers, errs); t.down == "" && lost != "" && t.hold {
+		t.down = lost // every other party voted yes: hold the change for it
+		i := slices.Index(t.peers, lost)
+		t.peers, t.idx = slices.Delete(t.peers, i, i+1), slices.Delete(t.idx, i, i+1)
+		errs = make([]error, len(t.peers))
 	}
-	var first *protocol.Error
-	var failed []string
 	for i, err := range errs {
 		if err != nil {
-			if first == nil {
-				first = engine.AsError(err, protocol.CodeUnavailable)
+			if t.first == nil {
+				t.first = engine.AsError(err, protocol.CodeUnavailable)
 			}
-			failed = append(failed, fmt.Sprintf("%s: %v", peers[i], err))
+			t.failed = append(t.failed, fmt.Sprintf("%s: %v", t.peers[i], err))
 		}
 	}
-	downAt := c.p.PartyIndex(down) // -1: none
-	if first == nil && c.opt.Compare != nil {
-		checks[c.self] = c.opt.Check(preps[c.self], c.self)
-		if pairs := c.opt.Compare(checks, downAt); len(pairs) > 0 {
-			c.env.Log.Warn("the parties' copies of the batch's shares differ; aborted", "pairs", strings.Join(pairs, ","))
-			first = protocol.Errorf(protocol.CodeInconsistent, "the share holders' copies of the batch's shares differ (%s): the operator's client made inconsistent shares, or one of them is faulty", strings.Join(pairs, ", "))
-			failed = append(failed, first.Msg)
-		}
+	t.downAt = c.p.PartyIndex(t.down)
+}
+
+// compareChecks aborts a round every party voted yes to when the mode
+// compares the parties' checks of their shares and they differ.
+func (c *Core[S]) compareChecks(t *txnRound) {
+	if t.first != nil || c.opt.Compare == nil {
+		return
 	}
-	d := &protocol.Decide{Txn: txn, Origin: uint8(c.self), Commit: first == nil}
+	t.checks[c.self] = c.opt.Check(t.preps[c.self], c.self)
+	if pairs := c.opt.Compare(t.checks, t.downAt); len(pairs) > 0 {
+		c.env.Log.Warn("the parties' copies of the batch's shares differ; aborted", "pairs", strings.Join(pairs, ","))
+		t.first = protocol.Errorf(protocol.CodeInconsistent, "the share holders' copies of the batch's shares differ (%s): the operator's client made inconsistent shares, or one of them is faulty", strings.Join(pairs, ", "))
+		t.failed = append(t.failed, t.first.Msg)
+	}
+}
+
+// conclude decides the round: it holds a committed change for the party
+// left out, logs and applies the decision, tells the voters (the outbox
+// keeps it for those that do not confirm) and queues the held change.
+func (c *Core[S]) conclude(ctx context.Context, t *txnRound) *protocol.Error {
+	d := &protocol.Decide{Txn: t.txn, Origin: uint8(c.self), Commit: t.first == nil}
 	c.prior = *d
-	if d.Commit && downAt >= 0 {
-		if perr := c.hold(downAt, message(downAt), txn); perr != nil {
+	if d.Commit && t.downAt >= 0 {
+		if perr := c.hold(t.downAt, t.message(t.downAt), t.txn); perr != nil {
 			return perr
 		}
 	}
 	if perr := c.decide(d); perr != nil {
 		return perr
 	}
-	for i, err := range engine.Broadcast(ctx, c.env.Net, peers, func(int) protocol.Msg { return d }, engine.Expect(protocol.TDecideOK)) {
+	for i, err := range engine.Broadcast(ctx, c.env.Net, t.peers, func(int) protocol.Msg { return d }, engine.Expect(protocol.TDecideOK)) {
 		if err != nil {
-			c.outbox.Add(peers[i], d)
+			c.outbox.Add(t.peers[i], d)
 		}
 	}
-	if d.Commit && downAt >= 0 {
-		c.outbox.Add(down, message(downAt))
-		c.outbox.Add(down, d)
-		c.env.Log.Warn("committed without a party that cannot be reached; its part is kept until it is back", "party", down)
+	if d.Commit && t.downAt >= 0 {
+		c.outbox.Add(t.down, t.message(t.downAt))
+		c.outbox.Add(t.down, d)
+		c.env.Log.Warn("committed without a party that cannot be reached; its part is kept until it is back", "party", t.down)
 	}
-	if first != nil {
-		return c.m.Rollback(first.Code, failed)
+	if t.first != nil {
+		return c.m.Rollback(t.first.Code, t.failed)
 	}
 	return nil
 }
