@@ -8,14 +8,14 @@ import (
 	"time"
 
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/internal/seal"
+	"github.com/idface/idface/internal/codec/seal"
 	"github.com/idface/idface/protocol"
 )
 
 // enrollSealed enrolls a batch with the shares made here: the gallery
 // vector G(x) of each template (the cluster's gallery levels), the mode's
 // shares of it, each holder's shares sealed to that holder's
-// key (internal/seal) and bound to this request; the operator signs the
+// key (internal/codec/seal) and bound to this request; the operator signs the
 // ids and every part's hash. The entry relays the parts it cannot read and
 // never sees x, G(x) or another holder's share.
 func (c *Client) enrollSealed(ctx context.Context, items []protocol.Item) error {

@@ -25,8 +25,8 @@ import (
 	"github.com/idface/idface/client"
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/deploy"
-	"github.com/idface/idface/internal/home"
-	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/internal/codec/store"
+	"github.com/idface/idface/internal/host/home"
 	_ "github.com/idface/idface/modes" // the modes a cluster may run
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/internal/seal"
+	"github.com/idface/idface/internal/codec/seal"
 	"github.com/idface/idface/network/quicnet"
 )
 

@@ -23,8 +23,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idface/idface/internal/seal"
-	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/internal/codec/seal"
+	"github.com/idface/idface/internal/codec/store"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/template"
 )
@@ -78,7 +78,7 @@ type Member struct {
 	Cert    string `json:"cert"`
 	Pin     string `json:"pin"`
 	// Seal is a share holder's public key for sealed enrollment
-	// (internal/seal: "mlkem768x25519:" and base64): the operator's client
+	// (internal/codec/seal: "mlkem768x25519:" and base64): the operator's client
 	// seals each holder's share to it, so the entry relays what it cannot
 	// read. Required of blind mode's share holders.
 	Seal string `json:"seal,omitempty"`

@@ -28,7 +28,7 @@ type ModeSpec struct {
 	// Scheme: the mode takes an encryption scheme (Literal.Scheme).
 	Scheme bool
 	// Sealed: the operator's client makes the parties' shares and seals
-	// each party's to its seal key (internal/seal), so no server sees a
+	// each party's to its seal key (internal/codec/seal), so no server sees a
 	// template; every party then needs one (Member.Seal).
 	Sealed bool
 	// SealedShares makes, at the operator's client, every party's

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/idface/idface/internal/rowmap"
+	"github.com/idface/idface/internal/codec/rowmap"
 )
 
 // A sharded cluster (Literal.Shards = S > 1) runs every server of its

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/internal/rowmap"
+	"github.com/idface/idface/internal/codec/rowmap"
 )
 
 func TestSplitServer(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/internal/codec/store"
 )
 
 // OCI media types (github.com/opencontainers/image-spec).

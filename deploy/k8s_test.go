@@ -20,8 +20,8 @@ import (
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/deploy"
 	"github.com/idface/idface/engine/replicated"
-	"github.com/idface/idface/internal/home"
-	"github.com/idface/idface/internal/inproc"
+	"github.com/idface/idface/internal/harness/inproc"
+	"github.com/idface/idface/internal/host/home"
 	_ "github.com/idface/idface/modes"
 )
 

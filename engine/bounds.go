@@ -5,7 +5,7 @@ import (
 	"sort"
 
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/internal/seal"
+	"github.com/idface/idface/internal/codec/seal"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/template"
 )

@@ -26,8 +26,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/internal/seal"
-	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/internal/codec/seal"
+	"github.com/idface/idface/internal/codec/store"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
 )
@@ -121,12 +121,12 @@ type Env struct {
 	// when nil.
 	Rand io.Reader
 	// PairKeys holds the key this server shares with each other server, by
-	// name (internal/pairkey); row-map digests sent to a server are sealed
+	// name (internal/host/pairkey); row-map digests sent to a server are sealed
 	// with it (SealDigest). A server without them answers no query that
 	// needs a digest and reports its peers as unreachable.
 	PairKeys map[string][32]byte
 	// SealKey opens the parts of sealed enrollments sealed to this server
-	// (internal/seal); a share holder without it refuses them.
+	// (internal/codec/seal); a share holder without it refuses them.
 	SealKey *seal.PrivateKey
 	// Workers is how many goroutines the engine's kernels use at once;
 	// every core (GOMAXPROCS) when zero. A process that hosts several
@@ -198,7 +198,7 @@ func (e Env) Cores() int {
 	return runtime.GOMAXPROCS(0)
 }
 
-// Log is an engine's durable log (internal/store.Log in a server; tests
+// Log is an engine's durable log (internal/codec/store.Log in a server; tests
 // may wrap it to fail on purpose).
 type Log interface {
 	// Append writes records and makes them durable before returning.

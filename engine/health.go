@@ -19,13 +19,13 @@ import (
 //
 // A server that holds rows keeps a digest of them (protocol.Digest): per
 // origin, the rows, the live rows and a set hash over the live (row, id)
-// pairs, keyed with the cluster id (internal/rowmap). Every client holds
+// pairs, keyed with the cluster id (internal/codec/rowmap). Every client holds
 // the cluster id, so whoever saw a set hash could test a guess such as
 // "alice.smith was enrolled at p3 as row 5" by toggling the row's hash in
 // and out. So the set hash never leaves a server as it is: a digest sent
 // to another server carries HMAC-SHA256(pair key, segment, rows, live,
 // hash) in its place (SealDigest), under the key the two servers share
-// (Env.PairKeys, internal/pairkey), and clients get no digest at all.
+// (Env.PairKeys, internal/host/pairkey), and clients get no digest at all.
 // Row counts go to servers only too. An operator who wants to know whether
 // the servers agree asks each one (Health.Peers): it compares its row map
 // with each peer's, server to server, and reports agreement, difference

@@ -6,7 +6,7 @@ import (
 	"io"
 
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/internal/codec/store"
 )
 
 // Mode is one mode as its package declares it (docs/DESIGN-NOTES.md "Modes"):

@@ -6,7 +6,7 @@ import (
 	"io"
 
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/internal/codec/store"
 )
 
 // Binding is what server name's data files must be bound to: this cluster,

@@ -9,7 +9,7 @@ import (
 	"github.com/idface/idface/engine/blind"
 
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/internal/inproc"
+	"github.com/idface/idface/internal/harness/inproc"
 )
 
 // TestBlindKernelPath: every kernel of the path is timed (none skipped,

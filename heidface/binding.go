@@ -7,7 +7,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/idface/idface/internal/wire"
+	"github.com/idface/idface/internal/codec/wire"
 )
 
 // Binding ties an HE data file to its place: the cluster, the server that

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/idface/idface/heidface"
-	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/internal/codec/store"
 )
 
 // TestHEKeyFilesBound (issue 17, item 7): the key server's pair and a

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"hash"
 
-	"github.com/idface/idface/internal/wire"
+	"github.com/idface/idface/internal/codec/wire"
 )
 
 // Auth is an operator's signature over one change of the gallery: which

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/idface/idface/internal/wire"
+	"github.com/idface/idface/internal/codec/wire"
 )
 
 func TestAuthSignVerify(t *testing.T) {

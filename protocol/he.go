@@ -1,6 +1,6 @@
 package protocol
 
-import "github.com/idface/idface/internal/wire"
+import "github.com/idface/idface/internal/codec/wire"
 
 // Messages of the HE mode (paper 4.3, App. H "(mu,nu)-IDFace"): a local
 // server fetches the public key from the key server, and sends the two

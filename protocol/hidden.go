@@ -8,8 +8,8 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/idface/idface/internal/seal"
-	"github.com/idface/idface/internal/wire"
+	"github.com/idface/idface/internal/codec/seal"
+	"github.com/idface/idface/internal/codec/wire"
 )
 
 // Hidden probes (replicated mode, docs/HIDDEN-PROBES.md): the device's

@@ -14,7 +14,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/idface/idface/internal/wire"
+	"github.com/idface/idface/internal/codec/wire"
 	"github.com/idface/idface/template"
 )
 
@@ -95,7 +95,7 @@ const (
 	THEQuery          Type = 19
 	THEResult         Type = 20
 	// 21 was Reserve, a log record of the HE local server before log
-	// records got their own format (internal/store); never sent on the wire.
+	// records got their own format (internal/codec/store); never sent on the wire.
 	THEDecide Type = 22
 	THEDelete Type = 23
 	THESync   Type = 24

@@ -3,7 +3,7 @@ package protocol
 import (
 	"fmt"
 
-	"github.com/idface/idface/internal/wire"
+	"github.com/idface/idface/internal/codec/wire"
 
 	"github.com/idface/idface/template"
 )

@@ -1,6 +1,6 @@
 package protocol
 
-import "github.com/idface/idface/internal/wire"
+import "github.com/idface/idface/internal/codec/wire"
 
 // Replicated blind mode (docs/REPLICATED-NOTES.md): three share holders
 // with 2-of-3 replicated shares and a decider. The entry sends every

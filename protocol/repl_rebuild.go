@@ -1,6 +1,6 @@
 package protocol
 
-import "github.com/idface/idface/internal/wire"
+import "github.com/idface/idface/internal/codec/wire"
 
 // Rebuild of a replicated share holder that lost its data (engine/replicated,
 // `idface party rebuild`): the holder asks each of the two others for rows

@@ -8,13 +8,13 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/idface/idface/internal/seal"
-	"github.com/idface/idface/internal/wire"
+	"github.com/idface/idface/internal/codec/seal"
+	"github.com/idface/idface/internal/codec/wire"
 )
 
 // Sealed enrollment (blind mode): the operator's client computes every
 // holder's share of each row and seals each holder's shares to that
-// holder's key (internal/seal), so the entry relays parts it cannot read.
+// holder's key (internal/codec/seal), so the entry relays parts it cannot read.
 //
 // A part's plaintext is one byte (1: the units are seeds, 0: full shares)
 // and one unit per id, in the request's order. It is sealed for the

@@ -1,6 +1,6 @@
 package protocol
 
-import "github.com/idface/idface/internal/wire"
+import "github.com/idface/idface/internal/codec/wire"
 
 // Messages of sharded members (config: Literal.Shards). A coordinator
 // asks each of its member's shards to run one identify over its rows

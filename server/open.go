@@ -11,10 +11,10 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
-	"github.com/idface/idface/internal/home"
-	"github.com/idface/idface/internal/pairkey"
-	"github.com/idface/idface/internal/seal"
-	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/internal/codec/seal"
+	"github.com/idface/idface/internal/codec/store"
+	"github.com/idface/idface/internal/host/home"
+	"github.com/idface/idface/internal/host/pairkey"
 	_ "github.com/idface/idface/modes" // every mode this build offers
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/network/quicnet"
@@ -140,12 +140,12 @@ func WithShardKey(p *config.Params, h *home.Home, name string) (*config.Params, 
 // BuildOptions adjust Build.
 type BuildOptions struct {
 	// Key is the server's identity key, from which it derives the keys it
-	// shares with the other servers (internal/pairkey); without it the
+	// shares with the other servers (internal/host/pairkey); without it the
 	// server compares no row map with another and answers no query that
 	// needs it.
 	Key crypto.PrivateKey
 	// SealKey opens the parts of sealed enrollments sealed to this server
-	// (a blind share holder's; internal/seal).
+	// (a blind share holder's; internal/codec/seal).
 	SealKey *seal.PrivateKey
 	// WrapLog, when set, wraps the engine's log (to fail on purpose).
 	WrapLog func(engine.Log) engine.Log

@@ -2,7 +2,7 @@ package sharing
 
 import (
 	"fmt"
-	"github.com/idface/idface/internal/testutil"
+	"github.com/idface/idface/internal/harness/testutil"
 	"math/rand/v2"
 	"testing"
 

@@ -3,7 +3,7 @@ package sharing
 import (
 	"bytes"
 	"fmt"
-	"github.com/idface/idface/internal/testutil"
+	"github.com/idface/idface/internal/harness/testutil"
 	"math"
 	"math/rand/v2"
 	"slices"

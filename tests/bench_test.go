@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/idface/idface/internal/testutil"
+	"github.com/idface/idface/internal/harness/testutil"
 
 	"github.com/idface/idface/experiments"
 )

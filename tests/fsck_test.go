@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/internal/codec/store"
 )
 
 // TestFsck: a stopped party's log with a damaged share of a live row, and

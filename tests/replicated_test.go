@@ -15,7 +15,7 @@ import (
 	"github.com/idface/idface/client"
 	"github.com/idface/idface/cluster"
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/internal/codec/store"
 	"github.com/idface/idface/protocol"
 )
 

@@ -28,7 +28,7 @@ import (
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/engine/rowtxn"
-	"github.com/idface/idface/internal/home"
+	"github.com/idface/idface/internal/host/home"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/server"
 )

@@ -16,8 +16,8 @@ import (
 
 	"github.com/idface/idface/client"
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/internal/home"
-	"github.com/idface/idface/internal/input"
+	"github.com/idface/idface/internal/host/home"
+	"github.com/idface/idface/internal/host/input"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/protocol/rpc"
 )

@@ -15,8 +15,8 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
-	"github.com/idface/idface/internal/pairkey"
-	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/internal/codec/store"
+	"github.com/idface/idface/internal/host/pairkey"
 	"github.com/idface/idface/network/quicnet"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/server"

@@ -16,7 +16,7 @@ import (
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/engine/hemode"
 	"github.com/idface/idface/heidface"
-	"github.com/idface/idface/internal/inproc"
+	"github.com/idface/idface/internal/harness/inproc"
 )
 
 // TestFsckHEBindings (issue 17, item 7): fsck reports what an HE local

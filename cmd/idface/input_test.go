@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idface/idface/internal/npy"
+	"github.com/idface/idface/internal/codec/npy"
 )
 
 // TestInputMessages: files an operator may get wrong are refused before

@@ -7,7 +7,7 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine/replicated"
-	"github.com/idface/idface/internal/inproc"
+	"github.com/idface/idface/internal/harness/inproc"
 )
 
 // TestStatusNamesStaleHolder (issue 35 item 4): p3 is restored from a copy

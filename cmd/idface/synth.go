@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/idface/idface/experiments"
-	"github.com/idface/idface/internal/npy"
+	"github.com/idface/idface/internal/codec/npy"
 )
 
 func init() {

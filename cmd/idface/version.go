@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/idface/idface/internal/buildinfo"
+	"github.com/idface/idface/internal/codec/buildinfo"
 )
 
 func init() {
@@ -22,7 +22,7 @@ func cmdVersion(args []string, stdout, stderr io.Writer) error {
 		"The go command records the commit when it builds in a git work tree\n"+
 		"(not with -buildvcs=false, nor from a tree without .git: a tarball, a\n"+
 		"Docker context that leaves .git out). There, give it at build time:\n"+
-		"  go build -ldflags \"-X github.com/idface/idface/internal/buildinfo.revision=$(git rev-parse HEAD)\" ./cmd/idface\n"+
+		"  go build -ldflags \"-X github.com/idface/idface/internal/codec/buildinfo.revision=$(git rev-parse HEAD)\" ./cmd/idface\n"+
 		"(and ...buildinfo.version=TAG); without either the version says that no\n"+
 		"commit was recorded.", stderr)
 	asJSON := fs.Bool("json", false, "print one JSON object")

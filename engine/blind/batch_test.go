@@ -10,7 +10,7 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine/blind"
-	"github.com/idface/idface/internal/inproc"
+	"github.com/idface/idface/internal/harness/inproc"
 	"github.com/idface/idface/protocol"
 )
 

@@ -16,7 +16,7 @@ import (
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine/hemode"
 	"github.com/idface/idface/heidface"
-	"github.com/idface/idface/internal/inproc"
+	"github.com/idface/idface/internal/harness/inproc"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/protocol/rpc"

@@ -3,7 +3,7 @@ package hemode_test
 import (
 	"testing"
 
-	"github.com/idface/idface/internal/rowmap"
+	"github.com/idface/idface/internal/codec/rowmap"
 	"github.com/idface/idface/protocol"
 )
 

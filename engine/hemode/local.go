@@ -36,8 +36,8 @@ import (
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/engine/txnbase"
 	"github.com/idface/idface/heidface"
-	"github.com/idface/idface/internal/rowmap"
-	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/internal/codec/rowmap"
+	"github.com/idface/idface/internal/codec/store"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/protocol/rpc"
 )

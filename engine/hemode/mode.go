@@ -14,7 +14,7 @@ import (
 	"github.com/idface/idface/engine/merge"
 	"github.com/idface/idface/engine/shard"
 	"github.com/idface/idface/heidface"
-	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/internal/codec/store"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/template"
 )

@@ -3,8 +3,8 @@ package hemode
 import (
 	"fmt"
 
-	"github.com/idface/idface/internal/store"
-	"github.com/idface/idface/internal/wire"
+	"github.com/idface/idface/internal/codec/store"
+	"github.com/idface/idface/internal/codec/wire"
 	"github.com/idface/idface/protocol"
 )
 

@@ -5,7 +5,7 @@ import (
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/engine/rowtxn"
 	"github.com/idface/idface/engine/shard"
-	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/internal/codec/store"
 	"github.com/idface/idface/protocol"
 )
 

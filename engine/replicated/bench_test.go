@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/idface/idface/engine/blind"
-	"github.com/idface/idface/internal/testutil"
+	"github.com/idface/idface/internal/harness/testutil"
 	"github.com/idface/idface/sharing/additive"
 	"github.com/idface/idface/sharing/replicated"
 )

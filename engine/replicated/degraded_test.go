@@ -9,7 +9,7 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine/replicated"
-	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/internal/codec/store"
 	"github.com/idface/idface/protocol"
 )
 

@@ -12,8 +12,8 @@ import (
 	"github.com/idface/idface/engine/merge"
 	"github.com/idface/idface/engine/rowtxn"
 	"github.com/idface/idface/engine/shard"
-	"github.com/idface/idface/internal/seal"
-	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/internal/codec/seal"
+	"github.com/idface/idface/internal/codec/store"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/sharing/replicated"
 )
@@ -23,7 +23,7 @@ const Mode config.Mode = "replicated"
 
 // Kind is the record kind of a replicated holder's log: rowtxn records
 // whose shares are the holder's pair (s_i, s_(i+1)). Kinds 1-3 are the
-// other modes' (internal/store).
+// other modes' (internal/codec/store).
 const Kind store.Kind = 4
 
 func init() {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/idface/idface/engine"
-	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/internal/codec/store"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/protocol/rpc"

@@ -14,8 +14,8 @@ import (
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/engine/replicated"
-	"github.com/idface/idface/internal/inproc"
-	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/internal/codec/store"
+	"github.com/idface/idface/internal/harness/inproc"
 	"github.com/idface/idface/network/memnet"
 	"github.com/idface/idface/template"
 )

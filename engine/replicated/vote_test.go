@@ -9,7 +9,7 @@ import (
 	"github.com/idface/idface/engine/blind"
 
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/internal/seal"
+	"github.com/idface/idface/internal/codec/seal"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/protocol/rpc"
 )

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/idface/idface/engine"
-	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/internal/codec/store"
 )
 
 // Inspectable is a share holder's engine as fsck sees it: a Core, replayed

@@ -4,8 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/idface/idface/internal/store"
-	"github.com/idface/idface/internal/wire"
+	"github.com/idface/idface/internal/codec/store"
+	"github.com/idface/idface/internal/codec/wire"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/template"
 )

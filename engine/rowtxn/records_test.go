@@ -14,8 +14,8 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
-	"github.com/idface/idface/internal/golden"
-	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/internal/codec/store"
+	"github.com/idface/idface/internal/harness/golden"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
 )

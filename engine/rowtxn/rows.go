@@ -18,7 +18,7 @@ import (
 	"sync/atomic"
 
 	"github.com/idface/idface/engine/txnbase"
-	"github.com/idface/idface/internal/rowmap"
+	"github.com/idface/idface/internal/codec/rowmap"
 	"github.com/idface/idface/protocol"
 )
 

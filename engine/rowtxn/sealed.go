@@ -5,7 +5,7 @@ import (
 	"errors"
 
 	"github.com/idface/idface/engine"
-	"github.com/idface/idface/internal/seal"
+	"github.com/idface/idface/internal/codec/seal"
 	"github.com/idface/idface/protocol"
 )
 

@@ -17,7 +17,7 @@ import (
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/engine/replicated"
 	"github.com/idface/idface/engine/shard"
-	"github.com/idface/idface/internal/inproc"
+	"github.com/idface/idface/internal/harness/inproc"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/network/memnet"
 	"github.com/idface/idface/protocol"

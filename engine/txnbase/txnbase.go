@@ -27,8 +27,8 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
-	"github.com/idface/idface/internal/rowmap"
-	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/internal/codec/rowmap"
+	"github.com/idface/idface/internal/codec/store"
 	"github.com/idface/idface/protocol"
 )
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/idface/idface/engine"
-	"github.com/idface/idface/internal/rowmap"
+	"github.com/idface/idface/internal/codec/rowmap"
 	"github.com/idface/idface/protocol"
 )
 

@@ -1,5 +1,5 @@
 // Package wire is the bounded binary codec shared by the wire protocol
-// (package protocol) and the storage records (internal/store and the
+// (package protocol) and the storage records (internal/codec/store and the
 // engines' log records): big-endian integers, u16-length UTF-8 strings,
 // u32-counted lists, each checked against the bytes left so that a forged
 // count never causes a large allocation. It has no notion of messages.

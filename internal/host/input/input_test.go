@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idface/idface/internal/npy"
+	"github.com/idface/idface/internal/codec/npy"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/template"
 )

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/internal/pairkey"
-	"github.com/idface/idface/internal/seal"
+	"github.com/idface/idface/internal/codec/seal"
+	"github.com/idface/idface/internal/host/pairkey"
 	_ "github.com/idface/idface/modes"
 	"github.com/idface/idface/network/quicnet"
 )

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idface/idface/internal/wire"
+	"github.com/idface/idface/internal/codec/wire"
 )
 
 // record is one value of every kind the codec has, in a fixed order: what

@@ -27,7 +27,7 @@ type Info struct {
 }
 
 // version and revision, set with -ldflags '-X
-// github.com/idface/idface/internal/buildinfo.revision=COMMIT' (and
+// github.com/idface/idface/internal/codec/buildinfo.revision=COMMIT' (and
 // .version=TAG), stand in for what the go command stamps when it cannot:
 // a build without VCS information (-buildvcs=false, a source tree without
 // .git such as a Docker build context or a tarball).

@@ -17,7 +17,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/idface/idface/internal/npy"
+	"github.com/idface/idface/internal/codec/npy"
 )
 
 // MaxLine bounds one line of a CSV, JSON lines, ids or labels file.

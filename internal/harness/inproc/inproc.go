@@ -23,7 +23,7 @@ import (
 	"github.com/idface/idface/client"
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
-	"github.com/idface/idface/internal/seal"
+	"github.com/idface/idface/internal/codec/seal"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/network/memnet"
 	"github.com/idface/idface/network/quicnet"
@@ -45,7 +45,7 @@ type Cluster struct {
 	running map[string]*running
 	quiet   atomic.Bool // the test is over: drop late log lines
 	// keys are the identity keys Start made for the servers, from which
-	// they derive the keys they share (internal/pairkey), as real ones do.
+	// they derive the keys they share (internal/host/pairkey), as real ones do.
 	keys map[string]crypto.PrivateKey
 	// seals are the parties' seal keys (sealed enrollment), as 'party
 	// init' makes them.

@@ -14,7 +14,7 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine/replicated"
-	"github.com/idface/idface/internal/inproc"
+	"github.com/idface/idface/internal/harness/inproc"
 )
 
 // family is one metric name as the servers expose it.
@@ -92,12 +92,25 @@ func parseMetrics(t *testing.T, page string) map[string]*family {
 	return out
 }
 
+// moduleRoot is the module's root seen from this package's directory
+// (internal/harness/inproc); moduleFile checks that it is, so that a
+// move of the package cannot shrink the walk of sourceNames unseen.
+const moduleRoot = "../../.."
+
+func moduleFile(t *testing.T, name ...string) string {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(moduleRoot, "go.mod")); err != nil {
+		t.Fatalf("%s is not the module's root: %v", moduleRoot, err)
+	}
+	return filepath.Join(append([]string{moduleRoot}, name...)...)
+}
+
 // monitorTable is the first column of docs/DEPLOY.md's "What to monitor"
 // table: each idface_* name with the labels it lists (none where it
 // lists none).
 func monitorTable(t *testing.T) map[string]map[string]bool {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "DEPLOY.md"))
+	b, err := os.ReadFile(moduleFile(t, "docs", "DEPLOY.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +152,7 @@ func sourceNames(t *testing.T) map[string]bool {
 	t.Helper()
 	lit := regexp.MustCompile(`"(idface_[a-z0-9_]+)"`)
 	names := map[string]bool{}
-	root := filepath.Join("..", "..")
+	root := moduleFile(t)
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		switch {
 		case err != nil:

@@ -24,15 +24,15 @@ import (
 	"time"
 
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/internal/seal"
-	"github.com/idface/idface/internal/store"
+	"github.com/idface/idface/internal/codec/seal"
+	"github.com/idface/idface/internal/codec/store"
 	"github.com/idface/idface/network/quicnet"
 )
 
 // File names inside a home.
 const (
 	keyFile  = "identity.key"
-	sealFile = "seal.key" // a server's key for sealed enrollment (internal/seal)
+	sealFile = "seal.key" // a server's key for sealed enrollment (internal/codec/seal)
 	certFile = "identity.crt"
 	selfFile = "home.json"
 	lockFile = "lock" // in the data directory (and the home): held by the process that serves or repairs the data
@@ -420,7 +420,7 @@ func (h *Home) Finish() error {
 }
 
 // PairKey is the private key a server derives the keys it shares with the
-// other servers from (internal/pairkey): the one whose certificate the
+// other servers from (internal/host/pairkey): the one whose certificate the
 // configuration names for it (m.Cert), so that both sides of a pair derive
 // the same key. That is its current key, or, after 'party rotate --finish'
 // and before the configuration names the new certificate, its previous one.

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/idface/idface/internal/golden"
+	"github.com/idface/idface/internal/harness/golden"
 )
 
 // TestFileGolden pins the log's file and record framing.
