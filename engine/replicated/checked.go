@@ -225,67 +225,72 @@ func addRow[E additive.Elem](x, r, share []E, d int, neg bool) {
 	}
 }
 
-// pairMasks adds this holder's zero-sharing H(k_(j-1,j)) - H(k_(j,j+1))
-// of one probe (its context) to its permuted, masked vector w.
-func (h *Holder[E]) pairMasks(w []E, probe [32]byte) error {
+// probeMasks is what a holder's permute step of a hidden probe leaves
+// for its checks of the same probe (checkParts), so that the
+// permutation and the masks are computed once: pi (pi[row] = position),
+// the predecessor's sigma mask with the dead rows' constant, and the two
+// pair masks H(k_(j-1,j)) and H(k_(j,j+1)), in position order.
+type probeMasks[E additive.Elem] struct {
+	pi               []uint32
+	back, pred, succ []E
+}
+
+// permuteHidden permutes and masks a hidden probe's product share z into
+// vec.own: sigma's mask of this holder, and the zero-sharing
+// H(k_(j-1,j)) - H(k_(j,j+1)) of the probe (its context), which no single
+// other holder can remove; it keeps what the checks need (probeMasks).
+func (h *Holder[E]) permuteHidden(perm *additive.Permuter, vec *vectors[E], z []E, sigma *additive.Seed, probe [32]byte) error {
 	cp, err := h.checkPeers()
 	if err != nil {
 		return err
 	}
-	hm := make([]E, len(w))
-	if err := replicated.PairMask(hm, &cp.pred, cp.predI, h.tagShard(), probe); err != nil {
+	n := vec.Rows()
+	m := &probeMasks[E]{pi: make([]uint32, n), back: make([]E, n), pred: make([]E, n), succ: make([]E, n)}
+	if err := additive.PermuteMaskAll(perm, m.pi, vec.Live, sigma, replicated.Holders,
+		additive.Masked[E]{Dst: vec.own, Src: z, Holder: h.Self()}, additive.Masked[E]{Dst: m.back, Holder: cp.predI}); err != nil {
 		return err
 	}
-	for p, x := range hm {
-		w[p] += x
-	}
-	if err := replicated.PairMask(hm, &cp.succ, h.Self(), h.tagShard(), probe); err != nil {
+	if err := replicated.PairMask(m.pred, &cp.pred, cp.predI, h.tagShard(), probe); err != nil {
 		return err
 	}
-	for p, x := range hm {
-		w[p] -= x
+	if err := replicated.PairMask(m.succ, &cp.succ, h.Self(), h.tagShard(), probe); err != nil {
+		return err
 	}
+	for p := range vec.own {
+		vec.own[p] += m.pred[p] - m.succ[p]
+	}
+	vec.masks = m
 	return nil
 }
 
 // checkParts computes this holder's two parts of a hidden probe's checks
 // (CheckLow for check j+1, CheckHigh for check j-1) from its vector's
-// view, its query shares, sigma and its predecessor's vector pred, and the
-// digest of pred, which the decider compares with the vector it got.
-func (h *Holder[E]) checkParts(vec *vectors[E], pr *probe[E], sigma *additive.Seed, qid [16]byte, pred []E) ([]byte, error) {
+// view and masks (permuteHidden's), its query shares and its
+// predecessor's vector pred, and the digest of pred, which the decider
+// compares with the vector it got. It uses up vec.masks.
+func (h *Holder[E]) checkParts(vec *vectors[E], pr *probe[E], qid [16]byte, pred []E) ([]byte, error) {
 	cp, err := h.checkPeers()
 	if err != nil {
 		return nil, err
 	}
+	m := vec.masks
+	if m == nil {
+		return nil, fmt.Errorf("replicated: the checks of a probe whose masks are gone")
+	}
+	vec.masks = nil
 	self, sh := h.Self(), h.tagShard()
-	n, d := vec.Rows(), h.p.Dim()
-	perm := h.permuter()
-	defer h.perms.Put(perm)
-	pi, err := perm.Permutation(sigma, n)
-	if err != nil {
-		return nil, err
-	}
+	d := h.p.Dim()
 	// The predecessor's vector less its sigma mask and dead rows'
-	// constant (PermuteMask of zeros is exactly those), plus the pair
-	// mask it subtracted with this holder: z_(j-1) + H(k_(j-2,j-1)).
-	back := make([]E, n)
-	if err := additive.PermuteMask(perm, back, make([]E, n), vec.Live, sigma, cp.predI, replicated.Holders); err != nil {
-		return nil, err
-	}
-	hm := make([]E, n)
-	if err := replicated.PairMask(hm, &cp.pred, cp.predI, sh, pr.context); err != nil {
-		return nil, err
-	}
+	// constant, plus the pair mask it subtracted with this holder:
+	// z_(j-1) + H(k_(j-2,j-1)).
+	back := m.back
 	for p := range back {
-		back[p] = pred[p] - back[p] + hm[p]
+		back[p] = pred[p] - back[p] + m.pred[p]
 	}
 	// B of check j+1: H(k_(j,j+1)), which this holder subtracted.
-	if err := replicated.PairMask(hm, &cp.succ, self, sh, pr.context); err != nil {
-		return nil, err
-	}
 	a, b := make([]E, replicated.CheckRounds), make([]E, replicated.CheckRounds)
-	h.rowSums(a, h.chk.high, vec.sums, false, vec.View, pi, back)
-	h.rowSums(b, h.chk.low, vec.sums, true, vec.View, pi, hm)
+	h.rowSums(a, h.chk.high, vec.sums, false, vec.View, m.pi, back)
+	h.rowSums(b, h.chk.low, vec.sums, true, vec.View, m.pi, m.succ)
 	size := replicated.CheckPartSize(d)
 	out := make([]E, 2*size)
 	blLow, err := replicated.NewBlinds[E](&cp.pred, (self+1)%replicated.Holders, sh, pr.context, d)
@@ -304,7 +309,7 @@ func (h *Holder[E]) checkParts(vec *vectors[E], pr *probe[E], sigma *additive.Se
 
 // rowSums adds sum_rows r^t v[pi(row)] into sums, segment by segment,
 // with the weights of one side of the view's sums (low: of check j+1).
-func (h *Holder[E]) rowSums(sums []E, c *replicated.Challenges[E], cs *checkSums[E], low bool, v blind.View, pi []int, vals []E) {
+func (h *Holder[E]) rowSums(sums []E, c *replicated.Challenges[E], cs *checkSums[E], low bool, v blind.View, pi []uint32, vals []E) {
 	const chunk = 4096
 	st := c.Stride()
 	g := make([]E, chunk)

@@ -250,10 +250,7 @@ func (h *Holder[E]) scanAll(_ context.Context, scans []*scan[E]) []scanned[E] {
 				break
 			}
 			vec := &vectors[E]{View: v, own: make([]E, v.Rows()), sums: sums}
-			out[i].err = additive.PermuteMask(perm, vec.own, zs[at+q], v.Live, sc.sigmas[q], h.Self(), replicated.Holders)
-			if out[i].err == nil {
-				out[i].err = h.pairMasks(vec.own, sc.prs[q].context)
-			}
+			out[i].err = h.permuteHidden(perm, vec, zs[at+q], sc.sigmas[q], sc.prs[q].context)
 			out[i].vecs = append(out[i].vecs, vec)
 		}
 		at += len(sc.prs)
@@ -312,7 +309,7 @@ type sentHidden[E additive.Elem] struct {
 // entry+1's vector is the one the entry checks by tag: that helper and
 // entry+2, which gets the vector to check it, keep its tags under
 // tagKey (the two helpers' key) for the decider's fetch.
-func (h *Holder[E]) sendHidden(ctx context.Context, qid [16]byte, vec *vectors[E], pr *probe[E], sigma *additive.Seed, entry, topK int, tagKey *[32]byte) (sentHidden[E], error) {
+func (h *Holder[E]) sendHidden(ctx context.Context, qid [16]byte, vec *vectors[E], pr *probe[E], entry, topK int, tagKey *[32]byte) (sentHidden[E], error) {
 	m := &protocol.ReplShare{Query: qid, Rows: uint32(vec.Rows()), Bits: uint8(h.p.Bits), TopK: uint16(topK), Entry: uint8(entry),
 		Hidden: true, QueryDigests: pr.digests}
 	// The checks of the products (checked.go): this holder's vector to
@@ -324,7 +321,7 @@ func (h *Holder[E]) sendHidden(ctx context.Context, qid [16]byte, vec *vectors[E
 	if err != nil {
 		return out, err
 	}
-	blob, err := h.checkParts(vec, pr, sigma, qid, pred)
+	blob, err := h.checkParts(vec, pr, qid, pred)
 	if err != nil {
 		return out, err
 	}
@@ -556,7 +553,7 @@ func (h *Holder[E]) finishHidden(f *fanout, scored error, vec *vectors[E], j *hi
 	var sent sentHidden[E]
 	res, total, perr := f.finish(scored, func(ctx context.Context) (*network.Stream, error) {
 		var err error
-		sent, err = h.sendHidden(ctx, j.qid, vec, j.pr, &j.sigma, h.Self(), topK, nil)
+		sent, err = h.sendHidden(ctx, j.qid, vec, j.pr, h.Self(), topK, nil)
 		return sent.s, err
 	})
 	total += sent.moved
@@ -633,7 +630,7 @@ func (h *Holder[E]) serveHidden(ctx context.Context, r engine.Request) protocol.
 				h.skipVectors(err, it.Query)
 				return
 			}
-			sent, err := h.sendHidden(ctx, it.Query, vecs[x], prs[x], sigmas[x], entry, int(it.Probe.TopK), &key)
+			sent, err := h.sendHidden(ctx, it.Query, vecs[x], prs[x], entry, int(it.Probe.TopK), &key)
 			if err != nil {
 				ok.Items[q].Err = engine.AsError(err, protocol.CodeUnavailable)
 				return

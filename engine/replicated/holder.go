@@ -275,7 +275,8 @@ func (h *Holder[E]) Routes() map[protocol.Type]engine.Route {
 type vectors[E additive.Elem] struct {
 	blind.View
 	own, next []E
-	sums      *checkSums[E] // a hidden probe's: the check sums of the view
+	sums      *checkSums[E]  // a hidden probe's: the check sums of the view
+	masks     *probeMasks[E] // a hidden probe's: what its checks need of its permute step
 }
 
 // score computes this holder's two vectors over its committed rows. A

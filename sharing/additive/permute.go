@@ -341,7 +341,7 @@ func (p *Permuter) parallel(f func(pw *permWorker, p0, p1 int)) {
 }
 
 // masked is one vector of a permute-and-mask step: dst[pi(i)] = src[i] +
-// m_holder[pi(i)].
+// m_holder[pi(i)] (src nil: zeros).
 type masked[E Elem] struct {
 	dst, src []E
 	holder   int
@@ -351,8 +351,8 @@ type masked[E Elem] struct {
 // at a time, and adds its holder's mask to the chunk while it is in
 // cache. A row whose live bit is clear (live == nil: all live) enters as
 // DeadScore in holder 0's vector and as 0 in the others.
-func permuteMasked[E Elem](p *Permuter, seed *Seed, live []uint64, mu int, vs ...masked[E]) error {
-	n := len(vs[0].src)
+func permuteMasked[E Elem](p *Permuter, seed *Seed, live []uint64, mu int, pi []uint32, vs ...masked[E]) error {
+	n := len(vs[0].dst)
 	ks, err := newKeystream(seed)
 	if err != nil {
 		return err
@@ -369,9 +369,18 @@ func permuteMasked[E Elem](p *Permuter, seed *Seed, live []uint64, mu int, vs ..
 		for q := p0; q < p1; q += permChunk {
 			c := min(permChunk, p1-q)
 			rows := p.rowsAt(pw, q, c)
+			if pi != nil {
+				for j, r := range rows {
+					pi[r] = uint32(q + j)
+				}
+			}
 			for k, v := range vs {
 				dst := v.dst[q : q+c]
-				gather(dst, v.src, rows)
+				if v.src == nil {
+					clear(dst)
+				} else {
+					gather(dst, v.src, rows)
+				}
 				if live != nil {
 					var dead E
 					if v.holder == 0 {
@@ -475,7 +484,48 @@ func PermuteMask[E Elem](p *Permuter, dst, src []E, live []uint64, seed *Seed, h
 	case n > 0 && &dst[0] == &src[0]:
 		return fmt.Errorf("sharing: permute in place: dst and src must differ")
 	}
-	return permuteMasked(p, seed, live, mu, masked[E]{dst, src, holder})
+	return permuteMasked(p, seed, live, mu, nil, masked[E]{dst, src, holder})
+}
+
+// Masked is one vector of PermuteMaskAll: Dst[pi(i)] = Src[i] +
+// m_Holder[pi(i)], as PermuteMask; a nil Src stands for zeros (the
+// holder's mask alone, with the dead rows' constant).
+type Masked[E Elem] struct {
+	Dst, Src []E
+	Holder   int
+}
+
+// PermuteMaskAll is PermuteMask of several vectors under one seed in one
+// evaluation of the permutation, and writes pi into pi when it is not
+// nil (pi[i] is the position of row i): a holder that needs the
+// permutation, or another holder's mask, beside its own vector computes
+// the permutation once.
+func PermuteMaskAll[E Elem](p *Permuter, pi []uint32, live []uint64, seed *Seed, mu int, vs ...Masked[E]) error {
+	if len(vs) == 0 || len(vs) > len(permWorker{}.masks) {
+		return fmt.Errorf("sharing: permute %d vectors at once (1 or 2)", len(vs))
+	}
+	n := len(vs[0].Dst)
+	switch {
+	case n > maxPermRows || pi != nil && len(pi) != n:
+		return fmt.Errorf("sharing: permute %d score shares (a permutation of %d)", n, len(pi))
+	case mu < 2:
+		return fmt.Errorf("sharing: mu = %d", mu)
+	case live != nil && len(live) < template.Words(n):
+		return fmt.Errorf("sharing: live bitset has %d words, want %d", len(live), template.Words(n))
+	}
+	ms := make([]masked[E], len(vs))
+	for i, v := range vs {
+		switch {
+		case len(v.Dst) != n || v.Src != nil && len(v.Src) != n:
+			return fmt.Errorf("sharing: permute %d score shares into %d", len(v.Src), len(v.Dst))
+		case v.Holder < 0 || v.Holder >= mu:
+			return fmt.Errorf("sharing: holder %d of mu = %d", v.Holder, mu)
+		case n > 0 && v.Src != nil && &v.Dst[0] == &v.Src[0]:
+			return fmt.Errorf("sharing: permute in place: dst and src must differ")
+		}
+		ms[i] = masked[E]{v.Dst, v.Src, v.Holder}
+	}
+	return permuteMasked(p, seed, live, mu, pi, ms...)
 }
 
 // Unpermute maps permuted positions back to rows for the entry: rows[i] =

@@ -513,3 +513,47 @@ func TestSWARAddSub(t *testing.T) {
 		}
 	}
 }
+
+// TestPermuteMaskAll: one pass over two vectors (one of them zeros) and
+// the permutation equals PermuteMask of each and Permutation.
+func TestPermuteMaskAll(t *testing.T) {
+	for _, n := range []int{0, 1, 100, exactRows + 1, 3 * permChunk} {
+		seed := Seed{byte(n), 9}
+		src := make([]uint16, n)
+		live := make([]uint64, (n+63)/64+1)
+		for i := range src {
+			src[i] = uint16(i*31 + 7)
+			if i%5 != 0 {
+				live[i/64] |= 1 << (i % 64)
+			}
+		}
+		var p Permuter
+		a, z, pi := make([]uint16, n), make([]uint16, n), make([]uint32, n)
+		if err := PermuteMaskAll(&p, pi, live, &seed, 3, Masked[uint16]{a, src, 1}, Masked[uint16]{z, nil, 0}); err != nil {
+			t.Fatal(err)
+		}
+		wantA, wantZ := make([]uint16, n), make([]uint16, n)
+		if err := PermuteMask(&p, wantA, src, live, &seed, 1, 3); err != nil {
+			t.Fatal(err)
+		}
+		if err := PermuteMask(&p, wantZ, make([]uint16, n), live, &seed, 0, 3); err != nil {
+			t.Fatal(err)
+		}
+		wantPi, err := p.Permutation(&seed, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			if a[i] != wantA[i] || z[i] != wantZ[i] || int(pi[i]) != wantPi[i] {
+				t.Fatalf("n=%d at %d: %d %d %d, want %d %d %d", n, i, a[i], z[i], pi[i], wantA[i], wantZ[i], wantPi[i])
+			}
+		}
+	}
+	var p Permuter
+	if err := PermuteMaskAll(&p, nil, nil, &Seed{}, 3, Masked[uint8]{make([]uint8, 2), make([]uint8, 3), 0}); err == nil {
+		t.Fatal("vectors of different lengths accepted")
+	}
+	if err := PermuteMaskAll[uint8](&p, nil, nil, &Seed{}, 3); err == nil {
+		t.Fatal("no vector accepted")
+	}
+}

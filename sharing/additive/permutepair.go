@@ -24,7 +24,7 @@ func PermuteMaskPair[E Elem](p *Permuter, dstA, dstB, srcA, srcB []E, live []uin
 	case n > 0 && (aliases(dstA, srcA, srcB) || aliases(dstB, srcA, srcB) || &dstA[0] == &dstB[0]):
 		return fmt.Errorf("sharing: permute in place: the destinations must differ from the sources and from each other")
 	}
-	return permuteMasked(p, seed, live, mu, masked[E]{dstA, srcA, a}, masked[E]{dstB, srcB, b})
+	return permuteMasked(p, seed, live, mu, nil, masked[E]{dstA, srcA, a}, masked[E]{dstB, srcB, b})
 }
 
 func aliases[E Elem](dst []E, srcs ...[]E) bool {
