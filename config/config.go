@@ -234,14 +234,14 @@ func (d Descriptor) Check() error {
 func checkCert(name, certPEM, pin string) (any, error) {
 	blk, _ := pem.Decode([]byte(certPEM))
 	if blk == nil || blk.Type != "CERTIFICATE" {
-		return nil, fmt.Errorf("%s: no PEM certificate", name)
+		return nil, fmt.Errorf("%s: \"cert\" is not a PEM certificate: give the member's certificate and pin as its descriptor (NAME.pub.json) has them", name)
 	}
 	c, err := x509.ParseCertificate(blk.Bytes)
 	if err != nil {
 		return nil, fmt.Errorf("%s: certificate: %w", name, err)
 	}
 	if got := network.Pin(blk.Bytes); got != pin {
-		return nil, fmt.Errorf("%s: the certificate's pin is %s, not %s", name, got, pin)
+		return nil, fmt.Errorf("%s: the certificate's pin is %s, not %s: the pin must be its certificate's (copy both from the member's descriptor, NAME.pub.json)", name, got, pin)
 	}
 	return c.PublicKey, nil
 }
@@ -617,15 +617,11 @@ func (p *Params) checkMembers() error {
 		if err := CheckName(m.Name); err != nil {
 			return err
 		}
-		if m.Cert != "-" { // "-": a test member without a certificate (in-process clusters)
-			if _, err := checkCert(m.Name, m.Cert, m.Pin); err != nil {
-				return err
-			}
-			if err := checkNext(m.Name, m.Pin, m.Next); err != nil {
-				return err
-			}
-		} else if m.Next != nil {
-			return fmt.Errorf("member %q: a member without a certificate has no next one", m.Name)
+		if _, err := checkCert(m.Name, m.Cert, m.Pin); err != nil {
+			return err
+		}
+		if err := checkNext(m.Name, m.Pin, m.Next); err != nil {
+			return err
 		}
 		if seen["name:"+m.Name] {
 			return fmt.Errorf("member %q: name or pin used twice", m.Name)
@@ -671,9 +667,6 @@ func (p *Params) checkMembers() error {
 func (p *Params) clientKeys() error {
 	p.operators, p.clients = map[string][]*ecdsa.PublicKey{}, map[string][]*ecdsa.PublicKey{}
 	for _, m := range p.lit.Clients {
-		if m.Cert == "-" {
-			continue
-		}
 		op := ClientRole(m) == RoleOperator
 		// A rotating client signs with either key (its running one).
 		for i, c := range m.Certs() {

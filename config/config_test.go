@@ -10,30 +10,33 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine/hemode"
+	"github.com/idface/idface/internal/harness/testutil"
 	_ "github.com/idface/idface/modes"
 
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
 )
 
-func member(name, addr string) config.Member {
-	return config.Member{Name: name, Addr: addr, Cert: "-", Pin: "pin-" + name}
+// member is a server member with a real certificate and its pin.
+func member(t *testing.T, name, addr string) config.Member {
+	t.Helper()
+	return testutil.Member(t, name, addr, "")
 }
 
 // operator is a client member with the operator role.
-func operator(name string) config.Member {
-	m := member(name, "")
-	m.Role = config.RoleOperator
-	return m
+func operator(t *testing.T, name string) config.Member {
+	t.Helper()
+	return testutil.Member(t, name, "", config.RoleOperator)
 }
 
-func twoParty() config.Literal {
-	return config.Literal{Mode: config.Mode2PC, Parties: []config.Member{member("p1", "127.0.0.1:1"), member("p2", "127.0.0.1:2")},
-		Clients: []config.Member{operator("client")}}
+func twoParty(t *testing.T) config.Literal {
+	return config.Literal{Mode: config.Mode2PC, Parties: []config.Member{member(t, "p1", "127.0.0.1:1"), member(t, "p2", "127.0.0.1:2")},
+		Clients: []config.Member{operator(t, "client")}}
 }
 
 func TestDefaults(t *testing.T) {
-	p, err := config.New(twoParty(), "/x")
+	def := twoParty(t)
+	p, err := config.New(def, "/x")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,11 +53,11 @@ func TestDefaults(t *testing.T) {
 	if c, ok := p.Client(""); !ok || c.Name != "client" || config.ClientRole(c) != config.RoleOperator {
 		t.Fatal("the first operator is not the default client")
 	}
-	if p.Pins()["pin-client"].Role != network.RoleOperator || p.Pins()["pin-p2"].Role != network.RoleParty {
+	if p.Pins()[def.Clients[0].Pin].Role != network.RoleOperator || p.Pins()[def.Parties[1].Pin].Role != network.RoleParty {
 		t.Fatal("pins")
 	}
 	// Zero is a threshold, not "unset".
-	lit := twoParty()
+	lit := twoParty(t)
 	zero := 0.0
 	lit.Tau = &zero
 	if p, _ := config.New(lit, ""); p.Tau() != 0 {
@@ -72,7 +75,7 @@ func TestDefaults(t *testing.T) {
 func TestRejects(t *testing.T) {
 	for name, f := range map[string]func(*config.Literal){
 		"mode":        func(l *config.Literal) { l.Mode = "3pc" },
-		"2pc of 3":    func(l *config.Literal) { l.Parties = append(l.Parties, member("p3", "a:3")) },
+		"2pc of 3":    func(l *config.Literal) { l.Parties = append(l.Parties, member(t, "p3", "a:3")) },
 		"dim":         func(l *config.Literal) { l.Dim = 5000 },
 		"beta":        func(l *config.Literal) { l.Dim, l.Beta = 64, 65 },
 		"tau":         func(l *config.Literal) { t := 1.5; l.Tau = &t },
@@ -82,17 +85,17 @@ func TestRejects(t *testing.T) {
 		"batch":       func(l *config.Literal) { l.BatchMax = 33 },
 		"batch wait":  func(l *config.Literal) { l.BatchWait = config.Duration(time.Second) },
 		"same name":   func(l *config.Literal) { l.Parties[1].Name = "p1" },
-		"same pin":    func(l *config.Literal) { l.Clients[0].Pin = "pin-p1" },
+		"same pin":    func(l *config.Literal) { l.Clients[0].Cert, l.Clients[0].Pin = l.Parties[0].Cert, l.Parties[0].Pin },
 		"no addr":     func(l *config.Literal) { l.Parties[1].Addr = "" },
 		"role":        func(l *config.Literal) { l.Clients[0].Role = "admin" },
 		"no role":     func(l *config.Literal) { l.Clients[0].Role = "" },
 		"server role": func(l *config.Literal) { l.Parties[0].Role = config.RoleDevice },
 		"metrics":     func(l *config.Literal) { l.Parties[0].Metrics = "0.0.0.0:9100" },
-		"key server":  func(l *config.Literal) { k := member("key", "a:9"); l.KeyServer = &k },
+		"key server":  func(l *config.Literal) { k := member(t, "key", "a:9"); l.KeyServer = &k },
 		"cluster id":  func(l *config.Literal) { l.ClusterID = "xyz" },
 		"version":     func(l *config.Literal) { l.Version = 4 },
 	} {
-		lit := twoParty()
+		lit := twoParty(t)
 		f(&lit)
 		if _, err := config.New(lit, ""); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -100,9 +103,47 @@ func TestRejects(t *testing.T) {
 	}
 }
 
+// TestMemberCertificates (issue 37, item 6): every member has a real
+// certificate and the pin is that certificate's: a cluster.json whose
+// "cert" is "-" (once an in-process test member without a certificate)
+// is refused, naming the member, as is a pin of another certificate and a
+// certificate two members share.
+func TestMemberCertificates(t *testing.T) {
+	for name, c := range map[string]struct {
+		f    func(*config.Literal)
+		want []string
+	}{
+		"no cert":            {func(l *config.Literal) { l.Parties[1].Cert = "-" }, []string{"p2", "not a PEM certificate", "pub.json"}},
+		"no cert (operator)": {func(l *config.Literal) { l.Clients[0].Cert = "-" }, []string{"client", "not a PEM certificate"}},
+		"wrong pin":          {func(l *config.Literal) { l.Parties[0].Pin = l.Parties[1].Pin }, []string{"p1", "the certificate's pin is", "pub.json"}},
+		"same pin":           {func(l *config.Literal) { l.Clients[0].Cert, l.Clients[0].Pin = l.Parties[1].Cert, l.Parties[1].Pin }, []string{`"client"`, "used twice"}},
+	} {
+		dir := t.TempDir()
+		lit := twoParty(t)
+		c.f(&lit)
+		b, err := json.Marshal(lit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, config.File), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err = config.Load(dir)
+		if err == nil {
+			t.Errorf("%s: accepted", name)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: the refusal %q does not mention %q", name, err, w)
+			}
+		}
+	}
+}
+
 func TestSaveLoadAndOldFiles(t *testing.T) {
 	dir := t.TempDir()
-	lit := twoParty()
+	lit := twoParty(t)
 	lit.ClusterID = strings.Repeat("ab", 16)
 	lit.Timeout = config.Duration(10 * time.Second)
 	if err := config.Save(dir, lit); err != nil {
@@ -132,7 +173,7 @@ func TestSaveLoadAndOldFiles(t *testing.T) {
 // TestKeyFetchTimeouts: the public-key fetch's attempt and pause are
 // configuration, with their documented defaults, and fit the whole wait.
 func TestKeyFetchTimeouts(t *testing.T) {
-	p, err := config.New(twoParty(), "")
+	p, err := config.New(twoParty(t), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +210,7 @@ func TestCheckLoopback(t *testing.T) {
 		}
 	}
 	// A configuration refuses a public metrics address the same way.
-	lit := twoParty()
+	lit := twoParty(t)
 	lit.Parties[0].Metrics = "127.0.0.1:9100"
 	if _, err := config.New(lit, ""); err != nil {
 		t.Fatalf("loopback metrics address refused: %v", err)
@@ -185,8 +226,9 @@ func TestCheckLoopback(t *testing.T) {
 // carries at most four of the scheme's column groups.
 func TestSchemeAndBatchCap(t *testing.T) {
 	he := func(scheme string) config.Literal {
-		return config.Literal{Mode: config.ModeHE, Parties: []config.Member{member("p1", "127.0.0.1:1")}, KeyServer: &config.Member{Name: "key", Addr: "127.0.0.1:2", Cert: "-", Pin: "pin-key"},
-			Clients: []config.Member{operator("client")}, Scheme: scheme}
+		key := member(t, "key", "127.0.0.1:2")
+		return config.Literal{Mode: config.ModeHE, Parties: []config.Member{member(t, "p1", "127.0.0.1:1")}, KeyServer: &key,
+			Clients: []config.Member{operator(t, "client")}, Scheme: scheme}
 	}
 	for scheme, want := range map[string]struct {
 		name  string
@@ -203,12 +245,12 @@ func TestSchemeAndBatchCap(t *testing.T) {
 	if _, err := config.New(he("ckks"), ""); err == nil {
 		t.Error("scheme ckks accepted")
 	}
-	lit := twoParty()
+	lit := twoParty(t)
 	lit.Scheme = "paillier"
 	if _, err := config.New(lit, ""); err == nil {
 		t.Error("a scheme outside mode he accepted")
 	}
-	if p, _ := config.New(twoParty(), ""); p.MaxEnrollBatch() != protocol.MaxBatch {
+	if p, _ := config.New(twoParty(t), ""); p.MaxEnrollBatch() != protocol.MaxBatch {
 		t.Error("2pc batch cap")
 	}
 }
@@ -219,8 +261,8 @@ func TestSchemeAndBatchCap(t *testing.T) {
 // a message that names the client and the two roles to choose from.
 func TestClientWithoutRoleRefused(t *testing.T) {
 	dir := t.TempDir()
-	lit := twoParty()
-	lit.Clients = append(lit.Clients, config.Member{Name: "gate", Cert: "-", Pin: "pin-gate"})
+	lit := twoParty(t)
+	lit.Clients = append(lit.Clients, testutil.Member(t, "gate", "", "")) // no role
 	b, err := json.Marshal(lit)
 	if err != nil {
 		t.Fatal(err)
@@ -243,7 +285,7 @@ func TestClientWithoutRoleRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Pins()["pin-gate"].Role != network.RoleDevice {
-		t.Fatalf("gate: %+v", p.Pins()["pin-gate"])
+	if gate := p.Pins()[lit.Clients[1].Pin]; gate.Role != network.RoleDevice {
+		t.Fatalf("gate: %+v", gate)
 	}
 }

@@ -38,13 +38,12 @@ type Params struct {
 }
 
 // sealKeys parses the parties' sealing keys; the parties of a mode whose
-// enrollments are sealed (ModeSpec.Sealed) must have one (a test member
-// without a certificate may lack it, and sealing to it then fails).
+// enrollments are sealed (ModeSpec.Sealed) must have one.
 func (p *Params) sealKeys() error {
 	p.seals = make([]*seal.PublicKey, len(p.lit.Parties))
 	for i, m := range p.lit.Parties {
 		if m.Seal == "" {
-			if p.spec.Sealed && m.Cert != "-" {
+			if p.spec.Sealed {
 				return fmt.Errorf("%s %s has no seal key, which mode %s's sealed enrollment needs: its home predates it; run 'idface party rotate --home DIR' on its host (it adds one) and assemble the configuration again from the new %s.pub.json", p.spec.PartyRole, m.Name, p.spec.Name, m.Name)
 			}
 			continue
@@ -68,8 +67,7 @@ func (p *Params) SealKey(k int) (*seal.PublicKey, bool) {
 
 // OperatorKeys are the named operator's signing keys (its certificates'
 // public keys: two during its key rotation), which every party checks
-// enrollments and deletions against. An operator without a certificate
-// (an in-process test member) has none, and its changes are refused.
+// enrollments and deletions against.
 func (p *Params) OperatorKeys(name string) []*ecdsa.PublicKey { return p.operators[name] }
 
 // ClientKeys are the named client's signing keys, operator or device

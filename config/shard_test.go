@@ -30,7 +30,7 @@ func TestSplitServer(t *testing.T) {
 // them otherwise than the public placement; an upper-case id is refused.
 func TestShardKeyPlacement(t *testing.T) {
 	key, other := [32]byte{1}, [32]byte{2}
-	lit := twoParty()
+	lit := twoParty(t)
 	lit.Shards = 4
 	for i := range lit.Parties {
 		for s := range 4 {

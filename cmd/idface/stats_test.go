@@ -11,16 +11,18 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
+	"github.com/idface/idface/internal/harness/testutil"
 )
 
 // TestStatsCommand: 'idface stats --url' reads the window a server's
 // /metrics shows (engine.ScoreStats), and says when none is complete.
 func TestStatsCommand(t *testing.T) {
 	tau := 0.25
+	decider := testutil.Member(t, "decider", "m", "")
 	p, err := config.New(config.Literal{Mode: config.ModeBlind, Dim: 64, Tau: &tau, StatsWindow: config.MinStatsWindow,
-		Parties:   []config.Member{{Name: "p1", Addr: "m", Cert: "-", Pin: "1"}, {Name: "p2", Addr: "m", Cert: "-", Pin: "2"}},
-		Decider:   &config.Member{Name: "decider", Addr: "m", Cert: "-", Pin: "3"},
-		Clients:   []config.Member{{Name: "op", Cert: "-", Pin: "4", Role: config.RoleOperator}},
+		Parties:   []config.Member{testutil.Member(t, "p1", "m", ""), testutil.Member(t, "p2", "m", "")},
+		Decider:   &decider,
+		Clients:   []config.Member{testutil.Member(t, "op", "", config.RoleOperator)},
 		ClusterID: "00112233445566778899aabbccddeeff"}, "")
 	if err != nil {
 		t.Fatal(err)

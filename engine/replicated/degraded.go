@@ -353,14 +353,6 @@ func newLimiter(rate float64, burst int) *limiter {
 	return &limiter{rate: rate, burst: float64(burst), b: map[int]*bucket{}}
 }
 
-// set changes the limit (tests); every entry starts again with a full
-// burst.
-func (l *limiter) set(rate float64, burst int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.rate, l.burst, l.b = rate, float64(burst), map[int]*bucket{}
-}
-
 // reserve takes entry's next turn at now: how long until it is due, or
 // false (and nothing taken) where that is beyond wait.
 func (l *limiter) reserve(entry int, now time.Time, wait time.Duration) (time.Duration, bool) {

@@ -15,6 +15,13 @@ import (
 	"github.com/idface/idface/sharing/replicated"
 )
 
+// set changes the limit; every entry starts again with a full burst.
+func (l *limiter) set(rate float64, burst int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.rate, l.burst, l.b = rate, float64(burst), map[int]*bucket{}
+}
+
 // Pending is the number of queries the decider holds parts of.
 func (d *Decider) Pending() int { return d.queries.Len() }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/internal/codec/store"
 	"github.com/idface/idface/internal/harness/golden"
+	"github.com/idface/idface/internal/harness/testutil"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
 )
@@ -122,9 +123,9 @@ func FuzzReplay(f *testing.F) {
 	for _, r := range sampleRecords() {
 		f.Add(r.Type, r.Sealed, r.Tail, false)
 	}
+	parties := []config.Member{testutil.Member(f, "p1", "a", ""), testutil.Member(f, "p2", "b", ""), testutil.Member(f, "p3", "c", "")}
 	f.Fuzz(func(t *testing.T, typ uint8, sealed, tail []byte, last bool) {
-		p, err := config.New(config.Literal{Mode: testMode, Dim: 70,
-			Parties: []config.Member{{Name: "p1", Addr: "a", Cert: "-", Pin: "1"}, {Name: "p2", Addr: "b", Cert: "-", Pin: "2"}, {Name: "p3", Addr: "c", Cert: "-", Pin: "3"}}}, "")
+		p, err := config.New(config.Literal{Mode: testMode, Dim: 70, Parties: parties}, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,9 +171,9 @@ func TestHeldRecord(t *testing.T) {
 		// Written by a build of wire version 4 (before hidden probes), 5
 		// (before signed probes), 6 (before 2PC/MPC batches), 7 (before
 		// shards), 8 (before replicated shards), 9 (before HE shards), 10
-		// (before progress reports) or 11 (before checked hidden products):
-		// the log an upgrade finds still reads.
-		for _, v := range []byte{4, 5, 6, 7, 8, 9, 10, 11} {
+		// (before progress reports), 11 (before checked hidden products) or
+		// 12 (before tags on demand): the log an upgrade finds still reads.
+		for _, v := range []byte{4, 5, 6, 7, 8, 9, 10, 11, 12} {
 			old := store.Record{Type: r.Type, Sealed: append([]byte(nil), r.Sealed...), Tail: r.Tail}
 			old.Sealed[1+4] = v // after the party byte and the message's length
 			if h, err := decodeHeld(store.Entry{Record: old, TailIntact: true}, 3); err != nil || !reflect.DeepEqual(h.msg, m) {

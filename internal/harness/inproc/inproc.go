@@ -44,8 +44,9 @@ type Cluster struct {
 	mu      sync.Mutex
 	running map[string]*running
 	quiet   atomic.Bool // the test is over: drop late log lines
-	// keys are the identity keys Start made for the servers, from which
-	// they derive the keys they share (internal/host/pairkey), as real ones do.
+	// keys are the members' identity keys (Literal made them), from which
+	// the servers derive the keys they share (internal/host/pairkey), as
+	// real ones do, and with which clients sign.
 	keys map[string]crypto.PrivateKey
 	// seals are the parties' seal keys (sealed enrollment), as 'party
 	// init' makes them.
@@ -59,15 +60,62 @@ type running struct {
 	done   chan error
 }
 
+// made holds the private keys of the members Literal made, for Start:
+// identity keys by certificate (PEM) and the parties' seal keys by public
+// key (Member.Seal). A test may rename or readdress a member of the
+// literal; its certificate still finds its key.
+var made = struct {
+	sync.Mutex
+	keys  map[string]crypto.PrivateKey
+	seals map[string]*seal.PrivateKey
+}{keys: map[string]crypto.PrivateKey{}, seals: map[string]*seal.PrivateKey{}}
+
+// newIdentity makes a fresh ECDSA P-256 key and self-signed certificate
+// for m (and its pin), as 'party init' and 'client init' do, and records
+// the key under the certificate.
+func newIdentity(m *config.Member) error {
+	id, err := quicnet.GenerateIdentity(m.Name)
+	if err != nil {
+		return err
+	}
+	pair, err := tls.X509KeyPair(id.CertPEM, id.KeyPEM)
+	if err != nil {
+		return err
+	}
+	m.Cert, m.Pin = string(id.CertPEM), id.Pin
+	made.Lock()
+	made.keys[m.Cert] = pair.PrivateKey
+	made.Unlock()
+	return nil
+}
+
+// newSealKey gives party m a fresh seal key, as 'party init' does, and
+// records it under its public key.
+func newSealKey(m *config.Member) error {
+	k, err := seal.GenerateKey(nil)
+	if err != nil {
+		return err
+	}
+	m.Seal = k.Public().String()
+	made.Lock()
+	made.seals[m.Seal] = k
+	made.Unlock()
+	return nil
+}
+
 // Literal completes a literal with in-process members: mu parties "p1"..,
 // the mode's helper ("key" for a key server, "decider"), one operator
 // "client" and one device "device"; in a sharded literal every server has
 // lit.Shards shards.
-// Their certificates are "-"; Start gives every such member a real
-// identity.
+// Every member gets a real identity (certificate and pin) and every party
+// a seal key, so the literal is a valid configuration as it is; Start
+// finds their private keys. It panics if no key can be drawn.
 func Literal(lit config.Literal, mu int) config.Literal {
 	member := func(name string) config.Member {
-		m := config.Member{Name: name, Addr: "mem:" + name, Cert: "-", Pin: "pin:" + name}
+		m := config.Member{Name: name, Addr: "mem:" + name}
+		if err := newIdentity(&m); err != nil {
+			panic(fmt.Sprintf("inproc: an identity for %s: %v", name, err))
+		}
 		for s := range max(lit.Shards, 1) {
 			if lit.Shards > 1 {
 				m.Shards = append(m.Shards, "mem:"+config.ShardName(name, s))
@@ -88,6 +136,9 @@ func Literal(lit config.Literal, mu int) config.Literal {
 		case config.RoleDecider:
 			lit.Decider = &m
 		default:
+			if err := newSealKey(&m); err != nil {
+				panic(fmt.Sprintf("inproc: a seal key for %s: %v", m.Name, err))
+			}
 			lit.Parties = append(lit.Parties, m)
 		}
 	}
@@ -209,58 +260,37 @@ func (d shardDialer) Open(ctx context.Context, to string) (*network.Stream, erro
 	return d.Dialer.Open(ctx, to)
 }
 
-// identities gives every member of lit whose certificate is "-" a fresh
-// ECDSA P-256 key and self-signed certificate (and its pin), as 'party
-// init' does, and returns the keys by name; every party gets a seal key.
+// identities returns the private keys of lit's members by name: those
+// Literal made, found by certificate and by seal key; a member whose
+// certificate Literal did not make has none. A party without a seal key
+// (a test dropped it) gets a fresh one, as 'party init' makes them.
 func identities(lit *config.Literal) (map[string]crypto.PrivateKey, map[string]*seal.PrivateKey, error) {
-	keys, seals := map[string]crypto.PrivateKey{}, map[string]*seal.PrivateKey{}
-	give := func(m *config.Member) error {
-		if m == nil || m.Cert != "-" {
-			return nil
-		}
-		id, err := quicnet.GenerateIdentity(m.Name)
-		if err != nil {
-			return err
-		}
-		pair, err := tls.X509KeyPair(id.CertPEM, id.KeyPEM)
-		if err != nil {
-			return err
-		}
-		m.Cert, m.Pin, keys[m.Name] = string(id.CertPEM), id.Pin, pair.PrivateKey
-		return nil
-	}
-	// The literal's slices and pointers may be the caller's: copy them
-	// before writing.
+	// The literal's parties may be the caller's: copy them before writing.
 	lit.Parties = append([]config.Member(nil), lit.Parties...)
-	lit.Clients = append([]config.Member(nil), lit.Clients...)
-	if lit.KeyServer != nil {
-		k := *lit.KeyServer
-		lit.KeyServer = &k
-	}
-	if lit.Decider != nil {
-		d := *lit.Decider
-		lit.Decider = &d
-	}
-	var all []*config.Member
-	for i := range lit.Parties {
-		all = append(all, &lit.Parties[i])
-	}
-	for i := range lit.Clients {
-		all = append(all, &lit.Clients[i])
-	}
-	all = append(all, lit.KeyServer, lit.Decider)
-	for _, m := range all {
-		if err := give(m); err != nil {
-			return nil, nil, err
-		}
-	}
 	for i := range lit.Parties {
 		if m := &lit.Parties[i]; m.Seal == "" {
-			k, err := seal.GenerateKey(nil)
-			if err != nil {
+			if err := newSealKey(m); err != nil {
 				return nil, nil, err
 			}
-			m.Seal, seals[m.Name] = k.Public().String(), k
+		}
+	}
+	all := append(append([]config.Member(nil), lit.Parties...), lit.Clients...)
+	for _, m := range []*config.Member{lit.KeyServer, lit.Decider} {
+		if m != nil {
+			all = append(all, *m)
+		}
+	}
+	keys, seals := map[string]crypto.PrivateKey{}, map[string]*seal.PrivateKey{}
+	made.Lock()
+	defer made.Unlock()
+	for _, m := range all {
+		if k, ok := made.keys[m.Cert]; ok {
+			keys[m.Name] = k
+		}
+	}
+	for _, m := range lit.Parties {
+		if k, ok := made.seals[m.Seal]; ok {
+			seals[m.Name] = k
 		}
 	}
 	return keys, seals, nil
