@@ -150,12 +150,13 @@ func (m *ReplResult) unmarshal(d *wire.Dec) {
 	m.Fetched = d.U64()
 }
 
-// MaxTagSelect and MaxTagRow bound a TagAsk's selections and a
-// TagAnswers' rows (sharing/replicated.TagGrid of MaxRows positions: a
-// bit per grid row; 4 bytes per column).
+// MaxTagSelect, MaxTagRow and MaxTagList bound a TagAsk's selections and
+// a TagAnswers' rows and list (sharing/replicated.TagGrid of MaxRows
+// positions: a bit per grid row; 4 bytes per column; 16 bytes per row).
 const (
 	MaxTagSelect = 1 << 20
-	MaxTagRow    = 1 << 16
+	MaxTagRow    = 1 << 18
+	MaxTagList   = 1 << 20
 )
 
 // TagAsk is the decider's request to a helper for the tags of query
@@ -163,14 +164,19 @@ const (
 // many as the query's top K whatever the answer (so that the helper learns
 // neither the positions nor how many there are). Each selection is a bit
 // per row of the tags' grid (sharing/replicated.TagGrid), all of one size.
+// List asks this helper for the digest of every grid row (the other
+// sends the digest of that list), against which the decider checks every
+// row it recovers.
 type TagAsk struct {
 	Query  [16]byte
+	List   bool
 	Select [][]byte
 }
 
 func (m *TagAsk) Type() Type { return TTagAsk }
 func (m *TagAsk) marshal(e *wire.Enc) {
 	e.Raw(m.Query[:])
+	e.Bool(m.List)
 	e.U32(uint32(len(m.Select)))
 	for _, s := range m.Select {
 		e.Bytes32(s)
@@ -178,6 +184,7 @@ func (m *TagAsk) marshal(e *wire.Enc) {
 }
 func (m *TagAsk) unmarshal(d *wire.Dec) {
 	d.Fixed(m.Query[:])
+	m.List = d.Bool()
 	n := d.Count(MaxTopK, 5)
 	for i := range n {
 		s := d.Bytes32(MaxTagSelect)
@@ -189,19 +196,26 @@ func (m *TagAsk) unmarshal(d *wire.Dec) {
 }
 
 // TagAnswers is a helper's answer to a TagAsk: for each selection, the
-// XOR of the tag-grid rows it selects (4 bytes a column).
+// XOR of the tag-grid rows it selects (4 bytes a column), and the digests
+// of the grid's rows (List, when asked) or the digest of that list.
 type TagAnswers struct {
-	Rows [][]byte
+	List       []byte
+	ListDigest [DigestSize]byte
+	Rows       [][]byte
 }
 
 func (m *TagAnswers) Type() Type { return TTagAnswers }
 func (m *TagAnswers) marshal(e *wire.Enc) {
+	e.Bytes32(m.List)
+	e.Raw(m.ListDigest[:])
 	e.U32(uint32(len(m.Rows)))
 	for _, r := range m.Rows {
 		e.Bytes32(r)
 	}
 }
 func (m *TagAnswers) unmarshal(d *wire.Dec) {
+	m.List = d.Bytes32(MaxTagList)
+	d.Fixed(m.ListDigest[:])
 	n := d.Count(MaxTopK, 4)
 	for range n {
 		r := d.Bytes32(4 * MaxTagRow)

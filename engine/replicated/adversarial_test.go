@@ -244,12 +244,14 @@ func answerRefused(at, size int, honest, got *protocol.IdentifyOK, err error) bo
 	return err != nil && refused(err)
 }
 
-// TestTamperingTagAnswers: either helper that keeps the tags (p2 and p3
-// for entry p1) alters a byte of its answer to the decider's fetch: the
-// query is refused (the entry's tag check fails, or the decider cannot
-// read the answer) or, where the byte is not of the answered position's
-// tag, answered as honestly; never answered wrongly. A helper that
-// answers the fetch with nothing refuses the query.
+// TestTamperingTagAnswers: either helper that keeps the tags (p3 sends
+// the list of row digests, p2 its digest, for entry p1) alters a byte of
+// its answer to the decider's fetch: the query is refused by the decider
+// every time, whatever the answer, so the refusal tells the helper
+// nothing of it (before the row digests, only an altered byte of the
+// answered position's tag was refused, at the entry: a helper altering
+// slot 0 learned whether the probe matched anyone). An altered row or
+// list names the pair and is counted.
 func TestTamperingTagAnswers(t *testing.T) {
 	c, xs, _ := tamperCluster(t, nil)
 	y := xs[3]
@@ -257,28 +259,26 @@ func TestTamperingTagAnswers(t *testing.T) {
 	if err != nil || !honest.Accepted {
 		t.Fatalf("honest query: %v %+v", err, honest)
 	}
-	// A TagAnswers of one row: the frame's length, version, type, the
-	// count, the row's length and 4 bytes a column.
-	cols, _ := shares.TagGrid(30)
-	size := 4 + len(protocol.Marshal(&protocol.TagAnswers{Rows: [][]byte{make([]byte, 4*cols)}}))
+	cols, rows := shares.TagGrid(30)
 	r := rand.New(rand.NewPCG(14, 15))
 	for _, h := range []string{"p2", "p3"} {
-		refusals := 0
+		ans := &protocol.TagAnswers{Rows: [][]byte{make([]byte, 4*cols)}}
+		if h == "p3" {
+			ans.List = make([]byte, rows*shares.TagRowDigestSize)
+		}
+		size := 4 + len(protocol.Marshal(ans))
+		rowsAt := size - 4*cols // the answer's row: a refusal naming the pair
 		for at := range size {
 			f := &flipper{at: at, mask: byte(1 + r.IntN(255)), only: protocol.TTagAnswers}
+			before := c.counter(c.p.DeciderName(), "idface_repl_refusals_total", "p2/p3")
 			got, err := outcome(t, c, h, c.p.DeciderName(), f, y, 1)
 			switch {
-			case err != nil && !refused(err):
-				t.Fatalf("%s altered %v of its tag answer: %v", h, f, err)
-			case err != nil:
-				refusals++
-			case !sameAnswer(got, honest):
-				t.Fatalf("%s altered %v of its tag answer: a wrong answer %+v", h, f, got)
+			case err == nil || !refused(err):
+				t.Fatalf("%s altered %v of its tag answer: %v %+v", h, f, err, got)
+			case at >= rowsAt && (!strings.Contains(err.Error(), "(p2/p3) answered their fetch inconsistently") ||
+				c.counter(c.p.DeciderName(), "idface_repl_refusals_total", "p2/p3") != before+1):
+				t.Fatalf("%s altered %v of its tag answer's row: %v; want the pair named and counted", h, f, err)
 			}
-		}
-		// The header, the count, the length, and the answered tag's 4 bytes at least.
-		if refusals < 4+2+4+4+4 {
-			t.Fatalf("%s: %d of %d alterations refused", h, refusals, size)
 		}
 	}
 	if got, err := c.client("device", "p1").Identify(ctx(t), y, 1); err != nil || !sameAnswer(got, honest) {

@@ -322,7 +322,7 @@ func (d *Decider) result(ctx context.Context, q *pending, full [replicated.Holde
 		rows := len(lacking.vec) * 8 / d.p.Bits
 		res.Tags, res.Fetched, err = d.fetchTags(ctx, q.ID, rows, topK, positions, lacking.keepers)
 		if err != nil {
-			return nil, protocol.Errorf(protocol.CodeUnavailable, "%v; the query is refused, nothing was answered", err)
+			return nil, err
 		}
 	}
 	return res, nil

@@ -327,9 +327,9 @@ func (h *Holder[E]) sendHidden(ctx context.Context, qid [16]byte, vec *vectors[E
 	}
 	switch h.Self() {
 	case (entry + 1) % replicated.Holders:
-		err = h.keepTags(qid, vec.own, tagKey)
+		err = h.keepTags(entry, qid, vec.own, tagKey)
 	case (entry + 2) % replicated.Holders:
-		err = h.keepTags(qid, pred, tagKey)
+		err = h.keepTags(entry, qid, pred, tagKey)
 	}
 	if err != nil {
 		return out, err

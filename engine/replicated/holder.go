@@ -436,7 +436,7 @@ func (h *Holder[E]) sendShares(ctx context.Context, qid [16]byte, vec *vectors[E
 		m.Tags = true
 		bulk = append(bulk, tags)
 	case pl.keepsTags(self):
-		if err := h.keepTags(qid, lacking, tagKey); err != nil {
+		if err := h.keepTags(pl.entry, qid, lacking, tagKey); err != nil {
 			return nil, err
 		}
 	}
@@ -785,7 +785,7 @@ func (h *Holder[E]) check(res *protocol.ReplResult, rows int, base func(p int) E
 			return nil, protocol.Errorf(protocol.CodeInternal, "%v", err)
 		}
 		if tag != l.tags[i] {
-			return nil, bad("a value whose tag does not hold (or a helper's answer to the decider's fetch of tags was wrong)")
+			return nil, bad("a value whose tag does not hold")
 		}
 		sum := base(int(p)) + E(v)
 		s := additive.Signed(sum)

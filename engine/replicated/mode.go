@@ -139,10 +139,12 @@ func HiddenIdentifyBits(ids, d, k int) float64 {
 }
 
 // TagFetchBits is the decider's fetch of the tags of topK answered
-// positions of ids rows from the two helpers: per position, to each a
-// selection (a bit per row of the tag grid) and from each a grid row (32
-// bits per column): O(sqrt(ids)), not the 32 ids bits of every tag.
+// positions of ids rows from the two helpers: the digests of the tag
+// grid's rows (128 bits each) from one and their digest from the other,
+// and per position, to each a selection (a bit per grid row) and from each
+// a grid row (32 bits per column): O(sqrt(ids)), not the 32 ids bits of
+// every tag.
 func TagFetchBits(ids, topK int) float64 {
 	cols, rows := replicated.TagGrid(ids)
-	return float64(2 * topK * (8*replicated.TagSelectBytes(rows) + 32*cols))
+	return float64(8*(replicated.TagRowDigestSize*rows+32) + 2*topK*(8*replicated.TagSelectBytes(rows)+32*cols))
 }

@@ -2,6 +2,8 @@ package replicated
 
 import (
 	"context"
+	"crypto/subtle"
+	"encoding/binary"
 	"fmt"
 	"sync"
 	"time"
@@ -20,82 +22,111 @@ import (
 // (sharing/replicated.TagSelect), so neither helper learns which
 // positions, nor how many, and no tag vector crosses the network.
 
-// keptTags is a query's tag vector at a helper, until the decider's fetch.
+// tagKeep holds the tags of the queries in flight, by entry. It forgets
+// a query's tags once fetched or after keep (the identify timeout), and
+// makes room by forgetting that entry's oldest: each entry has its own
+// quota (tagQuota), so an entry that floods queries the decider never
+// answers evicts only its own.
+type tagKeep struct {
+	mu   sync.Mutex
+	by   map[int]*entryTags
+	seq  uint64
+	keep time.Duration
+}
+
+// entryTags are one entry's kept tags, and their queries in the order
+// kept (an entry whose tags were fetched stays there until it is reached,
+// and is skipped: its seq no longer matches).
+type entryTags struct {
+	kept  map[[16]byte]keptTags
+	order []keptAt
+	bytes int
+}
+
 type keptTags struct {
 	tags []byte
 	at   time.Time
+	seq  uint64
 }
 
-// tagKeep holds the tags of the queries in flight. It forgets a query's
-// tags once fetched or after keep (the identify timeout), and makes room
-// by forgetting the oldest: bounded in bytes, so a flood of queries that
-// the decider never answers cannot fill a helper's memory.
-type tagKeep struct {
-	mu    sync.Mutex
-	kept  map[[16]byte]keptTags
-	bytes int
-	keep  time.Duration
+type keptAt struct {
+	qid [16]byte
+	seq uint64
 }
 
-// maxKeptTagBytes bounds the tags a helper keeps (64 queries at 10^6 rows).
-const maxKeptTagBytes = 256 << 20
+// keptOverhead is what one kept query costs beside its tags (the map's
+// and the order's entries), counted in its entry's quota.
+const keptOverhead = 128
 
-func (k *tagKeep) put(qid [16]byte, tags []byte) {
+// tagQuota is the bytes of tags one entry may have kept: 24 queries of
+// this size (two batches of the largest size in flight, and room), and
+// at least 128 MiB; at most 4096 queries.
+func tagQuota(tagBytes int) int { return max(128<<20, 24*(tagBytes+keptOverhead)) }
+
+const maxKeptPerEntry = 4096
+
+func (k *tagKeep) put(entry int, qid [16]byte, tags []byte) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if k.by == nil {
+		k.by = map[int]*entryTags{}
+	}
+	e := k.by[entry]
+	if e == nil {
+		e = &entryTags{kept: map[[16]byte]keptTags{}}
+		k.by[entry] = e
+	}
 	now := time.Now()
-	if k.kept == nil {
-		k.kept = map[[16]byte]keptTags{}
+	if old, ok := e.kept[qid]; ok { // a query id used again: the newer counts
+		delete(e.kept, qid)
+		e.bytes -= len(old.tags) + keptOverhead
 	}
-	if old, ok := k.kept[qid]; ok {
-		k.bytes -= len(old.tags)
-	}
-	for q, t := range k.kept {
-		if now.Sub(t.at) > k.keep {
-			delete(k.kept, q)
-			k.bytes -= len(t.tags)
-		}
-	}
-	for len(k.kept) > 0 && k.bytes+len(tags) > maxKeptTagBytes {
-		var oldest [16]byte
-		first := true
-		for q, t := range k.kept {
-			if first || t.at.Before(k.kept[oldest].at) {
-				oldest, first = q, false
+	quota := tagQuota(len(tags))
+	for len(e.order) > 0 {
+		first := e.order[0]
+		if t, ok := e.kept[first.qid]; ok && t.seq == first.seq { // else fetched, or kept again: nothing to free
+			if now.Sub(t.at) <= k.keep && e.bytes+len(tags)+keptOverhead <= quota && len(e.kept) < maxKeptPerEntry {
+				break
 			}
+			delete(e.kept, first.qid)
+			e.bytes -= len(t.tags) + keptOverhead
 		}
-		k.bytes -= len(k.kept[oldest].tags)
-		delete(k.kept, oldest)
+		e.order = e.order[1:]
 	}
-	k.kept[qid] = keptTags{tags: tags, at: now}
-	k.bytes += len(tags)
+	k.seq++
+	e.kept[qid] = keptTags{tags: tags, at: now, seq: k.seq}
+	e.order = append(e.order, keptAt{qid, k.seq})
+	e.bytes += len(tags) + keptOverhead
 }
 
 // take hands over qid's tags once.
 func (k *tagKeep) take(qid [16]byte) ([]byte, bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	t, ok := k.kept[qid]
-	if ok {
-		delete(k.kept, qid)
-		k.bytes -= len(t.tags)
+	for _, e := range k.by {
+		if t, ok := e.kept[qid]; ok {
+			delete(e.kept, qid)
+			e.bytes -= len(t.tags) + keptOverhead
+			return t.tags, time.Since(t.at) <= k.keep
+		}
 	}
-	return t.tags, ok && time.Since(t.at) <= k.keep
+	return nil, false
 }
 
 // keepTags computes the tags of vec under key and keeps them for the
-// decider's fetch of query qid.
-func (h *Holder[E]) keepTags(qid [16]byte, vec []E, key *[32]byte) error {
+// decider's fetch of query qid of entry entry.
+func (h *Holder[E]) keepTags(entry int, qid [16]byte, vec []E, key *[32]byte) error {
 	tags := make([]byte, 4*len(vec))
 	if err := replicated.Tags(tags, vec, key); err != nil {
 		return err
 	}
-	h.tagsKept.put(qid, tags)
+	h.tagsKept.put(entry, qid, tags)
 	return nil
 }
 
 // answerTags answers the decider's fetch of a query's tags: for each
-// selection the XOR of the grid rows it selects. Once: the tags are then
+// selection the XOR of the grid rows it selects, and the digests of the
+// grid's rows or the digest of their list. Once: the tags are then
 // forgotten.
 func (h *Holder[E]) answerTags(_ context.Context, r engine.Request) protocol.Msg {
 	m := r.Msg.(*protocol.TagAsk)
@@ -117,6 +148,12 @@ func (h *Holder[E]) answerTags(_ context.Context, r engine.Request) protocol.Msg
 			return protocol.Errorf(protocol.CodeBadRequest, "%v", err)
 		}
 	}
+	list := replicated.TagRowDigests(tags, cols, m.Query)
+	if m.List {
+		out.List = list
+	} else {
+		out.ListDigest = replicated.TagListDigest(m.Query, list)
+	}
 	return out
 }
 
@@ -130,7 +167,12 @@ func tagAskBound(p *Params) int {
 // fetchTags fetches from helpers a and b, which keep the tags of a vector
 // of n positions, the tags at positions: topK selections whatever the
 // answer (the rest select row 0, which shows a helper nothing: each
-// selection alone is uniform). It returns the tags and the bytes moved.
+// selection alone is uniform). Every row it recovers, used or not, is
+// checked against the row digests helper a sends and b confirms: a
+// helper's altered answer is refused here, naming the pair, whatever the
+// answer (at the entry, only a used slot's tag would fail, and the
+// refusal would tell the helper where the answer lies). It returns the
+// tags and the bytes moved.
 func (d *Decider) fetchTags(ctx context.Context, qid [16]byte, n, topK int, positions []int, helpers [2]int) ([]uint32, uint64, error) {
 	cols, rows := replicated.TagGrid(n)
 	if len(positions) > topK {
@@ -139,17 +181,16 @@ func (d *Decider) fetchTags(ctx context.Context, qid [16]byte, n, topK int, posi
 	if rows == 0 { // no row, so no answer: the helpers know the rows' count
 		return nil, 0, nil
 	}
-	var asks [2]protocol.TagAsk
+	asks := [2]protocol.TagAsk{{Query: qid, List: true}, {Query: qid}}
+	targets := make([]int, topK)
 	for i := range topK {
-		target := 0
 		if i < len(positions) {
-			target = positions[i] / cols
+			targets[i] = positions[i] / cols
 		}
-		s0, s1, err := replicated.TagSelect(d.env.RandReader(), rows, target)
+		s0, s1, err := replicated.TagSelect(d.env.RandReader(), rows, targets[i])
 		if err != nil {
 			return nil, 0, err
 		}
-		asks[0].Query, asks[1].Query = qid, qid
 		asks[0].Select, asks[1].Select = append(asks[0].Select, s0), append(asks[1].Select, s1)
 	}
 	var answers [2]*protocol.TagAnswers
@@ -163,29 +204,48 @@ func (d *Decider) fetchTags(ctx context.Context, qid [16]byte, n, topK int, posi
 			moved[i] = n
 			switch a, ok := resp.(*protocol.TagAnswers); {
 			case err != nil:
-				errs[i] = fmt.Errorf("fetching the answer's tags from %s: %w", name, err)
+				errs[i] = protocol.Errorf(protocol.CodeUnavailable, "fetching the answer's tags from %s: %v", name, err)
 			case !ok || len(a.Rows) != topK:
-				errs[i] = fmt.Errorf("%s answered the fetch of %d tags with %v", name, topK, resp.Type())
+				errs[i] = protocol.Errorf(protocol.CodeUnavailable, "%s answered the fetch of %d tags with %v", name, topK, resp.Type())
 			default:
 				answers[i] = a
 			}
 		})
 	}
 	wg.Wait()
+	total := moved[0] + moved[1]
 	for _, err := range errs {
 		if err != nil {
-			return nil, moved[0] + moved[1], err
+			return nil, total, err
 		}
 	}
+	list := answers[0].List
+	pair := pairLabel(d.p, helpers[0], helpers[1])
+	bad := len(list) != rows*replicated.TagRowDigestSize || replicated.TagListDigest(qid, list) != answers[1].ListDigest ||
+		answers[0].ListDigest != [protocol.DigestSize]byte{} || len(answers[1].List) != 0 // each sends what it was asked, nothing else
+	rowBuf := make([]byte, 4*cols)
 	tags := make([]uint32, len(positions))
-	for i, p := range positions {
-		t, err := replicated.TagFrom(answers[0].Rows[i], answers[1].Rows[i], cols, p)
-		if err != nil {
-			return nil, moved[0] + moved[1], fmt.Errorf("the helpers' tag answers: %w", err)
+	for i := range topK {
+		if bad {
+			break
 		}
-		tags[i] = t
+		a0, a1 := answers[0].Rows[i], answers[1].Rows[i]
+		if len(a0) != len(rowBuf) || len(a1) != len(rowBuf) {
+			bad = true
+			break
+		}
+		subtle.XORBytes(rowBuf, a0, a1)
+		bad = !replicated.TagRowCheck(rowBuf, list, cols, n, targets[i], qid)
+		if i < len(positions) {
+			tags[i] = binary.LittleEndian.Uint32(rowBuf[4*(positions[i]%cols):])
+		}
 	}
-	return tags, moved[0] + moved[1], nil
+	if bad {
+		d.refused.WithLabelValues(pair).Inc()
+		d.env.Log.Warn("the helpers' answers to the fetch of a query's tags do not hold; refused", "pair", pair)
+		return nil, total, protocol.Errorf(protocol.CodeInconsistent, "the helpers that keep the tags (%s) answered their fetch inconsistently; the query is refused, nothing was answered. One of them is faulty or compromised: check them", pair)
+	}
+	return tags, total, nil
 }
 
 // tagAskRoute is the holder's route for the decider's fetch.

@@ -1,6 +1,7 @@
 package replicated
 
 import (
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/binary"
 	"fmt"
@@ -21,16 +22,80 @@ import (
 // are one-time MACs it cannot forge from), and neither helper learns
 // anything of the position. It costs O(sqrt n) bytes a position instead
 // of 4 n a query.
+//
+// A helper that altered its answer would make the tag fail at the entry
+// only where the answered position lies (a slot used, a column chosen),
+// and so learn from the refusal something of the answer. So the decider
+// checks every recovered row, used or not, against a digest of each grid
+// row (TagRowDigests) that one helper sends and the other confirms with
+// the digest of the list: an altered answer is refused by the decider,
+// whatever the answer, naming the pair.
 
-// TagGrid lays n tags out in rows of cols: the columns that balance a
-// selection's bytes (a bit a row, to each helper) against an answer's (4
-// bytes a column, from each): cols = ceil(sqrt(n / 32)).
+// TagGrid lays n tags out in rows of cols: the columns that balance the
+// list of row digests (16 bytes a row, from one helper) and the
+// selections (a bit a row, to each) against the answers (4 bytes a
+// column, from each): cols = ceil(sqrt(2 n)).
 func TagGrid(n int) (cols, rows int) {
 	if n <= 0 {
 		return 1, 0
 	}
-	cols = max(1, int(math.Ceil(math.Sqrt(float64(n)/32))))
+	cols = max(1, int(math.Ceil(math.Sqrt(2*float64(n)))))
 	return cols, (n + cols - 1) / cols
+}
+
+// TagRowDigestSize is the bytes of one grid row's digest: a second
+// preimage, which a helper would need to alter a row unseen, costs 2^128.
+const TagRowDigestSize = 16
+
+// TagRowDigests is the list of the digests of every grid row of tags
+// (Tags' layout, cols columns) of query qid, TagRowDigestSize bytes each.
+func TagRowDigests(tags []byte, cols int, qid [16]byte) []byte {
+	w := 4 * cols
+	_, rows := TagGrid(len(tags) / 4)
+	out := make([]byte, 0, rows*TagRowDigestSize)
+	for r := range rows {
+		d := tagRowDigest(qid, r, tags[r*w:min((r+1)*w, len(tags))])
+		out = append(out, d[:]...)
+	}
+	return out
+}
+
+func tagRowDigest(qid [16]byte, r int, row []byte) [TagRowDigestSize]byte {
+	h := sha256.New()
+	h.Write([]byte("idface/repl/tag row"))
+	h.Write(qid[:])
+	var hdr [8]byte
+	binary.BigEndian.PutUint32(hdr[:], uint32(r))
+	binary.BigEndian.PutUint32(hdr[4:], uint32(len(row)))
+	h.Write(hdr[:])
+	h.Write(row)
+	var sum [32]byte
+	h.Sum(sum[:0])
+	return [TagRowDigestSize]byte(sum[:TagRowDigestSize])
+}
+
+// TagListDigest is the digest of a list of row digests, which the helper
+// that does not send the list sends.
+func TagListDigest(qid [16]byte, list []byte) [32]byte {
+	return digest("idface/repl/tag rows", qid, 0, 32, list)
+}
+
+// TagRowCheck reports whether row (4 cols bytes, recovered from the two
+// answers to a selection of grid row r of n tags) is the row whose
+// digest list holds: its padding past n zero, its digest the list's.
+func TagRowCheck(row, list []byte, cols, n, r int, qid [16]byte) bool {
+	_, rows := TagGrid(n)
+	if r < 0 || r >= rows || len(row) != 4*cols || len(list) != rows*TagRowDigestSize {
+		return false
+	}
+	real := 4 * min(cols, n-r*cols)
+	for _, b := range row[real:] {
+		if b != 0 {
+			return false
+		}
+	}
+	d := tagRowDigest(qid, r, row[:real])
+	return subtle.ConstantTimeCompare(d[:], list[r*TagRowDigestSize:(r+1)*TagRowDigestSize]) == 1
 }
 
 // TagSelectBytes is the bytes of one selection of a grid of rows rows.
@@ -81,14 +146,4 @@ func TagAnswer(dst, tags []byte, cols int, sel []byte) error {
 		subtle.XORBytes(dst[:len(row)], dst[:len(row)], row)
 	}
 	return nil
-}
-
-// TagFrom is the tag at position p from the two helpers' answers to the
-// selections of p's row.
-func TagFrom(a0, a1 []byte, cols, p int) (uint32, error) {
-	if len(a0) != 4*cols || len(a1) != 4*cols {
-		return 0, fmt.Errorf("replicated: tag answers of %d and %d bytes, want %d", len(a0), len(a1), 4*cols)
-	}
-	c := 4 * (p % cols)
-	return binary.LittleEndian.Uint32(a0[c:]) ^ binary.LittleEndian.Uint32(a1[c:]), nil
 }

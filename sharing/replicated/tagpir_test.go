@@ -11,7 +11,8 @@ import (
 
 // TestTagOnDemand fetches every position's tag of vectors of several
 // lengths through two helpers' answers, and checks each selection alone
-// against the grid: uniform, the pair differing in one row's bit.
+// against the grid (the pair differs in one row's bit) and each recovered
+// row against the list of row digests (an altered byte fails).
 func TestTagOnDemand(t *testing.T) {
 	for _, n := range []int{1, 2, 31, 32, 33, 100, 1000, 4099} {
 		vec := make([]uint16, n)
@@ -27,6 +28,11 @@ func TestTagOnDemand(t *testing.T) {
 		cols, rows := replicated.TagGrid(n)
 		if cols*rows < n || cols*(rows-1) >= n {
 			t.Fatalf("n=%d: grid %d x %d", n, rows, cols)
+		}
+		qid := [16]byte{byte(n)}
+		list := replicated.TagRowDigests(tags, cols, qid)
+		if len(list) != rows*replicated.TagRowDigestSize {
+			t.Fatalf("n=%d: %d bytes of row digests for %d rows", n, len(list), rows)
 		}
 		for p := range n {
 			s0, s1, err := replicated.TagSelect(rand.Reader, rows, p/cols)
@@ -49,10 +55,19 @@ func TestTagOnDemand(t *testing.T) {
 			if err := replicated.TagAnswer(a1, tags, cols, s1); err != nil {
 				t.Fatal(err)
 			}
-			got, err := replicated.TagFrom(a0, a1, cols, p)
-			if err != nil {
-				t.Fatal(err)
+			row := make([]byte, 4*cols)
+			for i := range row {
+				row[i] = a0[i] ^ a1[i]
 			}
+			if !replicated.TagRowCheck(row, list, cols, n, p/cols, qid) {
+				t.Fatalf("n=%d p=%d: the recovered row fails its digest", n, p)
+			}
+			bad := bytes.Clone(row)
+			bad[len(bad)-1] ^= 1 // a byte of the row, or of its padding
+			if replicated.TagRowCheck(bad, list, cols, n, p/cols, qid) {
+				t.Fatalf("n=%d p=%d: an altered row passes its digest", n, p)
+			}
+			got := binary.LittleEndian.Uint32(row[4*(p%cols):])
 			want, _ := replicated.Tag(&key, p, uint64(vec[p]))
 			if got != want || got != binary.LittleEndian.Uint32(tags[4*p:]) {
 				t.Fatalf("n=%d p=%d: tag %d, want %d", n, p, got, want)
