@@ -60,7 +60,7 @@ type checkSums[E additive.Elem] struct {
 type segSums[E additive.Elem] struct {
 	rows, live int
 	low, high  []E
-	rl, rh     []E
+	rl, rh     []uint16 // the rows' weights of both checks (Challenges.Rows)
 }
 
 // erasures are the shares a holder's stores erased or replaced (a
@@ -156,11 +156,11 @@ func (h *Holder[E]) segmentSums(s int, v blind.View, old *segSums[E]) *segSums[E
 	// The weights of the rows new to the segment.
 	for _, side := range []struct {
 		c *replicated.Challenges[E]
-		r *[]E
+		r *[]uint16
 	}{{h.chk.low, &sg.rl}, {h.chk.high, &sg.rh}} {
 		st := side.c.Stride()
 		if have := len(*side.r) / st; have < rows {
-			grown := append(*side.r, make([]E, (rows-have)*st)...)
+			grown := append(*side.r, make([]uint16, (rows-have)*st)...)
 			side.c.Rows(s, have, grown[have*st:])
 			*side.r = grown
 		}
@@ -196,7 +196,7 @@ func (h *Holder[E]) segmentSums(s int, v blind.View, old *segSums[E]) *segSums[E
 		n := min(block, additive.ChunkRows-lo%additive.ChunkRows, rows-lo)
 		for _, side := range []struct {
 			st  *additive.Store[E]
-			r   []E
+			r   []uint16
 			str int
 			x   []E
 		}{{st.next, sg.rl, ls, sg.low}, {st.own, sg.rh, hs, sg.high}} {
@@ -212,9 +212,9 @@ func (h *Holder[E]) segmentSums(s int, v blind.View, old *segSums[E]) *segSums[E
 
 // addRow adds (or with neg, subtracts) weights r times share x into X
 // (CheckRounds x d).
-func addRow[E additive.Elem](x, r, share []E, d int, neg bool) {
+func addRow[E additive.Elem](x []E, r []uint16, share []E, d int, neg bool) {
 	for t := range replicated.CheckRounds {
-		w := r[t]
+		w := E(r[t])
 		if neg {
 			w = -w
 		}

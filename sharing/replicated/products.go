@@ -102,10 +102,22 @@ func NewChallenges[E additive.Elem](pair *[32]byte, i, shard int) (*Challenges[E
 func (c *Challenges[E]) Stride() int { return additive.WeightLanes }
 
 // Rows sets dst (n * Stride elements) to the weights of rows seq0..seq0+n-1
-// of segment seg.
-func (c *Challenges[E]) Rows(seg, seq0 int, dst []E) {
+// of segment seg, each an element of Z_(2^k) widened to 16 bits (at k = 8
+// the kernel's 16-bit lanes then hold them, and every sum is taken mod
+// 2^8 at the end: WeightedSums).
+func (c *Challenges[E]) Rows(seg, seq0 int, dst []uint16) {
 	blocks := uint64(c.Stride() * len(additive.ElemBytes(make([]E, 1))) / 16)
-	fill(stream(c.blk, uint32(seg), uint64(seq0)*blocks), dst)
+	s := stream(c.blk, uint32(seg), uint64(seq0)*blocks)
+	var zero E
+	if _, k16 := any(zero).(uint16); k16 {
+		fill(s, dst)
+		return
+	}
+	b := make([]E, len(dst))
+	fill(s, b)
+	for i, x := range b {
+		dst[i] = uint16(x)
+	}
 }
 
 // ProbeContext is what a probe's masks and blinds are bound to: its query
@@ -169,7 +181,7 @@ func CheckPartSize(d int) int { return CheckRounds*d + d + CheckRounds }
 // used) times column col (one element per row) into x[t] (column j of X^t,
 // stride d): x[t*d+j] += sum_rows r[row*stride+t] * col[row]. A row
 // erased from the store has a zero share and adds nothing.
-func Accumulate[E additive.Elem](x []E, d, j int, r []E, stride int, col []E) {
+func Accumulate[E additive.Elem](x []E, d, j int, r []uint16, stride int, col []E) {
 	var sums [CheckRounds]E
 	WeightedSums(sums[:], r, stride, col)
 	for t, a := range sums {
@@ -177,30 +189,32 @@ func Accumulate[E additive.Elem](x []E, d, j int, r []E, stride int, col []E) {
 	}
 }
 
-// WeightedSums adds sum_rows r[row*stride+t] * v[row] into sums[t].
-func WeightedSums[E additive.Elem](sums []E, r []E, stride int, v []E) {
+// WeightedSums adds sum_rows r[row*stride+t] * v[row] into sums[t], in
+// the 16-bit lanes of additive.WeightRows16 (stride WeightLanes); at k = 8
+// the values are widened a chunk at a time and the sums taken mod 2^8,
+// which is the same sum (the low 8 bits of a product or a sum depend on
+// the low 8 bits of its terms only).
+func WeightedSums[E additive.Elem](sums []E, r []uint16, stride int, v []E) {
+	if stride != additive.WeightLanes {
+		panic("replicated: weights of another stride than additive.WeightLanes")
+	}
+	var acc [additive.WeightLanes]uint16
 	var zero E
-	if _, k16 := any(zero).(uint16); k16 && stride == additive.WeightLanes { // the vector kernel
-		var acc [additive.WeightLanes]uint16
-		additive.WeightRows16(&acc, as16(r), as16(v))
-		s16 := as16(sums)
-		for t := range CheckRounds {
-			s16[t] += acc[t]
-		}
-		return
-	}
-	var acc [CheckRounds]E
-	for row, x := range v {
-		if x == 0 {
-			continue
-		}
-		w := r[row*stride : row*stride+CheckRounds]
-		for t := range acc {
-			acc[t] += w[t] * x
+	if _, k16 := any(zero).(uint16); k16 {
+		additive.WeightRows16(&acc, r, as16(v))
+	} else {
+		const chunk = 512
+		var wide [chunk]uint16
+		for lo := 0; lo < len(v); lo += chunk {
+			hi := min(lo+chunk, len(v))
+			for i, x := range v[lo:hi] {
+				wide[i] = uint16(x)
+			}
+			additive.WeightRows16(&acc, r[lo*stride:hi*stride], wide[:hi-lo])
 		}
 	}
-	for t := range acc {
-		sums[t] += acc[t]
+	for t := range CheckRounds {
+		sums[t] += E(acc[t])
 	}
 }
 

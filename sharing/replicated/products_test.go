@@ -61,7 +61,7 @@ func checkRun[E additive.Elem](t testing.TB, r *rand.Rand, n, d, i int, tamper f
 		t.Fatal(err)
 	}
 	st := ch.Stride()
-	rs := make([]E, n*st)
+	rs := make([]uint16, n*st)
 	ch.Rows(0, 0, rs)
 	xi, xn := make([]E, CheckRounds*d), make([]E, CheckRounds*d)
 	col := make([]E, n)
