@@ -223,6 +223,9 @@ func newHolder[E additive.Elem](env engine.Env, p *Params) (*Holder[E], error) {
 	h.chk.erased = erased
 	h.vectorsIn.keep = p.Timeouts().Identify
 	h.tagsKept.keep = p.Timeouts().Identify
+	if bmax, _ := p.Batch(); bmax > 0 {
+		h.tagsKept.batch = min(bmax, protocol.MaxHiddenBatch)
+	}
 	h.probes.start = time.Now().Unix()
 	// Two batches in flight: one scoring while the other's vectors travel.
 	bmax, bwait := p.Batch()

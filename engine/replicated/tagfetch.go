@@ -28,10 +28,11 @@ import (
 // quota (tagQuota), so an entry that floods queries the decider never
 // answers evicts only its own.
 type tagKeep struct {
-	mu   sync.Mutex
-	by   map[int]*entryTags
-	seq  uint64
-	keep time.Duration
+	mu    sync.Mutex
+	by    map[int]*entryTags
+	seq   uint64
+	keep  time.Duration
+	batch int // the most queries of one entry's batch (the holder's batch_max, at most MaxHiddenBatch)
 }
 
 // entryTags are one entry's kept tags, and their queries in the order
@@ -58,10 +59,12 @@ type keptAt struct {
 // and the order's entries), counted in its entry's quota.
 const keptOverhead = 128
 
-// tagQuota is the bytes of tags one entry may have kept: 24 queries of
-// this size (two batches of the largest size in flight, and room), and
-// at least 128 MiB; at most 4096 queries.
-func tagQuota(tagBytes int) int { return max(128<<20, 24*(tagBytes+keptOverhead)) }
+// tagQuota is the bytes of tags one entry may have kept: two batches of
+// batch queries of this size in flight and 8 more, and at least 128 MiB;
+// at most 4096 queries.
+func tagQuota(tagBytes, batch int) int {
+	return max(128<<20, (2*max(batch, 1)+8)*(tagBytes+keptOverhead))
+}
 
 const maxKeptPerEntry = 4096
 
@@ -81,7 +84,7 @@ func (k *tagKeep) put(entry int, qid [16]byte, tags []byte) {
 		delete(e.kept, qid)
 		e.bytes -= len(old.tags) + keptOverhead
 	}
-	quota := tagQuota(len(tags))
+	quota := tagQuota(len(tags), k.batch)
 	for len(e.order) > 0 {
 		first := e.order[0]
 		if t, ok := e.kept[first.qid]; ok && t.seq == first.seq { // else fetched, or kept again: nothing to free
@@ -103,6 +106,20 @@ func (k *tagKeep) put(entry int, qid [16]byte, tags []byte) {
 func (k *tagKeep) take(qid [16]byte) ([]byte, bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	now := time.Now()
+	for _, e := range k.by { // expired tags go now, not at the entry's next query
+		for len(e.order) > 0 {
+			first := e.order[0]
+			if t, ok := e.kept[first.qid]; ok && t.seq == first.seq {
+				if now.Sub(t.at) <= k.keep {
+					break
+				}
+				delete(e.kept, first.qid)
+				e.bytes -= len(t.tags) + keptOverhead
+			}
+			e.order = e.order[1:]
+		}
+	}
 	for _, e := range k.by {
 		if t, ok := e.kept[qid]; ok {
 			delete(e.kept, qid)
@@ -200,8 +217,15 @@ func (d *Decider) fetchTags(ctx context.Context, qid [16]byte, n, topK int, posi
 	for i, k := range helpers {
 		name := d.p.Party(k).Name
 		wg.Go(func() {
-			resp, n, err := rpc.AskOnce(ctx, d.env.Net, name, &asks[i])
-			moved[i] = n
+			resp, _, err := rpc.AskOnce(ctx, d.env.Net, name, &asks[i])
+			// The bytes of the two messages, not of the stream: a helper
+			// that padded its stream (progress reports) would otherwise
+			// inflate the count past the entry's bound and have the
+			// honest decider blamed for it.
+			moved[i] = uint64(frameBytes(&asks[i]))
+			if resp != nil {
+				moved[i] += uint64(frameBytes(resp))
+			}
 			switch a, ok := resp.(*protocol.TagAnswers); {
 			case err != nil:
 				errs[i] = protocol.Errorf(protocol.CodeUnavailable, "fetching the answer's tags from %s: %v", name, err)
@@ -247,6 +271,10 @@ func (d *Decider) fetchTags(ctx context.Context, qid [16]byte, n, topK int, posi
 	}
 	return tags, total, nil
 }
+
+// frameBytes is a message's bytes on the wire: its encoding and the
+// frame's 4-byte length.
+func frameBytes(m protocol.Msg) int { return 4 + len(protocol.Marshal(m)) }
 
 // tagAskRoute is the holder's route for the decider's fetch.
 func (h *Holder[E]) tagAskRoute() engine.Route {
