@@ -42,7 +42,7 @@ import (
 	"github.com/idface/idface/protocol/rpc"
 )
 
-// Groups stores the encrypted column groups (internal/heidface.Groups).
+// Groups stores the encrypted column groups (heidface.Groups).
 type Groups interface {
 	// Load reads group g, refusing a file not bound to want and to index
 	// g (an error naming the file); a group never written is (nil, zero
@@ -54,7 +54,7 @@ type Groups interface {
 	Name(g int) string
 }
 
-// Keys stores a key (internal/heidface.KeyFile); Load fails with
+// Keys stores a key (heidface.KeyFile); Load fails with
 // fs.ErrNotExist when there is none.
 type Keys interface {
 	Load(kind heidface.KeyKind) ([]byte, error)

@@ -27,7 +27,7 @@ const label = "idface pair key v1"
 // by name. priv is self's identity key; nil gives no keys (a server built
 // without its identity cannot compare digests). Every other server's
 // certificate must hold its key: in-process test clusters give every
-// member a real identity (inproc.Start).
+// member a real identity (inproc.Literal).
 func Derive(p *config.Params, self string, priv crypto.PrivateKey) (map[string][32]byte, error) {
 	if priv == nil {
 		return nil, nil
