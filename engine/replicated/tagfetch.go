@@ -85,21 +85,30 @@ func (k *tagKeep) put(entry int, qid [16]byte, tags []byte) {
 		e.bytes -= len(old.tags) + keptOverhead
 	}
 	quota := tagQuota(len(tags), k.batch)
+	e.dropOldest(func(t keptTags) bool {
+		return now.Sub(t.at) > k.keep || e.bytes+len(tags)+keptOverhead > quota || len(e.kept) >= maxKeptPerEntry
+	})
+	k.seq++
+	e.kept[qid] = keptTags{tags: tags, at: now, seq: k.seq}
+	e.order = append(e.order, keptAt{qid, k.seq})
+	e.bytes += len(tags) + keptOverhead
+}
+
+// dropOldest forgets the entry's oldest kept tags while drop says so of
+// them, in the order kept (entries already fetched, or kept again, free
+// nothing and are passed over).
+func (e *entryTags) dropOldest(drop func(keptTags) bool) {
 	for len(e.order) > 0 {
 		first := e.order[0]
-		if t, ok := e.kept[first.qid]; ok && t.seq == first.seq { // else fetched, or kept again: nothing to free
-			if now.Sub(t.at) <= k.keep && e.bytes+len(tags)+keptOverhead <= quota && len(e.kept) < maxKeptPerEntry {
-				break
+		if t, ok := e.kept[first.qid]; ok && t.seq == first.seq {
+			if !drop(t) {
+				return
 			}
 			delete(e.kept, first.qid)
 			e.bytes -= len(t.tags) + keptOverhead
 		}
 		e.order = e.order[1:]
 	}
-	k.seq++
-	e.kept[qid] = keptTags{tags: tags, at: now, seq: k.seq}
-	e.order = append(e.order, keptAt{qid, k.seq})
-	e.bytes += len(tags) + keptOverhead
 }
 
 // take hands over qid's tags once.
@@ -108,17 +117,7 @@ func (k *tagKeep) take(qid [16]byte) ([]byte, bool) {
 	defer k.mu.Unlock()
 	now := time.Now()
 	for _, e := range k.by { // expired tags go now, not at the entry's next query
-		for len(e.order) > 0 {
-			first := e.order[0]
-			if t, ok := e.kept[first.qid]; ok && t.seq == first.seq {
-				if now.Sub(t.at) <= k.keep {
-					break
-				}
-				delete(e.kept, first.qid)
-				e.bytes -= len(t.tags) + keptOverhead
-			}
-			e.order = e.order[1:]
-		}
+		e.dropOldest(func(t keptTags) bool { return now.Sub(t.at) > k.keep })
 	}
 	for _, e := range k.by {
 		if t, ok := e.kept[qid]; ok {
