@@ -599,7 +599,11 @@ func (h *Holder[E]) runQuery(ctx context.Context, m *protocol.Identify, down int
 		return h.sendShares(ctx, qid, vec, pl, topK, nil)
 	})
 	if perr != nil {
-		return perr, f.lost
+		lost := f.lost
+		if lost == noneDown && perr.Code == protocol.CodeUnavailable && ctx.Err() == nil {
+			lost = h.lostHelper(ctx, peers) // one may have stopped after its part, before the decider's fetch of tags
+		}
+		return perr, lost
 	}
 	if perr := h.sameTagKey(f); perr != nil {
 		return perr, noneDown
@@ -615,6 +619,22 @@ func (h *Holder[E]) runQuery(ctx context.Context, m *protocol.Identify, down int
 		return perr, noneDown
 	}
 	return h.answer(res, scores, vec.View, &sigma, topK, total, down != noneDown), noneDown
+}
+
+// lostHelper is the index of the first of the helpers names that this
+// entry cannot reach now (noneDown: it reaches both): a query the decider
+// could not finish because a helper went away after sending its part runs
+// again degraded, as one whose helper went away before.
+func (h *Holder[E]) lostHelper(ctx context.Context, names []string) int {
+	for _, name := range names {
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), contactWait(h.p))
+		down := countsDown(ping(h.env.Net, name)(pctx), name)
+		cancel()
+		if down {
+			return h.p.PartyIndex(name)
+		}
+	}
+	return noneDown
 }
 
 // sameTagKey refuses a query whose two helpers told the entry different
