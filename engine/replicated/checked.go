@@ -154,19 +154,13 @@ func (h *Holder[E]) segmentSums(s int, v blind.View, old *segSums[E]) *segSums[E
 		sg.rl, sg.rh = old.rl, old.rh // a row's weights never change
 	}
 	// The weights of the rows new to the segment.
-	for _, side := range []struct {
-		c *replicated.Challenges[E]
-		r *[]uint16
-	}{{h.chk.low, &sg.rl}, {h.chk.high, &sg.rh}} {
-		st := side.c.Stride()
-		if have := len(*side.r) / st; have < rows {
-			grown := append(*side.r, make([]uint16, (rows-have)*st)...)
-			side.c.Rows(s, have, grown[have*st:])
-			*side.r = grown
-		}
+	have := 0
+	if old != nil {
+		have = old.rows
 	}
+	sg.rl = h.chk.low.Grow(sg.rl, s, have, rows)
+	sg.rh = h.chk.high.Grow(sg.rh, s, have, rows)
 	st := h.Shares(s)
-	ls, hs := h.chk.low.Stride(), h.chk.high.Stride()
 	from := 0
 	if old != nil && old.rows <= rows {
 		copy(sg.low, old.low)
@@ -178,12 +172,12 @@ func (h *Holder[E]) segmentSums(s int, v blind.View, old *segSums[E]) *segSums[E
 				continue
 			}
 			seen[e.seq] = true
-			addRow(sg.low, sg.rl[e.seq*ls:], e.next, d, true)
-			addRow(sg.high, sg.rh[e.seq*hs:], e.own, d, true)
+			addRow(sg.low, sg.rl, e.seq, e.next, d, true)
+			addRow(sg.high, sg.rh, e.seq, e.own, d, true)
 			own, _ := st.own.Row(e.seq, make([]E, d))
 			next, _ := st.next.Row(e.seq, make([]E, d))
-			addRow(sg.low, sg.rl[e.seq*ls:], next, d, false)
-			addRow(sg.high, sg.rh[e.seq*hs:], own, d, false)
+			addRow(sg.low, sg.rl, e.seq, next, d, false)
+			addRow(sg.high, sg.rh, e.seq, own, d, false)
 		}
 	}
 	if from == rows {
@@ -195,14 +189,12 @@ func (h *Holder[E]) segmentSums(s int, v blind.View, old *segSums[E]) *segSums[E
 	for lo := from; lo < rows; {
 		n := min(block, additive.ChunkRows-lo%additive.ChunkRows, rows-lo)
 		for _, side := range []struct {
-			st  *additive.Store[E]
-			r   []uint16
-			str int
-			x   []E
-		}{{st.next, sg.rl, ls, sg.low}, {st.own, sg.rh, hs, sg.high}} {
-			r := side.r[lo*side.str : (lo+n)*side.str]
+			st *additive.Store[E]
+			w  []uint16
+			x  []E
+		}{{st.next, sg.rl, sg.low}, {st.own, sg.rh, sg.high}} {
 			for j := range d {
-				replicated.Accumulate(side.x, d, j, r, side.str, side.st.Column(j, lo)[:n])
+				replicated.Accumulate(side.x, d, j, side.w, lo, side.st.Column(j, lo)[:n])
 			}
 		}
 		lo += n
@@ -210,17 +202,17 @@ func (h *Holder[E]) segmentSums(s int, v blind.View, old *segSums[E]) *segSums[E
 	return sg
 }
 
-// addRow adds (or with neg, subtracts) weights r times share x into X
-// (CheckRounds x d).
-func addRow[E additive.Elem](x []E, r []uint16, share []E, d int, neg bool) {
+// addRow adds (or with neg, subtracts) row seq's weights (of a
+// segment's weights w) times share x into X (CheckRounds x d).
+func addRow[E additive.Elem](x []E, w []uint16, seq int, share []E, d int, neg bool) {
 	for t := range replicated.CheckRounds {
-		w := E(r[t])
+		r := replicated.Weight[E](w, seq, t)
 		if neg {
-			w = -w
+			r = -r
 		}
 		xt := x[t*d : (t+1)*d]
 		for j, v := range share {
-			xt[j] += w * v
+			xt[j] += r * v
 		}
 	}
 }
@@ -289,8 +281,8 @@ func (h *Holder[E]) checkParts(vec *vectors[E], pr *probe[E], qid [16]byte, pred
 	}
 	// B of check j+1: H(k_(j,j+1)), which this holder subtracted.
 	a, b := make([]E, replicated.CheckRounds), make([]E, replicated.CheckRounds)
-	h.rowSums(a, h.chk.high, vec.sums, false, vec.View, m.pi, back)
-	h.rowSums(b, h.chk.low, vec.sums, true, vec.View, m.pi, m.succ)
+	h.rowSums(a, vec.sums, false, vec.View, m.pi, back)
+	h.rowSums(b, vec.sums, true, vec.View, m.pi, m.succ)
 	size := replicated.CheckPartSize(d)
 	out := make([]E, 2*size)
 	blLow, err := replicated.NewBlinds[E](&cp.pred, (self+1)%replicated.Holders, sh, pr.context, d)
@@ -309,22 +301,20 @@ func (h *Holder[E]) checkParts(vec *vectors[E], pr *probe[E], qid [16]byte, pred
 
 // rowSums adds sum_rows r^t v[pi(row)] into sums, segment by segment,
 // with the weights of one side of the view's sums (low: of check j+1).
-func (h *Holder[E]) rowSums(sums []E, c *replicated.Challenges[E], cs *checkSums[E], low bool, v blind.View, pi []uint32, vals []E) {
+func (h *Holder[E]) rowSums(sums []E, cs *checkSums[E], low bool, v blind.View, pi []uint32, vals []E) {
 	const chunk = 4096
-	st := c.Stride()
 	g := make([]E, chunk)
 	for s := range v.Digest {
-		r := cs.segs[s].rh
+		w := cs.segs[s].rh
 		if low {
-			r = cs.segs[s].rl
+			w = cs.segs[s].rl
 		}
 		for lo := v.Off[s]; lo < v.Off[s+1]; lo += chunk {
 			n := min(chunk, v.Off[s+1]-lo)
 			for i := range n {
 				g[i] = vals[pi[lo+i]]
 			}
-			seq := lo - v.Off[s]
-			replicated.WeightedSums(sums, r[seq*st:(seq+n)*st], st, g[:n])
+			replicated.WeightedSums(sums, w, lo-v.Off[s], g[:n])
 		}
 	}
 }

@@ -128,3 +128,13 @@ func weightRows16AVX2(acc *[WeightLanes]uint16, w, v []uint16) bool {
 	weightRows16(acc, w[n*WeightLanes:], v[n:])
 	return true
 }
+
+// weightPairs8AVX2Run runs weightPairs8AVX2 where AVX2 runs and reports
+// whether it did.
+func weightPairs8AVX2Run(acc *[WeightLanes]uint16, w []uint16, v []byte, pairs int) bool {
+	if !denseAVX2 || pairs == 0 {
+		return false
+	}
+	weightPairs8AVX2(&acc[0], (*byte)(unsafe.Pointer(&w[0])), &v[0], pairs)
+	return true
+}

@@ -5,7 +5,7 @@
 #include "textflag.h"
 
 // func mac4AVX2(accE *uint16, accO *uint16, x *[4]*byte, c *[4]uint16, n int)
-// Requires: AVX, AVX2, SSE2
+// Requires: AVX, AVX2
 TEXT ·mac4AVX2(SB), NOSPLIT, $0-40
 	MOVQ         accE+0(FP), AX
 	MOVQ         accO+8(FP), CX
@@ -20,46 +20,39 @@ TEXT ·mac4AVX2(SB), NOSPLIT, $0-40
 	VPBROADCASTW 4(BX), Y2
 	MOVQ         24(DX), DX
 	VPBROADCASTW 6(BX), Y3
-	MOVL         $0x00ff00ff, BX
-	MOVD         BX, X4
-	VPBROADCASTD X4, Y4
+	VPSLLW       $0x08, Y0, Y4
+	VPSLLW       $0x08, Y1, Y5
+	VPSLLW       $0x08, Y2, Y6
+	VPSLLW       $0x08, Y3, Y7
 	XORQ         BX, BX
 
 loop:
-	CMPQ    BX, SI
-	JAE     done
-	VMOVDQU (DI)(BX*1), Y6
-	VPAND   Y4, Y6, Y5
-	VPSRLW  $0x08, Y6, Y6
-	VPMULLW Y0, Y5, Y5
-	VPMULLW Y0, Y6, Y6
-	VMOVDQU (R8)(BX*1), Y7
-	VPAND   Y4, Y7, Y8
-	VPSRLW  $0x08, Y7, Y7
-	VPMULLW Y1, Y8, Y8
-	VPMULLW Y1, Y7, Y7
-	VPADDW  Y8, Y5, Y5
-	VPADDW  Y7, Y6, Y6
-	VMOVDQU (R9)(BX*1), Y7
-	VPAND   Y4, Y7, Y8
-	VPSRLW  $0x08, Y7, Y7
-	VPMULLW Y2, Y8, Y8
-	VPMULLW Y2, Y7, Y7
-	VPADDW  Y8, Y5, Y5
-	VPADDW  Y7, Y6, Y6
-	VMOVDQU (DX)(BX*1), Y7
-	VPAND   Y4, Y7, Y8
-	VPSRLW  $0x08, Y7, Y7
-	VPMULLW Y3, Y8, Y8
-	VPMULLW Y3, Y7, Y7
-	VPADDW  Y8, Y5, Y5
-	VPADDW  Y7, Y6, Y6
-	VPADDW  (AX)(BX*1), Y5, Y5
-	VMOVDQU Y5, (AX)(BX*1)
-	VPADDW  (CX)(BX*1), Y6, Y6
-	VMOVDQU Y6, (CX)(BX*1)
-	ADDQ    $0x20, BX
-	JMP     loop
+	CMPQ       BX, SI
+	JAE        done
+	VMOVDQU    (DI)(BX*1), Y9
+	VPMADDUBSW Y0, Y9, Y8
+	VPMADDUBSW Y4, Y9, Y9
+	VMOVDQU    (R8)(BX*1), Y10
+	VPMADDUBSW Y1, Y10, Y11
+	VPMADDUBSW Y5, Y10, Y10
+	VPADDW     Y11, Y8, Y8
+	VPADDW     Y10, Y9, Y9
+	VMOVDQU    (R9)(BX*1), Y10
+	VPMADDUBSW Y2, Y10, Y11
+	VPMADDUBSW Y6, Y10, Y10
+	VPADDW     Y11, Y8, Y8
+	VPADDW     Y10, Y9, Y9
+	VMOVDQU    (DX)(BX*1), Y10
+	VPMADDUBSW Y3, Y10, Y11
+	VPMADDUBSW Y7, Y10, Y10
+	VPADDW     Y11, Y8, Y8
+	VPADDW     Y10, Y9, Y9
+	VPADDW     (AX)(BX*1), Y8, Y8
+	VMOVDQU    Y8, (AX)(BX*1)
+	VPADDW     (CX)(BX*1), Y9, Y9
+	VMOVDQU    Y9, (CX)(BX*1)
+	ADDQ       $0x20, BX
+	JMP        loop
 
 done:
 	VZEROUPPER
@@ -102,6 +95,45 @@ loop16:
 	JMP     loop16
 
 done16:
+	VZEROUPPER
+	RET
+
+// func weightPairs8AVX2(acc *uint16, w *byte, v *byte, pairs int)
+// Requires: AVX, AVX2
+TEXT ·weightPairs8AVX2(SB), NOSPLIT, $0-32
+	MOVQ  acc+0(FP), AX
+	MOVQ  w+8(FP), CX
+	MOVQ  v+16(FP), DX
+	MOVQ  pairs+24(FP), BX
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+
+wp8loop:
+	TESTQ        BX, BX
+	JZ           wp8done
+	VPBROADCASTW (DX), Y3
+	VMOVDQU      (CX), Y4
+	VPMADDUBSW   Y3, Y4, Y4
+	VPADDW       Y4, Y0, Y0
+	VMOVDQU      32(CX), Y4
+	VPMADDUBSW   Y3, Y4, Y4
+	VPADDW       Y4, Y1, Y1
+	VMOVDQU      64(CX), Y4
+	VPMADDUBSW   Y3, Y4, Y4
+	VPADDW       Y4, Y2, Y2
+	ADDQ         $0x60, CX
+	ADDQ         $0x02, DX
+	DECQ         BX
+	JMP          wp8loop
+
+wp8done:
+	VPADDW  (AX), Y0, Y0
+	VMOVDQU Y0, (AX)
+	VPADDW  32(AX), Y1, Y1
+	VMOVDQU Y1, 32(AX)
+	VPADDW  64(AX), Y2, Y2
+	VMOVDQU Y2, 64(AX)
 	VZEROUPPER
 	RET
 

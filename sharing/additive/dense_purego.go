@@ -15,3 +15,7 @@ func sparseAVX2Tile[E Elem](res []byte, q *Query, cols [][]uint64, off, n int) {
 }
 
 func weightRows16AVX2(acc *[WeightLanes]uint16, w, v []uint16) bool { return false }
+
+func weightPairs8AVX2Run(acc *[WeightLanes]uint16, w []uint16, v []byte, pairs int) bool {
+	return false
+}

@@ -19,6 +19,13 @@ func mac4AVX2(accE *uint16, accO *uint16, x *[4]*byte, c *[4]uint16, n int)
 //go:noescape
 func mac4AVX2x16(acc *uint16, x *[4]*byte, c *[4]uint16, n int)
 
+// weightPairs8AVX2 adds, for every pair p < pairs, lo(w[p][t]) * v[2p] +
+// hi(w[p][t]) * v[2p+1] into acc[t] (t < 48, mod 2^16), where w[p] is the
+// 48 16-bit words at w + 96p; every weight byte must be below 128.
+//
+//go:noescape
+func weightPairs8AVX2(acc *uint16, w *byte, v *byte, pairs int)
+
 // add4AVX2x8 adds the sum of the four columns x[t] to acc, element-wise
 // mod 2^8 over n bytes (a multiple of 32).
 //

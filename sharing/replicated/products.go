@@ -82,9 +82,21 @@ func fill[E additive.Elem](s cipher.Stream, dst []E) {
 	s.XORKeyStream(b, b)
 }
 
-// Challenges are the weights r^t of check i: Stride elements per row, the
-// first CheckRounds used, keyed by (segment, sequence) so that a row keeps
-// its weights whatever is appended or deleted.
+// Challenges are the weights r^t of check i: CheckRounds elements of
+// Z_(2^k) per row (WeightLanes, the rest unused), keyed by (segment,
+// sequence) so that a row keeps its weights whatever is appended or
+// deleted. A segment's weights are one []uint16 (Grow), laid out for the
+// ring's kernel: at k = 16 a row's WeightLanes elements in turn
+// (additive.WeightRows16); at k = 8 rows in pairs, each 16-bit word
+// holding one round's weights of the pair (additive.WeightPairs8: half
+// the bytes, two products an instruction), and every weight below 2^7.
+//
+// Why 7-bit weights keep a round's bound of 1/2: let row j have the
+// least 2-adic valuation v of the error, delta_j = 2^v u with u odd. Given
+// the other rows' weights, the round passes only if r_j = c mod
+// 2^(k-v) for one c; r_j uniform on [0, 2^7) is uniform mod 2^(k-v)
+// when k - v <= 7, so this happens with probability 2^-(k-v) <= 1/2, and
+// with at most 2^-7 when v = 0 at k = 8.
 type Challenges[E additive.Elem] struct{ blk cipher.Block }
 
 // NewChallenges are check i's weights, from the key of its verifiers
@@ -97,27 +109,59 @@ func NewChallenges[E additive.Elem](pair *[32]byte, i, shard int) (*Challenges[E
 	return &Challenges[E]{blk: blk}, nil
 }
 
-// Stride is the elements of one row's weights: additive.WeightLanes, the
-// first CheckRounds used (so that additive.WeightRows16 sums them).
-func (c *Challenges[E]) Stride() int { return additive.WeightLanes }
-
-// Rows sets dst (n * Stride elements) to the weights of rows seq0..seq0+n-1
-// of segment seg, each an element of Z_(2^k) widened to 16 bits (at k = 8
-// the kernel's 16-bit lanes then hold them, and every sum is taken mod
-// 2^8 at the end: WeightedSums).
-func (c *Challenges[E]) Rows(seg, seq0 int, dst []uint16) {
-	blocks := uint64(c.Stride() * len(additive.ElemBytes(make([]E, 1))) / 16)
-	s := stream(c.blk, uint32(seg), uint64(seq0)*blocks)
+// pairs reports whether ring E's weights come in row pairs (k = 8).
+func pairs[E additive.Elem]() bool {
 	var zero E
-	if _, k16 := any(zero).(uint16); k16 {
-		fill(s, dst)
-		return
+	_, k16 := any(zero).(uint16)
+	return !k16
+}
+
+// WeightWords is the length of a segment's weights of rows rows.
+func WeightWords[E additive.Elem](rows int) int {
+	if pairs[E]() {
+		return (rows + 1) / 2 * additive.WeightLanes
 	}
-	b := make([]E, len(dst))
+	return rows * additive.WeightLanes
+}
+
+// Grow returns w (the weights of rows [0, have) of segment seg) with those
+// of rows [have, rows) added.
+func (c *Challenges[E]) Grow(w []uint16, seg, have, rows int) []uint16 {
+	if rows <= have {
+		return w
+	}
+	if pairs[E]() && have%2 == 1 {
+		// Row have shares its word with row have-1, which sums made
+		// before may be reading: the new weights go into a copy.
+		w = append([]uint16(nil), w...)
+	}
+	w = append(w, make([]uint16, WeightWords[E](rows)-len(w))...)
+	// Row r's weights are WeightLanes elements of the keystream from
+	// element r*WeightLanes (3 AES blocks a row at k = 8, 6 at k = 16).
+	blocks := uint64(additive.WeightLanes * len(additive.ElemBytes(make([]E, 1))) / 16)
+	s := stream(c.blk, uint32(seg), uint64(have)*blocks)
+	if !pairs[E]() {
+		fill(s, w[have*additive.WeightLanes:rows*additive.WeightLanes])
+		return w
+	}
+	b := make([]byte, (rows-have)*additive.WeightLanes)
 	fill(s, b)
-	for i, x := range b {
-		dst[i] = uint16(x)
+	for r := have; r < rows; r++ {
+		src := b[(r-have)*additive.WeightLanes:]
+		dst, shift := w[r/2*additive.WeightLanes:], 8*uint(r%2)
+		for t := range additive.WeightLanes {
+			dst[t] |= uint16(src[t]&0x7f) << shift
+		}
 	}
+	return w
+}
+
+// Weight is round t's weight of row r in a segment's weights w.
+func Weight[E additive.Elem](w []uint16, r, t int) E {
+	if pairs[E]() {
+		return E(w[r/2*additive.WeightLanes+t] >> (8 * uint(r%2)) & 0xff)
+	}
+	return E(w[r*additive.WeightLanes+t])
 }
 
 // ProbeContext is what a probe's masks and blinds are bound to: its query
@@ -177,40 +221,43 @@ func NewBlinds[E additive.Elem](pair *[32]byte, i, shard int, probe [32]byte, d 
 // elements) and its CheckRounds sums.
 func CheckPartSize(d int) int { return CheckRounds*d + d + CheckRounds }
 
-// Accumulate adds weights r (rows x stride, the first CheckRounds of each
-// used) times column col (one element per row) into x[t] (column j of X^t,
-// stride d): x[t*d+j] += sum_rows r[row*stride+t] * col[row]. A row
-// erased from the store has a zero share and adds nothing.
-func Accumulate[E additive.Elem](x []E, d, j int, r []uint16, stride int, col []E) {
+// Accumulate adds the weights of rows [r0, r0+len(col)) of a segment's
+// weights w (Grow's) times column col (one element per row) into x[t]
+// (column j of X^t, stride d): x[t*d+j] += sum_rows r^t[row] * col[row]. A
+// row erased from the store has a zero share and adds nothing.
+func Accumulate[E additive.Elem](x []E, d, j int, w []uint16, r0 int, col []E) {
 	var sums [CheckRounds]E
-	WeightedSums(sums[:], r, stride, col)
+	WeightedSums(sums[:], w, r0, col)
 	for t, a := range sums {
 		x[t*d+j] += a
 	}
 }
 
-// WeightedSums adds sum_rows r[row*stride+t] * v[row] into sums[t], in
-// the 16-bit lanes of additive.WeightRows16 (stride WeightLanes); at k = 8
-// the values are widened a chunk at a time and the sums taken mod 2^8,
-// which is the same sum (the low 8 bits of a product or a sum depend on
-// the low 8 bits of its terms only).
-func WeightedSums[E additive.Elem](sums []E, r []uint16, stride int, v []E) {
-	if stride != additive.WeightLanes {
-		panic("replicated: weights of another stride than additive.WeightLanes")
-	}
+// WeightedSums adds sum_rows r^t[row] * v[row - r0] into sums[t] over rows
+// [r0, r0+len(v)) of a segment's weights w (Grow's), in the 16-bit lanes of
+// the ring's kernel (additive.WeightRows16, additive.WeightPairs8); at
+// k = 8 the sums are taken mod 2^8 at the end, which is the same sum (the
+// low 8 bits of a product or a sum depend on the low 8 bits of its terms
+// only).
+func WeightedSums[E additive.Elem](sums []E, w []uint16, r0 int, v []E) {
 	var acc [additive.WeightLanes]uint16
-	var zero E
-	if _, k16 := any(zero).(uint16); k16 {
-		additive.WeightRows16(&acc, r, as16(v))
+	if !pairs[E]() {
+		additive.WeightRows16(&acc, w[r0*additive.WeightLanes:], as16(v))
 	} else {
-		const chunk = 512
-		var wide [chunk]uint16
-		for lo := 0; lo < len(v); lo += chunk {
-			hi := min(lo+chunk, len(v))
-			for i, x := range v[lo:hi] {
-				wide[i] = uint16(x)
+		b := additive.ElemBytes(v)
+		if r0%2 == 1 && len(b) > 0 { // the odd row of a pair begun before r0
+			for t := range CheckRounds {
+				acc[t] += uint16(Weight[E](w, r0, t)) * uint16(b[0])
 			}
-			additive.WeightRows16(&acc, r[lo*stride:hi*stride], wide[:hi-lo])
+			b, r0 = b[1:], r0+1
+		}
+		even := len(b) &^ 1
+		additive.WeightPairs8(&acc, w[r0/2*additive.WeightLanes:], b[:even])
+		if even < len(b) { // the even row of a pair that goes on after v
+			r := r0 + even
+			for t := range CheckRounds {
+				acc[t] += uint16(Weight[E](w, r, t)) * uint16(b[even])
+			}
 		}
 	}
 	for t := range CheckRounds {
