@@ -116,11 +116,16 @@ type BenchResult struct {
 	// Kernels (a mode with engine.Mode.KernelPath) is the critical path of
 	// the identify's kernels on this machine, measured after the
 	// identifications (BlindKernelPath).
-	Kernels       *KernelPath `json:"kernel_path,omitempty"`
-	BytesPerIdent float64     `json:"bytes_per_identify"`
-	BytesPerRow   float64     `json:"bytes_per_row"` // between the servers, per identify (Complete)
-	FormulaBytes  float64     `json:"formula_bytes"`
-	RSSMBPerParty float64     `json:"rss_mb_per_party"`
+	Kernels *KernelPath `json:"kernel_path,omitempty"`
+	// Where (a local, unsharded cluster of a mode whose share holders
+	// count their kernels' time: blind, replicated) is where the single
+	// client's identifies went, from the servers' counters: means over
+	// that loop, not medians.
+	Where         *Where  `json:"where,omitempty"`
+	BytesPerIdent float64 `json:"bytes_per_identify"`
+	BytesPerRow   float64 `json:"bytes_per_row"` // between the servers, per identify (Complete)
+	FormulaBytes  float64 `json:"formula_bytes"`
+	RSSMBPerParty float64 `json:"rss_mb_per_party"`
 	// Servers is the cluster's server processes (parties and the mode's
 	// helper), HostCores and Host the machine they all ran on.
 	Servers   int    `json:"servers,omitempty"`
@@ -217,8 +222,10 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 			return deployLocal(ctx, o.Exe, dir, co)
 		}
 	}
+	// A local cluster's servers serve /metrics on loopback: the identify
+	// loop's Where comes from them.
 	dep, err := deploy(ctx, dir, cluster.Options{Mode: mode, Parties: o.Parties, Dim: o.Dim, Alpha: o.Alpha, Beta: o.Beta, Tau: &tau, Scheme: o.Scheme, HideProbes: o.HideProbes,
-		BatchMax: o.BatchMax, BatchWait: o.BatchWait, Shards: o.Shards})
+		BatchMax: o.BatchMax, BatchWait: o.BatchWait, Shards: o.Shards, Metrics: o.Deploy == nil})
 	if err != nil {
 		return nil, err
 	}
@@ -269,6 +276,23 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 	}
 	res.EnrollS = time.Since(start).Seconds()
 
+	// The servers' counters just before and after the loop (a local,
+	// unsharded cluster: where the servers' metrics are this machine's
+	// loopback and one entry answers): where its time went (Where).
+	where := o.Deploy == nil && cfg.Shards() == 1
+	var before Scrape
+	pids := map[string]int{ClientProcess: os.Getpid()}
+	var schedBefore map[string]Sched
+	if where {
+		if before, err = ScrapeCluster(ctx, cfg); err != nil {
+			return nil, err
+		}
+		for _, s := range cfg.Servers() {
+			pids[s.Name] = dep.Pid(s.Name)
+		}
+		schedBefore = ReadScheds(pids)
+	}
+	entry := cl.Entry()
 	var lat []float64
 	var bytes uint64
 	for q := range o.Queries {
@@ -280,6 +304,18 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 		}
 		lat = append(lat, Millis(time.Since(t0)))
 		bytes = r.BytesTotal
+	}
+	if where && cl.Entry() == entry { // an entry that changed midway: no one entry's counters
+		sched := SchedDelta(schedBefore, ReadScheds(pids))
+		after, err := scrapeSettled(ctx, cfg, before, entry, len(lat))
+		if err != nil {
+			return nil, err
+		}
+		sum := 0.0
+		for _, l := range lat {
+			sum += l
+		}
+		res.Where = WhereFrom(before, after, sched, entry, cfg.DeciderName(), len(lat), sum/float64(len(lat)))
 	}
 	res.SetLatencies(lat)
 	res.BytesPerIdent = float64(bytes)

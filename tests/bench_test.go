@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 
 	"github.com/idface/idface/internal/harness/testutil"
@@ -52,5 +53,81 @@ func BenchmarkCluster(b *testing.B) {
 				b.ReportMetric(res.PlainFloatPerS, "plain_float_per_s")
 			}
 		})
+	}
+}
+
+// TestBenchWhere: a blind bench run says where its single client's
+// identifies went, from the servers' counters: every part is there, none
+// is negative, and the parts fit in the client's time (tolerances for
+// the different clocks only: nothing here depends on speed). A mode
+// whose servers count no kernel time has no Where.
+func TestBenchWhere(t *testing.T) {
+	const n = 5
+	res, err := experiments.RunClusterBench(context.Background(), experiments.BenchOptions{
+		Exe: idfaceBin, Mode: "blind", Parties: 2, Dim: 128, Beta: 16, IDs: 2000, Queries: n, Seed: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := res.Where
+	if w == nil {
+		t.Fatal("blind bench: no where")
+	}
+	if w.Identifies != n || w.Entry != "p1" || !(w.ClientMs > 0) {
+		t.Fatalf("where: %d identifies through %q, client %v ms", w.Identifies, w.Entry, w.ClientMs)
+	}
+	// Differences of two clocks (the client's and the entry's, the
+	// entry's request and its counters) may fall a little below zero.
+	tol := 0.5 + 0.1*w.ClientMs
+	for _, c := range []struct {
+		name string
+		v    *float64
+		diff bool
+	}{
+		{"entry_ms", w.EntryMs, false}, {"client_side_ms", w.ClientSideMs, true}, {"entry_score_ms", w.EntryScoreMs, false},
+		{"entry_permute_ms", w.EntryPermuteMs, false}, {"decider_wait_ms", w.DeciderWaitMs, false}, {"entry_other_ms", w.EntryOtherMs, true},
+		{"helper_score_ms", w.HelperScoreMs, false}, {"helper_permute_ms", w.HelperPermuteMs, false}, {"helper_query_ms", w.HelperQueryMs, false},
+		{"helpers_beyond_entry_ms", w.HelpersBeyondEntryMs, false}, {"decider_wait_rest_ms", w.DeciderWaitRestMs, true}, {"queries_per_pass", w.QueriesPerPass, false},
+	} {
+		switch {
+		case c.v == nil:
+			t.Errorf("where: no %s", c.name)
+		case *c.v < 0 && !c.diff, *c.v < -tol:
+			t.Errorf("where: %s = %v", c.name, *c.v)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	if *w.QueriesPerPass < 1 {
+		t.Errorf("%v queries per pass", *w.QueriesPerPass)
+	}
+	if parts := *w.EntryScoreMs + *w.EntryPermuteMs + *w.DeciderWaitMs; parts > *w.EntryMs+tol || *w.EntryMs > w.ClientMs+tol {
+		t.Errorf("entry's score, permute and decider wait %v ms, its request %v, the client's %v", parts, *w.EntryMs, w.ClientMs)
+	}
+	if *w.HelperScoreMs+*w.HelperPermuteMs > *w.HelperQueryMs+tol {
+		t.Errorf("helpers' kernels %v ms beyond their query requests' %v", *w.HelperScoreMs+*w.HelperPermuteMs, *w.HelperQueryMs)
+	}
+	if sum := *w.ClientSideMs + *w.EntryScoreMs + *w.EntryPermuteMs + *w.HelpersBeyondEntryMs + *w.DeciderWaitRestMs + *w.EntryOtherMs; sum > w.ClientMs+tol {
+		t.Errorf("parts add up to %v ms, the client took %v", sum, w.ClientMs)
+	}
+	// Linux with schedstats: every process's time on a core.
+	if _, err := os.Stat("/proc/self/schedstat"); err == nil {
+		for name, v := range map[string]*float64{"client": w.ClientCPUMs, "entry": w.EntryCPUMs, "helper": w.HelperCPUMs, "decider": w.DeciderCPUMs,
+			"entry run queue": w.EntryRunQueueMs} {
+			if v == nil || *v < 0 {
+				t.Errorf("where: %s's CPU %v", name, v)
+			}
+		}
+	}
+
+	res, err = experiments.RunClusterBench(context.Background(), experiments.BenchOptions{
+		Exe: idfaceBin, Mode: "2pc", Parties: 2, Dim: 128, Beta: 16, IDs: 500, Queries: 2, Seed: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Where != nil {
+		t.Errorf("2pc, whose servers count no kernel time: where %+v", res.Where)
 	}
 }

@@ -224,6 +224,9 @@ func benchPrint(stdout io.Writer, res *experiments.BenchResult, link *wan.Link) 
 		fmt.Fprintf(stdout, "  with each holder's kernels on its share of this machine's cores (%d of %d, as the %d holders score at once; a lower bound) %.2f ms (score %.2f, permute and mask %.2f): identify p50 is %.2fx it\n",
 			k.HolderCores, runtime.GOMAXPROCS(0), res.Parties, k.SharedTotalMs, k.ScoreSharedMs, k.PermuteSharedMs, res.IdentifyP50/k.SharedTotalMs)
 	}
+	if w := res.Where; w != nil {
+		benchPrintWhere(stdout, w)
+	}
 	if res.Clients > 1 {
 		fmt.Fprintf(stdout, "  %d clients at once: %.1f identifications/s; float32 one query at a time: %.1f/s (%.2fx)\n",
 			res.Clients, res.IdentifyPerS, res.PlainFloatPerS, res.IdentifyPerS/res.PlainFloatPerS)
@@ -235,6 +238,47 @@ func benchPrint(stdout io.Writer, res *experiments.BenchResult, link *wan.Link) 
 	if link != nil {
 		fmt.Fprintf(stdout, "  link %s: identify p50 %.2f ms, min %.2f ms; floor %.2f ms (%.1f RTT + %.0f bytes at the rate); relay drops %d\n",
 			res.Link, res.IdentifyP50, res.IdentifyMin, res.WANFloorMs, res.FloorRTTs, res.FloorBytes, res.RelayDrops)
+	}
+}
+
+// benchPrintWhere writes where the single client's identifies went
+// (experiments.Where): the parts the servers counted, each left out
+// where a counter was missing.
+func benchPrintWhere(stdout io.Writer, w *experiments.Where) {
+	ms := func(label string, v *float64) string {
+		if v == nil {
+			return ""
+		}
+		return fmt.Sprintf("%s %.2f", label, *v)
+	}
+	join := func(parts ...string) string {
+		var out []string
+		for _, p := range parts {
+			if p != "" {
+				out = append(out, p)
+			}
+		}
+		return strings.Join(out, ", ")
+	}
+	fmt.Fprintf(stdout, "  where an identify went (means over the %d identifies above, from the servers' /metrics; not medians): client %.2f ms = %s\n",
+		w.Identifies, w.ClientMs, join(ms("client side and the round trip to the entry", w.ClientSideMs), ms("entry "+w.Entry, w.EntryMs)))
+	if line := join(ms("score", w.EntryScoreMs), ms("permute and mask", w.EntryPermuteMs), ms("waiting for the decider", w.DeciderWaitMs), ms("its own overhead", w.EntryOtherMs)); line != "" {
+		fmt.Fprintf(stdout, "    at the entry: %s\n", line)
+	}
+	if line := join(ms("score", w.HelperScoreMs), ms("permute and mask", w.HelperPermuteMs), ms("from the query to their vector sent", w.HelperQueryMs)); line != "" {
+		fmt.Fprintf(stdout, "    at the helpers (mean): %s\n", line)
+	}
+	if line := join(ms("the helpers' kernels beyond the entry's", w.HelpersBeyondEntryMs), ms("the rest (the query to the helpers, the vectors over the wire, the decider, the answer back, scheduling)", w.DeciderWaitRestMs)); line != "" {
+		fmt.Fprintf(stdout, "    in the decider wait: %s\n", line)
+	}
+	if w.QueriesPerPass != nil {
+		fmt.Fprintf(stdout, "    queries per pass over the entry's shares %.2f\n", *w.QueriesPerPass)
+	}
+	if line := join(ms("client", w.ClientCPUMs), ms("entry", w.EntryCPUMs), ms("helper (mean)", w.HelperCPUMs), ms("decider", w.DeciderCPUMs)); line != "" {
+		fmt.Fprintf(stdout, "    on a core, all threads: %s\n", line)
+	}
+	if line := join(ms("client", w.ClientRunQueueMs), ms("entry", w.EntryRunQueueMs), ms("helper (mean)", w.HelperRunQueueMs), ms("decider", w.DeciderRunQueueMs)); line != "" {
+		fmt.Fprintf(stdout, "    ready but waiting for a core, summed over threads: %s\n", line)
 	}
 }
 
