@@ -55,7 +55,10 @@ var ErrMalformed = wire.ErrMalformed
 // ReplShare.Tags only in a degraded research query); a hidden probe's
 // entry checks one helper's vector by tag, the other by its own copy
 // (ReplResult's second values and tags gone, HiddenResult.TagKey).
-const Version = 13
+// Version 14: the weights of the checks of hidden probes' products at
+// k = 8 are 7-bit (two verifiers of an older build compute other sums
+// and every check fails), nothing else on the wire.
+const Version = 14
 
 // Limits on what a peer or a client may send.
 const (
