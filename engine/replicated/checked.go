@@ -55,12 +55,12 @@ type checkSums[E additive.Elem] struct {
 }
 
 // segSums are one segment's part of the sums, what it covers, and the
-// weights of its rows (both checks', Stride per row; they depend on the
-// row's place alone, so they are only ever appended to).
+// weights of its rows (both checks', in Challenges.Grow's layout; they
+// depend on the row's place alone, so they are only ever appended to).
 type segSums[E additive.Elem] struct {
 	rows, live int
 	low, high  []E
-	rl, rh     []uint16 // the rows' weights of both checks (Challenges.Rows)
+	rl, rh     []uint16 // the rows' weights of both checks (Challenges.Grow)
 }
 
 // erasures are the shares a holder's stores erased or replaced (a
@@ -155,8 +155,10 @@ func (h *Holder[E]) segmentSums(s int, v blind.View, old *segSums[E]) *segSums[E
 	}
 	// The weights of the rows new to the segment.
 	have := 0
-	if old != nil {
+	if old != nil && old.rows <= rows {
 		have = old.rows
+	} else {
+		sg.rl, sg.rh = nil, nil // (a segment never shrinks; if it did, its weights start over)
 	}
 	sg.rl = h.chk.low.Grow(sg.rl, s, have, rows)
 	sg.rh = h.chk.high.Grow(sg.rh, s, have, rows)
@@ -188,6 +190,9 @@ func (h *Holder[E]) segmentSums(s int, v blind.View, old *segSums[E]) *segSums[E
 	const block = 256
 	for lo := from; lo < rows; {
 		n := min(block, additive.ChunkRows-lo%additive.ChunkRows, rows-lo)
+		if lo%2 == 1 {
+			n = 1 // then the blocks start on a pair of rows (k = 8's weights)
+		}
 		for _, side := range []struct {
 			st *additive.Store[E]
 			w  []uint16

@@ -4,11 +4,11 @@
 
 package additive
 
-// mac4AVX2 adds c[t] times every byte of the four columns x[t] (n bytes,
-// a multiple of 32) into 16-bit lanes mod 2^16: the even bytes of each
-// 32-byte group g into accE[16g:16g+16], the odd ones into accO. The low
-// 8 bits of a lane are its row's sum mod 2^8; lanes never carry into
-// each other, so no reduction is needed.
+// mac4AVX2 adds c[t] (< 256, read as a signed byte) times every byte of
+// the four columns x[t] (n bytes, a multiple of 32) into 16-bit lanes:
+// the even bytes of each 32-byte group g into accE[16g:16g+16], the odd
+// ones into accO. Only the low 8 bits of a lane are meant: its row's sum
+// mod 2^8; lanes never carry into each other, so no reduction is needed.
 //
 //go:noescape
 func mac4AVX2(accE *uint16, accO *uint16, x *[4]*byte, c *[4]uint16, n int)

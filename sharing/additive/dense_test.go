@@ -222,7 +222,8 @@ func TestScoreDenseBatch(t *testing.T) {
 
 func testScoreDenseBatch[E Elem](t *testing.T) {
 	r := rand.New(rand.NewPCG(15, 16))
-	for _, c := range []struct{ d, rows, probes int }{{64, 70000, 5}, {512, 3000, MaxDenseBatch}, {13, 777, 1}} {
+	top := E(1)<<(elemBits[E]()-1) | (E(1)<<(elemBits[E]()-1) - 1)
+	for _, c := range []struct{ d, rows, probes int }{{64, 70000, 5}, {512, 3000, MaxDenseBatch}, {13, 777, 1}, {37, 9000, 2}, {37, 9000, 3}, {21, 5000, 7}} {
 		a, _ := fillStore[E](t, r, c.d, c.rows, "random")
 		b, _ := fillStore[E](t, r, c.d, c.rows, "random")
 		terms := make([][]DenseTerm[E], c.probes)
@@ -230,7 +231,15 @@ func testScoreDenseBatch[E Elem](t *testing.T) {
 			for _, s := range []*Store[E]{a, b} {
 				y := make([]E, c.d)
 				for j := range y {
-					y[j] = E(r.Uint32())
+					// Column 1 is 0 in every probe (skipped by the batched
+					// kernel); the extremes of a signed byte come often.
+					switch {
+					case j == 1:
+					case r.IntN(4) == 0:
+						y[j] = []E{0, 1 << (elemBits[E]() - 1), top}[r.IntN(3)]
+					default:
+						y[j] = E(r.Uint32())
+					}
 				}
 				terms[q] = append(terms[q], DenseTerm[E]{S: s, Y: y})
 			}

@@ -125,15 +125,19 @@ func WeightWords[E additive.Elem](rows int) int {
 }
 
 // Grow returns w (the weights of rows [0, have) of segment seg) with those
-// of rows [have, rows) added.
+// of rows [have, rows) added. At k = 8 a pair's two rows are written
+// together, when its first row comes: a word a reader may hold is never
+// written again, and an odd have finds its row's weights in place.
 func (c *Challenges[E]) Grow(w []uint16, seg, have, rows int) []uint16 {
 	if rows <= have {
 		return w
 	}
-	if pairs[E]() && have%2 == 1 {
-		// Row have shares its word with row have-1, which sums made
-		// before may be reading: the new weights go into a copy.
-		w = append([]uint16(nil), w...)
+	if pairs[E]() {
+		have += have % 2 // its pair was written with row have-1
+		rows += rows % 2
+		if rows <= have {
+			return w
+		}
 	}
 	w = append(w, make([]uint16, WeightWords[E](rows)-len(w))...)
 	// Row r's weights are WeightLanes elements of the keystream from
@@ -146,11 +150,11 @@ func (c *Challenges[E]) Grow(w []uint16, seg, have, rows int) []uint16 {
 	}
 	b := make([]byte, (rows-have)*additive.WeightLanes)
 	fill(s, b)
-	for r := have; r < rows; r++ {
-		src := b[(r-have)*additive.WeightLanes:]
-		dst, shift := w[r/2*additive.WeightLanes:], 8*uint(r%2)
+	for r := have; r < rows; r += 2 {
+		lo, hi := b[(r-have)*additive.WeightLanes:], b[(r+1-have)*additive.WeightLanes:]
+		dst := w[r/2*additive.WeightLanes:]
 		for t := range additive.WeightLanes {
-			dst[t] |= uint16(src[t]&0x7f) << shift
+			dst[t] = uint16(lo[t]&0x7f) | uint16(hi[t]&0x7f)<<8
 		}
 	}
 	return w
