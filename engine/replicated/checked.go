@@ -99,6 +99,30 @@ func (e *erasures[E]) record(seg, seq int, own, next *additive.Store[E]) error {
 	return nil
 }
 
+// warmEvery is how often warmChecks brings the check sums to the rows of
+// now between probes.
+const warmEvery = time.Second
+
+// warmChecks keeps the check sums of hidden probes' products current
+// between probes: without it the first probe after a start or a bulk
+// enrollment sums the weights over every new row (seconds at 10^6 rows)
+// before it is scored. It runs a pass with no probe (scanAll) at once
+// and every warmEvery; one that finds nothing changed costs a view. A
+// probe that comes meanwhile waits for the pass, as it would have summed
+// the same rows itself.
+func (h *Holder[E]) warmChecks(ctx context.Context) {
+	t := time.NewTicker(warmEvery)
+	defer t.Stop()
+	for {
+		h.scans.Do(ctx, &scan[E]{warm: true})
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
 // sums returns the check sums of view v (the caller holds the read lock
 // and is the one scan running: h.scans).
 func (h *Holder[E]) sums(v blind.View) (*checkSums[E], error) {
@@ -174,6 +198,7 @@ func (h *Holder[E]) segmentSums(s int, v blind.View, old *segSums[E]) *segSums[E
 				continue
 			}
 			seen[e.seq] = true
+			h.m.summed.Inc()
 			addRow(sg.low, sg.rl, e.seq, e.next, d, true)
 			addRow(sg.high, sg.rh, e.seq, e.own, d, true)
 			own, _ := st.own.Row(e.seq, make([]E, d))
@@ -185,6 +210,7 @@ func (h *Holder[E]) segmentSums(s int, v blind.View, old *segSums[E]) *segSums[E
 	if from == rows {
 		return sg
 	}
+	h.m.summed.Add(float64(rows - from))
 	// Blocks of rows (within a chunk of the column-major stores, their
 	// weights kept in cache), every column of a block in turn.
 	const block = 256

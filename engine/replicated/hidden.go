@@ -180,6 +180,7 @@ type scan[E additive.Elem] struct {
 	same   protocol.Digest
 	from   string
 	want   protocol.Digest
+	warm   bool // no probe: the check sums brought to the rows of now (warmChecks)
 }
 
 // scanned is a scan's permuted, masked vectors, one per probe, or why it
@@ -217,7 +218,12 @@ func (h *Holder[E]) scanAll(_ context.Context, scans []*scan[E]) []scanned[E] {
 	h.RLock()
 	v := h.view()
 	var prs []*probe[E]
+	warm := false
 	for i, sc := range scans {
+		if sc.warm {
+			warm = true
+			continue
+		}
 		perr := h.admit(v, sc.from, sc.want, nil)
 		if perr == nil && sc.same != nil && !sc.same.Equal(v.Digest) {
 			perr = protocol.Errorf(protocol.CodeInconsistent, "%s's rows changed during the query; retry", h.env.Self)
@@ -230,10 +236,13 @@ func (h *Holder[E]) scanAll(_ context.Context, scans []*scan[E]) []scanned[E] {
 	}
 	zs, err := h.productShares(v, prs)
 	var sums *checkSums[E]
-	if err == nil && len(prs) > 0 {
+	if err == nil && (len(prs) > 0 || warm) {
 		sums, err = h.sums(v) // the check sums of the same rows
 	}
 	h.RUnlock()
+	if len(prs) == 0 { // a warm pass alone: no probe to permute or count
+		return out
+	}
 	h.m.scans.Inc()
 	h.m.scanned.Add(float64(len(prs)))
 	t1 := time.Now()
@@ -241,7 +250,7 @@ func (h *Holder[E]) scanAll(_ context.Context, scans []*scan[E]) []scanned[E] {
 	defer h.perms.Put(perm)
 	at := 0
 	for i, sc := range scans {
-		if out[i].err != nil {
+		if out[i].err != nil || sc.warm {
 			continue
 		}
 		out[i].err = err

@@ -27,6 +27,31 @@ func hiddenCluster(t *testing.T) (*cluster, [][]float32, []string) {
 	return c, xs, ids
 }
 
+// TestWarmChecks: the check sums of hidden probes' products follow the
+// rows between probes: every enrolled row is summed at each holder before
+// any probe, and the first probe sums none.
+func TestWarmChecks(t *testing.T) {
+	c, xs, ids := hiddenCluster(t)
+	rows := float64(len(ids))
+	deadline := time.Now().Add(time.Minute) // generous: a warm pass runs every second
+	for _, h := range []string{"p1", "p2", "p3"} {
+		for c.counter(h, "idface_repl_check_rows_summed_total", "") < rows {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s summed %v of %v rows with no probe", h, c.counter(h, "idface_repl_check_rows_summed_total", ""), rows)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	before := c.counter("p2", "idface_repl_check_rows_summed_total", "")
+	resp, err := rpc.Call(ctx(t), c.dialer("device"), "p1", c.mustProbe(xs[3]))
+	if err != nil || !resp.(*protocol.IdentifyOK).Accepted || resp.(*protocol.IdentifyOK).Candidates[0].ID != ids[3] {
+		t.Fatalf("a probe after the sums: %v %+v", err, resp)
+	}
+	if got := c.counter("p2", "idface_repl_check_rows_summed_total", ""); got != before {
+		t.Fatalf("the probe summed %v rows that were summed before it", got-before)
+	}
+}
+
 // TestHiddenWrongForm: a hidden-probe cluster refuses a template (and
 // says how to identify), a cluster that shows probes refuses a hidden
 // probe, and a hidden probe with a part missing is refused.

@@ -165,6 +165,7 @@ type Holder[E additive.Elem] struct {
 		passes, passed   prometheus.Counter // passes over the shares for checked queries, and their queries
 		batches, batched prometheus.Counter // hidden-probe batches at the entry, and their probes
 		scans, scanned   prometheus.Counter // passes over the shares for hidden probes, and their probes
+		summed           prometheus.Counter // rows summed into the check sums of hidden probes' products
 		refused          *prometheus.CounterVec
 	}
 }
@@ -242,10 +243,11 @@ func newHolder[E additive.Elem](env engine.Env, p *Params) (*Holder[E], error) {
 		Help: "Entry: queries refused because the decider's answer failed its check (decider) or the helpers' tag keys differ (the helper pair)."}, []string{"pair"})
 	h.m.scans = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_scans_total", Help: "Passes over this holder's shares for hidden probes (its own as the entry and the other entries' together)."})
 	h.m.scanned = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_scanned_total", Help: "Hidden probes scored in those passes (over scans: the mean pass)."})
+	h.m.summed = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_check_rows_summed_total", Help: "Rows summed into the checks of hidden probes' products (new rows, and changed ones taken out and summed again), at a probe or between probes."})
 	h.m.passes = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_passes_total", Help: "Passes over this holder's shares for checked queries (its own as the entry and the other entries' together)."})
 	h.m.passed = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_passed_total", Help: "Checked queries scored in those passes (over passes: the mean pass)."})
 	h.m.batches, h.m.batched = engine.NewBatchCounters(env.Params, env.Metrics) // one meaning in every mode
-	for _, c := range append(h.gate.collectors(), h.m.score, h.m.permute, h.m.scans, h.m.scanned, h.m.passes, h.m.passed, h.m.refused, h.outage.gauge, h.outage.degraded) {
+	for _, c := range append(h.gate.collectors(), h.m.score, h.m.permute, h.m.scans, h.m.scanned, h.m.summed, h.m.passes, h.m.passed, h.m.refused, h.outage.gauge, h.outage.degraded) {
 		env.Metrics.MustRegister(c)
 	}
 	return h, nil
@@ -984,6 +986,9 @@ func pairLabel(p *Params, a, b int) string {
 func (h *Holder[E]) Run(ctx context.Context) {
 	h.outage.start(ctx)
 	go h.watchCurrency(ctx)
+	if h.p.HideProbes() {
+		go h.warmChecks(ctx)
+	}
 	h.Core.Run(ctx)
 }
 
