@@ -113,7 +113,7 @@ const warmEvery = time.Second
 func (h *Holder[E]) warmChecks(ctx context.Context) {
 	t := time.NewTicker(warmEvery)
 	defer t.Stop()
-	for {
+	for ctx.Err() == nil {
 		h.scans.Do(ctx, &scan[E]{warm: true})
 		select {
 		case <-ctx.Done():

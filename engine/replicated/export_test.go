@@ -327,6 +327,8 @@ func CorruptShare(e any, seg, seq, delta int) func() {
 
 func corruptShare[E additive.Elem](h *Holder[E], seg, seq, delta int) func() {
 	add := func(dl int) {
+		h.scanning.Lock() // a pass (also one between probes) reads the stores
+		defer h.scanning.Unlock()
 		st := h.Shares(seg).own
 		row, err := st.Row(seq, make([]E, h.p.Dim()))
 		if err != nil {

@@ -213,15 +213,17 @@ func (h *Holder[E]) scoreHidden(ctx context.Context, sc *scan[E]) ([]*vectors[E]
 // product shares of all probes by additive.ScoreDenseBatch, then each
 // probe's permutation and masks.
 func (h *Holder[E]) scanAll(_ context.Context, scans []*scan[E]) []scanned[E] {
+	h.scanning.Lock()
+	defer h.scanning.Unlock()
 	out := make([]scanned[E], len(scans))
 	t0 := time.Now()
 	h.RLock()
 	v := h.view()
 	var prs []*probe[E]
-	warm := false
+	warm := 0
 	for i, sc := range scans {
 		if sc.warm {
-			warm = true
+			warm++
 			continue
 		}
 		perr := h.admit(v, sc.from, sc.want, nil)
@@ -236,16 +238,19 @@ func (h *Holder[E]) scanAll(_ context.Context, scans []*scan[E]) []scanned[E] {
 	}
 	zs, err := h.productShares(v, prs)
 	var sums *checkSums[E]
-	if err == nil && (len(prs) > 0 || warm) {
+	if err == nil && (len(prs) > 0 || warm > 0) {
 		sums, err = h.sums(v) // the check sums of the same rows
 	}
 	h.RUnlock()
-	if len(prs) == 0 { // a warm pass alone: no probe to permute or count
+	if warm < len(scans) { // a pass for probes, not a warm pass alone
+		h.m.scans.Inc()
+		h.m.scanned.Add(float64(len(prs)))
+	}
+	t1 := time.Now()
+	h.m.score.Add(t1.Sub(t0).Seconds()) // a warm pass's sums too: the holder was busy
+	if len(prs) == 0 {
 		return out
 	}
-	h.m.scans.Inc()
-	h.m.scanned.Add(float64(len(prs)))
-	t1 := time.Now()
 	perm := h.permuter()
 	defer h.perms.Put(perm)
 	at := 0
@@ -264,7 +269,6 @@ func (h *Holder[E]) scanAll(_ context.Context, scans []*scan[E]) []scanned[E] {
 		}
 		at += len(sc.prs)
 	}
-	h.m.score.Add(t1.Sub(t0).Seconds())
 	h.m.permute.Add(time.Since(t1).Seconds())
 	return out
 }

@@ -149,7 +149,10 @@ type Holder[E additive.Elem] struct {
 	cur     currency    // whether its rows are as current as the other holders' (stale.go)
 	hidden  *engine.Batcher[*hiddenJob[E], hiddenDone]
 	scans   *engine.Batcher[*scan[E], scanned[E]] // one pass over the shares for concurrent hidden probes
-	passes  *engine.Batcher[*pass, passed[E]]     // the same for concurrent checked queries
+	// scanning is held by the pass running (scanAll): the check sums are
+	// touched by one pass at a time, also by a caller outside h.scans.
+	scanning sync.Mutex
+	passes   *engine.Batcher[*pass, passed[E]] // the same for concurrent checked queries
 	// chk is what this holder keeps to check its neighbours' products of
 	// hidden probes (checked.go): the weights of its two checks and the
 	// sums over the rows of the last view (touched by scans alone).
