@@ -477,8 +477,10 @@ func (h *Holder[E]) tagShard() int {
 // runs again, degraded, with a fresh permutation and query id (reusing
 // them would show the decider two masked vectors under one mask); so does
 // a query lost to a decider that restarted since this holder's connection
-// to it was made, or to a helper's commit while it waited for a pass
-// (CodeCountedDown from runQuery), at most blind.MaxRunsAgain times.
+// to it was made, to a helper's commit while it waited for a pass, or to
+// a helper that stopped and came back between its part and the decider's
+// fetch of tags (CodeCountedDown from runQuery), at most
+// blind.MaxRunsAgain times.
 func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg {
 	if h.env.Sharded() {
 		return protocol.Errorf(protocol.CodeBadRequest, "%s is one shard of %s: identify through %s's address (its coordinator)", h.env.Member(), h.env.Self, h.env.Self)
@@ -605,8 +607,11 @@ func (h *Holder[E]) runQuery(ctx context.Context, m *protocol.Identify, down int
 	})
 	if perr != nil {
 		lost := f.lost
-		if lost == noneDown && perr.Code == protocol.CodeUnavailable && ctx.Err() == nil {
-			lost = h.lostHelper(ctx, peers) // one may have stopped after its part, before the decider's fetch of tags
+		if lost == noneDown && (perr.Code == protocol.CodeUnavailable || perr.Code == protocol.CodeCountedDown) && ctx.Err() == nil {
+			// A helper may have stopped after its part, before the
+			// decider's fetch of tags (the decider then says ask again):
+			// counted down if it is gone, else the query runs again.
+			lost = h.lostHelper(ctx, peers)
 		}
 		return perr, lost
 	}

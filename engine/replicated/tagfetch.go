@@ -226,8 +226,8 @@ func (d *Decider) fetchTags(ctx context.Context, qid [16]byte, n, topK int, posi
 				moved[i] += uint64(frameBytes(resp))
 			}
 			switch a, ok := resp.(*protocol.TagAnswers); {
-			case err != nil:
-				errs[i] = protocol.Errorf(protocol.CodeUnavailable, "fetching the answer's tags from %s: %v", name, err)
+			case err != nil: // it stopped after its part, or restarted: the entry may run the query again
+				errs[i] = protocol.Errorf(protocol.CodeCountedDown, "fetching the answer's tags from %s: %v (ask again)", name, err)
 			case !ok || len(a.Rows) != topK:
 				errs[i] = protocol.Errorf(protocol.CodeUnavailable, "%s answered the fetch of %d tags with %v", name, topK, resp.Type())
 			default:
