@@ -249,19 +249,19 @@ func WeightedSums[E additive.Elem](sums []E, w []uint16, r0 int, v []E) {
 		additive.WeightRows16(&acc, w[r0*additive.WeightLanes:], as16(v))
 	} else {
 		b := additive.ElemBytes(v)
-		if r0%2 == 1 && len(b) > 0 { // the odd row of a pair begun before r0
+		one := func(r int, x byte) { // a row whose pair v does not hold whole
 			for t := range CheckRounds {
-				acc[t] += uint16(Weight[E](w, r0, t)) * uint16(b[0])
+				acc[t] += uint16(Weight[E](w, r, t)) * uint16(x)
 			}
+		}
+		if r0%2 == 1 && len(b) > 0 { // the odd row of a pair begun before r0
+			one(r0, b[0])
 			b, r0 = b[1:], r0+1
 		}
 		even := len(b) &^ 1
 		additive.WeightPairs8(&acc, w[r0/2*additive.WeightLanes:], b[:even])
 		if even < len(b) { // the even row of a pair that goes on after v
-			r := r0 + even
-			for t := range CheckRounds {
-				acc[t] += uint16(Weight[E](w, r, t)) * uint16(b[even])
-			}
+			one(r0+even, b[even])
 		}
 	}
 	for t := range CheckRounds {
