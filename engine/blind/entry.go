@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
+	"time"
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
@@ -164,14 +166,17 @@ func sendShares(ctx context.Context, d network.Dialer, dec string, m protocol.Ms
 
 // RunAgain reports whether an entry may run a query that failed by who
 // once more under a fresh id (blind and replicated mode): the decider
-// dec restarted during it, or a helper's rows moved on while it waited
-// for a pass (RowsMoved). A helper's other refusals, relayed, never do.
+// dec restarted during it or said to ask again (a helper stopped between
+// its part and the decider's fetch of the answer's tags), or a helper's
+// rows moved on while it waited for a pass (RowsMoved). A helper's other
+// refusals, relayed, never do.
 func RunAgain(who, dec string, err error) bool {
-	if who == dec {
-		return errors.Is(err, network.ErrPeerRestarted)
-	}
 	var pe *protocol.Error
-	return errors.As(err, &pe) && pe.Code == protocol.CodeCountedDown
+	askAgain := errors.As(err, &pe) && pe.Code == protocol.CodeCountedDown
+	if who == dec {
+		return askAgain || errors.Is(err, network.ErrPeerRestarted)
+	}
+	return askAgain
 }
 
 // RowsMoved is a helper's refusal of a query whose rows a commit moved
@@ -181,21 +186,27 @@ func RowsMoved(self string) *protocol.Error {
 	return protocol.Errorf(protocol.CodeCountedDown, "%s's rows changed during the query (a commit while it waited for a pass); run it again", self)
 }
 
-// AwaitAck reads, in the background, the decider's acknowledgement of a
-// helper's shares and logs a refusal: the helper answers the entry
-// before it (the entry then waits 1.5 round trips, entry, helper,
-// decider, entry, not 2), and a refused share fails the query at the
-// decider, from which the entry hears why. It returns the bytes of the
-// stream, the acknowledgement counted before it arrives.
+// Acks are the decider's acknowledgements a holder still awaits of the
+// shares it sent as a helper. A helper answers the entry before the
+// decider acknowledges its shares (the entry then waits 1.5 round trips,
+// entry, helper, decider, entry, not 2), so a helper that stops must not
+// exit before they are acknowledged: the shares would be lost in its
+// send buffers and the query with them (Wait, at the end of its Run).
+type Acks struct{ wg sync.WaitGroup }
+
+// Await reads, in the background, the decider's acknowledgement of a
+// helper's shares and logs a refusal: a refused share fails the query at
+// the decider, from which the entry hears why. It returns the bytes of
+// the stream, the acknowledgement counted before it arrives.
 //
 // A decider that restarted since the connection was made is found here,
 // not while writing (the shares fit in the transport's buffers): resend
 // then sends the same shares, under the same query id, to the process
 // that runs now (the one that died saw them at most once), and done runs
 // once the shares are no longer needed.
-func AwaitAck(s *network.Stream, dec string, log *slog.Logger, resend func() (*network.Stream, error), done func()) uint64 {
+func (a *Acks) Await(s *network.Stream, dec string, log *slog.Logger, resend func() (*network.Stream, error), done func()) uint64 {
 	sent := s.Sent()
-	go func() {
+	a.wg.Go(func() {
 		defer done()
 		_, err := readAck(s, dec)
 		if errors.Is(err, network.ErrPeerRestarted) {
@@ -206,8 +217,21 @@ func AwaitAck(s *network.Stream, dec string, log *slog.Logger, resend func() (*n
 		if err != nil {
 			log.Warn("the decider refused this holder's score shares", "err", err)
 		}
-	}()
+	})
 	return uint64(sent) + ackBytes
+}
+
+// Wait waits for the acknowledgements awaited, at most d (a stopping
+// holder's grace), and reports whether they all came.
+func (a *Acks) Wait(d time.Duration) bool {
+	done := make(chan struct{})
+	go func() { a.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		return false
+	}
 }
 
 func readAck(s *network.Stream, dec string) (protocol.Msg, error) {

@@ -75,6 +75,7 @@ type Holder[E additive.Elem] struct {
 	query *engine.LevelTransformers
 	perms sync.Pool // *additive.Permuter
 	bufs  sync.Pool // *[]E, a score vector
+	acks  Acks      // of the shares sent as a helper: a stopping holder waits for them
 	// passes merges concurrent queries' scoring into one pass over the
 	// shares (scoreVector).
 	passes *engine.Batcher[*pass, passed[E]]
@@ -582,7 +583,15 @@ func (h *Holder[E]) serveQuery(ctx context.Context, r engine.Request) protocol.M
 		defer cancel()
 		return h.sendShare(ctx, m.Query, vec, 1, false)
 	}
-	return &protocol.BlindQueryOK{Bytes: AwaitAck(s, h.p.DeciderName(), h.env.Log, resend, release)}
+	return &protocol.BlindQueryOK{Bytes: h.acks.Await(s, h.p.DeciderName(), h.env.Log, resend, release)}
+}
+
+// Run runs the holder's background work until ctx ends, then waits, at
+// most the shutdown grace, for the decider to acknowledge the shares it
+// sent as a helper.
+func (h *Holder[E]) Run(ctx context.Context) {
+	h.Core.Run(ctx)
+	h.acks.Wait(h.p.Timeouts().Shutdown)
 }
 
 // RowShare is this holder's share of row seq of origin k's segment, as

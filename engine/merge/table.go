@@ -252,8 +252,14 @@ func (t *Table[P, R]) Wait(ctx context.Context, q *Pending[P, R]) (R, *protocol.
 	case <-ctx.Done():
 		t.Fail(q, errMissing)
 	}
+	var none R
+	if pe, own := q.err.(*protocol.Error); own {
+		// The decision's own refusal, made there, keeps its code
+		// (CodeCountedDown: the decider says ask again); a peer's,
+		// wrapped, is relayed by engine.AsError.
+		return none, pe
+	}
 	if q.err != nil {
-		var none R
 		return none, engine.AsError(q.err, protocol.CodeUnavailable)
 	}
 	return q.res, nil

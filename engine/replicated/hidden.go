@@ -457,6 +457,10 @@ func (h *Holder[E]) runHiddenProbe(ctx context.Context, m *protocol.HiddenIdenti
 			h.env.Log.Warn("a share holder cannot be reached; hidden probes are refused until it is back", "holder", name)
 		}
 	}
+	if e, failed := done.resp.(*protocol.Error); failed && e.Code == protocol.CodeCountedDown {
+		// A run again is the device's to make: a hidden probe runs once.
+		return protocol.Errorf(protocol.CodeUnavailable, "%s; a hidden probe runs once: send a fresh one", e.Msg)
+	}
 	return done.resp
 }
 

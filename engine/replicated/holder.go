@@ -142,7 +142,8 @@ type Holder[E additive.Elem] struct {
 	p       *Params
 	gallery *engine.LevelTransformers
 	query   *engine.LevelTransformers
-	perms   sync.Pool // *additive.Permuter
+	perms   sync.Pool  // *additive.Permuter
+	acks    blind.Acks // of the shares sent as a helper: a stopping holder waits for them
 	outage  *outage
 	gate    *gate       // the degraded queries of other entries this holder serves as a helper
 	probes  probeNonces // hidden probes seen in the window
@@ -472,36 +473,42 @@ func (h *Holder[E]) tagShard() int {
 }
 
 // identify runs a query as the entry: checked with every holder, or
-// degraded without a helper this entry cannot reach. A helper that turns
-// out unreachable during a checked query is marked down and the query
-// runs again, degraded, with a fresh permutation and query id (reusing
-// them would show the decider two masked vectors under one mask); so does
-// a query lost to a decider that restarted since this holder's connection
-// to it was made, to a helper's commit while it waited for a pass, or to
-// a helper that stopped and came back between its part and the decider's
-// fetch of tags (CodeCountedDown from runQuery), at most
-// blind.MaxRunsAgain times.
+// degraded without a helper this entry cannot reach. Each run has a
+// fresh permutation and query id (reusing them would show the decider
+// two masked vectors under one mask), and a failed run is run again, at
+// most maxRuns in all:
+//   - without a helper that turned out unreachable during a checked run
+//     (counted down: the run again is degraded);
+//   - checked, when a degraded run was refused and the holder counted
+//     down answers again (the others reach it already);
+//   - as it was, on CodeCountedDown: the decider restarted since this
+//     holder's connection to it was made, a helper's commit moved its
+//     rows while it waited for a pass, or a helper stopped between its
+//     part and the decider's fetch of the answer's tags (runQuery counts
+//     it down first if it is gone).
 func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg {
 	if h.env.Sharded() {
 		return protocol.Errorf(protocol.CodeBadRequest, "%s is one shard of %s: identify through %s's address (its coordinator)", h.env.Member(), h.env.Self, h.env.Self)
 	}
 	m := r.Msg.(*protocol.Identify)
 	down := h.outage.current()
-	resp, lost := h.runQuery(ctx, m, down, nil)
-	switch {
-	case lost != noneDown && down == noneDown && h.markDown(lost):
-		resp, _ = h.runQuery(ctx, m, lost, nil)
-		if refusal(resp) && h.backUp(ctx, lost) { // it came back meanwhile: the others reach it already
-			resp, _ = h.runQuery(ctx, m, noneDown, nil)
-		}
-	case down != noneDown && lost == noneDown && refusal(resp) && h.backUp(ctx, down):
-		resp, _ = h.runQuery(ctx, m, noneDown, nil)
-	}
-	for again := 0; again < blind.MaxRunsAgain; again++ { // the decider restarted, or a helper's rows moved on
-		if e, failed := resp.(*protocol.Error); !failed || e.Code != protocol.CodeCountedDown {
+	var resp protocol.Msg
+	for run := 1; ; run++ {
+		var lost int
+		resp, lost = h.runQuery(ctx, m, down, nil)
+		if _, failed := resp.(*protocol.Error); !failed || run == maxRuns || ctx.Err() != nil {
 			break
 		}
-		resp, _ = h.runQuery(ctx, m, h.outage.current(), nil)
+		switch {
+		case lost != noneDown && down == noneDown && h.markDown(lost):
+			down = lost
+		case down != noneDown && refusal(resp) && h.backUp(ctx, down):
+			down = noneDown
+		case !refusal(resp):
+			down = h.outage.current()
+		default:
+			return resp
+		}
 	}
 	if e, failed := resp.(*protocol.Error); failed && e.Code == protocol.CodeCountedDown {
 		e.Code = protocol.CodeUnavailable
@@ -511,6 +518,11 @@ func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg
 	}
 	return resp
 }
+
+// maxRuns bounds the runs of one identify: a checked run, a degraded one
+// without a helper lost during it, a checked one when that helper is
+// back, and blind.MaxRunsAgain runs again.
+const maxRuns = 3 + blind.MaxRunsAgain
 
 // refusal reports whether resp is a refusal that a run again under a
 // fresh query id does not answer (CodeCountedDown does).
@@ -979,7 +991,7 @@ func (h *Holder[E]) serveQuery(ctx context.Context, r engine.Request) protocol.M
 		defer cancel()
 		return h.sendShares(ctx, m.Query, vec, pl, 1, &key)
 	}
-	return &protocol.ReplQueryOK{Bytes: blind.AwaitAck(s, h.p.DeciderName(), h.env.Log, resend, func() {}), TagKey: key}
+	return &protocol.ReplQueryOK{Bytes: h.acks.Await(s, h.p.DeciderName(), h.env.Log, resend, func() {}), TagKey: key}
 }
 
 // pairLabel names a pair of holders in refusals and metrics ("p1/p3").
@@ -990,7 +1002,9 @@ func pairLabel(p *Params, a, b int) string {
 
 // Run does the core's background work, ends the probes of an outage with
 // ctx, and compares this holder's rows with the other holders' until it
-// knows they are as current (stale.go).
+// knows they are as current (stale.go); once ctx ends, it waits, at most
+// the shutdown grace, for the decider to acknowledge the shares it sent
+// as a helper.
 func (h *Holder[E]) Run(ctx context.Context) {
 	h.outage.start(ctx)
 	go h.watchCurrency(ctx)
@@ -998,6 +1012,7 @@ func (h *Holder[E]) Run(ctx context.Context) {
 		go h.warmChecks(ctx)
 	}
 	h.Core.Run(ctx)
+	h.acks.Wait(h.p.Timeouts().Shutdown)
 }
 
 // RowShare is this holder's pair of shares of row seq of origin k's

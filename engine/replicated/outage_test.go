@@ -295,3 +295,31 @@ func TestDegradedLimit(t *testing.T) {
 		t.Fatal("p1's refusal for the limit was not counted")
 	}
 }
+
+// TestTagsLostAskAgain: a helper that restarted between its part of a
+// query and the decider's fetch of the answer's tags keeps none of them
+// (as CI's TestRotateWithGrace met); the decider says ask again, and the
+// entry runs the query once more under a fresh id and answers. Helpers
+// that never keep them fail the identify after the entry's bounded runs,
+// saying why.
+func TestTagsLostAskAgain(t *testing.T) {
+	c := startCluster(t, config.Literal{Beta: 21, RevealScores: true}, nil)
+	xs, ids := enrollAll(t, c, 10, 3)
+	for _, name := range []string{"p2", "p3"} {
+		replicated.LoseTags(c.holders[name], 1)
+	}
+	r, err := c.client("device", "p1").Identify(ctx(t), xs[4], 1)
+	if err != nil {
+		t.Fatalf("an identify whose tags a helper lost once: %v", err)
+	}
+	if len(r.Candidates) != 1 || r.Candidates[0].ID != ids[4] {
+		t.Fatalf("answered %+v, want %s", r.Candidates, ids[4])
+	}
+	for _, name := range []string{"p2", "p3"} {
+		replicated.LoseTags(c.holders[name], 1000)
+	}
+	_, err = c.client("device", "p1").Identify(ctx(t), xs[4], 1)
+	if err == nil || !strings.Contains(err.Error(), "keeps no tags") {
+		t.Fatalf("an identify whose tags the helpers never keep: %v, want a refusal that says so", err)
+	}
+}

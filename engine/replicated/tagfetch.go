@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -33,6 +35,7 @@ type tagKeep struct {
 	seq   uint64
 	keep  time.Duration
 	batch int // the most queries of one entry's batch (the holder's batch_max, at most MaxHiddenBatch)
+	lose  int // tests: forget the next lose tags kept (LoseTags)
 }
 
 // entryTags are one entry's kept tags, and their queries in the order
@@ -89,6 +92,10 @@ func (k *tagKeep) put(entry int, qid [16]byte, tags []byte) {
 		return now.Sub(t.at) > k.keep || e.bytes+len(tags)+keptOverhead > quota || len(e.kept) >= maxKeptPerEntry
 	})
 	k.seq++
+	if k.lose > 0 {
+		k.lose--
+		return
+	}
 	e.kept[qid] = keptTags{tags: tags, at: now, seq: k.seq}
 	e.order = append(e.order, keptAt{qid, k.seq})
 	e.bytes += len(tags) + keptOverhead
@@ -226,6 +233,8 @@ func (d *Decider) fetchTags(ctx context.Context, qid [16]byte, n, topK int, posi
 				moved[i] += uint64(frameBytes(resp))
 			}
 			switch a, ok := resp.(*protocol.TagAnswers); {
+			case err != nil && malformed(err):
+				errs[i] = protocol.Errorf(protocol.CodeUnavailable, "%s answered the fetch of the answer's tags with a malformed message: %v", name, err)
 			case err != nil: // it stopped after its part, or restarted: the entry may run the query again
 				errs[i] = protocol.Errorf(protocol.CodeCountedDown, "fetching the answer's tags from %s: %v (ask again)", name, err)
 			case !ok || len(a.Rows) != topK:
@@ -269,6 +278,16 @@ func (d *Decider) fetchTags(ctx context.Context, qid [16]byte, n, topK int, posi
 		return nil, total, protocol.Errorf(protocol.CodeInconsistent, "the helpers that keep the tags (%s) answered their fetch inconsistently; the query is refused, nothing was answered. One of them is faulty or compromised: check them", pair)
 	}
 	return tags, total, nil
+}
+
+// malformed reports whether a fetch failed by what the helper sent (a
+// frame too large, cut short or that does not decode), not by its
+// absence: the query is refused then, naming the helper. A helper gone
+// (it stopped after its part, or is restarting), or one that keeps no
+// tags of the query, has the entry ask again instead.
+func malformed(err error) bool {
+	return errors.Is(err, network.ErrFrameTooLarge) || errors.Is(err, protocol.ErrMalformed) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
 }
 
 // frameBytes is a message's bytes on the wire: its encoding and the
