@@ -192,7 +192,13 @@ func RowsMoved(self string) *protocol.Error {
 // entry, helper, decider, entry, not 2), so a helper that stops must not
 // exit before they are acknowledged: the shares would be lost in its
 // send buffers and the query with them (Wait, at the end of its Run).
-type Acks struct{ wg sync.WaitGroup }
+// A counter, not a sync.WaitGroup: a handler may still send while the
+// holder waits.
+type Acks struct {
+	mu   sync.Mutex
+	n    int
+	none chan struct{} // closed when n comes to 0, for a Wait
+}
 
 // Await reads, in the background, the decider's acknowledgement of a
 // helper's shares and logs a refusal: a refused share fails the query at
@@ -206,7 +212,11 @@ type Acks struct{ wg sync.WaitGroup }
 // once the shares are no longer needed.
 func (a *Acks) Await(s *network.Stream, dec string, log *slog.Logger, resend func() (*network.Stream, error), done func()) uint64 {
 	sent := s.Sent()
-	a.wg.Go(func() {
+	a.mu.Lock()
+	a.n++
+	a.mu.Unlock()
+	go func() {
+		defer a.done()
 		defer done()
 		_, err := readAck(s, dec)
 		if errors.Is(err, network.ErrPeerRestarted) {
@@ -217,20 +227,47 @@ func (a *Acks) Await(s *network.Stream, dec string, log *slog.Logger, resend fun
 		if err != nil {
 			log.Warn("the decider refused this holder's score shares", "err", err)
 		}
-	})
+	}()
 	return uint64(sent) + ackBytes
 }
 
-// Wait waits for the acknowledgements awaited, at most d (a stopping
-// holder's grace), and reports whether they all came.
-func (a *Acks) Wait(d time.Duration) bool {
-	done := make(chan struct{})
-	go func() { a.wg.Wait(); close(done) }()
+func (a *Acks) done() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.n--; a.n == 0 && a.none != nil {
+		close(a.none)
+		a.none = nil
+	}
+}
+
+// AckGrace is the longest a stopping holder waits for the decider's
+// acknowledgements (at most its shutdown grace): a live decider sends
+// each within a round trip of the shares' arrival, and the queries of
+// one that does not are lost anyway.
+const AckGrace = 2 * time.Second
+
+// Wait waits for the acknowledgements awaited, at most d, and logs those
+// that did not come.
+func (a *Acks) Wait(d time.Duration, log *slog.Logger) {
+	a.mu.Lock()
+	if a.n == 0 {
+		a.mu.Unlock()
+		return
+	}
+	if a.none == nil {
+		a.none = make(chan struct{})
+	}
+	none := a.none
+	a.mu.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
 	select {
-	case <-done:
-		return true
-	case <-time.After(d):
-		return false
+	case <-none:
+	case <-t.C:
+		a.mu.Lock()
+		n := a.n
+		a.mu.Unlock()
+		log.Warn("stopping before the decider acknowledged this holder's score shares: those queries may fail", "unacknowledged", n, "waited", d)
 	}
 }
 

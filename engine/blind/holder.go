@@ -587,11 +587,11 @@ func (h *Holder[E]) serveQuery(ctx context.Context, r engine.Request) protocol.M
 }
 
 // Run runs the holder's background work until ctx ends, then waits, at
-// most the shutdown grace, for the decider to acknowledge the shares it
-// sent as a helper.
+// most AckGrace, for the decider to acknowledge the shares it sent as a
+// helper.
 func (h *Holder[E]) Run(ctx context.Context) {
 	h.Core.Run(ctx)
-	h.acks.Wait(h.p.Timeouts().Shutdown)
+	h.acks.Wait(min(AckGrace, h.p.Timeouts().Shutdown), h.env.Log)
 }
 
 // RowShare is this holder's share of row seq of origin k's segment, as

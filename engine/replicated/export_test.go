@@ -195,7 +195,7 @@ func LoseTags(e any, n int) {
 func (k *tagKeep) loseNext(n int) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.lose = n
+	k.lose, k.since = n, time.Now()
 }
 
 // SetDegradedLimit sets the limit of degraded queries per entry of a

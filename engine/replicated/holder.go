@@ -227,7 +227,7 @@ func newHolder[E additive.Elem](env engine.Env, p *Params) (*Holder[E], error) {
 	h := &Holder[E]{Core: core, env: env, p: p, gallery: g, query: q, outage: newOutage(), gate: newGate(env, p)}
 	h.chk.erased = erased
 	h.vectorsIn.keep = p.Timeouts().Identify
-	h.tagsKept.keep = p.Timeouts().Identify
+	h.tagsKept.keep, h.tagsKept.since = p.Timeouts().Identify, time.Now()
 	if bmax, _ := p.Batch(); bmax > 0 {
 		h.tagsKept.batch = min(bmax, protocol.MaxHiddenBatch)
 	}
@@ -493,6 +493,8 @@ func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg
 	m := r.Msg.(*protocol.Identify)
 	down := h.outage.current()
 	var resp protocol.Msg
+	again := 0 // the runs again on CodeCountedDown
+runs:
 	for run := 1; ; run++ {
 		var lost int
 		resp, lost = h.runQuery(ctx, m, down, nil)
@@ -504,10 +506,11 @@ func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg
 			down = lost
 		case down != noneDown && refusal(resp) && h.backUp(ctx, down):
 			down = noneDown
-		case !refusal(resp):
+		case !refusal(resp) && again < blind.MaxRunsAgain:
+			again++
 			down = h.outage.current()
 		default:
-			return resp
+			break runs
 		}
 	}
 	if e, failed := resp.(*protocol.Error); failed && e.Code == protocol.CodeCountedDown {
@@ -521,7 +524,8 @@ func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg
 
 // maxRuns bounds the runs of one identify: a checked run, a degraded one
 // without a helper lost during it, a checked one when that helper is
-// back, and blind.MaxRunsAgain runs again.
+// back, and blind.MaxRunsAgain runs again on CodeCountedDown (no more of
+// them, whatever the others).
 const maxRuns = 3 + blind.MaxRunsAgain
 
 // refusal reports whether resp is a refusal that a run again under a
@@ -1003,8 +1007,8 @@ func pairLabel(p *Params, a, b int) string {
 // Run does the core's background work, ends the probes of an outage with
 // ctx, and compares this holder's rows with the other holders' until it
 // knows they are as current (stale.go); once ctx ends, it waits, at most
-// the shutdown grace, for the decider to acknowledge the shares it sent
-// as a helper.
+// blind.AckGrace, for the decider to acknowledge the shares it sent as a
+// helper.
 func (h *Holder[E]) Run(ctx context.Context) {
 	h.outage.start(ctx)
 	go h.watchCurrency(ctx)
@@ -1012,7 +1016,7 @@ func (h *Holder[E]) Run(ctx context.Context) {
 		go h.warmChecks(ctx)
 	}
 	h.Core.Run(ctx)
-	h.acks.Wait(h.p.Timeouts().Shutdown)
+	h.acks.Wait(min(blind.AckGrace, h.p.Timeouts().Shutdown), h.env.Log)
 }
 
 // RowShare is this holder's pair of shares of row seq of origin k's

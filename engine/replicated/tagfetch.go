@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -34,8 +35,9 @@ type tagKeep struct {
 	by    map[int]*entryTags
 	seq   uint64
 	keep  time.Duration
-	batch int // the most queries of one entry's batch (the holder's batch_max, at most MaxHiddenBatch)
-	lose  int // tests: forget the next lose tags kept (LoseTags)
+	batch int       // the most queries of one entry's batch (the holder's batch_max, at most MaxHiddenBatch)
+	since time.Time // the holder's start: tags missing before since+keep may be a restart's
+	lose  int       // tests: forget the next lose tags kept (LoseTags)
 }
 
 // entryTags are one entry's kept tags, and their queries in the order
@@ -118,6 +120,16 @@ func (e *entryTags) dropOldest(drop func(keptTags) bool) {
 	}
 }
 
+// age is the time since the holder started, and whether that is within
+// the tags' keep: tags missing then may have been kept by the process
+// before a restart.
+func (k *tagKeep) age() (time.Duration, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	a := time.Since(k.since)
+	return a, a < k.keep
+}
+
 // take hands over qid's tags once.
 func (k *tagKeep) take(qid [16]byte) ([]byte, bool) {
 	k.mu.Lock()
@@ -161,7 +173,15 @@ func (h *Holder[E]) answerTags(_ context.Context, r engine.Request) protocol.Msg
 	}
 	tags, ok := h.tagsKept.take(m.Query)
 	if !ok {
-		return protocol.Errorf(protocol.CodeUnavailable, "%s keeps no tags of this query (never made, fetched already, or older than the identify timeout %v)", h.env.Member(), h.tagsKept.keep)
+		if age, young := h.tagsKept.age(); young {
+			// This process may have started after the query's part (a
+			// restart): the entry runs the query again. Later, tags
+			// missing were forgotten here (fetched already, past the
+			// identify timeout, or past the entry's quota): a run again
+			// would not bring them.
+			return protocol.Errorf(protocol.CodeCountedDown, "%s keeps no tags of this query (it started %v ago, maybe after its part)", h.env.Member(), age.Round(time.Millisecond))
+		}
+		return protocol.Errorf(protocol.CodeUnavailable, "%s keeps no tags of this query (never made, fetched already, older than the identify timeout %v, or past its entry's quota)", h.env.Member(), h.tagsKept.keep)
 	}
 	cols, _ := replicated.TagGrid(len(tags) / 4)
 	out := &protocol.TagAnswers{Rows: make([][]byte, len(m.Select))}
@@ -233,10 +253,10 @@ func (d *Decider) fetchTags(ctx context.Context, qid [16]byte, n, topK int, posi
 				moved[i] += uint64(frameBytes(resp))
 			}
 			switch a, ok := resp.(*protocol.TagAnswers); {
-			case err != nil && malformed(err):
-				errs[i] = protocol.Errorf(protocol.CodeUnavailable, "%s answered the fetch of the answer's tags with a malformed message: %v", name, err)
-			case err != nil: // it stopped after its part, or restarted: the entry may run the query again
+			case err != nil && absent(err): // it stopped after its part, or restarted: the entry may run the query again
 				errs[i] = protocol.Errorf(protocol.CodeCountedDown, "fetching the answer's tags from %s: %v (ask again)", name, err)
+			case err != nil:
+				errs[i] = protocol.Errorf(protocol.CodeUnavailable, "%s refused the fetch of the answer's tags, or answered it with a malformed message: %v", name, err)
 			case !ok || len(a.Rows) != topK:
 				errs[i] = protocol.Errorf(protocol.CodeUnavailable, "%s answered the fetch of %d tags with %v", name, topK, resp.Type())
 			default:
@@ -246,10 +266,9 @@ func (d *Decider) fetchTags(ctx context.Context, qid [16]byte, n, topK int, posi
 	}
 	wg.Wait()
 	total := moved[0] + moved[1]
-	for _, err := range errs {
-		if err != nil {
-			return nil, total, err
-		}
+	slices.SortStableFunc(errs[:], func(a, b error) int { return askAgain(a) - askAgain(b) })
+	if errs[0] != nil { // a helper's refusal first: it is not hidden behind the other's absence
+		return nil, total, errs[0]
 	}
 	list := answers[0].List
 	pair := pairLabel(d.p, helpers[0], helpers[1])
@@ -280,14 +299,30 @@ func (d *Decider) fetchTags(ctx context.Context, qid [16]byte, n, topK int, posi
 	return tags, total, nil
 }
 
-// malformed reports whether a fetch failed by what the helper sent (a
-// frame too large, cut short or that does not decode), not by its
-// absence: the query is refused then, naming the helper. A helper gone
-// (it stopped after its part, or is restarting), or one that keeps no
-// tags of the query, has the entry ask again instead.
-func malformed(err error) bool {
-	return errors.Is(err, network.ErrFrameTooLarge) || errors.Is(err, protocol.ErrMalformed) ||
-		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
+// absent reports whether a fetch failed by the helper's absence (it
+// stopped after its part, or is restarting: no connection, a reset, a
+// stream refused or ended with no reply) or its say that it restarted
+// (CodeCountedDown, answerTags): the entry may run the query again. Any
+// other refusal, and a frame too large, cut short or that does not
+// decode, is the helper's, and the query is refused, naming it.
+func absent(err error) bool {
+	if pe := (*protocol.Error)(nil); errors.As(err, &pe) {
+		return pe.Code == protocol.CodeCountedDown
+	}
+	return !errors.Is(err, network.ErrFrameTooLarge) && !errors.Is(err, protocol.ErrMalformed) && !errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// askAgain orders the fetch's failures: nil last, a run again after any
+// other.
+func askAgain(err error) int {
+	var pe *protocol.Error
+	switch {
+	case err == nil:
+		return 2
+	case errors.As(err, &pe) && pe.Code == protocol.CodeCountedDown:
+		return 1
+	}
+	return 0
 }
 
 // frameBytes is a message's bytes on the wire: its encoding and the
