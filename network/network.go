@@ -199,6 +199,9 @@ func (s *Stream) ReadFrameLimit(ceiling int, limit func(head []byte) (int, error
 	var hb [2]byte
 	head := hb[:min(n, 2)]
 	if _, err := io.ReadFull(s, head); err != nil {
+		if err == io.EOF { // its length came: the frame is cut short
+			err = io.ErrUnexpectedEOF
+		}
 		return nil, fmt.Errorf("network: truncated frame: %w", err)
 	}
 	bound, err := limit(head)

@@ -501,13 +501,18 @@ runs:
 		if _, failed := resp.(*protocol.Error); !failed || run == maxRuns || ctx.Err() != nil {
 			break
 		}
+		if !refusal(resp) { // ask again: counted whatever runs next
+			if again == blind.MaxRunsAgain {
+				break runs
+			}
+			again++
+		}
 		switch {
 		case lost != noneDown && down == noneDown && h.markDown(lost):
 			down = lost
 		case down != noneDown && refusal(resp) && h.backUp(ctx, down):
 			down = noneDown
-		case !refusal(resp) && again < blind.MaxRunsAgain:
-			again++
+		case !refusal(resp):
 			down = h.outage.current()
 		default:
 			break runs

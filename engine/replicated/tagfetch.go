@@ -120,14 +120,12 @@ func (e *entryTags) dropOldest(drop func(keptTags) bool) {
 	}
 }
 
-// age is the time since the holder started, and whether that is within
-// the tags' keep: tags missing then may have been kept by the process
-// before a restart.
-func (k *tagKeep) age() (time.Duration, bool) {
+// young reports whether the holder started within the tags' keep: tags
+// missing then may have been kept by the process before a restart.
+func (k *tagKeep) young() bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	a := time.Since(k.since)
-	return a, a < k.keep
+	return time.Since(k.since) < k.keep
 }
 
 // take hands over qid's tags once.
@@ -173,13 +171,13 @@ func (h *Holder[E]) answerTags(_ context.Context, r engine.Request) protocol.Msg
 	}
 	tags, ok := h.tagsKept.take(m.Query)
 	if !ok {
-		if age, young := h.tagsKept.age(); young {
+		if h.tagsKept.young() {
 			// This process may have started after the query's part (a
 			// restart): the entry runs the query again. Later, tags
 			// missing were forgotten here (fetched already, past the
 			// identify timeout, or past the entry's quota): a run again
 			// would not bring them.
-			return protocol.Errorf(protocol.CodeCountedDown, "%s keeps no tags of this query (it started %v ago, maybe after its part)", h.env.Member(), age.Round(time.Millisecond))
+			return protocol.Errorf(protocol.CodeCountedDown, "%s keeps no tags of this query (it may have started after its part)", h.env.Member())
 		}
 		return protocol.Errorf(protocol.CodeUnavailable, "%s keeps no tags of this query (never made, fetched already, older than the identify timeout %v, or past its entry's quota)", h.env.Member(), h.tagsKept.keep)
 	}
