@@ -501,7 +501,8 @@ runs:
 		if _, failed := resp.(*protocol.Error); !failed || run == maxRuns || ctx.Err() != nil {
 			break
 		}
-		if !refusal(resp) { // ask again: counted whatever runs next
+		refused := refusal(resp)
+		if !refused { // ask again: counted whatever runs next
 			if again == blind.MaxRunsAgain {
 				break runs
 			}
@@ -510,9 +511,9 @@ runs:
 		switch {
 		case lost != noneDown && down == noneDown && h.markDown(lost):
 			down = lost
-		case down != noneDown && refusal(resp) && h.backUp(ctx, down):
+		case down != noneDown && refused && h.backUp(ctx, down):
 			down = noneDown
-		case !refusal(resp):
+		case !refused:
 			down = h.outage.current()
 		default:
 			break runs

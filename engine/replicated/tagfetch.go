@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"sync"
 	"time"
 
@@ -264,9 +263,12 @@ func (d *Decider) fetchTags(ctx context.Context, qid [16]byte, n, topK int, posi
 	}
 	wg.Wait()
 	total := moved[0] + moved[1]
-	slices.SortStableFunc(errs[:], func(a, b error) int { return askAgain(a) - askAgain(b) })
-	if errs[0] != nil { // a helper's refusal first: it is not hidden behind the other's absence
-		return nil, total, errs[0]
+	for _, first := range []bool{false, true} { // a helper's refusal first: it is not hidden behind the other's absence
+		for _, err := range errs {
+			if err != nil && countedDown(err) == first {
+				return nil, total, err
+			}
+		}
 	}
 	list := answers[0].List
 	pair := pairLabel(d.p, helpers[0], helpers[1])
@@ -305,22 +307,16 @@ func (d *Decider) fetchTags(ctx context.Context, qid [16]byte, n, topK int, posi
 // decode, is the helper's, and the query is refused, naming it.
 func absent(err error) bool {
 	if pe := (*protocol.Error)(nil); errors.As(err, &pe) {
-		return pe.Code == protocol.CodeCountedDown
+		return countedDown(err)
 	}
 	return !errors.Is(err, network.ErrFrameTooLarge) && !errors.Is(err, protocol.ErrMalformed) && !errors.Is(err, io.ErrUnexpectedEOF)
 }
 
-// askAgain orders the fetch's failures: nil last, a run again after any
-// other.
-func askAgain(err error) int {
+// countedDown reports whether err is a refusal with CodeCountedDown (ask
+// again).
+func countedDown(err error) bool {
 	var pe *protocol.Error
-	switch {
-	case err == nil:
-		return 2
-	case errors.As(err, &pe) && pe.Code == protocol.CodeCountedDown:
-		return 1
-	}
-	return 0
+	return errors.As(err, &pe) && pe.Code == protocol.CodeCountedDown
 }
 
 // frameBytes is a message's bytes on the wire: its encoding and the
