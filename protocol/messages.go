@@ -58,7 +58,11 @@ var ErrMalformed = wire.ErrMalformed
 // Version 14: the weights of the checks of hidden probes' products at
 // k = 8 are 7-bit (two verifiers of an older build compute other sums
 // and every check fails), nothing else on the wire.
-const Version = 14
+// Version 15: a replicated holder's row carries a trailer (the salts of its
+// two shares and its record of the third: sealed parts, prepares, the
+// log), and ReplFetch/ReplRows carry the salts and records a rebuild or
+// catch-up checks what it takes by.
+const Version = 15
 
 // Limits on what a peer or a client may send.
 const (
@@ -143,6 +147,9 @@ const (
 	// The decider's fetch of the tags of its answer (protocol/repl.go).
 	TTagAsk     Type = 67
 	TTagAnswers Type = 68
+	// A reshare's origin asks each holder to attest its records of the
+	// reshared rows (protocol/repl_rebuild.go).
+	TReplAttest Type = 69
 )
 
 // registry makes an empty message of each type.
@@ -199,6 +206,7 @@ var registry = map[Type]func() Msg{
 	THiddenVectorOK:   func() Msg { return &HiddenVectorOK{} },
 	TTagAsk:           func() Msg { return &TagAsk{} },
 	TTagAnswers:       func() Msg { return &TagAnswers{} },
+	TReplAttest:       func() Msg { return &ReplAttest{} },
 }
 
 // Types lists every message type in number order (tests, golden files).

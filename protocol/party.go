@@ -128,9 +128,10 @@ type Op struct {
 	Share  []byte
 }
 
-// MaxShare bounds one share on the wire: 2 bytes per coordinate (blind,
-// k = 16) at the largest dimension.
-const MaxShare = 2 * MaxDim
+// MaxShare bounds one row's share on the wire: a replicated holder's pair
+// at k = 16 (2 bytes per coordinate, twice) at the largest dimension, and
+// its trailer (two salts and a record).
+const MaxShare = 4*MaxDim + 2*SaltSize + RecordSize
 
 // Prepare is phase one: the origin asks a party to make ops durable
 // (fsync) and vote. Base is the origin segment's committed row count the

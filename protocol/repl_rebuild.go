@@ -6,16 +6,29 @@ import "github.com/idface/idface/internal/codec/wire"
 // `idface party rebuild`): the holder asks each of the two others for rows
 // of one origin's segment; each answers with the ids, liveness and the one
 // share of those rows that it holds in common with the asker (the asker's
-// own share from its predecessor, its next share from its successor).
+// own share from its predecessor, its next share from its successor),
+// with what the asker checks it by (engine/replicated/records.go): that
+// share's salt, the answering holder's record of the share the other peer
+// sends, and a fresh record of the asker's third share.
 
 // MaxFetchRows bounds the rows of one ReplRows.
 const MaxFetchRows = 2048
 
-// ReplFetch asks for rows [From, From+Max) of origin Seg's segment.
+// Sizes of a row's salt and records in ReplRows (sharing/replicated's
+// SaltSize and RecordSize).
+const (
+	SaltSize   = 16
+	RecordSize = 32
+)
+
+// ReplFetch asks for rows [From, From+Max) of origin Seg's segment. With
+// Attest, the answer carries no shares: the recorder of reshared rows asks
+// for the fresh records only.
 type ReplFetch struct {
-	Seg  uint8
-	From uint32
-	Max  uint32
+	Seg    uint8
+	From   uint32
+	Max    uint32
+	Attest bool
 }
 
 func (m *ReplFetch) Type() Type { return TReplFetch }
@@ -23,9 +36,10 @@ func (m *ReplFetch) marshal(e *wire.Enc) {
 	e.U8(m.Seg)
 	e.U32(m.From)
 	e.U32(m.Max)
+	e.Bool(m.Attest)
 }
 func (m *ReplFetch) unmarshal(d *wire.Dec) {
-	m.Seg, m.From, m.Max = d.U8(), d.U32(), d.U32()
+	m.Seg, m.From, m.Max, m.Attest = d.U8(), d.U32(), d.U32(), d.Bool()
 	if d.Err == nil && (m.Seg >= MaxParties || m.Max == 0 || m.Max > MaxFetchRows) {
 		d.Fail("fetch of %d rows of segment %d", m.Max, m.Seg)
 	}
@@ -33,17 +47,23 @@ func (m *ReplFetch) unmarshal(d *wire.Dec) {
 
 // ReplRows answers a ReplFetch: the segment's committed rows (Total) and,
 // from row From, each row's id and liveness and the share (Dim elements of
-// Bits bits, little-endian, back to back; zeros for a deleted row).
+// Bits bits, little-endian, back to back; zeros for a deleted row; none at
+// all for an Attest fetch), its salt (SaltSize bytes a row) and two
+// records a row (RecordSize bytes each: the answering holder's record of
+// the share the asker's other peer sends, then a fresh record of the
+// asker's third share; zeros for a deleted row).
 type ReplRows struct {
-	Seg    uint8
-	Total  uint32
-	From   uint32
-	Bits   uint8
-	Dim    uint16
-	IDs    []string
-	Live   []bool
-	Shares []byte
-	Epoch  uint32 // the segment's reshare epoch
+	Seg     uint8
+	Total   uint32
+	From    uint32
+	Bits    uint8
+	Dim     uint16
+	IDs     []string
+	Live    []bool
+	Shares  []byte
+	Epoch   uint32 // the segment's reshare epoch
+	Salts   []byte
+	Records []byte
 }
 
 func (m *ReplRows) Type() Type { return TReplRows }
@@ -60,6 +80,8 @@ func (m *ReplRows) marshal(e *wire.Enc) {
 	}
 	e.Bytes32(m.Shares)
 	e.U32(m.Epoch)
+	e.Bytes32(m.Salts)
+	e.Bytes32(m.Records)
 }
 func (m *ReplRows) unmarshal(d *wire.Dec) {
 	m.Seg, m.Total, m.From, m.Bits, m.Dim = d.U8(), d.U32(), d.U32(), d.U8(), d.U16()
@@ -74,10 +96,26 @@ func (m *ReplRows) unmarshal(d *wire.Dec) {
 	}
 	m.Shares = d.Bytes32(MaxFetchRows * MaxDim * 2)
 	m.Epoch = d.U32()
-	if d.Err == nil && (len(m.Shares) != n*int(m.Dim)*int(m.Bits)/8 || uint64(m.From)+uint64(n) > uint64(m.Total)) {
+	m.Salts = d.Bytes32(MaxFetchRows * SaltSize)
+	m.Records = d.Bytes32(MaxFetchRows * 2 * RecordSize)
+	if d.Err == nil && (len(m.Shares) != 0 && len(m.Shares) != n*int(m.Dim)*int(m.Bits)/8 || uint64(m.From)+uint64(n) > uint64(m.Total)) {
 		d.Fail("%d bytes of shares for %d rows of %d elements, rows %d+%d of %d", len(m.Shares), n, m.Dim, m.From, n, m.Total)
 	}
+	if d.Err == nil && (len(m.Salts) != n*SaltSize || len(m.Records) != 2*n*RecordSize) {
+		d.Fail("%d bytes of salts and %d of records for %d rows", len(m.Salts), len(m.Records), n)
+	}
 }
+
+// ReplAttest asks a share holder, from the origin of a reshare once it has
+// committed, to attest now its records of origin Seg's reshared rows: it
+// asks the two holders of the share it records for the new records and
+// keeps those they agree on (engine/replicated/records.go). It answers
+// ReshareOK (the segment's epoch, the rows attested) or an Error.
+type ReplAttest struct{ Seg uint8 }
+
+func (m *ReplAttest) Type() Type            { return TReplAttest }
+func (m *ReplAttest) marshal(e *wire.Enc)   { e.U8(m.Seg) }
+func (m *ReplAttest) unmarshal(d *wire.Dec) { m.Seg = d.U8() }
 
 // ReshareRequest asks a share holder, from an operator, to reshare its own
 // segment: every row's shares at every holder refreshed with a

@@ -28,6 +28,9 @@ func (d *Decider) Pending() int { return d.queries.Len() }
 // PairLabel is the refusal counter's label of the pair of holders a, b.
 var PairLabel = pairLabel
 
+// TrailerSize is the bytes a holder keeps after each row's pair.
+const TrailerSize = replicated.TrailerSize
+
 // StoredPair is a holder's two shares of row seq of origin seg, as bytes.
 func StoredPair(e any, seg, seq int) []byte {
 	type rowShare interface {

@@ -78,9 +78,12 @@ func NewParams(p *config.Params) (*Params, error) {
 }
 
 // pair is a holder's store of its two shares of every row of one origin's
-// segment: s_i (own) and s_(i+1) (next), each an additive column store.
+// segment: s_i (own) and s_(i+1) (next), each an additive column store,
+// and each row's trailer (the salts of the two and the record of s_(i+2):
+// records.go).
 type pair[E additive.Elem] struct {
 	own, next *additive.Store[E]
+	tr        *trailers
 	seg       int          // its origin
 	erased    *erasures[E] // the shares Erase and Put change (the check sums follow)
 }
@@ -89,25 +92,30 @@ func (s pair[E]) Rows() int           { return s.own.Rows() }
 func (s pair[E]) Live() int           { return s.own.Live() }
 func (s pair[E]) IsLive(seq int) bool { return s.own.IsLive(seq) }
 
-// halves views a row's pair bytes (s_i then s_(i+1)) as the two shares.
-func (s pair[E]) halves(b []byte) ([]E, []E) {
+// split views a row's unit (s_i, s_(i+1), then the trailer) as the two
+// shares and the trailer's bytes.
+func (s pair[E]) split(b []byte) ([]E, []E, []byte) {
+	d := s.own.Dim()
 	if b == nil { // lost to damage: zeros, and the row must be deleted
-		d := s.own.Dim()
-		return make([]E, d), make([]E, d)
+		return make([]E, d), make([]E, d), nil
 	}
-	e := additive.ViewElems[E](b)
-	return e[:len(e)/2], e[len(e)/2:]
+	half := d * additive.RingOf[E]().Bits / 8
+	e := additive.ViewElems[E](b[:2*half])
+	return e[:d], e[d:], b[2*half:]
 }
 
 func (s pair[E]) Put(seq int, b []byte, live bool) error {
 	if err := s.erased.record(s.seg, seq, s.own, s.next); err != nil { // a reshare's new share
 		return err
 	}
-	a, n := s.halves(b)
+	a, n, tr := s.split(b)
 	if err := s.own.Put(seq, a, live); err != nil {
 		return err
 	}
-	return s.next.Put(seq, n, live)
+	if err := s.next.Put(seq, n, live); err != nil {
+		return err
+	}
+	return s.tr.put(seq, tr, live)
 }
 
 func (s pair[E]) Erase(seq int) error {
@@ -117,19 +125,29 @@ func (s pair[E]) Erase(seq int) error {
 	if err := s.own.Delete(seq); err != nil {
 		return err
 	}
+	s.tr.erase(seq)
 	return s.next.Delete(seq)
 }
 
 // PutRows stores a batch of new rows column by column.
 func (s pair[E]) PutRows(seq0 int, rows [][]byte) error {
 	own, next := make([][]E, len(rows)), make([][]E, len(rows))
+	trs := make([][]byte, len(rows))
 	for i, b := range rows {
-		own[i], next[i] = s.halves(b)
+		own[i], next[i], trs[i] = s.split(b)
 	}
 	if err := s.own.PutRows(seq0, own); err != nil {
 		return err
 	}
-	return s.next.PutRows(seq0, next)
+	if err := s.next.PutRows(seq0, next); err != nil {
+		return err
+	}
+	for i, tr := range trs {
+		if err := s.tr.put(seq0+i, tr, true); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Engine is a share holder whatever its ring.
@@ -164,6 +182,7 @@ type Holder[E additive.Elem] struct {
 	}
 	vectorsIn mailbox // the predecessor's vectors of hidden probes, until checked
 	tagsKept  tagKeep // the tags of queries in flight, until the decider fetches its answer's (tagfetch.go)
+	attesting sync.Mutex // one attestation of records at a time (records.go)
 	m         struct {
 		score, permute   prometheus.Counter
 		passes, passed   prometheus.Counter // passes over the shares for checked queries, and their queries
@@ -171,6 +190,7 @@ type Holder[E additive.Elem] struct {
 		scans, scanned   prometheus.Counter // passes over the shares for hidden probes, and their probes
 		summed           prometheus.Counter // rows summed into the check sums of hidden probes' products
 		refused          *prometheus.CounterVec
+		fetchRefused     *prometheus.CounterVec // rows fetched from a peer (rebuild, catch-up, records) refused by the other's records
 	}
 }
 
@@ -199,8 +219,8 @@ func newHolder[E additive.Elem](env engine.Env, p *Params) (*Holder[E], error) {
 		erased = &erasures[E]{}
 	}
 	core, err := rowtxn.New(env, rowtxn.Options[pair[E]]{
-		ShareSize: 2 * d * p.Bits / 8,
-		Check:     func(prep *protocol.Prepare, self int) []byte { return shareCheck(p.ClusterID(), prep, self) },
+		ShareSize: unitSize(p.Params),
+		Check:     func(prep *protocol.Prepare, self int) []byte { return shareCheck(p.Params, prep, self) },
 		Compare:   func(checks [][]byte, down int) []string { return compareChecks(p, checks, down) },
 		Reshare:   func(prep *protocol.Prepare, self int) error { return hp.reshareRows(prep, self) },
 		NewShares: func() (pair[E], error) { // one per origin, in order
@@ -210,7 +230,7 @@ func newHolder[E additive.Elem](env engine.Env, p *Params) (*Holder[E], error) {
 			}
 			next, err := additive.NewStore[E](d, 0)
 			seg++
-			return pair[E]{own: own, next: next, seg: seg - 1, erased: erased}, err
+			return pair[E]{own: own, next: next, tr: &trailers{}, seg: seg - 1, erased: erased}, err
 		},
 	})
 	if err != nil {
@@ -245,13 +265,17 @@ func newHolder[E additive.Elem](env engine.Env, p *Params) (*Holder[E], error) {
 	h.m.permute = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_permute_seconds_total", Help: "Time permuting and masking the two share-score vectors, and tagging."})
 	h.m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_repl_entry_refusals_total",
 		Help: "Entry: queries refused because the decider's answer failed its check (decider) or the helpers' tag keys differ (the helper pair)."}, []string{"pair"})
+	h.m.fetchRefused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_repl_fetch_refused_total",
+		Help: "Rows taken from a peer (a catch-up, a rebuild's fetch from a running holder, a reshare's records) refused because they do not match the record the other peer keeps of them, by the peer that served them."}, []string{"peer"})
+	unattested := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idface_repl_records_unattested",
+		Help: "Live rows whose record (of the share this holder does not hold) is not attested yet: after a reshare, until both holders of that share attest the new one. While above 0, a holder that loses its data cannot be rebuilt."}, h.unattested)
 	h.m.scans = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_scans_total", Help: "Passes over this holder's shares for hidden probes (its own as the entry and the other entries' together)."})
 	h.m.scanned = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_scanned_total", Help: "Hidden probes scored in those passes (over scans: the mean pass)."})
 	h.m.summed = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_check_rows_summed_total", Help: "Rows summed into the checks of hidden probes' products (new rows, and changed ones taken out and summed again), at a probe or between probes."})
 	h.m.passes = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_passes_total", Help: "Passes over this holder's shares for checked queries (its own as the entry and the other entries' together)."})
 	h.m.passed = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_passed_total", Help: "Checked queries scored in those passes (over passes: the mean pass)."})
 	h.m.batches, h.m.batched = engine.NewBatchCounters(env.Params, env.Metrics) // one meaning in every mode
-	for _, c := range append(h.gate.collectors(), h.m.score, h.m.permute, h.m.scans, h.m.scanned, h.m.summed, h.m.passes, h.m.passed, h.m.refused, h.outage.gauge, h.outage.degraded) {
+	for _, c := range append(h.gate.collectors(), h.m.score, h.m.permute, h.m.scans, h.m.scanned, h.m.summed, h.m.passes, h.m.passed, h.m.refused, h.m.fetchRefused, unattested, h.outage.gauge, h.outage.degraded) {
 		env.Metrics.MustRegister(c)
 	}
 	return h, nil
@@ -274,6 +298,7 @@ func (h *Holder[E]) Routes() map[protocol.Type]engine.Route {
 	r[protocol.TTagAsk] = h.tagAskRoute()
 	r[protocol.THiddenVector] = engine.Route{Op: "query", From: engine.Parties, Handle: h.Guard(h.takeVector), Max: engine.Small, Long: true, Query: true}
 	r[protocol.TReplFetch] = engine.Route{Op: "rebuild", From: engine.Parties, Handle: h.Guard(h.fetchRows), Max: engine.Small}
+	r[protocol.TReplAttest] = engine.Route{Op: "reshare", From: engine.Parties, Handle: h.Guard(h.attestNow), Max: engine.Small, Long: true}
 	r[protocol.TReshareRequest] = engine.Route{Op: "reshare", From: engine.Operators, Handle: h.Guard(h.reshare), Max: engine.Small, Long: true}
 	h.standDownRoutes(r)
 	return r
@@ -1018,6 +1043,7 @@ func pairLabel(p *Params, a, b int) string {
 func (h *Holder[E]) Run(ctx context.Context) {
 	h.outage.start(ctx)
 	go h.watchCurrency(ctx)
+	go h.attestRecords(ctx)
 	if h.p.HideProbes() {
 		go h.warmChecks(ctx)
 	}
@@ -1026,7 +1052,8 @@ func (h *Holder[E]) Run(ctx context.Context) {
 }
 
 // RowShare is this holder's pair of shares of row seq of origin k's
-// segment (s_i then s_(i+1)), as its log writes it (shard.Rebalance).
+// segment (s_i then s_(i+1)) and its trailer, as its log writes it
+// (shard.Rebalance: the records are bound to the row's id, not its place).
 func (h *Holder[E]) RowShare(k, seq int) ([]byte, error) {
 	h.RLock()
 	defer h.RUnlock()
@@ -1040,5 +1067,6 @@ func (h *Holder[E]) RowShare(k, seq int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(additive.ElemBytes(own), additive.ElemBytes(next)...), nil
+	tr := pair.tr.get(seq)
+	return tr.Append(append(additive.ElemBytes(own), additive.ElemBytes(next)...)), nil
 }

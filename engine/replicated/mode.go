@@ -39,7 +39,7 @@ func init() {
 			HiddenProbe: hiddenProbe,
 			// A holder logs its pair of shares per row: at k = 16 and d =
 			// 512 a full protocol.MaxBatch would not fit one log record.
-			MaxEnrollBatch: func(p *config.Params) int { return rowtxn.MaxBatch(2 * p.Dim() * blind.Ring(p).Bits / 8) },
+			MaxEnrollBatch: func(p *config.Params) int { return rowtxn.MaxBatch(unitSize(p)) },
 			Trust:          "trust: one of the four servers may deviate: a holder or entry that alters its part gets the query refused, a decider cannot get a row below the threshold accepted; the entry learns the answered rows' scores; no two servers may collude (docs/REPLICATED-NOTES.md)",
 		},
 		Server: func(p *config.Params, name string) engine.Server {

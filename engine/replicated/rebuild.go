@@ -28,21 +28,25 @@ import (
 // down and the rebuild did not fetch.
 //
 // What a deviating peer can do: send a wrong share. Only it holds that
-// share besides the lost holder, so nothing can check it here; every
-// query then disagrees on that share and is refused, naming the pair (a
-// denial, never a wrong answer), and the holder must be rebuilt again
-// once the deviating peer is dealt with.
+// share besides the lost holder, so each share is checked against the
+// record the other peer keeps of it (records.go): a changed share is
+// refused, naming the peer that sent it, and nothing is written (the new
+// log is removed). A peer can still refuse to answer (a denial, never a
+// wrong answer).
 
-// fetchRows answers a rebuilding holder: rows of one origin's segment,
-// with the one share of them this holder holds in common with the asker.
+// fetchRows answers a rebuilding (or catching up) holder: rows of one
+// origin's segment, with the one share of them this holder holds in common
+// with the asker, that share's salt, this holder's record of the share the
+// asker's other peer sends, and a fresh record of the asker's third share
+// (records.go). An Attest fetch gets the salts and records only.
 func (h *Holder[E]) fetchRows(_ context.Context, r engine.Request) protocol.Msg {
 	m := r.Msg.(*protocol.ReplFetch)
 	self, asker := h.Self(), h.p.PartyIndex(r.From.Name)
-	var next bool
+	var which int // 0: the asker's next share is this holder's own; 1: the asker's own share is this holder's next
 	switch asker {
-	case (self + 1) % replicated.Holders: // the asker's own share is this holder's next
-		next = true
-	case (self + 2) % replicated.Holders: // the asker's next share is this holder's own
+	case (self + 1) % replicated.Holders:
+		which = 1
+	case (self + 2) % replicated.Holders:
 	default:
 		return protocol.Errorf(protocol.CodeForbidden, "only another share holder rebuilds from %s", h.env.Self)
 	}
@@ -53,7 +57,7 @@ func (h *Holder[E]) fetchRows(_ context.Context, r engine.Request) protocol.Msg 
 	defer h.RUnlock()
 	sh := h.Shares(int(m.Seg))
 	st := sh.own
-	if next {
+	if which == 1 {
 		st = sh.next
 	}
 	total := sh.Rows()
@@ -61,15 +65,23 @@ func (h *Holder[E]) fetchRows(_ context.Context, r engine.Request) protocol.Msg 
 	to := min(from+int(m.Max), total)
 	d := h.p.Dim()
 	res := &protocol.ReplRows{Seg: m.Seg, Total: uint32(total), From: uint32(from), Bits: uint8(h.p.Bits), Dim: uint16(d), Epoch: h.EpochLocked(int(m.Seg)),
-		Shares: make([]byte, 0, (to-from)*d*h.p.Bits/8)}
-	row := make([]E, d)
+		Salts: make([]byte, 0, (to-from)*replicated.SaltSize), Records: make([]byte, 0, 2*(to-from)*replicated.RecordSize)}
+	if !m.Attest {
+		res.Shares = make([]byte, 0, (to-from)*d*h.p.Bits/8)
+	}
+	row, third := make([]E, d), make([]E, d)
 	for seq := from; seq < to; seq++ {
 		res.IDs = append(res.IDs, h.ID(int(m.Seg), seq))
 		res.Live = append(res.Live, sh.IsLive(seq))
-		if _, err := st.Row(seq, row); err != nil {
+		if !m.Attest {
+			if _, err := st.Row(seq, row); err != nil {
+				return protocol.Errorf(protocol.CodeInternal, "%v", err)
+			}
+			res.Shares = append(res.Shares, additive.ElemBytes(row)...)
+		}
+		if err := h.rowRecords(res, sh, seq, which, asker, third); err != nil {
 			return protocol.Errorf(protocol.CodeInternal, "%v", err)
 		}
-		res.Shares = append(res.Shares, additive.ElemBytes(row)...)
 	}
 	return res
 }
@@ -91,8 +103,10 @@ func Rebuild(ctx context.Context, env engine.Env, path string, progress func(seg
 	if self < 0 {
 		return nil, fmt.Errorf("replicated: %s is not a share holder of this cluster", env.Self)
 	}
-	if exists, err := store.Exists(path); err != nil || exists {
-		return nil, fmt.Errorf("replicated: %s already exists (%v): rebuild writes a new log; move the old one aside first", path, err)
+	if exists, err := store.Exists(path); err != nil {
+		return nil, fmt.Errorf("replicated: %w", err)
+	} else if exists {
+		return nil, fmt.Errorf("replicated: %s already exists: rebuild writes a new log; move the old one aside first", path)
 	}
 	eng, err := New(env)
 	if err != nil {
@@ -113,7 +127,25 @@ func Rebuild(ctx context.Context, env engine.Env, path string, progress func(seg
 	if err != nil {
 		return nil, err
 	}
-	defer l.Close()
+	rep, err := restoreAll(ctx, env, p, self, h, l, progress)
+	if cerr := l.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil { // nothing half-made stays: the next rebuild starts afresh
+		if rerr := store.Remove(path); rerr != nil {
+			return nil, fmt.Errorf("%w (and the new log %s could not be removed: %v; remove it before rebuilding again)", err, path, rerr)
+		}
+		return nil, err
+	}
+	return rep, nil
+}
+
+// restoreAll fetches every origin's rows for holder self from the two
+// other holders, checks them (verifyRows) and restores them into h.
+func restoreAll(ctx context.Context, env engine.Env, p *Params, self int, h interface {
+	Restore(k, base int, ids []string, live []bool, shares [][]byte, epoch uint32) error
+	Start(engine.Log) error
+}, l engine.Log, progress func(seg, done, total int)) (*RebuildReport, error) {
 	if err := h.Start(l); err != nil {
 		return nil, err
 	}
@@ -124,7 +156,7 @@ func Rebuild(ctx context.Context, env engine.Env, path string, progress func(seg
 		total := -1
 		var epoch uint32
 		for from := 0; total < 0 || from < total; {
-			a, b, err := fetchBoth(ctx, env.Net, p, prev, next, seg, from)
+			a, b, err := fetchBoth(ctx, env.Net, p, prev, next, seg, from, protocol.MaxFetchRows, false)
 			if err != nil {
 				return nil, err
 			}
@@ -142,15 +174,14 @@ func Rebuild(ctx context.Context, env engine.Env, path string, progress func(seg
 			if n <= 0 {
 				return nil, fmt.Errorf("replicated: %s and %s sent no rows of origin %s from %d of %d", prev, next, p.Party(seg).Name, from, total)
 			}
-			size := p.Dim() * p.Bits / 8
-			shares := make([][]byte, n)
 			for i := range n {
 				if a.IDs[i] != b.IDs[i] {
 					return nil, fmt.Errorf("replicated: %s and %s disagree on row %d of origin %s (%q, %q): they are inconsistent; check 'idface cluster status'", prev, next, from+i, p.Party(seg).Name, a.IDs[i], b.IDs[i])
 				}
-				if a.Live[i] {
-					shares[i] = slices.Concat(a.Shares[i*size:(i+1)*size], b.Shares[i*size:(i+1)*size]) // own, next
-				}
+			}
+			shares, err := verifyRows(p, self, prev, next, a, b, n)
+			if err != nil {
+				return nil, fmt.Errorf("replicated: %w", err)
 			}
 			if err := h.Restore(seg, from, a.IDs[:n], a.Live[:n], shares, epoch); err != nil {
 				return nil, err
@@ -170,15 +201,15 @@ func Rebuild(ctx context.Context, env engine.Env, path string, progress func(seg
 	return rep, nil
 }
 
-// fetchBoth fetches rows from of origin seg's segment from both peers,
-// again while they disagree on the rows' liveness (a deletion between the
-// two fetches).
-func fetchBoth(ctx context.Context, d network.Dialer, p *Params, prev, next string, seg, from int) (a, b *protocol.ReplRows, err error) {
+// fetchBoth fetches up to max rows from row from of origin seg's segment
+// from both peers (attest: their records only), again while they disagree
+// on the rows' liveness (a deletion between the two fetches).
+func fetchBoth(ctx context.Context, d network.Dialer, p *Params, prev, next string, seg, from, max int, attest bool) (a, b *protocol.ReplRows, err error) {
 	for try := 0; ; try++ {
-		if a, err = fetch(ctx, d, p, prev, seg, from); err != nil {
+		if a, err = fetch(ctx, d, p, prev, seg, from, max, attest); err != nil {
 			return nil, nil, err
 		}
-		if b, err = fetch(ctx, d, p, next, seg, from); err != nil {
+		if b, err = fetch(ctx, d, p, next, seg, from, max, attest); err != nil {
 			return nil, nil, err
 		}
 		n := min(len(a.IDs), len(b.IDs))
@@ -192,8 +223,8 @@ func fetchBoth(ctx context.Context, d network.Dialer, p *Params, prev, next stri
 	}
 }
 
-func fetch(ctx context.Context, d network.Dialer, p *Params, peer string, seg, from int) (*protocol.ReplRows, error) {
-	resp, err := rpc.Call(ctx, d, peer, &protocol.ReplFetch{Seg: uint8(seg), From: uint32(from), Max: protocol.MaxFetchRows})
+func fetch(ctx context.Context, d network.Dialer, p *Params, peer string, seg, from, max int, attest bool) (*protocol.ReplRows, error) {
+	resp, err := rpc.Call(ctx, d, peer, &protocol.ReplFetch{Seg: uint8(seg), From: uint32(from), Max: uint32(max), Attest: attest})
 	if err != nil {
 		return nil, fmt.Errorf("replicated: fetching rows from %s: %w", peer, err)
 	}
@@ -206,6 +237,9 @@ func fetch(ctx context.Context, d network.Dialer, p *Params, peer string, seg, f
 	}
 	if int(rows.Bits) != p.Bits || int(rows.Dim) != p.Dim() { // (the decoder checked the sizes against these)
 		return nil, fmt.Errorf("replicated: %s sent shares of %d elements of %d bits; this cluster has %d of %d", peer, rows.Dim, rows.Bits, p.Dim(), p.Bits)
+	}
+	if len(rows.IDs) > max || attest != (len(rows.Shares) == 0 && len(rows.IDs) > 0) && len(rows.IDs) > 0 {
+		return nil, fmt.Errorf("replicated: %s sent %d rows (shares: %v) for a fetch of %d (records only: %v)", peer, len(rows.IDs), len(rows.Shares) > 0, max, attest)
 	}
 	return rows, nil
 }

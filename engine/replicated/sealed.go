@@ -17,7 +17,9 @@ import (
 // part of a sealed enrollment (config.ModeSpec.SealedShares): G(x) with
 // the cluster's gallery levels, the three shares (two uniform from
 // crypto/rand, the third v minus them), and for holder k the flag 0 (full
-// shares) and, per item, its pair (s_k, s_(k+1)) as the holder stores it.
+// shares) and, per item, its pair (s_k, s_(k+1)) and its trailer (the
+// salts of its two shares and the record of the third,
+// replicated.Trailers) as the holder stores it.
 func sealedShares(p *config.Params, _ int, items []protocol.Item) ([][]byte, error) {
 	switch blind.Ring(p).Bits {
 	case 8:
@@ -30,7 +32,7 @@ func sealedShares(p *config.Params, _ int, items []protocol.Item) ([][]byte, err
 
 func sharePairs[E additive.Elem](p *config.Params, items []protocol.Item) ([][]byte, error) {
 	d := p.Dim()
-	unit := 2 * d * additive.RingOf[E]().Bits / 8
+	unit := 2*d*additive.RingOf[E]().Bits/8 + replicated.TrailerSize
 	pts := make([][]byte, replicated.Holders)
 	for k := range pts {
 		pts[k] = make([]byte, 1, 1+len(items)*unit) // flag 0: full shares
@@ -51,6 +53,7 @@ func sharePairs[E additive.Elem](p *config.Params, items []protocol.Item) ([][]b
 	}
 	v := make([]int8, d)
 	var s [replicated.Holders][]E
+	var sb [replicated.Holders][]byte // s as bytes, for the records
 	for j := range s {
 		s[j] = make([]E, d)
 	}
@@ -67,9 +70,17 @@ func sharePairs[E additive.Elem](p *config.Params, items []protocol.Item) ([][]b
 		if err := replicated.Split(&s, v, rnd); err != nil {
 			return fail(err)
 		}
+		for j := range s {
+			sb[j] = additive.ElemBytes(s[j])
+		}
+		tr, err := replicated.Trailers(p.ClusterID(), it.ID, &sb, rnd)
+		if err != nil {
+			return fail(err)
+		}
 		for k := range pts {
 			pr := replicated.Pair(&s, k)
 			pts[k] = append(append(pts[k], additive.ElemBytes(pr[0])...), additive.ElemBytes(pr[1])...)
+			pts[k] = tr[k].Append(pts[k])
 		}
 	}
 	return pts, nil

@@ -76,7 +76,7 @@ func TestSealedEntryView(t *testing.T) {
 		name string
 		at   int
 	}{{"p3", 0}, {"p2", half}} {
-		units := loggedPairs(t, c, h.name, 2*half)
+		units := loggedPairs(t, c, h.name, 2*half+replicated.TrailerSize)
 		if len(units) != len(xs) {
 			t.Fatalf("%s logged %d pairs for %d rows", h.name, len(units), len(xs))
 		}
@@ -100,7 +100,7 @@ func TestSealedEntryView(t *testing.T) {
 }
 
 // loggedPairs reads the pairs a holder logged for its prepared puts, in
-// order (each unit is the pair and a CRC-32C).
+// order (each unit is the pair, its trailer and a CRC-32C).
 func loggedPairs(t *testing.T, c *inproc.Cluster, name string, unit int) [][]byte {
 	t.Helper()
 	var out [][]byte

@@ -430,9 +430,8 @@ func (h *Holder[E]) catchUpOrigin(ctx context.Context, k int, looks []look) (del
 			from = 0
 		}
 	}
-	size := h.p.Dim() * h.p.Bits / 8
 	for total := -1; total < 0 || from < total; {
-		a, b, err := fetchBoth(ctx, h.env.Net, h.p, prev, next, k, from)
+		a, b, err := fetchBoth(ctx, h.env.Net, h.p, prev, next, k, from, protocol.MaxFetchRows, false)
 		if err != nil {
 			return deleted, added, err
 		}
@@ -453,6 +452,16 @@ func (h *Holder[E]) catchUpOrigin(ctx context.Context, k int, looks []look) (del
 		if n <= 0 {
 			return deleted, added, fmt.Errorf("%s and %s sent no rows of origin %s from %d of %d", h.env.Peer(prev), h.env.Peer(next), origin, from, total)
 		}
+		for i := range n {
+			if a.IDs[i] != b.IDs[i] {
+				return deleted, added, fmt.Errorf("%s and %s disagree on row %d of origin %s (%q, %q): they are inconsistent; check 'idface cluster status'", h.env.Peer(prev), h.env.Peer(next), from+i, origin, a.IDs[i], b.IDs[i])
+			}
+		}
+		units, err := verifyRows(h.p, self, prev, next, a, b, n)
+		if err != nil {
+			h.refusedRows(err)
+			return deleted, added, err
+		}
 		var seqs []int
 		var gone, newIDs []string
 		var live []bool
@@ -463,10 +472,6 @@ func (h *Holder[E]) catchUpOrigin(ctx context.Context, k int, looks []look) (del
 		base := max(from, rows)
 		for i := range n {
 			seq := from + i
-			if a.IDs[i] != b.IDs[i] {
-				h.RUnlock()
-				return deleted, added, fmt.Errorf("%s and %s disagree on row %d of origin %s (%q, %q): they are inconsistent; check 'idface cluster status'", h.env.Peer(prev), h.env.Peer(next), seq, origin, a.IDs[i], b.IDs[i])
-			}
 			if seq < rows {
 				id, isLive := h.ID(k, seq), sh.IsLive(seq)
 				if id != a.IDs[i] || !isLive && a.Live[i] {
@@ -480,11 +485,7 @@ func (h *Holder[E]) catchUpOrigin(ctx context.Context, k int, looks []look) (del
 				continue
 			}
 			newIDs, live = append(newIDs, a.IDs[i]), append(live, a.Live[i])
-			var share []byte
-			if a.Live[i] {
-				share = slices.Concat(a.Shares[i*size:(i+1)*size], b.Shares[i*size:(i+1)*size]) // own, next
-			}
-			shares = append(shares, share)
+			shares = append(shares, units[i])
 		}
 		h.RUnlock()
 		if len(seqs) > 0 {

@@ -9,6 +9,7 @@ import (
 	"github.com/idface/idface/engine/blind"
 
 	"github.com/idface/idface/config"
+	"github.com/idface/idface/engine/replicated"
 	"github.com/idface/idface/internal/codec/seal"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/protocol/rpc"
@@ -49,7 +50,7 @@ func enrollInconsistent(t *testing.T, c *cluster, its []protocol.Item, ids []str
 	if err != nil {
 		t.Fatal(err)
 	}
-	pair := 2 * c.p.Dim() * blind.Ring(c.p).Bits / 8
+	pair := 2*c.p.Dim()*blind.Ring(c.p).Bits/8 + replicated.TrailerSize
 	pts[k][1+row*pair] ^= 1 // after the flag byte: the first element of s_k
 	var nonce [16]byte
 	rand.Read(nonce[:])

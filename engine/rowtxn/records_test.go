@@ -172,9 +172,11 @@ func TestHeldRecord(t *testing.T) {
 		// (before signed probes), 6 (before 2PC/MPC batches), 7 (before
 		// shards), 8 (before replicated shards), 9 (before HE shards), 10
 		// (before progress reports), 11 (before checked hidden products) or
-		// 12 (before tags on demand) or 13 (before 7-bit check weights):
-		// the log an upgrade finds still reads.
-		for _, v := range []byte{4, 5, 6, 7, 8, 9, 10, 11, 12, 13} {
+		// 12 (before tags on demand), 13 (before 7-bit check weights) or
+		// 14 (before replicated share records): the log an upgrade finds
+		// still reads (a replicated holder's part of wire 14, without
+		// its trailer, is then refused when it is opened).
+		for _, v := range []byte{4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14} {
 			old := store.Record{Type: r.Type, Sealed: append([]byte(nil), r.Sealed...), Tail: r.Tail}
 			old.Sealed[1+4] = v // after the party byte and the message's length
 			if h, err := decodeHeld(store.Entry{Record: old, TailIntact: true}, 3); err != nil || !reflect.DeepEqual(h.msg, m) {

@@ -64,6 +64,59 @@ func (c *Core[S]) Restore(k, base int, ids []string, live []bool, shares [][]byt
 	return nil
 }
 
+// Rewrite replaces the units of rows [base, base+len(units)) of origin
+// k's segment (ids[i] at row base+i) by units, keeping the segment's
+// epoch, which must still be epoch: a mode that keeps more than the share
+// in a row's unit (replicated mode's records) updates it so. A row
+// deleted meanwhile gets zeros. It logs one committed transaction,
+// unsigned, whose replay replaces the units as a reshare does (the old
+// units are erased from the log).
+func (c *Core[S]) Rewrite(k, base int, ids []string, units [][]byte, epoch uint32) error {
+	c.txnMu.Lock()
+	defer c.txnMu.Unlock()
+	c.st.lock()
+	defer c.st.unlock()
+	if k < 0 || k >= len(c.st.segs) || len(units) != len(ids) || len(ids) == 0 {
+		return fmt.Errorf("rowtxn: rewrite of %d rows of origin %d", len(ids), k)
+	}
+	seg := c.st.segs[k]
+	if seg.epoch != epoch {
+		return fmt.Errorf("rowtxn: origin %s's rows were reshared meanwhile (epoch %d, not %d); try again", c.p.Party(k).Name, seg.epoch, epoch)
+	}
+	if err := c.undecided(k); err != nil {
+		return err
+	}
+	txn, err := c.env.NewTxnID()
+	if err != nil {
+		return err
+	}
+	p := &protocol.Prepare{Txn: txn, Origin: uint8(k), Dim: uint16(c.p.Dim()), Base: uint32(seg.shares.Rows()), Reshare: &protocol.Reshare{Epoch: epoch}}
+	for i, id := range ids {
+		seq := base + i
+		if seq >= seg.shares.Rows() || c.st.rows.ID(k, seq) != id {
+			return fmt.Errorf("rowtxn: rewrite of row %d of origin %d (%q), which this party does not hold", seq, k, id)
+		}
+		u := units[i]
+		if !seg.shares.IsLive(seq) {
+			u = make([]byte, c.opt.ShareSize)
+		}
+		if len(u) != c.opt.ShareSize {
+			return fmt.Errorf("rowtxn: a unit of %d bytes, want %d", len(u), c.opt.ShareSize)
+		}
+		p.Ops = append(p.Ops, protocol.Op{Kind: protocol.OpReplace, Seq: uint32(seq), ID: id, Share: u})
+	}
+	pos, err := c.log.Append(encodePrepare(p))
+	if err != nil {
+		c.stop.Fatal(err)
+		return err
+	}
+	c.st.pending[txn] = &pendingTxn{prep: p, tail: pos[0].TailOffset}
+	if perr := c.decideLocked(&protocol.Decide{Txn: txn, Origin: uint8(k), Commit: true}); perr != nil {
+		return perr
+	}
+	return nil
+}
+
 // Revoke deletes rows of origin k's segment that a party missed the
 // deletion of (replicated mode: a holder restored from a copy older than
 // its peers' rows catches up from them): seqs[i] is a row here with id

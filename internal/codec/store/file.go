@@ -64,6 +64,15 @@ func Exists(path string) (bool, error) {
 	return err == nil, err
 }
 
+// Remove removes a file that its caller made and must not leave half-made
+// (a rebuild's new log that failed its checks), durably.
+func Remove(path string) error {
+	if err := os.Remove(path); err != nil {
+		return err
+	}
+	return SyncDir(filepath.Dir(path))
+}
+
 // FileBindingError refuses a file (an HE group or key file, heidface)
 // bound to another cluster, server, mode, key, generation or place.
 type FileBindingError struct {
