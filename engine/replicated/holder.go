@@ -180,8 +180,8 @@ type Holder[E additive.Elem] struct {
 		sums      *checkSums[E]
 		erased    *erasures[E] // written by the stores' Erase
 	}
-	vectorsIn mailbox // the predecessor's vectors of hidden probes, until checked
-	tagsKept  tagKeep // the tags of queries in flight, until the decider fetches its answer's (tagfetch.go)
+	vectorsIn mailbox    // the predecessor's vectors of hidden probes, until checked
+	tagsKept  tagKeep    // the tags of queries in flight, until the decider fetches its answer's (tagfetch.go)
 	attesting sync.Mutex // one attestation of records at a time (records.go)
 	m         struct {
 		score, permute   prometheus.Counter
