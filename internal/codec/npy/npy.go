@@ -7,6 +7,7 @@ package npy
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -76,16 +77,30 @@ var (
 	magic    = []byte("\x93NUMPY")
 )
 
-// ReadFile reads a .npy file; see Read.
+// ReadFile reads a .npy file; see Read. A file that ends inside its
+// header or its data, or holds more after its array, is refused as
+// damaged, naming what is wrong.
 func ReadFile(path string) (*Matrix, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	m, err := Read(bufio.NewReaderSize(f, 1<<20))
+	br := bufio.NewReaderSize(f, 1<<20)
+	m, err := Read(br)
+	if err == nil {
+		if _, more := br.ReadByte(); more == nil {
+			return nil, fmt.Errorf("%s holds data after the %d x %d array its header announces: it is damaged or holds more than one array; save one array with numpy.save", path, m.Rows, m.Cols)
+		}
+	}
 	var te *TruncatedError
 	switch {
+	case errors.Is(err, ErrShort):
+		size := "its"
+		if fi, serr := f.Stat(); serr == nil {
+			size = fmt.Sprintf("%d", fi.Size())
+		}
+		return nil, fmt.Errorf("%s ends inside the .npy header (%s bytes): it is empty, cut short or damaged; save it again with numpy.save", path, size)
 	case errors.As(err, &te):
 		return nil, fmt.Errorf("%s is truncated: %d of %d data bytes present (its header announces %d x %d %s): the file was cut short; copy or save it again",
 			path, te.Present, te.Want, te.Rows, te.Cols, te.Dtype)
@@ -100,6 +115,10 @@ func ReadFile(path string) (*Matrix, error) {
 // ErrNotNpy is returned for input that does not start with the .npy magic.
 var ErrNotNpy = errors.New("npy: not a .npy file (bad magic)")
 
+// ErrShort is returned for input that ends inside the .npy header (an
+// empty file among them).
+var ErrShort = errors.New("npy: the input ends inside the .npy header")
+
 // TruncatedError reports a file whose data ends before its header's shape.
 type TruncatedError struct {
 	Present, Want int64 // data bytes present and announced
@@ -112,11 +131,15 @@ func (e *TruncatedError) Error() string {
 }
 
 // Read parses a C-order .npy array of dtype <f4, <f8 or |i1 with shape
-// (N, D) or (D,) (read as one row).
+// (N, D) or (D,) (read as one row). It reads no further than the array's
+// last byte; ReadFile refuses a file with more after it.
 func Read(r io.Reader) (*Matrix, error) {
 	var pre [8]byte
-	if _, err := io.ReadFull(r, pre[:]); err != nil {
-		return nil, errors.New("npy: file too short for the .npy magic")
+	if n, err := io.ReadFull(r, pre[:]); err != nil {
+		if !bytes.HasPrefix(magic, pre[:min(n, len(magic))]) {
+			return nil, ErrNotNpy
+		}
+		return nil, fmt.Errorf("%w (%d bytes, before the magic and version)", ErrShort, n)
 	}
 	if string(pre[:6]) != string(magic) {
 		return nil, ErrNotNpy
@@ -126,13 +149,13 @@ func Read(r io.Reader) (*Matrix, error) {
 	case 1:
 		var b [2]byte
 		if _, err := io.ReadFull(r, b[:]); err != nil {
-			return nil, errors.New("npy: truncated header length")
+			return nil, fmt.Errorf("%w (in the header length)", ErrShort)
 		}
 		hlen = int(binary.LittleEndian.Uint16(b[:]))
 	case 2, 3:
 		var b [4]byte
 		if _, err := io.ReadFull(r, b[:]); err != nil {
-			return nil, errors.New("npy: truncated header length")
+			return nil, fmt.Errorf("%w (in the header length)", ErrShort)
 		}
 		hlen = int(binary.LittleEndian.Uint32(b[:]))
 	default:
@@ -143,7 +166,7 @@ func Read(r io.Reader) (*Matrix, error) {
 	}
 	h := make([]byte, hlen)
 	if _, err := io.ReadFull(r, h); err != nil {
-		return nil, errors.New("npy: truncated header")
+		return nil, fmt.Errorf("%w (in the header)", ErrShort)
 	}
 	g := headerRe.FindStringSubmatch(strings.TrimRight(string(h), " \n\x00"))
 	if g == nil {
