@@ -2,6 +2,8 @@ package npy
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -151,5 +153,41 @@ func TestTruncatedSaysWhatIsThere(t *testing.T) {
 	}
 	if _, err := ReadFile(path); err == nil || !strings.Contains(err.Error(), path+" is not a .npy file") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// TestShortAndLong: a file that ends inside its header (empty, the first
+// 5 bytes of the magic, a cut header) is ErrShort, named as damaged with
+// its size; one with more after its array is refused. Before, the short
+// ones were "file too short for the .npy magic" (which the CLI then
+// called CSV text) and the long one was read, its tail ignored.
+func TestShortAndLong(t *testing.T) {
+	var b bytes.Buffer
+	if err := Write(&b, &Matrix{Rows: 1, Cols: 2, F32: []float32{1, 2}}); err != nil {
+		t.Fatal(err)
+	}
+	whole := b.Bytes()
+	for _, n := range []int{0, 5, 8, 9, 20} {
+		if _, err := Read(bytes.NewReader(whole[:n])); !errors.Is(err, ErrShort) {
+			t.Errorf("%d bytes: %v, want ErrShort", n, err)
+		}
+		path := filepath.Join(t.TempDir(), "x.npy")
+		if err := os.WriteFile(path, whole[:n], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("%s ends inside the .npy header (%d bytes): it is empty, cut short or damaged; save it again with numpy.save", path, n)
+		if _, err := ReadFile(path); err == nil || err.Error() != want {
+			t.Errorf("%d bytes: %v, want %q", n, err, want)
+		}
+	}
+	if _, err := Read(bytes.NewReader([]byte("\x00\x01\x02\x03\x04"))); !errors.Is(err, ErrNotNpy) {
+		t.Errorf("5 bytes that are no magic: %v, want ErrNotNpy", err)
+	}
+	path := filepath.Join(t.TempDir(), "long.npy")
+	if err := os.WriteFile(path, append(slices.Clone(whole), 0), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadFile(path); err == nil || !strings.Contains(err.Error(), path+" holds data after the 1 x 2 array its header announces") {
+		t.Errorf("a byte after the array: %v", err)
 	}
 }
