@@ -75,10 +75,11 @@ func TestMessages(t *testing.T) {
 		{"empty.csv", "1,,3\n", 0, "empty.csv line 1: value 2 is empty"},
 		{"blank.csv", "1,2\n\n1,2\n", 0, "blank.csv line 2 is blank"},
 		{"none.csv", "\n\n", 0, "none.csv holds no template"},
-		{"obj.jsonl", `{"id": "a", "templat": [1]}`, 0, `obj.jsonl line 1: not an array of numbers or an object {"id": ..., "template": [...]}`},
-		{"str.jsonl", `["1", 2]`, 0, "str.jsonl line 1: not a JSON array of numbers: a string where a number belongs"},
+		{"obj.jsonl", `{"id": "a", "templat": [1]}`, 0, `obj.jsonl line 1: unknown field "templat": the fields are "id", "template"`},
+		{"str.jsonl", `["1", 2]`, 0, "str.jsonl line 1: template[0] is a string, not a number"},
 		{"mixed.jsonl", "{\"id\": \"a\", \"template\": [1, 2]}\n[1, 2]\n", 0, "mixed.jsonl line 2 has no id, line 1 has one: give every line an id or none"},
-		{"notmp.jsonl", `{"id": "a"}`, 0, `notmp.jsonl line 1: the object has no "template"`},
+		{"notmp.jsonl", `{"id": "a"}`, 0, `notmp.jsonl line 1: template is missing`},
+		{"empty.jsonl", `[]`, 0, `empty.jsonl line 1: the template holds no values`},
 		{"csv.npy", "0.1,0.2\n", 0, "csv.npy is not a .npy file; it looks like CSV text: name it"},
 		{"a.npz", "PK\x03\x04rest", 0, "a.npz is a NumPy archive (.npz): save one array with numpy.save"},
 		{"long.csv", "1," + strings.Repeat("1", MaxLine) + "\n", 0, "long.csv line 1 is longer than 1048576 bytes"},
@@ -91,7 +92,9 @@ func TestMessages(t *testing.T) {
 	for _, c := range []struct{ name, text, want string }{
 		{"blank.txt", "a\n\nb\n", "blank.txt line 2 is blank"},
 		{"long.txt", "a\n" + long + "\n", "long.txt line 2: id is 10000 bytes; ids are at most 256 bytes"},
-		{"twice.txt", "a\nb\n a \n", `twice.txt line 3 repeats the id on line 1 ("a")`},
+		{"twice.txt", "a\nb\na\r\n", `twice.txt line 3 repeats the id on line 1 ("a")`},
+		{"space.txt", "a\nb \n", `space.txt line 2: id "b " ends with a space (U+0020): ids are taken as written, not trimmed; remove it`},
+		{"bom.txt", "a\n\ufeffb\n", `bom.txt line 2: id "\ufeffb" contains the control or invisible character U+FEFF`},
 		{"ctl.txt", "a\x01b\n", "ctl.txt line 1: id"},
 	} {
 		_, _, err := ReadIDs(write(t, c.name, c.text))
@@ -99,7 +102,7 @@ func TestMessages(t *testing.T) {
 			t.Errorf("%s: got %v, want %q", c.name, err, c.want)
 		}
 	}
-	ids, lines, err := ReadIDs(write(t, "ok.txt", "a\r\n b \nc\n\n\n"))
+	ids, lines, err := ReadIDs(write(t, "ok.txt", "\ufeffa\r\nb\nc\n\n \n"))
 	if err != nil || !slices.Equal(ids, []string{"a", "b", "c"}) || !slices.Equal(lines, []int{1, 2, 3}) {
 		t.Errorf("ok.txt: %v %v %v", ids, lines, err)
 	}

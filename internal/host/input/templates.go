@@ -7,7 +7,6 @@ package input
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,8 +15,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/idface/idface/internal/codec/npy"
+	"github.com/idface/idface/internal/codec/strictjson"
 )
 
 // MaxLine bounds one line of a CSV, JSON lines, ids or labels file.
@@ -31,12 +33,15 @@ const Formats = "Templates: .npy (float32 or float64, one row per template), CSV
 	"space, as numpy.savetxt writes; lines starting with # and a first line\n" +
 	"without numbers, a header, are skipped) or JSON lines (.jsonl, .ndjson:\n" +
 	"one template per line, a bare array [0.1, ...] or an object\n" +
-	"{\"id\": \"...\", \"template\": [0.1, ...]}; every line has an id or none).\n" +
+	"{\"id\": \"...\", \"template\": [0.1, ...]}; every line has an id or none;\n" +
+	"read as written, as the gateway reads its bodies: a null, a field given\n" +
+	"twice or also in another case (\"ID\"), or any other field is refused).\n" +
 	"Other names are recognised by their content. Blank lines are refused\n" +
 	"(they would shift every later template against its id), except at the\n" +
 	"end; a line is at most 1 MiB. Values must be finite and a template not\n" +
 	"all zeros; a template has the cluster's dimension d (512 by default, at\n" +
-	"most 4096) and a file at most 2147483648 values in all."
+	"most 4096) and a file at most 2147483648 values in all. A file with a\n" +
+	"line it cannot read is refused whole, naming the line and the value."
 
 // Templates is a file of templates, one per row.
 type Templates struct {
@@ -140,7 +145,7 @@ func ReadTemplates(path string, dim int) (*Templates, error) {
 	defer f.Close()
 	r := bufio.NewReaderSize(f, 1<<20)
 	format := formatOf(path)
-	head, _ := r.Peek(8)
+	head, _ := r.Peek(512)
 	if format == "" {
 		format = sniff(head)
 	}
@@ -150,10 +155,11 @@ func ReadTemplates(path string, dim int) (*Templates, error) {
 		return nil, fmt.Errorf("%s is a NumPy archive (.npz): save one array with numpy.save to a .npy file", path)
 	case "npy":
 		if t.M, err = npy.ReadFile(path); err != nil {
-			if !bytes.HasPrefix(head, []byte("\x93NUMPY")) {
-				if s := sniff(head); s != "npy" {
-					return nil, fmt.Errorf("%s is not a .npy file; it looks like %s text: name it %s", path, strings.ToUpper(s), strings.TrimSuffix(path, filepath.Ext(path))+"."+s)
-				}
+			// A .npy name on text: say which text, so the fix is a
+			// rename. Anything else (empty, cut short, binary) is a
+			// damaged .npy, as ReadFile says.
+			if s := sniff(head); s != "npy" && s != "npz" && isText(head) {
+				return nil, fmt.Errorf("%s is not a .npy file; it looks like %s text: name it %s", path, strings.ToUpper(s), strings.TrimSuffix(path, filepath.Ext(path))+"."+s)
 			}
 			return nil, err
 		}
@@ -196,20 +202,42 @@ func sniff(head []byte) string {
 	return "csv"
 }
 
+// isText reports a file's first bytes that are text with a number in it:
+// UTF-8 (perhaps cut inside a character at the end), no control
+// characters but tabs and line breaks.
+func isText(head []byte) bool {
+	digit := false
+	for len(head) > 0 {
+		r, n := utf8.DecodeRune(head)
+		switch {
+		case r == utf8.RuneError && n <= 1 && !utf8.FullRune(head):
+			return digit // a character cut by the peek
+		case r == utf8.RuneError && n <= 1:
+			return false
+		case r >= '0' && r <= '9':
+			digit = true
+		case unicode.IsControl(r) && r != '\t' && r != '\n' && r != '\r':
+			return false
+		}
+		head = head[n:]
+	}
+	return digit
+}
+
 // readText reads CSV or JSON lines into a float32 matrix.
 func (t *Templates) readText(r io.Reader, dim int) error {
 	m := &npy.Matrix{Cols: dim}
 	dimLine := 0 // the line that set the dimension
 	header := t.Format == "csv"
 	withIDs := -1 // JSON lines: 1 when the first template had an id, 0 when not
-	var vals []float64
+	var vals []float32
 	err := Lines(r, t.Path, func(n int, line string) error {
-		if t.Format == "csv" && strings.HasPrefix(line, "#") {
-			return nil
-		}
 		var err error
 		var id *string
 		if t.Format == "csv" {
+			if line = trimmed(line); strings.HasPrefix(line, "#") {
+				return nil
+			}
 			if header && isHeader(line) {
 				header = false
 				return nil
@@ -221,6 +249,9 @@ func (t *Templates) readText(r io.Reader, dim int) error {
 		header = false
 		if err != nil {
 			return fmt.Errorf("%s line %d: %w", t.Path, n, err)
+		}
+		if len(vals) == 0 {
+			return fmt.Errorf("%s line %d: the template holds no values", t.Path, n)
 		}
 		if t.Format == "jsonl" {
 			has := 0
@@ -248,9 +279,7 @@ func (t *Templates) readText(r io.Reader, dim int) error {
 		if m.Rows >= npy.MaxElems/max(m.Cols, 1) {
 			return fmt.Errorf("%s line %d: more than %d values in all; split the file", t.Path, n, npy.MaxElems)
 		}
-		for _, v := range vals {
-			m.F32 = append(m.F32, float32(v))
-		}
+		m.F32 = append(m.F32, vals...)
 		m.Rows++
 		t.lines = append(t.lines, n)
 		return nil
@@ -289,61 +318,46 @@ func splitCSV(line string) []string {
 }
 
 // parseCSV parses one line of numbers separated by commas, or by white
-// space when the line has no comma.
-func parseCSV(line string, dst []float64) ([]float64, error) {
+// space when the line has no comma. A value beyond float32's range reads
+// as an infinity, which Check refuses with its line and value.
+func parseCSV(line string, dst []float32) ([]float32, error) {
 	for k, f := range splitCSV(line) {
 		f = strings.TrimSpace(f)
-		v, err := strconv.ParseFloat(f, 64)
-		if err != nil {
+		v, err := strconv.ParseFloat(f, 32)
+		if err != nil && !errors.Is(err, strconv.ErrRange) {
 			if f == "" {
 				return nil, fmt.Errorf("value %d is empty", k+1)
 			}
 			return nil, fmt.Errorf("value %d (%.20q) is not a number", k+1, f)
 		}
-		dst = append(dst, v)
+		dst = append(dst, float32(v))
 	}
 	return dst, nil
 }
 
-// parseJSON parses one JSON line: an array of numbers or an object with
-// "template" and an optional "id".
-func parseJSON(line string, dst []float64) ([]float64, *string, error) {
-	if strings.HasPrefix(line, "[") {
-		if err := json.Unmarshal([]byte(line), &dst); err != nil {
-			return nil, nil, fmt.Errorf("not a JSON array of numbers: %v", jsonReason(err))
-		}
+// parseJSON parses one JSON line, strictly (strictjson): an array of
+// numbers, or an object with "template" and an optional "id", which is
+// checked (CheckID). A null, a repeated field (also differing in case),
+// an unknown field or anything after the value is refused, naming the
+// field or element.
+func parseJSON(line string, dst []float32) ([]float32, *string, error) {
+	if s := strings.TrimLeft(strings.TrimPrefix(line, bom), " \t\r"); strings.HasPrefix(s, "[") {
+		vals, err := strictjson.Array([]byte(line), "template", dst)
+		return vals, nil, err
+	}
+	var id string
+	fields := []strictjson.Field{
+		{Key: "id", Into: &id},
+		{Key: "template", Into: &dst, Required: true},
+	}
+	if err := strictjson.Object([]byte(line), fields); err != nil {
+		return nil, nil, err
+	}
+	if !fields[0].Seen {
 		return dst, nil, nil
 	}
-	var obj struct {
-		ID       *string   `json:"id"`
-		Template []float64 `json:"template"`
+	if err := CheckID(id); err != nil {
+		return nil, nil, fmt.Errorf("id: %w", err)
 	}
-	dec := json.NewDecoder(strings.NewReader(line))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&obj); err != nil {
-		return nil, nil, fmt.Errorf(`not an array of numbers or an object {"id": ..., "template": [...]}: %v`, jsonReason(err))
-	}
-	if dec.More() {
-		return nil, nil, errors.New("more than one JSON value: one template per line")
-	}
-	if obj.Template == nil {
-		return nil, nil, errors.New(`the object has no "template"`)
-	}
-	return append(dst, obj.Template...), obj.ID, nil
-}
-
-// jsonReason shortens encoding/json's errors, which may quote input.
-func jsonReason(err error) string {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		return fmt.Sprintf("syntax error at byte %d", se.Offset)
-	case errors.As(err, &te):
-		if te.Field != "" {
-			return fmt.Sprintf("%q holds a %s", te.Field, te.Value)
-		}
-		return fmt.Sprintf("a %s where a number belongs", te.Value)
-	}
-	return err.Error()
+	return dst, &id, nil
 }
