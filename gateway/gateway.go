@@ -38,11 +38,12 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/idface/idface/config"
+	"github.com/idface/idface/internal/codec/strictjson"
+	"github.com/idface/idface/internal/host/input"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/protocol/rpc"
 )
@@ -271,53 +272,31 @@ func ReadToken(path string) ([]byte, error) {
 
 // Template is a request's face template. Into a []float32 encoding/json
 // reads a null as 0, and such a template would be enrolled; Template
-// refuses a null or any other non-number, naming the element.
+// refuses a null or any other non-number, naming the element
+// (strictjson.Array). The gateway reads its bodies with strictjson
+// itself; this is for Go programs that decode a request.
 type Template []float32
 
-// UnmarshalJSON reads an array of numbers, each within a float32's range.
+// UnmarshalJSON reads an array of numbers, each read as a float32 (one
+// beyond its range as an infinity, which the gateway refuses).
 func (t *Template) UnmarshalJSON(b []byte) error {
-	var elems []json.RawMessage
-	if err := json.Unmarshal(b, &elems); err != nil || elems == nil {
-		return fmt.Errorf("template is %s, not an array of numbers", kind(b))
+	v, err := strictjson.Array(b, "template", Template{})
+	if err != nil {
+		return err
 	}
-	out := make(Template, len(elems))
-	for i, e := range elems {
-		v, err := strconv.ParseFloat(string(e), 32)
-		switch {
-		case errors.Is(err, strconv.ErrRange):
-			return fmt.Errorf("template[%d] = %s is beyond a float32's range", i, e)
-		case err != nil:
-			return fmt.Errorf("template[%d] is %s, not a number", i, kind(e))
-		}
-		out[i] = float32(v)
-	}
-	*t = out
+	*t = v
 	return nil
-}
-
-// kind names a JSON value's type, for errors.
-func kind(v []byte) string {
-	if len(v) == 0 {
-		return "missing"
-	}
-	switch v[0] {
-	case 'n':
-		return "null"
-	case '"':
-		return "a string"
-	case '[':
-		return "an array"
-	case '{':
-		return "an object"
-	case 't', 'f':
-		return "a boolean"
-	}
-	return "a number"
 }
 
 // IdentifyRequest is POST /v1/identify's body.
 type IdentifyRequest struct {
 	Template Template `json:"template"`
+}
+
+// The fields of each request body, as strictjson reads them: each key
+// exactly as its json tag, once.
+func (q *IdentifyRequest) fields() []strictjson.Field {
+	return []strictjson.Field{{Key: "template", Into: (*[]float32)(&q.Template), Required: true}}
 }
 
 // IdentifyResponse is its answer: "accepted" with the id, or "rejected".
@@ -339,14 +318,26 @@ type EnrollRequest struct {
 	Dedupe bool `json:"dedupe,omitempty"`
 }
 
+func (q *EnrollRequest) fields() []strictjson.Field {
+	return []strictjson.Field{
+		{Key: "id", Into: &q.ID, Required: true},
+		{Key: "template", Into: (*[]float32)(&q.Template), Required: true},
+		{Key: "dedupe", Into: &q.Dedupe},
+	}
+}
+
 // DeleteRequest is POST /v1/delete's body.
 type DeleteRequest struct {
 	ID string `json:"id"`
 }
 
+func (q *DeleteRequest) fields() []strictjson.Field {
+	return []strictjson.Field{{Key: "id", Into: &q.ID, Required: true}}
+}
+
 func (g *gateway) identify(w http.ResponseWriter, r *http.Request) {
 	var req IdentifyRequest
-	if !g.decode(w, r, &req) || !g.template(w, req.Template) {
+	if !g.decode(w, r, req.fields()) || !g.template(w, req.Template) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), g.o.Timeout)
@@ -365,7 +356,7 @@ func (g *gateway) identify(w http.ResponseWriter, r *http.Request) {
 
 func (g *gateway) enroll(w http.ResponseWriter, r *http.Request) {
 	var req EnrollRequest
-	if !g.decode(w, r, &req) || !g.id(w, req.ID) || !g.template(w, req.Template) {
+	if !g.decode(w, r, req.fields()) || !g.id(w, req.ID) || !g.template(w, req.Template) {
 		return
 	}
 	if req.Dedupe {
@@ -395,11 +386,7 @@ func (g *gateway) enroll(w http.ResponseWriter, r *http.Request) {
 
 func (g *gateway) delete(w http.ResponseWriter, r *http.Request) {
 	var req DeleteRequest
-	if !g.decode(w, r, &req) {
-		return
-	}
-	if req.ID == "" {
-		fail(w, http.StatusBadRequest, "give the id to delete")
+	if !g.decode(w, r, req.fields()) || !g.id(w, req.ID) {
 		return
 	}
 	// A change waits while the servers report progress (rpc.Patient).
@@ -491,10 +478,12 @@ func (g *gateway) operator(what string, h http.HandlerFunc) http.HandlerFunc {
 // (at most 26 characters each with the comma) and an id.
 func (g *gateway) maxBody() int64 { return int64(g.o.Dim)*26 + 4096 }
 
-// decode reads a JSON body of at most maxBody bytes into v, refusing
-// another Content-Type (a web page's simple request: text/plain, a form),
-// unknown fields and trailing data.
-func (g *gateway) decode(w http.ResponseWriter, r *http.Request, v any) bool {
+// decode reads a JSON body of at most maxBody bytes into fields,
+// refusing another Content-Type (a web page's simple request: text/plain,
+// a form) and what strictjson refuses: a null, a field given twice (also
+// in another case), an unknown field, data after the object. A refusal
+// names the field or the element.
+func (g *gateway) decode(w http.ResponseWriter, r *http.Request, fields []strictjson.Field) bool {
 	ct := r.Header.Get("Content-Type")
 	if mt, params, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" || params["charset"] != "" && !strings.EqualFold(params["charset"], "utf-8") {
 		fail(w, http.StatusUnsupportedMediaType, fmt.Sprintf("a body of Content-Type %q: send JSON as Content-Type: application/json (curl: -H 'Content-Type: application/json')", ct))
@@ -502,27 +491,12 @@ func (g *gateway) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.maxBody()))
 	if err == nil {
-		dec := json.NewDecoder(bytes.NewReader(body))
-		dec.DisallowUnknownFields()
-		err = dec.Decode(v)
-		if err == nil && dec.More() {
-			err = errors.New("data after the JSON object")
-		}
+		err = strictjson.Object(body, fields)
 	}
 	var tooBig *http.MaxBytesError
-	var syntax *json.SyntaxError
 	switch {
 	case errors.As(err, &tooBig):
 		fail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("a body of more than %d bytes: a template has %d numbers", tooBig.Limit, g.o.Dim))
-		return false
-	case errors.As(err, &syntax) || errors.Is(err, io.ErrUnexpectedEOF):
-		at := where(body)
-		if strings.HasPrefix(at, "template[") {
-			err = fmt.Errorf("%s is not a number (%v): JSON has no NaN, Infinity or empty elements; send a finite number", at, err)
-		} else if at != "" {
-			err = fmt.Errorf("at %s: %v", at, err)
-		}
-		fail(w, http.StatusBadRequest, fmt.Sprintf("the body is not the JSON this operation takes: %v", err))
 		return false
 	case err != nil:
 		fail(w, http.StatusBadRequest, fmt.Sprintf("the body is not the JSON this operation takes: %v", err))
@@ -531,66 +505,10 @@ func (g *gateway) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	return true
 }
 
-// where names the value of body at which its JSON breaks off (as
-// "template[17]"), so that a NaN or an empty element in a template is
-// named; "" at the top level.
-func where(body []byte) string {
-	type level struct {
-		array bool
-		n     int    // an array's current element
-		key   string // an object's current key
-		value bool   // an object's next token is key's value
-	}
-	var stack []*level
-	dec := json.NewDecoder(bytes.NewReader(body))
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			break
-		}
-		n := len(stack)
-		switch {
-		case tok == json.Delim('{'):
-			stack = append(stack, &level{})
-			continue
-		case tok == json.Delim('['):
-			stack = append(stack, &level{array: true})
-			continue
-		case (tok == json.Delim('}') || tok == json.Delim(']')) && n > 0:
-			stack = stack[:n-1]
-		case n > 0 && !stack[n-1].array && !stack[n-1].value:
-			stack[n-1].key, _ = tok.(string)
-			stack[n-1].value = true
-			continue
-		}
-		// A value is complete: its container moves on.
-		if n := len(stack); n > 0 {
-			if stack[n-1].array {
-				stack[n-1].n++
-			} else {
-				stack[n-1].value = false
-			}
-		}
-	}
-	var at strings.Builder
-	for _, l := range stack {
-		switch {
-		case l.array:
-			fmt.Fprintf(&at, "[%d]", l.n)
-		case l.value:
-			if at.Len() > 0 {
-				at.WriteByte('.')
-			}
-			at.WriteString(l.key)
-		}
-	}
-	return at.String()
-}
-
 // template checks a template's length and values.
 func (g *gateway) template(w http.ResponseWriter, t Template) bool {
 	if len(t) == 0 {
-		fail(w, http.StatusBadRequest, fmt.Sprintf("template is missing: give an array of %d numbers", g.o.Dim))
+		fail(w, http.StatusBadRequest, fmt.Sprintf("template is empty: give an array of %d numbers", g.o.Dim))
 		return false
 	}
 	if len(t) != g.o.Dim {
@@ -600,7 +518,8 @@ func (g *gateway) template(w http.ResponseWriter, t Template) bool {
 	norm := 0.0
 	for i, v := range t {
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			fail(w, http.StatusBadRequest, fmt.Sprintf("template[%d] is not a finite number", i))
+			// JSON has neither: a number beyond float32's range.
+			fail(w, http.StatusBadRequest, fmt.Sprintf("template[%d] is beyond a float32's range (about ±3.4e38): send a finite number", i))
 			return false
 		}
 		norm += float64(v) * float64(v)
@@ -612,9 +531,11 @@ func (g *gateway) template(w http.ResponseWriter, t Template) bool {
 	return true
 }
 
-// id checks an id to enroll, in the user's terms.
+// id checks an id to enroll or delete as every reader of ids does
+// (input.CheckID): as written, never trimmed, so that the id a proxy or
+// a log in front of the gateway sees is the id acted on.
 func (g *gateway) id(w http.ResponseWriter, id string) bool {
-	if err := protocol.CheckID(id); err != nil {
+	if err := input.CheckID(id); err != nil {
 		fail(w, http.StatusBadRequest, fmt.Sprintf("id: %v", err))
 		return false
 	}

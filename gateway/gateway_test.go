@@ -191,7 +191,7 @@ func TestGateway(t *testing.T) {
 	}{
 		"short":    {`{"template":[1,2,3]}`, 400, "template has 3 numbers"},
 		"zero":     {`{"template":[` + strings.TrimSuffix(strings.Repeat("0,", dim), ",") + `]}`, 400, "all-zero"},
-		"overflow": {`{"template":[1e39]}`, 400, "template[0] = 1e39 is beyond"},
+		"overflow": {`{"template":[1e39` + strings.Repeat(",1", dim-1) + `]}`, 400, "template[0] is beyond a float32's range"},
 		"unknown":  {`{"template":[1],"extra":1}`, 400, "unknown field"},
 		"trailing": {`{"template":[1]} {}`, 400, "after the JSON"},
 		"large":    {`{"template":[` + long + `1]}`, 413, "more than"},
