@@ -33,6 +33,9 @@ func (c *cluster) gauge(name, metric, label string) float64 {
 	}
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
+			if mf.GetName() == metric && label == "" && len(m.GetLabel()) == 0 { // a gauge without labels
+				return m.GetGauge().GetValue()
+			}
 			for _, l := range m.GetLabel() {
 				if mf.GetName() == metric && l.GetValue() == label {
 					return m.GetGauge().GetValue()

@@ -376,3 +376,51 @@ func MailboxSlots(e any) int {
 	}
 	panic(fmt.Sprintf("MailboxSlots: %T", e))
 }
+
+// PlantShare makes holder e deviate on the row of id as a holder that
+// plants a face would: it adds delta (a gallery vector) to its own share
+// of the row (next: its next share), in memory, so that whatever it serves
+// from its store (a fetch, its queries) carries it. No query may run
+// meanwhile.
+func PlantShare(e any, id string, next bool, delta []int8) {
+	switch h := e.(type) {
+	case *Holder[uint8]:
+		plantShare(h, id, next, delta)
+	case *Holder[uint16]:
+		plantShare(h, id, next, delta)
+	default:
+		panic(fmt.Sprintf("PlantShare: %T", e))
+	}
+}
+
+func plantShare[E additive.Elem](h *Holder[E], id string, next bool, delta []int8) {
+	h.scanning.Lock()
+	defer h.scanning.Unlock()
+	seg, seq := -1, -1
+	h.RLock()
+	for k := range replicated.Holders {
+		for i := range h.Shares(k).Rows() {
+			if h.ID(k, i) == id {
+				seg, seq = k, i
+			}
+		}
+	}
+	h.RUnlock()
+	if seg < 0 {
+		panic(fmt.Sprintf("PlantShare: no row %q", id))
+	}
+	st := h.Shares(seg).own
+	if next {
+		st = h.Shares(seg).next
+	}
+	row, err := st.Row(seq, make([]E, h.p.Dim()))
+	if err != nil {
+		panic(err)
+	}
+	for j := range row {
+		row[j] += E(delta[j])
+	}
+	if err := st.Put(seq, row, true); err != nil {
+		panic(err)
+	}
+}

@@ -122,7 +122,14 @@ func compareWith(ctx context.Context, env engine.Env, p *Params, mine protocol.D
 		have, theirs := changes(mine[k]), changes(h.Digest[k])
 		switch {
 		case theirs > have:
-			l.lags = append(l.lags, lag{peer: peer, origin: k, missing: theirs - have})
+			// Missing changes: a reshare missed too cannot be caught up,
+			// and the advice must say so (a rebuild).
+			g := lag{peer: peer, origin: k, missing: theirs - have}
+			cctx, cancel := context.WithTimeout(ctx, contactWait(p))
+			e, err := epochAt(cctx, env.Net, peer, k)
+			cancel()
+			g.reshare = err == nil && e > epochs[k]
+			l.lags = append(l.lags, g)
 		case theirs == have && sealed != nil && sealed[k] != h.Digest[k]:
 			// As many changes and other rows: a reshare this copy missed
 			// shows in the epoch (anything else is a difference, for
@@ -194,7 +201,10 @@ func describe(p *Params, lags []lag) string {
 	var parts []string
 	for _, k := range keys {
 		what := fmt.Sprintf("changes (%d missing)", k.missing)
-		if k.reshare {
+		switch {
+		case k.reshare && k.missing > 0:
+			what = fmt.Sprintf("changes (%d missing) and reshares (its shares are of an older epoch)", k.missing)
+		case k.reshare:
 			what = "reshares (its shares are of an older epoch)"
 		}
 		parts = append(parts, fmt.Sprintf("behind %s on origin %s's %s", strings.Join(peers[k], " and "), p.Party(k.origin).Name, what))
@@ -258,14 +268,18 @@ func (h *Holder[E]) standing() string {
 // look compares this holder's rows with its peers' once: behind both on
 // an origin, it stands down and, with fetch, once catchUpAfter has passed
 // (and catchUpRetry since a failed catch-up), catches up from them. It
-// reports whether it is done: compared with both and behind neither.
-func (h *Holder[E]) look(ctx context.Context, fetch bool) bool {
+// reports whether it is done: compared with both and behind neither. At
+// start (before it serves) it stands down at once when behind both: a
+// running holder waits staleAfter first, as a change may be in flight,
+// but one that has not served yet would answer from its older rows
+// meanwhile, and every query it helps would be refused.
+func (h *Holder[E]) look(ctx context.Context, fetch, start bool) bool {
 	looks := h.survey(ctx)
 	lags, all := behindAll(looks)
 	counts := h.changeCounts() // not under cur.mu: health answers take it, never the rows' lock
 	h.cur.mu.Lock()
 	standing := h.cur.why != ""
-	wait := !standing && !h.cur.settled(lags, counts)
+	wait := !standing && !start && !h.cur.settled(lags, counts)
 	h.cur.mu.Unlock()
 	if wait && len(lags) > 0 {
 		return false // perhaps a change in flight: look again
@@ -365,7 +379,7 @@ func (h *Holder[E]) lookAtStart(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, min(startWait, contactWait(h.p)))
 	defer cancel()
-	h.look(ctx, false)
+	h.look(ctx, false, true)
 }
 
 // watchCurrency looks again every currencyEvery until this holder has
@@ -380,7 +394,7 @@ func (h *Holder[E]) watchCurrency(ctx context.Context) {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	engine.Every(ctx, currencyEvery, func() {
-		if h.look(ctx, true) {
+		if h.look(ctx, true, false) {
 			stop() // compared with both, behind neither: done
 		}
 	})
