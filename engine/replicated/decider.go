@@ -328,6 +328,10 @@ func (d *Decider) result(ctx context.Context, q *pending, full [replicated.Holde
 	return res, nil
 }
 
+// RefusedHidden is the decider's one refusal of a hidden probe whose
+// checks failed, whichever failed.
+const RefusedHidden = "a check of this hidden probe failed (the holders' query shares, or a holder's product share): the query is refused, nothing was answered. One of the share holders is faulty or compromised; the decider's log and its metric idface_repl_refusals_total name them"
+
 // decideHidden checks a hidden-probe query's parts (each holder's query
 // shares against the other holder of each share), adds the three product
 // shares and answers with the values and tags of helper entry+1's vector,
@@ -346,6 +350,7 @@ func (d *Decider) decideHidden(ctx context.Context, q *pending) (*protocol.ReplR
 			return nil, protocol.Errorf(protocol.CodeInconsistent, "the entry asked for the top %d of a hidden probe whose device signed for %d; refused", q.TopK, pt.msg.TopK)
 		}
 	}
+	a, b := (q.Entry+1)%replicated.Holders, (q.Entry+2)%replicated.Holders
 	var pairs []string
 	for k := range replicated.Holders {
 		next := (k + 1) % replicated.Holders // holds share k+1 as its own
@@ -353,21 +358,36 @@ func (d *Decider) decideHidden(ctx context.Context, q *pending) (*protocol.ReplR
 			pairs = append(pairs, pairLabel(d.p, k, next))
 		}
 	}
-	if len(pairs) > 0 {
-		for _, p := range pairs {
-			d.refused.WithLabelValues(p).Inc()
-		}
-		d.env.Log.Warn("holders scored a hidden probe with different query shares; refused", "pairs", strings.Join(pairs, ","))
-		return nil, protocol.Errorf(protocol.CodeInconsistent, "the share holders scored different probes (%s); the query is refused, nothing was answered. The entry relayed a wrong part, or one of each pair is faulty or compromised", strings.Join(pairs, ", "))
+	var failed []string
+	if len(pairs) == 0 {
+		failed = d.checkProducts(q, full)
 	}
-	if failed := d.checkProducts(q, full); len(failed) > 0 {
+	if len(pairs) > 0 || len(failed) > 0 {
+		// One verdict, whichever check failed (issue 44 item 3): the
+		// entry and the helpers, two of them checkers of each holder,
+		// learn only that a check failed, never which, and the helpers
+		// get the same fetch of tags as for an answered query, so that
+		// neither a refusal nor its traffic tells a checker the outcome
+		// of its own check. The operator learns which from the log and
+		// idface_repl_refusals_total.
+		if len(pairs) > 0 {
+			for _, p := range pairs {
+				d.refused.WithLabelValues(p).Inc()
+			}
+			d.env.Log.Warn("holders scored a hidden probe with different query shares; refused", "pairs", strings.Join(pairs, ","))
+		}
 		for _, f := range failed {
 			d.refused.WithLabelValues(strings.Fields(f)[0]).Inc() // the holder
 		}
-		d.env.Log.Warn("a holder's product share of a hidden probe failed its check; refused", "holders", strings.Join(failed, ","))
-		return nil, protocol.Errorf(protocol.CodeInconsistent, "the product share of %s failed its check; the query is refused, nothing was answered. That holder (or one of the two that checked it) is faulty or compromised", strings.Join(failed, ", "))
+		if len(failed) > 0 {
+			d.env.Log.Warn("a holder's product share of a hidden probe failed its check; refused", "holders", strings.Join(failed, ","))
+		}
+		rows := len(full[a]) * 8 / d.p.Bits
+		if _, _, err := d.fetchTags(ctx, q.ID, rows, q.TopK, nil, [2]int{a, b}); err != nil {
+			d.env.Log.Debug("the fetch of tags of a refused hidden probe failed", "err", err)
+		}
+		return nil, protocol.Errorf(protocol.CodeInconsistent, "%s", RefusedHidden)
 	}
-	a, b := (q.Entry+1)%replicated.Holders, (q.Entry+2)%replicated.Holders
 	return d.result(ctx, q, full, false, lackingVec{vec: full[a], fetch: true, keepers: [2]int{a, b}})
 }
 
