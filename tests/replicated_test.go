@@ -17,6 +17,7 @@ import (
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/internal/codec/store"
 	"github.com/idface/idface/protocol"
+	shares "github.com/idface/idface/sharing/replicated"
 )
 
 // TestReplicatedAlteredShares: a replicated holder run by a real process
@@ -63,12 +64,13 @@ func TestReplicatedAlteredShares(t *testing.T) {
 	if blind.Ring(cfg).Bits != 8 {
 		t.Fatalf("a ring of %d bits; the alteration below is for k = 8", blind.Ring(cfg).Bits)
 	}
-	pair := 2 * cfg.Dim() // a holder's two shares of a row, a byte an element
-	unit := raw[tail+int64(7*(pair+4)):][:pair+4]
+	pair := 2 * cfg.Dim()             // a holder's two shares of a row, a byte an element
+	size := pair + shares.TrailerSize // and the row's trailer (salts, record)
+	unit := raw[tail+int64(7*(size+4)):][:size+4]
 	for j := range pair / 2 { // k = 8: one byte an element
 		unit[j]++
 	}
-	binary.BigEndian.PutUint32(unit[pair:], store.Checksum(unit[:pair]))
+	binary.BigEndian.PutUint32(unit[size:], store.Checksum(unit[:size]))
 	if err := os.WriteFile(log, raw, 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,7 @@ func TestStatusNamesStaleHolder(t *testing.T) {
 			}
 			continue
 		}
-		if strings.Contains(line, "It cannot catch up: origin p1's rows are at reshare epoch 1 at p2 and p1, 0 here") && strings.Contains(line, "idface party rebuild") {
+		if strings.Contains(line, "It cannot catch up: origin p1's rows were reshared after this copy was made") && strings.Contains(line, "idface party rebuild") {
 			break
 		}
 		if time.Now().After(deadline) {
