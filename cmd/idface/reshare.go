@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os/signal"
 	"syscall"
 
+	"github.com/idface/idface/client"
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/protocol/rpc"
@@ -40,6 +42,7 @@ func cmdReshare(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	done := 0 // holders reshared so far
 	for _, m := range cfg.Parties() {
 		names := []string{m.Name}
 		if cfg.Shards() > 1 { // each shard reshares its rows
@@ -50,9 +53,18 @@ func cmdReshare(args []string, stdout, stderr io.Writer) error {
 		}
 		for _, name := range names {
 			ok, err := cl.Reshare(rpc.Patient(ctx, *cf.timeout), name)
-			if err != nil {
-				return fmt.Errorf("reshare of %s's rows: %w (the holders before it are done; run it again)", name, err)
+			var re *client.RoleError
+			switch {
+			case errors.As(err, &re): // said before sending: reshare needs an operator's identity
+				return fmt.Errorf("nothing was reshared: %w", err)
+			case err != nil && client.RoleRefused(err): // refused again however often it runs
+				return fmt.Errorf("%s refused the reshare: %w\nreshare needs an operator's identity: run it with an operator's --home (or --client NAME of an operator in a local cluster); running it again as this member is refused alike", name, err)
+			case err != nil && done == 0:
+				return fmt.Errorf("reshare of %s's rows: %w (no holder reshared yet; run it again)", name, err)
+			case err != nil:
+				return fmt.Errorf("reshare of %s's rows: %w (the %d holders before it are done; run it again)", name, err, done)
 			}
+			done++
 			fmt.Fprintln(stdout, reshareReport(name, ok))
 		}
 	}
