@@ -126,6 +126,24 @@ func cmdEnroll(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var st enrollState
+	err = o.run(&st, stdout, stderr)
+	if err != nil && o.asJSON { // a script reads what happened on stdout, a failure too
+		return errors.Join(err, json.NewEncoder(stdout).Encode(st.failure(err, o.dedupe)))
+	}
+	return err
+}
+
+// enrollState is what a run of enroll got to: the input read, the entry
+// and journal opened, what was sent, and how it failed.
+type enrollState struct {
+	in             *enrollInput
+	entry, journal string
+	r              *enrollRun
+	be             *client.BulkError
+}
+
+func (o *enrollOptions) run(st *enrollState, stdout, stderr io.Writer) error {
 	cfg, h, _, err := o.cf.member.open("client")
 	if err != nil {
 		return err
@@ -134,24 +152,33 @@ func cmdEnroll(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	st.in = in
 	j, err := o.jf.open(cfg, h)
 	if err != nil {
 		return err
 	}
 	defer j.Close()
+	st.journal = j.Path()
 	cl, err := client.Open(cfg, h, *o.cf.entry)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
+	st.entry = cl.Entry()
 	if err := mayChange(cl, j, protocol.OpPut); err != nil {
 		return err
 	}
 	r, err := o.send(cl, cfg, j, in, stderr)
+	st.r = r
+	dupsTo := stdout
+	if o.asJSON { // stdout holds the one JSON object (its duplicates)
+		dupsTo = stderr
+	}
 	for _, d := range r.dups { // the same person enrolled twice: reported, never sent
-		fmt.Fprintf(stdout, "%s: %s\n", in.src.at(r.send[d.Item]), d)
+		fmt.Fprintf(dupsTo, "%s: %s\n", in.src.at(r.send[d.Item]), d)
 	}
 	if err != nil {
+		errors.As(err, &st.be)
 		return o.failed(err, in, r)
 	}
 	return o.report(cl, cfg, j, r, stdout)
@@ -195,6 +222,12 @@ func enrollFlags(args []string, stderr io.Writer) (*enrollOptions, error) {
 		"cluster's threshold is not enrolled and is reported with the id it\n"+
 		"matched (an ABIS insert). An enrollment through another client at the\n"+
 		"same time is not seen.\n\n"+
+		"With --json one object on stdout: enrolled, skipped, seconds, per_second,\n"+
+		"entry, journal, duplicates (with --dedupe; on stderr one line each) and\n"+
+		"held_for (replicated mode: holders that were unreachable). A run that\n"+
+		"fails writes it too, and exits non-zero: then also error (as on stderr),\n"+
+		"refused (rolled back), unanswered (may or may not be enrolled), not_sent\n"+
+		"(counts) and where (the lines or rows of each outcome).\n\n"+
 		input.Formats+"\n\n"+input.IDRules+"\n\n"+fmt.Sprintf("A batch holds 1 to %d templates (fewer in mode he: at most four column\ngroups per request).", protocol.MaxBatch), stderr)
 	o := &enrollOptions{cf: addClientFlags(fs)}
 	fs.StringVar(&o.id, "id", "", "id of a single template")
@@ -202,7 +235,7 @@ func enrollFlags(args []string, stderr io.Writer) (*enrollOptions, error) {
 	fs.StringVar(&o.ids, "ids", "", "text file with one id per line (bulk)")
 	fs.StringVar(&o.tmpls, "templates", "", "one template per id (bulk): .npy, CSV or JSON lines")
 	fs.IntVar(&o.batch, "batch", 2048, fmt.Sprintf("templates per transaction in bulk mode (1..%d)", protocol.MaxBatch))
-	fs.BoolVar(&o.asJSON, "json", false, "print a JSON summary")
+	fs.BoolVar(&o.asJSON, "json", false, "print one JSON object on stdout, also when the command fails")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress bar")
 	fs.BoolVar(&o.dedupe, "dedupe", false, "search the gallery (and the earlier templates of the same batch) for each template first, and leave out the people already enrolled, naming the id each matched; batches then go one at a time")
 	o.jf = addJournalFlags(fs, "enrolled")
@@ -318,6 +351,7 @@ func (o *enrollOptions) send(cl *client.Client, cfg *config.Params, j *client.Jo
 	}
 	r.send, r.skipped, r.start = send, skipped, time.Now()
 	settled, already, err := settleEnrollments(cl, cfg, j, unsettled, in.ids, in.hashes, in.item, o.batch, *o.cf.timeout)
+	r.done = settled
 	if err != nil {
 		return r, err
 	}
@@ -425,6 +459,75 @@ func (o *enrollOptions) failed(err error, in *enrollInput, r *enrollRun) error {
 	return fmt.Errorf("%s: %v\n%s", msg, be.Err, hint)
 }
 
+// summary is enroll --json's object for a run that sent r (nil: it
+// stopped before sending): enrolled, skipped, seconds, per_second,
+// entry, journal, and with dedupe the duplicates left out.
+func summary(r *enrollRun, dedupe bool, entry, journal string) map[string]any {
+	if r == nil {
+		r = &enrollRun{}
+	}
+	secs := 0.0
+	if !r.start.IsZero() {
+		secs = time.Since(r.start).Seconds()
+	}
+	out := map[string]any{"enrolled": r.done, "skipped": r.skipped, "seconds": secs, "per_second": 0.0}
+	if secs > 0 {
+		out["per_second"] = float64(r.done) / secs
+	}
+	if entry != "" {
+		out["entry"] = entry
+	}
+	if journal != "" {
+		out["journal"] = journal
+	}
+	if dedupe {
+		type dup struct {
+			ID      string `json:"id"`
+			Matched string `json:"matched"`
+			InInput bool   `json:"in_input,omitempty"` // matched an earlier template of this input, not an enrolled id
+		}
+		list := []dup{}
+		for _, d := range r.dups {
+			list = append(list, dup{d.ID, d.Matched, d.InBatch})
+		}
+		out["duplicates"] = list
+	}
+	return out
+}
+
+// failure is enroll --json's object for a run that failed with err: the
+// summary, error (the message and advice printed on stderr), the inputs
+// refused (and rolled back), unanswered (which may or may not be
+// enrolled) and not_sent, counted, and where (the lines or rows of each
+// outcome, as the message names them).
+func (st *enrollState) failure(err error, dedupe bool) map[string]any {
+	out := summary(st.r, dedupe, st.entry, st.journal)
+	out["error"] = err.Error()
+	refused, unanswered, notSent := 0, 0, 0
+	where := map[string]string{}
+	switch {
+	case st.be != nil && st.r != nil:
+		list := func(key string, rs []client.Range) int {
+			idx := indices(st.r.send, rs)
+			if len(idx) > 0 && st.in.src.unit != "" {
+				where[key] = st.in.src.ranges(idx)
+			}
+			return len(idx)
+		}
+		list("enrolled", st.be.Committed)
+		refused, unanswered, notSent = list("refused", st.be.Refused), list("unanswered", st.be.InDoubt), list("not_sent", st.be.NotSent())
+	case st.in != nil && st.r == nil: // stopped before sending
+		notSent = len(st.in.ids)
+	case st.in != nil: // stopped settling an earlier run's changes
+		notSent = len(st.in.ids) - st.r.done - st.r.skipped
+	}
+	out["refused"], out["unanswered"], out["not_sent"] = refused, unanswered, notSent
+	if len(where) > 0 {
+		out["where"] = where
+	}
+	return out
+}
+
 // report prints what a run that went through did.
 func (o *enrollOptions) report(cl *client.Client, cfg *config.Params, j *client.Journal, r *enrollRun, stdout io.Writer) error {
 	secs := time.Since(r.start).Seconds()
@@ -433,20 +536,7 @@ func (o *enrollOptions) report(cl *client.Client, cfg *config.Params, j *client.
 		held = heldFor(cl, cfg)
 	}
 	if o.asJSON {
-		out := map[string]any{"enrolled": r.done, "skipped": r.skipped, "seconds": secs,
-			"per_second": float64(r.done) / secs, "entry": cl.Entry(), "journal": j.Path()}
-		if o.dedupe {
-			type dup struct {
-				ID      string `json:"id"`
-				Matched string `json:"matched"`
-				InInput bool   `json:"in_input,omitempty"` // matched an earlier template of this input, not an enrolled id
-			}
-			list := []dup{}
-			for _, d := range r.dups {
-				list = append(list, dup{d.ID, d.Matched, d.InBatch})
-			}
-			out["duplicates"] = list
-		}
+		out := summary(r, o.dedupe, cl.Entry(), j.Path())
 		if len(held) > 0 {
 			out["held_for"] = held
 		}
