@@ -818,7 +818,9 @@ func deleteFlags(args []string, stderr io.Writer) (*deleteOptions, error) {
 		"With --json one object at the end: deleted, skipped (deleted before, with\n"+
 		"--resume), entry, journal, held_for (replicated mode: the holders that\n"+
 		"were unreachable; the entry keeps their part and delivers it once they\n"+
-		"are back) and, when the command failed, error.\n\n"+input.IDRules, stderr)
+		"are back) and, when the command failed, error.\n\n"+
+		"An ids file that holds no id is refused (exit 2): nothing to delete is\n"+
+		"a mistake in the script that made the list, not a deletion.\n\n"+input.IDRules, stderr)
 	o := &deleteOptions{cf: addClientFlags(fs)}
 	fs.BoolVar(&o.asJSON, "json", false, "print one JSON object")
 	fs.StringVar(&o.id, "id", "", "id to revoke")
@@ -846,6 +848,9 @@ func (o *deleteOptions) read() ([]string, source, error) {
 		return []string{o.id}, source{file: "--id", num: []int{1}}, nil
 	}
 	ids, num, err := input.ReadIDs(o.ids)
+	if err == nil && len(ids) == 0 { // a script whose list came out empty must not read "deleted 0" as done
+		return nil, source{}, &exitError{2, fmt.Errorf("nothing was deleted: %s holds no ids: give one id per line (or --id ID for one)", o.ids)}
+	}
 	return ids, source{file: o.ids, unit: "line", num: num}, err
 }
 
