@@ -292,6 +292,14 @@ type Literal struct {
 	// holds (engine.ScoreStats: shown only per complete window); default
 	// 1000, at least MinStatsWindow.
 	StatsWindow int `json:"stats_window,omitempty"`
+	// DegradedRate is how many degraded queries (one holder down) a second
+	// each helper and the decider serve one entry (replicated mode; a
+	// burst of as many). 0, the default: derived by each server from that
+	// entry's checked queries in the minute before the outage (1.5 times
+	// its busiest ten seconds' rate), at least 20, so that an outage costs
+	// no throughput while an entry that speeds up only once a holder is
+	// down (a bisection of scores, SECURITY.md) is held to its old pace.
+	DegradedRate float64 `json:"degraded_rate,omitempty"`
 	// KeyServerRate is how many queries per second the key server answers
 	// each local server (a burst of twice as many); default 200.
 	KeyServerRate float64 `json:"key_server_rate,omitempty"`
@@ -557,8 +565,19 @@ func fillLimits(lit *Literal) error {
 	if lit.StatsWindow != 0 && (lit.StatsWindow < MinStatsWindow || lit.StatsWindow > maxStatsWindow) {
 		return fmt.Errorf("stats_window = %d, want %d..%d queries: a smaller window shows too much of each query's best score (docs/SECURITY.md, \"Score statistics\")", lit.StatsWindow, MinStatsWindow, maxStatsWindow)
 	}
+	if r := lit.DegradedRate; r != 0 && !(r >= 1 && r <= maxDegradedRate) { // (NaN fails too)
+		return fmt.Errorf("degraded_rate = %g, want 1..%d queries a second, or 0 to derive it from each entry's rate before an outage", r, maxDegradedRate)
+	}
 	return nil
 }
+
+// maxDegradedRate bounds Literal.DegradedRate.
+const maxDegradedRate = 1_000_000
+
+// DegradedRate is the degraded queries a second one entry is served by
+// each helper and the decider; 0: derived from the entry's rate before
+// the outage (Literal.DegradedRate).
+func (p *Params) DegradedRate() float64 { return p.lit.DegradedRate }
 
 // Windows of best-score statistics (Literal.StatsWindow).
 const (

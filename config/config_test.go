@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -74,26 +75,28 @@ func TestDefaults(t *testing.T) {
 
 func TestRejects(t *testing.T) {
 	for name, f := range map[string]func(*config.Literal){
-		"mode":        func(l *config.Literal) { l.Mode = "3pc" },
-		"2pc of 3":    func(l *config.Literal) { l.Parties = append(l.Parties, member(t, "p3", "a:3")) },
-		"dim":         func(l *config.Literal) { l.Dim = 5000 },
-		"beta":        func(l *config.Literal) { l.Dim, l.Beta = 64, 65 },
-		"tau":         func(l *config.Literal) { t := 1.5; l.Tau = &t },
-		"block":       func(l *config.Literal) { l.Block = 10 },
-		"timeout":     func(l *config.Literal) { l.Timeout = config.Duration(time.Millisecond) },
-		"top-k":       func(l *config.Literal) { l.MaxTopK = 5000 },
-		"batch":       func(l *config.Literal) { l.BatchMax = 33 },
-		"batch wait":  func(l *config.Literal) { l.BatchWait = config.Duration(time.Second) },
-		"same name":   func(l *config.Literal) { l.Parties[1].Name = "p1" },
-		"same pin":    func(l *config.Literal) { l.Clients[0].Cert, l.Clients[0].Pin = l.Parties[0].Cert, l.Parties[0].Pin },
-		"no addr":     func(l *config.Literal) { l.Parties[1].Addr = "" },
-		"role":        func(l *config.Literal) { l.Clients[0].Role = "admin" },
-		"no role":     func(l *config.Literal) { l.Clients[0].Role = "" },
-		"server role": func(l *config.Literal) { l.Parties[0].Role = config.RoleDevice },
-		"metrics":     func(l *config.Literal) { l.Parties[0].Metrics = "0.0.0.0:9100" },
-		"key server":  func(l *config.Literal) { k := member(t, "key", "a:9"); l.KeyServer = &k },
-		"cluster id":  func(l *config.Literal) { l.ClusterID = "xyz" },
-		"version":     func(l *config.Literal) { l.Version = 4 },
+		"mode":         func(l *config.Literal) { l.Mode = "3pc" },
+		"2pc of 3":     func(l *config.Literal) { l.Parties = append(l.Parties, member(t, "p3", "a:3")) },
+		"dim":          func(l *config.Literal) { l.Dim = 5000 },
+		"beta":         func(l *config.Literal) { l.Dim, l.Beta = 64, 65 },
+		"tau":          func(l *config.Literal) { t := 1.5; l.Tau = &t },
+		"block":        func(l *config.Literal) { l.Block = 10 },
+		"timeout":      func(l *config.Literal) { l.Timeout = config.Duration(time.Millisecond) },
+		"top-k":        func(l *config.Literal) { l.MaxTopK = 5000 },
+		"batch":        func(l *config.Literal) { l.BatchMax = 33 },
+		"batch wait":   func(l *config.Literal) { l.BatchWait = config.Duration(time.Second) },
+		"same name":    func(l *config.Literal) { l.Parties[1].Name = "p1" },
+		"same pin":     func(l *config.Literal) { l.Clients[0].Cert, l.Clients[0].Pin = l.Parties[0].Cert, l.Parties[0].Pin },
+		"no addr":      func(l *config.Literal) { l.Parties[1].Addr = "" },
+		"role":         func(l *config.Literal) { l.Clients[0].Role = "admin" },
+		"no role":      func(l *config.Literal) { l.Clients[0].Role = "" },
+		"server role":  func(l *config.Literal) { l.Parties[0].Role = config.RoleDevice },
+		"metrics":      func(l *config.Literal) { l.Parties[0].Metrics = "0.0.0.0:9100" },
+		"key server":   func(l *config.Literal) { k := member(t, "key", "a:9"); l.KeyServer = &k },
+		"cluster id":   func(l *config.Literal) { l.ClusterID = "xyz" },
+		"version":      func(l *config.Literal) { l.Version = 4 },
+		"degraded":     func(l *config.Literal) { l.DegradedRate = 0.5 },
+		"degraded NaN": func(l *config.Literal) { l.DegradedRate = math.NaN() },
 	} {
 		lit := twoParty(t)
 		f(&lit)

@@ -119,6 +119,8 @@ func (d *Decider) share(ctx context.Context, r engine.Request) protocol.Msg {
 		if perr := d.gate.admit(ctx, holder, pl.down, nil); perr != nil {
 			return perr
 		}
+	} else if !m.Hidden && holder == int(m.Entry) {
+		d.gate.checked(holder)
 	}
 	vec := int(m.Rows) * d.p.Bits / 8
 	size := vec

@@ -3,6 +3,7 @@ package replicated
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"time"
 
@@ -258,12 +259,19 @@ const (
 	// another contact in the background, so a steady load never waits.
 	downFor      = 5 * time.Second
 	recheckAfter = time.Second
-	// degradedRate and degradedBurst limit the degraded queries one entry
-	// gets served by this server: degradedRate a second on average, at
-	// most degradedBurst at once. A query beyond waits its turn a short
-	// while (pace), else is refused.
-	degradedRate  = 20
-	degradedBurst = 20
+	// degradedFloor is the least rate (and burst) of degraded queries a
+	// second one entry is served by this server; config's degraded_rate
+	// sets the rate, else it is derived from the entry's checked queries
+	// before the outage (rates): degradedScale times their busiest
+	// window's rate. A query beyond waits its turn a short while (pace),
+	// else is refused.
+	degradedFloor = 20
+	degradedScale = 1.5
+	// rateWindow and rateWindows: an entry's checked queries are counted
+	// per rateWindow, and the busiest of the last rateWindows sets its
+	// degraded limit.
+	rateWindow  = 10 * time.Second
+	rateWindows = 6
 	// logEvery is the shortest interval between two log lines about one
 	// entry's degraded queries.
 	logEvery = 10 * time.Second
@@ -336,12 +344,14 @@ func (r *reach) contactLocked(name string) chan struct{} {
 	return c
 }
 
-// limiter is a token bucket per entry (holder index).
+// limiter is a token bucket per entry (holder index), of a fixed rate or
+// of one derived per entry (rateOf).
 type limiter struct {
-	mu    sync.Mutex
-	rate  float64 // turns a second
-	burst float64
-	b     map[int]*bucket
+	mu     sync.Mutex
+	rate   float64 // turns a second (the floor, when rateOf derives it)
+	burst  float64
+	rateOf func(entry int) float64 // nil: rate for every entry
+	b      map[int]*bucket
 }
 
 type bucket struct {
@@ -353,28 +363,38 @@ func newLimiter(rate float64, burst int) *limiter {
 	return &limiter{rate: rate, burst: float64(burst), b: map[int]*bucket{}}
 }
 
+// limitsOf are entry's rate and burst now (caller holds l.mu).
+func (l *limiter) limitsOf(entry int) (float64, float64) {
+	if l.rateOf == nil {
+		return l.rate, l.burst
+	}
+	r := max(l.rate, l.rateOf(entry))
+	return r, max(l.burst, r)
+}
+
 // reserve takes entry's next turn at now: how long until it is due, or
 // false (and nothing taken) where that is beyond wait.
 func (l *limiter) reserve(entry int, now time.Time, wait time.Duration) (time.Duration, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	rate, burst := l.limitsOf(entry)
 	b := l.b[entry]
 	if b == nil {
-		b = &bucket{tokens: l.burst, at: now}
+		b = &bucket{tokens: burst, at: now}
 		l.b[entry] = b
 	}
 	if now.After(b.at) {
-		b.tokens = min(l.burst, b.tokens+now.Sub(b.at).Seconds()*l.rate)
+		b.tokens = min(burst, b.tokens+now.Sub(b.at).Seconds()*rate)
 		b.at = now
 	}
 	if b.tokens >= 1 {
 		b.tokens--
 		return 0, true
 	}
-	if l.rate <= 0 {
+	if rate <= 0 {
 		return 0, false
 	}
-	due := time.Duration((1 - b.tokens) / l.rate * float64(time.Second))
+	due := time.Duration((1 - b.tokens) / rate * float64(time.Second))
 	if due > wait {
 		return due, false
 	}
@@ -382,11 +402,70 @@ func (l *limiter) reserve(entry int, now time.Time, wait time.Duration) (time.Du
 	return due, true
 }
 
-// limits are the rate and burst now.
-func (l *limiter) limits() (float64, float64) {
+// limits are entry's rate and burst now.
+func (l *limiter) limits(entry int) (float64, float64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.rate, l.burst
+	return l.limitsOf(entry)
+}
+
+// rates counts each entry's checked queries at this server, per
+// rateWindow, over the last rateWindows: the busiest window's rate,
+// scaled, is that entry's degraded limit. Degraded queries are not
+// counted: an entry cannot raise its limit during an outage.
+type rates struct {
+	mu    sync.Mutex
+	now   func() time.Time
+	start time.Time     // the current window's start
+	count map[int][]int // by entry: the queries of the last windows, the current one last
+}
+
+func newRates() *rates { return &rates{now: time.Now, count: map[int][]int{}} }
+
+// roll moves the windows on to now (caller holds r.mu).
+func (r *rates) roll() {
+	now := r.now()
+	if r.start.IsZero() {
+		r.start = now
+	}
+	for n := 0; now.Sub(r.start) >= rateWindow && n <= rateWindows; n++ {
+		r.start = r.start.Add(rateWindow)
+		for e, c := range r.count {
+			c = append(c, 0)
+			if len(c) > rateWindows {
+				c = c[len(c)-rateWindows:]
+			}
+			r.count[e] = c
+		}
+	}
+	if now.Sub(r.start) >= rateWindow { // idle for longer than every window
+		r.start = now
+	}
+}
+
+// observe counts one checked query of entry.
+func (r *rates) observe(entry int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.roll()
+	c := r.count[entry]
+	if len(c) == 0 {
+		c = []int{0}
+	}
+	c[len(c)-1]++
+	r.count[entry] = c
+}
+
+// busiest is entry's busiest window's checked queries a second.
+func (r *rates) busiest(entry int) float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.roll()
+	top := 0
+	for _, n := range r.count[entry] {
+		top = max(top, n)
+	}
+	return float64(top) / rateWindow.Seconds()
 }
 
 var errLimit = errors.New("over the limit")
@@ -421,6 +500,8 @@ type gate struct {
 
 	served  *prometheus.CounterVec // idface_repl_degraded_served_total{entry}
 	refused *prometheus.CounterVec // idface_repl_degraded_refused_total{entry,reason}
+	limitG  *prometheus.GaugeVec   // idface_repl_degraded_limit{entry}
+	rates   *rates                 // each entry's checked queries, for its derived limit
 
 	mu     sync.Mutex
 	logged map[string]time.Time // the last log line, by entry and what it says
@@ -428,17 +509,38 @@ type gate struct {
 }
 
 func newGate(env engine.Env, p *Params) *gate {
-	return &gate{env: env, p: p, reach: newReach(env.Net, contactWait(p)), limit: newLimiter(degradedRate, degradedBurst),
+	g := &gate{env: env, p: p, reach: newReach(env.Net, contactWait(p)), rates: newRates(),
 		pace: min(time.Second, p.Timeouts().DeciderWait/4),
+		limitG: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "idface_repl_degraded_limit",
+			Help: "Degraded queries a second this server serves each entry while a holder is down (degraded_rate in cluster.json, else derived: 1.5 times the entry's busiest 10 s of checked queries in the last minute, at least 20)."}, []string{"entry"}),
 		served: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_repl_degraded_served_total",
 			Help: "Degraded queries (one holder named down) this server took part in, by the entry that sent them: it could not reach that holder itself."}, []string{"entry"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_repl_degraded_refused_total",
 			Help: "Degraded queries this server refused, by entry and reason: reachable (this server reaches the holder the entry named down) or limit (the entry's degraded queries came faster than the limit)."}, []string{"entry", "reason"}),
 		logged: map[string]time.Time{}, quiet: map[string]int{}}
+	if r := p.DegradedRate(); r > 0 {
+		g.limit = newLimiter(r, int(math.Ceil(r)))
+	} else {
+		g.limit = newLimiter(degradedFloor, degradedFloor)
+		g.limit.rateOf = func(entry int) float64 { return degradedScale * g.rates.busiest(entry) }
+	}
+	for k := range replicated.Holders {
+		rate, _ := g.limit.limits(k)
+		g.limitG.WithLabelValues(p.Party(k).Name).Set(rate)
+	}
+	return g
 }
 
 func (g *gate) collectors() []prometheus.Collector {
-	return []prometheus.Collector{g.served, g.refused}
+	return []prometheus.Collector{g.served, g.refused, g.limitG}
+}
+
+// checked counts a checked (not degraded) query of entry holder entry
+// that this server takes part in: the derived degraded limit follows it.
+func (g *gate) checked(entry int) {
+	g.rates.observe(entry)
+	rate, _ := g.limit.limits(entry)
+	g.limitG.WithLabelValues(g.p.Party(entry).Name).Set(rate)
 }
 
 // admit decides whether this server takes part in a query of entry holder
@@ -464,8 +566,9 @@ func (g *gate) admit(ctx context.Context, entry, down int, own func() int) *prot
 		if n, ok := g.due(en + " limit"); ok {
 			g.env.Log.Warn("an entry's degraded queries came faster than the limit; refused", "entry", g.env.Peer(en), "down", g.env.Peer(dn), "refused", n)
 		}
-		rate, burst := g.limit.limits()
-		return protocol.Errorf(protocol.CodeUnavailable, "%s serves at most %g degraded queries a second from entry %s (bursts of %g) while %s is down; this one is refused: retry shortly",
+		rate, burst := g.limit.limits(entry)
+		g.limitG.WithLabelValues(en).Set(rate)
+		return protocol.Errorf(protocol.CodeUnavailable, "%s serves at most %.4g degraded queries a second from entry %s (bursts of %.4g) while %s is down; this one is refused: retry shortly (degraded_rate in cluster.json sets the limit; by default it is 1.5 times the entry's busiest rate of checked queries in the minute before)",
 			self, rate, en, burst, dn)
 	}
 	g.served.WithLabelValues(en).Inc()

@@ -19,7 +19,7 @@ import (
 func (l *limiter) set(rate float64, burst int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.rate, l.burst, l.b = rate, float64(burst), map[int]*bucket{}
+	l.rate, l.burst, l.b, l.rateOf = rate, float64(burst), map[int]*bucket{}, nil
 }
 
 // Pending is the number of queries the decider holds parts of.

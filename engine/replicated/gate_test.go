@@ -138,3 +138,44 @@ func TestReach(t *testing.T) {
 		t.Fatalf("4 concurrent questions made %d contacts", count()-n)
 	}
 }
+
+// TestDerivedDegradedLimit (issue 47 item 1): without degraded_rate, an
+// entry's degraded limit is 1.5 times its busiest 10 s of checked
+// queries in the last minute, at least 20 a second: an outage costs a
+// busy entry no throughput, and an entry that speeds up only once a
+// holder is down stays at its old pace; a minute idle, the floor.
+func TestDerivedDegradedLimit(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	r := newRates()
+	r.now = func() time.Time { return now }
+	l := newLimiter(degradedFloor, degradedFloor)
+	l.rateOf = func(entry int) float64 { return degradedScale * r.busiest(entry) }
+	if rate, burst := l.limits(0); rate != degradedFloor || burst != degradedFloor {
+		t.Fatalf("no checked query yet: %v, %v; want the floor", rate, burst)
+	}
+	for range 1000 { // 100 a second for 10 s at entry 0
+		r.observe(0)
+		now = now.Add(10 * time.Millisecond)
+	}
+	if rate, burst := l.limits(0); rate != 150 || burst != 150 {
+		t.Fatalf("after 100 checked queries a second: %v, %v; want 150", rate, burst)
+	}
+	if rate, _ := l.limits(1); rate != degradedFloor {
+		t.Fatalf("entry 1, idle: %v; want the floor", rate)
+	}
+	// An outage: the entry's degraded queries are not counted, and 150 a
+	// second are served, not more.
+	served := 0
+	for i := range 400 {
+		if _, ok := l.reserve(0, now.Add(time.Duration(i)*time.Millisecond), 0); ok {
+			served++
+		}
+	}
+	if want := 150 + 0.4*150; float64(served) < want-2 || float64(served) > want+1 { // the burst, and 0.4 s of refill
+		t.Fatalf("400 degraded queries in 0.4 s: %d served; want the burst of 150 and 0.4 s of refill at 150 a second (%v)", served, want)
+	}
+	now = now.Add(time.Duration(rateWindows+1) * rateWindow)
+	if rate, _ := l.limits(0); rate != degradedFloor {
+		t.Fatalf("a minute without checked queries: %v; want the floor", rate)
+	}
+}

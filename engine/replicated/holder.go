@@ -1002,6 +1002,8 @@ func (h *Holder[E]) serveQuery(ctx context.Context, r engine.Request) protocol.M
 		if perr := h.gate.admit(ctx, entry, pl.down, h.outage.current); perr != nil {
 			return perr
 		}
+	} else {
+		h.gate.checked(entry)
 	}
 	if err := h.AwaitDigest(ctx, r.From.Name, m.Digest); err != nil {
 		return err
