@@ -59,8 +59,9 @@ func clusterStatusCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("cluster status", "idface cluster status --cluster DIR [--client NAME] [--json]\nidface cluster status --config cluster.json --home DIR [--json]\n\n"+
 		"Asks every server for the configuration (serial and hash) it runs and, as an\n"+
 		"operator, for its unsettled changes and whether its row map agrees with\n"+
-		"every other server's (each server compares with its peers itself; row\n"+
-		"counts and digests go to servers only), through a local cluster's operator\n"+
+		"every other server's (each server compares with its peers itself; the\n"+
+		"digests and per-segment row counts go to servers only: an operator's\n"+
+		"count of ids enrolled is idface count), through a local cluster's operator\n"+
 		"(or --client) or through the member whose home is given.\n\n"+
 		"Exit status: 0 every server answered, runs this configuration and (asked by\n"+
 		"an operator) agrees on the row map; 3 a server is unreachable; 4 every\n"+
