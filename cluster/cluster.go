@@ -281,6 +281,10 @@ func Client(p *config.Params, name, entry string) (*client.Client, error) {
 	return client.Open(p, h, entry)
 }
 
+// pidFile is where Start records a server's process: one line "PID
+// START", its pid and its start time in clock ticks since boot (field 22
+// of /proc/PID/stat), so that a later pid of the same number is never
+// taken for it. Stop and Kill read it; by hand: kill $(cut -d' ' -f1 FILE).
 func pidFile(p *config.Params, name string) string {
 	return filepath.Join(p.Dir(), "run", name+".pid")
 }
@@ -371,14 +375,22 @@ func Running(p *config.Params, name string) (int, bool) {
 // Up starts every server that is not running and waits until all answer a
 // health check, or timeout passes.
 func Up(ctx context.Context, p *config.Params, exe string, timeout time.Duration) error {
+	_, err := UpServers(ctx, p, exe, ServerNames(p), timeout)
+	return err
+}
+
+// UpServers starts the processes names (of ServerNames) that are not
+// running, waits until each answers a health check, or timeout passes,
+// and returns those it started.
+func UpServers(ctx context.Context, p *config.Params, exe string, names []string, timeout time.Duration) (started []string, err error) {
 	for _, s := range p.Servers() {
 		if strings.HasSuffix(s.Addr, ".svc.cluster.local:"+strconv.Itoa(deploy.QUICPort)) {
-			return fmt.Errorf("%s is made for Kubernetes ('cluster init --k8s'; %s advertises %s): render it with 'idface deploy k8s --cluster %s'", p.Dir(), s.Name, s.Addr, p.Dir())
+			return nil, fmt.Errorf("%s is made for Kubernetes ('cluster init --k8s'; %s advertises %s): render it with 'idface deploy k8s --cluster %s'", p.Dir(), s.Name, s.Addr, p.Dir())
 		}
 	}
 	// The key server first: local servers fetch the public key from it.
-	names := ServerNames(p)
-	if k, ok := p.KeyServer(); ok {
+	names = slices.Clone(names)
+	if k, ok := p.KeyServer(); ok && slices.Contains(names, k.Name) {
 		names = append([]string{k.Name}, slices.DeleteFunc(names, func(n string) bool { return n == k.Name })...)
 	}
 	for _, name := range names {
@@ -386,16 +398,43 @@ func Up(ctx context.Context, p *config.Params, exe string, timeout time.Duration
 			continue
 		}
 		if _, err := Start(p, exe, name); err != nil {
-			return err
+			return started, err
+		}
+		started = append(started, name)
+	}
+	return started, WaitServers(ctx, p, names, timeout)
+}
+
+// Processes lists the processes of server (a member's name: its
+// coordinator and, in a sharded cluster, its shards; or one process's
+// name, "p1#0"), in ServerNames' order. An unknown name is an error
+// naming the servers.
+func Processes(p *config.Params, server string) ([]string, error) {
+	var out []string
+	for _, name := range ServerNames(p) {
+		if member, _ := config.SplitServer(name); name == server || member == server {
+			out = append(out, name)
 		}
 	}
-	return WaitHealthy(ctx, p, timeout)
+	if len(out) == 0 {
+		var members []string
+		for _, s := range p.Servers() {
+			members = append(members, s.Name)
+		}
+		return nil, fmt.Errorf("no server %q in %s: the servers are %s", server, p.Dir(), strings.Join(members, ", "))
+	}
+	return out, nil
 }
 
 // WaitHealthy polls every server until each answers a health check with
 // nothing unsettled. A server whose process exited is reported first: it
 // is the cause when the others wait for it.
 func WaitHealthy(ctx context.Context, p *config.Params, timeout time.Duration) error {
+	return WaitServers(ctx, p, ServerNames(p), timeout)
+}
+
+// WaitServers is WaitHealthy for the processes names alone.
+func WaitServers(ctx context.Context, p *config.Params, names []string, timeout time.Duration) error {
 	cl, err := Client(p, "", "")
 	if err != nil {
 		return err
@@ -406,7 +445,6 @@ func WaitHealthy(ctx context.Context, p *config.Params, timeout time.Duration) e
 	for {
 		var last error
 		var waiting string
-		names := ServerNames(p)
 		for _, name := range names {
 			if _, ok := Running(p, name); !ok {
 				return fmt.Errorf("server %s exited; its log %s ends with:\n%s", name, LogFile(p, name), tail(LogFile(p, name), 10))

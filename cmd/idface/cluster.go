@@ -34,7 +34,7 @@ import (
 )
 
 func init() {
-	register("cluster", "create and run a local cluster (init, up, down, status) or assemble a deployment's config", cmdCluster)
+	register("cluster", "create and run a local cluster (init, up, down, stop, start, status) or assemble a deployment's config", cmdCluster)
 	register("serve", "run one server in the foreground", cmdServe)
 }
 
@@ -43,6 +43,8 @@ func cmdCluster(args []string, stdout, stderr io.Writer) error {
 		{"init", "create a local test cluster: every member's home and cluster.json", clusterInit},
 		{"up", "start a local cluster's servers and wait until each is healthy", clusterUp},
 		{"down", "stop a local cluster's servers", clusterDown},
+		{"stop", "stop one server of a local cluster (--server NAME)", clusterStop},
+		{"start", "start one server of a local cluster again and wait until it is healthy (--server NAME)", clusterStart},
 		{"status", "each server's configuration and whether their rows agree (exit 3: unreachable, 4: disagreeing)", clusterStatusCmd},
 		{"assemble", "build a deployment's cluster.json from its members' NAME.pub.json", clusterAssemble},
 		{"show", "print what a cluster.json, NAME.pub.json or directory pins: members, roles, addresses, pins", clusterShow},
@@ -123,6 +125,106 @@ func clusterDown(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// pidFileHelp says what run/NAME.pid holds, for stop's and start's help.
+const pidFileHelp = "Each server's process is recorded in DIR/run/NAME.pid as one line,\n" +
+	"\"PID START\": its pid and its start time in clock ticks since boot (field\n" +
+	"22 of /proc/PID/stat), so that a later process given the same pid is never\n" +
+	"taken for it. By hand: kill $(cut -d' ' -f1 DIR/run/p3.pid). Its log is\n" +
+	"DIR/logs/NAME.log."
+
+// serverFlag is stop's and start's --server, with the cluster it names
+// and its processes.
+func serverFlag(name, synopsis string, args []string, stderr io.Writer, more func(fs *flag.FlagSet)) (*config.Params, []string, error) {
+	fs := newFlags("cluster "+name, synopsis, stderr)
+	dir := clusterDirFlag(fs, "local cluster directory")
+	server := fs.String("server", "", "the server: a member's name (with its shards, in a sharded cluster) or one process's (p1#0)")
+	if more != nil {
+		more(fs)
+	}
+	if err := parse(fs, args); err != nil {
+		return nil, nil, err
+	}
+	if err := requireCluster(fs, dir); err != nil {
+		return nil, nil, err
+	}
+	if err := required(fs, "server"); err != nil {
+		return nil, nil, err
+	}
+	cfg, err := config.Load(*dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	names, err := cluster.Processes(cfg, *server)
+	return cfg, names, err
+}
+
+func clusterStop(args []string, stdout, stderr io.Writer) error {
+	var kill *bool
+	cfg, names, err := serverFlag("stop", "idface cluster stop --cluster DIR --server NAME [--kill]\n\n"+
+		"Stops one server of a local cluster (SIGTERM, then SIGKILL after 15 s;\n"+
+		"--kill: SIGKILL at once, as a crash) and leaves the others running. Start\n"+
+		"it again with idface cluster start --server NAME (or cluster up).\n\n"+pidFileHelp, args, stderr,
+		func(fs *flag.FlagSet) { kill = fs.Bool("kill", false, "SIGKILL at once (a crash), not SIGTERM") })
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		pid, ok := cluster.Running(cfg, name)
+		if !ok {
+			fmt.Fprintf(stdout, "%s was not running\n", name)
+			continue
+		}
+		if *kill {
+			err = cluster.Kill(cfg, name)
+		} else {
+			err = cluster.Stop(cfg, name, 15*time.Second)
+		}
+		if err != nil {
+			return fmt.Errorf("stopping %s (pid %d): %w", name, pid, err)
+		}
+		fmt.Fprintf(stdout, "stopped %s (pid %d)\n", name, pid)
+	}
+	return nil
+}
+
+func clusterStart(args []string, stdout, stderr io.Writer) error {
+	var timeout *time.Duration
+	cfg, names, err := serverFlag("start", "idface cluster start --cluster DIR --server NAME [--timeout 60s]\n\n"+
+		"Starts one server of a local cluster that is not running (stopped by\n"+
+		"cluster stop, or exited) and waits until it answers a health check with\n"+
+		"nothing unsettled; the others are not touched.\n\n"+pidFileHelp, args, stderr,
+		func(fs *flag.FlagSet) {
+			timeout = fs.Duration("timeout", 60*time.Second, "how long to wait for the server to be healthy")
+		})
+	if err != nil {
+		return err
+	}
+	started, err := startLocal(cfg, names, *timeout)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		pid, _ := cluster.Running(cfg, name)
+		if slices.Contains(started, name) {
+			fmt.Fprintf(stdout, "started %s (pid %d, log %s)\n", name, pid, cluster.LogFile(cfg, name))
+		} else {
+			fmt.Fprintf(stdout, "%s was running (pid %d) and is healthy\n", name, pid)
+		}
+	}
+	return nil
+}
+
+// startLocal starts the processes names of a local cluster that are not
+// running, as this binary, and waits until they are healthy; it returns
+// those it started.
+func startLocal(cfg *config.Params, names []string, timeout time.Duration) ([]string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	return cluster.UpServers(context.Background(), cfg, exe, names, timeout)
+}
+
 func clusterUp(args []string, stdout, stderr io.Writer) error {
 	var timeout *time.Duration
 	cfg, dir, err := localCluster("up", args, stderr, func(fs *flag.FlagSet) {
@@ -131,14 +233,18 @@ func clusterUp(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	exe, err := os.Executable()
+	started, err := startLocal(cfg, cluster.ServerNames(cfg), *timeout)
 	if err != nil {
 		return err
 	}
-	if err := cluster.Up(context.Background(), cfg, exe, *timeout); err != nil {
-		return err
+	switch n := len(cluster.ServerNames(cfg)); {
+	case len(started) == n:
+		fmt.Fprintf(stdout, "%d servers up (%s, logs in %s/logs)\n", len(cfg.Servers()), cfg.Mode(), dir)
+	case len(started) == 0:
+		fmt.Fprintf(stdout, "started none: all %d servers were running, and are healthy (%s, logs in %s/logs)\n", len(cfg.Servers()), cfg.Mode(), dir)
+	default:
+		fmt.Fprintf(stdout, "started %s; the others were running; all %d servers healthy (%s, logs in %s/logs)\n", strings.Join(started, ", "), len(cfg.Servers()), cfg.Mode(), dir)
 	}
-	fmt.Fprintf(stdout, "%d servers up (%s, logs in %s/logs)\n", len(cfg.Servers()), cfg.Mode(), dir)
 	for _, s := range cfg.Servers() {
 		metrics := ""
 		if s.Metrics != "" {
