@@ -221,8 +221,10 @@ func newHolder[E additive.Elem](env engine.Env, p *Params) (*Holder[E], error) {
 	core, err := rowtxn.New(env, rowtxn.Options[pair[E]]{
 		ShareSize: unitSize(p.Params),
 		Check:     func(prep *protocol.Prepare, self int) []byte { return shareCheck(p.Params, prep, self) },
-		Compare:   func(checks [][]byte, down int) []string { return compareChecks(p, checks, down) },
-		Reshare:   func(prep *protocol.Prepare, self int) error { return hp.reshareRows(prep, self) },
+		Compare: func(prep *protocol.Prepare, checks [][]byte, down int) []string {
+			return compareChecks(p, checks, down, prep.Reshare != nil)
+		},
+		Reshare: func(prep *protocol.Prepare, self int) error { return hp.reshareRows(prep, self) },
 		NewShares: func() (pair[E], error) { // one per origin, in order
 			own, err := additive.NewStore[E](d, 0)
 			if err != nil {
@@ -266,7 +268,7 @@ func newHolder[E additive.Elem](env engine.Env, p *Params) (*Holder[E], error) {
 	h.m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_repl_entry_refusals_total",
 		Help: "Entry: queries refused because the decider's answer failed its check (decider) or the helpers' tag keys differ (the helper pair)."}, []string{"pair"})
 	h.m.fetchRefused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_repl_fetch_refused_total",
-		Help: "Rows taken from a peer (a catch-up, a rebuild's fetch from a running holder, a reshare's records) refused because they do not match the record the other peer keeps of them, by the peer that served them."}, []string{"peer"})
+		Help: "Rows taken from the other two holders (a catch-up, a reshare's records) refused because a share does not match the other holder's record of it, or the two attest different records, by the pair of holders one of which is faulty (this holder cannot tell which)."}, []string{"pair"})
 	unattested := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idface_repl_records_unattested",
 		Help: "Live rows whose record (of the share this holder does not hold) is not attested yet: after a reshare, until both holders of that share attest the new one. While above 0, a holder that loses its data cannot be rebuilt."}, h.unattested)
 	h.m.scans = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_scans_total", Help: "Passes over this holder's shares for hidden probes (its own as the entry and the other entries' together)."})

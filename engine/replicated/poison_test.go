@@ -87,9 +87,9 @@ func TestPoisonedCatchUp(t *testing.T) {
 			})
 			_ = victim
 			deadline := time.Now().Add(30 * time.Second)
-			for !strings.Contains(c.Metrics("p2"), `idface_repl_fetch_refused_total{peer="p1"}`) {
+			for !strings.Contains(c.Metrics("p2"), `idface_repl_fetch_refused_total{pair="p1/p3"}`) {
 				if time.Now().After(deadline) {
-					t.Fatalf("p2 did not refuse p1's rows within 30 s:\n%s", grepMetrics(c.Metrics("p2"), "idface_repl_fetch"))
+					t.Fatalf("p2 did not refuse p1's rows within 30 s:\n%s", metricLines(c.Metrics("p2"), "idface_repl_fetch"))
 				}
 				time.Sleep(200 * time.Millisecond)
 			}
@@ -180,16 +180,6 @@ func TestRebuildAfterReshare(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-func grepMetrics(page, prefix string) string {
-	var out []string
-	for _, l := range strings.Split(page, "\n") {
-		if strings.HasPrefix(l, prefix) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
 }
 
 // TestFsckBehindAndReshared (issue 44 item 5): a copy that both misses

@@ -203,7 +203,10 @@ func restoreAll(ctx context.Context, env engine.Env, p *Params, self int, h inte
 
 // fetchBoth fetches up to max rows from row from of origin seg's segment
 // from both peers (attest: their records only), again while they disagree
-// on the rows' liveness (a deletion between the two fetches).
+// on the segment's rows (but for records) or on the rows' liveness (a
+// change between the two fetches). Two peers that keep disagreeing on
+// the rows are refused: taking the smaller count would let one peer cut a
+// rebuild short.
 func fetchBoth(ctx context.Context, d network.Dialer, p *Params, prev, next string, seg, from, max int, attest bool) (a, b *protocol.ReplRows, err error) {
 	for try := 0; ; try++ {
 		if a, err = fetch(ctx, d, p, prev, seg, from, max, attest); err != nil {
@@ -213,11 +216,17 @@ func fetchBoth(ctx context.Context, d network.Dialer, p *Params, prev, next stri
 			return nil, nil, err
 		}
 		n := min(len(a.IDs), len(b.IDs))
-		if slices.Equal(a.Live[:n], b.Live[:n]) {
+		// (Records of rows both have need no count: a peer that missed a
+		// decision of later rows may have fewer.)
+		same := attest || a.Total == b.Total && len(a.IDs) == len(b.IDs)
+		if same && slices.Equal(a.Live[:n], b.Live[:n]) {
 			return a, b, nil
 		}
 		if try == 5 {
-			return nil, nil, fmt.Errorf("replicated: %s and %s disagree on which rows of origin %d from %d are deleted", prev, next, seg, from)
+			if !same {
+				return nil, nil, fmt.Errorf("replicated: %s says origin %s has %d rows (sent %d from %d), %s says %d (sent %d): one of them is faulty, or changes keep coming; try again", prev, p.Party(seg).Name, a.Total, len(a.IDs), from, next, b.Total, len(b.IDs))
+			}
+			return nil, nil, fmt.Errorf("replicated: %s and %s disagree on which rows of origin %s from %d are deleted", prev, next, p.Party(seg).Name, from)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -183,7 +183,7 @@ func verifyRows(p *Params, self int, prev, next string, a, b *protocol.ReplRows,
 			{sb, saltb, rec(a, i, 0), (self + 1) % replicated.Holders, next, prev},
 		} {
 			if slices.Equal(c.record, make([]byte, replicated.RecordSize)) {
-				return nil, &fetchRefusal{peer: c.recorder, recorder: c.recorder, err: fmt.Errorf("row %d of origin %s (%q): %s has no record of the share %s sends yet (a reshare's records are attested after it commits): try again in a few seconds", row, p.Party(int(a.Seg)).Name, id, c.recorder, c.peer)}
+				return nil, &fetchRefusal{peer: c.peer, recorder: c.recorder, err: fmt.Errorf("row %d of origin %s (%q): %s has no record of the share %s sends yet (a reshare's records are attested after it commits): try again in a few seconds", row, p.Party(int(a.Seg)).Name, id, c.recorder, c.peer)}
 			}
 			if got := replicated.Record(cluster, id, c.j, c.salt, c.share); string(got[:]) != string(c.record) {
 				return nil, &fetchRefusal{peer: c.peer, recorder: c.recorder, err: fmt.Errorf("row %d of origin %s (%q): the share %s sent does not match the record %s keeps of it: refused, nothing of it was taken. One of them is faulty or compromised (%s served the share)", row, p.Party(int(a.Seg)).Name, id, c.peer, c.recorder, c.peer)}
@@ -202,12 +202,14 @@ func verifyRows(p *Params, self int, prev, next string, a, b *protocol.ReplRows,
 	return units, nil
 }
 
-// refused counts a refusal of fetched rows against the peer that served
-// them, and logs it.
+// refusedRows counts a refusal of fetched rows against the pair of peers
+// one of which is faulty (the one that served them, and the one whose
+// record refused them; or the two whose attestations differ: this holder
+// cannot tell which), and logs it.
 func (h *Holder[E]) refusedRows(err error) {
 	if fr, ok := err.(*fetchRefusal); ok {
-		h.m.fetchRefused.WithLabelValues(fr.peer).Inc()
-		h.env.Log.Warn("rows fetched from a peer were refused: they do not match the other peer's records", "served_by", fr.peer, "records_of", fr.recorder, "why", fr.err.Error())
+		h.m.fetchRefused.WithLabelValues(pairLabel(h.p, h.p.PartyIndex(fr.peer), h.p.PartyIndex(fr.recorder))).Inc()
+		h.env.Log.Warn("rows taken from the other holders were refused: a share does not match the other holder's record of it, or the two attest different records; one of the two is faulty or compromised", "served_by", fr.peer, "records_of", fr.recorder, "why", fr.err.Error())
 	}
 }
 

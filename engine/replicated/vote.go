@@ -24,7 +24,7 @@ import (
 // (or commit inconsistent ones, which every query then refuses).
 //
 // A reshare's new shares have no record yet (the recorder cannot compute
-// one): its holders' digests of the third share are all zeros, and the
+// one): every holder's digest of the third share is all zeros, and the
 // recorder asks both holders for the new records once the reshare
 // commits (attestRecords).
 
@@ -38,7 +38,6 @@ func shareCheck(p *config.Params, prep *protocol.Prepare, self int) []byte {
 	half := p.Dim() * blind.Ring(p).Bits / 8
 	own, next, recs := sha256.New(), sha256.New(), sha256.New()
 	cluster := p.ClusterID()
-	unset := true
 	for _, op := range prep.Ops {
 		if op.Kind == protocol.OpDelete { // puts, and a reshare's new shares
 			continue
@@ -52,10 +51,9 @@ func shareCheck(p *config.Params, prep *protocol.Prepare, self int) []byte {
 		own.Write(a[:])
 		next.Write(b[:])
 		recs.Write(tr.Record[:])
-		unset = unset && !tr.Recorded()
 	}
 	out := next.Sum(own.Sum(make([]byte, 0, checkSize)))
-	if unset && prep.Reshare != nil {
+	if prep.Reshare != nil {
 		return append(out, make([]byte, sha256.Size)...)
 	}
 	return recs.Sum(out)
@@ -65,31 +63,30 @@ func shareCheck(p *config.Params, prep *protocol.Prepare, self int) []byte {
 // both hold differ, and the recorder and holder whose record and digest of
 // a share differ (a missing or malformed check counts as differing). With
 // holder down down (a change held for it), what it would have compared is
-// not: it opens the copy the operator sealed to it when it is back. A
-// reshare's records are unset at all three (all-zero digests) and not
-// compared.
-func compareChecks(p *Params, checks [][]byte, down int) []string {
-	var pairs []string
+// not: it opens the copy the operator sealed to it when it is back. In a
+// reshare the records are unset and every digest of them must be zeros:
+// a holder that sends another is named alone.
+func compareChecks(p *Params, checks [][]byte, down int, reshare bool) []string {
+	var named []string
 	zero := make([]byte, sha256.Size)
-	unset := true
-	for k, c := range checks {
-		if k != down {
-			unset = unset && len(c) == checkSize && bytes.Equal(c[2*sha256.Size:], zero)
-		}
-	}
+	ok := func(c []byte) bool { return len(c) == checkSize }
 	for j := range replicated.Holders {
 		h := replicated.HoldersOf(j) // h[0] keeps s_j as its own share, h[1] as its next
 		r := replicated.Recorder(j)
 		a, b, c := checks[h[0]], checks[h[1]], checks[r]
 		switch {
-		case h[0] != down && h[1] != down && (len(a) != checkSize || len(b) != checkSize || !bytes.Equal(a[:sha256.Size], b[sha256.Size:2*sha256.Size])):
-			pairs = append(pairs, pairLabel(p, h[0], h[1]))
-		case unset || r == down:
-		case h[0] != down && (len(a) != checkSize || len(c) != checkSize || !bytes.Equal(a[:sha256.Size], c[2*sha256.Size:])):
-			pairs = append(pairs, pairLabel(p, r, h[0]))
-		case h[0] == down && (len(b) != checkSize || len(c) != checkSize || !bytes.Equal(b[sha256.Size:2*sha256.Size], c[2*sha256.Size:])):
-			pairs = append(pairs, pairLabel(p, r, h[1]))
+		case h[0] != down && h[1] != down && (!ok(a) || !ok(b) || !bytes.Equal(a[:sha256.Size], b[sha256.Size:2*sha256.Size])):
+			named = append(named, pairLabel(p, h[0], h[1]))
+		case r == down:
+		case reshare:
+			if !ok(c) || !bytes.Equal(c[2*sha256.Size:], zero) {
+				named = append(named, p.Party(r).Name)
+			}
+		case h[0] != down && (!ok(a) || !ok(c) || !bytes.Equal(a[:sha256.Size], c[2*sha256.Size:])):
+			named = append(named, pairLabel(p, r, h[0]))
+		case h[0] == down && (!ok(b) || !ok(c) || !bytes.Equal(b[sha256.Size:2*sha256.Size], c[2*sha256.Size:])):
+			named = append(named, pairLabel(p, r, h[1]))
 		}
 	}
-	return pairs
+	return named
 }

@@ -33,12 +33,13 @@ type Options[S Shares] struct {
 	Expand   func(seed []byte) ([]byte, error)
 	// Check and Compare, when set, make every party's vote carry
 	// Check(its prepare, its index), and the origin abort the transaction
-	// when Compare of the checks (by party index; down is a party that is
-	// down and has none, or -1) names a disagreement: replicated mode's
+	// when Compare of the checks (by party index; p the origin's own
+	// prepare of the round; down is a party that is down and has none, or
+	// -1) names a disagreement: replicated mode's
 	// two holders of each share compare a digest of it before anything
 	// commits.
 	Check   func(p *protocol.Prepare, self int) []byte
-	Compare func(checks [][]byte, down int) []string
+	Compare func(p *protocol.Prepare, checks [][]byte, down int) []string
 	// Reshare, when set, makes a reshare's prepare this party's: it puts
 	// into every OpReplace op the party's new share of the row (its
 	// current one plus its parts of the zero-sharing under p.Reshare.Key;
@@ -147,7 +148,7 @@ func (c *Core[S]) Self() int { return c.self }
 func (c *Core[S]) Replay(en store.Entry) error {
 	r, st := c.replay, c.st
 	switch en.Type {
-	case recPrepare, recPrepareV1, recEpoch:
+	case recPrepare, recPrepareV1, recEpoch, recLocal:
 		prep, units, err := decodePrepare(en, c.opt.ShareSize, c.opt.SeedSize)
 		if err != nil {
 			return err
@@ -178,7 +179,7 @@ func (c *Core[S]) Replay(en store.Entry) error {
 			i++
 		}
 		st.pending[prep.Txn] = &pendingTxn{prep: prep, tail: en.TailOffset}
-		if int(prep.Origin) == c.self {
+		if int(prep.Origin) == c.self && en.Type != recLocal {
 			r.lastOwn, r.lastOwnDecided = prep, false
 		}
 	case recDecide:
@@ -646,7 +647,7 @@ func (c *Core[S]) compareChecks(t *txnRound) {
 		return
 	}
 	t.checks[c.self] = c.opt.Check(t.preps[c.self], c.self)
-	if pairs := c.opt.Compare(t.checks, t.downAt); len(pairs) > 0 {
+	if pairs := c.opt.Compare(t.preps[c.self], t.checks, t.downAt); len(pairs) > 0 {
 		c.env.Log.Warn("the parties' copies of the batch's shares differ; aborted", "pairs", strings.Join(pairs, ","))
 		t.first = protocol.Errorf(protocol.CodeInconsistent, "the share holders' copies of the batch's shares differ (%s): the operator's client made inconsistent shares, or one of them is faulty", strings.Join(pairs, ", "))
 		t.failed = append(t.failed, t.first.Msg)

@@ -19,6 +19,12 @@ const (
 	recPrepare   uint8 = 3 // a prepared transaction: the operator's Auth and ops, with this party's shares in the tail
 	recHeld      uint8 = 4 // at an origin: the prepare of a party that was down, kept until it confirms the decision
 	recEpoch     uint8 = 5 // a prepare that sets its origin segment's reshare epoch (a reshare, or a rebuild's restore): recPrepare's layout, then the epoch
+	// recLocal is a change a party made to its own copy alone and
+	// committed at once (Restore, Revoke, Rewrite): recPrepare's layout,
+	// then whether it sets the segment's epoch and the epoch. Never its
+	// origin's transaction, even of the party's own segment: a restart
+	// must not take it for the last one the party sent its peers.
+	recLocal uint8 = 6
 )
 
 // hasUnit reports whether an op keeps a share in the prepare's tail.
@@ -39,8 +45,6 @@ func seeded(p *protocol.Prepare) bool {
 	return false
 }
 
-// encodePrepare makes the log record of a Prepare whose puts carry shares
-// (or seeds) of one size.
 // MaxBatch is the most rows of share units of share bytes one prepare
 // record holds (store.MaxRecord, with room for the header): a mode's
 // MaxEnrollBatch where a full batch of protocol.MaxBatch would not fit
@@ -50,7 +54,10 @@ func MaxBatch(share int) int {
 	return max(1, min(protocol.MaxBatch, (store.MaxRecord-1<<16)/perRow))
 }
 
-func encodePrepare(p *protocol.Prepare) store.Record {
+// encodeRecord makes the log record of a Prepare whose puts carry shares
+// (or seeds) of one size: a transaction's (recPrepare, recEpoch), or with
+// local a change to this party's copy alone (recLocal).
+func encodeRecord(p *protocol.Prepare, local bool) store.Record {
 	e := wire.Enc{B: make([]byte, 0, 32+len(p.Ops)*24)}
 	e.Raw(p.Txn[:])
 	e.U8(p.Origin)
@@ -73,12 +80,28 @@ func encodePrepare(p *protocol.Prepare) store.Record {
 		tail = append(tail, op.Share...)
 		tail = binary.BigEndian.AppendUint32(tail, store.Checksum(tail[at:]))
 	}
+	if local {
+		e.Bool(p.Reshare != nil)
+		var epoch uint32
+		if p.Reshare != nil {
+			epoch = p.Reshare.Epoch
+		}
+		e.U32(epoch)
+		return store.Record{Type: recLocal, Sealed: e.B, Tail: tail}
+	}
 	if p.Reshare != nil { // the epoch, never the key
 		e.U32(p.Reshare.Epoch)
 		return store.Record{Type: recEpoch, Sealed: e.B, Tail: tail}
 	}
 	return store.Record{Type: recPrepare, Sealed: e.B, Tail: tail}
 }
+
+// encodePrepare is a transaction's prepare record.
+func encodePrepare(p *protocol.Prepare) store.Record { return encodeRecord(p, false) }
+
+// encodeLocal is the record of a change to this party's copy alone
+// (recLocal).
+func encodeLocal(p *protocol.Prepare) store.Record { return encodeRecord(p, true) }
 
 // unit is the state of one share in a replayed prepare record.
 type unit uint8
@@ -98,7 +121,7 @@ func decodePrepare(en store.Entry, share, seed int) (*protocol.Prepare, []unit, 
 	d.Fixed(p.Txn[:])
 	p.Origin, p.Dim, p.Base = d.U8(), d.U16(), d.U32()
 	isSeeded := d.Bool()
-	if en.Type == recPrepare || en.Type == recEpoch {
+	if en.Type == recPrepare || en.Type == recEpoch || en.Type == recLocal {
 		p.Auth = protocol.UnmarshalAuth(&d)
 	}
 	if isSeeded {
@@ -126,8 +149,13 @@ func decodePrepare(en store.Entry, share, seed int) (*protocol.Prepare, []unit, 
 		}
 		p.Ops = append(p.Ops, op)
 	}
-	if en.Type == recEpoch {
+	switch en.Type {
+	case recEpoch:
 		p.Reshare = &protocol.Reshare{Epoch: d.U32()}
+	case recLocal:
+		if sets, epoch := d.Bool(), d.U32(); sets {
+			p.Reshare = &protocol.Reshare{Epoch: epoch}
+		}
 	}
 	if err := d.Done(); err != nil {
 		return nil, nil, fmt.Errorf("prepare record: %w", err)

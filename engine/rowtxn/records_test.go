@@ -234,3 +234,22 @@ func TestMaxBatchFits(t *testing.T) {
 		}
 	}
 }
+
+// TestLocalRecord: a change to a party's own copy alone (Restore, Revoke,
+// Rewrite) is logged as recLocal, with or without the segment's epoch,
+// and reads back so; replay never takes it for the origin's transaction
+// (replicated.TestOwnRewriteKeepsDecision).
+func TestLocalRecord(t *testing.T) {
+	const share = 32
+	for _, epoch := range []*protocol.Reshare{nil, {Epoch: 3}} {
+		p := &protocol.Prepare{Txn: protocol.TxnID{6}, Origin: 1, Dim: 70, Base: 2, Ops: []protocol.Op{
+			{Kind: protocol.OpReplace, Seq: 2, ID: "x", Share: words([]uint64{1, 2}, []uint64{3, 4})},
+		}, Reshare: epoch}
+		r := encodeLocal(p)
+		got, units, err := decodePrepare(store.Entry{Record: r, TailIntact: true}, share, 0)
+		if r.Type != recLocal || err != nil || len(units) != 1 || (got.Reshare == nil) != (epoch == nil) ||
+			epoch != nil && got.Reshare.Epoch != epoch.Epoch || !bytes.Equal(got.Ops[0].Share, p.Ops[0].Share) {
+			t.Fatalf("epoch %v: type %d, decoded %+v %v (%v)", epoch, r.Type, got, units, err)
+		}
+	}
+}
