@@ -52,7 +52,12 @@ type BenchOptions struct {
 	// Shards runs every server as a coordinator and this many shards
 	// (every mode; cluster.Options.Shards).
 	Shards int
-	Seed   uint64
+	// Down, when set, names a server killed after the healthy loops (a
+	// local cluster of a mode that answers with a party down): the first
+	// query after the kill, the single-query loop and the clients' rate
+	// are measured again without it (BenchResult.Down*).
+	Down string
+	Seed uint64
 	// Progress, when set, is told about enrollment progress.
 	Progress func(done, total int)
 	// Deploy, when set, replaces the local cluster on 127.0.0.1: it creates
@@ -138,7 +143,17 @@ type BenchResult struct {
 	Clients        int     `json:"clients"`
 	IdentifyPerS   float64 `json:"identify_per_s"`
 	PlainFloatPerS float64 `json:"plain_float_per_s"`
-	ShareMB        float64 `json:"share_mb_per_party"`
+	// With a server killed after the healthy loops (BenchOptions.Down):
+	// its name, the first query after the kill, the single-query p50 and
+	// the clients' rate without it, and how many of the single queries
+	// were answered degraded.
+	Down             string  `json:"down,omitempty"`
+	DownFirstMS      float64 `json:"down_first_ms,omitempty"`
+	DownP50MS        float64 `json:"down_p50_ms,omitempty"`
+	DownIdentifyPerS float64 `json:"down_identify_per_s,omitempty"`
+	DownDegraded     int     `json:"down_degraded,omitempty"`
+	DownQueries      int     `json:"down_queries,omitempty"`
+	ShareMB          float64 `json:"share_mb_per_party"`
 	// Shards: every server ran as a coordinator and this many shards
 	// (Servers counts every process).
 	Shards int `json:"shards,omitempty"`
@@ -337,10 +352,18 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 		if res.IdentifyPerS, err = concurrentRate(ctx, cfg, o.Clients, o.Queries, func(q int) []float32 {
 			q %= o.Queries
 			return data[(o.IDs+q)*d : (o.IDs+q+1)*d]
-		}); err != nil {
+		}, ""); err != nil {
 			return nil, err
 		}
 		res.Clients = o.Clients
+	}
+	if o.Down != "" {
+		if err := benchDown(ctx, o, cfg, cl, res, func(q int) []float32 {
+			q %= o.Queries
+			return data[(o.IDs+q)*d : (o.IDs+q+1)*d]
+		}); err != nil {
+			return nil, err
+		}
 	}
 
 	// The non-protected reference on the same templates.
@@ -358,6 +381,47 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 	}
 	res.Complete()
 	return res, nil
+}
+
+// benchDown kills server o.Down of a local cluster and measures again:
+// the first query after the kill (it waits for the entry's contact with
+// the server to fail), o.Queries single queries and, with o.Clients > 1,
+// the clients' rate.
+func benchDown(ctx context.Context, o BenchOptions, cfg *config.Params, cl *client.Client, res *BenchResult, probe func(q int) []float32) error {
+	if o.Deploy != nil {
+		return fmt.Errorf("--down: a local cluster only")
+	}
+	if !cfg.Spec().Outage {
+		return fmt.Errorf("--down: mode %s does not answer with a server down", cfg.Mode())
+	}
+	if err := cluster.Kill(cfg, o.Down); err != nil {
+		return fmt.Errorf("--down %s: %w", o.Down, err)
+	}
+	res.Down = o.Down
+	var lat []float64
+	for q := range o.Queries + 1 {
+		t0 := time.Now()
+		r, err := cl.Identify(ctx, probe(q), 1)
+		if err != nil {
+			return fmt.Errorf("identifying with %s down: %w", o.Down, err)
+		}
+		if q == 0 {
+			res.DownFirstMS = Millis(time.Since(t0))
+			continue
+		}
+		lat = append(lat, Millis(time.Since(t0)))
+		if r.Degraded {
+			res.DownDegraded++
+		}
+	}
+	res.DownP50MS, res.DownQueries = Median(lat), len(lat)
+	if o.Clients > 1 {
+		var err error
+		if res.DownIdentifyPerS, err = concurrentRate(ctx, cfg, o.Clients, o.Queries, probe, o.Down); err != nil {
+			return fmt.Errorf("clients with %s down: %w", o.Down, err)
+		}
+	}
+	return nil
 }
 
 // FloatReference is the non-protected reference of a benchmark: the median
@@ -506,18 +570,25 @@ func RSSMB(pid int) float64 {
 // concurrentRate runs clients clients at once, each with its own
 // connection identifying queries probes (probe(q) for q = i, i+clients,
 // ...), and returns the identifications per second over all of them.
-func concurrentRate(ctx context.Context, cfg *config.Params, clients, queries int, probe func(q int) []float32) (float64, error) {
+func concurrentRate(ctx context.Context, cfg *config.Params, clients, queries int, probe func(q int) []float32, down string) (float64, error) {
 	// A client per connection, unless one entry would get more of them
 	// than a certificate may open (config.Limits: the bench's own client
 	// holds one too); then the clients of an entry share one connection,
-	// each identify on its own stream.
-	n, mu := clients, cfg.Mu()
+	// each identify on its own stream. A server down is no client's
+	// entry: the first query after the kill measures finding it dead.
+	var entries []string
+	for _, m := range cfg.Parties() {
+		if m.Name != down {
+			entries = append(entries, m.Name)
+		}
+	}
+	n, mu := clients, len(entries)
 	if (clients+mu-1)/mu >= cfg.Limits().ConnsPerPeer {
 		n = mu
 	}
 	conns := make([]*client.Client, n)
 	for i := range conns {
-		cl, err := cluster.Client(cfg, "", cfg.Party(i%mu).Name)
+		cl, err := cluster.Client(cfg, "", entries[i%mu])
 		if err != nil {
 			return 0, err
 		}

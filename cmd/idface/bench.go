@@ -76,7 +76,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 // benchOptions are bench's flags.
 type benchOptions struct {
 	mode, ids, plot, link string
-	scheme                string
+	scheme, down          string
 	extrapolate, parties  int
 	alpha, beta, queries  int
 	clients, shards       int
@@ -117,6 +117,7 @@ func benchFlags(args []string, stderr io.Writer) (*benchOptions, error) {
 	fs.IntVar(&o.clients, "clients", 1, "also run this many clients identifying at once (--queries each) and report identifications per second beside the float32 search's single-query rate")
 	o.batch = addBatchFlags(fs)
 	fs.IntVar(&o.shards, "shards", 0, "run every server as a coordinator and this many shard servers (rows split by id)")
+	fs.StringVar(&o.down, "down", "", "a mode that answers with a server down (replicated): kill this server (as p3) after the healthy loops and measure again without it: the first query after the kill, the single-query p50 and, with --clients, the rate")
 	fs.BoolVar(&o.hide, "hide-probes", false, "mode "+modesThat(hidesProbes)+": a hidden-probe cluster (devices seal the query's shares; docs/HIDDEN-PROBES.md); without --beta its default transforms, a dense 4-bit query and the 4-level gallery at k = 16")
 	fs.BoolVar(&o.asJSON, "json", false, "one JSON object per size")
 	fs.StringVar(&o.plot, "plot", "", "write a plot (PNG) of the times")
@@ -186,7 +187,7 @@ func (o *benchOptions) run(exe string, run benchRun, n int, link *wan.Link, stde
 		progressbar.OptionSetDescription(fmt.Sprintf("%s %s: enrolling", run.mode, experiments.SizeLabel(n))),
 		progressbar.OptionThrottle(200*time.Millisecond))
 	bo := experiments.BenchOptions{Exe: exe, Mode: run.mode, Parties: run.parties, Alpha: run.alpha, Beta: run.beta,
-		IDs: n, Queries: o.queries, Seed: 1, Scheme: o.scheme, HideProbes: run.hide, Clients: o.clients, Shards: o.shards, BatchMax: *o.batch.max, BatchWait: *o.batch.wait, Progress: func(done, _ int) { bar.Set(done) }}
+		IDs: n, Queries: o.queries, Seed: 1, Scheme: o.scheme, HideProbes: run.hide, Clients: o.clients, Shards: o.shards, Down: o.down, BatchMax: *o.batch.max, BatchWait: *o.batch.wait, Progress: func(done, _ int) { bar.Set(done) }}
 	var res *experiments.BenchResult
 	var err error
 	switch {
@@ -230,6 +231,14 @@ func benchPrint(stdout io.Writer, res *experiments.BenchResult, link *wan.Link) 
 	if res.Clients > 1 {
 		fmt.Fprintf(stdout, "  %d clients at once: %.1f identifications/s; float32 one query at a time: %.1f/s (%.2fx)\n",
 			res.Clients, res.IdentifyPerS, res.PlainFloatPerS, res.IdentifyPerS/res.PlainFloatPerS)
+	}
+	if res.Down != "" {
+		fmt.Fprintf(stdout, "  %s down: first query after the kill %.0f ms; identify p50 %.2f ms (%.2fx healthy; %d of %d degraded)",
+			res.Down, res.DownFirstMS, res.DownP50MS, res.DownP50MS/res.IdentifyP50, res.DownDegraded, res.DownQueries)
+		if res.Clients > 1 {
+			fmt.Fprintf(stdout, "; %d clients: %.1f identifications/s (%.2fx healthy)", res.Clients, res.DownIdentifyPerS, res.DownIdentifyPerS/res.IdentifyPerS)
+		}
+		fmt.Fprintln(stdout)
 	}
 	if x := res.Extrapolated; x != nil {
 		fmt.Fprintf(stdout, "  EXTRAPOLATED to %d rows (x%.1f, not measured): enroll %.0f s, identify %.0f ms, storage %.0f MB, %.0f bytes/identify\n",
@@ -370,6 +379,9 @@ func (r *benchRun) check(o *benchOptions, link *wan.Link) error {
 	}
 	if o.clients < 1 || o.clients > 256 {
 		return fmt.Errorf("--clients %d: want 1..256", o.clients)
+	}
+	if o.down != "" && (spec == nil || !spec.Outage || link != nil || o.shards > 1) {
+		return fmt.Errorf("--down is for a local, unsharded cluster of a mode that answers with a server down (%s)", modesThat(func(s *config.ModeSpec) bool { return s.Outage }))
 	}
 	if o.clients > 1 && (spec == nil || link != nil) {
 		return fmt.Errorf("--clients is for a cluster on this machine (not plain, hers or --link)")

@@ -261,17 +261,18 @@ const (
 	recheckAfter = time.Second
 	// degradedFloor is the least rate (and burst) of degraded queries a
 	// second one entry is served by this server; config's degraded_rate
-	// sets the rate, else it is derived from the entry's checked queries
-	// before the outage (rates): degradedScale times their busiest
-	// window's rate. A query beyond waits its turn a short while (pace),
+	// sets the rate, else it is derived from the checked queries this
+	// server served every entry before the outage (rates): degradedScale
+	// times their busiest window's rate (every entry's together, since
+	// the down holder's clients move to the other entries). A query beyond waits its turn a short while (pace),
 	// else is refused.
 	degradedFloor = 20
 	degradedScale = 1.5
 	// rateWindow and rateWindows: an entry's checked queries are counted
 	// per rateWindow, and the busiest of the last rateWindows sets its
 	// degraded limit.
-	rateWindow  = 10 * time.Second
-	rateWindows = 6
+	rateWindow  = time.Second
+	rateWindows = 60
 	// logEvery is the shortest interval between two log lines about one
 	// entry's degraded queries.
 	logEvery = 10 * time.Second
@@ -443,18 +444,29 @@ func (r *rates) roll() {
 	}
 }
 
-// observe counts one checked query of entry.
+// allEntries counts every entry's checked queries together.
+const allEntries = -1
+
+// observe counts one checked query of entry (and of allEntries).
 func (r *rates) observe(entry int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.roll()
-	c := r.count[entry]
-	if len(c) == 0 {
-		c = []int{0}
+	for _, e := range []int{entry, allEntries} {
+		c := r.count[e]
+		if len(c) == 0 {
+			c = []int{0}
+		}
+		c[len(c)-1]++
+		r.count[e] = c
 	}
-	c[len(c)-1]++
-	r.count[entry] = c
 }
+
+// derived is the degraded limit of every entry: degradedScale times the
+// busiest window's rate of every entry's checked queries together, not
+// the entry's own, since in an outage the down holder's clients move to
+// the other entries (the limiter's floor applies).
+func (r *rates) derived(int) float64 { return degradedScale * r.busiest(allEntries) }
 
 // busiest is entry's busiest window's checked queries a second.
 func (r *rates) busiest(entry int) float64 {
@@ -512,7 +524,7 @@ func newGate(env engine.Env, p *Params) *gate {
 	g := &gate{env: env, p: p, reach: newReach(env.Net, contactWait(p)), rates: newRates(),
 		pace: min(time.Second, p.Timeouts().DeciderWait/4),
 		limitG: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "idface_repl_degraded_limit",
-			Help: "Degraded queries a second this server serves each entry while a holder is down (degraded_rate in cluster.json, else derived: 1.5 times the entry's busiest 10 s of checked queries in the last minute, at least 20)."}, []string{"entry"}),
+			Help: "Degraded queries a second this server serves each entry while a holder is down (degraded_rate in cluster.json, else derived: 1.5 times the busiest second of checked queries it served all entries in the last minute, at least 20)."}, []string{"entry"}),
 		served: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_repl_degraded_served_total",
 			Help: "Degraded queries (one holder named down) this server took part in, by the entry that sent them: it could not reach that holder itself."}, []string{"entry"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_repl_degraded_refused_total",
@@ -522,7 +534,7 @@ func newGate(env engine.Env, p *Params) *gate {
 		g.limit = newLimiter(r, int(math.Ceil(r)))
 	} else {
 		g.limit = newLimiter(degradedFloor, degradedFloor)
-		g.limit.rateOf = func(entry int) float64 { return degradedScale * g.rates.busiest(entry) }
+		g.limit.rateOf = g.rates.derived
 	}
 	for k := range replicated.Holders {
 		rate, _ := g.limit.limits(k)
