@@ -389,7 +389,7 @@ func TestGroupHelp(t *testing.T) {
 		name string
 		subs []string
 	}{
-		{"cluster", []string{"init", "up", "down", "status", "assemble"}},
+		{"cluster", []string{"init", "up", "down", "stop", "start", "status", "assemble"}},
 		{"party", []string{"init", "rotate"}},
 		{"client", []string{"init"}},
 	} {
@@ -423,7 +423,7 @@ func TestGroupHelp(t *testing.T) {
 // cluster commands, still works with a warning and is not in any help.
 func TestClusterFlagEverywhere(t *testing.T) {
 	for _, cmd := range [][]string{{"cluster", "init"}, {"cluster", "up"}, {"cluster", "down"}, {"cluster", "status"},
-		{"enroll"}, {"identify"}, {"delete"}, {"serve"}, {"fsck"}} {
+		{"cluster", "stop"}, {"cluster", "start"}, {"enroll"}, {"identify"}, {"delete"}, {"serve"}, {"fsck"}, {"count"}} {
 		_, help := helpOf(t, "cluster", cmd...)
 		if !strings.Contains(help, "cluster directory") {
 			t.Errorf("%v --cluster: %q", cmd, help)
