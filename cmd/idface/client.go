@@ -57,8 +57,8 @@ func (c clientFlags) openHome() (*config.Params, *home.Home, *client.Client, err
 type identifyLine struct {
 	Query      int         `json:"query"`
 	ID         *string     `json:"id"`
-	Score      *int        `json:"score"`
-	Cosine     *float64    `json:"cosine"`
+	Score      *int        `json:"score,omitempty"`  // only where the cluster reveals scores
+	Cosine     *float64    `json:"cosine,omitempty"` // likewise
 	Accepted   bool        `json:"accepted"`
 	BytesSent  uint64      `json:"bytes_sent"`
 	BytesRecv  uint64      `json:"bytes_received"`
@@ -73,8 +73,8 @@ type identifyLine struct {
 
 type candidate struct {
 	ID     string   `json:"id"`
-	Score  *int     `json:"score"`
-	Cosine *float64 `json:"cosine"`
+	Score  *int     `json:"score,omitempty"`
+	Cosine *float64 `json:"cosine,omitempty"`
 }
 
 func cmdIdentify(args []string, stdout, stderr io.Writer) error {
@@ -187,14 +187,22 @@ func identifyFlags(args []string, stderr io.Writer) (*identifyOptions, error) {
 		"than the threshold was calibrated for, with the FPIR to expect (a device\n"+
 		"is told no count, so it cannot be warned).\n\n"+
 		"With --json one object per query per line: query (the row, from 0), id\n"+
-		"(null if rejected or empty), score, cosine (null unless the cluster reveals\n"+
-		"scores), accepted, bytes_sent, bytes_received (the entry's application\n"+
-		"bytes to and from the other servers), bytes_total (every server-to-server\n"+
-		"byte of the query; in blind mode also the helpers' and the decider's), ms,\n"+
-		"degraded (when a share holder was down) and for a failed query error.\n\n"+input.Formats, stderr)
+		"(null if rejected or empty), score and cosine (only where the cluster\n"+
+		"reveals scores: left out otherwise), accepted, bytes_sent, bytes_received\n"+
+		"(the entry's application bytes to and from the other servers),\n"+
+		"bytes_total (every server-to-server byte of the query; in blind mode also\n"+
+		"the helpers' and the decider's), ms,\n"+
+		"degraded (when a share holder was down), candidates (with --top above 1)\n"+
+		"and for a failed query error.\n\n"+
+		"--top K: unless the cluster reveals scores (cluster init --reveal-scores,\n"+
+		"a research cluster), a device and an operator alike get only the\n"+
+		"candidates that reach the threshold, ids without scores: mostly one (the\n"+
+		"accepted id), none for a rejected query, more only when several enrolled\n"+
+		"ids match. A research cluster lists the best K with their scores, below\n"+
+		"the threshold too.\n\n"+input.Formats, stderr)
 	o := &identifyOptions{cf: addClientFlags(fs)}
 	fs.StringVar(&o.tmpls, "templates", "", "one query template per row: .npy, CSV or JSON lines")
-	fs.IntVar(&o.top, "top", 1, "candidates per query (1 up to the cluster's max_top_k, 10 by default)")
+	fs.IntVar(&o.top, "top", 1, "candidates per query, at most (1 up to the cluster's max_top_k, 10 by default): only those that reach the threshold, unless the cluster reveals scores (see above)")
 	fs.BoolVar(&o.asJSON, "json", false, "JSON lines output")
 	fs.DurationVar(&o.every, "progress", 10*time.Second, "report progress on stderr this often (0: never)")
 	if err := parse(fs, args); err != nil {
