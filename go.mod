@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	filippo.io/bigmod v0.1.0
 	github.com/bits-and-blooms/bitset v1.24.1
+	github.com/go-stomp/stomp/v3 v3.1.3
 	github.com/opencontainers/image-spec v1.1.1
 	github.com/prometheus/client_golang v1.23.2
 	github.com/prometheus/client_model v0.6.2

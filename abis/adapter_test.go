@@ -1,0 +1,288 @@
+package abis
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/protocol"
+)
+
+// fakeCluster is a plaintext cluster that reveals decisions only: ids
+// whose cosine with the probe is at least 0.5, best first.
+type fakeCluster struct {
+	mu       sync.Mutex
+	rows     map[string][]float32
+	degraded bool
+	enrolls  int
+}
+
+func (c *fakeCluster) Enroll(_ context.Context, items []protocol.Item) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, it := range items {
+		if _, ok := c.rows[it.ID]; ok {
+			return &protocol.Error{Code: protocol.CodeDuplicate, Msg: "duplicate"}
+		}
+		c.rows[it.ID] = it.Template
+		c.enrolls++
+	}
+	return nil
+}
+
+func (c *fakeCluster) Delete(_ context.Context, id string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.rows[id]; !ok {
+		return &protocol.Error{Code: protocol.CodeUnknownID, Msg: "unknown"}
+	}
+	delete(c.rows, id)
+	return nil
+}
+
+func (c *fakeCluster) Identify(_ context.Context, x []float32, k int) (*protocol.IdentifyOK, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	type m struct {
+		id string
+		s  float64
+	}
+	var ms []m
+	for id, r := range c.rows {
+		if s := cos(x, r); s >= 0.5 {
+			ms = append(ms, m{id, s})
+		}
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].s > ms[j].s })
+	if c.degraded {
+		k = 1
+	}
+	res := &protocol.IdentifyOK{ScoresHidden: true, Degraded: c.degraded}
+	for _, x := range ms[:min(k, len(ms))] {
+		res.Candidates = append(res.Candidates, protocol.Candidate{ID: x.id})
+	}
+	res.Accepted = len(res.Candidates) > 0
+	return res, nil
+}
+
+func (c *fakeCluster) Health(context.Context, string) (*protocol.HealthOK, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return &protocol.HealthOK{Live: uint32(len(c.rows))}, nil
+}
+
+func (c *fakeCluster) Entry() string { return "p1" }
+
+func cos(a, b []float32) float64 {
+	var d, na, nb float64
+	for i := range a {
+		d += float64(a[i]) * float64(b[i])
+		na += float64(a[i]) * float64(a[i])
+		nb += float64(b[i]) * float64(b[i])
+	}
+	return d / math.Sqrt(na*nb)
+}
+
+type docs map[string][]byte
+
+func (d docs) Fetch(_ context.Context, url string) ([]byte, error) {
+	if b, ok := d[url]; ok {
+		return b, nil
+	}
+	return nil, fail(FailFetch, "no %s", url)
+}
+
+// person returns a 4-dimensional template near axis p (sample s).
+func person(p, s int) []float32 {
+	x := make([]float32, 4)
+	x[p] = 1
+	x[(p+1)%4] = 0.1 * float32(s)
+	return x
+}
+
+type harness struct {
+	t  *testing.T
+	a  *Adapter
+	c  *fakeCluster
+	d  docs
+	n  int
+	jp string
+}
+
+func newHarness(t *testing.T, cal *config.Calibration) *harness {
+	h := &harness{t: t, c: &fakeCluster{rows: map[string][]float32{}}, d: docs{}, jp: filepath.Join(t.TempDir(), "journal")}
+	for p := range 4 {
+		for s := range 3 {
+			doc, _ := FixtureCBEFF(person(p, s))
+			h.d[docURL(p, s)] = doc
+		}
+	}
+	h.open(cal)
+	return h
+}
+
+func (h *harness) open(cal *config.Calibration) {
+	j, err := OpenJournal(h.jp)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { j.Close() })
+	h.a = New(h.c, j, h.d, FixtureExtractor{}, Options{Dim: 4, MaxTopK: 3, Calibration: cal})
+}
+
+func docURL(p, s int) string { return "https://mosip/" + string(rune('a'+p)) + string(rune('0'+s)) }
+
+// do sends one request and returns the answer.
+func (h *harness) do(op string, f map[string]any) *Response {
+	h.t.Helper()
+	h.n++
+	m := map[string]any{"id": op, "version": "1.1", "requestId": "r" + string(rune('A'+h.n%26)) + string(rune('0'+h.n/26)), "requesttime": "2026-01-01T00:00:00.000Z"}
+	for k, v := range f {
+		m[k] = v
+	}
+	body, _ := json.Marshal(m)
+	q, bad := Decode(body)
+	out, err := h.a.Answer(context.Background(), q, bad)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := CheckResponse(out, op); err != nil {
+		h.t.Fatalf("%s: %v\n%s", op, err, out)
+	}
+	var r Response
+	json.Unmarshal(out, &r)
+	return &r
+}
+
+func ids(r *Response) []string {
+	var out []string
+	if r.CandidateList != nil {
+		for _, c := range r.CandidateList.Candidates {
+			out = append(out, c.ReferenceID)
+		}
+	}
+	return out
+}
+
+func TestAdapterFlows(t *testing.T) {
+	h := newHarness(t, nil)
+	ok := func(r *Response) {
+		t.Helper()
+		if r.ReturnValue != ReturnSuccess {
+			t.Fatalf("%s failed: %s", r.ID, r.FailureReason)
+		}
+	}
+	failed := func(r *Response, want Failure) {
+		t.Helper()
+		if r.ReturnValue != ReturnFailed || r.FailureReason != strconv.Itoa(int(want)) {
+			t.Fatalf("%s: returnValue %s failure %s, want %d", r.ID, r.ReturnValue, r.FailureReason, want)
+		}
+	}
+	for p := range 4 {
+		ok(h.do(OpInsert, map[string]any{"referenceId": "ref" + string(rune('0'+p)), "referenceURL": docURL(p, 0)}))
+	}
+	// Dedupe: a duplicate of person 0.
+	ok(h.do(OpInsert, map[string]any{"referenceId": "dup", "referenceURL": docURL(0, 1)}))
+	if got := ids(h.do(OpIdentify, map[string]any{"referenceId": "dup"})); !slices.Equal(got, []string{"ref0"}) {
+		t.Fatalf("dedupe: %v", got)
+	}
+	ok(h.do(OpInsert, map[string]any{"referenceId": "dup2", "referenceURL": docURL(0, 2)}))
+	if got := ids(h.do(OpIdentify, map[string]any{"referenceId": "ref0"})); len(got) != 2 {
+		t.Fatalf("two duplicates: %v", got)
+	}
+	if got := ids(h.do(OpIdentify, map[string]any{"referenceId": "ref0", "flags": map[string]any{"maxResults": 1}})); len(got) != 1 {
+		t.Fatalf("maxResults 1: %v", got)
+	}
+	// Gallery: the cluster returns at most 3, enough here.
+	gal := map[string]any{"referenceIds": []map[string]string{{"referenceId": "dup2"}}}
+	if got := ids(h.do(OpIdentify, map[string]any{"referenceId": "ref0", "gallery": gal})); !slices.Equal(got, []string{"dup2"}) {
+		t.Fatalf("gallery: %v", got)
+	}
+	// Past the cluster's top-k the gallery cannot be served honestly.
+	for s := range 3 {
+		doc, _ := FixtureCBEFF([]float32{1, 0.01 * float32(s+1), 0, 0})
+		h.d["https://mosip/near"+string(rune('0'+s))] = doc
+		ok(h.do(OpInsert, map[string]any{"referenceId": "near" + string(rune('0'+s)), "referenceURL": "https://mosip/near" + string(rune('0'+s))}))
+	}
+	failed(h.do(OpIdentify, map[string]any{"referenceId": "ref0", "gallery": gal}), FailCannotServe)
+
+	ok(h.do(OpDelete, map[string]any{"referenceId": "dup"}))
+	failed(h.do(OpIdentify, map[string]any{"referenceId": "dup"}), FailRefIDNotFound)
+	failed(h.do(OpDelete, map[string]any{"referenceId": "dup"}), FailRefIDNotFound)
+	failed(h.do(OpInsert, map[string]any{"referenceId": "dup", "referenceURL": docURL(1, 1)}), FailRefIDExists)
+	failed(h.do(OpInsert, map[string]any{"referenceId": "x", "referenceURL": "https://mosip/none"}), FailFetch)
+	failed(h.do(OpIdentify, map[string]any{"referenceId": "nobody"}), FailRefIDNotFound)
+	failed(h.do(OpIdentify, map[string]any{"referenceId": "ref1", "flags": map[string]any{"targetFPIR": 30}}), FailCannotServe) // not calibrated
+	if r := h.do(OpReferenceCount, nil); r.Count == nil || *r.Count != "8" {
+		t.Fatalf("referenceCount: %+v", r)
+	}
+	if r := h.do(OpPendingJobs, nil); r.JobsCount == nil || *r.JobsCount != "0" {
+		t.Fatalf("pendingJobs: %+v", r)
+	}
+	// Degraded: the decision alone.
+	h.c.degraded = true
+	r := h.do(OpIdentify, map[string]any{"referenceURL": docURL(1, 1)})
+	if !slices.Equal(ids(r), []string{"ref1"}) || r.CandidateList.Analytics["degraded"] != "true" || r.CandidateList.Analytics["complete"] != "false" {
+		t.Fatalf("degraded: %+v", r.CandidateList)
+	}
+	failed(h.do(OpIdentify, map[string]any{"referenceId": "ref1"}), FailInternal)
+}
+
+// TestAdapterRestart: a change begun and done at the cluster but not
+// answered (the adapter stopped between) is answered success when the
+// broker redelivers it, not "already exists"; an answered request gets
+// its recorded answer and is not done again.
+func TestAdapterRestart(t *testing.T) {
+	h := newHarness(t, nil)
+	body := []byte(`{"id":"mosip.abis.insert","version":"1.1","requestId":"R","requesttime":"2026-01-01T00:00:00Z","referenceId":"A","referenceURL":"` + docURL(0, 0) + `"}`)
+	q, _ := Decode(body)
+	h.a.j.Begin(q)
+	h.c.Enroll(context.Background(), []protocol.Item{{ID: "A", Template: person(0, 0)}}) // done, then a crash
+	h.a.j.Close()
+	h.open(nil)
+	q, bad := Decode(body)
+	first, err := h.a.Answer(context.Background(), q, bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r Response
+	json.Unmarshal(first, &r)
+	if r.ReturnValue != ReturnSuccess {
+		t.Fatalf("redelivered insert: %s", first)
+	}
+	again, _ := h.a.Answer(context.Background(), q, bad)
+	if string(again) != string(first) || h.c.enrolls != 1 {
+		t.Fatalf("answered again: %s (first %s), %d enrollments", again, first, h.c.enrolls)
+	}
+}
+
+func TestAdapterTargetFPIR(t *testing.T) {
+	cal := &config.Calibration{TargetFPIR: 1e-3, Rows: 4}
+	h := newHarness(t, cal)
+	for p := range 4 {
+		h.do(OpInsert, map[string]any{"referenceId": "ref" + string(rune('0'+p)), "referenceURL": docURL(p, 0)})
+	}
+	for target, want := range map[int]string{20: ReturnSuccess, 30: ReturnSuccess, 40: ReturnFailed} {
+		r := h.do(OpIdentify, map[string]any{"referenceId": "ref1", "flags": map[string]any{"targetFPIR": target}})
+		if r.ReturnValue != want {
+			t.Errorf("targetFPIR %d with the threshold calibrated for 30 at 4 records: %s %s", target, r.ReturnValue, r.FailureReason)
+		}
+	}
+	// Past the size it was calibrated for the threshold no longer holds 30.
+	doc, _ := FixtureCBEFF([]float32{0.5, 0.5, 0.5, 0.5})
+	h.d["https://mosip/e"] = doc
+	h.do(OpInsert, map[string]any{"referenceId": "extra", "referenceURL": "https://mosip/e"})
+	for i := range 8 {
+		h.c.rows["bulk"+string(rune('a'+i))] = []float32{-1, -1, 0.1 * float32(i), 1}
+	}
+	if r := h.do(OpIdentify, map[string]any{"referenceId": "ref1", "flags": map[string]any{"targetFPIR": 30}}); r.ReturnValue != ReturnFailed {
+		t.Errorf("targetFPIR 30 at 13 records, calibrated for 4: answered")
+	}
+}

@@ -1,0 +1,170 @@
+package abis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-stomp/stomp/v3"
+	"github.com/go-stomp/stomp/v3/frame"
+)
+
+// Broker says where the queues are: a STOMP 1.2 broker (ActiveMQ's
+// STOMP connector) and the two queues MOSIP's ABIS middleware uses.
+type Broker struct {
+	Addr     string // host:port of the STOMP connector
+	User     string
+	Password string
+	Inbound  string // requests from MOSIP (e.g. /queue/ctk-to-abis)
+	Outbound string // answers to MOSIP (e.g. /queue/abis-to-ctk)
+	// InFlight bounds the requests held at once (received, not yet
+	// acknowledged): the broker's prefetch and the adapter's workers.
+	// Default 8. What is not acknowledged stays at the broker, which is
+	// the back-pressure.
+	InFlight int
+	// Bytes sends answers as bytes messages (a content-length header);
+	// default text messages. MOSIP reads either (its ABIS middleware's
+	// message format setting).
+	Bytes     bool
+	HeartBeat time.Duration // default 10 s
+}
+
+// Serve consumes b.Inbound and answers on b.Outbound until ctx ends or
+// the connection fails (the caller reconnects). Each request is
+// acknowledged in the same STOMP transaction that sends its answer, after
+// the answer is in the journal: a request the broker redelivers (the
+// adapter stopped before the commit) is answered from the journal, and
+// MOSIP receives each answer once.
+//
+// Changes (insert, delete) are served one at a time in the order
+// received; an identify or referenceCount waits for every change
+// received before it; identifies run beside each other.
+func (a *Adapter) Serve(ctx context.Context, b Broker) error {
+	if b.InFlight <= 0 {
+		b.InFlight = 8
+	}
+	if b.HeartBeat <= 0 {
+		b.HeartBeat = 10 * time.Second
+	}
+	conn, err := stomp.Dial("tcp", b.Addr,
+		stomp.ConnOpt.Login(b.User, b.Password),
+		stomp.ConnOpt.AcceptVersion(stomp.V12),
+		stomp.ConnOpt.HeartBeat(b.HeartBeat, b.HeartBeat),
+		stomp.ConnOpt.Host("/"))
+	if err != nil {
+		return fmt.Errorf("abis: connecting to the broker at %s: %w", b.Addr, err)
+	}
+	sub, err := conn.Subscribe(b.Inbound, stomp.AckClientIndividual,
+		stomp.SubscribeOpt.Header("activemq.prefetchSize", strconv.Itoa(b.InFlight)))
+	if err != nil {
+		conn.MustDisconnect()
+		return fmt.Errorf("abis: subscribing to %s: %w", b.Inbound, err)
+	}
+	a.o.Log.Info("abis: serving", "broker", b.Addr, "inbound", b.Inbound, "outbound", b.Outbound, "in_flight", b.InFlight)
+
+	slots := make(chan struct{}, b.InFlight)
+	var wg sync.WaitGroup
+	failed := make(chan error, 1)
+	stop := func(err error) {
+		select {
+		case failed <- err:
+		default:
+		}
+	}
+	defer func() {
+		wg.Wait()
+		conn.MustDisconnect()
+	}()
+	lastChange := closedChan()
+	for {
+		var msg *stomp.Message
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-failed:
+			return err
+		case msg = <-sub.C:
+		}
+		if msg == nil {
+			return errors.New("abis: the subscription ended")
+		}
+		if msg.Err != nil {
+			return fmt.Errorf("abis: broker: %w", msg.Err)
+		}
+		select {
+		case slots <- struct{}{}:
+		case err := <-failed:
+			return err
+		case <-ctx.Done():
+			return nil
+		}
+		a.Received()
+		q, bad := Decode(msg.Body)
+		after := lastChange
+		var done chan struct{}
+		if bad == nil && q.Change() {
+			done = make(chan struct{})
+			lastChange = done
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			defer a.Finished()
+			if done != nil {
+				defer close(done)
+			}
+			if err := a.handle(ctx, conn, b, msg, q, bad, after); err != nil {
+				a.o.Log.Error("abis: a request was not answered (the broker redelivers it)", "request", q.RequestID, "err", err)
+				stop(err)
+			}
+		}()
+	}
+}
+
+func (a *Adapter) handle(ctx context.Context, conn *stomp.Conn, b Broker, msg *stomp.Message, q *Request, bad *Error, after <-chan struct{}) error {
+	resp, err := a.Recorded(q)
+	if err != nil {
+		return err
+	}
+	if resp == nil {
+		if bad == nil && q.ID != OpPing && q.ID != OpPendingJobs {
+			select {
+			case <-after:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		// A request begun is finished even when the adapter is told to
+		// stop: an answer recorded as failed for that would be final.
+		if resp, err = a.Answer(context.WithoutCancel(ctx), q, bad); err != nil {
+			return err
+		}
+	}
+	tx, err := conn.BeginWithError()
+	if err != nil {
+		return err
+	}
+	opts := []func(*frame.Frame) error{stomp.SendOpt.Header("persistent", "true")}
+	if !b.Bytes {
+		opts = append(opts, stomp.SendOpt.NoContentLength)
+	}
+	if err := tx.Send(b.Outbound, "application/json", resp, opts...); err != nil {
+		tx.Abort()
+		return err
+	}
+	if err := tx.Ack(msg); err != nil {
+		tx.Abort()
+		return err
+	}
+	return tx.CommitWithReceipt()
+}
+
+func closedChan() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}

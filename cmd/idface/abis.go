@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/idface/idface/abis"
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/internal/host/input"
+)
+
+func init() {
+	register("abis", "serve MOSIP's ABIS API (1.1) on a message broker's queues (STOMP 1.2, ActiveMQ)", cmdABIS)
+}
+
+func cmdABIS(args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "fixture" {
+		return cmdABISFixture(args[1:], stdout, stderr)
+	}
+	fs := newFlags("abis", "idface abis --cluster DIR [--client NAME] --broker HOST:PORT --user U --password-file F --inbound QUEUE --outbound QUEUE --journal FILE (--extractor CMD | --fixture-extractor)\n"+
+		"idface abis fixture --templates X.npy --ids ids.txt --out DIR\n\n"+
+		"Puts the cluster behind MOSIP's ABIS API (docs/ABIS.md): requests\n"+
+		"(mosip.abis.insert, identify, delete, ping, pendingJobs, referenceCount)\n"+
+		"are read from --inbound and answered on --outbound of a STOMP 1.2 broker\n"+
+		"(ActiveMQ's STOMP connector). Each request is answered once: the answer\n"+
+		"is written to --journal (fsync) before it is sent, and sent in the same\n"+
+		"broker transaction that acknowledges the request; a redelivered request\n"+
+		"gets its recorded answer. The biometric data is fetched from the\n"+
+		"request's referenceURL (a CBEFF document; https, or http with\n"+
+		"--allow-http), its one face record handed to --extractor CMD on stdin,\n"+
+		"which writes the template (a JSON array or a .npy row) on stdout and\n"+
+		"exits 3 when it finds no usable face. No template is kept: an identify\n"+
+		"by referenceId fetches the record's referenceURL again. The member must\n"+
+		"be an operator (it enrolls and deletes).\n\n"+
+		"--fixture-extractor reads the templates that 'idface abis fixture' wrote\n"+
+		"into fake ISO/IEC 19794-5 records: for tests and the demo, never faces.", stderr)
+	cf := addClientFlags(fs)
+	broker := fs.String("broker", "", "HOST:PORT of the broker's STOMP connector")
+	user := fs.String("user", "", "broker user")
+	passFile := fs.String("password-file", "", "a file holding the broker password (one line)")
+	inbound := fs.String("inbound", "", "the queue MOSIP sends requests to (e.g. /queue/ctk-to-abis)")
+	outbound := fs.String("outbound", "", "the queue MOSIP reads answers from (e.g. /queue/abis-to-ctk)")
+	journal := fs.String("journal", "", "the adapter's durable record of what it answered (created if absent)")
+	inFlight := fs.Int("in-flight", 8, "requests held at once; the rest wait at the broker")
+	bytesMsg := fs.Bool("bytes", false, "send answers as bytes messages (default text messages)")
+	extractor := fs.String("extractor", "", "the command that turns a face record into a template (split on spaces)")
+	extractTimeout := fs.Duration("extractor-timeout", 30*time.Second, "time one extraction may take")
+	fixture := fs.Bool("fixture-extractor", false, "read fixture records (tests and the demo only)")
+	allowHTTP := fs.Bool("allow-http", false, "accept http:// referenceURLs (default https only)")
+	tokenFile := fs.String("token-file", "", "a file holding MOSIP's JWT, sent as the Authorization cookie (read at every fetch)")
+	fetchTimeout := fs.Duration("fetch-timeout", 30*time.Second, "time one referenceURL fetch may take")
+	maxCBEFF := fs.Int64("max-cbeff", abis.MaxCBEFF, "largest CBEFF document fetched, in bytes")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := required(fs, "broker", "inbound", "outbound", "journal"); err != nil {
+		return err
+	}
+	var x abis.Extractor
+	switch {
+	case *fixture && *extractor != "":
+		return errors.New("--extractor and --fixture-extractor: give one")
+	case *fixture:
+		x = abis.FixtureExtractor{}
+	case *extractor != "":
+		x = &abis.CommandExtractor{Argv: strings.Fields(*extractor), Timeout: *extractTimeout}
+	default:
+		return errors.New("give --extractor CMD (a face model; docs/ABIS.md), or --fixture-extractor for tests")
+	}
+	var pass string
+	if *passFile != "" {
+		b, err := os.ReadFile(*passFile)
+		if err != nil {
+			return fmt.Errorf("--password-file: %w", err)
+		}
+		pass = strings.TrimRight(string(b), "\r\n")
+	}
+	cfg, h, cl, err := cf.openHome()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	if me, _ := cfg.Client(h.Self.Name); config.ClientRole(me) != config.RoleOperator {
+		return fmt.Errorf("%s is a device: the ABIS adapter enrolls and deletes, so it runs as an operator (--client)", h.Self.Name)
+	}
+	j, err := abis.OpenJournal(*journal)
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	log := slog.New(slog.NewTextHandler(stderr, nil)).With("abis", h.Self.Name)
+	o := abis.Options{Dim: cfg.Dim(), MaxTopK: cfg.MaxTopK(), Shards: cfg.Shards(), Timeout: *cf.timeout, Log: log}
+	if c, ok := cfg.Calibration(); ok {
+		o.Calibration = &c
+	}
+	f := &abis.Fetcher{Timeout: *fetchTimeout, MaxBytes: *maxCBEFF, AllowHTTP: *allowHTTP, TokenFile: *tokenFile}
+	a := abis.New(cl, j, f, x, o)
+	b := abis.Broker{Addr: *broker, User: *user, Password: pass, Inbound: *inbound, Outbound: *outbound, InFlight: *inFlight, Bytes: *bytesMsg}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	fmt.Fprintf(stdout, "idface abis: %s through %s, %s -> %s at %s\n", h.Self.Name, cl.Entry(), *inbound, *outbound, *broker)
+	wait := time.Second
+	for ctx.Err() == nil {
+		start := time.Now()
+		err := a.Serve(ctx, b)
+		if ctx.Err() != nil {
+			break
+		}
+		if time.Since(start) > time.Minute {
+			wait = time.Second
+		}
+		log.Warn("abis: broker connection ended; reconnecting", "err", err, "in", wait)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+		}
+		wait = min(2*wait, 30*time.Second)
+	}
+	return nil
+}
+
+// cmdABISFixture writes one fixture CBEFF document per template: DIR/ID.xml.
+func cmdABISFixture(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("abis fixture", "idface abis fixture --templates X.npy --ids ids.txt --out DIR\n\n"+
+		"Writes DIR/ID.xml for every template: a CBEFF document with one face BIR\n"+
+		"whose ISO/IEC 19794-5 record carries the template instead of an image,\n"+
+		"which 'idface abis --fixture-extractor' reads (tests and the demo only;\n"+
+		"docs/ABIS.md). Ids become file names, so they must not hold '/'.", stderr)
+	tmpls := fs.String("templates", "", "templates (.npy, CSV or JSON lines)")
+	idsPath := fs.String("ids", "", "one id per line")
+	out := fs.String("out", "", "directory to write")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := required(fs, "templates", "ids", "out"); err != nil {
+		return err
+	}
+	tm, err := input.ReadTemplates(*tmpls, 0)
+	if err != nil {
+		return err
+	}
+	ids, _, err := input.ReadIDs(*idsPath)
+	if err != nil {
+		return err
+	}
+	if len(ids) != tm.Rows() {
+		return fmt.Errorf("%d ids for %d templates", len(ids), tm.Rows())
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	for i, id := range ids {
+		if strings.ContainsAny(id, `/\`) || id == "." || id == ".." {
+			return fmt.Errorf("id %q cannot be a file name", id)
+		}
+		doc, err := abis.FixtureCBEFF(tm.Row(i, nil))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(*out, id+".xml"), doc, 0o644); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(stdout, "wrote %d fixture CBEFF documents to %s\n", len(ids), *out)
+	return nil
+}
