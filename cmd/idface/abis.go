@@ -134,7 +134,8 @@ func cmdABISFixture(args []string, stdout, stderr io.Writer) error {
 		"Writes DIR/ID.xml for every template: a CBEFF document with one face BIR\n"+
 		"whose ISO/IEC 19794-5 record carries the template instead of an image,\n"+
 		"which 'idface abis --fixture-extractor' reads (tests and the demo only;\n"+
-		"docs/ABIS.md). Ids become file names, so they must not hold '/'.", stderr)
+		"docs/ABIS.md). Ids become file names ('person-0/sample-0' is\n"+
+		"DIR/person-0/sample-0.xml).", stderr)
 	tmpls := fs.String("templates", "", "templates (.npy, CSV or JSON lines)")
 	idsPath := fs.String("ids", "", "one id per line")
 	out := fs.String("out", "", "directory to write")
@@ -159,14 +160,18 @@ func cmdABISFixture(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	for i, id := range ids {
-		if strings.ContainsAny(id, `/\`) || id == "." || id == ".." {
-			return fmt.Errorf("id %q cannot be a file name", id)
+		if !filepath.IsLocal(filepath.FromSlash(id)) || strings.Contains(id, `\`) {
+			return fmt.Errorf("id %q cannot be a file name below --out", id)
 		}
 		doc, err := abis.FixtureCBEFF(tm.Row(i, nil))
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(*out, id+".xml"), doc, 0o644); err != nil {
+		path := filepath.Join(*out, filepath.FromSlash(id)+".xml")
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, doc, 0o644); err != nil {
 			return err
 		}
 	}
