@@ -191,6 +191,7 @@ type Holder[E additive.Elem] struct {
 		summed           prometheus.Counter // rows summed into the check sums of hidden probes' products
 		refused          *prometheus.CounterVec
 		fetchRefused     *prometheus.CounterVec // rows fetched from a peer (rebuild, catch-up, records) refused by the other's records
+		catchUpFailed    *prometheus.CounterVec // catch-ups that failed at a peer (no answer, a refusal, a malformed one)
 	}
 }
 
@@ -269,6 +270,8 @@ func newHolder[E additive.Elem](env engine.Env, p *Params) (*Holder[E], error) {
 		Help: "Entry: queries refused because the decider's answer failed its check (decider) or the helpers' tag keys differ (the helper pair)."}, []string{"pair"})
 	h.m.fetchRefused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_repl_fetch_refused_total",
 		Help: "Rows taken from the other two holders (a catch-up, a reshare's records) refused because a share does not match the other holder's record of it, or the two attest different records, by the pair of holders one of which is faulty (this holder cannot tell which)."}, []string{"pair"})
+	h.m.catchUpFailed = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_repl_catchup_failed_total",
+		Help: "Catch-ups of this stale holder that failed at a peer (it did not answer the fetch, refused it, or answered it malformed), by that peer: a peer that keeps it out is named."}, []string{"peer"})
 	unattested := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "idface_repl_records_unattested",
 		Help: "Live rows whose record (of the share this holder does not hold) is not attested yet: after a reshare, until both holders of that share attest the new one. While above 0, a holder that loses its data cannot be rebuilt."}, h.unattested)
 	h.m.scans = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_scans_total", Help: "Passes over this holder's shares for hidden probes (its own as the entry and the other entries' together)."})
@@ -277,7 +280,7 @@ func newHolder[E additive.Elem](env engine.Env, p *Params) (*Holder[E], error) {
 	h.m.passes = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_passes_total", Help: "Passes over this holder's shares for checked queries (its own as the entry and the other entries' together)."})
 	h.m.passed = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_passed_total", Help: "Checked queries scored in those passes (over passes: the mean pass)."})
 	h.m.batches, h.m.batched = engine.NewBatchCounters(env.Params, env.Metrics) // one meaning in every mode
-	for _, c := range append(h.gate.collectors(), h.m.score, h.m.permute, h.m.scans, h.m.scanned, h.m.summed, h.m.passes, h.m.passed, h.m.refused, h.m.fetchRefused, unattested, h.outage.gauge, h.outage.degraded) {
+	for _, c := range append(h.gate.collectors(), h.m.score, h.m.permute, h.m.scans, h.m.scanned, h.m.summed, h.m.passes, h.m.passed, h.m.refused, h.m.fetchRefused, h.m.catchUpFailed, unattested, h.outage.gauge, h.outage.degraded) {
 		env.Metrics.MustRegister(c)
 	}
 	return h, nil

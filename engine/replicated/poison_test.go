@@ -19,6 +19,8 @@ import (
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/engine/replicated"
 	"github.com/idface/idface/internal/harness/inproc"
+	"github.com/idface/idface/network/memnet"
+	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/template"
 )
 
@@ -200,5 +202,41 @@ func TestFsckBehindAndReshared(t *testing.T) {
 	problems := fsck(t, c, "p3", &out)
 	if len(problems) != 1 || !strings.Contains(problems[0], "behind p1 and p2 on origin p1's changes (2 missing) and reshares") || !strings.Contains(problems[0], "idface party rebuild") {
 		t.Fatalf("fsck of a copy behind and before a reshare: %q\n%s", problems, out.String())
+	}
+}
+
+// TestGarbledCatchUpNamesPeer (issue 44 item 2, in part): p2 is restored
+// from a copy that misses rows enrolled through p1, and p1 garbles the type
+// byte of its answers to p2's catch-up fetch. p2 cannot catch up (the
+// fetch needs both peers: each holds one of p2's two shares of a row) and
+// stays out; it now names p1 in a metric and its stand-down reason.
+func TestGarbledCatchUpNamesPeer(t *testing.T) {
+	c := inproc.Start(t, literal(config.Literal{Beta: 21, RevealScores: true}))
+	xs := templates(6, 79)
+	if err := c.Client("client", "p1").Enroll(ctx(t), items(xs[:3], "early")); err != nil {
+		t.Fatal(err)
+	}
+	c.RestoreBehind("p2", func() {
+		if err := c.Client("client", "p1").Enroll(ctx(t), items(xs[3:], "late")); err != nil {
+			t.Fatal(err)
+		}
+		c.Net.SetFault("p1", "p2", memnet.Fault{Corrupt: func(p []byte) {
+			for _, off := range []int{4, 0} {
+				if len(p) > off+1 && p[off] == protocol.Version && p[off+1] == byte(protocol.TReplRows) {
+					p[off+1] = 0xEE
+					return
+				}
+			}
+		}})
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(c.Metrics("p2"), `idface_repl_catchup_failed_total{peer="p1"}`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("p2's failed catch-up did not name p1 within 30 s:\n%s", metricLines(c.Metrics("p2"), "idface_repl_catchup"))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if _, err := c.Agreement("p2"); err == nil || !strings.Contains(err.Error(), "p2 stands down") || !strings.Contains(err.Error(), "p1") {
+		t.Fatalf("p2 kept out by p1: %v; want it to stand down naming p1", err)
 	}
 }

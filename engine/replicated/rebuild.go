@@ -233,6 +233,25 @@ func fetchBoth(ctx context.Context, d network.Dialer, p *Params, prev, next stri
 }
 
 func fetch(ctx context.Context, d network.Dialer, p *Params, peer string, seg, from, max int, attest bool) (*protocol.ReplRows, error) {
+	rows, err := fetchFrom(ctx, d, p, peer, seg, from, max, attest)
+	if err != nil {
+		return nil, &peerFault{peer: peer, err: err}
+	}
+	return rows, nil
+}
+
+// peerFault is a fetch that failed at, or was answered wrongly by, peer:
+// the holder that fetched counts it against that peer (a peer that keeps
+// a stale holder out by garbling its catch-up is named).
+type peerFault struct {
+	peer string
+	err  error
+}
+
+func (e *peerFault) Error() string { return e.err.Error() }
+func (e *peerFault) Unwrap() error { return e.err }
+
+func fetchFrom(ctx context.Context, d network.Dialer, p *Params, peer string, seg, from, max int, attest bool) (*protocol.ReplRows, error) {
 	resp, err := rpc.Call(ctx, d, peer, &protocol.ReplFetch{Seg: uint8(seg), From: uint32(from), Max: uint32(max), Attest: attest})
 	if err != nil {
 		return nil, fmt.Errorf("replicated: fetching rows from %s: %w", peer, err)

@@ -2,6 +2,7 @@ package replicated
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -286,6 +287,11 @@ func (h *Holder[E]) look(ctx context.Context, fetch, start bool) bool {
 	}
 	if len(lags) > 0 && fetch && h.dueToCatchUp() {
 		err := h.catchUp(ctx, lags, looks)
+		var pf *peerFault
+		if errors.As(err, &pf) && ctx.Err() == nil {
+			h.m.catchUpFailed.WithLabelValues(pf.peer).Inc()
+			h.env.Log.Warn("a catch-up failed at a peer: it keeps this holder out while it does", "peer", h.env.Peer(pf.peer), "err", pf.err.Error())
+		}
 		h.cur.mu.Lock()
 		if h.cur.failed = err; err != nil {
 			h.cur.retry = time.Now().Add(catchUpRetry)
