@@ -12,8 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
-
 	"github.com/idface/idface/client"
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/internal/host/home"
@@ -103,12 +101,6 @@ func indices(send []int, rs []client.Range) []int {
 	return out
 }
 
-// newBar is a progress bar of n items on w.
-func newBar(n int, what string, w io.Writer) *progressbar.ProgressBar {
-	return progressbar.NewOptions(n, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription(what),
-		progressbar.OptionShowCount(), progressbar.OptionThrottle(200*time.Millisecond))
-}
-
 // listSome writes up to five problems and how many more there are.
 func listSome(problems []string) string {
 	var b strings.Builder
@@ -128,7 +120,7 @@ func cmdEnroll(args []string, stdout, stderr io.Writer) error {
 	}
 	var st enrollState
 	err = o.run(&st, stdout, stderr)
-	if err != nil && o.asJSON { // a script reads what happened on stdout, a failure too
+	if err != nil && o.asJSON && !st.reported { // a script reads what happened on stdout, a failure too
 		return errors.Join(err, json.NewEncoder(stdout).Encode(st.failure(err, o.dedupe)))
 	}
 	return err
@@ -141,6 +133,7 @@ type enrollState struct {
 	entry, journal string
 	r              *enrollRun
 	be             *client.BulkError
+	reported       bool // report wrote what the run did (exit 3 follows it)
 }
 
 func (o *enrollOptions) run(st *enrollState, stdout, stderr io.Writer) error {
@@ -181,8 +174,23 @@ func (o *enrollOptions) run(st *enrollState, stdout, stderr io.Writer) error {
 		errors.As(err, &st.be)
 		return o.failed(err, in, r)
 	}
-	return o.report(cl, cfg, j, r, stdout)
+	st.reported = true
+	if err := o.report(cl, cfg, j, r, stdout); err != nil {
+		return err
+	}
+	if len(r.dups) > 0 { // said above, one line each: a script must tell
+		what := fmt.Sprintf("%d of the %d templates were", len(r.dups), len(r.send))
+		if len(r.dups) == 1 {
+			what = fmt.Sprintf("1 of the %d templates was", len(r.send))
+		}
+		return &exitError{exitDuplicates, fmt.Errorf("%s left out as the same people as enrolled ids (exit %d; the others were enrolled)", what, exitDuplicates)}
+	}
+	return nil
 }
+
+// exitDuplicates is enroll --dedupe's exit status when it left templates
+// out: the others were enrolled.
+const exitDuplicates = 3
 
 // enrollOptions are enroll's flags, checked.
 type enrollOptions struct {
@@ -222,6 +230,9 @@ func enrollFlags(args []string, stderr io.Writer) (*enrollOptions, error) {
 		"cluster's threshold is not enrolled and is reported with the id it\n"+
 		"matched (an ABIS insert). An enrollment through another client at the\n"+
 		"same time is not seen.\n\n"+
+		"Exit status: 0 everything was enrolled (or skipped with --resume); 3\n"+
+		"with --dedupe, some templates were left out as duplicates and the others\n"+
+		"enrolled; 1 a failure (what was enrolled is said); 2 bad usage.\n\n"+
 		"With --json one object on stdout: enrolled, skipped, seconds, per_second,\n"+
 		"entry, journal, duplicates (with --dedupe; on stderr one line each) and\n"+
 		"held_for (replicated mode: holders that were unreachable). A run that\n"+
@@ -357,9 +368,9 @@ func (o *enrollOptions) send(cl *client.Client, cfg *config.Params, j *client.Jo
 	}
 	r.settled, r.skipped = settled, r.skipped+already
 
-	var bar *progressbar.ProgressBar
+	var pb bar
 	if len(send) > o.batch && !o.quiet {
-		bar = newBar(len(send), "enrolling", stderr)
+		pb = newBar(len(send), "enrolling", stderr)
 	}
 	var batchMu sync.Mutex // a sharded cluster's shards enroll at once: Before and After meet
 	batchOf := map[int]uint64{}
@@ -368,8 +379,8 @@ func (o *enrollOptions) send(cl *client.Client, cfg *config.Params, j *client.Jo
 		Batch: o.batch, Timeout: *o.cf.timeout, Dedupe: o.dedupe,
 		Duplicate: func(d client.Duplicate) { r.dups = append(r.dups, d) },
 		Progress: func(done, _ int) {
-			if bar != nil {
-				bar.Set(done)
+			if pb != nil {
+				pb.Set(done)
 			}
 		},
 		Before: func(batch []int) error { // batches never share an item: the first names it
@@ -401,13 +412,8 @@ func (o *enrollOptions) send(cl *client.Client, cfg *config.Params, j *client.Jo
 			}
 		},
 	})
-	if bar != nil {
-		if err != nil {
-			bar.Exit()
-		} else {
-			bar.Finish()
-		}
-		fmt.Fprintln(stderr)
+	if pb != nil {
+		pb.done(err == nil)
 	}
 	if err == nil {
 		err = jerr
@@ -755,10 +761,13 @@ func waitSettled(cl *client.Client, cfg *config.Params, timeout time.Duration) e
 
 // deleteResult is 'delete --json'.
 type deleteResult struct {
-	Deleted int    `json:"deleted"`
-	Skipped int    `json:"skipped"`
-	Entry   string `json:"entry"`
-	Journal string `json:"journal"`
+	Deleted int `json:"deleted"`
+	Skipped int `json:"skipped"`
+	// AlreadyDeleted counts the ids the cluster knows no more and the
+	// journal shows deleted by an earlier run (exit 3).
+	AlreadyDeleted int    `json:"already_deleted,omitempty"`
+	Entry          string `json:"entry"`
+	Journal        string `json:"journal"`
 	// HeldFor names the parties that were unreachable: the entry keeps
 	// their part of the deletions and delivers it once they are back.
 	HeldFor []string `json:"held_for,omitempty"`
@@ -790,7 +799,7 @@ func cmdDelete(args []string, stdout, stderr io.Writer) error {
 	d := &deletion{o: o, cfg: cfg, cl: cl, j: j, ids: ids, src: src}
 	if len(ids) > 100 && !o.quiet {
 		d.bar = newBar(len(ids), "deleting", stderr)
-		defer fmt.Fprintln(stderr)
+		defer d.bar.done(false) // a failure's: after a success, nothing
 	}
 	if err := d.run(); err != nil {
 		return d.result(err, stdout)
@@ -818,7 +827,10 @@ func deleteFlags(args []string, stderr io.Writer) (*deleteOptions, error) {
 		"With --json one object at the end: deleted, skipped (deleted before, with\n"+
 		"--resume), entry, journal, held_for (replicated mode: the holders that\n"+
 		"were unreachable; the entry keeps their part and delivers it once they\n"+
-		"are back) and, when the command failed, error.\n\n"+
+		"are back), already_deleted and, when the command failed, error.\n\n"+
+		"Exit status: 0 every id was deleted (or skipped with --resume); 3 some\n"+
+		"ids were deleted before, as the journal shows (nothing to delete for\n"+
+		"them; the others were deleted); 1 a failure; 2 bad usage.\n\n"+
 		"An ids file that holds no id is refused (exit 2): nothing to delete is\n"+
 		"a mistake in the script that made the list, not a deletion.\n\n"+input.IDRules, stderr)
 	o := &deleteOptions{cf: addClientFlags(fs)}
@@ -863,11 +875,12 @@ type deletion struct {
 	j       *client.Journal
 	ids     []string
 	src     source
-	bar     *progressbar.ProgressBar // nil: none
-	deleted []int                    // indices into ids
-	skipped int                      // deleted before (--resume)
-	held    []string                 // parties whose part the entry keeps for delivery
-	settled bool                     // the servers have settled earlier changes
+	bar     bar      // nil: none
+	deleted []int    // indices into ids
+	skipped int      // deleted before (--resume)
+	already []int    // deleted before, as the journal shows (without --resume): indices into ids
+	held    []string // parties whose part the entry keeps for delivery
+	settled bool     // the servers have settled earlier changes
 }
 
 // run deletes the ids in order and stops at the first failure.
@@ -881,7 +894,7 @@ func (d *deletion) run() error {
 		}
 	}
 	if d.bar != nil {
-		d.bar.Finish()
+		d.bar.done(true)
 	}
 	return nil
 }
@@ -914,6 +927,9 @@ func (d *deletion) one(i int) error {
 	case doubt && isCode(err, protocol.CodeUnknownID): // the earlier run's deletion was applied
 		d.skipped++
 		return errors.Join(d.j.End(b, false), d.j.End(e.Batch, true))
+	case e.State == client.Deleted && isCode(err, protocol.CodeUnknownID): // deleted by an earlier run, as the journal shows
+		d.already = append(d.already, i)
+		return d.j.End(b, false)
 	}
 	if client.Refused(err) {
 		d.j.End(b, false)
@@ -938,6 +954,9 @@ func (d *deletion) failed(i int, err error) error {
 	if d.skipped > 0 {
 		msg += fmt.Sprintf("; %d deleted before were skipped", d.skipped)
 	}
+	if len(d.already) > 0 {
+		msg += "; " + d.src.ranges(d.already) + " " + were(d.already) + " already deleted (the journal shows it)"
+	}
 	msg += fmt.Sprintf("; %q (%s) %s", d.ids[i], d.src.at(i), what)
 	if i+1 < len(d.ids) {
 		var rest []int
@@ -958,7 +977,7 @@ func (d *deletion) result(err error, stdout io.Writer) error {
 	if !d.o.asJSON {
 		return err
 	}
-	r := deleteResult{Deleted: len(d.deleted), Skipped: d.skipped, Entry: d.cl.Entry(), Journal: d.j.Path(), HeldFor: d.held}
+	r := deleteResult{Deleted: len(d.deleted), Skipped: d.skipped, AlreadyDeleted: len(d.already), Entry: d.cl.Entry(), Journal: d.j.Path(), HeldFor: d.held}
 	if err != nil {
 		r.Error = err.Error()
 	}
@@ -974,17 +993,45 @@ func (d *deletion) report(stdout io.Writer) error {
 		d.held = heldFor(d.cl, d.cfg)
 	}
 	if d.o.asJSON {
-		return d.result(nil, stdout)
+		return d.result(d.alreadyDeleted(), stdout)
 	}
 	at, note := heldAt(d.cfg, d.cl.Entry(), d.held)
-	if len(d.ids) == 1 && d.skipped == 0 {
+	switch {
+	case len(d.ids) == 1 && len(d.already) == 1:
+	case len(d.ids) == 1 && d.skipped == 0:
 		fmt.Fprintf(stdout, "deleted %s %s%s\n", d.ids[0], at, note)
+	default:
+		fmt.Fprintf(stdout, "deleted %d %s", len(d.deleted), at)
+		if d.skipped > 0 {
+			fmt.Fprintf(stdout, "; %d deleted before were skipped", d.skipped)
+		}
+		if len(d.already) > 0 {
+			fmt.Fprintf(stdout, "; %d already deleted", len(d.already))
+		}
+		fmt.Fprintln(stdout, note)
+	}
+	return d.alreadyDeleted()
+}
+
+// exitAlreadyDeleted is delete's exit status when ids were deleted
+// before, as the journal shows: nothing to delete for them.
+const exitAlreadyDeleted = 3
+
+// alreadyDeleted says which ids were deleted before (nil: none).
+func (d *deletion) alreadyDeleted() error {
+	if len(d.already) == 0 {
 		return nil
 	}
-	fmt.Fprintf(stdout, "deleted %d %s", len(d.deleted), at)
-	if d.skipped > 0 {
-		fmt.Fprintf(stdout, "; %d deleted before were skipped", d.skipped)
+	what, known := fmt.Sprintf("%q was", d.ids[d.already[0]]), "no such id and journal %s records its deletion"
+	if d.src.unit != "" {
+		what = d.src.ranges(d.already) + " " + were(d.already)
 	}
-	fmt.Fprintln(stdout, note)
-	return nil
+	if len(d.already) > 1 {
+		known = "none of them and journal %s records their deletion"
+	}
+	rest := ""
+	if len(d.ids) > len(d.already) {
+		rest = "; the others were deleted"
+	}
+	return &exitError{exitAlreadyDeleted, fmt.Errorf("%s already deleted: the cluster knows "+known+" by an earlier run; nothing to delete (exit %d)%s", what, d.j.Path(), exitAlreadyDeleted, rest)}
 }

@@ -3,8 +3,11 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"time"
+
+	"github.com/schollz/progressbar/v3"
 )
 
 // stages reports on w, every so often, which of n stages of a long
@@ -75,3 +78,76 @@ func (s *stages) report() {
 	fmt.Fprintf(s.w, "%s %d of %d (%s): %s on it, %s in all\n", s.what, s.i, s.n, s.name,
 		time.Since(s.began).Round(time.Second), time.Since(s.start).Round(time.Second))
 }
+
+// bar is a bulk command's progress on stderr: on a terminal a bar
+// redrawn in place (\r frames); elsewhere (a log file, a pipe) a plain
+// line at most every lineEvery, so that a redirected log holds no \r
+// frames. done ends it (a bar's line too); calling it again does nothing.
+type bar interface {
+	Set(n int)
+	done(ok bool)
+}
+
+// lineEvery is how often a bar off a terminal writes a line.
+const lineEvery = 10 * time.Second
+
+// newBar is a progress bar of n items on w, what saying what is done to
+// them ("enrolling").
+func newBar(n int, what string, w io.Writer) bar {
+	if !isTerminal(w) {
+		return &lineBar{w: w, what: what, n: n, last: time.Now()}
+	}
+	return &ttyBar{w: w, pb: progressbar.NewOptions(n, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription(what),
+		progressbar.OptionShowCount(), progressbar.OptionThrottle(200*time.Millisecond))}
+}
+
+// isTerminal reports whether w is a terminal (a character device).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+type ttyBar struct {
+	w     io.Writer
+	pb    *progressbar.ProgressBar
+	ended bool
+}
+
+func (b *ttyBar) Set(n int) { b.pb.Set(n) }
+
+func (b *ttyBar) done(ok bool) {
+	if b.ended {
+		return
+	}
+	b.ended = true
+	if ok {
+		b.pb.Finish()
+	} else {
+		b.pb.Exit()
+	}
+	fmt.Fprintln(b.w)
+}
+
+type lineBar struct {
+	mu   sync.Mutex // Set may come from the shards' goroutines
+	w    io.Writer
+	what string
+	n    int
+	last time.Time
+}
+
+func (b *lineBar) Set(n int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if time.Since(b.last) < lineEvery {
+		return
+	}
+	b.last = time.Now()
+	fmt.Fprintf(b.w, "%s: %d of %d (%d%%)\n", b.what, n, b.n, 100*n/max(b.n, 1))
+}
+
+func (b *lineBar) done(bool) {}
