@@ -385,7 +385,7 @@ func Up(ctx context.Context, p *config.Params, exe string, timeout time.Duration
 func UpServers(ctx context.Context, p *config.Params, exe string, names []string, timeout time.Duration) (started []string, err error) {
 	for _, s := range p.Servers() {
 		if strings.HasSuffix(s.Addr, ".svc.cluster.local:"+strconv.Itoa(deploy.QUICPort)) {
-			return nil, fmt.Errorf("%s is made for Kubernetes ('cluster init --k8s'; %s advertises %s): render it with 'idface deploy k8s --cluster %s'", p.Dir(), s.Name, s.Addr, p.Dir())
+			return nil, fmt.Errorf("%s is made for Kubernetes ('cluster init --k8s'; %s advertises %s): render it with 'idface deploy k8s --cluster %s --image REGISTRY/idface@sha256:DIGEST' (docs/DEPLOY.md, \"Kubernetes\")", p.Dir(), s.Name, s.Addr, p.Dir())
 		}
 	}
 	// The key server first: local servers fetch the public key from it.

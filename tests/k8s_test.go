@@ -36,7 +36,7 @@ func TestPodCommands(t *testing.T) {
 	// The commands, from a cluster made for Kubernetes.
 	k8sDir := t.TempDir()
 	must(t, "cluster", "init", "--cluster", k8sDir, "--mode", "blind", "--parties", "2", "--dim", "64", "--beta", "16", "--k8s", "gates")
-	manifest := must(t, "deploy", "k8s", "--cluster", k8sDir, "--image", "idface:test")
+	manifest := must(t, "deploy", "k8s", "--cluster", k8sDir, "--image", "idface:test", "--allow-unpinned")
 	pods := renderedPods(t, manifest)
 	commands := map[string][2][]string{} // member: init, serve
 	for name, pd := range pods {
@@ -271,7 +271,7 @@ func TestNetnsPods(t *testing.T) {
 
 	for _, s := range servers {
 		rendered := filepath.Join(dir, s.name+".yaml")
-		must(t, "deploy", "k8s", "--config", cfg, "--home", s.home, "--namespace", "gates", "--image", "idface:test", "--out", rendered)
+		must(t, "deploy", "k8s", "--config", cfg, "--home", s.home, "--namespace", "gates", "--image", "idface:test", "--allow-unpinned", "--out", rendered)
 		if fi, err := os.Stat(rendered); err != nil || fi.Mode().Perm() != 0o600 {
 			t.Fatalf("%s, holding a key: %v %v", rendered, fi.Mode(), err)
 		}
@@ -433,7 +433,7 @@ func TestNetnsShardPods(t *testing.T) {
 
 	for _, m := range servers {
 		rendered := filepath.Join(dir, m.name+".yaml")
-		must(t, "deploy", "k8s", "--config", cfg, "--home", m.home, "--namespace", "gates", "--image", "idface:test", "--out", rendered)
+		must(t, "deploy", "k8s", "--config", cfg, "--home", m.home, "--namespace", "gates", "--image", "idface:test", "--allow-unpinned", "--out", rendered)
 		b, err := os.ReadFile(rendered)
 		if err != nil {
 			t.Fatal(err)

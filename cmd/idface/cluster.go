@@ -335,6 +335,11 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 	if cfg.HideProbes() {
 		fmt.Fprintln(stdout, "probes are hidden: devices seal the query's shares to the holders; no server sees a probe")
 	}
+	if *k8s != "" { // 'cluster up' refuses it: it runs in Kubernetes
+		fmt.Fprintf(stdout, "render it for namespace %s with: idface deploy k8s --cluster %s --image REGISTRY/idface@sha256:DIGEST --out %s.yaml\n", *k8s, *dir, filepath.Base(*dir))
+		fmt.Fprintf(stdout, "  (build and push the image first: idface deploy image; docs/DEPLOY.md, \"Kubernetes\"), then follow the apply line it prints\n")
+		return nil
+	}
 	fmt.Fprintf(stdout, "start it with: idface cluster up --cluster %s\n", *dir)
 	return nil
 }

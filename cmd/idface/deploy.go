@@ -51,12 +51,18 @@ func deployK8s(args []string, stdout, stderr io.Writer) error {
 		"says); with --cluster, a test cluster made by 'cluster init --k8s NS',\n"+
 		"Secrets of every server included. Probes use /healthz on port 9465;\n"+
 		"--metrics also serves /metrics on 9464, to Prometheus only. Pods are\n"+
-		"replaced only when deleted: move one server at a time (docs/DEPLOY.md).", stderr)
+		"replaced only when deleted: move one server at a time (docs/DEPLOY.md).\n\n"+
+		"--image must name a registry (REGISTRY/idface:TAG) that the nodes pull\n"+
+		"from: an image without one, such as the default, is refused unless\n"+
+		"--allow-unpinned (warned on stderr); one without a digest (@sha256:...)\n"+
+		"is warned of, a tag being movable. 'idface deploy image' prints the\n"+
+		"manifest digest to pin.", stderr)
 	dir := clusterDirFlag(fs, "a local test cluster made with 'cluster init --k8s NAMESPACE' (every server, every key)")
 	cfgFile := fs.String("config", "", "the cluster configuration")
 	homeDir := fs.String("home", "", "with --config: render only this server, its home as its Secret")
 	ns := fs.String("namespace", "", "the namespace (default: the test cluster's, or idface)")
-	image := fs.String("image", imageRef(), "the image the pods run ('idface deploy image' builds it)")
+	image := fs.String("image", imageRef(), "the image the pods run ('idface deploy image' builds it): REGISTRY/idface:TAG, best pinned as REGISTRY/idface@sha256:DIGEST")
+	unpinned := fs.Bool("allow-unpinned", false, "render an --image that names no registry (the default "+imageRef()+" among them: only nodes that have it loaded, as kind load or ctr import do, can run it)")
 	rows := fs.Int("rows", 0, "size each row-holding server's volume and memory for this many rows (the mode's storage estimate)")
 	disk := fs.String("disk", "10Gi", "each server's data volume (with --rows: the servers that hold no rows)")
 	memory := fs.String("memory", "", "each server's memory request (with --rows: the servers that hold no rows)")
@@ -65,6 +71,9 @@ func deployK8s(args []string, stdout, stderr io.Writer) error {
 	expose := fs.Bool("expose", false, "also a LoadBalancer Service per server for clients outside the Kubernetes cluster (its advertised address must be the load balancer's)")
 	out := fs.String("out", "", "write to this file (mode 0600 when it holds a Secret) instead of standard output")
 	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := checkImage(*image, *unpinned, stderr); err != nil {
 		return err
 	}
 	var (
@@ -142,6 +151,27 @@ func deployK8s(args []string, stdout, stderr io.Writer) error {
 		namespace = deploy.DefaultNamespace
 	}
 	fmt.Fprintf(stdout, "wrote %s (%d bytes); %s\n", *out, len(b), deploy.ApplyRecipe(namespace, *out))
+	return nil
+}
+
+// checkImage refuses an image reference that names no registry (no node
+// pulls it: the default idface:VERSION is such a local name) unless
+// unpinned, then warns; a reference without a digest is warned of.
+func checkImage(ref string, unpinned bool, stderr io.Writer) error {
+	name, digest := ref, ""
+	if at := strings.Index(ref, "@"); at >= 0 {
+		name, digest = ref[:at], ref[at+1:]
+	}
+	first, _, hasPath := strings.Cut(name, "/")
+	registry := hasPath && (strings.ContainsAny(first, ".:") || first == "localhost")
+	switch {
+	case !registry && !unpinned:
+		return fmt.Errorf("--image %s names no registry, so no node can pull it (%s is the local name 'deploy image' gives by default): push the image ('idface deploy image --out DIR', then skopeo copy oci:DIR docker://REGISTRY/idface:TAG) and give --image REGISTRY/idface@sha256:DIGEST (the manifest digest deploy image prints), or --allow-unpinned for nodes that have the image loaded (kind load, ctr image import)", ref, imageRef())
+	case !registry:
+		fmt.Fprintf(stderr, "idface deploy k8s: WARNING: --image %s names no registry: the pods start only on nodes that have this image loaded (--allow-unpinned)\n", ref)
+	case !strings.HasPrefix(digest, "sha256:"):
+		fmt.Fprintf(stderr, "idface deploy k8s: warning: --image %s has no digest: the tag can be moved to another image; pin it as %s@sha256:DIGEST (deploy image prints the manifest digest)\n", ref, name)
+	}
 	return nil
 }
 
