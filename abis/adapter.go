@@ -82,13 +82,22 @@ func (a *Adapter) Recorded(q *Request) ([]byte, error) {
 	return a.j.Answered(q.RequestID)
 }
 
-// Answer serves a request as Decode returned it and records the answer
-// durably before returning it; a request answered before gets its
-// recorded answer again. An error is the journal's: nothing may be
+// Answer serves a request as Decode returned it. The answer to an insert
+// or delete is recorded durably before it is returned, and a change
+// answered before gets its recorded answer again; other requests change
+// nothing and are served afresh when they come again.
+//
+// turn, when set, is called where the request must wait for the changes
+// received before it (Serve's ordering): after an insert's or an identify
+// by referenceURL's fetch and extraction, which need not wait, and before
+// anything else. An error is turn's or the journal's: nothing may be
 // answered then.
-func (a *Adapter) Answer(ctx context.Context, q *Request, bad *Error) ([]byte, error) {
+func (a *Adapter) Answer(ctx context.Context, q *Request, bad *Error, turn func() error) ([]byte, error) {
 	if prev, err := a.Recorded(q); err != nil || prev != nil {
 		return prev, err
+	}
+	if turn == nil {
+		turn = func() error { return nil }
 	}
 	var resp *Response
 	ok := false
@@ -96,13 +105,16 @@ func (a *Adapter) Answer(ctx context.Context, q *Request, bad *Error) ([]byte, e
 		a.o.Log.Warn("abis: request refused", "request", q.RequestID, "op", q.ID, "failure", bad.Code, "err", bad.Msg)
 		resp = answer(q, a.o.Now(), bad)
 	} else {
-		resp, ok = a.serve(ctx, q)
+		var err error
+		if resp, ok, err = a.serve(ctx, q, turn); err != nil {
+			return nil, err
+		}
 	}
 	b, err := json.Marshal(resp)
 	if err != nil {
 		return nil, err
 	}
-	if q != nil && q.RequestID != "" {
+	if q.RequestID != "" && q.Change() {
 		if err := a.j.Done(q, ok, b); err != nil {
 			return nil, err
 		}
@@ -110,38 +122,66 @@ func (a *Adapter) Answer(ctx context.Context, q *Request, bad *Error) ([]byte, e
 	return b, nil
 }
 
-// serve runs a checked request; ok reports a change that took effect.
-func (a *Adapter) serve(ctx context.Context, q *Request) (*Response, bool) {
+// unanswered wraps an error after which a request must not be answered
+// (its turn never came, or the journal failed).
+type unanswered struct{ error }
+
+func (e unanswered) Unwrap() error { return e.error }
+
+// serve runs a checked request; ok reports a change that took effect;
+// an error is one after which it must not be answered.
+func (a *Adapter) serve(ctx context.Context, q *Request, turn func() error) (*Response, bool, error) {
+	r, ok, err := a.serveOp(ctx, q, turn)
+	var u unanswered
+	if errors.As(err, &u) {
+		return nil, false, u.error
+	}
+	return r, ok, nil
+}
+
+func (a *Adapter) serveOp(ctx context.Context, q *Request, turn func() error) (*Response, bool, error) {
 	now := a.o.Now
+	waited := func() error {
+		if err := turn(); err != nil {
+			return unanswered{err}
+		}
+		return nil
+	}
 	switch q.ID {
 	case OpPing:
-		return answer(q, now(), nil), false
+		return answer(q, now(), nil), false, nil
 	case OpPendingJobs:
 		r := answer(q, now(), nil)
 		n := strconv.FormatInt(max(a.pending.Load()-1, 0), 10) // not counting this one
 		r.JobsCount = &n
-		return r, false
+		return r, false, nil
 	case OpReferenceCount:
+		if err := waited(); err != nil {
+			return nil, false, err
+		}
 		n, err := a.count(ctx)
 		r := answer(q, now(), a.logged(q, err))
 		if err == nil {
 			s := strconv.Itoa(n)
 			r.Count = &s
 		}
-		return r, false
+		return r, false, nil
 	case OpInsert:
-		err := a.insert(ctx, q)
-		return answer(q, now(), a.logged(q, err)), err == nil
+		err := a.insert(ctx, q, waited)
+		return answer(q, now(), a.logged(q, err)), err == nil, err
 	case OpDelete:
+		if err := waited(); err != nil {
+			return nil, false, err
+		}
 		err := a.delete(ctx, q)
-		return answer(q, now(), a.logged(q, err)), err == nil
+		return answer(q, now(), a.logged(q, err)), err == nil, err
 	case OpIdentify:
-		list, err := a.identify(ctx, q)
+		list, err := a.identify(ctx, q, waited)
 		r := answer(q, now(), a.logged(q, err))
 		r.CandidateList = list
-		return r, false
+		return r, false, err
 	}
-	return answer(q, now(), fail(FailID, "id %q", q.ID)), false
+	return answer(q, now(), fail(FailID, "id %q", q.ID)), false, nil
 }
 
 func (a *Adapter) logged(q *Request, err error) error {
@@ -151,18 +191,21 @@ func (a *Adapter) logged(q *Request, err error) error {
 	return err
 }
 
-func (a *Adapter) insert(ctx context.Context, q *Request) error {
+func (a *Adapter) insert(ctx context.Context, q *Request, turn func() error) error {
+	x, err := a.template(ctx, q.URL())
+	if err != nil {
+		return err
+	}
+	if err := turn(); err != nil {
+		return err
+	}
 	ref := q.Ref()
 	begun := a.j.Begun(q.RequestID)
 	if r := a.j.Ref(ref); r != nil && !begun {
 		return fail(FailRefIDExists, "referenceId %s was inserted before (a referenceId is never reused)", ref)
 	}
-	x, err := a.template(ctx, q.URL())
-	if err != nil {
-		return err
-	}
 	if err := a.j.Begin(q); err != nil {
-		return err
+		return unanswered{err}
 	}
 	cctx, cancel := context.WithTimeout(ctx, a.o.Timeout)
 	defer cancel()
@@ -180,7 +223,7 @@ func (a *Adapter) delete(ctx context.Context, q *Request) error {
 	ref := q.Ref()
 	begun := a.j.Begun(q.RequestID)
 	if err := a.j.Begin(q); err != nil {
-		return err
+		return unanswered{err}
 	}
 	cctx, cancel := context.WithTimeout(ctx, a.o.Timeout)
 	defer cancel()
@@ -197,9 +240,19 @@ func (a *Adapter) delete(ctx context.Context, q *Request) error {
 // identify compares the probe (the record of referenceId, fetched again
 // from its insert's referenceURL; or the referenceURL's) with the
 // gallery or every record.
-func (a *Adapter) identify(ctx context.Context, q *Request) (*CandidateList, error) {
+func (a *Adapter) identify(ctx context.Context, q *Request, turn func() error) (*CandidateList, error) {
 	self := q.Ref()
 	url := q.URL()
+	var x []float32
+	if self == "" { // the probe does not depend on earlier changes
+		var err error
+		if x, err = a.template(ctx, url); err != nil {
+			return nil, err
+		}
+	}
+	if err := turn(); err != nil {
+		return nil, err
+	}
 	if self != "" {
 		r := a.j.Ref(self)
 		if r == nil || r.Deleted || r.URL == "" {
@@ -212,9 +265,11 @@ func (a *Adapter) identify(ctx context.Context, q *Request) (*CandidateList, err
 			return nil, err
 		}
 	}
-	x, err := a.template(ctx, url)
-	if err != nil {
-		return nil, err
+	if x == nil {
+		var err error
+		if x, err = a.template(ctx, url); err != nil {
+			return nil, err
+		}
 	}
 	var gallery map[string]bool
 	if q.Gallery != nil {
@@ -369,7 +424,8 @@ func clusterFailure(err error) error {
 		return nil
 	}
 	var e *Error
-	if errors.As(err, &e) {
+	var u unanswered
+	if errors.As(err, &e) || errors.As(err, &u) {
 		return err
 	}
 	code, _ := protoCode(err)

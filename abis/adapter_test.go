@@ -149,7 +149,7 @@ func (h *harness) do(op string, f map[string]any) *Response {
 	}
 	body, _ := json.Marshal(m)
 	q, bad := Decode(body)
-	out, err := h.a.Answer(context.Background(), q, bad)
+	out, err := h.a.Answer(context.Background(), q, bad, nil)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -248,7 +248,7 @@ func TestAdapterRestart(t *testing.T) {
 	h.a.j.Close()
 	h.open(nil)
 	q, bad := Decode(body)
-	first, err := h.a.Answer(context.Background(), q, bad)
+	first, err := h.a.Answer(context.Background(), q, bad, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +257,7 @@ func TestAdapterRestart(t *testing.T) {
 	if r.ReturnValue != ReturnSuccess {
 		t.Fatalf("redelivered insert: %s", first)
 	}
-	again, _ := h.a.Answer(context.Background(), q, bad)
+	again, _ := h.a.Answer(context.Background(), q, bad, nil)
 	if string(again) != string(first) || h.c.enrolls != 1 {
 		t.Fatalf("answered again: %s (first %s), %d enrollments", again, first, h.c.enrolls)
 	}

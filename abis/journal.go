@@ -21,7 +21,9 @@ import (
 //	CRC-32C (8 hex digits) | ' ' | JSON entry | '\n'
 //
 // each written with fsync before the adapter acts on it. It holds no
-// template: requestIds, referenceIds, referenceURLs and the answers sent.
+// template: requestIds, referenceIds, referenceURLs and the answers to
+// changes (inserts and deletes; other requests change nothing and are
+// served again when redelivered).
 // A torn last line (a crash during an append) is cut off at open; a
 // damaged line followed by an intact one refuses the open.
 type Journal struct {

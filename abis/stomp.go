@@ -35,9 +35,10 @@ type Broker struct {
 // Serve consumes b.Inbound and answers on b.Outbound until ctx ends or
 // the connection fails (the caller reconnects). Each request is
 // acknowledged in the same STOMP transaction that sends its answer, after
-// the answer is in the journal: a request the broker redelivers (the
-// adapter stopped before the commit) is answered from the journal, and
-// MOSIP receives each answer once.
+// a change's answer is in the journal: a request the broker redelivers
+// (the adapter stopped before the commit) is answered from the journal,
+// or served afresh if it changes nothing, and MOSIP receives each answer
+// once.
 //
 // Changes (insert, delete) are served one at a time in the order
 // received; an identify or referenceCount waits for every change
@@ -114,10 +115,14 @@ func (a *Adapter) Serve(ctx context.Context, b Broker) error {
 			defer wg.Done()
 			defer func() { <-slots }()
 			defer a.Finished()
-			if done != nil {
-				defer close(done)
+			served := func() {
+				if done != nil {
+					close(done)
+					done = nil
+				}
 			}
-			if err := a.handle(ctx, conn, b, msg, q, bad, after); err != nil {
+			defer served()
+			if err := a.handle(ctx, conn, b, msg, q, bad, after, served); err != nil {
 				a.o.Log.Error("abis: a request was not answered (the broker redelivers it)", "request", q.RequestID, "err", err)
 				stop(err)
 			}
@@ -125,25 +130,26 @@ func (a *Adapter) Serve(ctx context.Context, b Broker) error {
 	}
 }
 
-func (a *Adapter) handle(ctx context.Context, conn *stomp.Conn, b Broker, msg *stomp.Message, q *Request, bad *Error, after <-chan struct{}) error {
-	resp, err := a.Recorded(q)
+// handle answers one request: served is called once the request's
+// change (if any) is done and recorded, so that the next one may start
+// while this answer goes to the broker.
+func (a *Adapter) handle(ctx context.Context, conn *stomp.Conn, b Broker, msg *stomp.Message, q *Request, bad *Error, after <-chan struct{}, served func()) error {
+	turn := func() error {
+		select {
+		case <-after:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	// A request begun is finished even when the adapter is told to
+	// stop (but for waiting its turn): a change's answer is final once
+	// recorded.
+	resp, err := a.Answer(context.WithoutCancel(ctx), q, bad, turn)
 	if err != nil {
 		return err
 	}
-	if resp == nil {
-		if bad == nil && q.ID != OpPing && q.ID != OpPendingJobs {
-			select {
-			case <-after:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		// A request begun is finished even when the adapter is told to
-		// stop: an answer recorded as failed for that would be final.
-		if resp, err = a.Answer(context.WithoutCancel(ctx), q, bad); err != nil {
-			return err
-		}
-	}
+	served()
 	tx, err := conn.BeginWithError()
 	if err != nil {
 		return err
@@ -160,7 +166,10 @@ func (a *Adapter) handle(ctx context.Context, conn *stomp.Conn, b Broker, msg *s
 		tx.Abort()
 		return err
 	}
-	return tx.CommitWithReceipt()
+	// No receipt is awaited: a commit that does not reach the broker
+	// leaves the request unacknowledged, and its redelivery is answered
+	// again (a change from the journal).
+	return tx.Commit()
 }
 
 func closedChan() chan struct{} {

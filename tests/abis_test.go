@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -42,12 +41,7 @@ func startActiveMQ(t *testing.T) *activeMQ {
 	if _, err := os.Stat(jar); err != nil {
 		t.Skip("no " + jar + ": install Debian's activemq package to run the ABIS broker test")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := "127.0.0.1:" + freeTCPPort(t)
 	base := t.TempDir()
 	b := &activeMQ{addr: addr, user: "abis", pass: "abis-test-password"}
 	conf := fmt.Sprintf(`<beans xmlns="http://www.springframework.org/schema/beans"
@@ -273,31 +267,9 @@ func TestABISBroker(t *testing.T) {
 	t.Cleanup(func() { holdOnce.Do(func() { close(hold) }) })
 	url := func(p, k int) string { return fmt.Sprintf("%s/p%d/s%d", srv.URL, p, k) }
 
-	work := t.TempDir()
-	pass := filepath.Join(work, "broker-password")
-	if err := os.WriteFile(pass, []byte(b.pass+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	journal := filepath.Join(work, "abis.journal")
 	in, out := "/queue/ctk-to-abis", "/queue/abis-to-ctk"
-	var adapter *exec.Cmd
-	var alog bytes.Buffer
-	start := func() {
-		adapter = exec.Command(idfaceBin, "abis", "--cluster", dir, "--broker", b.addr, "--user", b.user, "--password-file", pass,
-			"--inbound", in, "--outbound", out, "--journal", journal, "--fixture-extractor", "--allow-http", "--in-flight", "4")
-		adapter.Stdout, adapter.Stderr = &alog, &alog
-		if err := adapter.Start(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	start()
-	t.Cleanup(func() {
-		adapter.Process.Kill()
-		adapter.Wait()
-		if t.Failed() {
-			t.Logf("the adapter's log:\n%s", alog.String())
-		}
-	})
+	start := abisAdapter(t, b, dir, in, out, "4")
+	adapter := start()
 	m := newMOSIP(t, b, in, out)
 
 	if a := m.do(abis.OpPing, nil); failure(a) != "success" {
@@ -438,6 +410,35 @@ func TestABISBroker(t *testing.T) {
 	// the answer says it failed rather than "none".
 	if a := m.do(abis.OpIdentify, map[string]any{"referenceId": "A", "referenceURL": ""}); failure(a) != "1" {
 		t.Errorf("identify A with p2 down: %v, want failure 1", a)
+	}
+}
+
+// abisAdapter returns a function that starts `idface abis` on cluster
+// dir and broker b (the fixture extractor, plain HTTP allowed), one
+// journal for every start; each process is killed at cleanup, and the
+// adapters' log shown if the test failed.
+func abisAdapter(t *testing.T, b *activeMQ, dir, in, out, inFlight string) func() *exec.Cmd {
+	work := t.TempDir()
+	pass := filepath.Join(work, "broker-password")
+	if err := os.WriteFile(pass, []byte(b.pass+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	journal := filepath.Join(work, "abis.journal")
+	var alog bytes.Buffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the adapter's log:\n%s", alog.String())
+		}
+	})
+	return func() *exec.Cmd {
+		c := exec.Command(idfaceBin, "abis", "--cluster", dir, "--broker", b.addr, "--user", b.user, "--password-file", pass,
+			"--inbound", in, "--outbound", out, "--journal", journal, "--fixture-extractor", "--allow-http", "--in-flight", inFlight)
+		c.Stdout, c.Stderr = &alog, &alog
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+		return c
 	}
 }
 
