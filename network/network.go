@@ -175,7 +175,7 @@ func (s *Stream) WriteFrame(msg []byte) error {
 
 // ReadFrame reads one length-prefixed message of at most max bytes.
 func (s *Stream) ReadFrame(max int) ([]byte, error) {
-	return s.ReadFrameLimit(max, func([]byte) (int, error) { return max, nil })
+	return s.ReadFrameLimit(max, func([]byte, int) (int, error) { return max, nil })
 }
 
 // frameChunk is how much a frame buffer grows at a time: a peer that
@@ -184,10 +184,11 @@ const frameChunk = 64 << 10
 
 // ReadFrameLimit reads one length-prefixed message of at most ceiling
 // bytes whose bound also depends on its first bytes (the protocol's version
-// and type): limit sees up to two leading bytes and returns the largest
-// acceptable frame, or an error. Nothing beyond those bytes is allocated
+// and type): limit sees up to two leading bytes and the announced length
+// n (to set a deadline by it) and returns the largest acceptable frame, or
+// an error. Nothing beyond those bytes is allocated
 // before it has arrived.
-func (s *Stream) ReadFrameLimit(ceiling int, limit func(head []byte) (int, error)) ([]byte, error) {
+func (s *Stream) ReadFrameLimit(ceiling int, limit func(head []byte, n int) (int, error)) ([]byte, error) {
 	var h [4]byte
 	if _, err := io.ReadFull(s, h[:]); err != nil {
 		return nil, err
@@ -204,7 +205,7 @@ func (s *Stream) ReadFrameLimit(ceiling int, limit func(head []byte) (int, error
 		}
 		return nil, fmt.Errorf("network: truncated frame: %w", err)
 	}
-	bound, err := limit(head)
+	bound, err := limit(head, n)
 	if err != nil {
 		return nil, err
 	}

@@ -31,7 +31,7 @@ func TestReadFrameLimit(t *testing.T) {
 		err error
 	}
 	got := make(chan result, 1)
-	limit := func(head []byte) (int, error) {
+	limit := func(head []byte, _ int) (int, error) {
 		if len(head) == 2 && head[1] == 9 {
 			return 0, errors.New("type 9 refused")
 		}

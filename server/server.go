@@ -218,7 +218,7 @@ func (s *Server) handle(ctx context.Context, st *network.Stream) {
 	tm := s.p.Timeouts()
 	st.SetDeadline(start.Add(tm.Request))
 	var route engine.Route
-	b, err := st.ReadFrameLimit(s.ceil, func(head []byte) (int, error) {
+	b, err := st.ReadFrameLimit(s.ceil, func(head []byte, n int) (int, error) {
 		if len(head) < 2 || head[0] != protocol.Version {
 			return 2, nil // Decode explains
 		}
@@ -228,6 +228,12 @@ func (s *Server) handle(ctx context.Context, st *network.Stream) {
 			return 0, protocol.Errorf(protocol.CodeForbidden, "%s (%s) may not send %v to %s", peer.Name, peer.Role, t, s.name)
 		}
 		route = r
+		if !r.Query && n <= r.Max {
+			// A change's request (a batch of shares: tens of MB) is read
+			// within the bound its handling gets for its size, not one
+			// request's timeout: a loaded host reads it slowly.
+			st.SetDeadline(start.Add(rpc.ChangeBound(tm.Request, n)))
+		}
 		return r.Max, nil
 	})
 	if err != nil {

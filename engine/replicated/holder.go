@@ -289,7 +289,7 @@ func newHolder[E additive.Elem](env engine.Env, p *Params) (*Holder[E], error) {
 // Routes lists the requests a share holder answers.
 func (h *Holder[E]) Routes() map[protocol.Type]engine.Route {
 	r := h.Core.Routes()
-	share := 2 * h.p.Dim() * h.p.Bits / 8 // the holder's pair of a row
+	share := unitSize(h.p.Params) // the holder's pair of a row and its trailer
 	r[protocol.TSealedEnroll] = engine.Route{Op: "enroll", From: engine.Operators, Handle: h.Guard(h.SealedEnroll), Max: engine.SealedEnrollBound(h.p.Params, share)}
 	r[protocol.TSealedPrepare] = engine.Route{Op: "prepare", From: engine.Parties, Handle: h.Guard(h.SealedPrepare), Max: engine.SealedPrepareBound(h.p.Params, share)}
 	r[protocol.TIdentify] = engine.Route{Op: "identify", From: engine.Clients, Handle: h.Guard(h.identifyPlain), Max: engine.IdentifyBound(h.p.Params), Long: true, Query: true}

@@ -66,7 +66,13 @@ func encodeRecord(p *protocol.Prepare, local bool) store.Record {
 	e.Bool(seeded(p))
 	protocol.MarshalAuth(&e, p.Auth)
 	e.U32(uint32(len(p.Ops)))
-	var tail []byte
+	size := 0
+	for _, op := range p.Ops {
+		if hasUnit(op.Kind) {
+			size += unitSize(len(op.Share))
+		}
+	}
+	tail := make([]byte, 0, size) // (a batch's shares: tens of MB, copied once)
 	for _, op := range p.Ops {
 		e.U8(uint8(op.Kind))
 		e.U32(op.Seq)

@@ -59,12 +59,15 @@ func resend(ctx context.Context, d network.Dialer, to string, req protocol.Msg, 
 // exchange sends one request on a stream of its own and reads the reply;
 // cancellable: ctx's cancellation, not only its deadline, ends the wait.
 func exchange(ctx context.Context, d network.Dialer, to string, req protocol.Msg, cancellable bool) (protocol.Msg, uint64, error) {
+	// Marshalled before the stream opens: the server reads a request from
+	// the stream's start within one request timeout, and a batch of shares
+	// (tens of MB) takes a while to marshal on a loaded host.
+	b := protocol.Marshal(req)
 	s, err := d.Open(ctx, to)
 	if err != nil {
 		return nil, 0, err
 	}
 	defer s.Finish()
-	b := protocol.Marshal(req)
 	w := newWait(ctx, len(b))
 	w.extend(s)
 	if cancellable {
