@@ -34,6 +34,18 @@ import (
 // Now p2 checks s_1 against the record p3 keeps of it: the rows are
 // refused, p1 is named, and no checked answer is wrong.
 
+// lose stops holder name and deletes its log, as a lost disk: the path of
+// its new log and an environment to rebuild it as name.
+func (c *cluster) lose(name string) (string, engine.Env) {
+	c.t.Helper()
+	c.halt(name)
+	path := filepath.Join(c.dir, name+".log")
+	if err := os.Remove(path); err != nil {
+		c.t.Fatal(err)
+	}
+	return path, engine.Env{Params: c.p, Self: name, Net: c.dialer(name), Log: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(), Fatal: func(err error) { c.t.Error(err) }}
+}
+
 // gallery is G(x): the gallery vector the cluster's levels give x.
 func gallery(t *testing.T, p *config.Params, x []float32) []int8 {
 	t.Helper()
@@ -111,16 +123,11 @@ func TestPoisonedRebuild(t *testing.T) {
 	cl := startCluster(t, config.Literal{Beta: 21, RevealScores: true}, nil)
 	xs, ids := enrollAll(t, cl, 9, 73)
 	mallory := templates(1, 74)[0]
-	cl.halt("p2")
-	path := filepath.Join(cl.dir, "p2.log")
-	if err := os.Remove(path); err != nil {
-		t.Fatal(err)
-	}
+	path, env := cl.lose("p2")
 	cl.mu.Lock()
 	p1 := cl.holders["p1"]
 	cl.mu.Unlock()
 	replicated.PlantShare(p1, ids[2], true, gallery(t, cl.p, mallory))
-	env := engine.Env{Params: cl.p, Self: "p2", Net: cl.dialer("p2"), Log: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(), Fatal: func(err error) { t.Error(err) }}
 	_, err := replicated.Rebuild(ctx(t), env, path, nil)
 	if err == nil || !strings.Contains(err.Error(), "the share p1 sent does not match the record p3 keeps of it") {
 		t.Fatalf("a rebuild from a planted share: %v", err)
@@ -152,12 +159,7 @@ func TestRebuildAfterReshare(t *testing.T) {
 			t.Fatalf("%s: %v rows without an attested record after the reshares", h, n)
 		}
 	}
-	cl.halt("p2")
-	path := filepath.Join(cl.dir, "p2.log")
-	if err := os.Remove(path); err != nil {
-		t.Fatal(err)
-	}
-	env := engine.Env{Params: cl.p, Self: "p2", Net: cl.dialer("p2"), Log: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(), Fatal: func(err error) { t.Error(err) }}
+	path, env := cl.lose("p2")
 	if _, err := replicated.Rebuild(ctx(t), env, path, nil); err != nil {
 		t.Fatalf("an honest rebuild after reshares: %v", err)
 	}

@@ -6,14 +6,11 @@ package replicated_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
@@ -259,11 +256,7 @@ func TestRebuildTruncatedRefused(t *testing.T) {
 	if err := cl.client("client", "p1").Enroll(ctx(t), items(templates(9, 95), "a")); err != nil {
 		t.Fatal(err)
 	}
-	cl.halt("p2")
-	path := filepath.Join(cl.dir, "p2.log")
-	if err := os.Remove(path); err != nil {
-		t.Fatal(err)
-	}
+	path, env := cl.lose("p2")
 	cl.mu.Lock()
 	p1 := cl.holders["p1"]
 	cl.mu.Unlock()
@@ -294,7 +287,7 @@ func TestRebuildTruncatedRefused(t *testing.T) {
 		}
 		s.WriteFrame(protocol.Marshal(resp))
 	})
-	env := engine.Env{Params: cl.p, Self: "p2", Net: redirect{cl.dialer("p2"), "p1", "p1x"}, Log: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(), Fatal: func(err error) { t.Error(err) }}
+	env.Net = redirect{env.Net, "p1", "p1x"}
 	rep, err := replicated.Rebuild(ctx(t), env, path, nil)
 	if err == nil || !strings.Contains(err.Error(), "p1 says origin p1 has 5 rows") {
 		t.Errorf("a rebuild from a peer that says 5 of 9 rows: %+v, %v; want it refused, naming the counts", rep, err)
