@@ -242,3 +242,23 @@ func TestGarbledCatchUpNamesPeer(t *testing.T) {
 		t.Fatalf("p2 kept out by p1: %v; want it to stand down naming p1", err)
 	}
 }
+
+// TestStaleHolderOutAtStart (issue 44 item 5): a holder restored from an
+// older copy used to serve its older rows for about three seconds before
+// it stood down, and queries at a healthy entry were refused meanwhile
+// ("p3's rows differ"). It now compares before it serves: from the start,
+// the healthy entries answer (degraded until it has caught up).
+func TestStaleHolderOutAtStart(t *testing.T) {
+	c, xs, _ := staleCluster(t)
+	c.RestoreBehind("p3", func() {
+		if err := c.Client("client", "p1").Enroll(ctx(t), items(templates(2, 81), "late")); err != nil {
+			t.Fatal(err)
+		}
+	})
+	for q := range 10 {
+		if _, err := c.Client("device", "p1").Identify(ctx(t), xs[q], 1); err != nil {
+			t.Fatalf("query %d through p1 right after p3 came back behind: %v", q, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
