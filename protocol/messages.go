@@ -150,6 +150,13 @@ const (
 	// A reshare's origin asks each holder to attest its records of the
 	// reshared rows (protocol/repl_rebuild.go).
 	TReplAttest Type = 69
+	// An operator's list of the enrolled ids and check of one
+	// (protocol/ids_list.go): added within version 15, so a server of an
+	// earlier build answers them with an Error (unknown message type).
+	TListIDs Type = 70
+	TIDList  Type = 71
+	THasID   Type = 72
+	THasIDOK Type = 73
 )
 
 // registry makes an empty message of each type.
@@ -207,6 +214,10 @@ var registry = map[Type]func() Msg{
 	TTagAsk:           func() Msg { return &TagAsk{} },
 	TTagAnswers:       func() Msg { return &TagAnswers{} },
 	TReplAttest:       func() Msg { return &ReplAttest{} },
+	TListIDs:          func() Msg { return &ListIDs{} },
+	TIDList:           func() Msg { return &IDList{} },
+	THasID:            func() Msg { return &HasID{} },
+	THasIDOK:          func() Msg { return &HasIDOK{} },
 }
 
 // Types lists every message type in number order (tests, golden files).

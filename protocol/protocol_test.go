@@ -67,6 +67,13 @@ func samples() []Msg {
 		&IdentifyOK{ScoresHidden: true, Accepted: true, Candidates: []Candidate{{"y", 0}}, Degraded: true},
 		&ReplFetch{Seg: 2, From: 4096, Max: 2048, Attest: true},
 		&ReplAttest{Seg: 1},
+		&ListIDs{Limit: 1000},
+		&ListIDs{After: "person-7/sample-0", Limit: 2},
+		&IDList{IDs: []string{"alice", "bob"}, More: true},
+		&IDList{},
+		&HasID{ID: "alice"},
+		&HasIDOK{Enrolled: true},
+		&HasIDOK{},
 		&ReshareRequest{},
 		&ReshareOK{Epoch: 3, Rows: 9},
 		&HiddenIdentify{TopK: 2, Nonce: [16]byte{9}, Time: 1_790_000_000, Parts: [][]byte{{1}, {2, 3}, {4}}, Auth: Auth{Signer: "device", Nonce: [16]byte{9}, Sig: []byte{4, 5}}},
@@ -126,6 +133,13 @@ func TestRejects(t *testing.T) {
 		"query":         Marshal(&Query{Dim: 128, Beta: 0, Plus: []uint64{0, 0}, Minus: []uint64{0, 0}}),
 		"batch of one":  Marshal(&QueryBatch{Dim: 128, Beta: 1, Probes: []Probe{{Plus: []uint64{1, 0}, Minus: []uint64{0, 0}}}, BlockWords: 1}),
 		"block too big": Marshal(&QueryBatch{Dim: 128, Beta: 1, Probes: []Probe{{Plus: []uint64{1, 0}, Minus: []uint64{0, 0}}, {Plus: []uint64{2, 0}, Minus: []uint64{0, 0}}}, BlockWords: 1 << 23}),
+		"page of none":  Marshal(&ListIDs{Limit: 0}),
+		"page too big":  Marshal(&ListIDs{Limit: MaxListIDs + 1}),
+		"after a tab":   Marshal(&ListIDs{After: "a\tb", Limit: 1}),
+		"ids unsorted":  Marshal(&IDList{IDs: []string{"bob", "alice"}}),
+		"ids twice":     Marshal(&IDList{IDs: []string{"bob", "bob"}}),
+		"empty id":      Marshal(&IDList{IDs: []string{""}}),
+		"has no id":     Marshal(&HasID{}),
 	} {
 		if _, err := Decode(b); !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s: got %v", name, err)

@@ -3,6 +3,7 @@ package hemode
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/idface/idface/config"
@@ -41,6 +42,11 @@ func (l *Local) Routes() map[protocol.Type]engine.Route {
 		// The key server, a helper, asks the sequencer to bring it up to date.
 		protocol.THESync: {Op: "sync", From: engine.Allow(network.RoleParty, network.RoleHelper), Handle: l.stop.Guard(l.onSync), Max: engine.Small},
 	}
+	maps.Copy(r, txnbase.IDRoutes(func(f func(*txnbase.RowMap)) {
+		l.mu.RLock()
+		defer l.mu.RUnlock()
+		f(l.rowMap)
+	}))
 	if l.env.Sharded() {
 		r[protocol.TShardIdentify] = engine.Route{Op: "identify", From: engine.Parties, Handle: l.stop.Guard(l.shardIdentify), Max: engine.ShardIdentifyBound(l.p), Long: true, Query: true}
 	}

@@ -822,15 +822,20 @@ func (c *Core[S]) OnDecide(_ context.Context, r engine.Request) protocol.Msg {
 	return &protocol.DecideOK{}
 }
 
-// Routes are the routes every share holder answers alike; engines add
+// Routes are the routes every share holder answers alike (with an
+// operator's list of the ids and check of one: txnbase.IDRoutes); engines add
 // their enrollment and identification.
 func (c *Core[S]) Routes() map[protocol.Type]engine.Route {
-	return map[protocol.Type]engine.Route{
-		protocol.THealth:  {Op: "health", From: engine.Anyone, Handle: c.Health, Max: engine.Small, Query: true},
-		protocol.TDelete:  {Op: "delete", From: engine.Operators, Handle: c.Guard(c.Delete), Max: engine.Small},
-		protocol.TPrepare: {Op: "prepare", From: engine.Parties, Handle: c.Guard(c.Prepare), Max: engine.PrepareBound(c.p, max(c.opt.ShareSize, c.opt.SeedSize))},
-		protocol.TDecide:  {Op: "decide", From: engine.Parties, Handle: c.Guard(c.OnDecide), Max: engine.Small},
-	}
+	r := txnbase.IDRoutes(func(f func(*txnbase.RowMap)) {
+		c.st.mu.RLock()
+		defer c.st.mu.RUnlock()
+		f(c.st.rows)
+	})
+	r[protocol.THealth] = engine.Route{Op: "health", From: engine.Anyone, Handle: c.Health, Max: engine.Small, Query: true}
+	r[protocol.TDelete] = engine.Route{Op: "delete", From: engine.Operators, Handle: c.Guard(c.Delete), Max: engine.Small}
+	r[protocol.TPrepare] = engine.Route{Op: "prepare", From: engine.Parties, Handle: c.Guard(c.Prepare), Max: engine.PrepareBound(c.p, max(c.opt.ShareSize, c.opt.SeedSize))}
+	r[protocol.TDecide] = engine.Route{Op: "decide", From: engine.Parties, Handle: c.Guard(c.OnDecide), Max: engine.Small}
+	return r
 }
 
 // Inspection is what a party's log holds, for fsck.

@@ -22,12 +22,16 @@ func (s *IDs) Append(id string) {
 }
 
 // At returns the id of row seq.
-func (s *IDs) At(seq int) string {
+func (s *IDs) At(seq int) string { return string(s.Bytes(seq)) }
+
+// Bytes returns the id of row seq without a copy: the caller reads it
+// before the next Append and never changes it.
+func (s *IDs) Bytes(seq int) []byte {
 	var start uint64
 	if seq > 0 {
 		start = s.end[seq-1]
 	}
-	return string(s.data[start:s.end[seq]])
+	return s.data[start:s.end[seq]:s.end[seq]]
 }
 
 // Hash is a set hash of live rows: the XOR of RowHash over them, so that
