@@ -80,6 +80,14 @@ func (c *fakeCluster) Health(context.Context, string) (*protocol.HealthOK, error
 
 func (c *fakeCluster) Entry() string { return "p1" }
 
+// The ABIS adapter lists no ids.
+func (c *fakeCluster) IDs(context.Context, string, int) ([]string, bool, error) {
+	return nil, false, protocol.Errorf(protocol.CodeInternal, "the ABIS adapter asked for a list of ids")
+}
+func (c *fakeCluster) Exists(context.Context, string) (bool, error) {
+	return false, protocol.Errorf(protocol.CodeInternal, "the ABIS adapter asked whether an id is enrolled")
+}
+
 func cos(a, b []float32) float64 {
 	var d, na, nb float64
 	for i := range a {

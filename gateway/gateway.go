@@ -18,7 +18,8 @@
 // gateway on TCP, which any local program could otherwise drive.
 //
 // What a caller learns is what the member learns: a device the accepted
-// id or a rejection (never a score), an operator also the count. Nothing
+// id or a rejection (never a score), an operator also the count and the
+// enrolled ids (a page at a time, or whether one is enrolled). Nothing
 // about a template is logged.
 package gateway
 
@@ -54,13 +55,17 @@ type Client interface {
 	Enroll(ctx context.Context, items []protocol.Item) error
 	Delete(ctx context.Context, id string) error
 	Health(ctx context.Context, server string) (*protocol.HealthOK, error)
+	// IDs and Exists are an operator's list of the enrolled ids and
+	// check of one (client.IDs, client.Exists).
+	IDs(ctx context.Context, after string, limit int) ([]string, bool, error)
+	Exists(ctx context.Context, id string) (bool, error)
 	Entry() string
 }
 
 // Options configure a gateway.
 type Options struct {
 	Dim      int           // the cluster's template dimension
-	Operator bool          // the member is an operator (enroll, delete, count)
+	Operator bool          // the member is an operator (enroll, delete, count, ids, exists)
 	Name     string        // the member, for refusals (default "this gateway's member")
 	Timeout  time.Duration // one identify; a change may take longer while its servers report progress, this long between reports (default 30 s)
 	Log      *slog.Logger  // requests and failures, never templates
@@ -89,6 +94,8 @@ var routes = []string{
 	"POST /v1/enroll",
 	"POST /v1/delete",
 	"GET /v1/count",
+	"GET /v1/ids",
+	"GET /v1/exists",
 	"GET /v1/health",
 }
 
@@ -135,6 +142,8 @@ func Handler(c Client, o Options) (http.Handler, error) {
 		"POST /v1/enroll":   g.operator("send Enroll", g.enroll),
 		"POST /v1/delete":   g.operator("send Delete", g.delete),
 		"GET /v1/count":     g.operator("ask for the count", g.count),
+		"GET /v1/ids":       g.operator("list the enrolled ids", g.ids),
+		"GET /v1/exists":    g.operator("ask whether an id is enrolled", g.exists),
 		"GET /v1/health":    g.health,
 	}
 	for _, r := range routes {
@@ -467,7 +476,7 @@ func (g *gateway) operator(what string, h http.HandlerFunc) http.HandlerFunc {
 			if name == "" {
 				name = "this gateway's member"
 			}
-			fail(w, http.StatusForbidden, fmt.Sprintf("%s (device) may not %s: this gateway holds a device's key; only an operator's gateway enrolls, deletes and counts", name, what))
+			fail(w, http.StatusForbidden, fmt.Sprintf("%s (device) may not %s: this gateway holds a device's key; only an operator's gateway enrolls, deletes, counts and lists ids", name, what))
 			return
 		}
 		h(w, r)

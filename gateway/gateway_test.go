@@ -362,6 +362,11 @@ func (s *stub) Health(_ context.Context, server string) (*protocol.HealthOK, err
 	return &protocol.HealthOK{Name: "p1", Mode: "2pc", Live: s.live}, nil
 }
 func (s *stub) Entry() string { return "p1" }
+func (s *stub) IDs(context.Context, string, int) ([]string, bool, error) {
+	s.calls++
+	return nil, false, nil
+}
+func (s *stub) Exists(context.Context, string) (bool, error) { s.calls++; return false, nil }
 
 // TestGatewayUnixSocket: on a Unix socket, which no browser opens, any
 // Host passes (curl sends "localhost", the README's recipe "gate") and an

@@ -38,6 +38,10 @@ func (r *recorder) Health(context.Context, string) (*protocol.HealthOK, error) {
 	return &protocol.HealthOK{Name: "p1", Mode: "2pc"}, nil
 }
 func (r *recorder) Entry() string { return "p1" }
+func (r *recorder) IDs(context.Context, string, int) ([]string, bool, error) {
+	return nil, false, nil
+}
+func (r *recorder) Exists(context.Context, string) (bool, error) { return false, nil }
 
 func (r *recorder) calls() int { return len(r.identified) + len(r.enrolled) + len(r.deleted) }
 

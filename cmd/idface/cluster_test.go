@@ -423,7 +423,7 @@ func TestGroupHelp(t *testing.T) {
 // cluster commands, still works with a warning and is not in any help.
 func TestClusterFlagEverywhere(t *testing.T) {
 	for _, cmd := range [][]string{{"cluster", "init"}, {"cluster", "up"}, {"cluster", "down"}, {"cluster", "status"},
-		{"cluster", "stop"}, {"cluster", "start"}, {"enroll"}, {"identify"}, {"delete"}, {"serve"}, {"fsck"}, {"count"}} {
+		{"cluster", "stop"}, {"cluster", "start"}, {"enroll"}, {"identify"}, {"delete"}, {"serve"}, {"fsck"}, {"count"}, {"ids"}, {"exists"}} {
 		_, help := helpOf(t, "cluster", cmd...)
 		if !strings.Contains(help, "cluster directory") {
 			t.Errorf("%v --cluster: %q", cmd, help)

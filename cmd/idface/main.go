@@ -50,7 +50,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := c.run(args[1:], stdout, stderr); err != nil {
 		var ee *exitError
 		if errors.As(err, &ee) {
-			fmt.Fprintf(stderr, "idface %s: %v\n", args[0], err)
+			if ee.err != nil { // nil: the command said what happened
+				fmt.Fprintf(stderr, "idface %s: %v\n", args[0], err)
+			}
 			return ee.code
 		}
 		if errors.Is(err, errUsage) || errors.Is(err, flag.ErrHelp) {
@@ -86,7 +88,12 @@ type exitError struct {
 	err  error
 }
 
-func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
 func (e *exitError) Unwrap() error { return e.err }
 
 // subcommand is one command of a group (cluster, party, client).

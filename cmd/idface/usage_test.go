@@ -25,6 +25,8 @@ func TestUsageErrors(t *testing.T) {
 		{"identify", "--cluster", "x"},
 		{"cluster", "init", "--cluster", "x", "stray"},
 		{"calibrate", "--templates"},
+		{"exists", "--cluster", "x"}, // no --id
+		{"ids", "--cluster", "x", "--limit", "0"},
 	} {
 		code, _, errs := idface(args...)
 		lines := strings.Split(strings.TrimSpace(errs), "\n")
