@@ -26,20 +26,40 @@ func (c Calibration) ExpectedFPIR(live int) float64 {
 	return -math.Expm1(float64(live) / float64(n) * math.Log1p(-c.TargetFPIR))
 }
 
+// WarnMargin is how far the expected FPIR may exceed the target before
+// an operator is warned: at 1.5x, about half as many ids again as the
+// threshold was calibrated for (FPIR growing about linearly with them).
+// A few ids over is noise in the measurement, not a reason to warn on
+// every identify, status and health check.
+const WarnMargin = 1.5
+
 // Warning says what more live ids than the calibration was made for do
-// to the false-positive rate, and what to do; "" when live is within it.
-// Operators learn the live count (protocol.HealthOK.Live); devices do
-// not, so only an operator's identify, status or gateway can warn.
+// to the false-positive rate, and what to do; "" while the expected FPIR
+// is within WarnMargin times the target. Operators learn the live count
+// (protocol.HealthOK.Live); devices do not, so only an operator's
+// identify, status or gateway can warn.
 func (c Calibration) Warning(live int) string {
 	n := c.PlannedRows()
-	if n <= 0 || live <= n {
+	if n <= 0 || live <= n || c.ExpectedFPIR(live) <= WarnMargin*c.TargetFPIR {
 		return ""
 	}
 	how := fmt.Sprintf("calibrated with %d", n)
-	if c.Rows > 0 {
+	switch {
+	case c.Synthetic != "":
+		how = fmt.Sprintf("the default, calibrated with %d synthetic people", n)
+	case c.Rows > 0:
 		how = fmt.Sprintf("calibrated for %d (idface calibrate --rows)", n)
 	}
-	return fmt.Sprintf("%d ids enrolled, the threshold was %s: expected FPIR about %.2g (target %g; it grows about linearly with the ids enrolled); "+
-		"calibrate for the size you will reach (idface calibrate --rows %d or more) and give the new file to idface cluster assemble --calibration",
-		live, how, c.ExpectedFPIR(live), c.TargetFPIR, live)
+	return fmt.Sprintf("%d ids enrolled, the threshold was %s: expected FPIR about %.2g, over %gx the target %g (it grows about linearly with the ids enrolled); "+
+		"%s: idface calibrate --rows %d or more --out calibration.json, then idface cluster recalibrate --cluster DIR --calibration calibration.json "+
+		"(a deployment: idface cluster assemble --out cluster.json --calibration calibration.json with its members' descriptors, then restart its servers)",
+		live, how, c.ExpectedFPIR(live), WarnMargin, c.TargetFPIR, c.advice(), live)
+}
+
+// advice says what to calibrate on.
+func (c Calibration) advice() string {
+	if c.Synthetic != "" {
+		return "calibrate on your own labelled features for the size you will reach"
+	}
+	return "calibrate for the size you will reach"
 }

@@ -48,8 +48,8 @@ const (
 // Defaults of the zero values of a Literal.
 const (
 	DefaultDim     = 512
-	DefaultBeta    = 63 // the paper's fastest setting; min(63, alpha)
-	DefaultTau     = 0.3
+	DefaultBeta    = 63        // the paper's fastest setting; min(63, alpha)
+	DefaultTau     = 0.3       // a Literal's; the CLI never relies on it, storing a synthetic calibration (Calibration.Synthetic) or a --tau given
 	DefaultBlock   = 256 << 10 // bytes of one streamed block (docs/DESIGN-NOTES.md)
 	DefaultTimeout = 30 * time.Second
 	// DefaultBatchMax and DefaultBatchWait: an entry scores up to 8
@@ -376,6 +376,11 @@ type Calibration struct {
 	Rows int `json:"rows,omitempty"`
 	// Source is the SHA-256 of the calibration file.
 	Source string `json:"source,omitempty"`
+	// Synthetic, when set, says that this is the default of a cluster made
+	// without a calibration file: the same measurement on the synthetic
+	// people it names (the command that draws them), not on the operator's
+	// own features, whose threshold it does not know.
+	Synthetic string `json:"synthetic,omitempty"`
 }
 
 // Duration is a time.Duration written as a string ("30s") in JSON.

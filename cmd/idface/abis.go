@@ -99,7 +99,7 @@ func cmdABIS(args []string, stdout, stderr io.Writer) error {
 	defer j.Close()
 	log := slog.New(slog.NewTextHandler(stderr, nil)).With("abis", h.Self.Name)
 	o := abis.Options{Dim: cfg.Dim(), MaxTopK: cfg.MaxTopK(), Shards: cfg.Shards(), Timeout: *cf.timeout, Log: log}
-	if c, ok := cfg.Calibration(); ok {
+	if c, ok := cfg.Calibration(); ok && c.Synthetic == "" { // a synthetic default says nothing of MOSIP's features: no targetFPIR is served on it
 		o.Calibration = &c
 	}
 	f := &abis.Fetcher{Timeout: *fetchTimeout, MaxBytes: *maxCBEFF, AllowHTTP: *allowHTTP, TokenFile: *tokenFile}

@@ -208,6 +208,7 @@ func cmdCalibrate(args []string, stdout, stderr io.Writer) error {
 		wrote += " and " + drift
 	}
 	fmt.Fprintf(stdout, "wrote %s; use it with: idface cluster init --cluster DIR --mode %s --calibration %s\n", wrote, m, *out)
+	fmt.Fprintf(stdout, "  or on a cluster made before: idface cluster recalibrate --cluster DIR --calibration %s (a deployment: idface cluster assemble --out cluster.json --calibration %s with its members' descriptors, then restart its servers)\n", *out, *out)
 	fmt.Fprintf(stdout, "the threshold holds its FPIR up to %d ids enrolled; identify, cluster status and the gateway's health warn an operator when more are\n", f.Calibration.PlannedRows())
 	return nil
 }
@@ -422,6 +423,13 @@ func applyCalibration(path string, lit *config.Literal, set map[string]bool) err
 	return nil
 }
 
+// tauFlag is the --tau flag of 'cluster init' and 'cluster assemble':
+// given, a bare cosine threshold; left out, the calibration file's or
+// the synthetic default (applyDefaultCalibration).
+func tauFlag(fs *flag.FlagSet) *float64 {
+	return fs.Float64("tau", 0, "bare cosine threshold, calibrated to nothing (default: --calibration's, else the transform's synthetic default for FPIR 1e-3)")
+}
+
 // calibrationFlag is the --calibration flag of 'cluster init' and
 // 'cluster assemble'.
 func calibrationFlag(fs *flag.FlagSet) *string {
@@ -432,6 +440,10 @@ func calibrationFlag(fs *flag.FlagSet) *string {
 // it was calibrated.
 func thresholdMeaning(cfg *config.Params) string {
 	if c, ok := cfg.Calibration(); ok {
+		if c.Synthetic != "" {
+			return fmt.Sprintf("threshold score >= %d (tau = %.4f), the default for this transform: FPIR %g with %d ids enrolled on synthetic people (%s; FPIR %.2g on %d searches for people not enrolled, TPIR %.1f%%), not on your features: calibrate on them (idface calibrate) and apply it (idface cluster recalibrate)",
+				c.Threshold, cfg.Tau(), c.TargetFPIR, c.GalleryIDs, c.Synthetic, c.FPIR, c.NonMated, 100*c.TPIR)
+		}
 		if c.Rows > 0 {
 			return fmt.Sprintf("threshold score >= %d for FPIR %g with up to %d ids enrolled: calibrated with %d ids enrolled, FPIR %.2g on %d searches for people not enrolled, TPIR %.1f%%",
 				c.Threshold, c.TargetFPIR, c.Rows, c.GalleryIDs, c.FPIR, c.NonMated, 100*c.TPIR)

@@ -34,7 +34,7 @@ import (
 )
 
 func init() {
-	register("cluster", "create and run a local cluster (init, up, down, stop, start, status) or assemble a deployment's config", cmdCluster)
+	register("cluster", "create and run a local cluster (init, up, down, stop, start, status, recalibrate) or assemble a deployment's config", cmdCluster)
 	register("serve", "run one server in the foreground", cmdServe)
 }
 
@@ -47,6 +47,7 @@ func cmdCluster(args []string, stdout, stderr io.Writer) error {
 		{"start", "start one server of a local cluster again and wait until it is healthy (--server NAME)", clusterStart},
 		{"status", "each server's configuration and whether their rows agree (exit 3: unreachable, 4: disagreeing)", clusterStatusCmd},
 		{"assemble", "build a deployment's cluster.json from its members' NAME.pub.json", clusterAssemble},
+		{"recalibrate", "give a local cluster the threshold of a calibration file and restart its running servers on it", clusterRecalibrate},
 		{"show", "print what a cluster.json, NAME.pub.json or directory pins: members, roles, addresses, pins", clusterShow},
 	}, args, stdout, stderr)
 }
@@ -256,7 +257,7 @@ func clusterUp(args []string, stdout, stderr io.Writer) error {
 }
 
 func clusterInit(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("cluster init", "idface cluster init --cluster DIR --mode "+modeNames("|")+" --parties MU [--calibration calibration.json | --dim 512 --alpha 341 --beta 63 --tau 0.3]\n"+
+	fs := newFlags("cluster init", "idface cluster init --cluster DIR --mode "+modeNames("|")+" --parties MU [--calibration calibration.json | --dim 512 --alpha 341 --beta 63 [--tau T]]\n"+
 		"                   [--gallery-levels L:a1,... --query-levels L:a1,...] (mode blind) [--scheme bgv|paillier] (mode he)\n\n"+
 		"A local test cluster built like a deployment: every server and client gets\n"+
 		"its own home DIR/homes/NAME (key, certificate, public descriptor, data) and\n"+
@@ -264,7 +265,14 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 		"a free UDP port on --host.\n\n"+
 		"The threshold: --calibration takes a file from 'idface calibrate', which\n"+
 		"chose it for a target false-positive identification rate on your own\n"+
-		"labelled templates; without it, --tau is a bare cosine threshold.\n\n"+
+		"labelled templates. Without it, the default is the threshold calibrate\n"+
+		"chooses for FPIR 1e-3 with the cluster's transform and dimension on\n"+
+		"synthetic people (idface synth, intra-class cosine 0.5; recorded as\n"+
+		"synthetic, and said so by identify and cluster status): it finds people\n"+
+		"of that kind, but no synthetic set knows your extractor's scores, so\n"+
+		"calibrate on your own features before real use and apply the file to\n"+
+		"the running cluster with 'idface cluster recalibrate'. --tau gives a\n"+
+		"bare cosine threshold instead, calibrated to nothing.\n\n"+
 		"With --json one object: cluster, mode, parties, dim, alpha, beta, tau,\n"+
 		"threshold (the score), threshold_meaning, reveal_scores, and servers (name,\n"+
 		"role, addr, metrics, pin).\n\n"+
@@ -276,7 +284,7 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 	dim := fs.Int("dim", 0, fmt.Sprintf("template dimension d (default %d)", config.DefaultDim))
 	alpha := fs.Int("alpha", 0, "enrollment weight (default floor(2d/3))")
 	beta := fs.Int("beta", 0, fmt.Sprintf("query weight (default min(%d, alpha))", config.DefaultBeta))
-	tau := fs.Float64("tau", config.DefaultTau, "cosine threshold (uncalibrated; see --calibration)")
+	tau := tauFlag(fs)
 	cal := calibrationFlag(fs)
 	host := fs.String("host", "127.0.0.1", "address the parties listen on")
 	k8s := fs.String("k8s", "", "make a test cluster for this namespace of one Kubernetes cluster: servers listen on 0.0.0.0 and advertise their pods' names (render it with 'idface deploy k8s --cluster DIR'; 'cluster up' refuses it)")
@@ -303,10 +311,14 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 		*parties = defaultParties(m)
 	}
 	lit := config.Literal{Mode: m, Dim: *dim, Alpha: *alpha, Beta: *beta, Tau: tau, GalleryLevels: *levels.gallery, QueryLevels: *levels.query}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if *cal != "" {
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		if err := applyCalibration(*cal, &lit, set); err != nil {
+			return err
+		}
+	} else if !set["tau"] {
+		if err := applyDefaultCalibration(&lit); err != nil {
 			return err
 		}
 	}

@@ -389,7 +389,7 @@ func TestGroupHelp(t *testing.T) {
 		name string
 		subs []string
 	}{
-		{"cluster", []string{"init", "up", "down", "stop", "start", "status", "assemble"}},
+		{"cluster", []string{"init", "up", "down", "stop", "start", "status", "assemble", "recalibrate"}},
 		{"party", []string{"init", "rotate"}},
 		{"client", []string{"init"}},
 	} {

@@ -36,7 +36,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 	people := fs.Int("people", 500, "synthetic people")
 	samples := fs.Int("samples", 3, "samples per person (>= 2)")
 	intra := fs.Float64("intra", 0.6, "mean cosine between samples of one person")
-	tau := fs.Float64("tau", 0.2, "cosine threshold")
+	tau := fs.Float64("tau", 0, "bare cosine threshold (default: the synthetic default of 'cluster init', FPIR 1e-3 on synthetic people)")
 	beta := fs.Int("beta", 63, "query weight")
 	keep := fs.Bool("keep", false, "keep the cluster directory and leave the parties running")
 	seed := fs.Uint64("seed", 0, "seed of the synthetic people (default: from the clock)")
@@ -71,7 +71,13 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 	}
 	procs := len(spec.Members(*parties))
 	fmt.Fprintf(info, "idface demo: %s cluster of %d server processes in %s\n", *mode, procs, dir)
-	cfg, err := cluster.Init(dir, cluster.Options{Mode: m, Parties: *parties, Beta: *beta, Tau: tau, Scheme: *scheme, HideProbes: *hide})
+	lit := config.Literal{Mode: m, Beta: *beta, Tau: tau}
+	if !given(fs, "tau") {
+		if err := applyDefaultCalibration(&lit); err != nil {
+			return err
+		}
+	}
+	cfg, err := cluster.Init(dir, cluster.Options{Mode: m, Parties: *parties, Beta: *beta, Tau: lit.Tau, Calibration: lit.Calibration, Scheme: *scheme, HideProbes: *hide})
 	if err != nil {
 		return err
 	}
@@ -87,7 +93,7 @@ func cmdDemo(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintln(info, "cluster stopped and removed")
 		}()
 	}
-	fmt.Fprintf(info, "servers up: d = %d, alpha = %d, beta = %d, tau = %.2f (score threshold %d)\n", cfg.Dim(), cfg.Alpha(), cfg.Beta(), cfg.Tau(), cfg.Threshold())
+	fmt.Fprintf(info, "servers up: d = %d, alpha = %d, beta = %d, tau = %.4f (score threshold %d)\n", cfg.Dim(), cfg.Alpha(), cfg.Beta(), cfg.Tau(), cfg.Threshold())
 	if *seed == 0 {
 		*seed = uint64(time.Now().UnixNano())
 	}

@@ -107,8 +107,12 @@ type subcommand struct {
 func group(name string, subs []subcommand, args []string, stdout, stderr io.Writer) error {
 	list := func(w io.Writer) {
 		fmt.Fprintf(w, "Usage: idface %s <subcommand> [flags]   (idface %s <subcommand> --help for its flags)\n\nSubcommands:\n", name, name)
+		width := 10
 		for _, s := range subs {
-			fmt.Fprintf(w, "  %-10s %s\n", s.name, s.summary)
+			width = max(width, len(s.name))
+		}
+		for _, s := range subs {
+			fmt.Fprintf(w, "  %-*s %s\n", width, s.name, s.summary)
 		}
 	}
 	if len(args) == 0 {

@@ -403,13 +403,18 @@ func clusterAssemble(args []string, stdout, stderr io.Writer) error {
 		"added or removed). Its settings are carried over: options that define the\n"+
 		"servers' data (--mode, --dim, --alpha, --beta, the levels, --scheme) must\n"+
 		"match it or be left out; --tau, --reveal-scores, --hide-probes, --timeout\n"+
-		"and --max-top-k replace the old values when given.", stderr)
+		"and --max-top-k replace the old values when given.\n\n"+
+		"The threshold of a new configuration: --calibration (a file from 'idface\n"+
+		"calibrate' on your own labelled features), else --tau (a bare cosine),\n"+
+		"else the synthetic default of its transform ('cluster init --help').\n"+
+		"A new --calibration over an existing file replaces its threshold (then\n"+
+		"restart the servers: they read the configuration when they start).", stderr)
 	out := fs.String("out", "", "configuration file to write")
 	mode := fs.String("mode", "", "the mode: "+modeNames(", ")+"\n"+modeList())
 	dim := fs.Int("dim", 0, fmt.Sprintf("template dimension d (default %d)", config.DefaultDim))
 	alpha := fs.Int("alpha", 0, "enrollment weight (default floor(2d/3))")
 	beta := fs.Int("beta", 0, fmt.Sprintf("query weight (default min(%d, alpha))", config.DefaultBeta))
-	tau := fs.Float64("tau", config.DefaultTau, "cosine threshold (uncalibrated; see --calibration)")
+	tau := tauFlag(fs)
 	cal := calibrationFlag(fs)
 	reveal := fs.Bool("reveal-scores", false, "research cluster: answers carry scores")
 	hide := hideProbesFlag(fs)
@@ -477,6 +482,10 @@ func clusterAssemble(args []string, stdout, stderr io.Writer) error {
 		settings.ClusterID = hex.EncodeToString(id[:])
 		if *cal != "" {
 			if err := applyCalibration(*cal, &settings, set); err != nil {
+				return err
+			}
+		} else if !set["tau"] {
+			if err := applyDefaultCalibration(&settings); err != nil {
 				return err
 			}
 		}
