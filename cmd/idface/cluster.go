@@ -573,7 +573,7 @@ func clusterStatus(cfg *config.Params, cl *client.Client, local, operator, asJSO
 		configs[conf] = true
 		st.ConfigMatches = h.ConfigHash == [8]byte(mine[:8])
 		if !st.ConfigMatches {
-			conf += " (differs from this config)"
+			conf += " *" // the column keeps its width; the line under the table says what * is
 			rep.SameConfig = false
 		}
 		unsettled, rowMap := "-", ""
@@ -699,6 +699,9 @@ func printStatus(cfg *config.Params, rep statusReport, lines []string, configsDi
 		fmt.Fprintln(stdout, l)
 	}
 	fmt.Fprintf(stdout, "this config: serial %d, hash %s\n", rep.ConfigSerial, rep.ConfigHash)
+	if !rep.SameConfig {
+		fmt.Fprintln(stdout, "* the server's config differs from this config")
+	}
 	if configsDiffer {
 		fmt.Fprintln(stdout, "servers run DIFFERENT configurations: restart each with the same cluster.json")
 	}
