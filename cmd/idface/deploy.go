@@ -65,7 +65,7 @@ func deployK8s(args []string, stdout, stderr io.Writer) error {
 	unpinned := fs.Bool("allow-unpinned", false, "render an --image that names no registry (the default "+imageRef()+" among them: only nodes that have it loaded, as kind load or ctr import do, can run it)")
 	rows := fs.Int("rows", 0, "size each row-holding server's volume and memory for this many rows (the mode's storage estimate)")
 	disk := fs.String("disk", "10Gi", "each server's data volume (with --rows: the servers that hold no rows)")
-	memory := fs.String("memory", "", "each server's memory request (with --rows: the servers that hold no rows)")
+	memory := fs.String("memory", defaultMemory, "each server's memory request (with --rows: the servers that hold no rows; a row-holding server needs about the mode's bytes per row times its rows: give --rows)")
 	class := fs.String("storage-class", "", "the volumes' storage class (default: the Kubernetes cluster's)")
 	metrics := fs.Bool("metrics", false, "also serve /metrics on port 9464, with a NetworkPolicy that lets only pods labelled app.kubernetes.io/name=prometheus reach it (row and answer counts); probes use /healthz on 9465 either way")
 	expose := fs.Bool("expose", false, "also a LoadBalancer Service per server for clients outside the Kubernetes cluster (its advertised address must be the load balancer's)")
@@ -117,6 +117,9 @@ func deployK8s(args []string, stdout, stderr io.Writer) error {
 	cfgJSON, err := os.ReadFile(path)
 	if err != nil {
 		return err
+	}
+	if *rows == 0 {
+		fmt.Fprintf(stderr, "note: no --rows: every server requests %s of memory and a %s volume; a server that holds rows needs more as they grow: give --rows N (the rows you plan) to size them from the mode's bytes per row\n", *memory, *disk)
 	}
 	if *rows > 0 {
 		mode, err := engine.ModeOf(p)
@@ -200,6 +203,11 @@ func homeFiles(p *config.Params, dir string) (map[string][]byte, error) {
 	}
 	return home.Files(dir)
 }
+
+// defaultMemory is a server's memory request when neither --memory nor
+// --rows says: enough for a server that holds no rows (a decider, a key
+// server) or a small test cluster's.
+const defaultMemory = "512Mi"
 
 // gib writes bytes as whole GiB, rounded up.
 func gib(bytes float64) string {
