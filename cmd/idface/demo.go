@@ -184,6 +184,7 @@ func runDemo(ctx context.Context, cfg *config.Params, people, samples int, intra
 	r.Enrolled, r.EnrollSeconds = len(items), time.Since(start).Seconds()
 	fmt.Fprintf(info, "enrolled %d people (durable at every server) in %.2f s\n", len(items), r.EnrollSeconds)
 
+	fmt.Fprintf(info, "identifying %d queries, one at a time (the enrolled people's other samples, and people never enrolled)...\n", len(syn.Samples)-len(items))
 	var lat []float64
 	for i, x := range syn.Samples {
 		p := syn.Labels[i]
