@@ -120,7 +120,7 @@ func (d *Decider) share(ctx context.Context, r engine.Request) protocol.Msg {
 			return perr
 		}
 	} else if !m.Hidden && holder == int(m.Entry) {
-		d.gate.checked(holder)
+		d.gate.checked()
 	}
 	vec := int(m.Rows) * d.p.Bits / 8
 	size := vec

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -410,74 +411,60 @@ func (l *limiter) limits(entry int) (float64, float64) {
 	return l.limitsOf(entry)
 }
 
-// rates counts each entry's checked queries at this server, per
-// rateWindow, over the last rateWindows: the busiest window's rate,
-// scaled, is that entry's degraded limit. Degraded queries are not
-// counted: an entry cannot raise its limit during an outage.
+// rates counts the checked queries this server takes part in, every
+// entry's together, per rateWindow over the last rateWindows: the busiest
+// window's rate, scaled, is every entry's degraded limit (together, since
+// in an outage the down holder's clients move to the other entries).
+// Degraded queries are not counted: the limit cannot rise during an
+// outage.
 type rates struct {
 	mu    sync.Mutex
 	now   func() time.Time
-	start time.Time     // the current window's start
-	count map[int][]int // by entry: the queries of the last windows, the current one last
+	start time.Time // the current window's start
+	count []int     // the queries of the last windows, the current one last
 }
 
-func newRates() *rates { return &rates{now: time.Now, count: map[int][]int{}} }
+func newRates() *rates { return &rates{now: time.Now} }
 
-// roll moves the windows on to now (caller holds r.mu).
-func (r *rates) roll() {
+// roll moves the windows on to now and reports whether it did (caller
+// holds r.mu).
+func (r *rates) roll() bool {
 	now := r.now()
 	if r.start.IsZero() {
-		r.start = now
+		r.start, r.count = now, []int{0}
 	}
+	rolled := false
 	for n := 0; now.Sub(r.start) >= rateWindow && n <= rateWindows; n++ {
 		r.start = r.start.Add(rateWindow)
-		for e, c := range r.count {
-			c = append(c, 0)
-			if len(c) > rateWindows {
-				c = c[len(c)-rateWindows:]
-			}
-			r.count[e] = c
+		r.count = append(r.count, 0)
+		if len(r.count) > rateWindows {
+			r.count = r.count[len(r.count)-rateWindows:]
 		}
+		rolled = true
 	}
 	if now.Sub(r.start) >= rateWindow { // idle for longer than every window
 		r.start = now
 	}
+	return rolled
 }
 
-// allEntries counts every entry's checked queries together.
-const allEntries = -1
+// observe counts one checked query; it reports whether a new window
+// began (the limit may have changed).
+func (r *rates) observe() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rolled := r.roll()
+	r.count[len(r.count)-1]++
+	return rolled
+}
 
-// observe counts one checked query of entry (and of allEntries).
-func (r *rates) observe(entry int) {
+// derived is every entry's degraded limit (the limiter's floor applies):
+// degradedScale times the busiest window's checked queries a second.
+func (r *rates) derived(int) float64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.roll()
-	for _, e := range []int{entry, allEntries} {
-		c := r.count[e]
-		if len(c) == 0 {
-			c = []int{0}
-		}
-		c[len(c)-1]++
-		r.count[e] = c
-	}
-}
-
-// derived is the degraded limit of every entry: degradedScale times the
-// busiest window's rate of every entry's checked queries together, not
-// the entry's own, since in an outage the down holder's clients move to
-// the other entries (the limiter's floor applies).
-func (r *rates) derived(int) float64 { return degradedScale * r.busiest(allEntries) }
-
-// busiest is entry's busiest window's checked queries a second.
-func (r *rates) busiest(entry int) float64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.roll()
-	top := 0
-	for _, n := range r.count[entry] {
-		top = max(top, n)
-	}
-	return float64(top) / rateWindow.Seconds()
+	return degradedScale * float64(slices.Max(r.count)) / rateWindow.Seconds()
 }
 
 var errLimit = errors.New("over the limit")
@@ -536,23 +523,29 @@ func newGate(env engine.Env, p *Params) *gate {
 		g.limit = newLimiter(degradedFloor, degradedFloor)
 		g.limit.rateOf = g.rates.derived
 	}
+	g.showLimits()
+	return g
+}
+
+// showLimits sets idface_repl_degraded_limit to each entry's limit now.
+func (g *gate) showLimits() {
 	for k := range replicated.Holders {
 		rate, _ := g.limit.limits(k)
-		g.limitG.WithLabelValues(p.Party(k).Name).Set(rate)
+		g.limitG.WithLabelValues(g.p.Party(k).Name).Set(rate)
 	}
-	return g
 }
 
 func (g *gate) collectors() []prometheus.Collector {
 	return []prometheus.Collector{g.served, g.refused, g.limitG}
 }
 
-// checked counts a checked (not degraded) query of entry holder entry
-// that this server takes part in: the derived degraded limit follows it.
-func (g *gate) checked(entry int) {
-	g.rates.observe(entry)
-	rate, _ := g.limit.limits(entry)
-	g.limitG.WithLabelValues(g.p.Party(entry).Name).Set(rate)
+// checked counts a checked (not degraded) query that this server takes
+// part in: the derived degraded limit follows them. On the query path:
+// one counter under a lock, the gauges set once a window.
+func (g *gate) checked() {
+	if g.rates.observe() {
+		g.showLimits()
+	}
 }
 
 // admit decides whether this server takes part in a query of entry holder

@@ -155,7 +155,7 @@ func TestDerivedDegradedLimit(t *testing.T) {
 		t.Fatalf("no checked query yet: %v, %v; want the floor", rate, burst)
 	}
 	for range 1000 { // 100 a second for 10 s at entry 0
-		r.observe(0)
+		r.observe()
 		now = now.Add(10 * time.Millisecond)
 	}
 	if rate, burst := l.limits(0); rate != 150 || burst != 150 {

@@ -1008,7 +1008,7 @@ func (h *Holder[E]) serveQuery(ctx context.Context, r engine.Request) protocol.M
 			return perr
 		}
 	} else {
-		h.gate.checked(entry)
+		h.gate.checked()
 	}
 	if err := h.AwaitDigest(ctx, r.From.Name, m.Digest); err != nil {
 		return err
