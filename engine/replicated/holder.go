@@ -39,6 +39,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -127,6 +128,22 @@ func (s pair[E]) Erase(seq int) error {
 	}
 	s.tr.erase(seq)
 	return s.next.Delete(seq)
+}
+
+// unit is row seq's unit as the log holds it: s_i, s_(i+1), the trailer
+// (caller holds the rows' lock).
+func (s pair[E]) unit(seq int) ([]byte, error) {
+	d := s.own.Dim()
+	own, err := s.own.Row(seq, make([]E, d))
+	if err != nil {
+		return nil, err
+	}
+	next, err := s.next.Row(seq, make([]E, d))
+	if err != nil {
+		return nil, err
+	}
+	tr := s.tr.get(seq)
+	return tr.Append(slices.Concat(additive.ElemBytes(own), additive.ElemBytes(next))), nil
 }
 
 // PutRows stores a batch of new rows column by column.
@@ -1064,16 +1081,5 @@ func (h *Holder[E]) Run(ctx context.Context) {
 func (h *Holder[E]) RowShare(k, seq int) ([]byte, error) {
 	h.RLock()
 	defer h.RUnlock()
-	d := h.p.Dim()
-	pair := h.Shares(k)
-	own, err := pair.own.Row(seq, make([]E, d))
-	if err != nil {
-		return nil, err
-	}
-	next, err := pair.next.Row(seq, make([]E, d))
-	if err != nil {
-		return nil, err
-	}
-	tr := pair.tr.get(seq)
-	return tr.Append(append(additive.ElemBytes(own), additive.ElemBytes(next)...)), nil
+	return h.Shares(k).unit(seq)
 }

@@ -284,11 +284,9 @@ func (h *Holder[E]) attestSegment(ctx context.Context, k int) error {
 // keepRecords rewrites rows [lo, lo+n) of origin k with the records both
 // peers attested (each row's pair and salts as they are here).
 func (h *Holder[E]) keepRecords(k, lo int, a, b *protocol.ReplRows, n int, epoch uint32) error {
-	d := h.p.Dim()
 	units := make([][]byte, n)
 	ids := make([]string, n)
 	zero := make([]byte, unitSize(h.p.Params))
-	own, next := make([]E, d), make([]E, d)
 	h.RLock()
 	sh := h.Shares(k)
 	for i := range n {
@@ -308,19 +306,15 @@ func (h *Holder[E]) keepRecords(k, lo int, a, b *protocol.ReplRows, n int, epoch
 			return &fetchRefusal{peer: h.p.Party((h.Self() + 2) % replicated.Holders).Name, recorder: h.p.Party((h.Self() + 1) % replicated.Holders).Name,
 				err: fmt.Errorf("row %d of origin %s (%q): the two holders of the share this holder records attest different records of it: one of them is faulty or compromised; the row keeps no record", seq, h.p.Party(k).Name, ids[i])}
 		}
-		if _, err := sh.own.Row(seq, own); err != nil {
+		u, err := sh.unit(seq)
+		if err != nil {
 			h.RUnlock()
 			return err
 		}
-		if _, err := sh.next.Row(seq, next); err != nil {
-			h.RUnlock()
-			return err
-		}
-		tr := sh.tr.get(seq)
 		if a.Live[i] && b.Live[i] {
-			copy(tr.Record[:], third)
+			copy(u[len(u)-replicated.RecordSize:], third) // the trailer ends with the record
 		}
-		units[i] = tr.Append(slices.Concat(additive.ElemBytes(own), additive.ElemBytes(next)))
+		units[i] = u
 	}
 	h.RUnlock()
 	return h.Rewrite(k, lo, ids, units, epoch)
