@@ -174,11 +174,6 @@ func restoreAll(ctx context.Context, env engine.Env, p *Params, self int, h inte
 			if n <= 0 {
 				return nil, fmt.Errorf("replicated: %s and %s sent no rows of origin %s from %d of %d", prev, next, p.Party(seg).Name, from, total)
 			}
-			for i := range n {
-				if a.IDs[i] != b.IDs[i] {
-					return nil, fmt.Errorf("replicated: %s and %s disagree on row %d of origin %s (%q, %q): they are inconsistent; check 'idface cluster status'", prev, next, from+i, p.Party(seg).Name, a.IDs[i], b.IDs[i])
-				}
-			}
 			shares, err := verifyRows(p, self, prev, next, a, b, n)
 			if err != nil {
 				return nil, fmt.Errorf("replicated: %w", err)

@@ -156,15 +156,20 @@ func (e *fetchRefusal) Error() string { return e.err.Error() }
 // (its own share s_self) and its successor b (its next share s_(self+1)),
 // n rows from the first of both answers: each share against the other
 // peer's record of it, and the two fresh records of self's third share
-// against each other. It returns each live row's unit (pair and trailer,
-// nil for a deleted row), or a *fetchRefusal naming the peer whose rows
-// were refused.
+// against each other, after the two peers' ids of every row. It returns
+// each live row's unit (pair and trailer, nil for a deleted row), or an
+// error: a *fetchRefusal naming the peer whose rows were refused.
 func verifyRows(p *Params, self int, prev, next string, a, b *protocol.ReplRows, n int) ([][]byte, error) {
 	half := p.Dim() * p.Bits / 8
 	units := make([][]byte, n)
 	cluster := p.ClusterID()
 	rec := func(r *protocol.ReplRows, i, k int) []byte {
 		return r.Records[(2*i+k)*replicated.RecordSize : (2*i+k+1)*replicated.RecordSize]
+	}
+	for i := range n {
+		if a.IDs[i] != b.IDs[i] {
+			return nil, fmt.Errorf("%s and %s disagree on row %d of origin %s (%q, %q): they are inconsistent; check 'idface cluster status'", prev, next, int(a.From)+i, p.Party(int(a.Seg)).Name, a.IDs[i], b.IDs[i])
+		}
 	}
 	for i := range n {
 		if !a.Live[i] {

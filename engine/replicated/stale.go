@@ -472,11 +472,6 @@ func (h *Holder[E]) catchUpOrigin(ctx context.Context, k int, looks []look) (del
 		if n <= 0 {
 			return deleted, added, fmt.Errorf("%s and %s sent no rows of origin %s from %d of %d", h.env.Peer(prev), h.env.Peer(next), origin, from, total)
 		}
-		for i := range n {
-			if a.IDs[i] != b.IDs[i] {
-				return deleted, added, fmt.Errorf("%s and %s disagree on row %d of origin %s (%q, %q): they are inconsistent; check 'idface cluster status'", h.env.Peer(prev), h.env.Peer(next), from+i, origin, a.IDs[i], b.IDs[i])
-			}
-		}
 		units, err := verifyRows(h.p, self, prev, next, a, b, n)
 		if err != nil {
 			h.refusedRows(err)
