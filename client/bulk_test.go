@@ -16,6 +16,11 @@ import (
 	"github.com/idface/idface/protocol"
 )
 
+// start2PC starts a 2PCFace cluster of two parties, dimension 64.
+func start2PC(t *testing.T) *inproc.Cluster {
+	return inproc.Start(t, inproc.Literal(config.Literal{Mode: config.Mode2PC, Dim: 64}, 2))
+}
+
 // live counts p1's live rows (over its shards in a sharded cluster).
 func live(t *testing.T, c *inproc.Cluster) int {
 	t.Helper()
@@ -42,7 +47,7 @@ func live(t *testing.T, c *inproc.Cluster) int {
 // after the failure (items 600-699 committed, reported as "enrolled 600
 // of 1000" with a hole at 500-599).
 func TestBulkStopsAtTheFailure(t *testing.T) {
-	c := inproc.Start(t, inproc.Literal(config.Literal{Mode: config.Mode2PC, Dim: 64}, 2))
+	c := start2PC(t)
 	cl := c.Client("client", "")
 	xs := inproc.Templates(1001, 64, 1)
 	if err := cl.Enroll(inproc.Ctx(t, 30*time.Second), inproc.Items(xs[1000:], "taken")); err != nil {
@@ -89,7 +94,7 @@ func TestBulkStopsAtTheFailure(t *testing.T) {
 // TestBulkInFlightRanges: with requests in flight the committed items may
 // not be a prefix; the ranges still add up to the rows the cluster holds.
 func TestBulkInFlightRanges(t *testing.T) {
-	c := inproc.Start(t, inproc.Literal(config.Literal{Mode: config.Mode2PC, Dim: 64}, 2))
+	c := start2PC(t)
 	cl := c.Client("client", "")
 	xs := inproc.Templates(2001, 64, 2)
 	if err := cl.Enroll(inproc.Ctx(t, 30*time.Second), inproc.Items(xs[2000:], "taken")); err != nil {

@@ -2,7 +2,8 @@
 // the cluster through one entry server with its own pinned identity.
 // cmd/idface, the local cluster tooling, the experiments and the tests all
 // use it; bulk enrollment (batches, requests in flight, progress) lives
-// here once.
+// here once, as do the operator's journal and its reconciliation with the
+// cluster (what enroll and delete --resume send again, skip or settle).
 package client
 
 import (

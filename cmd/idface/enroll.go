@@ -9,7 +9,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/idface/idface/client"
@@ -17,7 +16,6 @@ import (
 	"github.com/idface/idface/internal/host/home"
 	"github.com/idface/idface/internal/host/input"
 	"github.com/idface/idface/protocol"
-	"github.com/idface/idface/protocol/rpc"
 )
 
 // journalFlags are enroll's and delete's journal flags.
@@ -161,7 +159,7 @@ func (o *enrollOptions) run(st *enrollState, stdout, stderr io.Writer) error {
 	if err := mayChange(cl, j, protocol.OpPut); err != nil {
 		return err
 	}
-	r, err := o.send(cl, cfg, j, in, stderr)
+	r, err := o.send(cl, j, in, stderr)
 	st.r = r
 	dupsTo := stdout
 	if o.asJSON { // stdout holds the one JSON object (its duplicates)
@@ -354,28 +352,30 @@ type enrollRun struct {
 
 // send settles what the journal left without an answer, then enrolls the
 // rest in batches, journalling each.
-func (o *enrollOptions) send(cl *client.Client, cfg *config.Params, j *client.Journal, in *enrollInput, stderr io.Writer) (*enrollRun, error) {
+func (o *enrollOptions) send(cl *client.Client, j *client.Journal, in *enrollInput, stderr io.Writer) (*enrollRun, error) {
 	r := &enrollRun{}
-	send, unsettled, skipped, err := againstJournal(j, in.ids, in.hashes, in.src, *o.jf.resume)
-	if err != nil {
+	plan := j.PlanEnroll(in.ids, in.hashes, *o.jf.resume)
+	if err := journalRefusal(plan, j.Path(), in.ids, in.src); err != nil {
 		return r, err
 	}
-	r.send, r.skipped, r.start = send, skipped, time.Now()
-	settled, already, err := settleEnrollments(cl, cfg, j, unsettled, in.ids, in.hashes, in.item, o.batch, *o.cf.timeout)
+	r.send, r.skipped, r.start = plan.Send, plan.Skipped, time.Now()
+	settled, already, err := cl.SettleEnrollments(context.Background(), j, plan.Unsettled, in.item, in.hashes, o.batch, *o.cf.timeout)
 	r.done = settled
+	var se *client.SettleError
+	if errors.As(err, &se) && !client.Refused(se.Err) { // no answer: settling it is settling it again
+		err = fmt.Errorf("%w; run the same command with --resume again", err)
+	}
 	if err != nil {
 		return r, err
 	}
 	r.settled, r.skipped = settled, r.skipped+already
 
 	var pb bar
-	if len(send) > o.batch && !o.quiet {
-		pb = newBar(len(send), "enrolling", stderr)
+	if len(r.send) > o.batch && !o.quiet {
+		pb = newBar(len(r.send), "enrolling", stderr)
 	}
-	var batchMu sync.Mutex // a sharded cluster's shards enroll at once: Before and After meet
-	batchOf := map[int]uint64{}
-	var jerr error
-	done, err := cl.EnrollAll(context.Background(), len(send), func(k int) protocol.Item { return in.item(send[k]) }, client.Bulk{
+	rec := j.RecordBulk(func(k int) (string, [16]byte) { return in.ids[r.send[k]], in.hashes[r.send[k]] })
+	done, err := cl.EnrollAll(context.Background(), len(r.send), func(k int) protocol.Item { return in.item(r.send[k]) }, client.Bulk{
 		Batch: o.batch, Timeout: *o.cf.timeout, Dedupe: o.dedupe,
 		Duplicate: func(d client.Duplicate) { r.dups = append(r.dups, d) },
 		Progress: func(done, _ int) {
@@ -383,40 +383,14 @@ func (o *enrollOptions) send(cl *client.Client, cfg *config.Params, j *client.Jo
 				pb.Set(done)
 			}
 		},
-		Before: func(batch []int) error { // batches never share an item: the first names it
-			var xs []string
-			var hs [][16]byte
-			for _, k := range batch {
-				i := send[k]
-				xs, hs = append(xs, in.ids[i]), append(hs, in.hashes[i])
-			}
-			b, err := j.Begin('+', xs, hs)
-			batchMu.Lock()
-			batchOf[batch[0]] = b
-			batchMu.Unlock()
-			return err
-		},
-		After: func(batch []int, err error) {
-			batchMu.Lock()
-			b := batchOf[batch[0]]
-			batchMu.Unlock()
-			var e error
-			switch {
-			case err == nil:
-				e = j.End(b, true)
-			case client.Refused(err):
-				e = j.End(b, false)
-			}
-			if jerr == nil {
-				jerr = e
-			}
-		},
+		Before: rec.Before,
+		After:  rec.After,
 	})
 	if pb != nil {
 		pb.done(err == nil)
 	}
 	if err == nil {
-		err = jerr
+		err = rec.Err()
 	}
 	r.done = done + settled
 	return r, err
@@ -568,80 +542,57 @@ func (o *enrollOptions) report(cl *client.Client, cfg *config.Params, j *client.
 }
 
 // mayChange refuses, before anything is sent or settled, a change (op)
-// that this member's role may not make. Every server refuses such a
-// request on its type, before reading it, so the changes of that kind
-// its journal holds without an answer (a run cut off while it wrote a
-// large request) were refused too: the journal records them so.
+// that this member's role may not make, saying how many ids of the
+// journal's changes without an answer were refused the same way
+// (client.MayChangeJournal).
 func mayChange(cl *client.Client, j *client.Journal, op protocol.OpKind) error {
-	err := cl.MayChange(op)
-	if err == nil {
-		return nil
+	n, refused, err := cl.MayChangeJournal(j, op)
+	if err != nil || refused == nil {
+		return err
 	}
-	kind, what := byte('+'), "enrolled"
+	what := "enrolled"
 	if op == protocol.OpDelete {
-		kind, what = '-', "deleted"
-	}
-	n, jerr := j.RefuseUnanswered(kind)
-	if jerr != nil {
-		return errors.Join(err, jerr)
+		what = "deleted"
 	}
 	more := ""
 	if n > 0 {
 		more = fmt.Sprintf("\nthe %d ids that earlier runs sent without an answer were refused the same way and are not %s; journal %s records so", n, what, j.Path())
 	}
-	return fmt.Errorf("nothing was %s: %w%s", what, err, more)
+	return fmt.Errorf("nothing was %s: %w%s", what, refused, more)
 }
 
-// againstJournal sorts the items by what the journal knows of their ids:
-// to send, to settle (sent by an earlier run without an answer; with
-// resume), or skipped (enrolled with the same template; with resume). An
-// id enrolled with another template, or anything to skip or settle
-// without resume, is an error before anything is sent.
-func againstJournal(j *client.Journal, idList []string, hashes [][16]byte, src source, resume bool) (send []int, unsettled map[uint64][]int, skipped int, err error) {
-	var conflicts, again, doubtful []string
-	unsettled = map[uint64][]int{}
-	for i, x := range idList {
-		e := j.Lookup(x)
-		what := fmt.Sprintf("%q (%s)", x, src.at(i))
-		switch {
-		case e.State == client.Enrolled && e.Hash == hashes[i]:
-			if resume {
-				skipped++
-			} else {
-				again = append(again, what)
-			}
-		case e.State == client.Enrolled:
-			conflicts = append(conflicts, what+" is already enrolled with another template")
-		case e.State == client.InDoubt && e.Op == '+' && e.Hash == hashes[i]:
-			if resume {
-				unsettled[e.Batch] = append(unsettled[e.Batch], i)
-			} else {
-				doubtful = append(doubtful, what)
-			}
-		case e.State == client.InDoubt && e.Op == '+':
-			conflicts = append(conflicts, what+" was sent with another template by an earlier run that got no answer")
-		case e.State == client.InDoubt:
-			conflicts = append(conflicts, what+": its deletion got no answer; run 'idface delete --resume' with it first")
-		default:
-			send = append(send, i)
-		}
-	}
+// conflictText says why an id conflicts with the journal, after the id.
+var conflictText = map[client.Conflict]string{
+	client.EnrolledOther:   " is already enrolled with another template",
+	client.SentOther:       " was sent with another template by an earlier run that got no answer",
+	client.DeletionInDoubt: ": its deletion got no answer; run 'idface delete --resume' with it first",
+}
+
+// journalRefusal is the error, before anything is sent, of a plan with
+// ids that conflict with the journal (journal), or, without --resume,
+// with ids to skip or settle; nil when there are none.
+func journalRefusal(p *client.EnrollPlan, journal string, ids []string, src source) error {
+	what := func(i int) string { return fmt.Sprintf("%q (%s)", ids[i], src.at(i)) }
 	switch {
-	case len(conflicts) > 0:
-		return nil, nil, 0, fmt.Errorf("nothing was enrolled: %d of the ids conflict with what this operator enrolled before (journal %s):%s\n"+
-			"delete them first (idface delete --id ID) or remove them from the input", len(conflicts), j.Path(), listSome(conflicts))
-	case len(again)+len(doubtful) > 0:
+	case len(p.Conflicts) > 0:
+		var conflicts []string
+		for _, c := range p.Conflicts {
+			conflicts = append(conflicts, what(c.Item)+conflictText[c.Why])
+		}
+		return fmt.Errorf("nothing was enrolled: %d of the ids conflict with what this operator enrolled before (journal %s):%s\n"+
+			"delete them first (idface delete --id ID) or remove them from the input", len(conflicts), journal, listSome(conflicts))
+	case len(p.Again)+len(p.Doubtful) > 0:
 		var parts []string
-		if len(again) > 0 {
-			parts = append(parts, fmt.Sprintf("%d ids are already enrolled with these templates", len(again)))
+		if len(p.Again) > 0 {
+			parts = append(parts, fmt.Sprintf("%d ids are already enrolled with these templates", len(p.Again)))
 		}
-		if len(doubtful) > 0 {
-			parts = append(parts, fmt.Sprintf("%d ids were sent by an earlier run that got no answer", len(doubtful)))
+		if len(p.Doubtful) > 0 {
+			parts = append(parts, fmt.Sprintf("%d ids were sent by an earlier run that got no answer", len(p.Doubtful)))
 		}
-		return nil, nil, 0, fmt.Errorf("nothing was enrolled: %s (journal %s), e.g.%s\nrun the same command with --resume to skip what is enrolled and settle the rest",
-			strings.Join(parts, " and "), j.Path(), listSome(append(again, doubtful...)[:1]))
+		return fmt.Errorf("nothing was enrolled: %s (journal %s), e.g.%s\nrun the same command with --resume to skip what is enrolled and settle the rest",
+			strings.Join(parts, " and "), journal, listSome([]string{what(append(p.Again, p.Doubtful...)[0])}))
 	}
-	return send, unsettled, skipped, nil
+	return nil
 }
 
 // checkIDs checks ids taken from a templates file as ReadIDs checks an
@@ -660,103 +611,9 @@ func checkIDs(ids []string, src source) error {
 	return nil
 }
 
-// settleEnrollments finds out, for the batches an earlier run sent
-// without an answer, whether they were committed: once the servers have
-// settled every transaction, a batch is atomic, so enrolling its ids
-// again either succeeds (it was not committed) or finds them enrolled (it
-// was). It returns the items enrolled now and those found enrolled.
-func settleEnrollments(cl *client.Client, cfg *config.Params, j *client.Journal, unsettled map[uint64][]int,
-	ids []string, hashes [][16]byte, item func(int) protocol.Item, batch int, timeout time.Duration) (enrolled, found int, err error) {
-	if len(unsettled) == 0 {
-		return 0, 0, nil
-	}
-	if err := waitSettled(cl, cfg, timeout); err != nil {
-		return 0, 0, err
-	}
-	olds := make([]uint64, 0, len(unsettled))
-	for b := range unsettled {
-		olds = append(olds, b)
-	}
-	slices.Sort(olds)
-	for _, old := range olds {
-		idx := unsettled[old]
-		for lo := 0; lo < len(idx); lo += batch {
-			chunk := idx[lo:min(lo+batch, len(idx))]
-			var xs []string
-			var hs [][16]byte
-			var items []protocol.Item
-			for _, i := range chunk {
-				xs, hs, items = append(xs, ids[i]), append(hs, hashes[i]), append(items, item(i))
-			}
-			b, err := j.Begin('+', xs, hs)
-			if err != nil {
-				return enrolled, found, err
-			}
-			err = cl.Enroll(rpc.Patient(context.Background(), timeout), items)
-			switch {
-			case err == nil:
-				enrolled += len(chunk)
-				err = errors.Join(j.End(b, true), j.End(old, false))
-			case isCode(err, protocol.CodeDuplicate):
-				found += len(idx) - lo
-				err = errors.Join(j.End(b, false), j.End(old, true))
-				lo = len(idx) // the earlier batch was committed whole
-			case client.Refused(err):
-				j.End(b, false)
-				return enrolled, found, fmt.Errorf("settling the ids an earlier run sent without an answer (%q, ...): %w", xs[0], err)
-			default:
-				return enrolled, found, fmt.Errorf("settling the ids an earlier run sent without an answer (%q, ...): %w; run the same command with --resume again", xs[0], err)
-			}
-			if err != nil {
-				return enrolled, found, err
-			}
-		}
-	}
-	return enrolled, found, nil
-}
-
 func isCode(err error, c protocol.Code) bool {
 	var pe *protocol.Error
 	return errors.As(err, &pe) && pe.Code == c
-}
-
-// waitSettled waits until no party holds an undecided change, so that a
-// change sent without an answer has been committed or rolled back.
-func waitSettled(cl *client.Client, cfg *config.Params, timeout time.Duration) error {
-	// The servers that hold rows: each party, or in a sharded cluster each
-	// of its shards (a coordinator holds no transactions).
-	var names []string
-	for _, p := range cfg.Parties() {
-		if cfg.Shards() == 1 {
-			names = append(names, p.Name)
-			continue
-		}
-		for s := range cfg.Shards() {
-			names = append(names, config.ShardName(p.Name, s))
-		}
-	}
-	deadline := time.Now().Add(timeout)
-	for {
-		busy := ""
-		for _, name := range names {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			h, err := cl.Health(ctx, name)
-			cancel()
-			if err != nil {
-				return fmt.Errorf("asking %s whether earlier changes are settled: %w", name, err)
-			}
-			if h.InDoubt > 0 {
-				busy = fmt.Sprintf("%s has %d unsettled changes", name, h.InDoubt)
-			}
-		}
-		if busy == "" {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the servers are still settling earlier changes (%s): try again shortly", busy)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
 }
 
 // deleteResult is 'delete --json'.
@@ -796,7 +653,7 @@ func cmdDelete(args []string, stdout, stderr io.Writer) error {
 	if err := mayChange(cl, j, protocol.OpDelete); err != nil {
 		return err
 	}
-	d := &deletion{o: o, cfg: cfg, cl: cl, j: j, ids: ids, src: src}
+	d := &deletion{o: o, cfg: cfg, cl: cl, j: j, del: cl.NewDeleter(j, *o.jf.resume, *o.cf.timeout), ids: ids, src: src}
 	if len(ids) > 100 && !o.quiet {
 		d.bar = newBar(len(ids), "deleting", stderr)
 		defer d.bar.done(false) // a failure's: after a success, nothing
@@ -873,6 +730,7 @@ type deletion struct {
 	cfg     *config.Params
 	cl      *client.Client
 	j       *client.Journal
+	del     *client.Deleter
 	ids     []string
 	src     source
 	bar     bar      // nil: none
@@ -880,7 +738,6 @@ type deletion struct {
 	skipped int      // deleted before (--resume)
 	already []int    // deleted before, as the journal shows (without --resume): indices into ids
 	held    []string // parties whose part the entry keeps for delivery
-	settled bool     // the servers have settled earlier changes
 }
 
 // run deletes the ids in order and stops at the first failure.
@@ -900,44 +757,23 @@ func (d *deletion) run() error {
 }
 
 // one deletes the i-th id, or skips it if the journal shows it deleted
-// (--resume), and records the change in the journal.
+// (--resume), and records the change in the journal (client.Deleter).
 func (d *deletion) one(i int) error {
-	x, resume := d.ids[i], *d.o.jf.resume
-	e := d.j.Lookup(x)
-	if resume && e.State == client.Deleted {
+	res, err := d.del.Delete(context.Background(), d.ids[i])
+	switch res {
+	case client.DeleteDone:
+		d.deleted = append(d.deleted, i)
+	case client.DeleteSkipped:
 		d.skipped++
-		return nil
-	}
-	doubt := resume && e.State == client.InDoubt && e.Op == '-'
-	if doubt && !d.settled {
-		if err := waitSettled(d.cl, d.cfg, *d.o.cf.timeout); err != nil {
+	case client.DeleteKnown:
+		d.already = append(d.already, i)
+	case client.DeleteFailed:
+		if len(d.ids) == 1 {
 			return err
 		}
-		d.settled = true
+		return d.failed(i, err)
 	}
-	b, err := d.j.Begin('-', []string{x}, nil)
-	if err != nil {
-		return err
-	}
-	err = d.cl.Delete(rpc.Patient(context.Background(), *d.o.cf.timeout), x)
-	switch {
-	case err == nil:
-		d.deleted = append(d.deleted, i)
-		return d.j.End(b, true)
-	case doubt && isCode(err, protocol.CodeUnknownID): // the earlier run's deletion was applied
-		d.skipped++
-		return errors.Join(d.j.End(b, false), d.j.End(e.Batch, true))
-	case e.State == client.Deleted && isCode(err, protocol.CodeUnknownID): // deleted by an earlier run, as the journal shows
-		d.already = append(d.already, i)
-		return d.j.End(b, false)
-	}
-	if client.Refused(err) {
-		d.j.End(b, false)
-	}
-	if len(d.ids) == 1 {
-		return err
-	}
-	return d.failed(i, err)
+	return err
 }
 
 // failed says what a bulk deletion did before the i-th id failed with
