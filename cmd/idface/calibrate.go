@@ -53,6 +53,48 @@ type suggestion struct {
 }
 
 func cmdCalibrate(args []string, stdout, stderr io.Writer) error {
+	o, err := calibrateFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	xs, ls, err := readLabelled(o.tmpls, o.labels)
+	if err != nil {
+		return err
+	}
+	f, c, lp, err := o.calibrate(xs, ls, stderr)
+	if err != nil {
+		return err
+	}
+	js, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := store.WriteFile(o.out, append(js, '\n'), 0o644); err != nil {
+		return err
+	}
+	o.report(stdout, f, c, lp, xs, ls)
+	wrote, err := o.plots(c)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s; use it with: idface cluster init --cluster DIR --mode %s --calibration %s\n", wrote, o.mode, o.out)
+	fmt.Fprintf(stdout, "  or on a cluster made before: idface cluster recalibrate --cluster DIR --calibration %s (a deployment: idface cluster assemble --out cluster.json --calibration %s with its members' descriptors, then restart its servers)\n", o.out, o.out)
+	fmt.Fprintf(stdout, "the threshold holds its FPIR up to %d ids enrolled; identify, cluster status and the gateway's health warn an operator when more are\n", f.Calibration.PlannedRows())
+	return nil
+}
+
+// calibrateOptions are calibrate's flags, checked.
+type calibrateOptions struct {
+	tmpls, labels, out, plot string
+	target                   float64
+	mode                     config.Mode
+	alpha, beta, rows        int
+	levels                   levelFlags
+	every                    time.Duration
+	stats                    urlsFlag
+}
+
+func calibrateFlags(args []string, stderr io.Writer) (*calibrateOptions, error) {
 	fs := newFlags("calibrate", "idface calibrate --templates X --labels L.txt --target-fpir 1e-3 --out calibration.json [--rows N]\n"+
 		"                 [--mode "+modeNames("|")+"] [--alpha A] [--beta B] [--gallery-levels L:a1,... --query-levels L:a1,...] [--plot FILE]\n\n"+
 		"Chooses the cluster's threshold for a target false-positive identification\n"+
@@ -76,141 +118,145 @@ func cmdCalibrate(args []string, stdout, stderr io.Writer) error {
 		"calibrated for. Measure with at least 1/target non-mated searches\n"+
 		"(better 10/target; with --rows, target times the split's ids over N).\n\n"+
 		input.Formats+"\nLabels: one per line, the same label for every template of one person.", stderr)
-	tmpls := fs.String("templates", "", "labelled templates: .npy, CSV or JSON lines")
-	labels := fs.String("labels", "", "one label (person) per template, one per line")
-	target := fs.Float64("target-fpir", 0, "target false-positive identification rate, e.g. 1e-3")
-	out := fs.String("out", "", "calibration file to write (JSON)")
-	plotPath := fs.String("plot", "", "plot of TPIR against FPIR (.png, .svg or .pdf; default: --out with .png; \"none\" for no plot)")
+	o := &calibrateOptions{}
+	fs.StringVar(&o.tmpls, "templates", "", "labelled templates: .npy, CSV or JSON lines")
+	fs.StringVar(&o.labels, "labels", "", "one label (person) per template, one per line")
+	fs.Float64Var(&o.target, "target-fpir", 0, "target false-positive identification rate, e.g. 1e-3")
+	fs.StringVar(&o.out, "out", "", "calibration file to write (JSON)")
+	fs.StringVar(&o.plot, "plot", "", "plot of TPIR against FPIR (.png, .svg or .pdf; default: --out with .png; \"none\" for no plot)")
 	mode := fs.String("mode", "2pc", "the mode the cluster will run: "+modeNames(", "))
-	alpha := fs.Int("alpha", 0, "enrollment weight (default floor(2d/3))")
-	beta := fs.Int("beta", 0, fmt.Sprintf("query weight (default min(%d, alpha))", config.DefaultBeta))
-	levels := addLevelFlags(fs)
-	rows := fs.Int("rows", 0, "the number of ids the cluster will hold (default: the ids the split enrolls, half the labelled people)")
-	every := fs.Duration("progress", 10*time.Second, "report progress on stderr this often (0: never): each transform scores every probe against the gallery")
-	var stats urlsFlag
-	fs.Var(&stats, "stats", "a cluster's score statistics (the output of idface stats --json; repeatable, e.g. one a week): also plot them against the best scores of this calibration's searches, to show drift (PLOT-drift.png)")
+	fs.IntVar(&o.alpha, "alpha", 0, "enrollment weight (default floor(2d/3))")
+	fs.IntVar(&o.beta, "beta", 0, fmt.Sprintf("query weight (default min(%d, alpha))", config.DefaultBeta))
+	o.levels = addLevelFlags(fs)
+	fs.IntVar(&o.rows, "rows", 0, "the number of ids the cluster will hold (default: the ids the split enrolls, half the labelled people)")
+	fs.DurationVar(&o.every, "progress", 10*time.Second, "report progress on stderr this often (0: never): each transform scores every probe against the gallery")
+	fs.Var(&o.stats, "stats", "a cluster's score statistics (the output of idface stats --json; repeatable, e.g. one a week): also plot them against the best scores of this calibration's searches, to show drift (PLOT-drift.png)")
 	if err := parse(fs, args); err != nil {
-		return err
+		return nil, err
 	}
 	if err := required(fs, "templates", "labels", "target-fpir", "out"); err != nil {
-		return err
+		return nil, err
 	}
-	if !(*target > 0 && *target < 1) {
-		return fmt.Errorf("--target-fpir %v: want a rate between 0 and 1, such as 1e-3", *target)
+	if !(o.target > 0 && o.target < 1) {
+		return nil, fmt.Errorf("--target-fpir %v: want a rate between 0 and 1, such as 1e-3", o.target)
 	}
-	if *rows < 0 {
-		return fmt.Errorf("--rows %d: want the number of ids the cluster will hold, such as 5000", *rows)
+	if o.rows < 0 {
+		return nil, fmt.Errorf("--rows %d: want the number of ids the cluster will hold, such as 5000", o.rows)
 	}
 	m, err := config.ParseMode(*mode)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if s, _ := config.Spec(m); !s.Levels && (*levels.gallery != "" || *levels.query != "") {
-		return fmt.Errorf("--gallery-levels and --query-levels: mode %s takes no levels (%s do)", m, levelModes())
+	if s, _ := config.Spec(m); !s.Levels && (*o.levels.gallery != "" || *o.levels.query != "") {
+		return nil, fmt.Errorf("--gallery-levels and --query-levels: mode %s takes no levels (%s do)", m, levelModes())
 	}
-	xs, ls, err := readLabelled(*tmpls, *labels)
-	if err != nil {
-		return err
-	}
+	o.mode = m
+	return o, nil
+}
+
+// calibrate measures the transform the flags choose on the labelled
+// templates xs (ls their people), and the others at the same target
+// FPIR as suggestions: the calibration file, the chosen transform's
+// calibration and the transform.
+func (o *calibrateOptions) calibrate(xs [][]float32, ls []int, stderr io.Writer) (*calibrationFile, *experiments.Calibration, experiments.LevelPair, error) {
 	d := len(xs[0])
-	lp, a, b, err := calibrationTransform(m, d, *alpha, *beta, *levels.gallery, *levels.query)
+	lp, a, b, err := calibrationTransform(o.mode, d, o.alpha, o.beta, *o.levels.gallery, *o.levels.query)
 	if err != nil {
-		return err
+		return nil, nil, lp, err
 	}
-	alts := alternatives(m, d, a, b, lp)
-	prog := startStages(stderr, "calibrate: transform", 1+len(alts), *every)
+	alts := alternatives(o.mode, d, a, b, lp)
+	prog := startStages(stderr, "calibrate: transform", 1+len(alts), o.every)
 	defer prog.done()
 	prog.next(fmt.Sprintf("gallery %s, query %s", lp.Gallery, lp.Query))
-	c, err := experiments.CalibrateFor(xs, ls, lp, *target, *rows)
+	c, err := experiments.CalibrateFor(xs, ls, lp, o.target, o.rows)
 	if err != nil {
-		return err
+		return nil, nil, lp, err
 	}
 	if c.SplitTarget() >= 1 {
-		return fmt.Errorf("--rows %d is too few for the split's %d enrolled ids at FPIR %g (their FPIR would have to reach 1): give --rows above %.0f, or leave it out", c.Rows, c.GalleryIDs, *target, *target*float64(c.GalleryIDs))
+		return nil, nil, lp, fmt.Errorf("--rows %d is too few for the split's %d enrolled ids at FPIR %g (their FPIR would have to reach 1): give --rows above %.0f, or leave it out", c.Rows, c.GalleryIDs, o.target, o.target*float64(c.GalleryIDs))
 	}
 	tau, err := c.Tau()
 	if err != nil {
-		return err
+		return nil, nil, lp, err
 	}
-	f := calibrationFile{Version: 1, Mode: m, Alpha: a, Beta: b, Tau: tau, Rank1: c.Rank1, Templates: *tmpls, Curve: c.Curve,
-		Calibration: config.Calibration{TargetFPIR: *target, FPIR: c.FPIR, TPIR: c.TPIR, Threshold: c.Threshold, Dim: d,
+	f := &calibrationFile{Version: 1, Mode: o.mode, Alpha: a, Beta: b, Tau: tau, Rank1: c.Rank1, Templates: o.tmpls, Curve: c.Curve,
+		Calibration: config.Calibration{TargetFPIR: o.target, FPIR: c.FPIR, TPIR: c.TPIR, Threshold: c.Threshold, Dim: d,
 			GalleryLevels: lp.Gallery.String(), QueryLevels: lp.Query.String(), GalleryIDs: c.GalleryIDs, Mated: c.Mated, NonMated: c.NonMated}}
-	if *rows > 0 {
-		f.Calibration.Rows = *rows
+	if o.rows > 0 {
+		f.Calibration.Rows = o.rows
 	}
 	for _, alt := range alts {
 		prog.next(fmt.Sprintf("gallery %s, query %s", alt.Gallery, alt.Query))
-		ac, err := experiments.CalibrateFor(xs, ls, alt, *target, *rows)
+		ac, err := experiments.CalibrateFor(xs, ls, alt, o.target, o.rows)
 		if err != nil {
-			return err
+			return nil, nil, lp, err
 		}
 		f.Suggestions = append(f.Suggestions, suggestion{GalleryLevels: alt.Gallery.String(), QueryLevels: alt.Query.String(),
 			Threshold: ac.Threshold, FPIR: ac.FPIR, TPIR: ac.TPIR})
 	}
-	prog.done()
-	js, err := json.MarshalIndent(f, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := store.WriteFile(*out, append(js, '\n'), 0o644); err != nil {
-		return err
-	}
+	return f, c, lp, nil
+}
+
+// report prints what the calibration measured and chose.
+func (o *calibrateOptions) report(stdout io.Writer, f *calibrationFile, c *experiments.Calibration, lp experiments.LevelPair, xs [][]float32, ls []int) {
 	people := map[int]bool{}
 	for _, l := range ls {
 		people[l] = true
 	}
 	fmt.Fprintf(stdout, "%s: %d templates of %d people, d = %d; %d enrolled, %d mated and %d non-mated searches\n",
-		*tmpls, len(xs), len(people), d, c.GalleryIDs, c.Mated, c.NonMated)
-	fmt.Fprintf(stdout, "mode %s, gallery %s, query %s (alpha = %d, beta = %d)\n", m, lp.Gallery, lp.Query, a, b)
-	if *rows > 0 {
-		fmt.Fprintf(stdout, "target FPIR %g with %d ids enrolled: threshold score >= %d (tau = %.4f)\n", *target, *rows, c.Threshold, tau)
+		o.tmpls, len(xs), len(people), f.Dim, c.GalleryIDs, c.Mated, c.NonMated)
+	fmt.Fprintf(stdout, "mode %s, gallery %s, query %s (alpha = %d, beta = %d)\n", o.mode, lp.Gallery, lp.Query, f.Alpha, f.Beta)
+	if o.rows > 0 {
+		fmt.Fprintf(stdout, "target FPIR %g with %d ids enrolled: threshold score >= %d (tau = %.4f)\n", o.target, o.rows, c.Threshold, f.Tau)
 		fmt.Fprintf(stdout, "  FPIR %.4g with the split's %d enrolled: %d of %d non-mated searches return an id; about %.2g with %d (FPIR grows about linearly with the ids enrolled)\n",
-			c.FPIR, c.GalleryIDs, int(c.FPIR*float64(c.NonMated)+0.5), c.NonMated, c.FPIR*float64(*rows)/float64(c.GalleryIDs), *rows)
+			c.FPIR, c.GalleryIDs, int(c.FPIR*float64(c.NonMated)+0.5), c.NonMated, c.FPIR*float64(o.rows)/float64(c.GalleryIDs), o.rows)
 	} else {
-		fmt.Fprintf(stdout, "target FPIR %g: threshold score >= %d (tau = %.4f)\n", *target, c.Threshold, tau)
+		fmt.Fprintf(stdout, "target FPIR %g: threshold score >= %d (tau = %.4f)\n", o.target, c.Threshold, f.Tau)
 		fmt.Fprintf(stdout, "  FPIR %.4g: %d of %d non-mated searches return an id\n", c.FPIR, int(c.FPIR*float64(c.NonMated)+0.5), c.NonMated)
 	}
 	fmt.Fprintf(stdout, "  TPIR %.2f%%: %d of %d mated searches return the right id (rank-1 %.2f%% at any threshold)\n",
 		100*c.TPIR, int(c.TPIR*float64(c.Mated)+0.5), c.Mated, 100*c.Rank1)
 	if split := c.SplitTarget(); float64(c.NonMated)*split < 1 {
 		what := fmt.Sprintf("%g", split)
-		if *rows > 0 {
-			what += fmt.Sprintf(" (the target for %d ids, with the split's %d)", *rows, c.GalleryIDs)
+		if o.rows > 0 {
+			what += fmt.Sprintf(" (the target for %d ids, with the split's %d)", o.rows, c.GalleryIDs)
 		}
 		fmt.Fprintf(stdout, "warning: %d non-mated searches cannot measure an FPIR of %s: the threshold lies just above all of them; calibrate with at least %.0f of them (better %.0f)\n",
 			c.NonMated, what, 1/split, 10/split)
 	}
 	if len(f.Suggestions) > 0 {
-		fmt.Fprintf(stdout, "other transforms at FPIR %g:\n", *target)
+		fmt.Fprintf(stdout, "other transforms at FPIR %g:\n", o.target)
 		for _, s := range f.Suggestions {
 			fmt.Fprintf(stdout, "  gallery %-16s query %-8s TPIR %6.2f%% (score >= %d)\n", s.GalleryLevels, s.QueryLevels, 100*s.TPIR, s.Threshold)
 		}
 	}
-	plot := *plotPath
+}
+
+// plots draws the calibration's plot (unless --plot none) and, with
+// --stats, the drift plot beside it, and says what was written: the
+// calibration file and the plots.
+func (o *calibrateOptions) plots(c *experiments.Calibration) (wrote string, err error) {
+	plot := o.plot
 	if plot == "" {
-		plot = strings.TrimSuffix(*out, ".json") + ".png"
+		plot = strings.TrimSuffix(o.out, ".json") + ".png"
 	}
-	if plot != "none" {
-		if err := plotCalibration(plot, c); err != nil {
-			return err
-		}
+	wrote = o.out
+	if plot == "none" {
+		return wrote, nil
 	}
-	wrote := *out
-	if plot != "none" {
-		wrote += " and " + plot
+	if err := plotCalibration(plot, c); err != nil {
+		return "", err
 	}
-	if len(stats) > 0 && plot != "none" {
+	wrote += " and " + plot
+	if len(o.stats) > 0 {
 		ext := filepath.Ext(plot)
 		drift := strings.TrimSuffix(plot, ext) + "-drift" + ext
-		if err := plotDrift(drift, c, stats); err != nil {
-			return err
+		if err := plotDrift(drift, c, o.stats); err != nil {
+			return "", err
 		}
 		wrote += " and " + drift
 	}
-	fmt.Fprintf(stdout, "wrote %s; use it with: idface cluster init --cluster DIR --mode %s --calibration %s\n", wrote, m, *out)
-	fmt.Fprintf(stdout, "  or on a cluster made before: idface cluster recalibrate --cluster DIR --calibration %s (a deployment: idface cluster assemble --out cluster.json --calibration %s with its members' descriptors, then restart its servers)\n", *out, *out)
-	fmt.Fprintf(stdout, "the threshold holds its FPIR up to %d ids enrolled; identify, cluster status and the gateway's health warn an operator when more are\n", f.Calibration.PlannedRows())
-	return nil
+	return wrote, nil
 }
 
 // calibrationTransform is the transform a cluster of mode m would use

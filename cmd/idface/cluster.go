@@ -516,11 +516,36 @@ func statusProcs(cfg *config.Params) []statusProc {
 // exitDisagree) after the report.
 func clusterStatus(cfg *config.Params, cl *client.Client, local, operator, asJSON bool, stdout io.Writer) error {
 	servers := statusProcs(cfg)
-	type answer struct {
-		h   *protocol.HealthOK
-		err error
+	answers := askStatus(cl, servers, operator)
+	t := newStatusTally(cfg, local, operator)
+	for i, p := range servers {
+		t.add(p, answers[i].h, answers[i].err)
 	}
-	answers := make([]answer, len(servers))
+	rep := t.report()
+	failure := statusFailure(&rep, operator)
+	if asJSON {
+		if err := json.NewEncoder(stdout).Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		printStatus(cfg, rep, t.lines, len(t.configs) > 1, operator, local, stdout)
+	}
+	if failure != nil {
+		return &exitError{rep.Exit, failure}
+	}
+	return nil
+}
+
+// statusAnswer is a server's answer to cluster status, or why none came.
+type statusAnswer struct {
+	h   *protocol.HealthOK
+	err error
+}
+
+// askStatus asks every server at once for its health, as an operator
+// with its comparison of row maps.
+func askStatus(cl *client.Client, servers []statusProc, operator bool) []statusAnswer {
+	answers := make([]statusAnswer, len(servers))
 	var wg sync.WaitGroup
 	for i, s := range servers {
 		wg.Go(func() {
@@ -536,90 +561,127 @@ func clusterStatus(cfg *config.Params, cl *client.Client, local, operator, asJSO
 		})
 	}
 	wg.Wait()
+	return answers
+}
+
+// statusTally is cluster status's report as the servers' answers come
+// in: the human table's rows beside it.
+type statusTally struct {
+	cfg             *config.Params
+	local, operator bool
+	mine            [32]byte // this configuration's hash
+	rep             statusReport
+	lines           []string // the human table's rows
+	configs         map[string]bool
+	compared        bool           // every row map compared with every peer's
+	differs         bool           // a difference seen
+	live            map[string]int // live rows by member (a sharded member's shards add up)
+}
+
+func newStatusTally(cfg *config.Params, local, operator bool) *statusTally {
 	mine := cfg.Hash()
-	rep := statusReport{Mode: string(cfg.Mode()), ConfigSerial: cfg.Serial(), ConfigHash: fmt.Sprintf("%x", mine[:8]),
-		RevealScores: cfg.RevealScores(), HideProbes: cfg.HideProbes(), Trust: trustLine(cfg.Mode()), AllReachable: true, SameConfig: true, Agreement: "unknown"}
+	t := &statusTally{cfg: cfg, local: local, operator: operator, mine: mine, configs: map[string]bool{}, compared: true, live: map[string]int{},
+		rep: statusReport{Mode: string(cfg.Mode()), ConfigSerial: cfg.Serial(), ConfigHash: fmt.Sprintf("%x", mine[:8]),
+			RevealScores: cfg.RevealScores(), HideProbes: cfg.HideProbes(), Trust: trustLine(cfg.Mode()), AllReachable: true, SameConfig: true, Agreement: "unknown"}}
 	if operator {
-		rep.Agreement = "agree"
+		t.rep.Agreement = "agree"
 	}
-	var lines []string // the human table's rows
-	configs := map[string]bool{}
-	compared, differs := true, false // every row map compared with every peer's; a difference seen
-	live := map[string]int{}         // live rows by member (a sharded member's shards add up)
-	for i, p := range servers {
-		coordinator := cfg.Shards() > 1 && p.shard == config.Coordinator
-		st := serverStatus{Name: p.Name, Role: cfg.Role(p.member), Addr: p.Addr, HoldsRows: cfg.PartyIndex(p.member) >= 0 && !coordinator}
-		pidS := "-"
-		if local {
-			if pid, running := cluster.Running(cfg, p.Name); running {
-				pidS, st.Pid = fmt.Sprint(pid), &pid
-			}
+	return t
+}
+
+// add counts server p's answer h, or err.
+func (t *statusTally) add(p statusProc, h *protocol.HealthOK, err error) {
+	cfg := t.cfg
+	coordinator := cfg.Shards() > 1 && p.shard == config.Coordinator
+	st := serverStatus{Name: p.Name, Role: cfg.Role(p.member), Addr: p.Addr, HoldsRows: cfg.PartyIndex(p.member) >= 0 && !coordinator}
+	pidS := "-"
+	if t.local {
+		if pid, running := cluster.Running(cfg, p.Name); running {
+			pidS, st.Pid = fmt.Sprint(pid), &pid
 		}
-		h, err := answers[i].h, answers[i].err
-		if err != nil {
-			st.Error = err.Error()
-			rep.AllReachable = false
-			compared = compared && !st.HoldsRows
-			rep.Servers = append(rep.Servers, st)
-			state := "unreachable"
-			if rowtxn.StandsDown(err, p.member) { // it answers that its rows are older than its peers' (engine/replicated)
-				state = "STALE"
-			}
-			lines = append(lines, fmt.Sprintf("%-8s %-22s %-8s %s: %v", p.Name, p.Addr, pidS, state, err))
-			continue
-		}
-		st.Reachable, st.ConfigSerial, st.ConfigHash = true, &h.ConfigSerial, fmt.Sprintf("%x", h.ConfigHash)
-		conf := fmt.Sprintf("%d/%x", h.ConfigSerial, h.ConfigHash)
-		configs[conf] = true
-		st.ConfigMatches = h.ConfigHash == [8]byte(mine[:8])
-		if !st.ConfigMatches {
-			conf += " *" // the column keeps its width; the line under the table says what * is
-			rep.SameConfig = false
-		}
-		unsettled, rowMap := "-", ""
-		switch {
-		case coordinator:
-			rowMap = fmt.Sprintf("holds no rows (coordinator of %d shards)", cfg.Shards())
-		case !st.HoldsRows:
-			rowMap = "holds no rows (" + serverRole(cfg, p.member) + ")"
-		case !operator:
-			rowMap = "(operators only)"
-		default:
-			n := int(h.InDoubt)
-			unsettled, st.Unsettled = fmt.Sprint(n), &n
-			var ok bool
-			rowMap, ok = peerStates(h.Peers, cfg.Mu()-1)
-			st.Agrees = &ok
-			for _, q := range h.Peers {
-				st.Peers = append(st.Peers, peerStatus{Name: q.Name, State: strings.ToLower(q.State.String()), Note: q.Note})
-				differs = differs || q.State == protocol.PeerDiffers
-			}
-			compared = compared && ok
-			live[p.member] += int(h.Live)
-		}
-		rep.Servers = append(rep.Servers, st)
-		lines = append(lines, fmt.Sprintf("%-8s %-22s %-8s %9s  %-22s  %s", p.Name, p.Addr, pidS, unsettled, conf, rowMap))
 	}
-	if len(configs) > 1 {
+	if err != nil {
+		st.Error = err.Error()
+		t.rep.AllReachable = false
+		t.compared = t.compared && !st.HoldsRows
+		t.rep.Servers = append(t.rep.Servers, st)
+		state := "unreachable"
+		if rowtxn.StandsDown(err, p.member) { // it answers that its rows are older than its peers' (engine/replicated)
+			state = "STALE"
+		}
+		t.lines = append(t.lines, fmt.Sprintf("%-8s %-22s %-8s %s: %v", p.Name, p.Addr, pidS, state, err))
+		return
+	}
+	st.Reachable, st.ConfigSerial, st.ConfigHash = true, &h.ConfigSerial, fmt.Sprintf("%x", h.ConfigHash)
+	conf := fmt.Sprintf("%d/%x", h.ConfigSerial, h.ConfigHash)
+	t.configs[conf] = true
+	st.ConfigMatches = h.ConfigHash == [8]byte(t.mine[:8])
+	if !st.ConfigMatches {
+		conf += " *" // the column keeps its width; the line under the table says what * is
+		t.rep.SameConfig = false
+	}
+	unsettled, rowMap := "-", ""
+	switch {
+	case coordinator:
+		rowMap = fmt.Sprintf("holds no rows (coordinator of %d shards)", cfg.Shards())
+	case !st.HoldsRows:
+		rowMap = "holds no rows (" + serverRole(cfg, p.member) + ")"
+	case !t.operator:
+		rowMap = "(operators only)"
+	default:
+		unsettled, rowMap = t.rowMap(&st, p.member, h)
+	}
+	t.rep.Servers = append(t.rep.Servers, st)
+	t.lines = append(t.lines, fmt.Sprintf("%-8s %-22s %-8s %9s  %-22s  %s", p.Name, p.Addr, pidS, unsettled, conf, rowMap))
+}
+
+// rowMap counts what a share holder told an operator (its unsettled
+// changes, its agreement with each peer, its live rows) into st, and
+// returns the table's unsettled and row map columns.
+func (t *statusTally) rowMap(st *serverStatus, member string, h *protocol.HealthOK) (unsettled, rowMap string) {
+	n := int(h.InDoubt)
+	unsettled, st.Unsettled = fmt.Sprint(n), &n
+	rowMap, ok := peerStates(h.Peers, t.cfg.Mu()-1)
+	st.Agrees = &ok
+	for _, q := range h.Peers {
+		st.Peers = append(st.Peers, peerStatus{Name: q.Name, State: strings.ToLower(q.State.String()), Note: q.Note})
+		t.differs = t.differs || q.State == protocol.PeerDiffers
+	}
+	t.compared = t.compared && ok
+	t.live[member] += int(h.Live)
+	return unsettled, rowMap
+}
+
+// report is the report once every server is counted: agreement, service
+// and the calibration's warning.
+func (t *statusTally) report() statusReport {
+	rep := t.rep
+	if len(t.configs) > 1 {
 		rep.SameConfig = false
 	}
 	// A peer that could not be reached is no disagreement: its row map is
 	// unknown.
 	switch {
-	case !operator:
-	case differs:
+	case !t.operator:
+	case t.differs:
 		rep.Agreement = "disagree"
-	case !compared:
+	case !t.compared:
 		rep.Agreement = "unknown"
 	}
-	rep.Service = service(cfg, &rep, operator)
-	if c, ok := cfg.Calibration(); ok && len(live) > 0 {
+	rep.Service = service(t.cfg, &rep, t.operator)
+	if c, ok := t.cfg.Calibration(); ok && len(t.live) > 0 {
 		most := 0
-		for _, n := range live {
+		for _, n := range t.live {
 			most = max(most, n)
 		}
 		rep.CalibrationWarning = c.Warning(most)
 	}
+	return rep
+}
+
+// statusFailure sets rep's exit status and says why it is not 0 (nil
+// when it is).
+func statusFailure(rep *statusReport, operator bool) error {
 	var failure error
 	switch {
 	case !slices.ContainsFunc(rep.Servers, func(st serverStatus) bool { return st.Reachable }):
@@ -633,17 +695,7 @@ func clusterStatus(cfg *config.Params, cl *client.Client, local, operator, asJSO
 	case rep.Agreement == "unknown" && operator:
 		rep.Exit, failure = exitDisagree, errors.New("the servers could not compare their row maps (exit 4)")
 	}
-	if asJSON {
-		if err := json.NewEncoder(stdout).Encode(rep); err != nil {
-			return err
-		}
-	} else {
-		printStatus(cfg, rep, lines, len(configs) > 1, operator, local, stdout)
-	}
-	if failure != nil {
-		return &exitError{rep.Exit, failure}
-	}
-	return nil
+	return failure
 }
 
 // service says what identification gets from the servers of rep: every
@@ -836,62 +888,15 @@ func cutLast(s, sep string) (before, after string, found bool) {
 }
 
 func cmdServe(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("serve", "idface serve --config cluster.json --home DIR [--metrics-addr HOST:PORT]\nidface serve --cluster DIR --party NAME\n\n"+
-		"Runs the server whose home is DIR (its key, certificate and data) until\n"+
-		"SIGINT or SIGTERM; --cluster/--party is the same for a local cluster.", stderr)
-	mf := addMemberFlags(fs, "party", "server name in a local cluster").withData(fs)
-	verbose := fs.Bool("v", false, "debug logging")
-	metricsAddr := fs.String("metrics-addr", "", "serve /metrics on this TCP address (default: the server's loopback metrics address in the config); any address named here is used as given")
-	pprofOn := fs.Bool("pprof", false, "also serve /debug/pprof/ on the metrics address (loopback addresses only)")
-	listen := fs.String("listen", "", "bind this UDP address instead of the home's (a pod binds 0.0.0.0:PORT; the others still dial the advertised address)")
-	healthAddr := fs.String("health-addr", "", "serve /healthz alone on this TCP address (200 \"serving\"; 503 \"starting\", \"stopping\" or \"failed\"): for probes, without the metrics")
-	shard := fs.Int("shard", config.Coordinator, "in a sharded cluster: run this shard of the server (0..shards-1, its data in DATA/shard-N); without it, the server's coordinator")
-	ordinal := fs.Bool("shard-ordinal", false, "run the shard this pod's StatefulSet ordinal names (the number that ends the host name): 'deploy k8s' gives a sharded server's shard pods this flag")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if *ordinal {
-		var err error
-		host := os.Getenv("HOSTNAME") // the pod's name, as Kubernetes sets it
-		if host == "" {
-			if host, err = os.Hostname(); err != nil {
-				return err
-			}
-		}
-		_, n, _ := cutLast(host, "-")
-		if *shard, err = strconv.Atoi(n); err != nil || *shard < 0 {
-			return fmt.Errorf("--shard-ordinal: the host name %q does not end in a pod's ordinal (-N)", host)
-		}
-	}
-	cfg, h, _, err := mf.open("")
+	o, err := serveFlags(args, stderr)
 	if err != nil {
 		return err
 	}
-	if *shard < config.Coordinator || *shard >= cfg.Shards() || cfg.Shards() == 1 && *shard != config.Coordinator {
-		return fmt.Errorf("--shard %d: this cluster has %d shards per server (give 0..%d, or no --shard for the coordinator)", *shard, cfg.Shards(), cfg.Shards()-1)
-	}
-	if err := checkLayout(cfg, h); err != nil {
+	cfg, h, err := o.open()
+	if err != nil {
 		return err
 	}
-	if cfg.Shards() > 1 {
-		h.UseShard(*shard)
-	}
-	if *listen != "" {
-		if _, _, err := net.SplitHostPort(*listen); err != nil {
-			return fmt.Errorf("--listen %q: %w", *listen, err)
-		}
-		h.Listen = *listen
-	}
-	name := &h.Self.Name
-	level := slog.LevelInfo
-	if *verbose {
-		level = slog.LevelDebug
-	}
-	who := *name
-	if *shard != config.Coordinator {
-		who = config.ShardName(who, *shard)
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("server", who)
+	log := o.logger(h.Self.Name, stderr)
 	// The heap is mostly pointer-free share columns, which the collector
 	// need not scan: collecting at 25% growth keeps RSS near the live
 	// shares for little CPU. GOGC in the environment still wins.
@@ -900,24 +905,9 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	me, ok := cfg.Server(*name)
-	if !ok {
-		return fmt.Errorf("%s is not a server of this cluster", *name)
-	}
-	addr := *metricsAddr
-	if addr == "" && *shard == config.Coordinator { // a shard's metrics only where named
-		addr = me.Metrics
-	}
-	if addr == "" && *pprofOn {
-		return fmt.Errorf("--pprof serves profiles beside the metrics, and %s has no metrics address: give --metrics-addr 127.0.0.1:PORT (or 'cluster init --metrics')", *name)
-	}
-	if *pprofOn {
-		if err := config.CheckLoopback(addr); err != nil {
-			return fmt.Errorf("--pprof: %w: profiles are served on loopback only", err)
-		}
-	}
-	if addr != "" && addr == *healthAddr {
-		return fmt.Errorf("--health-addr %s is the metrics address: give another port (the metrics address serves /healthz too)", addr)
+	addr, err := o.metricsAt(cfg, h.Self.Name)
+	if err != nil {
+		return err
 	}
 	// The data's lock first: a second server is refused as running, not by
 	// a port in use. Then the HTTP endpoints listen before the server opens
@@ -934,6 +924,149 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 		}
 	}()
 	var served atomic.Pointer[http.Handler]
+	closeEndpoints, err := o.endpoints(addr, &served, log)
+	defer closeEndpoints()
+	if err != nil {
+		return err
+	}
+	srv, err := server.OpenShard(ctx, cfg, h, o.shard, log, unlock)
+	if err != nil {
+		opened = true // OpenLocked released the lock
+		return err
+	}
+	opened = true // the server releases it after Serve
+	mh := srv.MetricsHandler()
+	served.Store(&mh)
+	err = srv.Serve(ctx)
+	log.Info("stopped", "err", err)
+	return err
+}
+
+// serveOptions are serve's flags, checked.
+type serveOptions struct {
+	mf                              memberFlags
+	verbose, pprof                  bool
+	metricsAddr, listen, healthAddr string
+	shard                           int
+}
+
+func serveFlags(args []string, stderr io.Writer) (*serveOptions, error) {
+	fs := newFlags("serve", "idface serve --config cluster.json --home DIR [--metrics-addr HOST:PORT]\nidface serve --cluster DIR --party NAME\n\n"+
+		"Runs the server whose home is DIR (its key, certificate and data) until\n"+
+		"SIGINT or SIGTERM; --cluster/--party is the same for a local cluster.", stderr)
+	o := &serveOptions{mf: addMemberFlags(fs, "party", "server name in a local cluster").withData(fs)}
+	fs.BoolVar(&o.verbose, "v", false, "debug logging")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve /metrics on this TCP address (default: the server's loopback metrics address in the config); any address named here is used as given")
+	fs.BoolVar(&o.pprof, "pprof", false, "also serve /debug/pprof/ on the metrics address (loopback addresses only)")
+	fs.StringVar(&o.listen, "listen", "", "bind this UDP address instead of the home's (a pod binds 0.0.0.0:PORT; the others still dial the advertised address)")
+	fs.StringVar(&o.healthAddr, "health-addr", "", "serve /healthz alone on this TCP address (200 \"serving\"; 503 \"starting\", \"stopping\" or \"failed\"): for probes, without the metrics")
+	fs.IntVar(&o.shard, "shard", config.Coordinator, "in a sharded cluster: run this shard of the server (0..shards-1, its data in DATA/shard-N); without it, the server's coordinator")
+	ordinal := fs.Bool("shard-ordinal", false, "run the shard this pod's StatefulSet ordinal names (the number that ends the host name): 'deploy k8s' gives a sharded server's shard pods this flag")
+	if err := parse(fs, args); err != nil {
+		return nil, err
+	}
+	if *ordinal {
+		var err error
+		if o.shard, err = shardOrdinal(); err != nil {
+			return nil, err
+		}
+	}
+	return o, nil
+}
+
+// shardOrdinal is the shard that this pod's StatefulSet ordinal names:
+// the number that ends its host name.
+func shardOrdinal() (int, error) {
+	var err error
+	host := os.Getenv("HOSTNAME") // the pod's name, as Kubernetes sets it
+	if host == "" {
+		if host, err = os.Hostname(); err != nil {
+			return 0, err
+		}
+	}
+	_, n, _ := cutLast(host, "-")
+	shard, err := strconv.Atoi(n)
+	if err != nil || shard < 0 {
+		return shard, fmt.Errorf("--shard-ordinal: the host name %q does not end in a pod's ordinal (-N)", host)
+	}
+	return shard, nil
+}
+
+// open opens the server's home and configuration, for its shard, bound
+// to --listen when given.
+func (o *serveOptions) open() (*config.Params, *home.Home, error) {
+	cfg, h, _, err := o.mf.open("")
+	if err != nil {
+		return nil, nil, err
+	}
+	if o.shard < config.Coordinator || o.shard >= cfg.Shards() || cfg.Shards() == 1 && o.shard != config.Coordinator {
+		return nil, nil, fmt.Errorf("--shard %d: this cluster has %d shards per server (give 0..%d, or no --shard for the coordinator)", o.shard, cfg.Shards(), cfg.Shards()-1)
+	}
+	if err := checkLayout(cfg, h); err != nil {
+		return nil, nil, err
+	}
+	if cfg.Shards() > 1 {
+		h.UseShard(o.shard)
+	}
+	if o.listen != "" {
+		if _, _, err := net.SplitHostPort(o.listen); err != nil {
+			return nil, nil, fmt.Errorf("--listen %q: %w", o.listen, err)
+		}
+		h.Listen = o.listen
+	}
+	return cfg, h, nil
+}
+
+// logger is the server's log on stderr, naming it (or its shard).
+func (o *serveOptions) logger(name string, stderr io.Writer) *slog.Logger {
+	level := slog.LevelInfo
+	if o.verbose {
+		level = slog.LevelDebug
+	}
+	who := name
+	if o.shard != config.Coordinator {
+		who = config.ShardName(who, o.shard)
+	}
+	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("server", who)
+}
+
+// metricsAt is where server name serves its metrics ("" nowhere):
+// --metrics-addr, or the configuration's for a coordinator; checked with
+// --pprof and --health-addr.
+func (o *serveOptions) metricsAt(cfg *config.Params, name string) (string, error) {
+	me, ok := cfg.Server(name)
+	if !ok {
+		return "", fmt.Errorf("%s is not a server of this cluster", name)
+	}
+	addr := o.metricsAddr
+	if addr == "" && o.shard == config.Coordinator { // a shard's metrics only where named
+		addr = me.Metrics
+	}
+	if addr == "" && o.pprof {
+		return "", fmt.Errorf("--pprof serves profiles beside the metrics, and %s has no metrics address: give --metrics-addr 127.0.0.1:PORT (or 'cluster init --metrics')", name)
+	}
+	if o.pprof {
+		if err := config.CheckLoopback(addr); err != nil {
+			return "", fmt.Errorf("--pprof: %w: profiles are served on loopback only", err)
+		}
+	}
+	if addr != "" && addr == o.healthAddr {
+		return "", fmt.Errorf("--health-addr %s is the metrics address: give another port (the metrics address serves /healthz too)", addr)
+	}
+	return addr, nil
+}
+
+// endpoints serves the metrics (on addr, with pprof) and the health
+// (--health-addr) endpoints, each answering "starting" until served holds
+// the server's handler. closeAll closes those that listen, also after a
+// failure to listen.
+func (o *serveOptions) endpoints(addr string, served *atomic.Pointer[http.Handler], log *slog.Logger) (closeAll func(), err error) {
+	var servers []*http.Server
+	closeAll = func() {
+		for _, hs := range slices.Backward(servers) {
+			hs.Close()
+		}
+	}
 	late := func(healthOnly bool) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if healthOnly && r.URL.Path != "/healthz" {
@@ -951,12 +1084,12 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 	for _, e := range []struct {
 		what, addr string
 		h          http.Handler
-	}{{"metrics", addr, late(false)}, {"health", *healthAddr, late(true)}} {
+	}{{"metrics", addr, late(false)}, {"health", o.healthAddr, late(true)}} {
 		if e.addr == "" {
 			continue
 		}
 		h := e.h
-		if e.what == "metrics" && *pprofOn {
+		if e.what == "metrics" && o.pprof {
 			mux := http.NewServeMux()
 			mux.Handle("/", h) // /metrics and /healthz
 			mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -966,22 +1099,12 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 		}
 		ln, err := net.Listen("tcp", e.addr)
 		if err != nil {
-			return fmt.Errorf("%s endpoint: %w", e.what, err)
+			return closeAll, fmt.Errorf("%s endpoint: %w", e.what, err)
 		}
 		hs := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 		go hs.Serve(ln)
-		defer hs.Close()
-		log.Info(e.what, "addr", ln.Addr().String(), "pprof", e.what == "metrics" && *pprofOn)
+		servers = append(servers, hs)
+		log.Info(e.what, "addr", ln.Addr().String(), "pprof", e.what == "metrics" && o.pprof)
 	}
-	srv, err := server.OpenShard(ctx, cfg, h, *shard, log, unlock)
-	if err != nil {
-		opened = true // OpenLocked released the lock
-		return err
-	}
-	opened = true // the server releases it after Serve
-	mh := srv.MetricsHandler()
-	served.Store(&mh)
-	err = srv.Serve(ctx)
-	log.Info("stopped", "err", err)
-	return err
+	return closeAll, nil
 }

@@ -16,6 +16,43 @@ func init() {
 }
 
 func cmdEval(args []string, stdout, stderr io.Writer) error {
+	o, err := evalFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	xs, ls, err := o.read()
+	if err != nil {
+		return err
+	}
+	d := len(xs[0])
+	a, bl, err := o.weights(d)
+	if err != nil {
+		return err
+	}
+	rs, err := o.evaluate(xs, ls, a, bl)
+	if err != nil {
+		return err
+	}
+	if o.asJSON {
+		return json.NewEncoder(stdout).Encode(map[string]any{"dim": d, "templates": len(xs), "results": rs})
+	}
+	printEval(stdout, len(xs), d, rs)
+	return nil
+}
+
+// evalOptions are eval's flags, checked.
+type evalOptions struct {
+	tmpl, labels, betas  string
+	synthetic, rotate    bool
+	people, samples, dim int
+	intra, gamma         float64
+	alpha, maxImp        int
+	gLevels, qLevels     levelsFlag
+	seed                 uint64
+	asJSON               bool
+}
+
+func evalFlags(args []string, stderr io.Writer) (*evalOptions, error) {
 	fs := newFlags("eval", "idface eval (--templates X --labels L.txt | --synthetic --people P --samples S --dim D [--intra 0.3] [--anisotropic G [--rotate]]) [--alpha A] [--beta B,...] [--gallery-levels L:a1,...]... [--query-levels L:a1,...]... [--json]\n\n"+
 		"Verification: accuracy at the best threshold (balanced pairs), TAR at FAR\n"+
 		"1e-3 and 1e-4, EER. Open-set identification (first sample of half the people\n"+
@@ -30,99 +67,107 @@ func cmdEval(args []string, stdout, stderr io.Writer) error {
 		"The synthetic people's default margin (--intra 0.3) separates the rows:\n"+
 		"at synth's 0.5, which the README's cluster recipe uses, every score\n"+
 		"reaches 99.7-100% and the table tells nothing.", stderr)
-	tmpl := fs.String("templates", "", "N templates: .npy, CSV or JSON lines (see idface enroll --help)")
-	labels := fs.String("labels", "", "N labels, one per line")
-	synthetic := fs.Bool("synthetic", false, "use synthetic people instead")
-	people := fs.Int("people", 1000, "synthetic people")
-	samples := fs.Int("samples", 4, "samples per synthetic person")
-	dim := fs.Int("dim", 512, "synthetic dimension")
-	intra := fs.Float64("intra", 0.3, "synthetic intra-class cosine (mean cosine between two samples of one person)")
-	alpha := fs.Int("alpha", 0, "enrollment weight (default floor(2d/3))")
-	betas := fs.String("beta", "", "query weights (default alpha,127,63 where they fit)")
-	maxImp := fs.Int("max-impostors", 2_000_000, "impostor pairs sampled for verification")
-	var gLevels, qLevels levelsFlag
-	fs.Var(&gLevels, "gallery-levels", "gallery (enrolled side) levels `L:a1,...,aL` or float; repeat the flag or separate specs with ';' for several")
-	fs.Var(&qLevels, "query-levels", "query (probe side) levels `L:a1,...,aL`; repeat the flag or separate specs with ';' for several")
-	gamma := fs.Float64("anisotropic", 0, "synthetic anisotropy `gamma`: coordinate j of every person's centre has standard deviation proportional to (j+1)^-gamma; within-person variation stays isotropic (0: isotropic people)")
-	rotate := fs.Bool("rotate", false, "with --anisotropic, rotate the synthetic templates randomly (the spectrum off the axes)")
-	seed := fs.Uint64("seed", 1, "seed of the synthetic people")
-	asJSON := fs.Bool("json", false, "print JSON")
+	o := &evalOptions{}
+	fs.StringVar(&o.tmpl, "templates", "", "N templates: .npy, CSV or JSON lines (see idface enroll --help)")
+	fs.StringVar(&o.labels, "labels", "", "N labels, one per line")
+	fs.BoolVar(&o.synthetic, "synthetic", false, "use synthetic people instead")
+	fs.IntVar(&o.people, "people", 1000, "synthetic people")
+	fs.IntVar(&o.samples, "samples", 4, "samples per synthetic person")
+	fs.IntVar(&o.dim, "dim", 512, "synthetic dimension")
+	fs.Float64Var(&o.intra, "intra", 0.3, "synthetic intra-class cosine (mean cosine between two samples of one person)")
+	fs.IntVar(&o.alpha, "alpha", 0, "enrollment weight (default floor(2d/3))")
+	fs.StringVar(&o.betas, "beta", "", "query weights (default alpha,127,63 where they fit)")
+	fs.IntVar(&o.maxImp, "max-impostors", 2_000_000, "impostor pairs sampled for verification")
+	fs.Var(&o.gLevels, "gallery-levels", "gallery (enrolled side) levels `L:a1,...,aL` or float; repeat the flag or separate specs with ';' for several")
+	fs.Var(&o.qLevels, "query-levels", "query (probe side) levels `L:a1,...,aL`; repeat the flag or separate specs with ';' for several")
+	fs.Float64Var(&o.gamma, "anisotropic", 0, "synthetic anisotropy `gamma`: coordinate j of every person's centre has standard deviation proportional to (j+1)^-gamma; within-person variation stays isotropic (0: isotropic people)")
+	fs.BoolVar(&o.rotate, "rotate", false, "with --anisotropic, rotate the synthetic templates randomly (the spectrum off the axes)")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of the synthetic people")
+	fs.BoolVar(&o.asJSON, "json", false, "print JSON")
 	if err := parse(fs, args); err != nil {
-		return err
+		return nil, err
 	}
-	var xs [][]float32
-	var ls []int
 	switch {
-	case *synthetic && *tmpl == "":
-		s, err := experiments.NewSyntheticWith(experiments.SyntheticOptions{People: *people, Samples: *samples,
-			Dim: *dim, Intra: *intra, Seed: *seed, Gamma: *gamma, Rotate: *rotate})
-		if err != nil {
-			return err
-		}
-		xs, ls = s.Samples, s.Labels
-	case !*synthetic && (*gamma != 0 || *rotate):
+	case o.synthetic && o.tmpl == "":
+	case !o.synthetic && (o.gamma != 0 || o.rotate):
 		fmt.Fprintln(stderr, "idface eval: --anisotropic and --rotate shape --synthetic people only")
 		fs.Usage()
-		return errUsage
-	case !*synthetic && *tmpl != "" && *labels != "":
-		var err error
-		if xs, ls, err = readLabelled(*tmpl, *labels); err != nil {
-			return err
-		}
+		return nil, errUsage
+	case !o.synthetic && o.tmpl != "" && o.labels != "":
 	default:
 		fmt.Fprintln(stderr, "idface eval: give --templates with --labels, or --synthetic")
 		fs.Usage()
-		return errUsage
+		return nil, errUsage
 	}
-	d := len(xs[0])
-	a := *alpha
+	return o, nil
+}
+
+// read returns the templates and their people: synthetic, or read.
+func (o *evalOptions) read() ([][]float32, []int, error) {
+	if !o.synthetic {
+		return readLabelled(o.tmpl, o.labels)
+	}
+	s, err := experiments.NewSyntheticWith(experiments.SyntheticOptions{People: o.people, Samples: o.samples,
+		Dim: o.dim, Intra: o.intra, Seed: o.seed, Gamma: o.gamma, Rotate: o.rotate})
+	if err != nil {
+		return nil, nil, err
+	}
+	return s.Samples, s.Labels, nil
+}
+
+// weights are alpha and the betas to score at dimension d.
+func (o *evalOptions) weights(d int) (int, []int, error) {
+	a := o.alpha
 	if a == 0 {
 		a = 2 * d / 3
 	}
+	if o.betas != "" {
+		bl, err := intList(o.betas)
+		return a, bl, err
+	}
 	var bl []int
-	if *betas == "" {
-		for _, b := range []int{a, 127, 63} {
-			if b <= a {
-				bl = append(bl, b)
-			}
-		}
-	} else {
-		var err error
-		if bl, err = intList(*betas); err != nil {
-			return err
+	for _, b := range []int{a, 127, 63} {
+		if b <= a {
+			bl = append(bl, b)
 		}
 	}
-	rs, err := experiments.Evaluate(xs, ls, a, bl, *maxImp, 1)
+	return a, bl, nil
+}
+
+// evaluate scores float and ternary (alpha a, each beta of bl), then each
+// pair of levels given.
+func (o *evalOptions) evaluate(xs [][]float32, ls []int, a int, bl []int) ([]experiments.EvalResult, error) {
+	rs, err := experiments.Evaluate(xs, ls, a, bl, o.maxImp, 1)
+	if err != nil || len(o.gLevels) == 0 && len(o.qLevels) == 0 {
+		return rs, err
+	}
+	gs, qs := []template.Levels(o.gLevels), []template.Levels(o.qLevels)
+	if len(gs) == 0 {
+		gs = []template.Levels{template.TernaryLevels(a)}
+	}
+	if len(qs) == 0 {
+		for _, b := range bl {
+			qs = append(qs, template.TernaryLevels(b))
+		}
+	}
+	var lp []experiments.LevelPair
+	for _, g := range gs {
+		for _, q := range qs {
+			lp = append(lp, experiments.LevelPair{Gallery: g, Query: q})
+		}
+	}
+	lr, err := experiments.EvaluateLevels(xs, ls, lp, o.maxImp, 1)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if len(gLevels) > 0 || len(qLevels) > 0 {
-		gs, qs := []template.Levels(gLevels), []template.Levels(qLevels)
-		if len(gs) == 0 {
-			gs = []template.Levels{template.TernaryLevels(a)}
-		}
-		if len(qs) == 0 {
-			for _, b := range bl {
-				qs = append(qs, template.TernaryLevels(b))
-			}
-		}
-		var lp []experiments.LevelPair
-		for _, g := range gs {
-			for _, q := range qs {
-				lp = append(lp, experiments.LevelPair{Gallery: g, Query: q})
-			}
-		}
-		lr, err := experiments.EvaluateLevels(xs, ls, lp, *maxImp, 1)
-		if err != nil {
-			return err
-		}
-		rs = append(rs, lr...)
-	}
-	if *asJSON {
-		return json.NewEncoder(stdout).Encode(map[string]any{"dim": d, "templates": len(xs), "results": rs})
-	}
+	return append(rs, lr...), nil
+}
+
+// printEval prints eval's table: n templates of dimension d, one row a
+// result.
+func printEval(stdout io.Writer, n, d int, rs []experiments.EvalResult) {
 	fmt.Fprintf(stdout, "%d templates of dimension %d; %d genuine and %d impostor pairs; gallery %d, %d mated and %d non-mated probes\n",
-		len(xs), d, rs[0].Genuine, rs[0].Impostor, rs[0].GallerySz, rs[0].Mated, rs[0].NonMated)
+		n, d, rs[0].Genuine, rs[0].Impostor, rs[0].GallerySz, rs[0].Mated, rs[0].NonMated)
 	names, width := make([]string, len(rs)), 18
 	for i, r := range rs {
 		switch r.Scores {
@@ -140,7 +185,6 @@ func cmdEval(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "%-*s %8.2f%% %9.2f%% %9.2f%% %7.2f%% %7.2f%% %9.2f%% %9.2f%%\n", width, names[i],
 			100*r.Accuracy, 100*r.TAR1e3, 100*r.TAR1e4, 100*r.EER, 100*r.Rank1, 100*r.TPIR1e2, 100*r.TPIR1e3)
 	}
-	return nil
 }
 
 // readLabelled reads templates and their labels (one per line, the same

@@ -16,6 +16,7 @@ import (
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/internal/codec/store"
+	"github.com/idface/idface/internal/host/home"
 	"github.com/idface/idface/internal/host/pairkey"
 	"github.com/idface/idface/network/quicnet"
 	"github.com/idface/idface/protocol"
@@ -27,6 +28,54 @@ func init() {
 }
 
 func cmdFsck(args []string, stdout, stderr io.Writer) (err error) {
+	o, err := fsckFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	res := &fsckResult{}
+	if o.asJSON {
+		var finish func(error) error
+		stdout, finish = res.collect(stdout)
+		defer func() { err = finish(err) }()
+	}
+	env, h, me, err := o.open()
+	if err != nil {
+		return err
+	}
+	data := h.DataDir()
+	res.Server, res.Mode, res.Data = env.Member(), string(env.Params.Mode()), data
+	fmt.Fprintf(stdout, "%s (%s), data in %s\n", env.Member(), env.Params.Mode(), data)
+	if env.Coordinating() {
+		fmt.Fprintf(stdout, "%s's coordinator keeps no data: check each shard with --shard 0..%d\n", env.Self, env.Params.Shards()-1)
+		res.Intact = true
+		return nil
+	}
+	if o.adopt || o.repair { // they write: never beside a running server
+		if _, err := os.Stat(data); errors.Is(err, os.ErrNotExist) {
+			// Locking would create it: a mistyped --data or --home.
+			return fmt.Errorf("no data directory %s: nothing to repair or adopt (check --data and --home)", data)
+		}
+		unlock, err := h.Lock("fsck")
+		if err != nil {
+			return err
+		}
+		defer unlock()
+		if err := o.fix(env, data, stdout); err != nil {
+			return err
+		}
+	}
+	return o.check(env, h, me, data, res, stdout)
+}
+
+// fsckOptions are fsck's flags.
+type fsckOptions struct {
+	mf                    memberFlags
+	repair, adopt, asJSON bool
+	rows                  string
+	shard                 int
+}
+
+func fsckFlags(args []string, stderr io.Writer) (*fsckOptions, error) {
 	fs := newFlags("fsck", "idface fsck --cluster DIR --party NAME [--repair] [--rows ORIGIN:LO-HI]\nidface fsck --config cluster.json --home DIR [...]\n\n"+
 		"Reads a stopped server's data directory without changing it and reports what\n"+
 		"is intact and what is lost: log records, damaged spans, torn tail, rows and\n"+
@@ -48,84 +97,85 @@ func cmdFsck(args []string, stdout, stderr io.Writer) (err error) {
 		"(share holders: origin, rows, live per origin), rows (with --rows:\n"+
 		"origin, row, id, live), report (the lines of the human report) and, when\n"+
 		"fsck could not check at all, error.", stderr)
-	mf := addMemberFlags(fs, "party", "server name in a local cluster").withData(fs)
-	repair := fs.Bool("repair", false, "cut a torn tail")
-	rows := fs.String("rows", "", "list ids at ORIGIN:LO-HI")
-	adopt := fs.Bool("adopt", false, "bind this server's own format-1 log to it")
-	asJSON := fs.Bool("json", false, "print one JSON object")
-	shard := fs.Int("shard", config.Coordinator, "in a sharded cluster: check this shard's data (DATA/shard-N)")
+	o := &fsckOptions{mf: addMemberFlags(fs, "party", "server name in a local cluster").withData(fs)}
+	fs.BoolVar(&o.repair, "repair", false, "cut a torn tail")
+	fs.StringVar(&o.rows, "rows", "", "list ids at ORIGIN:LO-HI")
+	fs.BoolVar(&o.adopt, "adopt", false, "bind this server's own format-1 log to it")
+	fs.BoolVar(&o.asJSON, "json", false, "print one JSON object")
+	fs.IntVar(&o.shard, "shard", config.Coordinator, "in a sharded cluster: check this shard's data (DATA/shard-N)")
 	if err := parse(fs, args); err != nil {
-		return err
+		return nil, err
 	}
-	res := &fsckResult{}
-	if *asJSON {
-		// The human report is kept as lines of the object, printed last.
-		var report bytes.Buffer
-		out := stdout
-		stdout = &report
-		defer func() {
-			res.Report = strings.Split(strings.TrimSuffix(report.String(), "\n"), "\n")
-			if res.Problems == nil {
-				res.Problems = []string{}
-			}
-			if err != nil && len(res.Problems) == 0 {
-				res.Error = err.Error() // fsck could not check
-			}
-			err = errors.Join(err, json.NewEncoder(out).Encode(res))
-		}()
+	return o, nil
+}
+
+// collect keeps the human report as lines of the --json object (stdout
+// is where they go instead), which finish prints last, after err (nil or
+// the failure to check).
+func (res *fsckResult) collect(out io.Writer) (stdout io.Writer, finish func(err error) error) {
+	var report bytes.Buffer
+	return &report, func(err error) error {
+		res.Report = strings.Split(strings.TrimSuffix(report.String(), "\n"), "\n")
+		if res.Problems == nil {
+			res.Problems = []string{}
+		}
+		if err != nil && len(res.Problems) == 0 {
+			res.Error = err.Error() // fsck could not check
+		}
+		return errors.Join(err, json.NewEncoder(out).Encode(res))
 	}
-	p, h, _, err := mf.open("")
+}
+
+// open opens the server's home and configuration for the shard checked:
+// the engine's environment to check it in, the home and the server's
+// member.
+func (o *fsckOptions) open() (engine.Env, *home.Home, config.Member, error) {
+	p, h, _, err := o.mf.open("")
 	if err != nil {
-		return err
+		return engine.Env{}, nil, config.Member{}, err
 	}
 	me, err := h.Check(p)
 	if err != nil {
-		return err
+		return engine.Env{}, nil, me, err
 	}
-	name := &h.Self.Name
-	if _, ok := p.Server(*name); !ok {
-		return fmt.Errorf("%s is not a server of this cluster", *name)
+	name := h.Self.Name
+	if _, ok := p.Server(name); !ok {
+		return engine.Env{}, nil, me, fmt.Errorf("%s is not a server of this cluster", name)
 	}
-	if *shard < config.Coordinator || *shard >= p.Shards() || p.Shards() == 1 && *shard != config.Coordinator {
-		return fmt.Errorf("--shard %d: this cluster has %d shards per server", *shard, p.Shards())
+	if o.shard < config.Coordinator || o.shard >= p.Shards() || p.Shards() == 1 && o.shard != config.Coordinator {
+		return engine.Env{}, nil, me, fmt.Errorf("--shard %d: this cluster has %d shards per server", o.shard, p.Shards())
 	}
 	if p.Shards() > 1 {
-		h.UseShard(*shard)
+		h.UseShard(o.shard)
 	}
-	if p, err = server.WithShardKey(p, h, *name); err != nil {
-		return err
+	if p, err = server.WithShardKey(p, h, name); err != nil {
+		return engine.Env{}, nil, me, err
 	}
-	data := h.DataDir()
-	env := engine.Env{Params: p, Self: *name, Shard: *shard, Log: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(), Fatal: func(error) {}}
-	res.Server, res.Mode, res.Data = env.Member(), string(p.Mode()), data
-	fmt.Fprintf(stdout, "%s (%s), data in %s\n", env.Member(), p.Mode(), data)
-	if env.Coordinating() {
-		fmt.Fprintf(stdout, "%s's coordinator keeps no data: check each shard with --shard 0..%d\n", *name, p.Shards()-1)
-		res.Intact = true
-		return nil
-	}
-	if *adopt || *repair { // they write: never beside a running server
-		if _, err := os.Stat(data); errors.Is(err, os.ErrNotExist) {
-			// Locking would create it: a mistyped --data or --home.
-			return fmt.Errorf("no data directory %s: nothing to repair or adopt (check --data and --home)", data)
-		}
-		unlock, err := h.Lock("fsck")
-		if err != nil {
-			return err
-		}
-		defer unlock()
-	}
-	if *adopt {
-		if err := adoptLog(p, *name, env.Bound(), data, stdout); err != nil {
+	env := engine.Env{Params: p, Self: name, Shard: o.shard, Log: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(), Fatal: func(error) {}}
+	return env, h, me, nil
+}
+
+// fix binds a format-1 log (--adopt) and cuts a torn tail (--repair)
+// before the check, so that the report shows the state after them.
+func (o *fsckOptions) fix(env engine.Env, data string, stdout io.Writer) error {
+	if o.adopt {
+		if err := adoptLog(env.Params, env.Self, env.Bound(), data, stdout); err != nil {
 			return err
 		}
 	}
-	if *repair { // first, so that the report shows the state after it
-		if err := cutTornTail(p, *name, env.Bound(), data, stdout); err != nil {
+	if o.repair {
+		if err := cutTornTail(env.Params, env.Self, env.Bound(), data, stdout); err != nil {
 			return err
 		}
 	}
-	srv, err := engine.ServerOf(p, *name)
+	return nil
+}
+
+// check runs the mode's check of the server's data and reports its
+// problems.
+func (o *fsckOptions) check(env engine.Env, h *home.Home, me config.Member, data string, res *fsckResult, stdout io.Writer) error {
+	p, name := env.Params, env.Self
+	srv, err := engine.ServerOf(p, name)
 	if err != nil {
 		return err
 	}
@@ -134,20 +184,20 @@ func cmdFsck(args []string, stdout, stderr io.Writer) (err error) {
 		res.Intact = true
 		return nil
 	}
-	if p.PartyIndex(*name) >= 0 {
+	if p.PartyIndex(name) >= 0 {
 		// A share holder's copy may be older than the other holders'
 		// rows (a restored backup): where the mode compares them, fsck
 		// asks them as this server.
 		if cert, err := h.Certificate(); err == nil {
-			d := quicnet.NewDialer(cert, p.Directory(*shard), protocol.Version)
+			d := quicnet.NewDialer(cert, p.Directory(o.shard), protocol.Version)
 			defer d.Close()
 			env.Net = d
 			if key, err := h.PairKey(me, cert.PrivateKey); err == nil {
-				env.PairKeys, _ = pairkey.Derive(p, *name, key)
+				env.PairKeys, _ = pairkey.Derive(p, name, key)
 			}
 		}
 	}
-	problems, err := srv.Fsck(env, data, engine.FsckOptions{Rows: *rows, Report: &res.FsckReport}, stdout)
+	problems, err := srv.Fsck(env, data, engine.FsckOptions{Rows: o.rows, Report: &res.FsckReport}, stdout)
 	if err != nil {
 		return err
 	}
