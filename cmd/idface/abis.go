@@ -65,24 +65,13 @@ func cmdABIS(args []string, stdout, stderr io.Writer) error {
 	if err := required(fs, "broker", "inbound", "outbound", "journal"); err != nil {
 		return err
 	}
-	var x abis.Extractor
-	switch {
-	case *fixture && *extractor != "":
-		return errors.New("--extractor and --fixture-extractor: give one")
-	case *fixture:
-		x = abis.FixtureExtractor{}
-	case *extractor != "":
-		x = &abis.CommandExtractor{Argv: strings.Fields(*extractor), Timeout: *extractTimeout}
-	default:
-		return errors.New("give --extractor CMD (a face model; docs/ABIS.md), or --fixture-extractor for tests")
+	x, err := abisExtractor(*fixture, *extractor, *extractTimeout)
+	if err != nil {
+		return err
 	}
-	var pass string
-	if *passFile != "" {
-		b, err := os.ReadFile(*passFile)
-		if err != nil {
-			return fmt.Errorf("--password-file: %w", err)
-		}
-		pass = strings.TrimRight(string(b), "\r\n")
+	pass, err := readPassword(*passFile)
+	if err != nil {
+		return err
 	}
 	cfg, h, cl, err := cf.openHome()
 	if err != nil {
@@ -108,6 +97,41 @@ func cmdABIS(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	fmt.Fprintf(stdout, "idface abis: %s through %s, %s -> %s at %s\n", h.Self.Name, cl.Entry(), *inbound, *outbound, *broker)
+	serveBroker(ctx, a, b, log)
+	return nil
+}
+
+// abisExtractor is the extractor the flags choose: the fixture's, or the
+// command extractor (split on spaces).
+func abisExtractor(fixture bool, extractor string, timeout time.Duration) (abis.Extractor, error) {
+	switch {
+	case fixture && extractor != "":
+		return nil, errors.New("--extractor and --fixture-extractor: give one")
+	case fixture:
+		return abis.FixtureExtractor{}, nil
+	case extractor != "":
+		return &abis.CommandExtractor{Argv: strings.Fields(extractor), Timeout: timeout}, nil
+	}
+	return nil, errors.New("give --extractor CMD (a face model; docs/ABIS.md), or --fixture-extractor for tests")
+}
+
+// readPassword reads the broker password from the first line of path
+// ("" without a file).
+func readPassword(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("--password-file: %w", err)
+	}
+	return strings.TrimRight(string(b), "\r\n"), nil
+}
+
+// serveBroker serves the broker's requests until ctx ends, connecting
+// again after a lost connection (waiting from 1 s, doubling up to 30 s;
+// a connection that lasted a minute starts again at 1 s).
+func serveBroker(ctx context.Context, a *abis.Adapter, b abis.Broker, log *slog.Logger) {
 	wait := time.Second
 	for ctx.Err() == nil {
 		start := time.Now()
@@ -125,7 +149,6 @@ func cmdABIS(args []string, stdout, stderr io.Writer) error {
 		}
 		wait = min(2*wait, 30*time.Second)
 	}
-	return nil
 }
 
 // cmdABISFixture writes one fixture CBEFF document per template: DIR/ID.xml.

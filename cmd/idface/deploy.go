@@ -77,43 +77,10 @@ func deployK8s(args []string, stdout, stderr io.Writer) error {
 	if err := checkImage(*image, *unpinned, stderr); err != nil {
 		return err
 	}
-	var (
-		p    *config.Params
-		path string
-		err  error
-		o    = deploy.Options{Namespace: *ns, Image: *image, Disk: *disk, Memory: *memory, StorageClass: *class, Expose: *expose, Metrics: *metrics, Homes: map[string]map[string][]byte{}}
-	)
-	switch {
-	case *dir != "" && *cfgFile == "" && *homeDir == "":
-		if p, err = config.Load(*dir); err != nil {
-			return err
-		}
-		path = p.Dir() + "/" + config.File
-		for _, m := range p.Servers() {
-			files, err := homeFiles(p, cluster.HomeDir(*dir, m.Name))
-			if err != nil {
-				return err
-			}
-			o.Homes[m.Name] = files
-			if o.Namespace == "" {
-				o.Namespace = namespaceOf(m.Addr)
-			}
-		}
-	case *cfgFile != "" && *dir == "":
-		if p, err = config.LoadFile(*cfgFile); err != nil {
-			return err
-		}
-		path = *cfgFile
-		if *homeDir != "" {
-			files, err := homeFiles(p, *homeDir)
-			if err != nil {
-				return err
-			}
-			h, _ := home.Open(*homeDir)
-			o.Members, o.Homes[h.Self.Name] = []string{h.Self.Name}, files
-		}
-	default:
-		return errors.New("give --config FILE (with --home DIR for one server) or --cluster DIR")
+	o := deploy.Options{Namespace: *ns, Image: *image, Disk: *disk, Memory: *memory, StorageClass: *class, Expose: *expose, Metrics: *metrics, Homes: map[string]map[string][]byte{}}
+	p, path, err := k8sSource(*dir, *cfgFile, *homeDir, &o)
+	if err != nil {
+		return err
 	}
 	cfgJSON, err := os.ReadFile(path)
 	if err != nil {
@@ -123,16 +90,8 @@ func deployK8s(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "note: no --rows: every server requests %s of memory and a %s volume; a server that holds rows needs more as they grow: give --rows N (the rows you plan) to size them from the mode's bytes per row\n", *memory, *disk)
 	}
 	if *rows > 0 {
-		mode, err := engine.ModeOf(p)
-		if err != nil {
+		if o.Sizes, err = k8sSizes(p, *rows); err != nil {
 			return err
-		}
-		per := mode.Storage(p, *rows)
-		o.Sizes = map[string]deploy.Size{}
-		for _, m := range p.Parties() {
-			// The log holds the rows once more than memory does, and
-			// grows until compacted: twice the rows, at least 1 GiB.
-			o.Sizes[m.Name] = deploy.Size{Disk: gib(max(2*per, 1<<30)), Memory: gib(1.25*per + 512<<20)}
 		}
 	}
 	b, err := deploy.K8s(p, cfgJSON, o)
@@ -143,18 +102,81 @@ func deployK8s(args []string, stdout, stderr io.Writer) error {
 		_, err = stdout.Write(b)
 		return err
 	}
+	return writeK8s(*out, b, o, stdout)
+}
+
+// k8sSource loads the configuration to render (from a test cluster's
+// directory dir, or from cfgFile) and the file it was read from, and adds
+// to o the homes to render as Secrets (every server's of a test cluster,
+// or the one of homeDir) and the test cluster's namespace.
+func k8sSource(dir, cfgFile, homeDir string, o *deploy.Options) (*config.Params, string, error) {
+	switch {
+	case dir != "" && cfgFile == "" && homeDir == "":
+		p, err := config.Load(dir)
+		if err != nil {
+			return nil, "", err
+		}
+		for _, m := range p.Servers() {
+			files, err := homeFiles(p, cluster.HomeDir(dir, m.Name))
+			if err != nil {
+				return nil, "", err
+			}
+			o.Homes[m.Name] = files
+			if o.Namespace == "" {
+				o.Namespace = namespaceOf(m.Addr)
+			}
+		}
+		return p, p.Dir() + "/" + config.File, nil
+	case cfgFile != "" && dir == "":
+		p, err := config.LoadFile(cfgFile)
+		if err != nil {
+			return nil, "", err
+		}
+		if homeDir != "" {
+			files, err := homeFiles(p, homeDir)
+			if err != nil {
+				return nil, "", err
+			}
+			h, _ := home.Open(homeDir)
+			o.Members, o.Homes[h.Self.Name] = []string{h.Self.Name}, files
+		}
+		return p, cfgFile, nil
+	}
+	return nil, "", errors.New("give --config FILE (with --home DIR for one server) or --cluster DIR")
+}
+
+// k8sSizes sizes each row-holding server for rows, from the mode's
+// storage estimate.
+func k8sSizes(p *config.Params, rows int) (map[string]deploy.Size, error) {
+	mode, err := engine.ModeOf(p)
+	if err != nil {
+		return nil, err
+	}
+	per := mode.Storage(p, rows)
+	sizes := map[string]deploy.Size{}
+	for _, m := range p.Parties() {
+		// The log holds the rows once more than memory does, and
+		// grows until compacted: twice the rows, at least 1 GiB.
+		sizes[m.Name] = deploy.Size{Disk: gib(max(2*per, 1<<30)), Memory: gib(1.25*per + 512<<20)}
+	}
+	return sizes, nil
+}
+
+// writeK8s writes the rendered objects b to out (0600 when they hold a
+// Secret) and says how to apply them.
+func writeK8s(out string, b []byte, o deploy.Options, stdout io.Writer) error {
 	mode := os.FileMode(0o644)
 	if len(o.Homes) > 0 {
 		mode = 0o600
 	}
-	if err := store.WriteFile(*out, b, mode); err != nil { // a new file: an old one's mode does not stay
+	if err := store.WriteFile(out, b, mode); err != nil { // a new file: an old one's mode does not stay
 		return err
 	}
 	namespace := o.Namespace
 	if namespace == "" {
 		namespace = deploy.DefaultNamespace
 	}
-	fmt.Fprintf(stdout, "wrote %s (%d bytes); %s\n", *out, len(b), deploy.ApplyRecipe(namespace, *out))
+	fmt.Fprintf(stdout, "wrote %s (%d bytes); %s\n", out, len(b), deploy.ApplyRecipe(namespace, out))
 	return nil
 }
 
