@@ -62,7 +62,11 @@ var ErrMalformed = wire.ErrMalformed
 // two shares and its record of the third: sealed parts, prepares, the
 // log), and ReplFetch/ReplRows carry the salts and records a rebuild or
 // catch-up checks what it takes by.
-const Version = 15
+// Version 16: a party left out of a change catches up from either other
+// holder: a SealedPrepare carries the third party's part (Held), a party
+// tells the third that it prepared (Prepared), and the third relays the
+// prepare and decision to a party that missed them.
+const Version = 16
 
 // Limits on what a peer or a client may send.
 const (
@@ -157,6 +161,9 @@ const (
 	TIDList  Type = 71
 	THasID   Type = 72
 	THasIDOK Type = 73
+	// A party's note that it prepared a transaction, to the third party
+	// (protocol/sealed.go).
+	TPrepared Type = 74
 )
 
 // registry makes an empty message of each type.
@@ -218,6 +225,7 @@ var registry = map[Type]func() Msg{
 	TIDList:           func() Msg { return &IDList{} },
 	THasID:            func() Msg { return &HasID{} },
 	THasIDOK:          func() Msg { return &HasIDOK{} },
+	TPrepared:         func() Msg { return &Prepared{} },
 }
 
 // Types lists every message type in number order (tests, golden files).
@@ -289,6 +297,9 @@ func DecodeStored(b []byte) (Msg, error) {
 	if len(b) >= 2 && b[0] != Version {
 		if since, ok := storedSince[Type(b[1])]; ok && b[0] >= since && b[0] < Version {
 			cur := append([]byte{Version}, b[1:]...)
+			if Type(b[1]) == TSealedPrepare && b[0] < 16 {
+				cur = append(cur, 0, 0, 0, 0) // no Held part before version 16
+			}
 			return Decode(cur)
 		}
 	}

@@ -96,6 +96,9 @@ func samples() []Msg {
 		&SealedEnroll{},
 		&SealedPrepare{Prepare: Prepare{Txn: TxnID{9}, Origin: 1, Dim: 70, Base: 5, Ops: []Op{{Kind: OpPut, Seq: 5, ID: "x"}, {Kind: OpPut, Seq: 6, ID: "y"}}},
 			Part: []byte{9, 8, 7}, Hashes: [][32]byte{{1}, {2}}},
+		&SealedPrepare{Prepare: Prepare{Txn: TxnID{9}, Origin: 1, Dim: 70, Base: 5, Ops: []Op{{Kind: OpPut, Seq: 5, ID: "x"}}},
+			Part: []byte{9, 8, 7}, Hashes: [][32]byte{{1}, {2}, {3}}, Held: []byte{6, 5}},
+		&Prepared{Txn: TxnID{4, 2}, Origin: 2},
 	}
 }
 
@@ -180,4 +183,23 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("%T: decode then encode changed the bytes:\n%x\n%x", m, b, out)
 		}
 	})
+}
+
+// TestStoredSealedPrepareBeforeHeld: a held record that a build of wire 15
+// logged (a SealedPrepare without the Held field) still reads, as one
+// without a held part.
+func TestStoredSealedPrepareBeforeHeld(t *testing.T) {
+	m := &SealedPrepare{Prepare: Prepare{Txn: TxnID{3}, Origin: 0, Dim: 4, Base: 1, Ops: []Op{{Kind: OpPut, Seq: 1, ID: "a"}}}, Part: []byte{1}, Hashes: [][32]byte{{1}, {2}, {3}}}
+	b := Marshal(m)
+	old := append([]byte{15}, b[1:len(b)-4]...) // version 15 had no Held length
+	got, err := DecodeStored(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sp, ok := got.(*SealedPrepare); !ok || sp.Held != nil || !bytes.Equal(Marshal(sp), b) {
+		t.Fatalf("a wire-15 sealed prepare read as %+v", got)
+	}
+	if _, err := Decode(old); err == nil {
+		t.Fatal("a wire-15 message accepted on the wire")
+	}
 }

@@ -67,10 +67,19 @@ func (m *SealedEnroll) unmarshal(d *wire.Dec) {
 // SealedPrepare is phase one of a sealed enrollment at a party: the
 // Prepare's rows without shares, the party's sealed part, and the hash of
 // every party's part (PartHash, party order), which the operator signed.
+//
+// Held, in a cluster of three holders that answers with one down
+// (replicated mode), is the third party's part (neither the origin's nor
+// the recipient's): the recipient keeps it for that party when it has not
+// heard from it that it prepared, so that a party left out can catch up
+// from either other holder (engine/rowtxn/relay.go). It is the last field:
+// a held record an earlier build logged reads as one without it
+// (DecodeStored).
 type SealedPrepare struct {
 	Prepare Prepare // every op a put without a share
 	Part    []byte
 	Hashes  [][32]byte
+	Held    []byte
 }
 
 func (m *SealedPrepare) Type() Type { return TSealedPrepare }
@@ -81,6 +90,7 @@ func (m *SealedPrepare) marshal(e *wire.Enc) {
 	for _, h := range m.Hashes {
 		e.Raw(h[:])
 	}
+	e.Bytes32(m.Held)
 }
 func (m *SealedPrepare) unmarshal(d *wire.Dec) {
 	m.Prepare.unmarshal(d)
@@ -100,6 +110,28 @@ func (m *SealedPrepare) unmarshal(d *wire.Dec) {
 		d.Fixed(h[:])
 		m.Hashes = append(m.Hashes, h)
 	}
+	if m.Held = d.Bytes32(MaxSealedPart); len(m.Held) == 0 {
+		m.Held = nil
+	}
+}
+
+// Prepared is a party's note to the third party of a transaction (mu = 3,
+// neither the origin nor itself) that it has prepared it: the third then
+// need not keep the sender's part for it (engine/rowtxn/relay.go).
+// Answered with DecideOK.
+type Prepared struct {
+	Txn    TxnID
+	Origin uint8
+}
+
+func (m *Prepared) Type() Type { return TPrepared }
+func (m *Prepared) marshal(e *wire.Enc) {
+	e.Raw(m.Txn[:])
+	e.U8(m.Origin)
+}
+func (m *Prepared) unmarshal(d *wire.Dec) {
+	copy(m.Txn[:], d.Take(16))
+	m.Origin = d.U8()
 }
 
 // PartHash is the hash of one sealed part that the operator's signature
