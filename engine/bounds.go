@@ -54,10 +54,10 @@ func SealedEnrollBound(p *config.Params, share int) int {
 	return 2 + protocol.MaxAuth + 4 + p.MaxEnrollBatch()*(2+protocol.MaxIDLen) + 1 + p.Mu()*sealedPartBound(p, share)
 }
 
-// SealedPrepareBound is a prepare without shares, one party's sealed part
-// and every part's hash.
+// SealedPrepareBound is a prepare without shares, one party's sealed part,
+// every part's hash and the third party's part (SealedPrepare.Held).
 func SealedPrepareBound(p *config.Params, share int) int {
-	return PrepareBound(p, 0) + sealedPartBound(p, share) + 1 + 32*p.Mu()
+	return PrepareBound(p, 0) + 2*sealedPartBound(p, share) + 1 + 32*p.Mu()
 }
 
 func sealedPartBound(p *config.Params, share int) int {

@@ -228,9 +228,13 @@ func unreachable(err error) bool {
 
 // countsDown reports whether holder name counts as down by err, the
 // outcome of a contact with it: it could not be reached, or it answered
-// that it stands down (its rows are older than the others': stale.go).
+// that it stands down until it is rebuilt (stale.go). A holder that stands
+// down while it catches up is not down: one of the two others may be what
+// keeps it out (withholding what it missed, garbling its fetch), and a
+// degraded query would leave that one's vectors unchecked, so queries
+// wait for it (awaitCatchUp) or are refused.
 func countsDown(err error, name string) bool {
-	return unreachable(err) || rowtxn.StandsDown(err, name)
+	return unreachable(err) || rowtxn.StandsDownUntilRebuilt(err, name)
 }
 
 // ping asks holder name for its health: the probe of an outage.

@@ -562,6 +562,8 @@ runs:
 			down = noneDown
 		case !refused:
 			down = h.outage.current()
+		case down == noneDown && h.awaitCatchUp(ctx):
+			// a helper stood down while it caught up, and is back
 		default:
 			break runs
 		}
@@ -573,6 +575,48 @@ runs:
 		h.outage.degraded.Inc()
 	}
 	return resp
+}
+
+// catchUpWait bounds how long a query waits for a helper that stands down
+// while it catches up (stale.go): the changes it missed come from either
+// other holder within a second or two.
+const catchUpWait = 5 * time.Second
+
+// awaitCatchUp reports whether a helper of this entry that stands down
+// while it catches up serves again within catchUpWait (and the query's
+// time): it then runs again, checked. Such a helper is not counted down
+// (countsDown), so a query is never answered degraded without it.
+func (h *Holder[E]) awaitCatchUp(ctx context.Context) bool {
+	var out []string
+	for _, name := range h.Peers() {
+		pctx, cancel := context.WithTimeout(ctx, contactWait(h.p))
+		err := ping(h.env.Net, name)(pctx)
+		cancel()
+		if rowtxn.StandsDown(err, name) && !rowtxn.StandsDownUntilRebuilt(err, name) {
+			out = append(out, name)
+		}
+	}
+	if len(out) == 0 {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, catchUpWait)
+	defer cancel()
+	for _, name := range out {
+		for {
+			pctx, pcancel := context.WithTimeout(ctx, contactWait(h.p))
+			err := ping(h.env.Net, name)(pctx)
+			pcancel()
+			if err == nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return false
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	return true
 }
 
 // maxRuns bounds the runs of one identify: a checked run, a degraded one

@@ -103,11 +103,14 @@ func TestReshare(t *testing.T) {
 			t.Fatalf("p1 keeps unsettled changes: %v %+v", err, h)
 		}
 	}
-	cl.net.SetFault("p1", "p3", memnet.Fault{Corrupt: func(p []byte) {
-		if len(p) > 6 && p[5] == byte(protocol.TDecide) {
-			p[4] ^= 0xff
-		}
-	}})
+	// (p2 relays the commits it sees to p3 as well: rowtxn/relay.go.)
+	for _, from := range []string{"p1", "p2"} {
+		cl.net.SetFault(from, "p3", memnet.Fault{Corrupt: func(p []byte) {
+			if len(p) > 6 && p[5] == byte(protocol.TDecide) {
+				p[4] ^= 0xff
+			}
+		}})
+	}
 	if _, err := cl.client("client", "p1").Reshare(ctx(t), "p1"); err != nil {
 		t.Fatalf("reshare with p3 missing the decision: %v", err)
 	}
@@ -115,6 +118,7 @@ func TestReshare(t *testing.T) {
 		t.Fatalf("a query across epochs: %v %+v; want it refused for rows that differ (the epoch is in the row map)", err, r)
 	}
 	cl.net.SetFault("p1", "p3", memnet.Fault{})
+	cl.net.SetFault("p2", "p3", memnet.Fault{})
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		r, err := cl.client("device", "p2").Identify(ctx(t), xs[9], len(xs))

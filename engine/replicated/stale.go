@@ -215,12 +215,16 @@ func describe(p *Params, lags []lag) string {
 
 // currency is what a holder knows of its rows against its peers'.
 type currency struct {
-	mu     sync.Mutex
-	why    string    // why it stands down ("": it serves)
-	since  time.Time // when it was found behind
-	failed error     // why its last catch-up failed (nil: none since it was found behind)
-	retry  time.Time // no catch-up before then, after one failed
-	done   bool      // compared with both peers, behind neither
+	mu  sync.Mutex
+	why string // why it stands down ("": it serves)
+	// rebuild: it stands down until an operator rebuilds it (its shares
+	// are of an older epoch than both peers'), and the others count it
+	// down; otherwise it is catching up, and they wait for it.
+	rebuild bool
+	since   time.Time // when it was found behind
+	failed  error     // why its last catch-up failed (nil: none since it was found behind)
+	retry   time.Time // no catch-up before then, after one failed
+	done    bool      // compared with both peers, behind neither
 	// suspect is, by origin, the changes both peers had when this holder
 	// was last found behind them and did not stand down yet (suspectAt):
 	// a change in flight puts a current holder behind for a moment, so
@@ -352,11 +356,15 @@ func (h *Holder[E]) standDown(lags []lag) {
 	c := &h.cur
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	why := fmt.Sprintf("stale, %s (its rows are older than theirs: a restored backup, or changes it missed while down); it serves nothing until it has caught up, and the others answer degraded without it meanwhile. ", describe(h.p, lags))
+	rebuild := slices.ContainsFunc(lags, func(g lag) bool { return g.reshare })
+	why := fmt.Sprintf("stale, %s (its rows are older than theirs: a restored backup, or changes it missed while down); it serves nothing until it has caught up, and the others refuse queries meanwhile rather than answer without it (one of them may be what keeps it out). ", describe(h.p, lags))
+	if rebuild {
+		why = fmt.Sprintf("stale, %s (its rows are older than theirs: a restored backup, or a reshare it missed while down); it serves nothing until it is rebuilt, and the others answer degraded without it meanwhile. ", describe(h.p, lags))
+	}
 	if c.failed != nil {
 		why += fmt.Sprintf("It cannot catch up: %v", c.failed)
 	} else {
-		why += "It catches up by itself, from what the entries kept for it or else from the other two holders; if it has not within a minute, move its data directory aside and rebuild it: idface party rebuild (docs/DEPLOY.md)"
+		why += "It catches up by itself, from what either other holder kept for it or else from the two of them; if it has not within a minute, move its data directory aside and rebuild it: idface party rebuild (docs/DEPLOY.md)"
 	}
 	if h.env.Sharded() {
 		why = fmt.Sprintf("(shard %d) %s", h.env.Shard, why)
@@ -371,7 +379,7 @@ func (h *Holder[E]) standDown(lags []lag) {
 		}
 		h.env.Log.Warn("this holder stands down: its rows are older than the other holders'", args...)
 	}
-	c.why, c.done = why, false
+	c.why, c.done, c.rebuild = why, false, rebuild
 }
 
 // lookAtStart is the comparison at start, before the holder serves (the
@@ -523,11 +531,19 @@ func (h *Holder[E]) catchUpOrigin(ctx context.Context, k int, looks []look) (del
 // standDownRoutes makes r's handlers answer as a holder that stands down
 // must, while it does (currency, above).
 func (h *Holder[E]) standDownRoutes(r map[protocol.Type]engine.Route) {
-	refuse := func(why string) *protocol.Error { return rowtxn.StandDown(h.env.Self, why) }
+	refuse := func(why string) *protocol.Error {
+		h.cur.mu.Lock()
+		rebuild := h.cur.rebuild
+		h.cur.mu.Unlock()
+		if rebuild {
+			return rowtxn.StandDownUntilRebuilt(h.env.Self, why)
+		}
+		return rowtxn.StandDown(h.env.Self, why)
+	}
 	for t, rt := range r {
 		next := rt.Handle
 		switch t {
-		case protocol.TDecide:
+		case protocol.TDecide, protocol.TPrepared:
 			continue
 		case protocol.TIdentify, protocol.THiddenIdentify:
 			// A client tries the next holder only when its entry cannot

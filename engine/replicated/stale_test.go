@@ -178,7 +178,7 @@ func TestStaleHolderStandsDown(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	if _, err := c.Agreement("p3"); err == nil || !strings.Contains(err.Error(), "p3 stands down: stale, behind p1 and p2 on origin p1's reshares (its shares are of an older epoch), behind p1 and p2 on origin p2's changes (1 missing)") ||
+	if _, err := c.Agreement("p3"); err == nil || !strings.Contains(err.Error(), "p3 stands down until rebuilt: stale, behind p1 and p2 on origin p1's reshares (its shares are of an older epoch), behind p1 and p2 on origin p2's changes (1 missing)") ||
 		!strings.Contains(err.Error(), "idface party rebuild") {
 		t.Fatalf("p3 asked to compare row maps: %v", err)
 	}

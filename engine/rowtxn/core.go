@@ -69,10 +69,12 @@ type Core[S Shares] struct {
 	lateMu sync.Mutex // OnDecide writes late under the rows' read lock
 	late   [lateTxns]protocol.TxnID
 	lateAt int
-	// held are the tails of this origin's held records (records.go) not
-	// yet confirmed by their party, by party name and transaction
-	// (guarded by txnMu: flushes run under it).
-	held map[heldKey]tail
+	// held are the tails of the held records (records.go) not yet
+	// confirmed by their party, by party name and transaction: this
+	// origin's, and those it keeps as the third party (relay.go).
+	heldMu sync.Mutex
+	held   map[heldKey]tail
+	relay  *relays
 	// prior is this origin's decision on its last transaction, which
 	// every Prepare carries (guarded by txnMu).
 	prior protocol.Decide
@@ -136,7 +138,7 @@ func New[S Shares](env engine.Env, opt Options[S]) (*Core[S], error) {
 	}
 	c := &Core[S]{env: env, p: p, opt: opt, self: self, st: st, outbox: engine.NewOutbox(env), stop: txnbase.NewStop(env, "rowtxn"),
 		replay: &replayState{erased: map[rowmap.Ref]int64{}, bad: map[rowmap.Ref]int64{}, decided: map[protocol.TxnID]bool{}},
-		held:   map[heldKey]tail{}, m: txnbase.NewCounters(env.Metrics)}
+		held:   map[heldKey]tail{}, relay: newRelays(), m: txnbase.NewCounters(env.Metrics)}
 	c.outbox.Delivered = c.delivered
 	return c, nil
 }
@@ -508,7 +510,10 @@ func (c *Core[S]) Delete(ctx context.Context, r engine.Request) protocol.Msg {
 func (c *Core[S]) runTxn(ctx context.Context, auth protocol.Auth, ops [][]protocol.Op, sealed *sealedParts, reshare *protocol.Reshare) *protocol.Error {
 	c.txnMu.Lock()
 	defer c.txnMu.Unlock()
-	t := &txnRound{sealed: sealed, hold: c.mayHold(ops, sealed)}
+	t := &txnRound{sealed: sealed, hold: c.mayHold(ops, sealed), origin: c.self}
+	if c.relaying() {
+		t.third = func(k int) int { return 3 - c.self - k }
+	}
 	if perr := c.flushEarlier(ctx, t); perr != nil {
 		return perr
 	}
@@ -532,14 +537,21 @@ type txnRound struct {
 	peers  []string // the parties asked to vote
 	idx    []int    // party index of each peer
 	checks [][]byte // the parties' checks of their shares, by party
+	origin int
+	third  func(k int) int // the party neither the origin nor k (nil: no relays)
 	first  *protocol.Error
 	failed []string // every failure, for the rollback's message
 }
 
-// message is party k's prepare: its sealed part, for a sealed enrollment.
+// message is party k's prepare: its sealed part, for a sealed enrollment,
+// with the third party's when the parties relay (relay.go).
 func (t *txnRound) message(k int) protocol.Msg {
 	if t.sealed != nil {
-		return &protocol.SealedPrepare{Prepare: *t.preps[k], Part: t.sealed.parts[k], Hashes: t.sealed.hashes}
+		m := &protocol.SealedPrepare{Prepare: *t.preps[k], Part: t.sealed.parts[k], Hashes: t.sealed.hashes}
+		if t.third != nil && k != t.origin {
+			m.Held = t.sealed.parts[t.third(k)]
+		}
+		return m
 	}
 	return t.preps[k]
 }
@@ -661,7 +673,10 @@ func (c *Core[S]) conclude(ctx context.Context, t *txnRound) *protocol.Error {
 	d := &protocol.Decide{Txn: t.txn, Origin: uint8(c.self), Commit: t.first == nil}
 	c.prior = *d
 	if d.Commit && t.downAt >= 0 {
-		if perr := c.hold(t.downAt, t.message(t.downAt), t.txn); perr != nil {
+		c.heldMu.Lock()
+		perr := c.hold(t.downAt, t.message(t.downAt), t.txn)
+		c.heldMu.Unlock()
+		if perr != nil {
 			return perr
 		}
 	}
@@ -704,6 +719,7 @@ func (c *Core[S]) decideLocked(d *protocol.Decide) *protocol.Error {
 	if err := c.settle(t, d.Commit, false); err != nil {
 		return c.stop.Fatal(err)
 	}
+	c.relayDecided(d)
 	return nil
 }
 
@@ -732,14 +748,43 @@ func (c *Core[S]) logPrepare(p *protocol.Prepare) ([]store.Pos, *protocol.Error)
 // this party's vote, i.e. aborted, and its prepare came after the abort:
 // it is aborted here too.
 func (c *Core[S]) Prepare(ctx context.Context, r engine.Request) protocol.Msg {
-	return c.prepare(ctx, r.From.Name, r.Msg.(*protocol.Prepare), nil)
+	m := r.Msg.(*protocol.Prepare)
+	return c.thenThird(ctx, r.From.Name, m, nil, nil, c.prepare(ctx, r.From.Name, m, nil))
+}
+
+// thenThird is resp, this party's answer to prepare m from party from,
+// once the third party has been heard from or its prepare kept
+// (awaitThird), when resp is a vote on a prepare from m's origin.
+func (c *Core[S]) thenThird(ctx context.Context, from string, m *protocol.Prepare, held []byte, hashes [][32]byte, resp protocol.Msg) protocol.Msg {
+	if _, voted := resp.(*protocol.Vote); !voted || !c.relaying() || c.p.Party(int(m.Origin)).Name != from {
+		return resp
+	}
+	c.relay.mu.Lock()
+	_, again := c.relay.onCommit[m.Txn] // a prepare sent again: the third was heard from already
+	c.relay.mu.Unlock()
+	c.st.mu.RLock()
+	_, pending := c.st.pending[m.Txn]
+	c.st.mu.RUnlock()
+	if again || !pending {
+		return resp
+	}
+	if perr := c.awaitThird(ctx, m, held, hashes); perr != nil {
+		return perr
+	}
+	return resp
 }
 
 // prepare is Prepare of m from the named party; sealed holds the hashes
 // of a sealed enrollment's parts, which the operator signed.
 func (c *Core[S]) prepare(ctx context.Context, from string, m *protocol.Prepare, sealed [][32]byte) protocol.Msg {
-	if int(m.Origin) >= c.p.Mu() || c.p.Party(int(m.Origin)).Name != from {
+	if int(m.Origin) >= c.p.Mu() {
 		return protocol.Errorf(protocol.CodeForbidden, "%s may not prepare a transaction of origin %d", from, m.Origin)
+	}
+	if c.p.Party(int(m.Origin)).Name != from {
+		if !c.relayedFrom(int(m.Origin), from) {
+			return protocol.Errorf(protocol.CodeForbidden, "%s may not prepare a transaction of origin %d", from, m.Origin)
+		}
+		return c.prepareRelayed(ctx, m, sealed)
 	}
 	if int(m.Origin) == c.self {
 		return protocol.Errorf(protocol.CodeBadRequest, "a prepare for my own segment must come from me")
@@ -774,6 +819,12 @@ func (c *Core[S]) prepare(ctx context.Context, from string, m *protocol.Prepare,
 			c.env.Log.Warn("aborted a transaction whose decision came before its prepare", "origin", c.p.Party(int(m.Origin)).Name)
 		}
 	}
+	return c.takePrepare(m, sealed)
+}
+
+// takePrepare validates m, logs it and holds it pending, and votes (the
+// caller holds the rows' write lock).
+func (c *Core[S]) takePrepare(m *protocol.Prepare, sealed [][32]byte) protocol.Msg {
 	if err := c.validate(m, sealed); err != nil {
 		return err
 	}
@@ -787,11 +838,18 @@ func (c *Core[S]) prepare(ctx context.Context, from string, m *protocol.Prepare,
 }
 
 // OnDecide is phase two at a non-origin party; idempotent. Only the
-// transaction's origin may decide it.
+// transaction's origin may decide it (the third party relays its commits:
+// relay.go).
 func (c *Core[S]) OnDecide(_ context.Context, r engine.Request) protocol.Msg {
 	m := r.Msg.(*protocol.Decide)
-	if int(m.Origin) >= c.p.Mu() || c.p.Party(int(m.Origin)).Name != r.From.Name {
+	if int(m.Origin) >= c.p.Mu() {
 		return protocol.Errorf(protocol.CodeForbidden, "%s may not decide a transaction of origin %d", r.From.Name, m.Origin)
+	}
+	if c.p.Party(int(m.Origin)).Name != r.From.Name {
+		if !m.Commit || !c.relayedFrom(int(m.Origin), r.From.Name) {
+			return protocol.Errorf(protocol.CodeForbidden, "%s may not decide a transaction of origin %d", r.From.Name, m.Origin)
+		}
+		return c.decideRelayed(m)
 	}
 	// A decision for a transaction not pending here (re-sent, or made up
 	// by a deviating peer) is found out under the read lock, so only a
@@ -835,6 +893,9 @@ func (c *Core[S]) Routes() map[protocol.Type]engine.Route {
 	r[protocol.TDelete] = engine.Route{Op: "delete", From: engine.Operators, Handle: c.Guard(c.Delete), Max: engine.Small}
 	r[protocol.TPrepare] = engine.Route{Op: "prepare", From: engine.Parties, Handle: c.Guard(c.Prepare), Max: engine.PrepareBound(c.p, max(c.opt.ShareSize, c.opt.SeedSize))}
 	r[protocol.TDecide] = engine.Route{Op: "decide", From: engine.Parties, Handle: c.Guard(c.OnDecide), Max: engine.Small}
+	if c.relaying() {
+		r[protocol.TPrepared] = engine.Route{Op: "prepared", From: engine.Parties, Handle: c.Guard(c.OnPrepared), Max: engine.Small}
+	}
 	return r
 }
 

@@ -65,24 +65,46 @@ func unreached(peers []string, errs []error) string {
 // not be reached: they have that answer from the party itself, never on
 // another server's word (StandsDown checks who said it).
 
-// standDownMark follows the party's name in every StandDown message.
-const standDownMark = " stands down: "
+// standDownMark follows the party's name in every StandDown message, and
+// untilRebuiltMark in every StandDownUntilRebuilt one.
+const (
+	standDownMark    = " stands down: "
+	untilRebuiltMark = " stands down until rebuilt: "
+)
 
 // StandDown is party self's answer while it stands down, saying why and
-// what to do.
+// what to do: it is catching up (replicated mode: the others do not
+// answer without it meanwhile, since one of them may be what keeps it
+// out).
 func StandDown(self, why string) *protocol.Error {
 	return protocol.Errorf(protocol.CodeUnavailable, "%s%s%s", self, standDownMark, why)
 }
 
+// StandDownUntilRebuilt is party self's answer while it stands down until
+// an operator rebuilds it (its shares are of an older epoch than both
+// other parties'): the others count it down.
+func StandDownUntilRebuilt(self, why string) *protocol.Error {
+	return protocol.Errorf(protocol.CodeUnavailable, "%s%s%s", self, untilRebuiltMark, why)
+}
+
 // StandsDown reports whether err is party name's own answer that it
-// stands down.
+// stands down, for either reason.
 func StandsDown(err error, name string) bool {
 	var pe *protocol.Error
-	return errors.As(err, &pe) && pe.Code == protocol.CodeUnavailable && strings.HasPrefix(pe.Msg, name+standDownMark)
+	return errors.As(err, &pe) && pe.Code == protocol.CodeUnavailable &&
+		(strings.HasPrefix(pe.Msg, name+standDownMark) || strings.HasPrefix(pe.Msg, name+untilRebuiltMark))
+}
+
+// StandsDownUntilRebuilt reports whether err is party name's own answer
+// that it stands down until it is rebuilt.
+func StandsDownUntilRebuilt(err error, name string) bool {
+	var pe *protocol.Error
+	return errors.As(err, &pe) && pe.Code == protocol.CodeUnavailable && strings.HasPrefix(pe.Msg, name+untilRebuiltMark)
 }
 
 // hold logs the held record of party k's prepare m (before the decision,
-// so that a crash in between finds it) and remembers its part.
+// so that a crash in between finds it) and remembers its part (the caller
+// holds heldMu).
 func (c *Core[S]) hold(k int, m protocol.Msg, txn protocol.TxnID) *protocol.Error {
 	rec := encodeHeld(k, m)
 	pos, err := c.log.Append(rec)
@@ -100,26 +122,46 @@ func (c *Core[S]) delivered(to string, m protocol.Msg) {
 	if !ok {
 		return
 	}
-	key := heldKey{to, d.Txn}
+	c.heldMu.Lock()
+	defer c.heldMu.Unlock()
+	if c.eraseHeld(heldKey{to, d.Txn}) {
+		c.env.Log.Info("a party that was down has the change it missed", "party", to)
+	}
+}
+
+// eraseHeld erases the part of a held record and forgets it, reporting
+// whether there was one (the caller holds heldMu).
+func (c *Core[S]) eraseHeld(key heldKey) bool {
 	t, ok := c.held[key]
 	if !ok {
-		return
+		return false
 	}
 	if err := c.log.Overwrite(t.off, make([]byte, t.n)); err != nil {
 		c.stop.Fatal(err)
-		return
+		return false
 	}
 	delete(c.held, key)
-	c.env.Log.Info("a party that was down has the change it missed", "party", to)
+	return true
 }
 
 // requeueHeld queues again, at start, the held prepares whose parts are
 // intact: those of committed transactions with their decision, in log
-// order; those of transactions that did not commit are erased.
+// order; those of transactions that did not commit are erased. A part this
+// party keeps as the third party (relay.go) of a transaction still in
+// doubt here waits for its decision.
 func (c *Core[S]) requeueHeld(r *replayState) error {
+	c.heldMu.Lock()
+	defer c.heldMu.Unlock()
 	for _, h := range r.held {
 		if h.msg == nil {
 			continue // confirmed
+		}
+		origin := heldOrigin(h.msg)
+		name := c.p.Party(h.party).Name
+		if _, inDoubt := c.st.pending[h.txn]; inDoubt && origin != c.self {
+			c.held[heldKey{name, h.txn}] = h.tail
+			c.relayOnCommit(h.txn, relay{to: name, msg: h.msg})
+			continue
 		}
 		if !r.decided[h.txn] {
 			if err := c.log.Overwrite(h.off, make([]byte, h.n)); err != nil {
@@ -127,9 +169,8 @@ func (c *Core[S]) requeueHeld(r *replayState) error {
 			}
 			continue
 		}
-		name := c.p.Party(h.party).Name
 		c.outbox.Add(name, h.msg)
-		c.outbox.Add(name, &protocol.Decide{Txn: h.txn, Origin: uint8(c.self), Commit: true})
+		c.outbox.Add(name, &protocol.Decide{Txn: h.txn, Origin: uint8(origin), Commit: true})
 		c.held[heldKey{name, h.txn}] = h.tail
 	}
 	return nil
@@ -180,4 +221,12 @@ func (c *Core[S]) vote(m *protocol.Prepare) *protocol.Vote {
 		v.Check = c.opt.Check(m, c.self)
 	}
 	return v
+}
+
+// heldOrigin is the origin of a held prepare.
+func heldOrigin(m protocol.Msg) int {
+	if sp, ok := m.(*protocol.SealedPrepare); ok {
+		return int(sp.Prepare.Origin)
+	}
+	return int(m.(*protocol.Prepare).Origin)
 }

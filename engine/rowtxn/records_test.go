@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"fmt"
+	"github.com/idface/idface/internal/codec/wire"
 	"os"
 	"reflect"
 	"strconv"
@@ -172,13 +173,21 @@ func TestHeldRecord(t *testing.T) {
 		// (before signed probes), 6 (before 2PC/MPC batches), 7 (before
 		// shards), 8 (before replicated shards), 9 (before HE shards), 10
 		// (before progress reports), 11 (before checked hidden products) or
-		// 12 (before tags on demand), 13 (before 7-bit check weights) or
-		// 14 (before replicated share records): the log an upgrade finds
-		// still reads (a replicated holder's part of wire 14, without
-		// its trailer, is then refused when it is opened).
-		for _, v := range []byte{4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14} {
-			old := store.Record{Type: r.Type, Sealed: append([]byte(nil), r.Sealed...), Tail: r.Tail}
-			old.Sealed[1+4] = v // after the party byte and the message's length
+		// 12 (before tags on demand), 13 (before 7-bit check weights),
+		// 14 (before replicated share records) or 15 (before relays, whose
+		// SealedPrepare has no Held part): the log an upgrade finds still
+		// reads (a replicated holder's part of wire 14, without its
+		// trailer, is then refused when it is opened).
+		for _, v := range []byte{4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15} {
+			msg := append([]byte(nil), r.Sealed[1+4:]...) // after the party byte and the message's length
+			msg[0] = v
+			if m.Type() == protocol.TSealedPrepare {
+				msg = msg[:len(msg)-4] // no Held part before wire 16
+			}
+			e := wire.Enc{}
+			e.U8(r.Sealed[0])
+			e.Bytes32(msg)
+			old := store.Record{Type: r.Type, Sealed: e.B, Tail: r.Tail}
 			if h, err := decodeHeld(store.Entry{Record: old, TailIntact: true}, 3); err != nil || !reflect.DeepEqual(h.msg, m) {
 				t.Fatalf("%v of wire version %d: %+v (%v)", m.Type(), v, h, err)
 			}

@@ -91,7 +91,7 @@ func (c *Core[S]) SealedPrepare(ctx context.Context, r engine.Request) protocol.
 	if err := c.openPart(m.Prepare.Ops, m.Prepare.Auth.Nonce, ids, m.Part); err != nil {
 		return err
 	}
-	return c.prepare(ctx, r.From.Name, &m.Prepare, m.Hashes)
+	return c.thenThird(ctx, r.From.Name, &m.Prepare, m.Held, m.Hashes, c.prepare(ctx, r.From.Name, &m.Prepare, m.Hashes))
 }
 
 // openPart opens this party's part of a sealed enrollment of ids and puts

@@ -1,0 +1,116 @@
+package replicated_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idface/idface/config"
+	"github.com/idface/idface/internal/harness/inproc"
+	"github.com/idface/idface/network/memnet"
+	"github.com/idface/idface/protocol"
+)
+
+// withhold garbles every message of the given types that from sends to
+// to: to gets none of them, as if from withheld them.
+func withhold(c *inproc.Cluster, from, to string, types ...protocol.Type) {
+	c.Net.SetFault(from, to, memnet.Fault{Corrupt: func(p []byte) {
+		for _, off := range []int{4, 0} {
+			if len(p) > off+1 && p[off] == protocol.Version {
+				for _, typ := range types {
+					if p[off+1] == byte(typ) {
+						p[off+1] = 0xEE
+						return
+					}
+				}
+			}
+		}
+	}})
+}
+
+// TestWithheldCatchUp (issue 44 item 2): p2 is stopped while the operator
+// enrolls two rows through p1, which keeps p2's part as the protocol
+// says, and p1 then withholds it: it never delivers what it kept, nor any
+// prepare or decision, and garbles its answers to p2's catch-up fetch.
+// Before, p2 came back, stood down behind p1 and p3 for as long as p1
+// liked, and counted as down, so p3 and the decider served p1's degraded
+// queries, whose vectors nobody checks. Now p3 kept p2's part too (p2
+// could not say that it prepared) and relays it with the commit: p2
+// catches up from p3 alone within seconds, and meanwhile every query at p1
+// and p3 is answered checked or refused, never degraded.
+func TestWithheldCatchUp(t *testing.T) {
+	c := inproc.Start(t, literal(config.Literal{Beta: 21, RevealScores: true}))
+	xs := templates(5, 83)
+	if err := c.Client("client", "p1").Enroll(ctx(t), items(xs[:3], "early")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Stop("p2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Client("client", "p1").Enroll(ctx(t), items(xs[3:5], "late")); err != nil {
+		t.Fatalf("enroll with p2 down: %v", err)
+	}
+	withhold(c, "p1", "p2", protocol.TPrepare, protocol.TSealedPrepare, protocol.TDecide, protocol.TReplRows)
+	start := time.Now()
+	if err := c.TryRestart("p2"); err != nil { // (p1 never settles what it keeps for p2)
+		t.Fatal(err)
+	}
+	deadline := start.Add(30 * time.Second)
+	answered := 0
+	for {
+		for _, entry := range []string{"p1", "p3"} {
+			r, err := c.Client("device", entry).Identify(ctx(t), xs[4], 1)
+			if err != nil {
+				continue // refused: p2 is catching up
+			}
+			if r.Degraded {
+				t.Fatalf("entry %s answered degraded %v after p2 came back while p1 withholds what p2 missed: the withholding peer's vectors went unchecked", entry, time.Since(start))
+			}
+			answered++
+		}
+		_, aerr := c.Agreement("p2")
+		r, err := c.Client("device", "p3").Identify(ctx(t), xs[4], 1)
+		if aerr == nil && err == nil && !r.Degraded && r.Accepted && r.Candidates[0].ID == "late-1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("p2 did not catch up from p3 within 30 s while p1 withholds: %v; %v %+v", aerr, err, r)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("p2 caught up from p3 %v after it came back; %d queries answered checked meanwhile, none degraded", time.Since(start).Round(time.Millisecond), answered)
+	for _, name := range []string{"p1", "p3"} {
+		if m := c.Metrics(name); strings.Contains(m, "idface_repl_degraded_served_total{") {
+			t.Fatalf("%s served degraded queries while p1 withheld:\n%s", name, metricLines(m, "idface_repl_degraded_served"))
+		}
+	}
+}
+
+// TestThirdVotesNoWithoutCopy: an origin that gives the third party no
+// good copy of a missing holder's part (here p1 damages the copy it sends
+// p3 of p2's part) cannot commit without p2: p3 has not heard from p2
+// that it prepared, has nothing to keep for it, and votes no, so nothing
+// is committed that only p1 could give p2. With every holder up the same
+// damage changes nothing: p2 tells p3 that it prepared.
+func TestThirdVotesNoWithoutCopy(t *testing.T) {
+	c := inproc.Start(t, literal(config.Literal{Beta: 21, RevealScores: true}))
+	xs := templates(4, 89)
+	c.Net.SetFault("p1", "p3", memnet.Fault{Corrupt: func(p []byte) {
+		for _, off := range []int{4, 0} {
+			if len(p) > off+1 && p[off] == protocol.Version && p[off+1] == byte(protocol.TSealedPrepare) {
+				p[len(p)-1] ^= 1 // the last byte of the held copy
+				return
+			}
+		}
+	}})
+	if err := c.Client("client", "p1").Enroll(ctx(t), items(xs[:2], "up")); err != nil {
+		t.Fatalf("enroll with every holder up: %v", err)
+	}
+	if err := c.Stop("p2"); err != nil {
+		t.Fatal(err)
+	}
+	err := c.Client("client", "p1").Enroll(ctx(t), items(xs[2:], "down"))
+	if err == nil || !strings.Contains(err.Error(), "p3") || !strings.Contains(err.Error(), "no copy of p2's part") {
+		t.Fatalf("enroll with p2 down and a damaged copy for p3 to keep: %v; want p3's refusal", err)
+	}
+}

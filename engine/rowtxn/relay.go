@@ -1,0 +1,331 @@
+package rowtxn
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/idface/idface/engine"
+	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
+)
+
+// Relays (issue 44 item 2): a party left out of a change catches up from
+// either other party, so that no single peer can keep it out by
+// withholding what it missed. Before, only the origin kept a change for a
+// party that missed it (outage.go); an origin that never delivered it,
+// and garbled its answers to the party's catch-up fetch, kept that party
+// standing down for as long as it liked.
+//
+// In a cluster of three that answers with a party down (Spec().Outage,
+// mu = 3), each party that prepares another origin's transaction:
+//
+//   - tells the third party (neither the origin nor itself) that it has
+//     prepared it (protocol.Prepared), once the prepare is in its log; the
+//     third answers with a note of its own when it has the transaction
+//     already (prepared or decided: a prepare the origin kept for a party
+//     that was down, delivered late);
+//   - before it votes, waits for the third's note, at most noteWait, or
+//     until its own note to the third failed (a third that is down);
+//   - without that note, keeps the third's prepare in a held record, as
+//     the origin keeps it (records.go): for a sealed enrollment, the
+//     third's part that the origin sends along (SealedPrepare.Held; only
+//     the third can open it, and the operator signed its hash, checked
+//     here), for a deletion the prepare itself (every party's is the
+//     same). Without a note and without a part to keep it votes no: an
+//     origin that sends no copy cannot commit without the third;
+//   - when the commit comes, queues for the third what it keeps (the
+//     prepare, then the decision), or the decision alone when the third
+//     said it prepared: an origin that withholds a decision from a party
+//     that voted does not keep it waiting either. An abort is never
+//     relayed, and an aborted change's held part is erased.
+//
+// The third takes a relayed prepare as the origin's (it checks the
+// operator's signature over the parts' hashes, and opens its part), and a
+// relayed commit of a transaction it has prepared. A relayer cannot make
+// up a change (the operator signed it) or take one back (aborts are the
+// origin's); one that relays a commit of a change the origin aborted makes
+// the holders' rows differ, which refuses queries, as any deviating
+// holder can (docs/REPLICATED-NOTES.md, "Catch-up from either peer").
+
+// noteWait bounds how long a party waits for the third's note before it
+// keeps the third's part itself: the third prepares the same change at
+// the same time, so its note normally comes within a log write.
+const noteWait = 500 * time.Millisecond
+
+// noteKeep bounds the notes remembered (those of transactions this party
+// never prepared, say, are dropped oldest first).
+const noteKeep = 1024
+
+// relays is a party's state of relays: the notes of the third parties,
+// and what to relay when a transaction it prepared commits.
+type relays struct {
+	mu    sync.Mutex
+	notes map[protocol.TxnID]chan struct{} // closed once the note came
+	order []protocol.TxnID                 // the notes' keys, oldest first
+	// onCommit is, by transaction, what to queue for the third party when
+	// the transaction commits: its prepare (nil: the decision only).
+	onCommit map[protocol.TxnID]relay
+	// decided are the last transactions decided here (a ring), which a
+	// note's answer says this party has.
+	decided   map[protocol.TxnID]bool
+	decidedAt []protocol.TxnID
+}
+
+type relay struct {
+	to  string
+	msg protocol.Msg
+}
+
+func newRelays() *relays {
+	return &relays{notes: map[protocol.TxnID]chan struct{}{}, onCommit: map[protocol.TxnID]relay{}, decided: map[protocol.TxnID]bool{}}
+}
+
+// heard closes txn's note channel: the third has the transaction.
+func (r *relays) heard(txn protocol.TxnID) {
+	ch := r.note(txn)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+}
+
+// remember notes that txn was decided here.
+func (r *relays) remember(txn protocol.TxnID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.decided[txn] = true
+	r.decidedAt = append(r.decidedAt, txn)
+	if len(r.decidedAt) > noteKeep {
+		delete(r.decided, r.decidedAt[0])
+		r.decidedAt = r.decidedAt[1:]
+	}
+}
+
+// note returns the channel closed by txn's note, making it if need be.
+func (r *relays) note(txn protocol.TxnID) chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ch, ok := r.notes[txn]
+	if !ok {
+		ch = make(chan struct{})
+		r.notes[txn] = ch
+		r.order = append(r.order, txn)
+		if len(r.order) > noteKeep {
+			delete(r.notes, r.order[0])
+			r.order = r.order[1:]
+		}
+	}
+	return ch
+}
+
+// relaying reports whether this cluster relays: three parties, answering
+// with one down.
+func (c *Core[S]) relaying() bool { return c.p.Spec().Outage && c.p.Mu() == 3 }
+
+// third is the party of a transaction of origin that is neither the
+// origin nor this party.
+func (c *Core[S]) third(origin int) int { return 3 - origin - c.self }
+
+// OnPrepared takes the third party's note that it prepared a transaction,
+// and answers with this party's own note when it has it too (pending or
+// decided lately), else DecideOK.
+func (c *Core[S]) OnPrepared(_ context.Context, r engine.Request) protocol.Msg {
+	m := r.Msg.(*protocol.Prepared)
+	if !c.relaying() || int(m.Origin) >= c.p.Mu() || int(m.Origin) == c.self || !c.relayedFrom(int(m.Origin), r.From.Name) {
+		return protocol.Errorf(protocol.CodeForbidden, "%s is not the third party of a transaction of origin %d here", r.From.Name, m.Origin)
+	}
+	c.relay.heard(m.Txn)
+	c.st.mu.RLock()
+	_, has := c.st.pending[m.Txn]
+	c.st.mu.RUnlock()
+	c.relay.mu.Lock()
+	has = has || c.relay.decided[m.Txn]
+	c.relay.mu.Unlock()
+	if has {
+		return &protocol.Prepared{Txn: m.Txn, Origin: m.Origin}
+	}
+	return &protocol.DecideOK{}
+}
+
+// awaitThird runs after this party prepared m (from its origin, not a
+// relay) and before it votes: it tells the third party, waits for the
+// third's note, and without it keeps the third's prepare (sealed: the
+// origin's copy of the third's part, held; hashes: the parts' hashes).
+// It decides what to relay when m commits.
+func (c *Core[S]) awaitThird(ctx context.Context, m *protocol.Prepare, held []byte, hashes [][32]byte) *protocol.Error {
+	k := c.third(int(m.Origin))
+	name := c.p.Party(k).Name
+	keep, holdable := c.thirdsPrepare(m, held, hashes, k)
+	if !holdable {
+		// A change that is never held (a reshare, another party's plain
+		// shares): the origin cannot commit it without the third's vote,
+		// so only its decision may need relaying.
+		c.relayOnCommit(m.Txn, relay{to: name})
+		return nil
+	}
+	noted := c.relay.note(m.Txn)
+	failed := make(chan struct{})
+	go func() {
+		nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.p.Timeouts().OutboxSend)
+		defer cancel()
+		resp, err := rpc.Call(nctx, c.env.Net, name, &protocol.Prepared{Txn: m.Txn, Origin: m.Origin})
+		if err != nil {
+			close(failed)
+			return
+		}
+		if _, has := resp.(*protocol.Prepared); has { // it has the transaction already
+			c.relay.heard(m.Txn)
+		} // else its own note follows once it has prepared
+	}()
+	timer := time.NewTimer(noteWait)
+	defer timer.Stop()
+	got := false
+	select {
+	case <-noted:
+		got = true
+	case <-failed:
+	case <-timer.C:
+	case <-ctx.Done():
+		return protocol.Errorf(protocol.CodeUnavailable, "%s: the prepare came too late", c.env.Self)
+	}
+	c.relay.mu.Lock()
+	delete(c.relay.notes, m.Txn) // (its key stays in order until it ages out)
+	c.relay.mu.Unlock()
+	switch {
+	case got:
+		c.relayOnCommit(m.Txn, relay{to: name})
+		return nil
+	case keep == nil:
+		return protocol.Errorf(protocol.CodeAborted, "%s: %s did not say that it prepared this change, and its origin sent no copy of %s's part to keep for it: a change is committed only where either other holder can give it to a holder that misses it", c.env.Self, name, name)
+	}
+	c.heldMu.Lock()
+	defer c.heldMu.Unlock()
+	if perr := c.hold(k, keep, m.Txn); perr != nil {
+		return perr
+	}
+	c.relayOnCommit(m.Txn, relay{to: name, msg: keep})
+	return nil
+}
+
+// thirdsPrepare is party k's prepare of m that this party keeps for it
+// (nil when it has none to keep), and whether m may be held at all.
+func (c *Core[S]) thirdsPrepare(m *protocol.Prepare, held []byte, hashes [][32]byte, k int) (protocol.Msg, bool) {
+	if m.Reshare != nil {
+		return nil, false
+	}
+	bare := *m
+	bare.Ops = make([]protocol.Op, len(m.Ops))
+	for i, op := range m.Ops {
+		switch {
+		case op.Kind == protocol.OpDelete:
+		case op.Kind == protocol.OpPut && hashes != nil:
+			op.Share, op.Seeded = nil, false // this party's opened share stays here
+		default:
+			return nil, false
+		}
+		bare.Ops[i] = op
+	}
+	if hashes == nil {
+		return &bare, true
+	}
+	if held == nil || k >= len(hashes) || protocol.PartHash(held) != hashes[k] {
+		return nil, true
+	}
+	return &protocol.SealedPrepare{Prepare: bare, Part: held, Hashes: hashes}, true
+}
+
+func (c *Core[S]) relayOnCommit(txn protocol.TxnID, r relay) {
+	c.relay.mu.Lock()
+	defer c.relay.mu.Unlock()
+	c.relay.onCommit[txn] = r
+}
+
+// relayDecided queues, once txn of origin is decided here, what this party
+// relays to the third: the prepare it kept and the commit, or the commit
+// alone; an abort erases a kept part. Called with the rows' write lock
+// held (decideLocked), so it takes no lock that waits for the rows.
+func (c *Core[S]) relayDecided(d *protocol.Decide) {
+	if !c.relaying() {
+		return
+	}
+	c.relay.remember(d.Txn)
+	if int(d.Origin) == c.self {
+		return
+	}
+	c.relay.mu.Lock()
+	r, ok := c.relay.onCommit[d.Txn]
+	delete(c.relay.onCommit, d.Txn)
+	c.relay.mu.Unlock()
+	if !ok {
+		return
+	}
+	if !d.Commit {
+		if r.msg != nil {
+			c.forget(r.to, d.Txn)
+		}
+		return
+	}
+	if r.msg != nil {
+		c.outbox.Relay(r.to, r.msg)
+	}
+	c.outbox.Relay(r.to, &protocol.Decide{Txn: d.Txn, Origin: d.Origin, Commit: true})
+}
+
+// relayedFrom reports whether a message about a transaction of origin
+// that came from party from is a relay this party takes: from is the
+// third party of that transaction here.
+func (c *Core[S]) relayedFrom(origin int, from string) bool {
+	return c.relaying() && origin < c.p.Mu() && origin != c.self && c.p.Party(c.third(origin)).Name == from
+}
+
+// prepareRelayed is a prepare relayed by the third party: one this party
+// already has is voted on again; any other is validated (the operator's
+// signature, the parts' hashes, the rows' numbering) and logged as the
+// origin's would be. The origin's word on its previous transaction
+// (Prior) is not taken from a relay.
+func (c *Core[S]) prepareRelayed(ctx context.Context, m *protocol.Prepare, sealed [][32]byte) protocol.Msg {
+	c.st.lock()
+	defer c.st.unlock()
+	if ctx.Err() != nil {
+		return protocol.Errorf(protocol.CodeUnavailable, "%s: the prepare came too late", c.env.Self)
+	}
+	if v, ok := c.alreadyPrepared(m); ok {
+		return v
+	}
+	resp := c.takePrepare(m, sealed)
+	if _, ok := resp.(*protocol.Vote); ok {
+		c.env.Log.Info("took a change relayed by the third party", "origin", c.p.Party(int(m.Origin)).Name)
+	}
+	return resp
+}
+
+// decideRelayed is a commit relayed by the third party: applied when the
+// transaction is pending here, else nothing (a relay is never taken for
+// an early decision: the third relays only what it saw committed).
+func (c *Core[S]) decideRelayed(m *protocol.Decide) protocol.Msg {
+	c.st.mu.RLock()
+	t, ok := c.st.pending[m.Txn]
+	c.st.mu.RUnlock()
+	if !ok {
+		return &protocol.DecideOK{}
+	}
+	if t.prep.Origin != m.Origin {
+		return protocol.Errorf(protocol.CodeForbidden, "only the origin decides its transaction")
+	}
+	if err := c.decide(m); err != nil {
+		return err
+	}
+	return &protocol.DecideOK{}
+}
+
+// forget erases the part this party kept for party to of an aborted
+// transaction.
+func (c *Core[S]) forget(to string, txn protocol.TxnID) {
+	c.heldMu.Lock()
+	defer c.heldMu.Unlock()
+	c.eraseHeld(heldKey{to, txn})
+}
