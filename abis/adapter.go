@@ -46,6 +46,7 @@ type Adapter struct {
 	x       Extractor
 	o       Options
 	pending atomic.Int64
+	batches batcher
 }
 
 // New returns an adapter.
@@ -207,9 +208,7 @@ func (a *Adapter) insert(ctx context.Context, q *Request, turn func() error) err
 	if err := a.j.Begin(q); err != nil {
 		return unanswered{err}
 	}
-	cctx, cancel := context.WithTimeout(ctx, a.o.Timeout)
-	defer cancel()
-	err = a.c.Enroll(cctx, []protocol.Item{{ID: ref, Template: x}})
+	err = a.enroll(protocol.Item{ID: ref, Template: x})
 	if code, ok := protoCode(err); ok && code == protocol.CodeDuplicate {
 		if begun { // this request's own enrollment, done before a restart
 			return nil

@@ -22,15 +22,27 @@ type fakeCluster struct {
 	rows     map[string][]float32
 	degraded bool
 	enrolls  int
+	batches  []int         // the size of every enrollment asked for
+	gate     chan struct{} // when set, an enrollment waits for it
 }
 
+// Enroll enrolls items, all or none, as a cluster's transaction does.
 func (c *fakeCluster) Enroll(_ context.Context, items []protocol.Item) error {
+	c.mu.Lock()
+	gate := c.gate
+	c.batches = append(c.batches, len(items))
+	c.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, it := range items {
 		if _, ok := c.rows[it.ID]; ok {
 			return &protocol.Error{Code: protocol.CodeDuplicate, Msg: "duplicate"}
 		}
+	}
+	for _, it := range items {
 		c.rows[it.ID] = it.Template
 		c.enrolls++
 	}
@@ -292,5 +304,85 @@ func TestAdapterTargetFPIR(t *testing.T) {
 	}
 	if r := h.do(OpIdentify, map[string]any{"referenceId": "ref1", "flags": map[string]any{"targetFPIR": 30}}); r.ReturnValue != ReturnFailed {
 		t.Errorf("targetFPIR 30 at 13 records, calibrated for 4: answered")
+	}
+}
+
+// TestInsertsBatched: inserts of different referenceIds that wait while
+// one enrollment runs go to the cluster together, as one enrollment; a
+// batch refused for one of its items (a referenceId the cluster already
+// has) is enrolled again item by item, so that only that insert fails.
+func TestInsertsBatched(t *testing.T) {
+	h := newHarness(t, nil)
+	h.c.rows["taken"] = person(3, 2) // enrolled, but not through this adapter
+	round := func(refs []string) []*Response {
+		t.Helper()
+		gate := make(chan struct{})
+		h.c.mu.Lock()
+		h.c.gate, h.c.batches = gate, nil
+		h.c.mu.Unlock()
+		out := make([]*Response, len(refs))
+		var wg sync.WaitGroup
+		for i, ref := range refs {
+			h.n++
+			body, _ := json.Marshal(map[string]any{"id": OpInsert, "version": "1.1", "requestId": "b" + strconv.Itoa(h.n), "requesttime": "2026-01-01T00:00:00.000Z",
+				"referenceId": ref, "referenceURL": docURL(i%4, i%3)})
+			q, bad := Decode(body)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				b, err := h.a.Answer(context.Background(), q, bad, nil)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				var r Response
+				json.Unmarshal(b, &r)
+				out[i] = &r
+			}()
+			if i == 0 { // the first enrollment runs; the others queue behind it
+				for {
+					h.c.mu.Lock()
+					n := len(h.c.batches)
+					h.c.mu.Unlock()
+					if n == 1 {
+						break
+					}
+				}
+			}
+		}
+		for {
+			h.a.batches.mu.Lock()
+			n := len(h.a.batches.queue)
+			h.a.batches.mu.Unlock()
+			if n == len(refs)-1 {
+				break
+			}
+		}
+		close(gate)
+		wg.Wait()
+		return out
+	}
+	refs := []string{"b0", "b1", "b2", "b3", "b4", "b5"}
+	for i, r := range round(refs) {
+		if r == nil || r.ReturnValue != ReturnSuccess {
+			t.Fatalf("insert %s: %+v", refs[i], r)
+		}
+	}
+	if !slices.Equal(h.c.batches, []int{1, 5}) {
+		t.Fatalf("enrollments of %v, want [1 5]: the five that waited go together", h.c.batches)
+	}
+	refs = []string{"c0", "c1", "taken", "c3"}
+	rs := round(refs)
+	for i, r := range rs {
+		want := ReturnSuccess
+		if refs[i] == "taken" {
+			want = ReturnFailed
+		}
+		if r == nil || r.ReturnValue != want {
+			t.Fatalf("insert %s: %+v, want returnValue %s", refs[i], r, want)
+		}
+	}
+	if !slices.Equal(h.c.batches, []int{1, 3, 1, 1, 1}) {
+		t.Fatalf("enrollments of %v, want [1 3 1 1 1]: a batch refused for one item is enrolled item by item", h.c.batches)
 	}
 }

@@ -27,10 +27,12 @@ import (
 // A torn last line (a crash during an append) is cut off at open; a
 // damaged line followed by an intact one refuses the open.
 type Journal struct {
-	mu   sync.Mutex
-	f    *os.File
-	path string
-	size int64
+	syncMu sync.Mutex // held across an fsync; synced is what it made durable
+	synced int64
+	mu     sync.Mutex
+	f      *os.File
+	path   string
+	size   int64
 	// answered: requestId -> where its answer is (offset of the JSON
 	// entry in the file, and its length), read back on a redelivery.
 	answered map[string][2]int64
@@ -77,6 +79,7 @@ func OpenJournal(path string) (*Journal, error) {
 		f.Close()
 		return nil, err
 	}
+	j.synced = j.size
 	return j, nil
 }
 
@@ -174,15 +177,39 @@ func (j *Journal) append(e entry) error {
 	line = fmt.Appendf(line, "%08x ", crc32.Checksum(body, castagnoli))
 	line = append(append(line, body...), '\n')
 	j.mu.Lock()
-	defer j.mu.Unlock()
+	off := j.size
 	if _, err := j.f.Write(line); err != nil {
+		j.mu.Unlock()
 		return fmt.Errorf("abis: journal: %w", err)
 	}
-	if err := j.f.Sync(); err != nil {
-		return fmt.Errorf("abis: journal: %w", err)
-	}
-	j.apply(e, j.size+9, int64(len(body)))
 	j.size += int64(len(line))
+	end := j.size
+	j.mu.Unlock()
+	if err := j.syncTo(end); err != nil {
+		return fmt.Errorf("abis: journal: %w", err)
+	}
+	j.mu.Lock()
+	j.apply(e, off+9, int64(len(body)))
+	j.mu.Unlock()
+	return nil
+}
+
+// syncTo returns once the file is durable up to end: one fsync covers
+// every line written before it, so requests served beside each other
+// share them (a group commit).
+func (j *Journal) syncTo(end int64) error {
+	j.syncMu.Lock()
+	defer j.syncMu.Unlock()
+	if j.synced >= end {
+		return nil
+	}
+	j.mu.Lock()
+	target := j.size
+	j.mu.Unlock()
+	if err := j.f.Sync(); err != nil {
+		return err
+	}
+	j.synced = target
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -40,9 +41,11 @@ type Broker struct {
 // or served afresh if it changes nothing, and MOSIP receives each answer
 // once.
 //
-// Changes (insert, delete) are served one at a time in the order
-// received; an identify or referenceCount waits for every change
-// received before it; identifies run beside each other.
+// The changes (insert, delete) of one referenceId are served in the order
+// received; changes of different referenceIds run beside each other (the
+// inserts among them enrolled in batches: batch.go); an identify or
+// referenceCount waits for every change received before it; identifies
+// run beside each other.
 func (a *Adapter) Serve(ctx context.Context, b Broker) error {
 	if b.InFlight <= 0 {
 		b.InFlight = 8
@@ -79,7 +82,7 @@ func (a *Adapter) Serve(ctx context.Context, b Broker) error {
 		wg.Wait()
 		conn.MustDisconnect()
 	}()
-	lastChange := closedChan()
+	var ord ordering
 	for {
 		var msg *stomp.Message
 		select {
@@ -104,12 +107,7 @@ func (a *Adapter) Serve(ctx context.Context, b Broker) error {
 		}
 		a.Received()
 		q, bad := Decode(msg.Body)
-		after := lastChange
-		var done chan struct{}
-		if bad == nil && q.Change() {
-			done = make(chan struct{})
-			lastChange = done
-		}
+		after, done := ord.next(q, bad)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -133,14 +131,16 @@ func (a *Adapter) Serve(ctx context.Context, b Broker) error {
 // handle answers one request: served is called once the request's
 // change (if any) is done and recorded, so that the next one may start
 // while this answer goes to the broker.
-func (a *Adapter) handle(ctx context.Context, conn *stomp.Conn, b Broker, msg *stomp.Message, q *Request, bad *Error, after <-chan struct{}, served func()) error {
+func (a *Adapter) handle(ctx context.Context, conn *stomp.Conn, b Broker, msg *stomp.Message, q *Request, bad *Error, after []chan struct{}, served func()) error {
 	turn := func() error {
-		select {
-		case <-after:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
+		for _, c := range after {
+			select {
+			case <-c:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
+		return nil
 	}
 	// A request begun is finished even when the adapter is told to
 	// stop (but for waiting its turn): a change's answer is final once
@@ -172,8 +172,43 @@ func (a *Adapter) handle(ctx context.Context, conn *stomp.Conn, b Broker, msg *s
 	return tx.Commit()
 }
 
-func closedChan() chan struct{} {
-	c := make(chan struct{})
-	close(c)
-	return c
+// ordering is Serve's order of requests: the changes not yet served, and
+// the last change of each referenceId.
+type ordering struct {
+	changes []chan struct{}
+	last    map[string]chan struct{}
+}
+
+// next is what request q (bad: refused by Decode) waits for before its
+// turn, and, for a change, the channel to close once it is served.
+func (o *ordering) next(q *Request, bad *Error) (after []chan struct{}, done chan struct{}) {
+	o.changes = slices.DeleteFunc(o.changes, closed)
+	if bad != nil || !q.Change() {
+		return slices.Clone(o.changes), nil // every change received before it
+	}
+	if o.last == nil || len(o.last) > 4*len(o.changes)+1024 {
+		live := map[string]chan struct{}{}
+		for ref, c := range o.last {
+			if !closed(c) {
+				live[ref] = c
+			}
+		}
+		o.last = live
+	}
+	done = make(chan struct{})
+	if prev, ok := o.last[q.Ref()]; ok && !closed(prev) {
+		after = []chan struct{}{prev}
+	}
+	o.last[q.Ref()] = done
+	o.changes = append(o.changes, done)
+	return after, done
+}
+
+func closed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
