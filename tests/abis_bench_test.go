@@ -134,9 +134,9 @@ func TestABISThroughput(t *testing.T) {
 		t.Logf("gateway %-8s %d in %s, %d at once: %.1f/s", what, ops, time.Since(start).Round(time.Millisecond), workers, rate)
 		return rate
 	}
-	// Inserts one at a time, as the adapter serves changes; identifies
-	// inFlight at once, as the adapter runs them.
-	gateInsert := gateway("enroll", 1, func(i int) {
+	// inFlight at once both ways, as the adapter holds them (inserts of
+	// different referenceIds run beside each other there, in batches).
+	gateInsert := gateway("enroll", inFlight, func(i int) {
 		post("/v1/enroll", map[string]any{"id": fmt.Sprintf("gate-%d", i), "template": s.Samples[ops+i]})
 	})
 	gateIdentify := gateway("identify", inFlight, func(i int) {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -86,6 +87,19 @@ func TestGatewayPython(t *testing.T) {
 	}
 	if ans, code := gate("count"); code != 0 || ans["count"] != 4.0 {
 		t.Fatalf("count: %d %v", code, ans)
+	}
+	if ans, code := gate("exists", "--id", d.names[2]); code != 0 || ans["enrolled"] != true || ans["id"] != d.names[2] {
+		t.Fatalf("exists: %d %v", code, ans)
+	}
+	if ans, code := gate("exists", "--id", "nobody"); code != 0 || ans["enrolled"] != false {
+		t.Fatalf("exists of an id never enrolled: %d %v", code, ans)
+	}
+	want := slices.Sorted(slices.Values(d.names[:4]))
+	if ans, code := gate("ids", "--limit", "3", "--all"); code != 0 || fmt.Sprint(ans["ids"]) != fmt.Sprint(want) || ans["more"] != false {
+		t.Fatalf("ids --all in pages of 3: %d %v, want %v", code, ans, want)
+	}
+	if ans, code := gate("ids", "--limit", "3"); code != 0 || ans["more"] != true || ans["after"] != want[2] {
+		t.Fatalf("ids --limit 3: %d %v", code, ans)
 	}
 	if ans, code := gate("delete", "--id", d.names[1]); code != 0 || ans["deleted"] != d.names[1] {
 		t.Fatalf("delete: %d %v", code, ans)

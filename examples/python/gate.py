@@ -21,6 +21,8 @@ On loopback TCP (an operator's gateway there needs a bearer token):
     python3 gate.py --url http://127.0.0.1:8480 enroll --id alice --template alice.json
     python3 gate.py --url http://127.0.0.1:8480 identify --template probe.json
     python3 gate.py --url http://127.0.0.1:8480 count
+    python3 gate.py --url http://127.0.0.1:8480 exists --id alice
+    python3 gate.py --url http://127.0.0.1:8480 ids --all
     python3 gate.py --url http://127.0.0.1:8480 delete --id alice
 
 A template file holds one JSON array of numbers (the face template, as many
@@ -90,6 +92,12 @@ def main():
     sub = ap.add_subparsers(dest="op", required=True)
     sub.add_parser("health")
     sub.add_parser("count")
+    p = sub.add_parser("ids", help="the enrolled ids (an operator's gateway), a page at a time")
+    p.add_argument("--after", default="", help="the page after this id (the last answer's \"after\")")
+    p.add_argument("--limit", type=int, help="at most this many ids (1..10000; the gateway's default 1000)")
+    p.add_argument("--all", action="store_true", help="every page, printed as one answer")
+    p = sub.add_parser("exists", help="whether one id is enrolled (an operator's gateway)")
+    p.add_argument("--id", required=True)
     p = sub.add_parser("identify")
     p.add_argument("--template", required=True)
     p = sub.add_parser("enroll")
@@ -103,9 +111,16 @@ def main():
     if a.token_file:
         with open(a.token_file) as f:
             headers["Authorization"] = "Bearer " + f.read().rstrip("\r\n")
-    method, body = "POST", None
-    if a.op in ("health", "count"):
+    method, body, query = "POST", None, {}
+    if a.op in ("health", "count", "ids", "exists"):
         method = "GET"
+        if a.op == "exists":
+            query = {"id": a.id}
+        elif a.op == "ids":
+            if a.after:
+                query["after"] = a.after
+            if a.limit is not None:
+                query["limit"] = str(a.limit)
     elif a.op == "identify":
         body = {"template": load_template(a.template)}
     elif a.op == "enroll":
@@ -117,24 +132,46 @@ def main():
         data = json.dumps(body).encode()
         headers["Content-Type"] = "application/json"  # the gateway takes no other
 
-    conn, prefix = connection(a.url, a.timeout)
-    try:
-        conn.request(method, f"{prefix}/v1/{a.op}", body=data, headers=headers)
-        r = conn.getresponse()
-        raw = r.read()
-    except OSError as e:
-        print(f"cannot reach the gateway at {a.url}: {e} (is 'idface gateway' running there?)", file=sys.stderr)
+    def ask(query):
+        """One request: the status and the JSON answer, or None when the
+        gateway cannot be reached or did not answer JSON (said on stderr)."""
+        path = f"{prefix}/v1/{a.op}"
+        if query:
+            path += "?" + urllib.parse.urlencode(query)
+        conn = connection(a.url, a.timeout)[0]
+        try:
+            conn.request(method, path, body=data, headers=headers)
+            r = conn.getresponse()
+            raw = r.read()
+        except OSError as e:
+            print(f"cannot reach the gateway at {a.url}: {e} (is 'idface gateway' running there?)", file=sys.stderr)
+            return None
+        finally:
+            conn.close()
+        try:
+            return r.status, json.loads(raw)
+        except ValueError:
+            print(f"the gateway at {a.url} answered {r.status} with something other than JSON: {raw[:200]!r}", file=sys.stderr)
+            return None
+
+    prefix = connection(a.url, a.timeout)[1]
+    got = ask(query)
+    if got is None:
         return 1
-    finally:
-        conn.close()
-    try:
-        answer = json.loads(raw)
-    except ValueError:
-        print(f"the gateway at {a.url} answered {r.status} with something other than JSON: {raw[:200]!r}", file=sys.stderr)
-        return 1
+    status, answer = got
+    # --all: the next pages, after the last id of each, into one answer.
+    while a.op == "ids" and a.all and status == 200 and answer.get("more"):
+        got = ask(dict(query, after=answer["after"]))
+        if got is None:
+            return 1
+        status, page = got
+        if status != 200:
+            answer = page
+            break
+        answer = {"ids": answer["ids"] + page["ids"], "more": page["more"], **({"after": page["after"]} if page.get("more") else {})}
     print(json.dumps(answer, sort_keys=True))
-    if r.status != 200:
-        print(f"gateway refused ({r.status}): {answer.get('error', '')}", file=sys.stderr)
+    if status != 200:
+        print(f"gateway refused ({status}): {answer.get('error', '')}", file=sys.stderr)
         return 1
     if a.op == "identify" and answer["decision"] == "accepted":
         print(f"open the gate for {answer['id']}" + (" (degraded answer)" if answer.get("degraded") else ""), file=sys.stderr)
