@@ -14,7 +14,6 @@ package network
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -22,6 +21,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/idface/idface/protocol/frame"
 )
 
 // Role is what an authenticated peer may do; the runtime dispatches on it.
@@ -159,13 +160,12 @@ var ErrFrameTooLarge = errors.New("network: frame exceeds the size limit")
 // WriteFrame writes one length-prefixed message (small ones in one write).
 func (s *Stream) WriteFrame(msg []byte) error {
 	if len(msg) <= 4096 {
-		b := make([]byte, 4, 4+len(msg))
-		binary.BigEndian.PutUint32(b, uint32(len(msg)))
+		b := frame.Append(make([]byte, 0, frame.Size(len(msg))), len(msg))
 		_, err := s.Write(append(b, msg...))
 		return err
 	}
-	var h [4]byte
-	binary.BigEndian.PutUint32(h[:], uint32(len(msg)))
+	var h [frame.Header]byte
+	frame.Put(h[:], len(msg))
 	if _, err := s.Write(h[:]); err != nil {
 		return err
 	}
@@ -189,11 +189,11 @@ const frameChunk = 64 << 10
 // an error. Nothing beyond those bytes is allocated
 // before it has arrived.
 func (s *Stream) ReadFrameLimit(ceiling int, limit func(head []byte, n int) (int, error)) ([]byte, error) {
-	var h [4]byte
+	var h [frame.Header]byte
 	if _, err := io.ReadFull(s, h[:]); err != nil {
 		return nil, err
 	}
-	n := int(binary.BigEndian.Uint32(h[:]))
+	n := frame.Len(h[:])
 	if n > ceiling {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrFrameTooLarge, n, ceiling)
 	}

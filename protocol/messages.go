@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/idface/idface/internal/codec/wire"
+	"github.com/idface/idface/protocol/frame"
 	"github.com/idface/idface/template"
 )
 
@@ -262,6 +263,10 @@ func Marshal(m Msg) []byte {
 	m.marshal(&e)
 	return e.B
 }
+
+// FramedSize is m's bytes on the wire: its encoding and the frame's header
+// (protocol/frame).
+func FramedSize(m Msg) int { return frame.Size(len(Marshal(m))) }
 
 // Decode parses one message.
 func Decode(b []byte) (Msg, error) {

@@ -278,4 +278,4 @@ func readAck(s *network.Stream, dec string) (protocol.Msg, error) {
 
 // ackBytes is the decider's acknowledgement of a helper's shares on the
 // wire.
-var ackBytes = uint64(4 + len(protocol.Marshal(&protocol.DecideShareOK{})))
+var ackBytes = uint64(protocol.FramedSize(&protocol.DecideShareOK{}))

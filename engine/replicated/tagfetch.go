@@ -245,9 +245,9 @@ func (d *Decider) fetchTags(ctx context.Context, qid [16]byte, n, topK int, posi
 			// that padded its stream (progress reports) would otherwise
 			// inflate the count past the entry's bound and have the
 			// honest decider blamed for it.
-			moved[i] = uint64(frameBytes(&asks[i]))
+			moved[i] = uint64(protocol.FramedSize(&asks[i]))
 			if resp != nil {
-				moved[i] += uint64(frameBytes(resp))
+				moved[i] += uint64(protocol.FramedSize(resp))
 			}
 			switch a, ok := resp.(*protocol.TagAnswers); {
 			case err != nil && absent(err): // it stopped after its part, or restarted: the entry may run the query again
@@ -318,10 +318,6 @@ func countedDown(err error) bool {
 	var pe *protocol.Error
 	return errors.As(err, &pe) && pe.Code == protocol.CodeCountedDown
 }
-
-// frameBytes is a message's bytes on the wire: its encoding and the
-// frame's 4-byte length.
-func frameBytes(m protocol.Msg) int { return 4 + len(protocol.Marshal(m)) }
 
 // tagAskRoute is the holder's route for the decider's fetch.
 func (h *Holder[E]) tagAskRoute() engine.Route {
