@@ -549,6 +549,34 @@ func Refused(err error) bool {
 // delta however few of its rows a request carries). A shard's items
 // wait as indices (item is called again to send them), not as templates.
 func (c *Client) EnrollAll(ctx context.Context, n int, item func(i int) protocol.Item, o Bulk) (int, error) {
+	o, err := c.bulkDefaults(o)
+	if err != nil {
+		return 0, err
+	}
+	S := c.p.Shards()
+	if S > 1 {
+		if err := c.p.CanPlace(); err != nil {
+			return 0, err
+		}
+	}
+	b := &bulkRun{c: c, ctx: ctx, n: n, item: item, o: o, res: &BulkError{Total: n}, sems: make([]chan struct{}, S)}
+	for s := range b.sems {
+		b.sems[s] = make(chan struct{}, o.InFlight)
+	}
+	if S == 1 {
+		b.sendUnsharded()
+	} else {
+		b.sendSharded(S)
+	}
+	b.wg.Wait()
+	if b.res.Err != nil {
+		return b.done, b.res
+	}
+	return b.done, nil
+}
+
+// bulkDefaults fills o's defaults and checks its batch size.
+func (c *Client) bulkDefaults(o Bulk) (Bulk, error) {
 	if o.Batch == 0 {
 		o.Batch = 2048
 	}
@@ -559,139 +587,162 @@ func (c *Client) EnrollAll(ctx context.Context, n int, item func(i int) protocol
 		o.Timeout = 60 * time.Second
 	}
 	if o.Batch < 1 || o.Batch > protocol.MaxBatch {
-		return 0, fmt.Errorf("batch of %d: want 1..%d", o.Batch, protocol.MaxBatch)
+		return o, fmt.Errorf("batch of %d: want 1..%d", o.Batch, protocol.MaxBatch)
 	}
 	o.Batch = min(o.Batch, c.p.MaxEnrollBatch()) // what the cluster takes in one request
-	S := c.p.Shards()
-	if S > 1 {
-		if err := c.p.CanPlace(); err != nil {
-			return 0, err
+	return o, nil
+}
+
+// bulkRun is one EnrollAll: its batches in flight, per shard, and what
+// became of the items.
+type bulkRun struct {
+	c    *Client
+	ctx  context.Context
+	n    int
+	item func(i int) protocol.Item
+	o    Bulk
+	sems []chan struct{} // requests in flight, per shard
+	wg   sync.WaitGroup
+
+	mu   sync.Mutex
+	res  *BulkError
+	done int
+}
+
+// sendUnsharded sends the items in batches of o.Batch, in input order.
+func (b *bulkRun) sendUnsharded() {
+	for lo := 0; lo < b.n; lo += b.o.Batch {
+		hi := min(lo+b.o.Batch, b.n)
+		idx, items := make([]int, 0, hi-lo), make([]protocol.Item, 0, hi-lo)
+		for i := lo; i < hi; i++ {
+			idx, items = append(idx, i), append(items, b.item(i))
+		}
+		if !b.send(0, idx, items) {
+			return
 		}
 	}
-	var mu sync.Mutex
-	res := &BulkError{Total: n}
-	done := 0
-	sems := make([]chan struct{}, S) // requests in flight, per shard
-	for s := range sems {
-		sems[s] = make(chan struct{}, o.InFlight)
+}
+
+// sendSharded sends each shard's items in batches: they wait until they
+// fill a batch; what is left is sent at the end, shard by shard.
+func (b *bulkRun) sendSharded(S int) {
+	idx := make([][]int, S)
+	stopped := false
+	for i := 0; i < b.n && !stopped; i++ {
+		s := b.c.p.ShardOf(b.item(i).ID)
+		idx[s] = append(idx[s], i)
+		if len(idx[s]) == b.o.Batch {
+			stopped = !b.send(s, idx[s], nil)
+			idx[s] = nil
+		}
 	}
-	var wg sync.WaitGroup
-	failed := func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return res.Err != nil
+	for s := range idx {
+		if !stopped && len(idx[s]) > 0 {
+			stopped = !b.send(s, idx[s], nil)
+		}
 	}
-	// send sends one batch of shard s (0 unsharded), items idx; false
-	// once the enrollment has stopped.
-	send := func(s int, idx []int, items []protocol.Item) bool {
-		sem := sems[s]
-		sem <- struct{}{}
-		if failed() { // checked once a slot is free: a batch that failed meanwhile stops the rest
+}
+
+// failed reports whether the enrollment has stopped.
+func (b *bulkRun) failed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.res.Err != nil
+}
+
+// stop records err as the enrollment's failure unless one came first.
+func (b *bulkRun) stop(err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.res.Err == nil {
+		b.res.Err = err
+	}
+}
+
+// send sends one batch of shard s (0 unsharded), items idx (made from
+// idx when nil); false once the enrollment has stopped.
+func (b *bulkRun) send(s int, idx []int, items []protocol.Item) bool {
+	sem := b.sems[s]
+	sem <- struct{}{}
+	if b.failed() { // checked once a slot is free: a batch that failed meanwhile stops the rest
+		<-sem
+		return false
+	}
+	if items == nil {
+		items = make([]protocol.Item, len(idx))
+		for k, i := range idx {
+			items[k] = b.item(i)
+		}
+	}
+	if b.o.Dedupe {
+		keepIdx, keep, ok := b.dedupe(idx, items)
+		if !ok || len(keep) == 0 {
+			<-sem
+			return ok
+		}
+		idx, items = keepIdx, keep
+	}
+	if b.o.Before != nil {
+		if err := b.o.Before(idx); err != nil {
+			b.stop(err)
 			<-sem
 			return false
 		}
-		if items == nil {
-			items = make([]protocol.Item, len(idx))
-			for k, i := range idx {
-				items[k] = item(i)
-			}
-		}
-		if o.Dedupe {
-			keepIdx, keep, dups, err := c.Dedupe(ctx, idx, items, o.Timeout)
-			mu.Lock()
-			if err != nil && res.Err == nil {
-				res.Err = err
-			}
-			for _, d := range dups {
-				res.Duplicates = addRange(res.Duplicates, Range{d.Item, d.Item + 1})
-				if o.Duplicate != nil {
-					o.Duplicate(d)
-				}
-			}
-			mu.Unlock()
-			if err != nil || len(keep) == 0 {
-				<-sem
-				return err == nil
-			}
-			idx, items = keepIdx, keep
-		}
-		if o.Before != nil {
-			if err := o.Before(idx); err != nil {
-				mu.Lock()
-				if res.Err == nil {
-					res.Err = err
-				}
-				mu.Unlock()
-				<-sem
-				return false
-			}
-		}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			err := c.Enroll(rpc.Patient(ctx, o.Timeout), items)
-			mu.Lock()
-			defer mu.Unlock()
-			if o.After != nil {
-				o.After(idx, err)
-			}
-			into := &res.InDoubt
-			switch {
-			case err == nil:
-				into = &res.Committed
-				done += len(items)
-				if o.Progress != nil {
-					o.Progress(done, n)
-				}
-			case Refused(err):
-				into = &res.Refused
-			}
-			for _, r := range Ranges(idx) {
-				*into = addRange(*into, r)
-			}
-			if err != nil && res.Err == nil {
-				res.Err = err
-			}
-		})
-		if o.Dedupe {
-			wg.Wait() // the next batch's search must see this one
-		}
-		return true
 	}
-	if S == 1 {
-		for lo := 0; lo < n; lo += o.Batch {
-			hi := min(lo+o.Batch, n)
-			idx, items := make([]int, 0, hi-lo), make([]protocol.Item, 0, hi-lo)
-			for i := lo; i < hi; i++ {
-				idx, items = append(idx, i), append(items, item(i))
-			}
-			if !send(0, idx, items) {
-				break
-			}
-		}
-	} else {
-		// Each shard's items wait until they fill a batch; what is left is
-		// sent at the end, shard by shard.
-		idx := make([][]int, S)
-		stopped := false
-		for i := 0; i < n && !stopped; i++ {
-			s := c.p.ShardOf(item(i).ID)
-			idx[s] = append(idx[s], i)
-			if len(idx[s]) == o.Batch {
-				stopped = !send(s, idx[s], nil)
-				idx[s] = nil
-			}
-		}
-		for s := range idx {
-			if !stopped && len(idx[s]) > 0 {
-				stopped = !send(s, idx[s], nil)
-			}
+	b.wg.Go(func() {
+		defer func() { <-sem }()
+		b.record(idx, len(items), b.c.Enroll(rpc.Patient(b.ctx, b.o.Timeout), items))
+	})
+	if b.o.Dedupe {
+		b.wg.Wait() // the next batch's search must see this one
+	}
+	return true
+}
+
+// dedupe leaves out of a batch the items that match an enrolled row or
+// an earlier item (o.Dedupe), counting them; ok is false when the search
+// failed (the enrollment stops).
+func (b *bulkRun) dedupe(idx []int, items []protocol.Item) (keepIdx []int, keep []protocol.Item, ok bool) {
+	keepIdx, keep, dups, err := b.c.Dedupe(b.ctx, idx, items, b.o.Timeout)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err != nil && b.res.Err == nil {
+		b.res.Err = err
+	}
+	for _, d := range dups {
+		b.res.Duplicates = addRange(b.res.Duplicates, Range{d.Item, d.Item + 1})
+		if b.o.Duplicate != nil {
+			b.o.Duplicate(d)
 		}
 	}
-	wg.Wait()
-	if res.Err != nil {
-		return done, res
+	return keepIdx, keep, err == nil
+}
+
+// record files a batch's items (idx, count of them sent) by the outcome
+// of its request.
+func (b *bulkRun) record(idx []int, count int, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.o.After != nil {
+		b.o.After(idx, err)
 	}
-	return done, nil
+	into := &b.res.InDoubt
+	switch {
+	case err == nil:
+		into = &b.res.Committed
+		b.done += count
+		if b.o.Progress != nil {
+			b.o.Progress(b.done, b.n)
+		}
+	case Refused(err):
+		into = &b.res.Refused
+	}
+	for _, r := range Ranges(idx) {
+		*into = addRange(*into, r)
+	}
+	if err != nil && b.res.Err == nil {
+		b.res.Err = err
+	}
 }
 
 // Ranges are the runs of consecutive indices in idx (increasing).
