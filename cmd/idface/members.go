@@ -441,16 +441,9 @@ func clusterAssemble(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() == 0 {
 		return errors.New("give the members' NAME.pub.json files")
 	}
-	var descs []config.Descriptor
-	for _, path := range fs.Args() {
-		d, err := home.ReadDescriptor(path)
-		if err != nil {
-			return err
-		}
-		if d.Metrics == "" && config.ServerRole(d.Role) {
-			d.Metrics = *metrics
-		}
-		descs = append(descs, d)
+	descs, err := readDescriptors(fs.Args(), *metrics)
+	if err != nil {
+		return err
 	}
 	settings := config.Literal{Mode: m, Dim: *dim, Alpha: *alpha, Beta: *beta, Tau: tau, RevealScores: *reveal, HideProbes: *hide,
 		BatchMax: *batch.max, BatchWait: config.Duration(*batch.wait),
@@ -460,35 +453,8 @@ func clusterAssemble(args []string, stdout, stderr io.Writer) error {
 	if !*reshard {
 		delete(set, "reshard")
 	}
-	if prev, err := config.LoadFile(*out); err == nil {
-		if settings, err = carryOver(prev.Literal(), settings, set, *out); err != nil {
-			return err
-		}
-		if *cal != "" {
-			before := settings
-			if err := applyCalibration(*cal, &settings, set); err != nil {
-				return err
-			}
-			if settings.Dim != before.Dim || settings.Alpha != before.Alpha || settings.Beta != before.Beta ||
-				settings.GalleryLevels != before.GalleryLevels || settings.QueryLevels != before.QueryLevels {
-				return fmt.Errorf("%s calibrates another transform than %s's (the servers' data follows that one): calibrate again with --alpha %d --beta %d", *cal, *out, before.Alpha, before.Beta)
-			}
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("%s exists but cannot be read (%v): move it away to start a new cluster", *out, err)
-	} else {
-		var id [16]byte
-		rand.Read(id[:])
-		settings.ClusterID = hex.EncodeToString(id[:])
-		if *cal != "" {
-			if err := applyCalibration(*cal, &settings, set); err != nil {
-				return err
-			}
-		} else if !set["tau"] {
-			if err := applyDefaultCalibration(&settings); err != nil {
-				return err
-			}
-		}
+	if settings, err = assembleSettings(settings, set, *out, *cal); err != nil {
+		return err
 	}
 	prevShards := settings.Shards
 	if prev, err := config.LoadFile(*out); err == nil {
@@ -504,17 +470,78 @@ func clusterAssemble(args []string, stdout, stderr io.Writer) error {
 	if err := config.SaveFile(*out, lit); err != nil {
 		return err
 	}
-	p, err := config.LoadFile(*out)
+	return assembled(*out, stdout)
+}
+
+// readDescriptors reads the members' public descriptors, giving servers
+// whose descriptor names no metrics address the one given (metrics).
+func readDescriptors(paths []string, metrics string) ([]config.Descriptor, error) {
+	var descs []config.Descriptor
+	for _, path := range paths {
+		d, err := home.ReadDescriptor(path)
+		if err != nil {
+			return nil, err
+		}
+		if d.Metrics == "" && config.ServerRole(d.Role) {
+			d.Metrics = metrics
+		}
+		descs = append(descs, d)
+	}
+	return descs, nil
+}
+
+// assembleSettings are the settings of the configuration written to out:
+// a new version of out's cluster when it exists (its settings carried
+// over, set the flags given, a new calibration cal checked against its
+// transform), else a new cluster with its threshold from cal, --tau or
+// the synthetic default.
+func assembleSettings(settings config.Literal, set map[string]bool, out, cal string) (config.Literal, error) {
+	prev, err := config.LoadFile(out)
+	switch {
+	case err == nil:
+		if settings, err = carryOver(prev.Literal(), settings, set, out); err != nil {
+			return settings, err
+		}
+		if cal == "" {
+			return settings, nil
+		}
+		before := settings
+		if err := applyCalibration(cal, &settings, set); err != nil {
+			return settings, err
+		}
+		if settings.Dim != before.Dim || settings.Alpha != before.Alpha || settings.Beta != before.Beta ||
+			settings.GalleryLevels != before.GalleryLevels || settings.QueryLevels != before.QueryLevels {
+			return settings, fmt.Errorf("%s calibrates another transform than %s's (the servers' data follows that one): calibrate again with --alpha %d --beta %d", cal, out, before.Alpha, before.Beta)
+		}
+		return settings, nil
+	case !errors.Is(err, os.ErrNotExist):
+		return settings, fmt.Errorf("%s exists but cannot be read (%v): move it away to start a new cluster", out, err)
+	}
+	var id [16]byte
+	rand.Read(id[:])
+	settings.ClusterID = hex.EncodeToString(id[:])
+	switch {
+	case cal != "":
+		err = applyCalibration(cal, &settings, set)
+	case !set["tau"]:
+		err = applyDefaultCalibration(&settings)
+	}
+	return settings, err
+}
+
+// assembled reports the configuration written to out, and what to check.
+func assembled(out string, stdout io.Writer) error {
+	p, err := config.LoadFile(out)
 	if err != nil {
 		return err
 	}
 	hash := p.Hash()
-	fmt.Fprintf(stdout, "%s: mode %s, %d servers, %d clients, serial %d, hash %x\n", filepath.Base(*out), p.Mode(), len(p.Servers()), len(p.Clients()), p.Serial(), hash[:8])
+	fmt.Fprintf(stdout, "%s: mode %s, %d servers, %d clients, serial %d, hash %x\n", filepath.Base(out), p.Mode(), len(p.Servers()), len(p.Clients()), p.Serial(), hash[:8])
 	for _, m := range p.Servers() {
 		if m.Metrics == "" {
 			fmt.Fprintf(stdout, "%s has no metrics address: it serves /metrics only with 'serve --metrics-addr' (or assemble with --metrics-addr %s)\n", m.Name, defaultMetricsAddr)
 		}
 	}
-	fmt.Fprintf(stdout, "check every pin with its owner: idface cluster show %s\n", *out)
+	fmt.Fprintf(stdout, "check every pin with its owner: idface cluster show %s\n", out)
 	return nil
 }
