@@ -72,12 +72,12 @@ func clusterStatusCmd(args []string, stdout, stderr io.Writer) error {
 		"differ or a server could not reach another to compare them; 1 status\n"+
 		"could not be asked at all; 2 bad usage.\n\n"+
 		"With --json one object: mode, config_serial, config_hash, reveal_scores,\n"+
-		"trust, servers (name, role, addr, pid, reachable, error, config_serial,\n"+
-		"config_hash, config_matches, holds_rows, unsettled, agrees, peers), and\n"+
-		"all_reachable, same_config, agreement (agree; disagree: a server's rows\n"+
-		"differ from another's; unknown: asked as a device, which is not told, or\n"+
-		"a server could not be compared, being unreachable), service (checked,\n"+
-		"degraded or down), calibration_warning (to an operator, when more ids\n"+
+		"trust, servers (name, role, addr, pid, reachable, error, catching_up,\n"+
+		"config_serial, config_hash, config_matches, holds_rows, unsettled, agrees,\n"+
+		"peers), and all_reachable, same_config, agreement (agree; disagree: a\n"+
+		"server's rows differ from another's; unknown: asked as a device, which is\n"+
+		"not told, or a server could not be compared, being unreachable), service\n"+
+		"(checked, degraded, catching-up or down), calibration_warning (to an operator, when more ids\n"+
 		"are enrolled than the threshold was calibrated for) and exit, the exit\n"+
 		"status.", stderr)
 	mf := addMemberFlags(fs, "client", "client identity in a local cluster (default: the operator \"client\")")
@@ -452,7 +452,9 @@ type statusReport struct {
 	Agreement    string         `json:"agreement"` // agree, disagree, unknown (a device is not told; a server not compared)
 	// Service is what identification gets: "checked" (every server up),
 	// "degraded" (one share holder down in a mode that answers without
-	// it, unchecked for its shares) or "down".
+	// it, unchecked for its shares), "catching-up" (one share holder
+	// stands down while it catches up: queries wait for it, or are
+	// refused, rather than run degraded) or "down".
 	Service string `json:"service"`
 	// CalibrationWarning, to an operator, says that more ids are enrolled
 	// than the threshold was calibrated for (config.Calibration.Warning).
@@ -462,12 +464,16 @@ type statusReport struct {
 
 // serverStatus is one server's line of 'cluster status'.
 type serverStatus struct {
-	Name          string       `json:"name"`
-	Role          string       `json:"role"`
-	Addr          string       `json:"addr"`
-	Pid           *int         `json:"pid"` // a running process of a local cluster
-	Reachable     bool         `json:"reachable"`
-	Error         string       `json:"error,omitempty"`
+	Name      string `json:"name"`
+	Role      string `json:"role"`
+	Addr      string `json:"addr"`
+	Pid       *int   `json:"pid"` // a running process of a local cluster
+	Reachable bool   `json:"reachable"`
+	Error     string `json:"error,omitempty"`
+	// CatchingUp: the server answered that it stands down while it
+	// catches up (replicated mode: it missed changes; the others wait for
+	// it rather than answer degraded without it).
+	CatchingUp    bool         `json:"catching_up,omitempty"`
 	ConfigSerial  *uint32      `json:"config_serial"`
 	ConfigHash    string       `json:"config_hash,omitempty"`
 	ConfigMatches bool         `json:"config_matches"`
@@ -608,6 +614,7 @@ func (t *statusTally) add(p statusProc, h *protocol.HealthOK, err error) {
 		state := "unreachable"
 		if rowtxn.StandsDown(err, p.member) { // it answers that its rows are older than its peers' (engine/replicated)
 			state = "STALE"
+			st.CatchingUp = !rowtxn.StandsDownUntilRebuilt(err, p.member)
 		}
 		t.lines = append(t.lines, fmt.Sprintf("%-8s %-22s %-8s %s: %v", p.Name, p.Addr, pidS, state, err))
 		return
@@ -714,13 +721,21 @@ func service(cfg *config.Params, rep *statusReport, operator bool) string {
 		return "checked"
 	}
 	one := config.MemberOf(down[0].Name)
-	if cfg.PartyIndex(one) < 0 || !cfg.Spec().Outage || cfg.HideProbes() { // a hidden probe needs every holder
+	if cfg.PartyIndex(one) < 0 || !cfg.Spec().Outage {
 		return "down"
 	}
+	catchingUp := true
 	for _, st := range down {
 		if config.MemberOf(st.Name) != one {
 			return "down"
 		}
+		catchingUp = catchingUp && st.CatchingUp
+	}
+	if catchingUp {
+		return "catching-up"
+	}
+	if cfg.HideProbes() { // a hidden probe needs every holder
+		return "down"
 	}
 	if operator && rep.Agreement != "agree" {
 		// The holders up compared their row maps with each other.
@@ -792,6 +807,8 @@ func printStatus(cfg *config.Params, rep statusReport, lines []string, configsDi
 		fmt.Fprintln(stdout, "all servers agree on the row map (each compared its rows with every other server's)")
 	case rep.Service == "degraded":
 		fmt.Fprintln(stdout, "the cluster answers DEGRADED: one share holder is down; the others agree and answer without checking its shares (answers are flagged degraded); checked answers resume by themselves once it is back")
+	case rep.Service == "catching-up":
+		fmt.Fprintf(stdout, "the cluster WAITS for %s, which stands down while it catches up (it missed changes): identification waits for it, up to 5 s a query, or is refused, never answered without it; it serves again by itself, usually within seconds (its line says why, and what to do if it cannot)\n", strings.Join(down, ", "))
 	case rep.Agreement == "disagree":
 		fmt.Fprintln(stdout, "servers DISAGREE on the row map: identification is refused until they agree (the servers' logs say how their rows differ)")
 		if len(down) > 0 {

@@ -41,7 +41,7 @@ func TestStatusNamesStaleHolder(t *testing.T) {
 				line = l
 			}
 		}
-		if !strings.Contains(line, "STALE: p3 stands down: stale, behind p1 and p2 on origin p1's changes (1 missing)") {
+		if !strings.Contains(line, "STALE: p3 stands down until rebuilt: stale, behind p1 and p2 on origin p1's changes (1 missing)") {
 			if time.Now().After(deadline) { // a lag that lasts staleAfter (3 s), not a change in flight
 				t.Fatalf("status with p3 restored behind: its line does not say it is stale (exit %d)\n%s", code, out)
 			}
