@@ -67,12 +67,12 @@ func TestBoundsFitTheLargestHonestRequest(t *testing.T) {
 		{prep, engine.PrepareBound(p, share)},
 		{sealed, engine.SealedEnrollBound(p, share)},
 		{sprep, engine.SealedPrepareBound(p, share)},
-		{&protocol.Delete{Auth: auth, ID: id}, engine.Small},
+		{&protocol.Delete{Auth: auth, ID: id}, protocol.Small},
 		{&protocol.Query{Dim: d, Beta: 12, Plus: make([]uint64, w), Minus: make([]uint64, w), Digest: digest, BlockWords: 1}, engine.QueryBound(p)},
 		{batch, engine.QueryBatchBound(p)},
 		{&protocol.BlindQuery{Digest: digest, Pos: pos, Coef: coef}, engine.BlindQueryBound(p)},
-		{&protocol.Health{}, engine.Small},
-		{&protocol.HEDelete{Seq: 1, ID: id}, engine.Small},
+		{&protocol.Health{}, protocol.Small},
+		{&protocol.HEDelete{Seq: 1, ID: id}, protocol.Small},
 		{&protocol.ShardIdentify{TopK: protocol.MaxTopK, Template: tmpl}, engine.ShardIdentifyBound(p)},
 		{hidden, engine.HiddenIdentifyBound(p)},
 		{&protocol.ShardHidden{Probe: *hidden}, engine.ShardHiddenBound(p)},
@@ -112,7 +112,7 @@ func TestEveryRouteIsBounded(t *testing.T) {
 
 func TestCheckRoutesRefusesAnUnboundedRoute(t *testing.T) {
 	h := func(context.Context, engine.Request) protocol.Msg { return nil }
-	ok := engine.Route{Op: "health", From: engine.Anyone, Handle: h, Max: engine.Small}
+	ok := engine.Route{Op: "health", From: engine.Anyone, Handle: h, Max: protocol.Small}
 	if err := engine.CheckRoutes(map[protocol.Type]engine.Route{protocol.THealth: ok}); err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ type fakeEngine struct {
 
 func (f *fakeEngine) Routes() map[protocol.Type]engine.Route {
 	return map[protocol.Type]engine.Route{
-		protocol.THealth: {Op: "health", From: engine.Anyone, Max: engine.Small, Handle: func(context.Context, engine.Request) protocol.Msg { return &protocol.HealthOK{Name: "x"} }},
+		protocol.THealth: {Op: "health", From: engine.Anyone, Max: protocol.Small, Handle: func(context.Context, engine.Request) protocol.Msg { return &protocol.HealthOK{Name: "x"} }},
 		protocol.TIdentify: {Op: "identify", From: engine.Clients, Max: engine.IdentifyBound(f.p), Long: true, Handle: func(ctx context.Context, r engine.Request) protocol.Msg {
 			f.once.Do(func() { close(f.started) })
 			select {
@@ -223,7 +223,7 @@ type slowEngine struct {
 
 func (f *slowEngine) Routes() map[protocol.Type]engine.Route {
 	r := f.fakeEngine.Routes()
-	r[protocol.TDelete] = engine.Route{Op: "delete", From: engine.Operators, Max: engine.Small, Handle: func(ctx context.Context, _ engine.Request) protocol.Msg {
+	r[protocol.TDelete] = engine.Route{Op: "delete", From: engine.Operators, Max: protocol.Small, Handle: func(ctx context.Context, _ engine.Request) protocol.Msg {
 		select {
 		case <-time.After(f.takes):
 			return &protocol.DeleteOK{}

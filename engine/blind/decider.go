@@ -56,8 +56,8 @@ func NewDecider(env engine.Env) (*Decider, error) {
 // Routes: only share holders send shares.
 func (d *Decider) Routes() map[protocol.Type]engine.Route {
 	return map[protocol.Type]engine.Route{
-		protocol.THealth:      {Op: "health", From: engine.Anyone, Handle: d.health, Max: engine.Small, Query: true},
-		protocol.TDecideShare: {Op: "decide", From: engine.Parties, Handle: d.share, Max: engine.Small, Long: true, Query: true},
+		protocol.THealth:      {Op: "health", From: engine.Anyone, Handle: d.health, Max: protocol.Small, Query: true},
+		protocol.TDecideShare: {Op: "decide", From: engine.Parties, Handle: d.share, Max: protocol.Small, Long: true, Query: true},
 	}
 }
 

@@ -32,15 +32,15 @@ import (
 // Routes lists the requests a local server answers.
 func (l *Local) Routes() map[protocol.Type]engine.Route {
 	r := map[protocol.Type]engine.Route{
-		protocol.THealth:   {Op: "health", From: engine.Anyone, Handle: l.health, Max: engine.Small, Query: true},
+		protocol.THealth:   {Op: "health", From: engine.Anyone, Handle: l.health, Max: protocol.Small, Query: true},
 		protocol.TEnroll:   {Op: "enroll", From: engine.Operators, Handle: l.stop.Guard(l.onEnroll), Max: engine.EnrollBound(l.p)},
 		protocol.TIdentify: {Op: "identify", From: engine.Clients, Handle: l.stop.Guard(l.identify), Max: engine.IdentifyBound(l.p), Long: true, Query: true},
-		protocol.TDelete:   {Op: "delete", From: engine.Operators, Handle: l.stop.Guard(l.onDelete), Max: engine.Small},
+		protocol.TDelete:   {Op: "delete", From: engine.Operators, Handle: l.stop.Guard(l.onDelete), Max: protocol.Small},
 		protocol.TPrepare:  {Op: "prepare", From: engine.Parties, Handle: l.stop.Guard(l.fromSequencer(l.prepare)), Max: engine.PrepareBound(l.p, 16*template.Words(l.p.Dim()))},
-		protocol.THEDecide: {Op: "decide", From: engine.Parties, Handle: l.stop.Guard(l.fromSequencer(l.onChange)), Max: engine.Small},
-		protocol.THEDelete: {Op: "decide", From: engine.Parties, Handle: l.stop.Guard(l.fromSequencer(l.onChange)), Max: engine.Small},
+		protocol.THEDecide: {Op: "decide", From: engine.Parties, Handle: l.stop.Guard(l.fromSequencer(l.onChange)), Max: protocol.Small},
+		protocol.THEDelete: {Op: "decide", From: engine.Parties, Handle: l.stop.Guard(l.fromSequencer(l.onChange)), Max: protocol.Small},
 		// The key server, a helper, asks the sequencer to bring it up to date.
-		protocol.THESync: {Op: "sync", From: engine.Allow(network.RoleParty, network.RoleHelper), Handle: l.stop.Guard(l.onSync), Max: engine.Small},
+		protocol.THESync: {Op: "sync", From: engine.Allow(network.RoleParty, network.RoleHelper), Handle: l.stop.Guard(l.onSync), Max: protocol.Small},
 	}
 	maps.Copy(r, txnbase.IDRoutes(func(f func(*txnbase.RowMap)) {
 		l.mu.RLock()

@@ -117,12 +117,12 @@ func NewKeyServer(env engine.Env, k *heidface.KeyPair) (*KeyServer, error) {
 // may fetch the key or query.
 func (k *KeyServer) Routes() map[protocol.Type]engine.Route {
 	return map[protocol.Type]engine.Route{
-		protocol.THealth:           {Op: "health", From: engine.Anyone, Handle: k.health, Max: engine.Small, Query: true},
-		protocol.TPublicKeyRequest: {Op: "public_key", From: engine.Parties, Handle: k.localOnly(k.publicKey), Max: engine.Small},
-		protocol.THEQuery:          {Op: "decrypt", From: engine.Parties, Handle: k.localOnly(k.query), Max: engine.Small, Long: true, Query: true},
-		protocol.THEDecide:         {Op: "decide", From: engine.Parties, Handle: k.fromSequencer(k.onChange), Max: engine.Small},
-		protocol.THEDelete:         {Op: "decide", From: engine.Parties, Handle: k.fromSequencer(k.onChange), Max: engine.Small},
-		protocol.THESync:           {Op: "sync", From: engine.Parties, Handle: k.fromSequencer(k.onSync), Max: engine.Small},
+		protocol.THealth:           {Op: "health", From: engine.Anyone, Handle: k.health, Max: protocol.Small, Query: true},
+		protocol.TPublicKeyRequest: {Op: "public_key", From: engine.Parties, Handle: k.localOnly(k.publicKey), Max: protocol.Small},
+		protocol.THEQuery:          {Op: "decrypt", From: engine.Parties, Handle: k.localOnly(k.query), Max: protocol.Small, Long: true, Query: true},
+		protocol.THEDecide:         {Op: "decide", From: engine.Parties, Handle: k.fromSequencer(k.onChange), Max: protocol.Small},
+		protocol.THEDelete:         {Op: "decide", From: engine.Parties, Handle: k.fromSequencer(k.onChange), Max: protocol.Small},
+		protocol.THESync:           {Op: "sync", From: engine.Parties, Handle: k.fromSequencer(k.onSync), Max: protocol.Small},
 	}
 }
 

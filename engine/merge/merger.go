@@ -39,8 +39,8 @@ func NewMerger(env engine.Env) *Merger {
 // Routes: only the member's own shards merge.
 func (g *Merger) Routes() map[protocol.Type]engine.Route {
 	return map[protocol.Type]engine.Route{
-		protocol.THealth:      {Op: "health", From: engine.Anyone, Handle: g.health, Max: engine.Small, Query: true},
-		protocol.TDecideMerge: {Op: "merge", From: engine.Allow(network.RoleHelper), Handle: g.merge, Max: engine.Small, Long: true, Query: true},
+		protocol.THealth:      {Op: "health", From: engine.Anyone, Handle: g.health, Max: protocol.Small, Query: true},
+		protocol.TDecideMerge: {Op: "merge", From: engine.Allow(network.RoleHelper), Handle: g.merge, Max: protocol.Small, Long: true, Query: true},
 	}
 }
 

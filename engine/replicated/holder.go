@@ -318,10 +318,10 @@ func (h *Holder[E]) Routes() map[protocol.Type]engine.Route {
 	}
 	r[protocol.THiddenQuery] = engine.Route{Op: "query", From: engine.Parties, Handle: h.Guard(h.serveHidden), Max: engine.HiddenQueryBound(h.p.Params), Long: true, Query: true}
 	r[protocol.TTagAsk] = h.tagAskRoute()
-	r[protocol.THiddenVector] = engine.Route{Op: "query", From: engine.Parties, Handle: h.Guard(h.takeVector), Max: engine.Small, Long: true, Query: true}
-	r[protocol.TReplFetch] = engine.Route{Op: "rebuild", From: engine.Parties, Handle: h.Guard(h.fetchRows), Max: engine.Small}
-	r[protocol.TReplAttest] = engine.Route{Op: "reshare", From: engine.Parties, Handle: h.Guard(h.attestNow), Max: engine.Small, Long: true}
-	r[protocol.TReshareRequest] = engine.Route{Op: "reshare", From: engine.Operators, Handle: h.Guard(h.reshare), Max: engine.Small, Long: true}
+	r[protocol.THiddenVector] = engine.Route{Op: "query", From: engine.Parties, Handle: h.Guard(h.takeVector), Max: protocol.Small, Long: true, Query: true}
+	r[protocol.TReplFetch] = engine.Route{Op: "rebuild", From: engine.Parties, Handle: h.Guard(h.fetchRows), Max: protocol.Small}
+	r[protocol.TReplAttest] = engine.Route{Op: "reshare", From: engine.Parties, Handle: h.Guard(h.attestNow), Max: protocol.Small, Long: true}
+	r[protocol.TReshareRequest] = engine.Route{Op: "reshare", From: engine.Operators, Handle: h.Guard(h.reshare), Max: protocol.Small, Long: true}
 	h.standDownRoutes(r)
 	return r
 }

@@ -197,11 +197,11 @@ func (h *Holder[E]) answerTags(_ context.Context, r engine.Request) protocol.Msg
 	return out
 }
 
-// tagAskBound is the largest TagAsk a holder reads: a selection of the
-// largest grid per candidate.
+// tagAskBound is the largest TagAsk a holder reads (protocol.TagAskBound):
+// a selection of the largest grid per candidate.
 func tagAskBound(p *Params) int {
 	_, rows := replicated.TagGrid(protocol.MaxRows)
-	return 64 + p.MaxTopK()*(4+replicated.TagSelectBytes(rows))
+	return protocol.TagAskBound(engine.Limits(p.Params), replicated.TagSelectBytes(rows))
 }
 
 // fetchTags fetches from helpers a and b, which keep the tags of a vector

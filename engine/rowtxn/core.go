@@ -889,12 +889,12 @@ func (c *Core[S]) Routes() map[protocol.Type]engine.Route {
 		defer c.st.mu.RUnlock()
 		f(c.st.rows)
 	})
-	r[protocol.THealth] = engine.Route{Op: "health", From: engine.Anyone, Handle: c.Health, Max: engine.Small, Query: true}
-	r[protocol.TDelete] = engine.Route{Op: "delete", From: engine.Operators, Handle: c.Guard(c.Delete), Max: engine.Small}
+	r[protocol.THealth] = engine.Route{Op: "health", From: engine.Anyone, Handle: c.Health, Max: protocol.Small, Query: true}
+	r[protocol.TDelete] = engine.Route{Op: "delete", From: engine.Operators, Handle: c.Guard(c.Delete), Max: protocol.Small}
 	r[protocol.TPrepare] = engine.Route{Op: "prepare", From: engine.Parties, Handle: c.Guard(c.Prepare), Max: engine.PrepareBound(c.p, max(c.opt.ShareSize, c.opt.SeedSize))}
-	r[protocol.TDecide] = engine.Route{Op: "decide", From: engine.Parties, Handle: c.Guard(c.OnDecide), Max: engine.Small}
+	r[protocol.TDecide] = engine.Route{Op: "decide", From: engine.Parties, Handle: c.Guard(c.OnDecide), Max: protocol.Small}
 	if c.relaying() {
-		r[protocol.TPrepared] = engine.Route{Op: "prepared", From: engine.Parties, Handle: c.Guard(c.OnPrepared), Max: engine.Small}
+		r[protocol.TPrepared] = engine.Route{Op: "prepared", From: engine.Parties, Handle: c.Guard(c.OnPrepared), Max: protocol.Small}
 	}
 	return r
 }

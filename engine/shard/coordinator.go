@@ -72,10 +72,10 @@ func New(env engine.Env, o Options) *Coordinator {
 // Routes: what a member answers its clients; the rest is its shards'.
 func (c *Coordinator) Routes() map[protocol.Type]engine.Route {
 	r := map[protocol.Type]engine.Route{
-		protocol.THealth:   {Op: "health", From: engine.Anyone, Handle: c.health, Max: engine.Small, Query: true},
+		protocol.THealth:   {Op: "health", From: engine.Anyone, Handle: c.health, Max: protocol.Small, Query: true},
 		protocol.TIdentify: {Op: "identify", From: engine.Clients, Handle: c.identify, Max: engine.IdentifyBound(c.p), Long: true, Query: true},
 		c.o.Enroll:         {Op: "enroll", From: engine.Operators, Handle: c.forward, Max: c.o.EnrollMax, Long: true},
-		protocol.TDelete:   {Op: "delete", From: engine.Operators, Handle: c.forward, Max: engine.Small},
+		protocol.TDelete:   {Op: "delete", From: engine.Operators, Handle: c.forward, Max: protocol.Small},
 	}
 	if c.p.HideProbes() {
 		r[protocol.THiddenIdentify] = engine.Route{Op: "identify", From: engine.Clients, Handle: c.identifyHidden, Max: engine.HiddenIdentifyBound(c.p), Long: true, Query: true}

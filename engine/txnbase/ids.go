@@ -65,7 +65,7 @@ func IDRoutes(read func(f func(*RowMap))) map[protocol.Type]engine.Route {
 		return out
 	}
 	return map[protocol.Type]engine.Route{
-		protocol.TListIDs: {Op: "ids", From: engine.Operators, Handle: list, Max: engine.Small, Query: true},
-		protocol.THasID:   {Op: "exists", From: engine.Operators, Handle: has, Max: engine.Small, Query: true},
+		protocol.TListIDs: {Op: "ids", From: engine.Operators, Handle: list, Max: protocol.Small, Query: true},
+		protocol.THasID:   {Op: "exists", From: engine.Operators, Handle: has, Max: protocol.Small, Query: true},
 	}
 }
