@@ -102,6 +102,7 @@ type Outbox struct {
 	failed map[string]time.Time
 	// Delivered, when set, is called after each message a server confirms.
 	Delivered func(to string, m protocol.Msg)
+	kick      chan struct{} // Relay wakes Run
 }
 
 // holdoff is how long after a failed delivery a transaction's flush
@@ -110,7 +111,7 @@ const holdoff = 5 * time.Second
 
 // NewOutbox returns an empty outbox sending through env's network.
 func NewOutbox(env Env) *Outbox {
-	return &Outbox{q: map[string][]protocol.Msg{}, net: env.Net, log: env.Log, send: env.Params.Timeouts().OutboxSend, failed: map[string]time.Time{}}
+	return &Outbox{q: map[string][]protocol.Msg{}, net: env.Net, log: env.Log, send: env.Params.Timeouts().OutboxSend, failed: map[string]time.Time{}, kick: make(chan struct{}, 1)}
 }
 
 // Add queues m for server to.
@@ -126,8 +127,12 @@ func (o *Outbox) Add(to string, m protocol.Msg) {
 // routine, not a failed delivery.
 func (o *Outbox) Relay(to string, m protocol.Msg) {
 	o.mu.Lock()
-	defer o.mu.Unlock()
 	o.q[to] = append(o.q[to], m)
+	o.mu.Unlock()
+	select { // delivered at once (Run), not at the next retry
+	case o.kick <- struct{}{}:
+	default:
+	}
 }
 
 // Len counts the unacknowledged messages.
@@ -219,7 +224,7 @@ func (o *Outbox) flush(ctx context.Context, force bool) map[string]string {
 // would hold the lock for the send timeout, and every change arriving
 // meanwhile would wait that long for a server it goes on without.
 func (o *Outbox) Run(ctx context.Context, txn *sync.Mutex, every time.Duration) {
-	Every(ctx, every, func() {
+	EveryOr(ctx, every, o.kick, func() {
 		if o.Len() == 0 || !o.answering(ctx) {
 			return
 		}
