@@ -82,12 +82,11 @@ func (d *Decider) share(ctx context.Context, r engine.Request) protocol.Msg {
 	if perr := CheckShare(d.p, int(m.Bits), int(m.TopK), m.Rows); perr != nil {
 		return perr
 	}
-	bits := Ring(d.p).Bits
 	entry := -1
 	if m.Entry {
 		entry = holder
 	}
-	size := int(m.Rows) * bits / 8
+	size := m.TailSize()
 	q, perr := d.queries.Join(m.Query, int(m.Rows), holder, size, entry, int(m.TopK), 0)
 	if perr != nil {
 		return perr

@@ -369,12 +369,14 @@ func (k *KeyServer) decide(s io.Reader, q *protocol.HEQuery) ([]sharing.Match, i
 	}
 	// The live-row map grows as its bytes arrive: a local server that
 	// announces 2^31 rows and sends less gets no 256 MiB.
-	lb, err := network.ReadGrowing(s, nil, 8*template.Words(int(q.Rows)))
+	lb, err := network.ReadGrowing(s, nil, q.LiveBytes())
 	if err != nil {
 		return nil, 0, fmt.Errorf("reading the live rows: %w", err)
 	}
-	live := make([]uint64, template.Words(int(q.Rows)))
-	copy(network.WordBytes(live), lb)
+	live, err := q.LiveWords(lb)
+	if err != nil {
+		return nil, 0, err
+	}
 	// Only rows live in the key server's own record count and may be
 	// returned: deleted and burned slots (whose ciphertexts keep whatever
 	// contribution they had) never pass, and the limit follows the live
@@ -443,10 +445,9 @@ func (k *KeyServer) decide(s io.Reader, q *protocol.HEQuery) ([]sharing.Match, i
 			mu.Unlock()
 		})
 	}
-	ctb := int(q.CtBytes)
 	var readErr error
 	for g := 0; g < int(q.Groups) && !failed.Load(); g++ {
-		buf := make([]byte, 2*ctb)
+		buf := make([]byte, q.PairBytes())
 		if _, err := io.ReadFull(s, buf); err != nil {
 			readErr = fmt.Errorf("reading group %d: %w", g, err)
 			break

@@ -522,7 +522,7 @@ func (ps *peerStream) receive(ctx context.Context, s *network.Stream, blocks []b
 		if !ok || int(h.Seg) != want.seg || int(h.W0) != want.w0 || int(h.NW) != want.nw {
 			return got, fmt.Errorf("%s sent %v where block %+v was due", ps.name, m.Type(), want)
 		}
-		buf := getBuf(bw * n)[:want.nw*n]
+		buf := getBuf(bw * n)[:h.TailWords(n)]
 		if err := s.ReadWords(buf); err != nil {
 			putBuf(buf)
 			if ctx.Err() != nil || network.IsTimeout(err) {
