@@ -327,7 +327,7 @@ func (h *Holder[E]) checkParts(vec *vectors[E], pr *probe[E], qid [16]byte, pred
 	replicated.CheckLow(out[:size], vec.sums.low, pr.y[1], b, blLow)
 	replicated.CheckHigh(out[size:], vec.sums.high, pr.y[0], a, blHigh)
 	g := replicated.VectorDigest(qid, cp.predI, h.p.Bits, additive.ElemBytes(pred))
-	return append(additive.ElemBytes(out), g[:]...), nil
+	return protocol.AppendReplChecks(nil, additive.ElemBytes(out[:size]), additive.ElemBytes(out[size:]), g), nil
 }
 
 // rowSums adds sum_rows r^t v[pi(row)] into sums, segment by segment,
@@ -352,7 +352,7 @@ func (h *Holder[E]) rowSums(sums []E, cs *checkSums[E], low bool, v blind.View, 
 
 // checkBlobSize is the bytes of a holder's check parts and digest.
 func checkBlobSize(d, bits int) int {
-	return 2*replicated.CheckPartSize(d)*bits/8 + protocol.DigestSize
+	return protocol.ReplChecksSize(replicated.CheckPartSize(d), bits)
 }
 
 // exchange sends this holder's vector of query qid to its successor and
@@ -444,7 +444,7 @@ func (h *Holder[E]) takeVector(_ context.Context, r engine.Request) protocol.Msg
 	if have := h.Stats().Rows; int(m.Rows) > have+protocol.MaxBatch {
 		return protocol.Errorf(protocol.CodeBadRequest, "a vector of %d rows; %s has %d", m.Rows, h.env.Self, have)
 	}
-	size := int(m.Rows) * h.p.Bits / 8
+	size := m.TailSize()
 	b, err := network.ReadGrowing(r.Stream, make([]byte, 0, min(size, 1<<20)), size)
 	if err != nil {
 		return protocol.Errorf(protocol.CodeBadRequest, "reading the vector: %v", err)

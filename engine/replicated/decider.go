@@ -2,7 +2,6 @@ package replicated
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"strings"
 
@@ -122,19 +121,8 @@ func (d *Decider) share(ctx context.Context, r engine.Request) protocol.Msg {
 	} else if !m.Hidden && holder == int(m.Entry) {
 		d.gate.checked()
 	}
-	vec := int(m.Rows) * d.p.Bits / 8
-	size := vec
-	if m.Next {
-		size += vec
-	}
-	if m.Tags {
-		size += 4 * int(m.Rows)
-	}
-	checks := 0
-	if m.Hidden {
-		checks = checkBlobSize(d.p.Dim(), d.p.Bits)
-		size += checks
-	}
+	checks := checkBlobSize(d.p.Dim(), d.p.Bits)
+	size := m.TailSize(checks)
 	q, perr := d.queries.Join(m.Query, int(m.Rows), holder, size, int(m.Entry), int(m.TopK), pl.parts())
 	if perr != nil {
 		return perr
@@ -144,10 +132,12 @@ func (d *Decider) share(ctx context.Context, r engine.Request) protocol.Msg {
 		d.queries.Fail(q, fmt.Errorf("%s's score shares: %w", r.From.Name, err))
 		return protocol.Errorf(protocol.CodeBadRequest, "reading the score shares: %v", err)
 	}
-	pt := &part{msg: m, own: b[:vec], tags: b[vec : size-checks], check: b[size-checks:], buf: b}
-	if m.Next {
-		pt.next, pt.tags = b[vec:2*vec], b[2*vec:size-checks]
+	t, err := m.SplitTail(b, checks)
+	if err != nil { // ReadGrowing read size bytes: never
+		d.queries.Fail(q, err)
+		return protocol.Errorf(protocol.CodeInternal, "the score shares: %v", err)
 	}
+	pt := &part{msg: m, own: t.Own, next: t.Next, tags: t.Tags, check: t.Check, buf: b}
 	if d.queries.Add(q, holder, pt) {
 		res, err := d.decide(ctx, q)
 		d.queries.Finish(q, res, err)
@@ -308,13 +298,9 @@ func (d *Decider) result(ctx context.Context, q *pending, full [replicated.Holde
 			res.Values, res.Tags = append(res.Values, 0), append(res.Tags, 0) // the wire has them with every position
 			continue
 		}
-		v := uint16(lacking.vec[mt.Row])
-		if d.p.Bits == 16 {
-			v = binary.LittleEndian.Uint16(lacking.vec[2*mt.Row:])
-		}
-		res.Values = append(res.Values, v)
+		res.Values = append(res.Values, protocol.VectorAt(lacking.vec, d.p.Bits, mt.Row))
 		if !lacking.fetch {
-			res.Tags = append(res.Tags, binary.LittleEndian.Uint32(lacking.tags[4*mt.Row:]))
+			res.Tags = append(res.Tags, protocol.TagAt(lacking.tags, mt.Row))
 		}
 		if reveal {
 			res.Scores = append(res.Scores, int32(mt.Score))
@@ -408,18 +394,19 @@ func decideVecs[E additive.Elem](topK, thr int, full [replicated.Holders][]byte)
 // check failed, with its verifiers.
 func (d *Decider) checkProducts(q *pending, full [replicated.Holders][]byte) []string {
 	dim := d.p.Dim()
-	half := replicated.CheckPartSize(dim) * d.p.Bits / 8
+	part := replicated.CheckPartSize(dim)
 	var failed []string
 	for i := range replicated.Holders {
-		lo, hi := q.Parts[(i+2)%replicated.Holders].check, q.Parts[(i+1)%replicated.Holders].check
+		lo, _, _, err1 := protocol.SplitReplChecks(q.Parts[(i+2)%replicated.Holders].check, part, d.p.Bits)
+		_, hi, hg, err2 := protocol.SplitReplChecks(q.Parts[(i+1)%replicated.Holders].check, part, d.p.Bits)
 		g := replicated.VectorDigest(q.ID, i, d.p.Bits, full[i])
-		ok := string(hi[2*half:]) == string(g[:])
+		ok := err1 == nil && err2 == nil && string(hg) == string(g[:])
 		if ok {
 			switch d.p.Bits {
 			case 8:
-				ok = replicated.CheckDelta(additive.ViewElems[uint8](lo[:half]), additive.ViewElems[uint8](hi[half:2*half]), dim)
+				ok = replicated.CheckDelta(additive.ViewElems[uint8](lo), additive.ViewElems[uint8](hi), dim)
 			case 16:
-				ok = replicated.CheckDelta(additive.ViewElems[uint16](lo[:half]), additive.ViewElems[uint16](hi[half:2*half]), dim)
+				ok = replicated.CheckDelta(additive.ViewElems[uint16](lo), additive.ViewElems[uint16](hi), dim)
 			}
 		}
 		if !ok {

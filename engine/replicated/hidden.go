@@ -347,7 +347,11 @@ func (h *Holder[E]) sendHidden(ctx context.Context, qid [16]byte, vec *vectors[E
 	if err != nil {
 		return out, err
 	}
-	out.s, err = blind.SendShares(ctx, h.env.Net, h.p.DeciderName(), m, additive.ElemBytes(vec.own), blob)
+	tail, err := m.TailParts(protocol.ReplTail{Own: additive.ElemBytes(vec.own), Check: blob}, checkBlobSize(h.p.Dim(), h.p.Bits))
+	if err != nil {
+		return out, err
+	}
+	out.s, err = blind.SendShares(ctx, h.env.Net, h.p.DeciderName(), m, tail...)
 	if err != nil {
 		return out, fmt.Errorf("decider: %w", err)
 	}

@@ -471,11 +471,11 @@ func (h *Holder[E]) sendShares(ctx context.Context, qid [16]byte, vec *vectors[E
 	self := h.Self()
 	held := replicated.Held(self)
 	m := &protocol.ReplShare{Query: qid, Rows: uint32(vec.Rows()), Bits: uint8(h.p.Bits), TopK: uint16(topK), Entry: uint8(pl.entry), Down: pl.wireDown()}
-	bulk := [][]byte{additive.ElemBytes(vec.own)}
+	tail := protocol.ReplTail{Own: additive.ElemBytes(vec.own)}
 	switch self {
 	case pl.full(held[1]):
 		m.Next = true
-		bulk = append(bulk, additive.ElemBytes(vec.next))
+		tail.Next = additive.ElemBytes(vec.next)
 	case pl.digest(held[1]):
 		m.Digest = replicated.VectorDigest(qid, held[1], h.p.Bits, additive.ElemBytes(vec.next))
 	}
@@ -490,11 +490,15 @@ func (h *Holder[E]) sendShares(ctx context.Context, qid [16]byte, vec *vectors[E
 			return nil, err
 		}
 		m.Tags = true
-		bulk = append(bulk, tags)
+		tail.Tags = tags
 	case pl.keepsTags(self):
 		if err := h.keepTags(pl.entry, qid, lacking, tagKey); err != nil {
 			return nil, err
 		}
+	}
+	bulk, err := m.TailParts(tail, 0)
+	if err != nil {
+		return nil, err
 	}
 	return blind.SendShares(ctx, h.env.Net, h.p.DeciderName(), m, bulk...)
 }

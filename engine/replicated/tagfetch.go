@@ -3,7 +3,6 @@ package replicated
 import (
 	"context"
 	"crypto/subtle"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -274,7 +273,7 @@ func (d *Decider) fetchTags(ctx context.Context, qid [16]byte, n, topK int, posi
 	pair := pairLabel(d.p, helpers[0], helpers[1])
 	bad := len(list) != rows*replicated.TagRowDigestSize || replicated.TagListDigest(qid, list) != answers[1].ListDigest ||
 		answers[0].ListDigest != [protocol.DigestSize]byte{} || len(answers[1].List) != 0 // each sends what it was asked, nothing else
-	rowBuf := make([]byte, 4*cols)
+	rowBuf := make([]byte, protocol.TagBytes*cols)
 	tags := make([]uint32, len(positions))
 	for i := range topK {
 		if bad {
@@ -288,7 +287,7 @@ func (d *Decider) fetchTags(ctx context.Context, qid [16]byte, n, topK int, posi
 		subtle.XORBytes(rowBuf, a0, a1)
 		bad = !replicated.TagRowCheck(rowBuf, list, cols, n, targets[i], qid)
 		if i < len(positions) {
-			tags[i] = binary.LittleEndian.Uint32(rowBuf[4*(positions[i]%cols):])
+			tags[i] = protocol.TagAt(rowBuf, positions[i]%cols)
 		}
 	}
 	if bad {
