@@ -385,7 +385,10 @@ func TestHiddenBatch(t *testing.T) {
 // flight), and every bad one is refused at its entry alone (its part's
 // size, or the request's), before it joins a batch.
 func TestHiddenLoad(t *testing.T) {
-	c := startCluster(t, config.Literal{Beta: 21, HideProbes: true, BatchWait: config.Duration(20 * time.Millisecond)}, nil)
+	// A generous timeout (the decider waits a third of it for a query's
+	// parts): 96 probes at once under the race detector on a loaded
+	// 2-core machine took more than the tests' usual 3 s.
+	c := startCluster(t, config.Literal{Beta: 21, HideProbes: true, BatchWait: config.Duration(20 * time.Millisecond), Timeout: config.Duration(30 * time.Second)}, nil)
 	xs, ids := enrollAll(t, c, 10, 7)
 	d := c.dialer("device")
 	const n = 96

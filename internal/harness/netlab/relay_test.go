@@ -130,7 +130,8 @@ func TestRelayDelaysBothWays(t *testing.T) {
 }
 
 // TestRelayKeepsOrderAndSpacing sends a burst and then spaced datagrams:
-// all arrive in order, and the gaps between them survive the delay.
+// all arrive in order, and each is held for the delay from when it was
+// sent (the relay does not release it early with the one before).
 func TestRelayKeepsOrderAndSpacing(t *testing.T) {
 	sink, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
@@ -186,15 +187,16 @@ func TestRelayKeepsOrderAndSpacing(t *testing.T) {
 	if got < burst/10 || len(arrivals) != spaced {
 		t.Fatalf("%d of %d datagrams arrived, %d of the %d spaced ones", got, burst+spaced, len(arrivals), spaced)
 	}
-	for i := 1; i < spaced; i++ {
-		d := arrivals[i].Sub(arrivals[i-1])
-		if d < gap/2 || d > gap+25*time.Millisecond {
-			t.Errorf("gap %d: %v after the relay, %v before", i, d, gap)
-		}
-	}
+	// Each spaced datagram is held for the delay from when it was sent,
+	// not released early with the one before it (which would close the
+	// gaps). A loaded machine only makes arrivals later, so only the
+	// lower bound is checked: the gaps as measured at the reader depend
+	// on its scheduling.
 	<-sending
-	if d := arrivals[0].Sub(sentAt[burst]); d < delay {
-		t.Errorf("a spaced datagram took %v, less than the delay %v", d, delay)
+	for i, at := range arrivals {
+		if d := at.Sub(sentAt[burst+i]); d < delay {
+			t.Errorf("spaced datagram %d arrived %v after it was sent, less than the delay %v (the gaps before it: %v)", i, d, delay, gap)
+		}
 	}
 }
 
