@@ -34,8 +34,12 @@ type Options struct {
 	// targetFPIR is served where the threshold meets it.
 	Calibration *config.Calibration
 	Timeout     time.Duration // one call to the cluster (default 60 s)
-	Log         *slog.Logger
-	Now         func() time.Time // default time.Now
+	// Recent is how many inserted records' templates are kept in memory
+	// for MOSIP's identify of the same referenceId (recent.go); default
+	// 1024, below 0 none.
+	Recent int
+	Log    *slog.Logger
+	Now    func() time.Time // default time.Now
 }
 
 // Adapter answers ABIS requests with an idface cluster.
@@ -47,6 +51,7 @@ type Adapter struct {
 	o       Options
 	pending atomic.Int64
 	batches batcher
+	recent  *recent
 }
 
 // New returns an adapter.
@@ -66,7 +71,10 @@ func New(c Cluster, j *Journal, f DocFetcher, x Extractor, o Options) *Adapter {
 	if o.Shards <= 0 {
 		o.Shards = 1
 	}
-	return &Adapter{c: c, j: j, f: f, x: x, o: o}
+	if o.Recent == 0 {
+		o.Recent = recentMax
+	}
+	return &Adapter{c: c, j: j, f: f, x: x, o: o, recent: newRecent(o.Recent)}
 }
 
 // Received and Finished count the requests held (received and not yet
@@ -211,15 +219,20 @@ func (a *Adapter) insert(ctx context.Context, q *Request, turn func() error) err
 	err = a.enroll(protocol.Item{ID: ref, Template: x})
 	if code, ok := protoCode(err); ok && code == protocol.CodeDuplicate {
 		if begun { // this request's own enrollment, done before a restart
+			a.recent.put(ref, x, a.o.Now())
 			return nil
 		}
 		return fail(FailRefIDExists, "referenceId %s is enrolled", ref)
+	}
+	if err == nil {
+		a.recent.put(ref, x, a.o.Now())
 	}
 	return clusterFailure(err)
 }
 
 func (a *Adapter) delete(ctx context.Context, q *Request) error {
 	ref := q.Ref()
+	a.recent.drop(ref)
 	begun := a.j.Begun(q.RequestID)
 	if err := a.j.Begin(q); err != nil {
 		return unanswered{err}
@@ -258,6 +271,7 @@ func (a *Adapter) identify(ctx context.Context, q *Request, turn func() error) (
 			return nil, fail(FailRefIDNotFound, "referenceId %s is not in this ABIS", self)
 		}
 		url = r.URL
+		x = a.recent.take(self, a.o.Now()) // MOSIP's dedupe, right after the insert
 	}
 	if q.TargetFPIR > 0 {
 		if err := a.checkFPIR(ctx, q.TargetFPIR); err != nil {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/protocol"
@@ -384,5 +385,72 @@ func TestInsertsBatched(t *testing.T) {
 	}
 	if !slices.Equal(h.c.batches, []int{1, 3, 1, 1, 1}) {
 		t.Fatalf("enrollments of %v, want [1 3 1 1 1]: a batch refused for one item is enrolled item by item", h.c.batches)
+	}
+}
+
+// countingDocs counts the fetches of each document.
+type countingDocs struct {
+	docs
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (d *countingDocs) Fetch(ctx context.Context, url string) ([]byte, error) {
+	d.mu.Lock()
+	d.n[url]++
+	d.mu.Unlock()
+	return d.docs.Fetch(ctx, url)
+}
+
+// TestDedupeUsesInsertTemplate: MOSIP's dedupe identifies a record by its
+// referenceId right after inserting it; the template the insert extracted
+// is used (kept in memory until then), not fetched and extracted again.
+// Once taken, or after a delete, the next identify fetches it.
+func TestDedupeUsesInsertTemplate(t *testing.T) {
+	h := newHarness(t, nil)
+	cd := &countingDocs{docs: h.d, n: map[string]int{}}
+	h.a.f = cd
+	if r := h.do(OpInsert, map[string]any{"referenceId": "A", "referenceURL": docURL(0, 0)}); r.ReturnValue != ReturnSuccess {
+		t.Fatal(r.FailureReason)
+	}
+	if r := h.do(OpInsert, map[string]any{"referenceId": "A2", "referenceURL": docURL(0, 1)}); r.ReturnValue != ReturnSuccess {
+		t.Fatal(r.FailureReason)
+	}
+	r := h.do(OpIdentify, map[string]any{"referenceId": "A2"})
+	if r.ReturnValue != ReturnSuccess || !slices.Equal(ids(r), []string{"A"}) || cd.n[docURL(0, 1)] != 1 {
+		t.Fatalf("identify of A2 right after its insert: %v %v, %d fetches", r.ReturnValue, ids(r), cd.n[docURL(0, 1)])
+	}
+	r = h.do(OpIdentify, map[string]any{"referenceId": "A2"})
+	if r.ReturnValue != ReturnSuccess || !slices.Equal(ids(r), []string{"A"}) || cd.n[docURL(0, 1)] != 2 {
+		t.Fatalf("a second identify of A2: %v %v, %d fetches (want it fetched again)", r.ReturnValue, ids(r), cd.n[docURL(0, 1)])
+	}
+	if r := h.do(OpDelete, map[string]any{"referenceId": "A"}); r.ReturnValue != ReturnSuccess {
+		t.Fatal(r.FailureReason)
+	}
+	if got := h.a.recent.take("A", h.a.o.Now()); got != nil {
+		t.Fatalf("a deleted record's template is still kept: %v", got)
+	}
+}
+
+// TestRecentBounded: the kept templates are at most the bound, the oldest
+// let go first (zeroed), and none older than recentTTL is returned.
+func TestRecentBounded(t *testing.T) {
+	r := newRecent(2)
+	t0 := time.Unix(1000, 0)
+	a := []float32{1, 2}
+	r.put("a", a, t0)
+	r.put("b", []float32{3}, t0)
+	r.put("c", []float32{4}, t0.Add(time.Second))
+	if r.take("a", t0) != nil || len(r.m) != 2 {
+		t.Fatalf("the oldest of three kept with a bound of 2: %v", r.m)
+	}
+	if got := r.take("b", t0.Add(recentTTL)); got != nil {
+		t.Fatalf("a template %v old returned: %v", recentTTL, got)
+	}
+	if got := r.take("c", t0.Add(2*time.Second)); !slices.Equal(got, []float32{4}) {
+		t.Fatalf("c: %v", got)
+	}
+	if newRecent(-1).put("x", a, t0); a[0] != 1 {
+		t.Fatal("put changed the caller's template")
 	}
 }

@@ -38,9 +38,11 @@ func cmdABIS(args []string, stdout, stderr io.Writer) error {
 		"request's referenceURL (a CBEFF document; https, or http with\n"+
 		"--allow-http), its one face record handed to --extractor CMD on stdin,\n"+
 		"which writes the template (a JSON array or a .npy row) on stdout and\n"+
-		"exits 3 when it finds no usable face. No template is kept: an identify\n"+
-		"by referenceId fetches the record's referenceURL again. The member must\n"+
-		"be an operator (it enrolls and deletes).\n\n"+
+		"exits 3 when it finds no usable face. No template is kept on disk: an\n"+
+		"inserted record's template stays in memory (--recent of them, at most\n"+
+		"10 minutes) for MOSIP's identify by its referenceId (its dedupe); any\n"+
+		"other identify by referenceId fetches the record's referenceURL again.\n"+
+		"The member must be an operator (it enrolls and deletes).\n\n"+
 		"--fixture-extractor reads the templates that 'idface abis fixture' wrote\n"+
 		"into fake ISO/IEC 19794-5 records: for tests and the demo, never faces.", stderr)
 	cf := addClientFlags(fs)
@@ -58,6 +60,7 @@ func cmdABIS(args []string, stdout, stderr io.Writer) error {
 	allowHTTP := fs.Bool("allow-http", false, "accept http:// referenceURLs (default https only)")
 	tokenFile := fs.String("token-file", "", "a file holding MOSIP's JWT, sent as the Authorization cookie (read at every fetch)")
 	fetchTimeout := fs.Duration("fetch-timeout", 30*time.Second, "time one referenceURL fetch may take")
+	recentN := fs.Int("recent", 1024, "inserted records' templates kept in memory (never on disk) until MOSIP's identify by their referenceId, at most 10 minutes; 0: none (fetch and extract again)")
 	maxCBEFF := fs.Int64("max-cbeff", abis.MaxCBEFF, "largest CBEFF document fetched, in bytes")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -87,7 +90,10 @@ func cmdABIS(args []string, stdout, stderr io.Writer) error {
 	}
 	defer j.Close()
 	log := slog.New(slog.NewTextHandler(stderr, nil)).With("abis", h.Self.Name)
-	o := abis.Options{Dim: cfg.Dim(), MaxTopK: cfg.MaxTopK(), Shards: cfg.Shards(), Timeout: *cf.timeout, Log: log}
+	o := abis.Options{Dim: cfg.Dim(), MaxTopK: cfg.MaxTopK(), Shards: cfg.Shards(), Timeout: *cf.timeout, Log: log, Recent: *recentN}
+	if *recentN <= 0 {
+		o.Recent = -1
+	}
 	if c, ok := cfg.Calibration(); ok && c.Synthetic == "" { // a synthetic default says nothing of MOSIP's features: no targetFPIR is served on it
 		o.Calibration = &c
 	}
