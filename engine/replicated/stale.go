@@ -182,6 +182,29 @@ func behindAll(looks []look) (lags []lag, all bool) {
 	return lags, all
 }
 
+// reshared reports whether both peers say that this holder missed a
+// reshare of one origin (lags: behindAll's, every peer's of each origin):
+// never on one peer's word, since a holder that stands down until rebuilt
+// is counted down, and a deviating peer would then have its own vectors
+// go unchecked (the degraded path).
+func reshared(lags []lag) bool {
+	for k := range replicated.Holders {
+		n, r := 0, 0
+		for _, g := range lags {
+			if g.origin == k {
+				n++
+				if g.reshare {
+					r++
+				}
+			}
+		}
+		if n > 1 && r == n {
+			return true
+		}
+	}
+	return false
+}
+
 // describe says what lags are, by origin: "behind p1 and p2 on origin p3's
 // changes (2 missing)".
 func describe(p *Params, lags []lag) string {
@@ -356,7 +379,7 @@ func (h *Holder[E]) standDown(lags []lag) {
 	c := &h.cur
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	rebuild := slices.ContainsFunc(lags, func(g lag) bool { return g.reshare })
+	rebuild := reshared(lags)
 	why := fmt.Sprintf("stale, %s (its rows are older than theirs: a restored backup, or changes it missed while down); it serves nothing until it has caught up, and the others refuse queries meanwhile rather than answer without it (one of them may be what keeps it out). ", describe(h.p, lags))
 	if rebuild {
 		why = fmt.Sprintf("stale, %s (its rows are older than theirs: a restored backup, or a reshare it missed while down); it serves nothing until it is rebuilt, and the others answer degraded without it meanwhile. ", describe(h.p, lags))
@@ -417,9 +440,11 @@ func (h *Holder[E]) watchCurrency(ctx context.Context) {
 // catchUp fetches, from the two other holders, what this holder lacks of
 // the origins of lags (looks: what comparing with them found).
 func (h *Holder[E]) catchUp(ctx context.Context, lags []lag, looks []look) error {
-	for _, g := range lags {
-		if g.reshare {
-			return fmt.Errorf("origin %s's rows were reshared after this copy was made, and shares of an older epoch cannot be caught up: move this holder's data directory aside and rebuild it from the other two: idface party rebuild (docs/DEPLOY.md)", h.p.Party(g.origin).Name)
+	if reshared(lags) {
+		for _, g := range lags {
+			if g.reshare {
+				return fmt.Errorf("origin %s's rows were reshared after this copy was made, and shares of an older epoch cannot be caught up: move this holder's data directory aside and rebuild it from the other two: idface party rebuild (docs/DEPLOY.md)", h.p.Party(g.origin).Name)
+			}
 		}
 	}
 	var deleted, added int
@@ -466,12 +491,15 @@ func (h *Holder[E]) catchUpOrigin(ctx context.Context, k int, looks []look) (del
 		if total < 0 {
 			total = int(min(a.Total, b.Total)) // both at a transaction's end: the smaller is what both have
 		}
-		if a.Epoch != epoch || b.Epoch != epoch {
-			at := fmt.Sprintf("%d at %s and %s", a.Epoch, h.env.Peer(prev), h.env.Peer(next))
-			if a.Epoch != b.Epoch {
-				at = fmt.Sprintf("%d at %s and %d at %s", a.Epoch, h.env.Peer(prev), b.Epoch, h.env.Peer(next))
+		if a.Epoch != b.Epoch { // one peer's word against the other's: name the odd one out
+			odd := prev
+			if a.Epoch == epoch {
+				odd = next
 			}
-			return deleted, added, fmt.Errorf("origin %s's rows are at reshare epoch %s, %d here, and shares of another epoch cannot be caught up: move this holder's data directory aside and rebuild it from the other two: idface party rebuild (docs/DEPLOY.md)", origin, at, epoch)
+			return deleted, added, &peerFault{odd, fmt.Errorf("origin %s's rows are at reshare epoch %d at %s and %d at %s, %d here: the peers disagree, and %s is the one that differs from this holder", origin, a.Epoch, h.env.Peer(prev), b.Epoch, h.env.Peer(next), epoch, h.env.Peer(odd))}
+		}
+		if a.Epoch != epoch {
+			return deleted, added, fmt.Errorf("origin %s's rows are at reshare epoch %d at %s and %s, %d here, and shares of another epoch cannot be caught up: move this holder's data directory aside and rebuild it from the other two: idface party rebuild (docs/DEPLOY.md)", origin, a.Epoch, h.env.Peer(prev), h.env.Peer(next), epoch)
 		}
 		if from >= total {
 			break
@@ -636,7 +664,7 @@ func (h *Holder[E]) fsckCurrency(out io.Writer) []string {
 		return nil
 	}
 	then := "started, it stands down and catches up from them before it serves (the others answer degraded meanwhile; 'idface cluster status' shows it)"
-	if slices.ContainsFunc(lags, func(g lag) bool { return g.reshare }) {
+	if reshared(lags) {
 		then = "a reshare cannot be caught up: move the data directory aside and rebuild it from the other two: idface party rebuild (docs/DEPLOY.md)"
 	}
 	return []string{fmt.Sprintf("stale: %s. This copy is older than the other holders' rows (restored from an older backup, or changes reached them while it was stopped): %s", describe(h.p, lags), then)}

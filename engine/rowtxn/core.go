@@ -355,8 +355,11 @@ func (c *Core[S]) Stats() engine.Stats {
 // again at every start is not counted: every peer has it or settles by it.
 func (c *Core[S]) Unsettled() int {
 	c.st.mu.RLock()
-	defer c.st.mu.RUnlock()
-	return len(c.st.pending) + len(c.held)
+	n := len(c.st.pending)
+	c.st.mu.RUnlock()
+	c.heldMu.Lock()
+	defer c.heldMu.Unlock()
+	return n + len(c.held)
 }
 
 // Health reports how many transactions are unsettled (not yet decided
@@ -794,17 +797,19 @@ func (c *Core[S]) prepare(ctx context.Context, from string, m *protocol.Prepare,
 	if ctx.Err() != nil { // the origin has given up on this vote
 		return protocol.Errorf(protocol.CodeUnavailable, "%s: the prepare came too late", c.env.Self)
 	}
-	if v, ok := c.alreadyPrepared(m); ok {
-		return v
-	}
 	// The origin's previous transaction, still undecided here: settle it
-	// as the origin decided it.
-	if pr := m.Prior; pr.Txn != (protocol.TxnID{}) {
+	// as the origin decided it (before anything else: this prepare may
+	// have come first relayed by the third party, which does not carry
+	// the origin's word on the one before).
+	if pr := m.Prior; pr.Txn != (protocol.TxnID{}) && pr.Txn != m.Txn {
 		if t := c.st.pending[pr.Txn]; t != nil && t.prep.Origin == m.Origin {
 			if err := c.decideLocked(&protocol.Decide{Txn: pr.Txn, Origin: m.Origin, Commit: pr.Commit}); err != nil {
 				return err
 			}
 		}
+	}
+	if v, ok := c.alreadyPrepared(m); ok {
+		return v
 	}
 	for _, id := range c.late {
 		if id == m.Txn {

@@ -232,16 +232,24 @@ func decodeDecide(en store.Entry) (*protocol.Decide, error) {
 func encodeHeld(party int, m protocol.Msg) store.Record {
 	e := wire.Enc{}
 	e.U8(uint8(party))
-	var part []byte
+	var part, held []byte
 	if sp, ok := m.(*protocol.SealedPrepare); ok {
 		bare := *sp
 		part, bare.Part = sp.Part, nil
+		held, bare.Held = sp.Held, nil
 		m = &bare
 	}
 	e.Bytes32(protocol.Marshal(m))
-	// The tail is one unit: a 1 byte (so that a held deletion, which has
-	// no part, still has a unit that erasing changes), the part, its CRC.
-	tail := append(append([]byte{1}, part...), 0, 0, 0, 0)
+	// The tail is one unit, erased whole once the party has the change: a
+	// 1 byte (so that a held deletion, which has no part, still has a unit
+	// that erasing changes), the part, its CRC; or, with the third party's
+	// part that goes along with it (SealedPrepare.Held), a 2 byte, the
+	// part's length, the part, the third's part, the CRC.
+	tail := []byte{1}
+	if len(held) > 0 {
+		tail = binary.BigEndian.AppendUint32([]byte{2}, uint32(len(part)))
+	}
+	tail = append(append(append(tail, part...), held...), 0, 0, 0, 0)
 	binary.BigEndian.PutUint32(tail[len(tail)-4:], store.Checksum(tail[:len(tail)-4]))
 	return store.Record{Type: recHeld, Sealed: e.B, Tail: tail}
 }
@@ -282,11 +290,20 @@ func decodeHeld(en store.Entry, mu int) (*held, error) {
 	case unitBad:
 		return nil, fmt.Errorf("held record's part fails its checksum")
 	}
-	if en.Tail[0] != 1 {
-		return nil, fmt.Errorf("held record's part of format %d", en.Tail[0])
-	}
-	if sp, ok := m.(*protocol.SealedPrepare); ok {
-		sp.Part = append([]byte(nil), en.Tail[1:len(en.Tail)-4]...)
+	body := en.Tail[1 : len(en.Tail)-4]
+	sp, sealed := m.(*protocol.SealedPrepare)
+	switch {
+	case en.Tail[0] == 1 && sealed:
+		sp.Part = append([]byte(nil), body...)
+	case en.Tail[0] == 1:
+	case en.Tail[0] == 2 && sealed && len(body) >= 4 && int64(binary.BigEndian.Uint32(body)) <= int64(len(body)-4):
+		n := int(binary.BigEndian.Uint32(body))
+		sp.Part = append([]byte(nil), body[4:4+n]...)
+		if sp.Held = append([]byte(nil), body[4+n:]...); len(sp.Held) == 0 {
+			sp.Held = nil
+		}
+	default:
+		return nil, fmt.Errorf("held record's part of format %d (%d bytes)", en.Tail[0], len(body))
 	}
 	h.msg = m
 	return h, nil

@@ -61,8 +61,8 @@ const noteKeep = 1024
 // and what to relay when a transaction it prepared commits.
 type relays struct {
 	mu    sync.Mutex
-	notes map[protocol.TxnID]chan struct{} // closed once the note came
-	order []protocol.TxnID                 // the notes' keys, oldest first
+	notes map[noteKey]chan struct{} // closed once the note came
+	order []noteKey                 // the notes' keys, oldest first
 	// onCommit is, by transaction, what to queue for the third party when
 	// the transaction commits: its prepare (nil: the decision only).
 	onCommit map[protocol.TxnID]relay
@@ -77,13 +77,22 @@ type relay struct {
 	msg protocol.Msg
 }
 
-func newRelays() *relays {
-	return &relays{notes: map[protocol.TxnID]chan struct{}{}, onCommit: map[protocol.TxnID]relay{}, decided: map[protocol.TxnID]bool{}}
+// noteKey is a transaction by its origin and id: a note is taken for the
+// origin it names only, and only from that origin's third party (a
+// holder could otherwise claim, for its own transaction, another
+// origin's, whose third it is).
+type noteKey struct {
+	origin uint8
+	txn    protocol.TxnID
 }
 
-// heard closes txn's note channel: the third has the transaction.
-func (r *relays) heard(txn protocol.TxnID) {
-	ch := r.note(txn)
+func newRelays() *relays {
+	return &relays{notes: map[noteKey]chan struct{}{}, onCommit: map[protocol.TxnID]relay{}, decided: map[protocol.TxnID]bool{}}
+}
+
+// heard closes key's note channel: the third has the transaction.
+func (r *relays) heard(key noteKey) {
+	ch := r.note(key)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	select {
@@ -105,15 +114,15 @@ func (r *relays) remember(txn protocol.TxnID) {
 	}
 }
 
-// note returns the channel closed by txn's note, making it if need be.
-func (r *relays) note(txn protocol.TxnID) chan struct{} {
+// note returns the channel closed by key's note, making it if need be.
+func (r *relays) note(key noteKey) chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ch, ok := r.notes[txn]
+	ch, ok := r.notes[key]
 	if !ok {
 		ch = make(chan struct{})
-		r.notes[txn] = ch
-		r.order = append(r.order, txn)
+		r.notes[key] = ch
+		r.order = append(r.order, key)
 		if len(r.order) > noteKeep {
 			delete(r.notes, r.order[0])
 			r.order = r.order[1:]
@@ -138,9 +147,10 @@ func (c *Core[S]) OnPrepared(_ context.Context, r engine.Request) protocol.Msg {
 	if !c.relaying() || int(m.Origin) >= c.p.Mu() || int(m.Origin) == c.self || !c.relayedFrom(int(m.Origin), r.From.Name) {
 		return protocol.Errorf(protocol.CodeForbidden, "%s is not the third party of a transaction of origin %d here", r.From.Name, m.Origin)
 	}
-	c.relay.heard(m.Txn)
+	c.relay.heard(noteKey{m.Origin, m.Txn})
 	c.st.mu.RLock()
-	_, has := c.st.pending[m.Txn]
+	t, has := c.st.pending[m.Txn]
+	has = has && t.prep.Origin == m.Origin
 	c.st.mu.RUnlock()
 	c.relay.mu.Lock()
 	has = has || c.relay.decided[m.Txn]
@@ -155,19 +165,18 @@ func (c *Core[S]) OnPrepared(_ context.Context, r engine.Request) protocol.Msg {
 // relay) and before it votes: it tells the third party, waits for the
 // third's note, and without it keeps the third's prepare (sealed: the
 // origin's copy of the third's part, held; hashes: the parts' hashes).
-// It decides what to relay when m commits.
+// It decides what to relay when m commits. A change that is never held
+// (a reshare, another party's plain shares) waits for the note as long as
+// the request may: the origin cannot commit it without the third anyway,
+// and a third that never prepared it must not be left behind by a commit
+// here. Whenever it refuses, this party aborts m at once, so that an
+// origin that ignores the refusal cannot commit it here after all.
 func (c *Core[S]) awaitThird(ctx context.Context, m *protocol.Prepare, held []byte, hashes [][32]byte) *protocol.Error {
 	k := c.third(int(m.Origin))
 	name := c.p.Party(k).Name
 	keep, holdable := c.thirdsPrepare(m, held, hashes, k)
-	if !holdable {
-		// A change that is never held (a reshare, another party's plain
-		// shares): the origin cannot commit it without the third's vote,
-		// so only its decision may need relaying.
-		c.relayOnCommit(m.Txn, relay{to: name})
-		return nil
-	}
-	noted := c.relay.note(m.Txn)
+	key := noteKey{m.Origin, m.Txn}
+	noted := c.relay.note(key)
 	failed := make(chan struct{})
 	go func() {
 		nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.p.Timeouts().OutboxSend)
@@ -178,10 +187,14 @@ func (c *Core[S]) awaitThird(ctx context.Context, m *protocol.Prepare, held []by
 			return
 		}
 		if _, has := resp.(*protocol.Prepared); has { // it has the transaction already
-			c.relay.heard(m.Txn)
+			c.relay.heard(key)
 		} // else its own note follows once it has prepared
 	}()
-	timer := time.NewTimer(noteWait)
+	wait := noteWait
+	if !holdable {
+		wait = c.p.Timeouts().Request
+	}
+	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	got := false
 	select {
@@ -190,17 +203,19 @@ func (c *Core[S]) awaitThird(ctx context.Context, m *protocol.Prepare, held []by
 	case <-failed:
 	case <-timer.C:
 	case <-ctx.Done():
-		return protocol.Errorf(protocol.CodeUnavailable, "%s: the prepare came too late", c.env.Self)
+		return c.refuseHere(m, protocol.Errorf(protocol.CodeUnavailable, "%s: the prepare came too late", c.env.Self))
 	}
 	c.relay.mu.Lock()
-	delete(c.relay.notes, m.Txn) // (its key stays in order until it ages out)
+	delete(c.relay.notes, key) // (its key stays in order until it ages out)
 	c.relay.mu.Unlock()
 	switch {
 	case got:
 		c.relayOnCommit(m.Txn, relay{to: name})
 		return nil
+	case !holdable:
+		return c.refuseHere(m, protocol.Errorf(protocol.CodeAborted, "%s: %s, which must prepare this change too, did not say that it had", c.env.Self, name))
 	case keep == nil:
-		return protocol.Errorf(protocol.CodeAborted, "%s: %s did not say that it prepared this change, and its origin sent no copy of %s's part to keep for it: a change is committed only where either other holder can give it to a holder that misses it", c.env.Self, name, name)
+		return c.refuseHere(m, protocol.Errorf(protocol.CodeAborted, "%s: %s did not say that it prepared this change, and its origin sent no copy of %s's part to keep for it: a change is committed only where either other holder can give it to a holder that misses it", c.env.Self, name, name))
 	}
 	c.heldMu.Lock()
 	defer c.heldMu.Unlock()
@@ -209,6 +224,24 @@ func (c *Core[S]) awaitThird(ctx context.Context, m *protocol.Prepare, held []by
 	}
 	c.relayOnCommit(m.Txn, relay{to: name, msg: keep})
 	return nil
+}
+
+// refuseHere aborts m here (logged, and remembered as decided early, so
+// that the origin cannot commit it here later nor prepare it again) and
+// returns the refusal.
+func (c *Core[S]) refuseHere(m *protocol.Prepare, refusal *protocol.Error) *protocol.Error {
+	c.st.lock()
+	defer c.st.unlock()
+	if t := c.st.pending[m.Txn]; t != nil && t.prep.Origin == m.Origin {
+		if err := c.decideLocked(&protocol.Decide{Txn: m.Txn, Origin: m.Origin, Commit: false}); err != nil {
+			return err
+		}
+	}
+	c.lateMu.Lock()
+	c.late[c.lateAt%lateTxns] = m.Txn
+	c.lateAt++
+	c.lateMu.Unlock()
+	return refusal
 }
 
 // thirdsPrepare is party k's prepare of m that this party keeps for it
