@@ -58,7 +58,11 @@ func spoofNote(c *inproc.Cluster, spoofed *int) memnet.Fault {
 // returns it with five templates (the last two not enrolled).
 func startEarly(t *testing.T) (*inproc.Cluster, [][]float32) {
 	t.Helper()
-	c, xs := startEarly(t)
+	c := inproc.Start(t, literal(config.Literal{Beta: 21, RevealScores: true}))
+	xs := templates(5, 83)
+	if err := c.Client("client", "p1").Enroll(ctx(t), items(xs[:3], "early")); err != nil {
+		t.Fatal(err)
+	}
 	return c, xs
 }
 
