@@ -522,11 +522,11 @@ func assembleSettings(settings config.Literal, set map[string]bool, out, cal str
 	settings.ClusterID = hex.EncodeToString(id[:])
 	switch {
 	case cal != "":
-		err = applyCalibration(cal, &settings, set)
+		return settings, applyCalibration(cal, &settings, set)
 	case !set["tau"]:
-		err = applyDefaultCalibration(&settings)
+		return settings, applyDefaultCalibration(&settings)
 	}
-	return settings, err
+	return settings, nil
 }
 
 // assembled reports the configuration written to out, and what to check.
