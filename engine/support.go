@@ -116,19 +116,21 @@ func NewOutbox(env Env) *Outbox {
 
 // Add queues m for server to.
 func (o *Outbox) Add(to string, m protocol.Msg) {
+	o.queue(to, m)
+	o.log.Warn("message not delivered; will retry", "to", to, "type", m.Type())
+}
+
+func (o *Outbox) queue(to string, m protocol.Msg) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.q[to] = append(o.q[to], m)
-	o.log.Warn("message not delivered; will retry", "to", to, "type", m.Type())
 }
 
 // Relay queues m for server to as Add does, without a warning: a change
 // relayed to a party that may have missed it (engine/rowtxn/relay.go) is
 // routine, not a failed delivery.
 func (o *Outbox) Relay(to string, m protocol.Msg) {
-	o.mu.Lock()
-	o.q[to] = append(o.q[to], m)
-	o.mu.Unlock()
+	o.queue(to, m)
 	select { // delivered at once (Run), not at the next retry
 	case o.kick <- struct{}{}:
 	default:

@@ -108,16 +108,7 @@ func TestSpoofedNoteNotTaken(t *testing.T) {
 	c.Net.SetFault("p1", "p3", spoofNote(c, &spoofed))
 	// p1 never reaches p2 (as if p2 were down to it), and garbles its
 	// answers to p2's catch-up fetch.
-	c.Net.SetFault("p1", "p2", memnet.Fault{Refuse: true, Corrupt: func(p []byte) {
-		if _, ok := frameMsg(p, protocol.TReplRows); ok {
-			for _, off := range []int{4, 0} {
-				if len(p) > off+1 && p[off] == protocol.Version {
-					p[off+1] = 0xEE
-					return
-				}
-			}
-		}
-	}})
+	c.Net.SetFault("p1", "p2", memnet.Fault{Refuse: true, Corrupt: func(p []byte) { garble(p, protocol.TReplRows) }})
 	if err := c.Client("client", "p1").Enroll(ctx(t), items(xs[3:5], "late")); err != nil {
 		t.Fatalf("enroll with p2 left out: %v", err)
 	}
@@ -239,13 +230,9 @@ func TestEpochLieNotRebuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Net.SetFault("p1", "p2", memnet.Fault{Corrupt: func(p []byte) {
-		for _, typ := range []protocol.Type{protocol.TPrepare, protocol.TSealedPrepare, protocol.TDecide} {
-			if b, ok := frameMsg(p, typ); ok {
-				b[1] = 0xEE
-				return
-			}
+		if !garble(p, protocol.TPrepare, protocol.TSealedPrepare, protocol.TDecide) {
+			epochLie(p)
 		}
-		epochLie(p)
 	}})
 	start := time.Now()
 	if err := c.TryRestart("p2"); err != nil {

@@ -14,18 +14,19 @@ import (
 // withhold garbles every message of the given types that from sends to
 // to: to gets none of them, as if from withheld them.
 func withhold(c *inproc.Cluster, from, to string, types ...protocol.Type) {
-	c.Net.SetFault(from, to, memnet.Fault{Corrupt: func(p []byte) {
-		for _, off := range []int{4, 0} {
-			if len(p) > off+1 && p[off] == protocol.Version {
-				for _, typ := range types {
-					if p[off+1] == byte(typ) {
-						p[off+1] = 0xEE
-						return
-					}
-				}
-			}
+	c.Net.SetFault(from, to, memnet.Fault{Corrupt: func(p []byte) { garble(p, types...) }})
+}
+
+// garble spoils the type byte of chunk p when it starts a message of one
+// of types, and reports whether it did.
+func garble(p []byte, types ...protocol.Type) bool {
+	for _, typ := range types {
+		if b, ok := frameMsg(p, typ); ok {
+			b[1] = 0xEE
+			return true
 		}
-	}})
+	}
+	return false
 }
 
 // TestWithheldCatchUp (issue 44 item 2): p2 is stopped while the operator

@@ -864,10 +864,7 @@ func (c *Core[S]) OnDecide(_ context.Context, r engine.Request) protocol.Msg {
 	c.st.mu.RLock()
 	t, ok := c.st.pending[m.Txn]
 	if !ok {
-		c.lateMu.Lock()
-		c.late[c.lateAt%lateTxns] = m.Txn
-		c.lateAt++
-		c.lateMu.Unlock()
+		c.markLate(m.Txn)
 	}
 	c.st.mu.RUnlock()
 	if !ok {
@@ -883,6 +880,15 @@ func (c *Core[S]) OnDecide(_ context.Context, r engine.Request) protocol.Msg {
 		return err
 	}
 	return &protocol.DecideOK{}
+}
+
+// markLate remembers txn as decided before its prepare came (under the
+// rows' lock, read or write: prepare reads late under the write lock).
+func (c *Core[S]) markLate(txn protocol.TxnID) {
+	c.lateMu.Lock()
+	defer c.lateMu.Unlock()
+	c.late[c.lateAt%lateTxns] = txn
+	c.lateAt++
 }
 
 // Routes are the routes every share holder answers alike (with an

@@ -237,10 +237,7 @@ func (c *Core[S]) refuseHere(m *protocol.Prepare, refusal *protocol.Error) *prot
 			return err
 		}
 	}
-	c.lateMu.Lock()
-	c.late[c.lateAt%lateTxns] = m.Txn
-	c.lateAt++
-	c.lateMu.Unlock()
+	c.markLate(m.Txn)
 	return refusal
 }
 
