@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"runtime"
 	"testing"
 
 	"github.com/idface/idface/network"
@@ -9,31 +10,58 @@ import (
 
 // TestBuffers: nothing is lent before something was returned, a lent
 // buffer is empty and at least as large as asked, a smaller one is not
-// lent for a larger read. (A sync.Pool may drop what it is given, and
-// does at random under the race detector: a returned buffer is lent
-// again on some try, not on every one.)
+// lent for a larger read, a returned buffer is lent again after a
+// collection (a sync.Pool's was not), and the caps hold.
 func TestBuffers(t *testing.T) {
 	var b Buffers
 	if got := b.Get(10); got != nil {
-		t.Fatalf("an empty pool lent %d bytes", cap(got))
+		t.Fatalf("an empty list lent %d bytes", cap(got))
 	}
-	lent := false
-	for range 50 {
-		b.Put(make([]byte, 5, 100))
-		if got := b.Get(200); got != nil {
-			t.Fatalf("lent %d bytes for a read of 200", cap(got))
-		}
-		if got := b.Get(100); got != nil {
-			if len(got) != 0 || cap(got) < 100 {
-				t.Fatalf("lent len %d cap %d for a read of 100", len(got), cap(got))
-			}
-			lent = true
-		}
+	b.Put(make([]byte, 5, 100))
+	if got := b.Get(200); got != nil {
+		t.Fatalf("lent %d bytes for a read of 200", cap(got))
 	}
-	if !lent {
-		t.Fatal("a returned buffer was never lent again in 50 tries")
+	runtime.GC()
+	runtime.GC()
+	got := b.Get(100)
+	if got == nil || len(got) != 0 || cap(got) < 100 {
+		t.Fatalf("lent len %d cap %d for a read of 100 after two collections, want an empty buffer of 100", len(got), cap(got))
+	}
+	if again := b.Get(1); again != nil {
+		t.Fatalf("one buffer lent twice")
 	}
 	b.Put(nil) // nothing to keep
+
+	// The smallest that fits is lent.
+	b.Put(make([]byte, 0, 1000))
+	b.Put(make([]byte, 0, 300))
+	if got := b.Get(200); cap(got) != 300 {
+		t.Fatalf("lent cap %d for a read of 200, want the 300 (the smallest that fits)", cap(got))
+	}
+	b.Get(1)
+
+	// Caps: bytes and count.
+	small := Buffers{KeepBytes: 1000}
+	small.Put(make([]byte, 0, 2000)) // larger than the cap: dropped
+	if got := small.Get(1); got != nil {
+		t.Fatalf("kept a buffer of %d bytes over a cap of 1000", cap(got))
+	}
+	small.Put(make([]byte, 0, 600))
+	small.Put(make([]byte, 0, 300))
+	small.Put(make([]byte, 0, 700)) // room made by dropping the smaller ones
+	if small.bytes > 1000 {
+		t.Fatalf("keeps %d bytes over a cap of 1000", small.bytes)
+	}
+	if got := small.Get(700); cap(got) != 700 {
+		t.Fatalf("the larger buffer was not kept (lent cap %d for 700)", cap(got))
+	}
+	var many Buffers
+	for range 2 * keepBuffers {
+		many.Put(make([]byte, 0, 10))
+	}
+	if len(many.free) != keepBuffers {
+		t.Fatalf("keeps %d buffers, want at most %d", len(many.free), keepBuffers)
+	}
 }
 
 // BenchmarkReadVector reads a decider's vector (1 MB: one holder's at
