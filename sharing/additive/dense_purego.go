@@ -19,3 +19,10 @@ func weightRows16AVX2(acc *[WeightLanes]uint16, w, v []uint16) bool { return fal
 func weightPairs8AVX2Run(acc *[WeightLanes]uint16, w []uint16, v []byte, pairs int) bool {
 	return false
 }
+
+// feistelAVX2 is false where the AVX2 network is not built.
+const feistelAVX2 = false
+
+func feistelNet48(tab *uint16, xs *uint32, n int, shift *[2]uint64, mv, last uint32, walk *uint8) {
+	panic("additive: the AVX2 Feistel network is not built")
+}

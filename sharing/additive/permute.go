@@ -34,7 +34,7 @@ import (
 const (
 	feistelRounds = 10      // even (the halves end where they began), 6 to 10
 	exactRows     = 1 << 16 // n <= exactRows: pi^-1 is a Fisher-Yates table
-	permChunk     = 2048    // positions a worker gathers at a time (in L1)
+	permChunk     = 2016    // positions a worker gathers at a time (in L1; 42 runs of the AVX2 network)
 	maxPermRows   = 1<<31 - 1
 	minPermRows   = 1 << 15 // positions per worker worth a goroutine
 )
@@ -174,14 +174,32 @@ func (f *feistel) rows(rows []uint32, q0 uint32, walk []uint32) []uint32 {
 
 // steps sets xs[j] = E(xs[j]) (one step of the network, no walking) and
 // returns idx[:k] holding the j whose new xs[j] is n or beyond, the
-// walkers (idx has len(xs) entries). Four points run in lock-step, so
-// their chains of dependent look-ups interleave.
+// walkers (idx has len(xs) entries). With AVX2 (feistelAVX2) 48 points
+// run at a time in feistel_amd64.s; otherwise, and for the last few, four
+// points run in lock-step, so their chains of dependent look-ups
+// interleave.
 func (f *feistel) steps(xs []uint32, idx []uint32) []uint32 {
 	var _ [10 - feistelRounds]struct{}   // rounds 6 to 9 are written out below,
 	var _ [feistelRounds - 6]struct{}    // each pair under a constant test
 	var _ [-(feistelRounds % 2)]struct{} // and come in pairs
 	t, v, mv, last := f.tab, f.v, f.mv, f.n-1
 	k, j := 0, 0
+	if feistelAVX2 && len(xs) >= 48 {
+		j = len(xs) / 48 * 48
+		shift := [2]uint64{uint64(v)}
+		const run = 42 * 48 // points a call: multiples of 48 within permChunk
+		var walk [run / 8]uint8
+		for at := 0; at < j; at += run {
+			c := min(run, j-at)
+			feistelNet48(&t[0][0], &xs[at], c, &shift, mv, last, &walk[0])
+			for w, bits8 := range walk[:c/8] {
+				for ; bits8 != 0; bits8 &= bits8 - 1 {
+					idx[k] = uint32(at + 8*w + bits.TrailingZeros8(bits8))
+					k++
+				}
+			}
+		}
+	}
 	for ; j+4 <= len(xs); j += 4 {
 		x := xs[j : j+4 : j+4]
 		a0, b0, a1, b1 := x[0]>>v, x[0]&mv, x[1]>>v, x[1]&mv
