@@ -143,6 +143,10 @@ type BenchResult struct {
 	Clients        int     `json:"clients"`
 	IdentifyPerS   float64 `json:"identify_per_s"`
 	PlainFloatPerS float64 `json:"plain_float_per_s"`
+	// Loaded is the clients' run seen from the servers (a local unsharded
+	// cluster, Clients > 1): how many queries a pass over the shares
+	// scored and each process's time on a core per identify.
+	Loaded *Loaded `json:"loaded,omitempty"`
 	// With a server killed after the healthy loops (BenchOptions.Down):
 	// its name, the first query after the kill, the single-query p50 and
 	// the clients' rate without it, and how many of the single queries
@@ -349,6 +353,14 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 	}
 
 	if o.Clients > 1 {
+		var before Scrape
+		var schedBefore map[string]Sched
+		if where {
+			if before, err = ScrapeCluster(ctx, cfg); err != nil {
+				return nil, err
+			}
+			schedBefore = ReadScheds(pids)
+		}
 		if res.IdentifyPerS, err = concurrentRate(ctx, cfg, o.Clients, o.Queries, func(q int) []float32 {
 			q %= o.Queries
 			return data[(o.IDs+q)*d : (o.IDs+q+1)*d]
@@ -356,6 +368,14 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 			return nil, err
 		}
 		res.Clients = o.Clients
+		if where {
+			sched := SchedDelta(schedBefore, ReadScheds(pids))
+			after, err := ScrapeCluster(ctx, cfg)
+			if err != nil {
+				return nil, err
+			}
+			res.Loaded = LoadedFrom(before, after, sched, cfg.DeciderName(), o.Clients*o.Queries)
+		}
 	}
 	if o.Down != "" {
 		if err := benchDown(ctx, o, cfg, cl, res, func(q int) []float32 {

@@ -429,3 +429,91 @@ func WhereFrom(before, after Scrape, sched map[string]Sched, entry, decider stri
 }
 
 func ptr(v float64) *float64 { return &v }
+
+// Loaded is a run of many clients at once seen from the servers' counters
+// and schedstat over the run (bench --clients): whether the passes over
+// the shares were shared, and what an identify cost every process.
+type Loaded struct {
+	// Identifies is the run's identifies, the divisor of the means.
+	Identifies int `json:"identifies"`
+	// QueriesPerPass: the queries every share holder's passes scored,
+	// over those passes, all holders together (1: no pass was shared;
+	// nil where the mode counts no passes).
+	QueriesPerPass *float64 `json:"queries_per_pass,omitempty"`
+	// HolderCPUMs (the mean over the share holders), DeciderCPUMs and
+	// ServerCPUMs (every server process together): time on a core per
+	// identify, all threads.
+	HolderCPUMs  *float64 `json:"holder_cpu_ms,omitempty"`
+	DeciderCPUMs *float64 `json:"decider_cpu_ms,omitempty"`
+	ServerCPUMs  *float64 `json:"server_cpu_ms,omitempty"`
+	// HolderScoreMs and HolderPermuteMs: the share holders' score and
+	// permute counters per identify, the mean over the holders.
+	HolderScoreMs   *float64 `json:"holder_score_ms,omitempty"`
+	HolderPermuteMs *float64 `json:"holder_permute_ms,omitempty"`
+}
+
+// LoadedFrom is Loaded from the scrapes and schedstat deltas around a
+// run of n identifies; nil when n < 1.
+func LoadedFrom(before, after Scrape, sched map[string]Sched, decider string, n int) *Loaded {
+	if n < 1 {
+		return nil
+	}
+	l := &Loaded{Identifies: n}
+	var holders []string
+	prefix := ""
+	for name, page := range after {
+		for _, p := range kernelPrefixes {
+			if _, ok := page[p+"score_seconds_total"]; ok {
+				holders, prefix = append(holders, name), p
+				break
+			}
+		}
+	}
+	delta := func(server, series string) float64 { return after[server][series] - before[server][series] }
+	if len(holders) > 0 {
+		var passes, queries, score, permute float64
+		counted := false
+		for _, h := range holders {
+			for _, pair := range [][2]string{{"passes_total", "passed_total"}, {"scans_total", "scanned_total"}} {
+				if _, ok := after[h][prefix+pair[0]]; ok {
+					passes += delta(h, prefix+pair[0])
+					queries += delta(h, prefix+pair[1])
+					counted = true
+					break
+				}
+			}
+			score += delta(h, prefix+"score_seconds_total")
+			permute += delta(h, prefix+"permute_seconds_total")
+		}
+		if counted && passes > 0 {
+			l.QueriesPerPass = ptr(queries / passes)
+		}
+		hs := float64(len(holders))
+		l.HolderScoreMs = ptr(1000 * score / hs / float64(n))
+		l.HolderPermuteMs = ptr(1000 * permute / hs / float64(n))
+	}
+	var holderCPU, serverCPU float64
+	cpuHolders := 0
+	for name, s := range sched {
+		if name == ClientProcess {
+			continue
+		}
+		serverCPU += Millis(s.CPU)
+		for _, h := range holders {
+			if h == name {
+				holderCPU += Millis(s.CPU)
+				cpuHolders++
+			}
+		}
+		if name == decider {
+			l.DeciderCPUMs = ptr(Millis(s.CPU) / float64(n))
+		}
+	}
+	if len(sched) > 1 {
+		l.ServerCPUMs = ptr(serverCPU / float64(n))
+	}
+	if cpuHolders > 0 {
+		l.HolderCPUMs = ptr(holderCPU / float64(cpuHolders) / float64(n))
+	}
+	return l
+}

@@ -121,3 +121,52 @@ func TestReadSched(t *testing.T) {
 		t.Errorf("counts that fell kept: %v", d)
 	}
 }
+
+// TestLoadedFrom: the clients' run's queries per pass are every holder's
+// together, the CPU means are per identify, the decider's is its own and
+// the servers' excludes the client; a mode that counts no passes leaves
+// them out.
+func TestLoadedFrom(t *testing.T) {
+	page := func(text string) map[string]float64 {
+		m, err := ParseMetrics(strings.NewReader(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	holder := func(score, permute, passes, passed float64) map[string]float64 {
+		return page(strings.Join([]string{
+			"idface_repl_score_seconds_total " + ftoa(score),
+			"idface_repl_permute_seconds_total " + ftoa(permute),
+			"idface_repl_scans_total " + ftoa(passes),
+			"idface_repl_scanned_total " + ftoa(passed),
+		}, "\n") + "\n")
+	}
+	before := Scrape{"p1": holder(0, 0, 0, 0), "p2": holder(1, 1, 10, 10), "K": page("x 1\n")}
+	// 8 identifies: p1 passed 2 times over 8 queries, p2 4 times over 8.
+	after := Scrape{"p1": holder(0.008, 0.004, 2, 8), "p2": holder(1.008, 1.004, 14, 18), "K": page("x 1\n")}
+	sched := map[string]Sched{
+		"p1": {CPU: 16 * time.Millisecond}, "p2": {CPU: 32 * time.Millisecond}, "K": {CPU: 8 * time.Millisecond},
+		ClientProcess: {CPU: 800 * time.Millisecond},
+	}
+	l := LoadedFrom(before, after, sched, "K", 8)
+	for _, c := range []struct {
+		name string
+		got  *float64
+		want float64
+	}{
+		{"queries per pass", l.QueriesPerPass, 16.0 / 6}, {"holder score", l.HolderScoreMs, 1}, {"holder permute", l.HolderPermuteMs, 0.5},
+		{"holder cpu", l.HolderCPUMs, 3}, {"decider cpu", l.DeciderCPUMs, 1}, {"server cpu", l.ServerCPUMs, 7},
+	} {
+		if c.got == nil || math.Abs(*c.got-c.want) > 1e-9 {
+			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	none := Scrape{"p1": page("idface_repl_score_seconds_total 1\n")}
+	if l := LoadedFrom(none, none, nil, "", 8); l.QueriesPerPass != nil {
+		t.Errorf("queries per pass %v from holders that count no passes", *l.QueriesPerPass)
+	}
+	if LoadedFrom(before, after, sched, "K", 0) != nil {
+		t.Error("a Loaded of 0 identifies")
+	}
+}

@@ -231,6 +231,9 @@ func benchPrint(stdout io.Writer, res *experiments.BenchResult, link *wan.Link) 
 	if res.Clients > 1 {
 		fmt.Fprintf(stdout, "  %d clients at once: %.1f identifications/s; float32 one query at a time: %.1f/s (%.2fx)\n",
 			res.Clients, res.IdentifyPerS, res.PlainFloatPerS, res.IdentifyPerS/res.PlainFloatPerS)
+		if l := res.Loaded; l != nil {
+			benchPrintLoaded(stdout, l)
+		}
 	}
 	if res.Down != "" {
 		fmt.Fprintf(stdout, "  %s down: first query after the kill %.0f ms; identify p50 %.2f ms (%.2fx healthy; %d of %d degraded)",
@@ -447,3 +450,29 @@ func modesThat(has func(*config.ModeSpec) bool) string {
 func hidesProbes(s *config.ModeSpec) bool { return s.HiddenProbe != nil }
 func takesScheme(s *config.ModeSpec) bool { return s.Scheme }
 func takesLevels(s *config.ModeSpec) bool { return s.Levels }
+
+// benchPrintLoaded prints what the clients' run cost the servers.
+func benchPrintLoaded(stdout io.Writer, l *experiments.Loaded) {
+	var parts []string
+	if l.QueriesPerPass != nil {
+		parts = append(parts, fmt.Sprintf("queries per pass over the shares %.2f", *l.QueriesPerPass))
+	}
+	if l.HolderScoreMs != nil && l.HolderPermuteMs != nil {
+		parts = append(parts, fmt.Sprintf("a holder's score %.2f and permute %.2f ms per identify", *l.HolderScoreMs, *l.HolderPermuteMs))
+	}
+	var cpu []string
+	for _, c := range []struct {
+		name string
+		v    *float64
+	}{{"holder (mean)", l.HolderCPUMs}, {"decider", l.DeciderCPUMs}, {"all servers", l.ServerCPUMs}} {
+		if c.v != nil {
+			cpu = append(cpu, fmt.Sprintf("%s %.2f", c.name, *c.v))
+		}
+	}
+	if len(cpu) > 0 {
+		parts = append(parts, "on a core per identify (ms): "+strings.Join(cpu, ", "))
+	}
+	if len(parts) > 0 {
+		fmt.Fprintf(stdout, "    under the clients (%d identifies): %s\n", l.Identifies, strings.Join(parts, "; "))
+	}
+}
