@@ -475,8 +475,10 @@ func LoadedFrom(before, after Scrape, sched map[string]Sched, decider string, n 
 		counted := false
 		for _, h := range holders {
 			for _, pair := range [][2]string{{"passes_total", "passed_total"}, {"scans_total", "scanned_total"}} {
-				if _, ok := after[h][prefix+pair[0]]; ok {
-					passes += delta(h, prefix+pair[0])
+				// A replicated holder counts both (checked passes and
+				// hidden-probe scans); the run moved one of them.
+				if d := delta(h, prefix+pair[0]); d > 0 {
+					passes += d
 					queries += delta(h, prefix+pair[1])
 					counted = true
 					break

@@ -138,6 +138,8 @@ func TestLoadedFrom(t *testing.T) {
 		return page(strings.Join([]string{
 			"idface_repl_score_seconds_total " + ftoa(score),
 			"idface_repl_permute_seconds_total " + ftoa(permute),
+			"idface_repl_passes_total 3",
+			"idface_repl_passed_total 3",
 			"idface_repl_scans_total " + ftoa(passes),
 			"idface_repl_scanned_total " + ftoa(passed),
 		}, "\n") + "\n")
