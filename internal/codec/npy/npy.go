@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unsafe"
 )
 
 // MaxElems bounds the arrays this package reads (2^31 elements: 8 GiB of
@@ -87,7 +88,11 @@ func ReadFile(path string) (*Matrix, error) {
 	}
 	defer f.Close()
 	br := bufio.NewReaderSize(f, 1<<20)
-	m, err := Read(br)
+	size := int64(-1)
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+		size = fi.Size()
+	}
+	m, err := read(br, size)
 	if err == nil {
 		if _, more := br.ReadByte(); more == nil {
 			return nil, fmt.Errorf("%s holds data after the %d x %d array its header announces: it is damaged or holds more than one array; save one array with numpy.save", path, m.Rows, m.Cols)
@@ -133,7 +138,14 @@ func (e *TruncatedError) Error() string {
 // Read parses a C-order .npy array of dtype <f4, <f8 or |i1 with shape
 // (N, D) or (D,) (read as one row). It reads no further than the array's
 // last byte; ReadFile refuses a file with more after it.
-func Read(r io.Reader) (*Matrix, error) {
+func Read(r io.Reader) (*Matrix, error) { return read(r, -1) }
+
+// read is Read of an input of size bytes in all (-1: unknown). Where the
+// size is known and holds the whole array, the array is allocated once
+// at its size and read straight into (the bytes to fill it are there);
+// otherwise it grows as bytes arrive, so a header that claims more than
+// the input holds gets no memory for the claim.
+func read(r io.Reader, size int64) (*Matrix, error) {
 	var pre [8]byte
 	if n, err := io.ReadFull(r, pre[:]); err != nil {
 		if !bytes.HasPrefix(magic, pre[:min(n, len(magic))]) {
@@ -163,6 +175,10 @@ func Read(r io.Reader) (*Matrix, error) {
 	}
 	if hlen > 1<<16 {
 		return nil, fmt.Errorf("npy: header of %d bytes is implausibly long", hlen)
+	}
+	consumed := int64(8 + 2 + hlen)
+	if pre[6] != 1 {
+		consumed += 2
 	}
 	h := make([]byte, hlen)
 	if _, err := io.ReadFull(r, h); err != nil {
@@ -204,6 +220,12 @@ func Read(r io.Reader) (*Matrix, error) {
 	}
 	n := m.Rows * m.Cols
 	var err error
+	if elem := elemSize(g[1]); elem > 0 && size >= 0 && littleEndian {
+		if err := readWhole(r, m, g[1], n, elem, size-consumed); err != nil {
+			return nil, err
+		}
+		return m, nil
+	}
 	switch g[1] {
 	case "<f4", "=f4":
 		m.F32 = make([]float32, 0, min(n, 1<<20))
@@ -237,6 +259,51 @@ func Read(r io.Reader) (*Matrix, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// littleEndian: the host keeps numbers in the file's byte order, so an
+// array's bytes can be read into its memory as they are.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// elemSize is the bytes of an element of descr (0: not a dtype read).
+func elemSize(descr string) int {
+	switch descr {
+	case "<f4", "=f4":
+		return 4
+	case "<f8", "=f8":
+		return 8
+	case "|i1", "<i1", "i1":
+		return 1
+	}
+	return 0
+}
+
+// readWhole reads the n elements of m (dtype descr, elem bytes each) from
+// an input with avail bytes left after the header: refused as truncated,
+// allocating nothing, when avail is short of the array; otherwise read
+// straight into the array's memory (a little-endian host).
+func readWhole(r io.Reader, m *Matrix, descr string, n, elem int, avail int64) error {
+	want := int64(n) * int64(elem)
+	if avail < want {
+		return &TruncatedError{Present: max(avail, 0), Want: want, Rows: m.Rows, Cols: m.Cols, Dtype: dtypeName(descr)}
+	}
+	var b []byte
+	switch elem {
+	case 4:
+		m.F32 = make([]float32, n)
+		b = unsafe.Slice((*byte)(unsafe.Pointer(&m.F32[0])), want)
+	case 8:
+		m.F64 = make([]float64, n)
+		b = unsafe.Slice((*byte)(unsafe.Pointer(&m.F64[0])), want)
+	default:
+		m.I8 = make([]int8, n)
+		b = unsafe.Slice((*byte)(unsafe.Pointer(&m.I8[0])), want)
+	}
+	if got, err := io.ReadFull(r, b); err != nil { // the file shrank since its size was read
+		m.F32, m.F64, m.I8 = nil, nil, nil
+		return &TruncatedError{Present: int64(got), Want: want, Rows: m.Rows, Cols: m.Cols, Dtype: dtypeName(descr)}
+	}
+	return nil
 }
 
 // dtypeName names a descr as NumPy users know it.

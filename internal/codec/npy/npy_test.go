@@ -25,13 +25,45 @@ func TestRoundTrip(t *testing.T) {
 		if (b.Len()-len(m.F32)*4-len(m.F64)*8-len(m.I8))%64 != 0 {
 			t.Error("header not padded to 64 bytes")
 		}
+		// A file (its size known: read straight into the array) and a
+		// stream (grown as it arrives) read the same.
+		path := filepath.Join(t.TempDir(), "m.npy")
+		if err := os.WriteFile(path, b.Bytes(), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		got, err := Read(&b)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Rows != m.Rows || got.Cols != m.Cols || !slices.Equal(got.F32, m.F32) ||
-			!slices.Equal(got.F64, m.F64) || !slices.Equal(got.I8, m.I8) {
-			t.Fatalf("round trip: got %+v, want %+v", got, m)
+		fromFile, err := ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range []*Matrix{got, fromFile} {
+			if g.Rows != m.Rows || g.Cols != m.Cols || !slices.Equal(g.F32, m.F32) ||
+				!slices.Equal(g.F64, m.F64) || !slices.Equal(g.I8, m.I8) {
+				t.Fatalf("round trip: got %+v, want %+v", g, m)
+			}
+		}
+	}
+}
+
+// BenchmarkReadFile reads a 10^5 x 512 float32 file (205 MB), as enroll
+// reads its templates: allocated once at its size and read straight in.
+func BenchmarkReadFile(b *testing.B) {
+	m := &Matrix{Rows: 100_000, Cols: 512, F32: make([]float32, 100_000*512)}
+	for i := range m.F32 {
+		m.F32[i] = float32(i%1000) / 1000
+	}
+	path := filepath.Join(b.TempDir(), "big.npy")
+	if err := WriteFile(path, m); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(m.F32) * 4))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ReadFile(path); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
