@@ -67,7 +67,9 @@ var ErrMalformed = wire.ErrMalformed
 // holder: a SealedPrepare carries the third party's part (Held), a party
 // tells the third that it prepared (Prepared), and the third relays the
 // prepare and decision to a party that missed them.
-const Version = 16
+// Version 17: HealthOK carries the degraded limit an operator is shown
+// (DegradedLimit).
+const Version = 17
 
 // Limits on what a peer or a client may send.
 const (
@@ -552,6 +554,11 @@ type HealthOK struct {
 	// Live, for servers and operators, is the number of enrolled rows
 	// this server holds (the gateway's count); never for devices.
 	Live uint32
+	// DegradedLimit, for operators, is the degraded queries a second this
+	// server serves each entry while a holder is down (replicated mode:
+	// configured, or derived from the rate before the outage); 0 where
+	// the mode has no degraded path.
+	DegradedLimit uint32
 }
 
 // Agreement is how a peer's row map compares with a server's own.
@@ -600,6 +607,7 @@ func (m *HealthOK) marshal(e *wire.Enc) {
 	}
 	e.Bool(m.Empty)
 	e.U32(m.Live)
+	e.U32(m.DegradedLimit)
 }
 func (m *HealthOK) unmarshal(d *wire.Dec) {
 	m.Name, m.Mode = d.Str(MaxIDLen), d.Str(16)
@@ -621,4 +629,5 @@ func (m *HealthOK) unmarshal(d *wire.Dec) {
 	}
 	m.Empty = d.Bool()
 	m.Live = d.U32()
+	m.DegradedLimit = d.U32()
 }

@@ -19,7 +19,7 @@ func samples() []Msg {
 		&DeleteOK{},
 		&Health{Peers: true},
 		&HealthOK{Name: "p1", Mode: "2pc", Digest: Digest{{Rows: 3, Live: 2, Hash: [16]byte{1}}}, InDoubt: 1, ConfigSerial: 3, ConfigHash: [8]byte{9},
-			Peers: []PeerState{{Name: "p2", State: PeerAgrees}, {Name: "p3", State: PeerUnreachable, Note: "timeout"}}, Live: 7},
+			Peers: []PeerState{{Name: "p2", State: PeerAgrees}, {Name: "p3", State: PeerUnreachable, Note: "timeout"}}, Live: 7, DegradedLimit: 40},
 		&Prepare{Txn: TxnID{9}, Origin: 1, Dim: 70, Base: 5, Ops: []Op{
 			{Kind: OpPut, Seq: 5, ID: "x", Share: []byte{1, 2, 3, 4}},
 			{Kind: OpPut, Seq: 6, ID: "s", Seeded: true, Share: make([]byte, 32)},
@@ -149,7 +149,7 @@ func TestRejects(t *testing.T) {
 		}
 	}
 	agreement := Marshal(&HealthOK{Peers: []PeerState{{Name: "p2", State: PeerAgrees}}})
-	agreement[len(agreement)-8] = 9 // the peer's agreement: before its empty note (2), Empty (1) and Live (4)
+	agreement[len(agreement)-12] = 9 // the peer's agreement: before its empty note (2), Empty (1), Live (4) and DegradedLimit (4)
 	if _, err := Decode(agreement); !errors.Is(err, ErrMalformed) {
 		t.Errorf("agreement 9 accepted: %v", err)
 	}

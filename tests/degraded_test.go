@@ -71,10 +71,27 @@ func TestReplicatedHolderKilled(t *testing.T) {
 		}
 		killed := time.Now()
 		time.Sleep(9 * time.Second)
-		var status struct{ Service string }
+		var status struct {
+			Service string
+			Servers []struct {
+				Name          string
+				Reachable     bool
+				DegradedLimit *uint32 `json:"degraded_limit"`
+			}
+		}
 		out, _, _ := idface(t, "cluster", "status", "--cluster", dir, "--json")
 		if err := json.Unmarshal([]byte(out), &status); err != nil || status.Service != "degraded" {
 			t.Errorf("%s killed: cluster status says service %q (%v): %s", victim, status.Service, err, out)
+		}
+		// Every holder up shows the limit it serves an entry degraded: at
+		// least the floor of 20 a second.
+		for _, st := range status.Servers {
+			if st.Reachable && st.Name != "decider" && (st.DegradedLimit == nil || *st.DegradedLimit < 20) {
+				t.Errorf("%s killed: cluster status shows %s's degraded limit as %v, want 20 or more: %s", victim, st.Name, st.DegradedLimit, out)
+			}
+		}
+		if text, _, _ := idface(t, "cluster", "status", "--cluster", dir); !strings.Contains(text, "degraded limit, queries a second each holder serves an entry") {
+			t.Errorf("%s killed: cluster status does not show the degraded limit:\n%s", victim, text)
 		}
 		stop()
 		wg.Wait()

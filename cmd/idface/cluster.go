@@ -481,6 +481,11 @@ type serverStatus struct {
 	Unsettled     *int         `json:"unsettled"` // operators only
 	Agrees        *bool        `json:"agrees"`    // operators only, for servers that hold rows
 	Peers         []peerStatus `json:"peers,omitempty"`
+	// DegradedLimit, to operators, in a mode that answers with a holder
+	// down: the degraded queries a second this server serves each entry
+	// while one is down (configured, or derived from the last minute's
+	// checked rate).
+	DegradedLimit *uint32 `json:"degraded_limit,omitempty"`
 }
 
 type peerStatus struct {
@@ -656,6 +661,10 @@ func (t *statusTally) rowMap(st *serverStatus, member string, h *protocol.Health
 	}
 	t.compared = t.compared && ok
 	t.live[member] += int(h.Live)
+	if h.DegradedLimit > 0 {
+		limit := h.DegradedLimit
+		st.DegradedLimit = &limit
+	}
 	return unsettled, rowMap
 }
 
@@ -819,9 +828,31 @@ func printStatus(cfg *config.Params, rep statusReport, lines []string, configsDi
 	default:
 		fmt.Fprintln(stdout, "the servers could not compare their row maps (a server cannot reach another: see the row map column): identification is refused until they reach each other")
 	}
+	if line := degradedLimitLine(cfg, rep); line != "" && operator {
+		fmt.Fprintln(stdout, line)
+	}
 	if rep.CalibrationWarning != "" {
 		fmt.Fprintln(stdout, "warning: "+rep.CalibrationWarning)
 	}
+}
+
+// degradedLimitLine says how many degraded queries a second the holders
+// up serve an entry while one holder is down ("" where none said).
+func degradedLimitLine(cfg *config.Params, rep statusReport) string {
+	var limits []string
+	for _, st := range rep.Servers {
+		if st.DegradedLimit != nil {
+			limits = append(limits, fmt.Sprintf("%s %d", st.Name, *st.DegradedLimit))
+		}
+	}
+	if len(limits) == 0 {
+		return ""
+	}
+	how := "derived: 1.5x the busiest second of checked queries in the last minute, at least 20; set degraded_rate in the cluster config to fix it"
+	if r := cfg.DegradedRate(); r > 0 {
+		how = fmt.Sprintf("degraded_rate %g in the cluster config", r)
+	}
+	return fmt.Sprintf("degraded limit, queries a second each holder serves an entry while one holder is down: %s (%s)", strings.Join(limits, ", "), how)
 }
 
 // isAre is the verb for n names.

@@ -539,6 +539,17 @@ func (g *gate) showLimits() {
 	}
 }
 
+// limitNow is the degraded queries a second this server serves an entry
+// now, the most of any entry's, rounded up (an operator's health answer).
+func (g *gate) limitNow() uint32 {
+	most := 0.0
+	for k := range replicated.Holders {
+		rate, _ := g.limit.limits(k)
+		most = max(most, rate)
+	}
+	return uint32(min(math.Ceil(most), math.MaxUint32))
+}
+
 func (g *gate) collectors() []prometheus.Collector {
 	return []prometheus.Collector{g.served, g.refused, g.limitG}
 }
