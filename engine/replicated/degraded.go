@@ -415,12 +415,18 @@ func (l *limiter) limits(entry int) (float64, float64) {
 	return l.limitsOf(entry)
 }
 
-// rates counts the checked queries this server takes part in, every
-// entry's together, per rateWindow over the last rateWindows: the busiest
+// rates counts the checked queries this server takes part in (as their
+// entry, a helper or the decider), every entry's together, per rateWindow over the last rateWindows: the busiest
 // window's rate, scaled, is every entry's degraded limit (together, since
 // in an outage the down holder's clients move to the other entries).
 // Degraded queries are not counted: the limit cannot rise during an
-// outage.
+// outage. Nor does it fall: the windows are the last rateWindows seconds
+// that counted a checked query (roll), so the limit is the pace before
+// the outage whether it began a second or an hour ago, and a stray
+// checked query during it (an entry's first try) leaves that pace in
+// place. (Windows that moved on with the clock fell to the floor a
+// minute into an outage, or at the first checked try after it: 20 a
+// second an entry, 50 ms a query, found at 2 x 10^4 rows.)
 type rates struct {
 	mu    sync.Mutex
 	now   func() time.Time
@@ -431,25 +437,27 @@ type rates struct {
 func newRates() *rates { return &rates{now: time.Now} }
 
 // roll moves the windows on to now and reports whether it did (caller
-// holds r.mu).
+// holds r.mu). Only windows that counted a query are kept: a quiet spell
+// (an outage, whose degraded queries are not counted, or a night) is no
+// window, so one checked query after it, an entry's first try at a
+// query before it finds a holder down, does not wipe the pace before it.
 func (r *rates) roll() bool {
 	now := r.now()
 	if r.start.IsZero() {
 		r.start, r.count = now, []int{0}
+		return false
 	}
-	rolled := false
-	for n := 0; now.Sub(r.start) >= rateWindow && n <= rateWindows; n++ {
-		r.start = r.start.Add(rateWindow)
+	if now.Sub(r.start) < rateWindow {
+		return false
+	}
+	if r.count[len(r.count)-1] > 0 {
 		r.count = append(r.count, 0)
 		if len(r.count) > rateWindows {
 			r.count = r.count[len(r.count)-rateWindows:]
 		}
-		rolled = true
 	}
-	if now.Sub(r.start) >= rateWindow { // idle for longer than every window
-		r.start = now
-	}
-	return rolled
+	r.start = now
+	return true
 }
 
 // observe counts one checked query; it reports whether a new window
@@ -463,11 +471,14 @@ func (r *rates) observe() bool {
 }
 
 // derived is every entry's degraded limit (the limiter's floor applies):
-// degradedScale times the busiest window's checked queries a second.
+// degradedScale times the busiest window's checked queries a second, of
+// the windows up to the last checked query.
 func (r *rates) derived(int) float64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.roll()
+	if len(r.count) == 0 {
+		return 0
+	}
 	return degradedScale * float64(slices.Max(r.count)) / rateWindow.Seconds()
 }
 
@@ -593,6 +604,8 @@ func (g *gate) admit(ctx context.Context, entry, down int, own func() int) *prot
 	}
 	g.served.WithLabelValues(en).Inc()
 	if n, ok := g.due(en + " served"); ok {
+		rate, _ := g.limit.limits(entry) // the gauge moves with checked queries; an outage has none
+		g.limitG.WithLabelValues(en).Set(rate)
 		g.env.Log.Warn("serving degraded queries: a share holder named down that this server cannot reach either", "entry", g.env.Peer(en), "down", g.env.Peer(dn), "queries", n)
 	}
 	return nil

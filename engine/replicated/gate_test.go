@@ -144,7 +144,7 @@ func TestReach(t *testing.T) {
 // queries of every entry together in the last minute, at least 20 a
 // second: an outage costs a busy cluster no throughput, and an entry that
 // speeds up only once a holder is down stays at the cluster's old pace;
-// a minute idle, the floor.
+// an outage, however long, keeps the pace of the minute before it.
 func TestDerivedDegradedLimit(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	r := newRates()
@@ -175,8 +175,27 @@ func TestDerivedDegradedLimit(t *testing.T) {
 	if want := 150 + 0.4*150; float64(served) < want-2 || float64(served) > want+1 { // the burst, and 0.4 s of refill
 		t.Fatalf("400 degraded queries in 0.4 s: %d served; want the burst of 150 and 0.4 s of refill at 150 a second (%v)", served, want)
 	}
-	now = now.Add(time.Duration(rateWindows+1) * rateWindow)
+	// A long outage keeps the pace before it, at every server alike:
+	// the windows move on with checked queries only (before, a minute on
+	// the limit fell to the floor: 50 ms a query).
+	now = now.Add(time.Duration(3*rateWindows) * rateWindow)
+	if rate, _ := l.limits(0); rate != 150 {
+		t.Fatalf("three minutes into an outage: %v; want the 150 of the minute before it", rate)
+	}
+	// One checked query in the outage (an entry's first try, before it
+	// finds the holder down) leaves the pace before it in place.
+	r.observe()
+	now = now.Add(2 * rateWindow)
+	if rate, _ := l.limits(0); rate != 150 {
+		t.Fatalf("a checked try three minutes into an outage: %v; want the 150 of the minute before it", rate)
+	}
+	// Checked queries again, at 10 a second for over a minute: the
+	// windows before them are gone, the limit is the floor.
+	for range 700 {
+		r.observe()
+		now = now.Add(100 * time.Millisecond)
+	}
 	if rate, _ := l.limits(0); rate != degradedFloor {
-		t.Fatalf("a minute without checked queries: %v; want the floor", rate)
+		t.Fatalf("a minute of 10 checked queries a second: %v; want the floor (15 is below it)", rate)
 	}
 }
