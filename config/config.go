@@ -295,9 +295,10 @@ type Literal struct {
 	// DegradedRate is how many degraded queries (one holder down) a second
 	// each helper and the decider serve one entry (replicated mode; a
 	// burst of as many). 0, the default: derived by each server from the
-	// checked queries it served all entries in the minute before the
-	// outage (1.5 times the busiest second's rate: the down holder's
-	// clients move to the other entries), at least 20, so that an outage costs
+	// checked queries it took part in over the last 60 seconds that had
+	// any, so the minute before the outage (1.5 times the busiest
+	// second's rate, all entries together: the down holder's clients
+	// move to the other entries), at least 20, so that an outage costs
 	// no throughput while an entry that speeds up only once a holder is
 	// down (a bisection of scores, SECURITY.md) is held to its old pace.
 	DegradedRate float64 `json:"degraded_rate,omitempty"`

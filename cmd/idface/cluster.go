@@ -848,7 +848,7 @@ func degradedLimitLine(cfg *config.Params, rep statusReport) string {
 	if len(limits) == 0 {
 		return ""
 	}
-	how := "derived: 1.5x the busiest second of checked queries in the last minute, at least 20; set degraded_rate in the cluster config to fix it"
+	how := "derived: 1.5x the busiest second of checked queries in the last 60 seconds that had any, at least 20; set degraded_rate in the cluster config to fix it"
 	if r := cfg.DegradedRate(); r > 0 {
 		how = fmt.Sprintf("degraded_rate %g in the cluster config", r)
 	}

@@ -526,7 +526,7 @@ func newGate(env engine.Env, p *Params) *gate {
 	g := &gate{env: env, p: p, reach: newReach(env.Net, contactWait(p)), rates: newRates(),
 		pace: min(time.Second, p.Timeouts().DeciderWait/4),
 		limitG: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "idface_repl_degraded_limit",
-			Help: "Degraded queries a second this server serves each entry while a holder is down (degraded_rate in cluster.json, else derived: 1.5 times the busiest second of checked queries it served all entries in the last minute, at least 20)."}, []string{"entry"}),
+			Help: "Degraded queries a second this server serves each entry while a holder is down (degraded_rate in cluster.json, else derived: 1.5 times the busiest second of checked queries it took part in, all entries together, over the last 60 seconds that had any, at least 20)."}, []string{"entry"}),
 		served: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_repl_degraded_served_total",
 			Help: "Degraded queries (one holder named down) this server took part in, by the entry that sent them: it could not reach that holder itself."}, []string{"entry"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_repl_degraded_refused_total",
@@ -599,7 +599,7 @@ func (g *gate) admit(ctx context.Context, entry, down int, own func() int) *prot
 		}
 		rate, burst := g.limit.limits(entry)
 		g.limitG.WithLabelValues(en).Set(rate)
-		return protocol.Errorf(protocol.CodeUnavailable, "%s serves at most %.4g degraded queries a second from entry %s (bursts of %.4g) while %s is down; this one is refused: retry shortly (degraded_rate in cluster.json sets the limit; by default it is 1.5 times the entry's busiest rate of checked queries in the minute before)",
+		return protocol.Errorf(protocol.CodeUnavailable, "%s serves at most %.4g degraded queries a second from entry %s (bursts of %.4g) while %s is down; this one is refused: retry shortly (degraded_rate in cluster.json sets the limit; by default it is 1.5 times the busiest second of checked queries, all entries together, in the last 60 seconds that had any)",
 			self, rate, en, burst, dn)
 	}
 	g.served.WithLabelValues(en).Inc()

@@ -141,7 +141,7 @@ func TestReach(t *testing.T) {
 
 // TestDerivedDegradedLimit (issue 47 item 1): without degraded_rate, an
 // entry's degraded limit is 1.5 times the busiest second of checked
-// queries of every entry together in the last minute, at least 20 a
+// queries of every entry together in the last 60 seconds that had any, at least 20 a
 // second: an outage costs a busy cluster no throughput, and an entry that
 // speeds up only once a holder is down stays at the cluster's old pace;
 // an outage, however long, keeps the pace of the minute before it.
