@@ -176,17 +176,18 @@ func TestHeldRecord(t *testing.T) {
 		// shards), 8 (before replicated shards), 9 (before HE shards), 10
 		// (before progress reports), 11 (before checked hidden products) or
 		// 12 (before tags on demand), 13 (before 7-bit check weights),
-		// 14 (before replicated share records) or 15 (before relays, whose
-		// SealedPrepare has no Held part): the log an upgrade finds still
-		// reads (a replicated holder's part of wire 14, without its
-		// trailer, is then refused when it is opened).
-		if m == protocol.Msg(withHeld) {
-			continue // (a tail with the third's part is new in wire 16)
-		}
-		for _, v := range []byte{4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15} {
+		// 14 (before replicated share records), 15 (before relays, whose
+		// SealedPrepare has no Held part) or 16 (before HealthOK's degraded
+		// limit): the log an upgrade finds still reads (a replicated
+		// holder's part of wire 14, without its trailer, is then refused
+		// when it is opened).
+		for _, v := range []byte{4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16} {
+			if m == protocol.Msg(withHeld) && v < 16 {
+				continue // (a tail with the third's part is new in wire 16)
+			}
 			msg := append([]byte(nil), r.Sealed[1+4:]...) // after the party byte and the message's length
 			msg[0] = v
-			if m.Type() == protocol.TSealedPrepare {
+			if m.Type() == protocol.TSealedPrepare && v < 16 {
 				msg = msg[:len(msg)-4] // no Held part before wire 16
 			}
 			e := wire.Enc{}
