@@ -1,6 +1,9 @@
 package engine
 
-import "sync"
+import (
+	"slices"
+	"sync"
+)
 
 // Buffers lends byte buffers for the vectors a decider reads from its
 // peers: two or three of about a megabyte per identification at 10^6
@@ -72,21 +75,36 @@ func (b *Buffers) Put(buf []byte) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for len(b.free) > 0 && (len(b.free) >= keepBuffers || b.bytes+c > limit) {
-		small := 0
+	// What room buf needs: the smallest kept buffers, if all of them are
+	// smaller than buf; otherwise buf is not kept and nothing is dropped.
+	order := make([]int, len(b.free))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(x, y int) int { return cap(b.free[x]) - cap(b.free[y]) })
+	n, bytes := len(b.free), b.bytes
+	drop := 0
+	for n >= keepBuffers || bytes+c > limit {
+		if drop == len(order) || cap(b.free[order[drop]]) >= c {
+			return // every buffer it would push out is at least as useful
+		}
+		n, bytes = n-1, bytes-cap(b.free[order[drop]])
+		drop++
+	}
+	if drop > 0 {
+		gone := map[int]bool{}
+		for _, i := range order[:drop] {
+			gone[i] = true
+		}
+		kept := b.free[:0]
 		for i, f := range b.free {
-			if cap(f) < cap(b.free[small]) {
-				small = i
+			if !gone[i] {
+				kept = append(kept, f)
 			}
 		}
-		if cap(b.free[small]) >= c {
-			return // every kept buffer is at least as useful
-		}
-		b.bytes -= cap(b.free[small])
-		last := len(b.free) - 1
-		b.free[small], b.free[last] = b.free[last], nil
-		b.free = b.free[:last]
+		clear(b.free[len(kept):])
+		b.free = kept
 	}
 	b.free = append(b.free, buf[:0])
-	b.bytes += c
+	b.bytes = bytes + c
 }

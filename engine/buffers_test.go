@@ -55,6 +55,15 @@ func TestBuffers(t *testing.T) {
 	if got := small.Get(700); cap(got) != 700 {
 		t.Fatalf("the larger buffer was not kept (lent cap %d for 700)", cap(got))
 	}
+	// A buffer that would not be kept pushes nothing out: with 100 and
+	// 900 kept under a cap of 1000, a 500 is dropped and both stay.
+	mixed := Buffers{KeepBytes: 1000}
+	mixed.Put(make([]byte, 0, 100))
+	mixed.Put(make([]byte, 0, 900))
+	mixed.Put(make([]byte, 0, 500))
+	if len(mixed.free) != 2 || mixed.bytes != 1000 {
+		t.Fatalf("after 100, 900 and 500 under a cap of 1000: %d buffers, %d bytes; want the 100 and the 900", len(mixed.free), mixed.bytes)
+	}
 	var many Buffers
 	for range 2 * keepBuffers {
 		many.Put(make([]byte, 0, 10))

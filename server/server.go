@@ -304,7 +304,9 @@ func (s *Server) handle(ctx context.Context, st *network.Stream) {
 		case network.RoleOperator:
 			h.Digest = nil
 		case network.RoleDevice:
-			h.Digest, h.InDoubt, h.Peers, h.Empty, h.Live = nil, 0, nil, false, 0
+			h.Digest, h.InDoubt, h.Peers, h.Empty, h.Live, h.DegradedLimit = nil, 0, nil, false, 0, 0
+		default:
+			h.DegradedLimit = 0 // an operator's
 		}
 	}
 	code := "ok"

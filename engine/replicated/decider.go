@@ -118,8 +118,6 @@ func (d *Decider) share(ctx context.Context, r engine.Request) protocol.Msg {
 		if perr := d.gate.admit(ctx, holder, pl.down, nil); perr != nil {
 			return perr
 		}
-	} else if !m.Hidden && holder == int(m.Entry) {
-		d.gate.checked()
 	}
 	checks := checkBlobSize(d.p.Dim(), d.p.Bits)
 	size := m.TailSize(checks)
@@ -218,7 +216,11 @@ func (d *Decider) decide(ctx context.Context, q *pending) (*protocol.ReplResult,
 	if !l.fetch {
 		l.tags = q.Parts[pl.tagger()].tags
 	}
-	return d.result(ctx, q, full, false, l)
+	res, err := d.result(ctx, q, full, false, l)
+	if err == nil && pl.down == noneDown {
+		d.gate.checked() // every part in, checked and answered: counts toward the degraded limit
+	}
+	return res, err
 }
 
 // lackingVec is the vector the entry checks by tag, and its tags: fetched

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"slices"
 	"sync"
 	"time"
 
@@ -415,53 +414,61 @@ func (l *limiter) limits(entry int) (float64, float64) {
 	return l.limitsOf(entry)
 }
 
-// rates counts the checked queries this server takes part in (as their
-// entry, a helper or the decider), every entry's together, per rateWindow over the last rateWindows: the busiest
-// window's rate, scaled, is every entry's degraded limit (together, since
-// in an outage the down holder's clients move to the other entries).
-// Degraded queries are not counted: the limit cannot rise during an
-// outage. Nor does it fall: the windows are the last rateWindows seconds
-// that counted a checked query (roll), so the limit is the pace before
-// the outage whether it began a second or an hour ago, and a stray
-// checked query during it (an entry's first try) leaves that pace in
-// place. (Windows that moved on with the clock fell to the floor a
-// minute into an outage, or at the first checked try after it: 20 a
-// second an entry, 50 ms a query, found at 2 x 10^4 rows.)
+// rates counts the checked queries this server took part in and saw
+// answered (as their entry, a helper or the decider), every entry's
+// together, per rateWindow: the busiest of the last rateWindows windows
+// that counted one, within rateHorizon, scaled, is every entry's degraded
+// limit (together, since in an outage the down holder's clients move to
+// the other entries).
+//
+// Degraded queries are not counted, nor checked queries that did not
+// complete (an entry's first try in an outage, a query abandoned): the
+// limit cannot rise during an outage, and a deviating entry raises it
+// only by running checked queries the cluster answers, at the pace the
+// limit then allows. Nor does it fall during one: only seconds that
+// counted an answered checked query are windows, so the pace before an
+// outage holds however long it lasts, up to rateHorizon. (Windows that
+// moved on with the clock fell to the floor a minute into an outage, 20
+// a second an entry, 50 ms a query, found at 2 x 10^4 rows; counting a
+// query as its header arrived let stray tries move them or pump them.)
 type rates struct {
 	mu    sync.Mutex
 	now   func() time.Time
-	start time.Time // the current window's start
-	count []int     // the queries of the last windows, the current one last
+	count []int       // the queries of the last windows, the current one last
+	at    []time.Time // each window's start
 }
+
+// rateHorizon is the oldest a window may be and still set the limit: a
+// night's quiet or a load test of last week does not set today's.
+const rateHorizon = time.Hour
 
 func newRates() *rates { return &rates{now: time.Now} }
 
 // roll moves the windows on to now and reports whether it did (caller
-// holds r.mu). Only windows that counted a query are kept: a quiet spell
-// (an outage, whose degraded queries are not counted, or a night) is no
-// window, so one checked query after it, an entry's first try at a
-// query before it finds a holder down, does not wipe the pace before it.
+// holds r.mu). Only windows that counted a query are kept.
 func (r *rates) roll() bool {
 	now := r.now()
-	if r.start.IsZero() {
-		r.start, r.count = now, []int{0}
+	if len(r.count) == 0 {
+		r.count, r.at = []int{0}, []time.Time{now}
 		return false
 	}
-	if now.Sub(r.start) < rateWindow {
+	last := len(r.count) - 1
+	if now.Sub(r.at[last]) < rateWindow {
 		return false
 	}
-	if r.count[len(r.count)-1] > 0 {
-		r.count = append(r.count, 0)
+	if r.count[last] > 0 {
+		r.count, r.at = append(r.count, 0), append(r.at, now)
 		if len(r.count) > rateWindows {
-			r.count = r.count[len(r.count)-rateWindows:]
+			r.count, r.at = r.count[len(r.count)-rateWindows:], r.at[len(r.at)-rateWindows:]
 		}
+	} else {
+		r.at[last] = now
 	}
-	r.start = now
 	return true
 }
 
-// observe counts one checked query; it reports whether a new window
-// began (the limit may have changed).
+// observe counts one answered checked query; it reports whether a new
+// window began (the limit may have changed).
 func (r *rates) observe() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -472,14 +479,17 @@ func (r *rates) observe() bool {
 
 // derived is every entry's degraded limit (the limiter's floor applies):
 // degradedScale times the busiest window's checked queries a second, of
-// the windows up to the last checked query.
+// the windows within rateHorizon.
 func (r *rates) derived(int) float64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.count) == 0 {
-		return 0
+	now, most := r.now(), 0
+	for i, n := range r.count {
+		if now.Sub(r.at[i]) <= rateHorizon {
+			most = max(most, n)
+		}
 	}
-	return degradedScale * float64(slices.Max(r.count)) / rateWindow.Seconds()
+	return degradedScale * float64(most) / rateWindow.Seconds()
 }
 
 var errLimit = errors.New("over the limit")

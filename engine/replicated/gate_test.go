@@ -182,13 +182,21 @@ func TestDerivedDegradedLimit(t *testing.T) {
 	if rate, _ := l.limits(0); rate != 150 {
 		t.Fatalf("three minutes into an outage: %v; want the 150 of the minute before it", rate)
 	}
-	// One checked query in the outage (an entry's first try, before it
-	// finds the holder down) leaves the pace before it in place.
-	r.observe()
-	now = now.Add(2 * rateWindow)
-	if rate, _ := l.limits(0); rate != 150 {
-		t.Fatalf("a checked try three minutes into an outage: %v; want the 150 of the minute before it", rate)
+	// A few answered checked queries (the holder back for a moment)
+	// leave the pace before them in place: they are windows of their own.
+	for range 3 {
+		r.observe()
+		now = now.Add(2 * rateWindow)
 	}
+	if rate, _ := l.limits(0); rate != 150 {
+		t.Fatalf("three checked queries three minutes into an outage: %v; want the 150 of the minute before it", rate)
+	}
+	// An hour on, that pace no longer sets the limit (rateHorizon).
+	now = now.Add(rateHorizon)
+	if rate, _ := l.limits(0); rate != degradedFloor {
+		t.Fatalf("an hour after the last checked query: %v; want the floor", rate)
+	}
+	now = now.Add(-rateHorizon)
 	// Checked queries again, at 10 a second for over a minute: the
 	// windows before them are gone, the limit is the floor.
 	for range 700 {

@@ -587,6 +587,14 @@ runs:
 	}
 	if ok, isOK := resp.(*protocol.IdentifyOK); isOK && ok.Degraded {
 		h.outage.degraded.Inc()
+	} else if isOK {
+		// Its own answered checked queries count toward the degraded
+		// limit it serves the other entries, as those it helps with do:
+		// in an outage the clients of this entry may move to another,
+		// whose queries this holder then serves (counted only as a
+		// helper, a holder that had been every client's entry served the
+		// others 20 a second: 50 ms a query).
+		h.gate.checked()
 	}
 	return resp
 }
@@ -709,15 +717,6 @@ func (h *Holder[E]) runQuery(ctx context.Context, m *protocol.Identify, down int
 	nq, perr := blind.NewQuery(h.env, h.p.Params, h.query, m)
 	if perr != nil {
 		return perr, noneDown
-	}
-	if down == noneDown {
-		// Its own checked queries count toward the degraded limit it
-		// serves the other entries, as those it helps with do: in an
-		// outage the clients of this entry may move to another, whose
-		// queries this holder then serves (counted only as a helper, a
-		// holder that had been every client's entry served the others
-		// 20 a second: 50 ms a query).
-		h.gate.checked()
 	}
 	if qid0 != nil {
 		nq.ID = *qid0
@@ -1091,8 +1090,6 @@ func (h *Holder[E]) serveQuery(ctx context.Context, r engine.Request) protocol.M
 		if perr := h.gate.admit(ctx, entry, pl.down, h.outage.current); perr != nil {
 			return perr
 		}
-	} else {
-		h.gate.checked()
 	}
 	if err := h.AwaitDigest(ctx, r.From.Name, m.Digest); err != nil {
 		return err
@@ -1111,6 +1108,9 @@ func (h *Holder[E]) serveQuery(ctx context.Context, r engine.Request) protocol.M
 	s, err := h.sendShares(ctx, m.Query, vec, pl, 1, &key)
 	if err != nil {
 		return engine.AsError(fmt.Errorf("decider: %w", err), protocol.CodeUnavailable)
+	}
+	if pl.down == noneDown {
+		h.gate.checked() // scored and sent: a query the entry ran in full, not a header
 	}
 	resend := func() (*network.Stream, error) { // the same vectors and tags: nothing new to a decider
 		ctx, cancel := context.WithTimeout(context.Background(), h.p.Timeouts().Request)

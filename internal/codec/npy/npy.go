@@ -220,7 +220,10 @@ func read(r io.Reader, size int64) (*Matrix, error) {
 	}
 	n := m.Rows * m.Cols
 	var err error
-	if elem := elemSize(g[1]); elem > 0 && size >= 0 && littleEndian {
+	// A size that does not cover the array (a file still being written,
+	// a file system that reports 0) reads as a stream, which refuses what
+	// is really short.
+	if elem := elemSize(g[1]); elem > 0 && size-consumed >= int64(n)*int64(elem) && littleEndian {
 		if err := readWhole(r, m, g[1], n, elem, size-consumed); err != nil {
 			return nil, err
 		}
@@ -279,9 +282,9 @@ func elemSize(descr string) int {
 }
 
 // readWhole reads the n elements of m (dtype descr, elem bytes each) from
-// an input with avail bytes left after the header: refused as truncated,
-// allocating nothing, when avail is short of the array; otherwise read
-// straight into the array's memory (a little-endian host).
+// an input with avail bytes left after the header, straight into the
+// array's memory (a little-endian host); a short avail is refused as
+// truncated, allocating nothing (read streams it instead).
 func readWhole(r io.Reader, m *Matrix, descr string, n, elem int, avail int64) error {
 	want := int64(n) * int64(elem)
 	if avail < want {
