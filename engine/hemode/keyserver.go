@@ -246,7 +246,7 @@ func (k *KeyServer) query(ctx context.Context, r engine.Request) protocol.Msg {
 	}
 	if !k.allow(r.From.Name) {
 		k.refusals.WithLabelValues("rate").Inc()
-		return protocol.Errorf(protocol.CodeUnavailable, "%s exceeds the key server's rate of %.0f queries a second; retry shortly", r.From.Name, KeyServerRate(k.p))
+		return protocol.Errorf(protocol.CodeUnavailable, "%s exceeds the key server's rate of %.3g queries a second; retry shortly", r.From.Name, KeyServerRate(k.p))
 	}
 	if k.env.Sharded() {
 		if !k.enterMerge(r.From.Name) {
