@@ -14,13 +14,7 @@ import (
 // scrape lacks (a request op's first count) grew from 0, and what no
 // server counts is left out, not guessed.
 func TestWhereFromCounters(t *testing.T) {
-	page := func(text string) map[string]float64 {
-		m, err := ParseMetrics(strings.NewReader(text))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
+	page := func(text string) map[string]float64 { return parsePage(t, text) }
 	holder := func(score, permute, wait, passes, passed float64) string {
 		return "# HELP x\n# TYPE x counter\n" + strings.Join([]string{
 			"idface_blind_score_seconds_total " + ftoa(score),
@@ -99,6 +93,16 @@ func TestWhereFromCounters(t *testing.T) {
 
 func ftoa(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 
+// parsePage is a /metrics page's series, or the test's end.
+func parsePage(t *testing.T, text string) map[string]float64 {
+	t.Helper()
+	m, err := ParseMetrics(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 // TestReadSched: this process's threads have run (and ReadScheds skips
 // a process it cannot read).
 func TestReadSched(t *testing.T) {
@@ -127,13 +131,7 @@ func TestReadSched(t *testing.T) {
 // the servers' excludes the client; a mode that counts no passes leaves
 // them out.
 func TestLoadedFrom(t *testing.T) {
-	page := func(text string) map[string]float64 {
-		m, err := ParseMetrics(strings.NewReader(text))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
+	page := func(text string) map[string]float64 { return parsePage(t, text) }
 	holder := func(score, permute, passes, passed float64) map[string]float64 {
 		return page(strings.Join([]string{
 			"idface_repl_score_seconds_total " + ftoa(score),

@@ -224,7 +224,7 @@ func read(r io.Reader, size int64) (*Matrix, error) {
 	// a file system that reports 0) reads as a stream, which refuses what
 	// is really short.
 	if elem := elemSize(g[1]); elem > 0 && size-consumed >= int64(n)*int64(elem) && littleEndian {
-		if err := readWhole(r, m, g[1], n, elem, size-consumed); err != nil {
+		if err := readWhole(r, m, g[1], n, elem); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -281,15 +281,11 @@ func elemSize(descr string) int {
 	return 0
 }
 
-// readWhole reads the n elements of m (dtype descr, elem bytes each) from
-// an input with avail bytes left after the header, straight into the
-// array's memory (a little-endian host); a short avail is refused as
-// truncated, allocating nothing (read streams it instead).
-func readWhole(r io.Reader, m *Matrix, descr string, n, elem int, avail int64) error {
+// readWhole reads the n elements of m (dtype descr, elem bytes each)
+// straight into the array's memory (a little-endian host), from an input
+// whose size read has checked holds them.
+func readWhole(r io.Reader, m *Matrix, descr string, n, elem int) error {
 	want := int64(n) * int64(elem)
-	if avail < want {
-		return &TruncatedError{Present: max(avail, 0), Want: want, Rows: m.Rows, Cols: m.Cols, Dtype: dtypeName(descr)}
-	}
 	var b []byte
 	switch elem {
 	case 4:
