@@ -424,3 +424,14 @@ func plantShare[E additive.Elem](h *Holder[E], id string, next bool, delta []int
 		panic(err)
 	}
 }
+
+// FreezeRateClock stops the clock of the decider's counts of checked
+// queries at at, so that every query a test runs lands in one window
+// whatever the machine's speed, and returns the decider's derived limit
+// (the most of any entry's, rounded up) as a function.
+func FreezeRateClock(d *Decider, at time.Time) func() uint32 {
+	d.gate.rates.mu.Lock()
+	d.gate.rates.now = func() time.Time { return at }
+	d.gate.rates.mu.Unlock()
+	return d.gate.limitNow
+}

@@ -1,6 +1,7 @@
 package replicated_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine/blind"
 	"github.com/idface/idface/engine/replicated"
+	"github.com/idface/idface/network/memnet"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/protocol/rpc"
 )
@@ -321,5 +323,56 @@ func TestTagsLostAskAgain(t *testing.T) {
 	_, err = c.client("device", "p1").Identify(ctx(t), xs[4], 1)
 	if err == nil || !strings.Contains(err.Error(), "keeps no tags") {
 		t.Fatalf("an identify whose tags the helpers never keep: %v, want a refusal that says so", err)
+	}
+}
+
+// TestAbandonedQueriesRaiseNoLimit (issue 47, from its review): the
+// derived degraded limit counts checked queries the decider answered,
+// never ones an entry started and abandoned. Entry p1 runs 30 queries
+// whose own part never reaches the decider (its link to the decider
+// swallows every byte: the helpers' parts arrive, its own do not): the
+// decider's limit stays at the floor once it has given up on all 30. The
+// same number of answered queries then raises it. The decider's clock
+// of counts is frozen, so that every query lands in one window whatever
+// the machine's speed. (Counting a query as its parts arrived, as the
+// first version of the limit did, lets such a burst raise the limit at
+// will: 45 a second here.)
+func TestAbandonedQueriesRaiseNoLimit(t *testing.T) {
+	c, xs, _ := outageCluster(t)
+	dec := c.p.DeciderName()
+	limit := replicated.FreezeRateClock(c.dec, time.Now())
+	if got := limit(); got != 20 {
+		t.Fatalf("the decider's limit before any query: %d, want the floor of 20", got)
+	}
+	const n = 20
+	c.net.SetFault("p1", dec, memnet.Fault{Silent: true})
+	var wg sync.WaitGroup
+	for q := range n {
+		wg.Go(func() {
+			qctx, cancel := context.WithTimeout(ctx(t), 1500*time.Millisecond)
+			defer cancel()
+			if r, err := c.client("device", "p1").Identify(qctx, xs[q%len(xs)], 1); err == nil {
+				t.Errorf("query %d answered (%+v) although its entry's part never reached the decider", q, r)
+			}
+		})
+	}
+	wg.Wait()
+	c.net.SetFault("p1", dec, memnet.Fault{})
+	// The decider gives each abandoned query up after its time (8 s here).
+	for deadline := time.Now().Add(2 * time.Minute); c.dec.Pending() > 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the decider still holds %d abandoned queries after two minutes", c.dec.Pending())
+		}
+	}
+	if got := limit(); got != 20 {
+		t.Fatalf("after %d abandoned queries: limit %d a second, want the floor of 20 (abandoned queries are not counted)", n, got)
+	}
+	for q := range n {
+		if _, err := c.client("device", "p1").Identify(ctx(t), xs[q%len(xs)], 1); err != nil {
+			t.Fatalf("answered query %d: %v", q, err)
+		}
+	}
+	if got := limit(); got < 30 {
+		t.Fatalf("after %d answered queries in one window: limit %d a second, want at least 1.5 x %d = 30", n, got, n)
 	}
 }
