@@ -118,7 +118,10 @@ func (m *SealedPrepare) unmarshal(d *wire.Dec) {
 // Prepared is a party's note to the third party of a transaction (mu = 3,
 // neither the origin nor itself) that it has prepared it: the third then
 // need not keep the sender's part for it (engine/rowtxn/relay.go).
-// Answered with DecideOK.
+// Answered with the third's commit (Decide) when it committed the
+// transaction, its own Prepared when it has it, else DecideOK; sent again
+// for a transaction still undecided after a while, it pulls a decision
+// the origin withheld.
 type Prepared struct {
 	Txn    TxnID
 	Origin uint8

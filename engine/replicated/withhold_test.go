@@ -1,6 +1,7 @@
 package replicated_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -114,4 +115,61 @@ func TestThirdVotesNoWithoutCopy(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "p3") || !strings.Contains(err.Error(), "no copy of p2's part") {
 		t.Fatalf("enroll with p2 down and a damaged copy for p3 to keep: %v; want p3's refusal", err)
 	}
+}
+
+// TestDecisionPulledFromThird (issue 44 item 2): a relayed decision lives
+// in the third party's outbox, in memory. p1 withholds its decision on an
+// enrollment from p2, and p3's relay of it cannot reach p2 either until
+// p3 has restarted, which empties its outbox. Before, p2 stayed in doubt
+// for good (its catch-up refuses to run while a transaction of p1 is
+// undecided there), so its rows differed and queries through it were
+// refused. Now p2 asks p3, which knows from its log that it committed
+// the transaction, and takes its commit: p2 settles and answers.
+func TestDecisionPulledFromThird(t *testing.T) {
+	c := inproc.Start(t, literal(config.Literal{Beta: 21, RevealScores: true}))
+	xs := templates(5, 89)
+	if err := c.Client("client", "p1").Enroll(ctx(t), items(xs[:3], "early")); err != nil {
+		t.Fatal(err)
+	}
+	withhold(c, "p1", "p2", protocol.TDecide)
+	withhold(c, "p3", "p2", protocol.TDecide)
+	if err := c.Client("client", "p1").Enroll(ctx(t), items(xs[3:5], "late")); err != nil {
+		t.Fatalf("enroll while p1 and p3 withhold decisions from p2: %v", err)
+	}
+	inDoubt := func(name string) uint32 {
+		cctx, cancel := context.WithTimeout(ctx(t), 5*time.Second)
+		defer cancel()
+		h, err := c.Client("client", "").Health(cctx, name)
+		if err != nil {
+			return 1 << 31
+		}
+		return h.InDoubt
+	}
+	p3Rows := func() uint32 { // p3's rows of origin p1, as p1 sees its row map
+		g, err := c.RowMap("p3", "p1")
+		if err != nil || len(g) == 0 {
+			return 0
+		}
+		return g[0].Rows
+	}
+	for deadline := time.Now().Add(30 * time.Second); p3Rows() != 5 || inDoubt("p2") != 1; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("want p3 to have committed the late enrollment (rows of p1 there: %d) and p2 in doubt on it (%d)", p3Rows(), inDoubt("p2"))
+		}
+	}
+	if err := c.TryRestart("p3"); err != nil { // its queued relay of the commit is gone (and p1 never settles)
+		t.Fatal(err)
+	}
+	c.Net.SetFault("p3", "p2", memnet.Fault{})
+	start := time.Now()
+	for deadline := start.Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		r, err := c.Client("device", "p2").Identify(ctx(t), xs[4], 1)
+		if err == nil && !r.Degraded && r.Accepted && r.Candidates[0].ID == "late-1" && inDoubt("p2") == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("p2 still in doubt (%d) 30 s after p3 restarted, while p1 withholds the decision: %v %+v", inDoubt("p2"), err, r)
+		}
+	}
+	t.Logf("p2 took the commit from p3 %v after p3 restarted", time.Since(start).Round(time.Millisecond))
 }

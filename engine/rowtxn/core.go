@@ -201,6 +201,9 @@ func (c *Core[S]) Replay(en store.Entry) error {
 			r.lastOwnDecided, r.lastOwnCommit = true, d.Commit
 		}
 		r.decided[d.Txn] = d.Commit
+		if d.Commit && int(d.Origin) != c.self {
+			c.relay.committed(d.Txn, d.Origin) // for the peers' pulls (relay.go)
+		}
 	case recHeld:
 		h, err := decodeHeld(en, len(st.segs))
 		if err != nil {
@@ -333,8 +336,10 @@ func (c *Core[S]) Start(log engine.Log) error {
 // Guard refuses requests once the log has failed.
 func (c *Core[S]) Guard(h engine.Handler) engine.Handler { return c.stop.Guard(h) }
 
-// Run retries undelivered decisions until ctx ends.
+// Run retries undelivered decisions, and asks the third party for those
+// withheld here (relay.go), until ctx ends.
 func (c *Core[S]) Run(ctx context.Context) {
+	go c.pullDecisions(ctx)
 	c.outbox.Run(ctx, &c.txnMu, c.p.Timeouts().OutboxRetry)
 }
 

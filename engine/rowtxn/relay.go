@@ -70,6 +70,11 @@ type relays struct {
 	// note's answer says this party has.
 	decided   map[protocol.TxnID]bool
 	decidedAt []protocol.TxnID
+	// commits are the last transactions of other origins committed here,
+	// by origin, which a pull asks about (also after a restart: filled
+	// from the log).
+	commits   map[protocol.TxnID]uint8
+	commitsAt []protocol.TxnID
 }
 
 type relay struct {
@@ -87,7 +92,7 @@ type noteKey struct {
 }
 
 func newRelays() *relays {
-	return &relays{notes: map[noteKey]chan struct{}{}, onCommit: map[protocol.TxnID]relay{}, decided: map[protocol.TxnID]bool{}}
+	return &relays{notes: map[noteKey]chan struct{}{}, onCommit: map[protocol.TxnID]relay{}, decided: map[protocol.TxnID]bool{}, commits: map[protocol.TxnID]uint8{}}
 }
 
 // heard closes key's note channel: the third has the transaction.
@@ -140,14 +145,18 @@ func (c *Core[S]) relaying() bool { return c.p.Spec().Outage && c.p.Mu() == 3 }
 func (c *Core[S]) third(origin int) int { return 3 - origin - c.self }
 
 // OnPrepared takes the third party's note that it prepared a transaction,
-// and answers with this party's own note when it has it too (pending or
-// decided lately), else DecideOK.
+// and answers with the commit when the transaction committed here (a
+// pull, below), else this party's own note when it has it too (pending
+// or decided lately), else DecideOK.
 func (c *Core[S]) OnPrepared(_ context.Context, r engine.Request) protocol.Msg {
 	m := r.Msg.(*protocol.Prepared)
 	if !c.relaying() || int(m.Origin) >= c.p.Mu() || int(m.Origin) == c.self || !c.relayedFrom(int(m.Origin), r.From.Name) {
 		return protocol.Errorf(protocol.CodeForbidden, "%s is not the third party of a transaction of origin %d here", r.From.Name, m.Origin)
 	}
 	c.relay.heard(noteKey{m.Origin, m.Txn})
+	if c.relay.hasCommitted(m.Txn, m.Origin) { // a pull, or a note from a party that was down
+		return &protocol.Decide{Txn: m.Txn, Origin: m.Origin, Commit: true}
+	}
 	c.st.mu.RLock()
 	t, has := c.st.pending[m.Txn]
 	has = has && t.prep.Origin == m.Origin
@@ -186,7 +195,8 @@ func (c *Core[S]) awaitThird(ctx context.Context, m *protocol.Prepare, held []by
 			close(failed)
 			return
 		}
-		if _, has := resp.(*protocol.Prepared); has { // it has the transaction already
+		switch resp.(type) {
+		case *protocol.Prepared, *protocol.Decide: // it has the transaction already
 			c.relay.heard(key)
 		} // else its own note follows once it has prepared
 	}()
@@ -286,6 +296,9 @@ func (c *Core[S]) relayDecided(d *protocol.Decide) {
 	if int(d.Origin) == c.self {
 		return
 	}
+	if d.Commit {
+		c.relay.committed(d.Txn, d.Origin)
+	}
 	c.relay.mu.Lock()
 	r, ok := c.relay.onCommit[d.Txn]
 	delete(c.relay.onCommit, d.Txn)
@@ -358,4 +371,116 @@ func (c *Core[S]) forget(to string, txn protocol.TxnID) {
 	c.heldMu.Lock()
 	defer c.heldMu.Unlock()
 	c.eraseHeld(heldKey{to, txn})
+}
+
+// Pulls: a relayed decision lives in the third party's outbox, in memory,
+// so a third that restarted before delivering it, with an origin that
+// withholds it, left the transaction in doubt here until a catch-up that
+// needs both peers (and refuses to run while a transaction of that origin
+// is undecided). A party therefore asks the third itself about every
+// transaction of another origin still undecided here after pullAfter:
+// it sends its note again (protocol.Prepared), and a third that committed
+// the transaction (it knows from its log, also after a restart) answers
+// with the commit, taken as a relayed one (decideRelayed). Like a relay,
+// a pull never takes an abort and never takes another origin's word.
+
+// pullAfter is how long a transaction of another origin stays undecided
+// here before this party asks the third: well beyond a decision's normal
+// delivery and its outbox's first retries.
+const pullAfter = 3 * time.Second
+
+// commitKeep bounds the commits of other origins a party remembers for
+// pulls (a ring, filled from the log at start).
+const commitKeep = 4096
+
+// committed remembers that txn of origin committed here.
+func (r *relays) committed(txn protocol.TxnID, origin uint8) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.commits[txn]; ok {
+		return
+	}
+	r.commits[txn] = origin
+	r.commitsAt = append(r.commitsAt, txn)
+	if len(r.commitsAt) > commitKeep {
+		delete(r.commits, r.commitsAt[0])
+		r.commitsAt = r.commitsAt[1:]
+	}
+}
+
+// hasCommitted reports whether txn of origin committed here (within the
+// last commitKeep commits of other origins).
+func (r *relays) hasCommitted(txn protocol.TxnID, origin uint8) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	o, ok := r.commits[txn]
+	return ok && o == origin
+}
+
+// pullDecisions asks the third party, every pullAfter/3, for the decision
+// on each transaction of another origin that has been undecided here for
+// pullAfter, until ctx ends.
+func (c *Core[S]) pullDecisions(ctx context.Context) {
+	if !c.relaying() {
+		return
+	}
+	tick := time.NewTicker(pullAfter / 3)
+	defer tick.Stop()
+	first := map[protocol.TxnID]time.Time{} // when each undecided transaction was first seen
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			for _, p := range c.undecidedOthers(first, now) {
+				c.pull(ctx, p)
+			}
+		}
+	}
+}
+
+// undecidedOthers updates first with the transactions of other origins
+// undecided here now and returns those undecided since pullAfter.
+func (c *Core[S]) undecidedOthers(first map[protocol.TxnID]time.Time, now time.Time) []protocol.Prepared {
+	c.st.mu.RLock()
+	defer c.st.mu.RUnlock()
+	for txn := range first {
+		if _, ok := c.st.pending[txn]; !ok {
+			delete(first, txn)
+		}
+	}
+	var due []protocol.Prepared
+	for txn, t := range c.st.pending {
+		if int(t.prep.Origin) == c.self || int(t.prep.Origin) >= c.p.Mu() {
+			continue
+		}
+		since, ok := first[txn]
+		if !ok {
+			first[txn] = now
+			continue
+		}
+		if now.Sub(since) >= pullAfter {
+			due = append(due, protocol.Prepared{Txn: txn, Origin: t.prep.Origin})
+		}
+	}
+	return due
+}
+
+// pull asks the third party of p's transaction whether it committed it,
+// and takes its commit as relayed.
+func (c *Core[S]) pull(ctx context.Context, p protocol.Prepared) {
+	name := c.p.Party(c.third(int(p.Origin))).Name
+	cctx, cancel := context.WithTimeout(ctx, c.p.Timeouts().OutboxSend)
+	defer cancel()
+	resp, err := rpc.Call(cctx, c.env.Net, name, &p)
+	if err != nil {
+		return
+	}
+	d, ok := resp.(*protocol.Decide)
+	if !ok || !d.Commit || d.Txn != p.Txn || d.Origin != p.Origin {
+		return
+	}
+	if _, isErr := c.decideRelayed(d).(*protocol.Error); !isErr {
+		c.env.Log.Info("took a decision that its origin withheld from the third party", "origin", c.p.Party(int(p.Origin)).Name, "third", name)
+	}
 }
