@@ -28,6 +28,7 @@ import (
 // user), killed at cleanup.
 type activeMQ struct {
 	addr, user, pass string
+	pid              int // the broker's JVM
 }
 
 // startActiveMQ starts ActiveMQ, or skips the test saying why it cannot.
@@ -75,6 +76,7 @@ func startActiveMQ(t *testing.T) *activeMQ {
 	if err := cmd.Start(); err != nil {
 		t.Skipf("starting ActiveMQ: %v", err)
 	}
+	b.pid = cmd.Process.Pid
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		cmd.Wait()

@@ -171,7 +171,7 @@ func TestGatewayPython(t *testing.T) {
 
 // startGateway runs `idface gateway` until the test ends and waits until
 // it serves.
-func startGateway(t *testing.T, args ...string) {
+func startGateway(t *testing.T, args ...string) int {
 	t.Helper()
 	cmd := exec.Command(idfaceBin, append([]string{"gateway"}, args...)...)
 	out, err := cmd.StdoutPipe()
@@ -197,6 +197,7 @@ func startGateway(t *testing.T, args ...string) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("idface gateway %v: no start in 30 s: %s", args, errb.String())
 	}
+	return cmd.Process.Pid
 }
 
 // freeTCPPort returns a free TCP port on 127.0.0.1.
