@@ -435,6 +435,19 @@ func WaitHealthy(ctx context.Context, p *config.Params, timeout time.Duration) e
 
 // WaitServers is WaitHealthy for the processes names alone.
 func WaitServers(ctx context.Context, p *config.Params, names []string, timeout time.Duration) error {
+	return PollHealthy(ctx, p, names, timeout, func(name string) error {
+		if _, ok := Running(p, name); !ok {
+			return fmt.Errorf("server %s exited; its log %s ends with:\n%s", name, LogFile(p, name), tail(LogFile(p, name), 10))
+		}
+		return nil
+	})
+}
+
+// PollHealthy asks each of the named servers for its health until every
+// one answers with nothing unsettled; exited reports a server whose
+// process has ended (its error ends the wait at once: it is the cause
+// when the others wait for it).
+func PollHealthy(ctx context.Context, p *config.Params, names []string, timeout time.Duration, exited func(name string) error) error {
 	cl, err := Client(p, "", "")
 	if err != nil {
 		return err
@@ -446,8 +459,8 @@ func WaitServers(ctx context.Context, p *config.Params, names []string, timeout 
 		var last error
 		var waiting string
 		for _, name := range names {
-			if _, ok := Running(p, name); !ok {
-				return fmt.Errorf("server %s exited; its log %s ends with:\n%s", name, LogFile(p, name), tail(LogFile(p, name), 10))
+			if err := exited(name); err != nil {
+				return err
 			}
 			if healthy[name] {
 				continue

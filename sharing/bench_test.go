@@ -27,7 +27,7 @@ func randomStore(b *testing.B, d, rows int) *Store {
 	}
 	s.rows = rows
 	for r := range rows {
-		s.setLive(r, true)
+		s.live.Set(r, true)
 	}
 	return s
 }

@@ -30,8 +30,7 @@ type Store struct {
 	dim    int
 	rows   int
 	chunks [][][]uint64 // chunks[k][c]: column c, words k*ChunkWords.. (ChunkWords each)
-	live   []uint64
-	nlive  int
+	live   LiveRows
 }
 
 // NewStore returns an empty store for templates of dimension d; capacity
@@ -40,9 +39,7 @@ func NewStore(d, capacity int) (*Store, error) {
 	if d < 1 || d > template.MaxDim {
 		return nil, fmt.Errorf("%w: d = %d", template.ErrDimension, d)
 	}
-	s := &Store{dim: d}
-	s.live = make([]uint64, 0, template.Words(max(capacity, 64)))
-	return s, nil
+	return &Store{dim: d, live: NewLiveRows(capacity)}, nil
 }
 
 // ensure makes room for word w.
@@ -55,9 +52,7 @@ func (s *Store) ensure(w int) {
 		}
 		s.chunks = append(s.chunks, cols)
 	}
-	for len(s.live) <= w {
-		s.live = append(s.live, 0)
-	}
+	s.live.Grow(w)
 }
 
 // word returns a pointer to word w of column c.
@@ -67,16 +62,16 @@ func (s *Store) word(c, w int) *uint64 { return &s.chunks[w/ChunkWords][c][w%Chu
 // Live returns the number of live rows. Words is template.Words(Rows()).
 func (s *Store) Dim() int   { return s.dim }
 func (s *Store) Rows() int  { return s.rows }
-func (s *Store) Live() int  { return s.nlive }
+func (s *Store) Live() int  { return s.live.Count() }
 func (s *Store) Words() int { return (s.rows + 63) / 64 }
 
 // IsLive reports whether row r holds an enrolled, undeleted share.
 func (s *Store) IsLive(r int) bool {
-	return r >= 0 && r < s.rows && s.live[r>>6]>>uint(r&63)&1 == 1
+	return r >= 0 && r < s.rows && s.live.Has(r)
 }
 
 // LiveWords returns the live bitset for words [w0, w1); it aliases the store.
-func (s *Store) LiveWords(w0, w1 int) []uint64 { return s.live[w0:w1] }
+func (s *Store) LiveWords(w0, w1 int) []uint64 { return s.live.Words(w0, w1) }
 
 // Append stores sh as a new live row and returns its index.
 func (s *Store) Append(sh Share) (int, error) {
@@ -111,7 +106,7 @@ func (s *Store) Put(r int, sh Share, live bool) error {
 		}
 	}
 	s.rows = max(s.rows, r+1)
-	s.setLive(r, live)
+	s.live.Set(r, live)
 	return nil
 }
 
@@ -134,21 +129,8 @@ func (s *Store) Delete(r int) error {
 	if !s.IsLive(r) {
 		return fmt.Errorf("%w: %d is not a live row", ErrRow, r)
 	}
-	s.setLive(r, false)
+	s.live.Set(r, false)
 	return nil
-}
-
-func (s *Store) setLive(r int, live bool) {
-	wi, bit := r>>6, uint64(1)<<uint(r&63)
-	was := s.live[wi]&bit != 0
-	switch {
-	case live && !was:
-		s.live[wi] |= bit
-		s.nlive++
-	case !live && was:
-		s.live[wi] &^= bit
-		s.nlive--
-	}
 }
 
 // Selection lists, for a query T_beta(y), the 2*beta store columns whose
@@ -339,7 +321,7 @@ func (s *Store) PutRows(r0 int, shares []Share) error {
 	}
 	s.rows = max(s.rows, r0+len(shares))
 	for r := r0; r < r0+len(shares); r++ {
-		s.setLive(r, true)
+		s.live.Set(r, true)
 	}
 	return nil
 }

@@ -229,18 +229,9 @@ func ApplyLevels[F Float](tr *LevelTransformer, x []F, dst []int8) error {
 	if len(x) != tr.d || len(dst) != tr.d {
 		return fmt.Errorf("%w: got %d values and %d outputs, want %d", ErrDimension, len(x), len(dst), tr.d)
 	}
-	const signMask, infBits = 1<<63 - 1, 0x7FF0000000000000
-	var any uint64
-	for j, v := range x {
-		k := math.Float64bits(float64(v)) & signMask
-		if k >= infBits {
-			return fmt.Errorf("%w (coordinate %d)", ErrNotFinite, j)
-		}
-		any |= k
-		tr.key[j] = k
-	}
-	if any == 0 {
-		return ErrZero
+	any, err := magnitudeKeys(x, tr.key)
+	if err != nil {
+		return err
 	}
 	// The top-c_l sets are nested, so a coordinate's magnitude is the number
 	// of cuts it falls in: in all L for the a_1 largest, in one for level L.

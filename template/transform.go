@@ -152,20 +152,9 @@ func Apply[F Float](tr *Transformer, x []F, dst Ternary) error {
 	if dst.Dim != tr.d || len(dst.Plus) != Words(tr.d) || len(dst.Minus) != Words(tr.d) {
 		return fmt.Errorf("%w: output has dimension %d, want %d", ErrDimension, dst.Dim, tr.d)
 	}
-	// For non-negative floats the IEEE bit pattern orders like the value, so
-	// |x_j| becomes an integer key and the selection is a radix select.
-	const signMask, infBits = 1<<63 - 1, 0x7FF0000000000000
-	var any uint64
-	for j, v := range x {
-		k := math.Float64bits(float64(v)) & signMask
-		if k >= infBits {
-			return fmt.Errorf("%w (coordinate %d)", ErrNotFinite, j)
-		}
-		any |= k
-		tr.key[j] = k
-	}
-	if any == 0 {
-		return ErrZero
+	any, err := magnitudeKeys(x, tr.key)
+	if err != nil {
+		return err
 	}
 	t, above := kthLargest(tr.key, tr.cand, tr.a, any)
 	// Everything strictly above t is selected; the remaining slots go to the
@@ -241,4 +230,25 @@ func kthLargest(keys, buf []uint64, k int, or uint64) (kth uint64, above int) {
 		}
 	}
 	return kth, above
+}
+
+// magnitudeKeys writes |x_j| as an integer key into key (for non-negative
+// floats the IEEE bit pattern orders like the value, so the selection is
+// a radix select) and returns the OR of the keys; it refuses a value that
+// is not finite, and x that is all zeros.
+func magnitudeKeys[F Float](x []F, key []uint64) (uint64, error) {
+	const signMask, infBits = 1<<63 - 1, 0x7FF0000000000000
+	var any uint64
+	for j, v := range x {
+		k := math.Float64bits(float64(v)) & signMask
+		if k >= infBits {
+			return 0, fmt.Errorf("%w (coordinate %d)", ErrNotFinite, j)
+		}
+		any |= k
+		key[j] = k
+	}
+	if any == 0 {
+		return 0, ErrZero
+	}
+	return any, nil
 }

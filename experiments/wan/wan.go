@@ -307,48 +307,20 @@ func startWAN(m *wanMember, exe, dir string) error {
 // client until all answer with nothing unsettled; a server whose process
 // exits is reported with the end of its log.
 func waitHealthyWAN(ctx context.Context, cfg *config.Params, dir string, wave []*wanMember, timeout time.Duration) error {
-	cl, err := cluster.Client(cfg, "", "")
-	if err != nil {
-		return err
+	names := make([]string, len(wave))
+	procs := map[string]*wanMember{}
+	for i, m := range wave {
+		names[i], procs[m.name] = m.name, m
 	}
-	defer cl.Close()
-	deadline := time.Now().Add(timeout)
-	healthy := map[string]bool{}
-	for {
-		var last error
-		for _, m := range wave {
-			select {
-			case <-m.proc.Done():
-				return fmt.Errorf("server %s exited (%v); its log ends with:\n%s", m.name, m.proc.Err(), logTail(filepath.Join(dir, "logs", m.name+".log"), 10))
-			default:
-			}
-			if healthy[m.name] {
-				continue
-			}
-			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			h, err := cl.Health(cctx, m.name)
-			cancel()
-			switch {
-			case err == nil && h.InDoubt == 0:
-				healthy[m.name] = true
-			case err == nil:
-				last = fmt.Errorf("%s: %d changes unsettled", m.name, h.InDoubt)
-			default:
-				last = fmt.Errorf("%s: %w", m.name, err)
-			}
-		}
-		if len(healthy) == len(wave) {
+	return cluster.PollHealthy(ctx, cfg, names, timeout, func(name string) error {
+		m := procs[name]
+		select {
+		case <-m.proc.Done():
+			return fmt.Errorf("server %s exited (%v); its log ends with:\n%s", m.name, m.proc.Err(), logTail(filepath.Join(dir, "logs", m.name+".log"), 10))
+		default:
 			return nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("servers not healthy after %v: %v (logs in %s)", timeout, last, filepath.Join(dir, "logs"))
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	})
 }
 
 // stopAll stops every started server (SIGTERM; SIGKILL after 15 s).

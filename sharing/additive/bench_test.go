@@ -29,7 +29,7 @@ func randomAdditiveStore[E Elem](b *testing.B, d, rows int) *Store[E] {
 	}
 	s.rows = rows
 	for i := range rows {
-		s.setLive(i, true)
+		s.live.Set(i, true)
 	}
 	return s
 }

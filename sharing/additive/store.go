@@ -26,8 +26,7 @@ type Store[E Elem] struct {
 	dim    int
 	rows   int
 	chunks [][][]uint64 // chunks[c][j]: column j, rows c*ChunkRows..
-	live   []uint64
-	nlive  int
+	live   sharing.LiveRows
 }
 
 // NewStore returns an empty store of dimension d; capacity is a
@@ -36,7 +35,7 @@ func NewStore[E Elem](d, capacity int) (*Store[E], error) {
 	if d < 1 || d > template.MaxDim {
 		return nil, fmt.Errorf("%w: d = %d", template.ErrDimension, d)
 	}
-	return &Store[E]{dim: d, live: make([]uint64, 0, template.Words(max(capacity, 64)))}, nil
+	return &Store[E]{dim: d, live: sharing.NewLiveRows(capacity)}, nil
 }
 
 // lanes is the number of rows per column word: 8 for k = 8, 4 for k = 16.
@@ -49,7 +48,7 @@ func chunkWords[E Elem]() int { return ChunkRows / lanes[E]() }
 // Words the column words covering Rows (64/k rows per word).
 func (s *Store[E]) Dim() int   { return s.dim }
 func (s *Store[E]) Rows() int  { return s.rows }
-func (s *Store[E]) Live() int  { return s.nlive }
+func (s *Store[E]) Live() int  { return s.live.Count() }
 func (s *Store[E]) Words() int { return (s.rows + lanes[E]() - 1) / lanes[E]() }
 
 // Ring returns the store's ring.
@@ -57,12 +56,12 @@ func (s *Store[E]) Ring() Ring { return RingOf[E]() }
 
 // IsLive reports whether row r holds an enrolled, undeleted share.
 func (s *Store[E]) IsLive(r int) bool {
-	return r >= 0 && r < s.rows && s.live[r>>6]>>uint(r&63)&1 == 1
+	return r >= 0 && r < s.rows && s.live.Has(r)
 }
 
 // LiveBits returns the live bitset (bit r&63 of word r>>6 for row r) over
 // template.Words(Rows()) words; it aliases the store.
-func (s *Store[E]) LiveBits() []uint64 { return s.live[:template.Words(s.rows)] }
+func (s *Store[E]) LiveBits() []uint64 { return s.live.Words(0, template.Words(s.rows)) }
 
 func (s *Store[E]) ensure(r int) {
 	for len(s.chunks)*ChunkRows <= r {
@@ -74,9 +73,7 @@ func (s *Store[E]) ensure(r int) {
 		}
 		s.chunks = append(s.chunks, cols)
 	}
-	for len(s.live) <= r>>6 {
-		s.live = append(s.live, 0)
-	}
+	s.live.Grow(r >> 6)
 }
 
 // column returns the elements of column j in the chunk of row r and the
@@ -118,7 +115,7 @@ func (s *Store[E]) Put(r int, share []E, live bool) error {
 		col[off] = v
 	}
 	s.rows = max(s.rows, r+1)
-	s.setLive(r, live)
+	s.live.Set(r, live)
 	return nil
 }
 
@@ -148,21 +145,8 @@ func (s *Store[E]) Delete(r int) error {
 		col, off := s.column(j, r)
 		col[off] = 0
 	}
-	s.setLive(r, false)
+	s.live.Set(r, false)
 	return nil
-}
-
-func (s *Store[E]) setLive(r int, live bool) {
-	wi, bit := r>>6, uint64(1)<<uint(r&63)
-	was := s.live[wi]&bit != 0
-	switch {
-	case live && !was:
-		s.live[wi] |= bit
-		s.nlive++
-	case !live && was:
-		s.live[wi] &^= bit
-		s.nlive--
-	}
 }
 
 // PutRows stores len(shares) new live rows at r0, r0+1, ... (each share d
@@ -199,7 +183,7 @@ func (s *Store[E]) PutRows(r0 int, shares [][]E) error {
 	}
 	s.rows = max(s.rows, r0+len(shares))
 	for r := r0; r < r0+len(shares); r++ {
-		s.setLive(r, true)
+		s.live.Set(r, true)
 	}
 	return nil
 }
