@@ -225,3 +225,47 @@ func TestBulkShardBatches(t *testing.T) {
 		})
 	}
 }
+
+// TestBulkSpread: with Spread, batch k goes through party k mod mu, so
+// each party's segment gets its share of the rows (each party is the
+// origin of its own), every item is committed once, and a failure still
+// stops the enrollment with the items accounted for.
+func TestBulkSpread(t *testing.T) {
+	c := start2PC(t)
+	cl := c.Client("client", "")
+	xs := inproc.Templates(1001, 64, 2)
+	items := inproc.Items(xs[:1000], "s")
+	done, err := cl.EnrollAll(context.Background(), len(items), func(i int) protocol.Item { return items[i] },
+		client.Bulk{Batch: 100, InFlight: 2, Spread: true})
+	if err != nil || done != len(items) {
+		t.Fatalf("spread enrollment: %d of %d, %v", done, len(items), err)
+	}
+	g, err := c.RowMap("p1", "p2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g) != 2 || g[0].Live != 500 || g[1].Live != 500 {
+		t.Fatalf("rows by origin %+v, want 500 in each party's segment (10 batches of 100, in turn)", g)
+	}
+	if n := live(t, c); n != 1000 {
+		t.Fatalf("%d live rows, want 1000", n)
+	}
+	// A failure: an id taken in the fourth batch (through p2) stops the
+	// rest, and the error accounts for every item.
+	more := inproc.Items(xs[:1000], "t")
+	more[350].ID = "s-7"
+	_, err = cl.EnrollAll(context.Background(), len(more), func(i int) protocol.Item { return more[i] }, client.Bulk{Batch: 100, Spread: true})
+	var be *client.BulkError
+	if !errors.As(err, &be) {
+		t.Fatalf("a spread enrollment with a taken id: %v, want a *BulkError", err)
+	}
+	accounted := 0
+	for _, rs := range [][]client.Range{be.Committed, be.Refused, be.InDoubt, be.NotSent()} {
+		for _, r := range rs {
+			accounted += r.Hi - r.Lo
+		}
+	}
+	if accounted != len(more) || len(be.Refused) == 0 {
+		t.Fatalf("the failure accounts for %d of %d items (refused %v): %v", accounted, len(more), be.Refused, err)
+	}
+}

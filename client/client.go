@@ -416,6 +416,13 @@ type Bulk struct {
 	// earlier batch enrolled.
 	Dedupe    bool
 	Duplicate func(Duplicate)
+	// Spread sends the batches of an unsharded cluster through every
+	// party in turn instead of through this client's entry: each party is
+	// the origin of its own segment and commits its batches one at a
+	// time, so the parties' transactions run beside each other. InFlight
+	// is then per party, and items commit out of input order even with
+	// InFlight 1. Ignored with Dedupe and in a sharded cluster.
+	Spread bool
 }
 
 // Range is the items [Lo, Hi).
@@ -560,6 +567,12 @@ func (c *Client) EnrollAll(ctx context.Context, n int, item func(i int) protocol
 		}
 	}
 	b := &bulkRun{c: c, ctx: ctx, n: n, item: item, o: o, res: &BulkError{Total: n}, sems: make([]chan struct{}, S)}
+	if S == 1 && o.Spread && !o.Dedupe {
+		for k := range c.p.Mu() {
+			b.vias = append(b.vias, c.via(c.p.Party(k).Name))
+		}
+		b.sems = make([]chan struct{}, len(b.vias))
+	}
 	for s := range b.sems {
 		b.sems[s] = make(chan struct{}, o.InFlight)
 	}
@@ -601,7 +614,8 @@ type bulkRun struct {
 	n    int
 	item func(i int) protocol.Item
 	o    Bulk
-	sems []chan struct{} // requests in flight, per shard
+	sems []chan struct{} // requests in flight, per shard (per party with Spread)
+	vias []*Client       // with Spread: a client through each party
 	wg   sync.WaitGroup
 
 	mu   sync.Mutex
@@ -609,18 +623,26 @@ type bulkRun struct {
 	done int
 }
 
-// sendUnsharded sends the items in batches of o.Batch, in input order.
+// sendUnsharded sends the items in batches of o.Batch, in input order
+// (with Spread, batch k through party k mod mu).
 func (b *bulkRun) sendUnsharded() {
-	for lo := 0; lo < b.n; lo += b.o.Batch {
+	for k, lo := 0, 0; lo < b.n; k, lo = k+1, lo+b.o.Batch {
 		hi := min(lo+b.o.Batch, b.n)
 		idx, items := make([]int, 0, hi-lo), make([]protocol.Item, 0, hi-lo)
 		for i := lo; i < hi; i++ {
 			idx, items = append(idx, i), append(items, b.item(i))
 		}
-		if !b.send(0, idx, items) {
+		if !b.send(k%len(b.sems), idx, items) {
 			return
 		}
 	}
+}
+
+// via is a client like c that sends its requests to party entry.
+func (c *Client) via(entry string) *Client {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return &Client{p: c.p, d: c.d, entry: entry, name: c.name, key: c.key}
 }
 
 // sendSharded sends each shard's items in batches: they wait until they
@@ -659,8 +681,9 @@ func (b *bulkRun) stop(err error) {
 	}
 }
 
-// send sends one batch of shard s (0 unsharded), items idx (made from
-// idx when nil); false once the enrollment has stopped.
+// send sends one batch of lane s (the shard, 0 unsharded; the party with
+// Spread), items idx (made from idx when nil); false once the enrollment
+// has stopped.
 func (b *bulkRun) send(s int, idx []int, items []protocol.Item) bool {
 	sem := b.sems[s]
 	sem <- struct{}{}
@@ -691,7 +714,11 @@ func (b *bulkRun) send(s int, idx []int, items []protocol.Item) bool {
 	}
 	b.wg.Go(func() {
 		defer func() { <-sem }()
-		b.record(idx, len(items), b.c.Enroll(rpc.Patient(b.ctx, b.o.Timeout), items))
+		cl := b.c
+		if b.vias != nil {
+			cl = b.vias[s]
+		}
+		b.record(idx, len(items), cl.Enroll(rpc.Patient(b.ctx, b.o.Timeout), items))
 	})
 	if b.o.Dedupe {
 		b.wg.Wait() // the next batch's search must see this one

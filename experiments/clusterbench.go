@@ -284,13 +284,15 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 		return nil, err
 	}
 	defer cl.Close()
-	// Two requests in flight (per shard when sharded): the next batch
-	// travels while the entry works on the current one (the entry, or each
-	// entry shard, still commits them one at a time).
+	// Two requests in flight per party (per shard when sharded): the next
+	// batch travels while the entry works on the current one (an entry,
+	// or each entry shard, still commits them one at a time), and the
+	// parties, each the origin of its own segment, commit beside each
+	// other (Spread).
 	start := time.Now()
 	if _, err := cl.EnrollAll(ctx, o.IDs, func(i int) protocol.Item {
 		return protocol.Item{ID: "id-" + strconv.Itoa(i), Template: data[i*d : (i+1)*d]}
-	}, client.Bulk{Batch: o.Batch, InFlight: 2, Timeout: 10 * time.Minute, Progress: o.Progress}); err != nil {
+	}, client.Bulk{Batch: o.Batch, InFlight: 2, Spread: true, Timeout: 10 * time.Minute, Progress: o.Progress}); err != nil {
 		return nil, fmt.Errorf("enrolling: %w", err)
 	}
 	res.EnrollS = time.Since(start).Seconds()
