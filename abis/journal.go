@@ -26,6 +26,12 @@ import (
 // served again when redelivered).
 // A torn last line (a crash during an append) is cut off at open; a
 // damaged line followed by an intact one refuses the open.
+//
+// It is compacted (compact.go) once it has grown to four times its last
+// compacted size (at least compactMin): what is still needed, the state
+// of every referenceId, the changes begun and not answered, and the last
+// keepAnswers answers (a redelivery comes after a crash or a restart,
+// not weeks later), is written to a new file that replaces it.
 type Journal struct {
 	syncMu sync.Mutex // held across an fsync; synced is what it made durable
 	synced int64
@@ -38,6 +44,8 @@ type Journal struct {
 	answered map[string][2]int64
 	begun    map[string]bool // requestIds of changes begun (a change may be done without an answer)
 	refs     map[string]*Ref
+	// compactAt is the size at which the journal is compacted next.
+	compactAt int64
 }
 
 // Ref is what the journal knows of a referenceId.
@@ -47,16 +55,25 @@ type Ref struct {
 }
 
 type entry struct {
-	T        string          `json:"t"` // "begin" or "done"
-	Req      string          `json:"rq"`
+	T        string          `json:"t"` // "begin", "done", or "ref" (a compacted referenceId: Ref, URL, Deleted)
+	Req      string          `json:"rq,omitempty"`
 	Op       string          `json:"op,omitempty"`
 	Ref      string          `json:"ref,omitempty"`
 	URL      string          `json:"url,omitempty"`
 	OK       bool            `json:"ok,omitempty"` // done: the change succeeded
 	Response json.RawMessage `json:"resp,omitempty"`
+	Deleted  bool            `json:"del,omitempty"` // ref: deleted
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func crcOf(body []byte) uint32 { return crc32.Checksum(body, castagnoli) }
+
+// appendLine appends the journal line of JSON body to dst.
+func appendLine(dst, body []byte) []byte {
+	dst = fmt.Appendf(dst, "%08x ", crcOf(body))
+	return append(append(dst, body...), '\n')
+}
 
 // OpenJournal opens (creating) the journal at path and replays it.
 func OpenJournal(path string) (*Journal, error) {
@@ -74,16 +91,27 @@ func OpenJournal(path string) (*Journal, error) {
 			return nil, fmt.Errorf("abis: journal: %w", err)
 		}
 	}
-	j := &Journal{f: f, path: path, answered: map[string][2]int64{}, begun: map[string]bool{}, refs: map[string]*Ref{}}
+	// A compaction that stopped before its rename left its new file: the
+	// journal is the old one, whole.
+	if err := os.Remove(compactPath(path)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		f.Close()
+		return nil, fmt.Errorf("abis: journal: %w", err)
+	}
+	j := &Journal{f: f, path: path}
 	if err := j.replay(); err != nil {
 		f.Close()
 		return nil, err
 	}
 	j.synced = j.size
+	j.compactAt = max(compactMin, 4*j.size)
 	return j, nil
 }
 
 func (j *Journal) replay() error {
+	j.answered, j.begun, j.refs = map[string][2]int64{}, map[string]bool{}, map[string]*Ref{}
+	if _, err := j.f.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("abis: journal %s: %w", j.path, err)
+	}
 	r := bufio.NewReaderSize(j.f, 1<<16)
 	var off int64
 	for {
@@ -135,13 +163,19 @@ func parseLine(line []byte) (entry, bool) {
 		return e, false
 	}
 	body := line[9 : len(line)-1]
-	if crc32.Checksum(body, castagnoli) != uint32(sum[0])<<24|uint32(sum[1])<<16|uint32(sum[2])<<8|uint32(sum[3]) {
+	if crcOf(body) != uint32(sum[0])<<24|uint32(sum[1])<<16|uint32(sum[2])<<8|uint32(sum[3]) {
 		return e, false
 	}
-	if json.Unmarshal(body, &e) != nil || e.Req == "" {
+	if json.Unmarshal(body, &e) != nil {
 		return e, false
 	}
-	return e, true
+	switch e.T {
+	case "begin", "done":
+		return e, e.Req != ""
+	case "ref":
+		return e, e.Ref != ""
+	}
+	return e, false
 }
 
 // apply updates the state for e, whose JSON is at off (n bytes).
@@ -149,6 +183,8 @@ func (j *Journal) apply(e entry, off, n int64) {
 	switch e.T {
 	case "begin":
 		j.begun[e.Req] = true
+	case "ref":
+		j.refs[e.Ref] = &Ref{URL: e.URL, Deleted: e.Deleted}
 	case "done":
 		j.answered[e.Req] = [2]int64{off, n}
 		delete(j.begun, e.Req)
@@ -173,9 +209,7 @@ func (j *Journal) append(e entry) error {
 	if err != nil {
 		return err
 	}
-	line := make([]byte, 0, len(body)+10)
-	line = fmt.Appendf(line, "%08x ", crc32.Checksum(body, castagnoli))
-	line = append(append(line, body...), '\n')
+	line := appendLine(make([]byte, 0, len(body)+10), body)
 	j.mu.Lock()
 	off := j.size
 	if _, err := j.f.Write(line); err != nil {
@@ -183,14 +217,20 @@ func (j *Journal) append(e entry) error {
 		return fmt.Errorf("abis: journal: %w", err)
 	}
 	j.size += int64(len(line))
+	// Applied with the write, under the same lock: a compaction (which
+	// takes it) then never misses a line written before it, and offsets
+	// always refer to the file they were written to. Nothing acts on it
+	// before the sync below returns.
+	j.apply(e, off+9, int64(len(body)))
 	end := j.size
+	due := j.size >= j.compactAt
 	j.mu.Unlock()
 	if err := j.syncTo(end); err != nil {
 		return fmt.Errorf("abis: journal: %w", err)
 	}
-	j.mu.Lock()
-	j.apply(e, off+9, int64(len(body)))
-	j.mu.Unlock()
+	if due {
+		return j.compact()
+	}
 	return nil
 }
 
@@ -236,11 +276,12 @@ func (j *Journal) Done(q *Request, ok bool, resp []byte) error {
 	return j.append(e)
 }
 
-// Answered returns the answer recorded for requestId, or nil.
+// Answered returns the answer recorded for requestId, or nil. It reads
+// under the lock: a compaction replaces the file and the offsets together.
 func (j *Journal) Answered(requestID string) ([]byte, error) {
 	j.mu.Lock()
+	defer j.mu.Unlock()
 	at, ok := j.answered[requestID]
-	j.mu.Unlock()
 	if !ok {
 		return nil, nil
 	}

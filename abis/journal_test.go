@@ -1,9 +1,11 @@
 package abis
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -78,4 +80,124 @@ func TestJournalReplay(t *testing.T) {
 	if _, err := OpenJournal(path); err == nil || !strings.Contains(err.Error(), "damaged") {
 		t.Fatalf("a damaged journal opened: %v", err)
 	}
+}
+
+// TestJournalCompaction: once the journal reaches its compaction size it
+// is rewritten with the state of every referenceId, the changes begun and
+// not answered, and the last keepAnswers answers: those read back as
+// written, older ones are gone, a referenceId inserted then deleted stays
+// deleted (its insert's answer is kept, and comes before its state), and
+// the same holds after a reopen. A compaction file left by a crash before
+// its rename is removed at open, the journal intact.
+func TestJournalCompaction(t *testing.T) {
+	defer func(m int64, k int) { compactMin, keepAnswers = m, k }(compactMin, keepAnswers)
+	compactMin, keepAnswers = 16<<10, 100
+	path := filepath.Join(t.TempDir(), "j")
+	j, err := OpenJournal(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 1000
+	answer := func(i int) string { return fmt.Sprintf(`{"returnValue":"1","requestId":"r%d"}`, i) }
+	for i := range n {
+		q := req(OpInsert, fmt.Sprintf("r%d", i), fmt.Sprintf("ref-%d", i), fmt.Sprintf("https://x/%d", i))
+		if err := j.Done(q, true, []byte(answer(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := req(OpDelete, "del", fmt.Sprintf("ref-%d", n-1), "")
+	if err := j.Done(last, true, []byte(`{"d":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	open := req(OpDelete, "open", "ref-3", "")
+	if err := j.Begin(open); err != nil {
+		t.Fatal(err)
+	}
+	check := func(j *Journal, when string) {
+		t.Helper()
+		if b, err := j.Answered("r0"); err != nil || b != nil {
+			t.Fatalf("%s: the oldest answer is still kept: %q %v", when, b, err)
+		}
+		for _, i := range []int{n - keepAnswers + 1, n - 2, n - 1} {
+			if b, err := j.Answered(fmt.Sprintf("r%d", i)); err != nil || string(b) != answer(i) {
+				t.Fatalf("%s: answer of r%d: %q %v", when, i, b, err)
+			}
+		}
+		if b, err := j.Answered("del"); err != nil || string(b) != `{"d":1}` {
+			t.Fatalf("%s: answer of the deletion: %q %v", when, b, err)
+		}
+		if r := j.Ref("ref-0"); r == nil || r.URL != "https://x/0" || r.Deleted {
+			t.Fatalf("%s: ref-0 (answer dropped, state kept): %+v", when, r)
+		}
+		if r := j.Ref(fmt.Sprintf("ref-%d", n-1)); r == nil || !r.Deleted {
+			t.Fatalf("%s: the last ref, deleted after its insert: %+v", when, r)
+		}
+		if !j.Begun("open") {
+			t.Fatalf("%s: the change begun and not answered was lost", when)
+		}
+	}
+	// Compacted on the way (the journal grew past 16 KiB many times over):
+	// the oldest answers are gone.
+	check(j, "compacted")
+	j.Close()
+	if err := os.WriteFile(compactPath(path), []byte("half a compaction"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	j, err = OpenJournal(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if _, err := os.Stat(compactPath(path)); !os.IsNotExist(err) {
+		t.Fatalf("the compaction file left by a crash is still there: %v", err)
+	}
+	check(j, "reopened")
+}
+
+// TestJournalCompactionConcurrent: answers written by many requests at
+// once, with compactions among them, are all there afterwards and after
+// a reopen (a line written while another request compacted used to be
+// applied after the compaction, with an offset into the old file).
+func TestJournalCompactionConcurrent(t *testing.T) {
+	defer func(m int64, k int) { compactMin, keepAnswers = m, k }(compactMin, keepAnswers)
+	compactMin, keepAnswers = 8<<10, 10000
+	path := filepath.Join(t.TempDir(), "j")
+	j, err := OpenJournal(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const workers, each = 8, 60
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				rq := fmt.Sprintf("w%d-%d", w, i)
+				if err := j.Done(req(OpInsert, rq, rq, "https://x/"+rq), true, []byte(`{"rq":"`+rq+`"}`)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, reopen := range []bool{false, true} {
+		if reopen {
+			j.Close()
+			if j, err = OpenJournal(path); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for w := range workers {
+			for i := range each {
+				rq := fmt.Sprintf("w%d-%d", w, i)
+				if b, err := j.Answered(rq); err != nil || string(b) != `{"rq":"`+rq+`"}` {
+					t.Fatalf("reopened %v: answer of %s: %q %v", reopen, rq, b, err)
+				}
+				if r := j.Ref(rq); r == nil || r.URL != "https://x/"+rq {
+					t.Fatalf("reopened %v: ref %s: %+v", reopen, rq, r)
+				}
+			}
+		}
+	}
+	j.Close()
 }
