@@ -415,7 +415,8 @@ func (l *limiter) limits(entry int) (float64, float64) {
 }
 
 // rates counts the checked queries this server took part in and saw
-// answered (as their entry, a helper or the decider), every entry's
+// answered (the decider once it answers, a helper once the decider
+// fetches the answer's tags, the entry once it answers), every entry's
 // together, per rateWindow: the busiest of the last rateWindows windows
 // that counted one, within rateHorizon, scaled, is every entry's degraded
 // limit (together, since in an outage the down holder's clients move to

@@ -425,13 +425,24 @@ func plantShare[E additive.Elem](h *Holder[E], id string, next bool, delta []int
 	}
 }
 
-// FreezeRateClock stops the clock of the decider's counts of checked
-// queries at at, so that every query a test runs lands in one window
-// whatever the machine's speed, and returns the decider's derived limit
-// (the most of any entry's, rounded up) as a function.
-func FreezeRateClock(d *Decider, at time.Time) func() uint32 {
-	d.gate.rates.mu.Lock()
-	d.gate.rates.now = func() time.Time { return at }
-	d.gate.rates.mu.Unlock()
-	return d.gate.limitNow
+// FreezeRateClock stops the clock of a server's counts of checked
+// queries (the decider's or a holder's) at at, so that every query a test
+// runs lands in one window whatever the machine's speed, and returns its
+// derived limit (the most of any entry's, rounded up) as a function.
+func FreezeRateClock(e any, at time.Time) func() uint32 {
+	var g *gate
+	switch x := e.(type) {
+	case *Holder[uint8]:
+		g = x.gate
+	case *Holder[uint16]:
+		g = x.gate
+	case *Decider:
+		g = x.gate
+	default:
+		panic(fmt.Sprintf("FreezeRateClock: %T", e))
+	}
+	g.rates.mu.Lock()
+	g.rates.now = func() time.Time { return at }
+	g.rates.mu.Unlock()
+	return g.limitNow
 }

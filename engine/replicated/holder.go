@@ -1109,9 +1109,6 @@ func (h *Holder[E]) serveQuery(ctx context.Context, r engine.Request) protocol.M
 	if err != nil {
 		return engine.AsError(fmt.Errorf("decider: %w", err), protocol.CodeUnavailable)
 	}
-	if pl.down == noneDown {
-		h.gate.checked() // scored and sent: a query the entry ran in full, not a header
-	}
 	resend := func() (*network.Stream, error) { // the same vectors and tags: nothing new to a decider
 		ctx, cancel := context.WithTimeout(context.Background(), h.p.Timeouts().Request)
 		defer cancel()

@@ -327,23 +327,35 @@ func TestTagsLostAskAgain(t *testing.T) {
 }
 
 // TestAbandonedQueriesRaiseNoLimit (issue 47, from its review): the
-// derived degraded limit counts checked queries the decider answered,
-// never ones an entry started and abandoned. Entry p1 runs 30 queries
+// derived degraded limit counts checked queries the cluster answered,
+// never ones an entry started and abandoned. Entry p1 runs 20 queries
 // whose own part never reaches the decider (its link to the decider
 // swallows every byte: the helpers' parts arrive, its own do not): the
-// decider's limit stays at the floor once it has given up on all 30. The
-// same number of answered queries then raises it. The decider's clock
-// of counts is frozen, so that every query lands in one window whatever
-// the machine's speed. (Counting a query as its parts arrived, as the
-// first version of the limit did, lets such a burst raise the limit at
-// will: 45 a second here.)
+// limits of the decider and of both helpers stay at the floor once the
+// decider has given up on all 20. The same number of answered queries
+// then raises them. Every server's clock of counts is frozen, so that
+// every query lands in one window whatever the machine's speed. (Counting
+// a query as its parts arrived, as the first version of the limit did,
+// put the decider at 60 a second here; a helper that counted once it had
+// sent its part put p2 and p3 at 60 after 40 abandoned queries, found by
+// review.)
 func TestAbandonedQueriesRaiseNoLimit(t *testing.T) {
 	c, xs, _ := outageCluster(t)
 	dec := c.p.DeciderName()
-	limit := replicated.FreezeRateClock(c.dec, time.Now())
-	if got := limit(); got != 20 {
-		t.Fatalf("the decider's limit before any query: %d, want the floor of 20", got)
+	now := time.Now()
+	limits := map[string]func() uint32{dec: replicated.FreezeRateClock(c.dec, now)}
+	for _, h := range []string{"p2", "p3"} {
+		limits[h] = replicated.FreezeRateClock(c.holders[h], now)
 	}
+	at := func(want func(uint32) bool, what string) {
+		t.Helper()
+		for name, limit := range limits {
+			if got := limit(); !want(got) {
+				t.Fatalf("%s: %s's limit is %d a second", what, name, got)
+			}
+		}
+	}
+	at(func(l uint32) bool { return l == 20 }, "before any query (want the floor of 20)")
 	const n = 20
 	c.net.SetFault("p1", dec, memnet.Fault{Silent: true})
 	var wg sync.WaitGroup
@@ -358,21 +370,20 @@ func TestAbandonedQueriesRaiseNoLimit(t *testing.T) {
 	}
 	wg.Wait()
 	c.net.SetFault("p1", dec, memnet.Fault{})
+	if c.dec.Pending() == 0 {
+		t.Fatal("no abandoned query reached the decider: the test would prove nothing")
+	}
 	// The decider gives each abandoned query up after its time (8 s here).
 	for deadline := time.Now().Add(2 * time.Minute); c.dec.Pending() > 0; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the decider still holds %d abandoned queries after two minutes", c.dec.Pending())
 		}
 	}
-	if got := limit(); got != 20 {
-		t.Fatalf("after %d abandoned queries: limit %d a second, want the floor of 20 (abandoned queries are not counted)", n, got)
-	}
+	at(func(l uint32) bool { return l == 20 }, fmt.Sprintf("after %d abandoned queries (want the floor of 20: abandoned queries are not counted)", n))
 	for q := range n {
 		if _, err := c.client("device", "p1").Identify(ctx(t), xs[q%len(xs)], 1); err != nil {
 			t.Fatalf("answered query %d: %v", q, err)
 		}
 	}
-	if got := limit(); got < 30 {
-		t.Fatalf("after %d answered queries in one window: limit %d a second, want at least 1.5 x %d = 30", n, got, n)
-	}
+	at(func(l uint32) bool { return l >= 30 }, fmt.Sprintf("after %d answered queries in one window (want at least 1.5 x %d = 30)", n, n))
 }

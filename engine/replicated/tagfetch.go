@@ -193,6 +193,14 @@ func (h *Holder[E]) answerTags(_ context.Context, r engine.Request) protocol.Msg
 	} else {
 		out.ListDigest = replicated.TagListDigest(m.Query, list)
 	}
+	if !h.p.HideProbes() {
+		// The decider fetches the tags of a checked query once it has every
+		// part and has checked them: a query the cluster answers, which
+		// counts toward the degraded limit (a part sent for a query its
+		// entry then abandoned does not). Hidden probes have no degraded
+		// service, and the decider fetches for refused ones too.
+		h.gate.checked()
+	}
 	return out
 }
 
