@@ -339,8 +339,10 @@ func (c *Core[S]) Guard(h engine.Handler) engine.Handler { return c.stop.Guard(h
 // Run retries undelivered decisions, and asks the third party for those
 // withheld here (relay.go), until ctx ends.
 func (c *Core[S]) Run(ctx context.Context) {
-	go c.pullDecisions(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { c.pullDecisions(ctx) }) // joined: the server closes the log once Run returns
 	c.outbox.Run(ctx, &c.txnMu, c.p.Timeouts().OutboxRetry)
+	wg.Wait()
 }
 
 // Stats reports the row map as of the last change (without the lock: a

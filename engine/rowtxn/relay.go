@@ -477,10 +477,19 @@ func (c *Core[S]) pull(ctx context.Context, p protocol.Prepared) {
 		return
 	}
 	d, ok := resp.(*protocol.Decide)
-	if !ok || !d.Commit || d.Txn != p.Txn || d.Origin != p.Origin {
+	if !ok || !d.Commit || d.Txn != p.Txn || d.Origin != p.Origin || ctx.Err() != nil {
 		return
 	}
-	if _, isErr := c.decideRelayed(d).(*protocol.Error); !isErr {
-		c.env.Log.Info("took a decision that its origin withheld from the third party", "origin", c.p.Party(int(p.Origin)).Name, "third", name)
+	pending := func() bool {
+		c.st.mu.RLock()
+		defer c.st.mu.RUnlock()
+		_, ok := c.st.pending[p.Txn]
+		return ok
+	}
+	if !pending() { // decided meanwhile, by the origin or a relay
+		return
+	}
+	if _, isErr := c.decideRelayed(d).(*protocol.Error); !isErr && !pending() {
+		c.env.Log.Info("took from the third party a decision its origin had not delivered", "origin", c.p.Party(int(p.Origin)).Name, "third", name)
 	}
 }
