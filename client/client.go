@@ -417,11 +417,16 @@ type Bulk struct {
 	Dedupe    bool
 	Duplicate func(Duplicate)
 	// Spread sends the batches of an unsharded cluster through every
-	// party in turn instead of through this client's entry: each party is
-	// the origin of its own segment and commits its batches one at a
-	// time, so the parties' transactions run beside each other. InFlight
-	// is then per party, and items commit out of input order even with
-	// InFlight 1. Ignored with Dedupe and in a sharded cluster.
+	// party in turn instead of through this client's entry, in a mode
+	// whose parties are origins (config.Layout.Origins): each commits the
+	// batches sent to it, one at a time, to its own segment, so the
+	// parties' transactions run beside each other. InFlight is then per
+	// party, and items commit out of input order even with InFlight 1.
+	// Every party must be reachable: a batch sent through one that is
+	// down fails the enrollment, where a single entry would have kept
+	// that party's part for it. Ignored with Dedupe, in a sharded
+	// cluster, and in other modes (HE's local servers forward every
+	// change to one of them).
 	Spread bool
 }
 
@@ -567,7 +572,7 @@ func (c *Client) EnrollAll(ctx context.Context, n int, item func(i int) protocol
 		}
 	}
 	b := &bulkRun{c: c, ctx: ctx, n: n, item: item, o: o, res: &BulkError{Total: n}, sems: make([]chan struct{}, S)}
-	if S == 1 && o.Spread && !o.Dedupe {
+	if S == 1 && o.Spread && !o.Dedupe && c.p.Spec().Origins {
 		for k := range c.p.Mu() {
 			b.vias = append(b.vias, c.via(c.p.Party(k).Name))
 		}

@@ -87,6 +87,11 @@ type Layout struct {
 	Helper string
 	// Hint ends the message about a wrong number of parties.
 	Hint string
+	// Origins: every party commits the changes sent to it, to its own
+	// segment of the rows, beside the others' (client.Bulk.Spread spreads
+	// a bulk enrollment over them); otherwise one party orders every
+	// change and the others forward theirs to it.
+	Origins bool
 }
 
 // Slot is a server of a layout: its name in a cluster that idface makes

@@ -22,7 +22,7 @@ func init() {
 			Name: config.ModeBlind, Order: 40,
 			Summary: "blind mode: the entry learns only the answer, a decider the permuted scores",
 			Layout: config.Layout{PartyRole: config.RoleShareHolder, PartyNoun: "share holders",
-				MinParties: 2, MaxParties: config.MaxParties, DefaultParties: 2, Helper: config.RoleDecider},
+				MinParties: 2, MaxParties: config.MaxParties, DefaultParties: 2, Helper: config.RoleDecider, Origins: true},
 			Levels: true, Derive: Derive,
 			Sealed: true, SealedShares: sealedShares, Shards: true,
 			MaxEnrollBatch: func(p *config.Params) int { return rowtxn.MaxBatch(p.Dim() * Ring(p).Bits / 8) }, // a log record holds the batch

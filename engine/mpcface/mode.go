@@ -17,13 +17,13 @@ func init() {
 		comm engine.CommTable
 	}{
 		{config.ModeSpec{Name: config.Mode2PC, Order: 10, Summary: "2PCFace: two servers with XOR shares",
-			Layout: config.Layout{PartyRole: config.RoleShareHolder, PartyNoun: "parties", MinParties: 2, MaxParties: 2, DefaultParties: 2, Hint: " (use mode mpc)"}},
+			Layout: config.Layout{PartyRole: config.RoleShareHolder, PartyNoun: "parties", MinParties: 2, MaxParties: 2, DefaultParties: 2, Hint: " (use mode mpc)", Origins: true}},
 			engine.CommTable{Place: 10, Rows: func(s engine.CommSetting) ([]engine.CommRow, error) {
 				return []engine.CommRow{{Protocol: "2pcface", Phase: "enroll", Mu: 2, Bits: float64(2 * s.Dim)},
 					{Protocol: "2pcface", Phase: "identify", Mu: 2, Bits: identifyBits(s), Run: &engine.CommRun{}}}, nil
 			}}},
 		{config.ModeSpec{Name: config.ModeMPC, Order: 20, Summary: "(mu,nu)-MPCFace: two or more servers with XOR shares (--parties)",
-			Layout: config.Layout{PartyRole: config.RoleShareHolder, PartyNoun: "parties", MinParties: 2, MaxParties: config.MaxParties, DefaultParties: 2}},
+			Layout: config.Layout{PartyRole: config.RoleShareHolder, PartyNoun: "parties", MinParties: 2, MaxParties: config.MaxParties, DefaultParties: 2, Origins: true}},
 			engine.CommTable{Place: 20, Rows: func(s engine.CommSetting) ([]engine.CommRow, error) {
 				var rows []engine.CommRow
 				for _, mu := range s.Mus {

@@ -32,7 +32,7 @@ func init() {
 			Name: Mode, Order: 50,
 			Summary: "replicated blind mode: three holders with 2-of-3 shares and a decider; any one deviating server is caught",
 			Layout: config.Layout{PartyRole: config.RoleShareHolder, PartyNoun: "share holders",
-				MinParties: replicated.Holders, MaxParties: replicated.Holders, DefaultParties: replicated.Holders, Helper: config.RoleDecider},
+				MinParties: replicated.Holders, MaxParties: replicated.Holders, DefaultParties: replicated.Holders, Helper: config.RoleDecider, Origins: true},
 			Levels: true, Derive: blind.Derive,
 			Sealed: true, SealedShares: sealedShares,
 			Outage: true, Reshare: true, Shards: true,
