@@ -2,8 +2,10 @@ package abis
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strconv"
 	"sync"
@@ -31,6 +33,37 @@ type Broker struct {
 	// message format setting).
 	Bytes     bool
 	HeartBeat time.Duration // default 10 s
+	// TLS, when set, reaches the broker over TLS (ActiveMQ's stomp+ssl
+	// connector) with this configuration; nil: plain TCP.
+	TLS *tls.Config
+}
+
+// dial connects to the broker and logs in.
+func (b Broker) dial(ctx context.Context) (*stomp.Conn, error) {
+	opts := []func(*stomp.Conn) error{
+		stomp.ConnOpt.Login(b.User, b.Password),
+		stomp.ConnOpt.AcceptVersion(stomp.V12),
+		stomp.ConnOpt.HeartBeat(b.HeartBeat, b.HeartBeat),
+		stomp.ConnOpt.Host("/"),
+	}
+	if b.TLS == nil {
+		conn, err := stomp.Dial("tcp", b.Addr, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("abis: connecting to the broker at %s: %w", b.Addr, err)
+		}
+		return conn, nil
+	}
+	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: 30 * time.Second}, Config: b.TLS}
+	nc, err := d.DialContext(ctx, "tcp", b.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("abis: connecting to the broker at %s over TLS: %w", b.Addr, err)
+	}
+	conn, err := stomp.Connect(nc, opts...)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("abis: logging in to the broker at %s over TLS: %w", b.Addr, err)
+	}
+	return conn, nil
 }
 
 // Serve consumes b.Inbound and answers on b.Outbound until ctx ends or
@@ -53,13 +86,9 @@ func (a *Adapter) Serve(ctx context.Context, b Broker) error {
 	if b.HeartBeat <= 0 {
 		b.HeartBeat = 10 * time.Second
 	}
-	conn, err := stomp.Dial("tcp", b.Addr,
-		stomp.ConnOpt.Login(b.User, b.Password),
-		stomp.ConnOpt.AcceptVersion(stomp.V12),
-		stomp.ConnOpt.HeartBeat(b.HeartBeat, b.HeartBeat),
-		stomp.ConnOpt.Host("/"))
+	conn, err := b.dial(ctx)
 	if err != nil {
-		return fmt.Errorf("abis: connecting to the broker at %s: %w", b.Addr, err)
+		return err
 	}
 	sub, err := conn.Subscribe(b.Inbound, stomp.AckClientIndividual,
 		stomp.SubscribeOpt.Header("activemq.prefetchSize", strconv.Itoa(b.InFlight)))

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -11,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -29,6 +31,31 @@ import (
 type activeMQ struct {
 	addr, user, pass string
 	pid              int // the broker's JVM
+	// tlsAddr is its stomp+ssl connector, whose certificate (made by
+	// keytool for 127.0.0.1) is in caFile.
+	tlsAddr, caFile string
+}
+
+// brokerKeystore makes the broker's TLS key and certificate (for
+// 127.0.0.1) in a PKCS12 keystore with keytool, and exports the
+// certificate as PEM for the adapter to trust.
+func brokerKeystore(t *testing.T, dir, pass string) (keystore, caPEM string) {
+	t.Helper()
+	keytool, err := exec.LookPath("keytool")
+	if err != nil {
+		t.Skip("no keytool: install Debian's activemq package (and its JRE) to run the ABIS broker test")
+	}
+	keystore, caPEM = filepath.Join(dir, "broker.p12"), filepath.Join(dir, "broker-ca.pem")
+	for _, args := range [][]string{
+		{"-genkeypair", "-alias", "broker", "-keyalg", "EC", "-groupname", "secp256r1", "-dname", "CN=127.0.0.1",
+			"-ext", "SAN=ip:127.0.0.1", "-validity", "2", "-storetype", "PKCS12", "-keystore", keystore, "-storepass", pass, "-keypass", pass},
+		{"-exportcert", "-rfc", "-alias", "broker", "-keystore", keystore, "-storepass", pass, "-file", caPEM},
+	} {
+		if out, err := exec.Command(keytool, args...).CombinedOutput(); err != nil {
+			t.Fatalf("keytool %s: %v\n%s", args[0], err, out)
+		}
+	}
+	return keystore, caPEM
 }
 
 // startActiveMQ starts ActiveMQ, or skips the test saying why it cannot.
@@ -42,9 +69,11 @@ func startActiveMQ(t *testing.T) *activeMQ {
 	if _, err := os.Stat(jar); err != nil {
 		t.Skip("no " + jar + ": install Debian's activemq package to run the ABIS broker test")
 	}
-	addr := "127.0.0.1:" + freeTCPPort(t)
+	addr, tlsAddr := "127.0.0.1:"+freeTCPPort(t), "127.0.0.1:"+freeTCPPort(t)
 	base := t.TempDir()
-	b := &activeMQ{addr: addr, user: "abis", pass: "abis-test-password"}
+	const storePass = "broker-keystore-password"
+	keystore, caPEM := brokerKeystore(t, base, storePass)
+	b := &activeMQ{addr: addr, user: "abis", pass: "abis-test-password", tlsAddr: tlsAddr, caFile: caPEM}
 	conf := fmt.Sprintf(`<beans xmlns="http://www.springframework.org/schema/beans"
   xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"
   xsi:schemaLocation="http://www.springframework.org/schema/beans http://www.springframework.org/schema/beans/spring-beans-2.0.xsd
@@ -55,12 +84,16 @@ func startActiveMQ(t *testing.T) *activeMQ {
         <users><authenticationUser username="%s" password="%s" groups="users"/></users>
       </simpleAuthenticationPlugin>
     </plugins>
+    <sslContext>
+      <sslContext keyStore="file:%s" keyStorePassword="%s" keyStoreType="PKCS12"/>
+    </sslContext>
     <transportConnectors>
       <transportConnector name="stomp" uri="stomp://%s"/>
+      <transportConnector name="stomp+ssl" uri="stomp+ssl://%s"/>
     </transportConnectors>
   </broker>
 </beans>
-`, base, b.user, b.pass, addr)
+`, base, b.user, b.pass, keystore, storePass, addr, tlsAddr)
 	cfgPath := filepath.Join(base, "activemq.xml")
 	if err := os.WriteFile(cfgPath, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
@@ -270,7 +303,13 @@ func TestABISBroker(t *testing.T) {
 	url := func(p, k int) string { return fmt.Sprintf("%s/p%d/s%d", srv.URL, p, k) }
 
 	in, out := "/queue/ctk-to-abis", "/queue/abis-to-ctk"
-	start := abisAdapter(t, b, dir, in, out, "4")
+	// The adapter reaches the broker over TLS (its stomp+ssl connector),
+	// trusting the broker's certificate; MOSIP's side stays on plain
+	// STOMP (the broker joins the two). Without that trust it connects
+	// to nothing and says why.
+	tlsArgs := []string{"--broker", b.tlsAddr, "--broker-tls", "--broker-ca", b.caFile}
+	untrusting(t, dir, b)
+	start := abisAdapter(t, b, dir, in, out, "4", tlsArgs...)
 	adapter := start()
 	m := newMOSIP(t, b, in, out)
 
@@ -416,10 +455,11 @@ func TestABISBroker(t *testing.T) {
 }
 
 // abisAdapter returns a function that starts `idface abis` on cluster
-// dir and broker b (the fixture extractor, plain HTTP allowed), one
-// journal for every start; each process is killed at cleanup, and the
-// adapters' log shown if the test failed.
-func abisAdapter(t *testing.T, b *activeMQ, dir, in, out, inFlight string) func() *exec.Cmd {
+// dir and broker b (the fixture extractor, plain HTTP allowed; extra
+// flags after the others, so that a later --broker wins), one journal for
+// every start; each process is killed at cleanup, and the adapters' log
+// shown if the test failed.
+func abisAdapter(t *testing.T, b *activeMQ, dir, in, out, inFlight string, extra ...string) func() *exec.Cmd {
 	work := t.TempDir()
 	pass := filepath.Join(work, "broker-password")
 	if err := os.WriteFile(pass, []byte(b.pass+"\n"), 0o600); err != nil {
@@ -433,8 +473,8 @@ func abisAdapter(t *testing.T, b *activeMQ, dir, in, out, inFlight string) func(
 		}
 	})
 	return func() *exec.Cmd {
-		c := exec.Command(idfaceBin, "abis", "--cluster", dir, "--broker", b.addr, "--user", b.user, "--password-file", pass,
-			"--inbound", in, "--outbound", out, "--journal", journal, "--fixture-extractor", "--allow-http", "--in-flight", inFlight)
+		c := exec.Command(idfaceBin, append([]string{"abis", "--cluster", dir, "--broker", b.addr, "--user", b.user, "--password-file", pass,
+			"--inbound", in, "--outbound", out, "--journal", journal, "--fixture-extractor", "--allow-http", "--in-flight", inFlight}, extra...)...)
 		c.Stdout, c.Stderr = &alog, &alog
 		if err := c.Start(); err != nil {
 			t.Fatal(err)
@@ -448,4 +488,48 @@ func mapsEqual(a, b map[string]any) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
 	return bytes.Equal(x, y)
+}
+
+// untrusting checks that an adapter reaching the broker over TLS without
+// trusting its certificate (the system's roots, not the test CA) refuses
+// the connection, saying it is the certificate, and goes on retrying.
+func untrusting(t *testing.T, dir string, b *activeMQ) {
+	t.Helper()
+	pass := filepath.Join(t.TempDir(), "broker-password")
+	if err := os.WriteFile(pass, []byte(b.pass+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := exec.Command(idfaceBin, "abis", "--cluster", dir, "--broker", b.tlsAddr, "--broker-tls", "--user", b.user, "--password-file", pass,
+		"--inbound", "/queue/untrusting-in", "--outbound", "/queue/untrusting-out", "--journal", filepath.Join(t.TempDir(), "j"), "--fixture-extractor")
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Stdout, c.Stderr = pw, pw
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	defer func() { c.Process.Kill(); c.Wait(); pr.Close() }()
+	seen := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		var lines []string
+		for sc.Scan() {
+			lines = append(lines, sc.Text())
+			if strings.Contains(sc.Text(), "over TLS") && strings.Contains(sc.Text(), "certificate") {
+				seen <- ""
+				return
+			}
+		}
+		seen <- strings.Join(lines, "\n")
+	}()
+	select {
+	case rest := <-seen:
+		if rest != "" {
+			t.Fatalf("an adapter that does not trust the broker's certificate exited without saying so:\n%s", rest)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("an adapter that does not trust the broker's certificate did not say so within 60 s")
+	}
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -47,6 +49,10 @@ func cmdABIS(args []string, stdout, stderr io.Writer) error {
 		"into fake ISO/IEC 19794-5 records: for tests and the demo, never faces.", stderr)
 	cf := addClientFlags(fs)
 	broker := fs.String("broker", "", "HOST:PORT of the broker's STOMP connector")
+	brokerTLS := fs.Bool("broker-tls", false, "reach the broker over TLS (ActiveMQ's stomp+ssl connector), verifying its certificate against the system's roots or --broker-ca")
+	brokerCA := fs.String("broker-ca", "", "with --broker-tls: a PEM file of the CA certificates to trust for the broker instead of the system's")
+	brokerCert := fs.String("broker-cert", "", "with --broker-tls: a PEM certificate to present to the broker (with --broker-key), where it asks for one")
+	brokerKey := fs.String("broker-key", "", "with --broker-tls: the PEM private key of --broker-cert")
 	user := fs.String("user", "", "broker user")
 	passFile := fs.String("password-file", "", "a file holding the broker password (one line)")
 	inbound := fs.String("inbound", "", "the queue MOSIP sends requests to (e.g. /queue/ctk-to-abis)")
@@ -76,6 +82,10 @@ func cmdABIS(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	btls, err := brokerTLSConfig(*brokerTLS, *brokerCA, *brokerCert, *brokerKey)
+	if err != nil {
+		return err
+	}
 	cfg, h, cl, err := cf.openHome()
 	if err != nil {
 		return err
@@ -99,10 +109,14 @@ func cmdABIS(args []string, stdout, stderr io.Writer) error {
 	}
 	f := &abis.Fetcher{Timeout: *fetchTimeout, MaxBytes: *maxCBEFF, AllowHTTP: *allowHTTP, TokenFile: *tokenFile}
 	a := abis.New(cl, j, f, x, o)
-	b := abis.Broker{Addr: *broker, User: *user, Password: pass, Inbound: *inbound, Outbound: *outbound, InFlight: *inFlight, Bytes: *bytesMsg}
+	b := abis.Broker{Addr: *broker, User: *user, Password: pass, Inbound: *inbound, Outbound: *outbound, InFlight: *inFlight, Bytes: *bytesMsg, TLS: btls}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	fmt.Fprintf(stdout, "idface abis: %s through %s, %s -> %s at %s\n", h.Self.Name, cl.Entry(), *inbound, *outbound, *broker)
+	over := "TCP"
+	if btls != nil {
+		over = "TLS"
+	}
+	fmt.Fprintf(stdout, "idface abis: %s through %s, %s -> %s at %s (%s)\n", h.Self.Name, cl.Entry(), *inbound, *outbound, *broker, over)
 	serveBroker(ctx, a, b, log)
 	return nil
 }
@@ -119,6 +133,39 @@ func abisExtractor(fixture bool, extractor string, timeout time.Duration) (abis.
 		return &abis.CommandExtractor{Argv: strings.Fields(extractor), Timeout: timeout}, nil
 	}
 	return nil, errors.New("give --extractor CMD (a face model; docs/ABIS.md), or --fixture-extractor for tests")
+}
+
+// brokerTLSConfig is the TLS configuration the --broker-* flags give (nil:
+// plain TCP).
+func brokerTLSConfig(on bool, caFile, certFile, keyFile string) (*tls.Config, error) {
+	if !on {
+		if caFile != "" || certFile != "" || keyFile != "" {
+			return nil, errors.New("--broker-ca, --broker-cert and --broker-key are for a TLS connection: add --broker-tls")
+		}
+		return nil, nil
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("--broker-ca: %w", err)
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--broker-ca %s: no PEM certificate in it", caFile)
+		}
+	}
+	if (certFile == "") != (keyFile == "") {
+		return nil, errors.New("--broker-cert and --broker-key go together: give both or neither")
+	}
+	if certFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--broker-cert/--broker-key: %w", err)
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, nil
 }
 
 // readPassword reads the broker password from the first line of path
