@@ -257,6 +257,58 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 	if o.Batch == 0 {
 		o.Batch = m.Batch(cfg, o.IDs, 8192)
 	}
+	cl, err := cluster.Client(cfg, "", "")
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	b := &benchRun{o: o, cfg: cfg, dep: dep, cl: cl, d: cfg.Dim(), res: newBenchResult(cfg, o),
+		// The servers' counters before and after each loop (a local,
+		// unsharded cluster: where the servers' metrics are this
+		// machine's loopback and one entry answers): where its time went.
+		where: o.Deploy == nil && cfg.Shards() == 1}
+	b.data = RandomTemplates(o.IDs+o.Queries, b.d, o.Seed)
+	res := b.res
+	if res.EnrollS, err = b.enroll(ctx); err != nil {
+		return nil, err
+	}
+	bytes, err := b.identifyLoop(ctx)
+	if err != nil {
+		return nil, err
+	}
+	_, res.FormulaBytes = IdentifyFormula(cfg, o.IDs)
+	res.ShareMB = m.Storage(cfg, o.IDs) / 1e6
+	res.RSSMBPerParty = b.rssPerParty()
+	if o.Clients > 1 {
+		if err := b.clientsLoop(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if o.Down != "" {
+		if err := benchDown(ctx, o, cfg, cl, res, b.probe); err != nil {
+			return nil, err
+		}
+	}
+
+	// The non-protected reference on the same templates.
+	if res.PlainFloatP50, err = FloatReference(b.d, b.data, o.IDs, o.Queries); err != nil {
+		return nil, err
+	}
+	if res.WireFloorMs, err = WireFloor(ctx, int(bytes), 7); err != nil {
+		return nil, err
+	}
+	if m.KernelPath && o.Deploy == nil && cfg.Shards() == 1 { // on loopback: a WAN run's wire is another
+		// The servers are idle now: each kernel alone, top-1 as above.
+		if res.Kernels, err = BlindKernelPath(ctx, cfg, o.IDs, 1, 5); err != nil {
+			return nil, err
+		}
+	}
+	res.Complete()
+	return res, nil
+}
+
+// newBenchResult is a result with what the cluster's configuration says.
+func newBenchResult(cfg *config.Params, o BenchOptions) *BenchResult {
 	res := &BenchResult{Mode: string(cfg.Mode()), Parties: cfg.Mu(), IDs: o.IDs, Alpha: cfg.Alpha(), Beta: cfg.Beta(), HideProbes: cfg.HideProbes(),
 		Servers: len(cluster.ServerNames(cfg)), HostCores: runtime.NumCPU(), Host: HostModel()}
 	if cfg.Shards() > 1 {
@@ -276,133 +328,132 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 	}); ok {
 		res.Scheme, res.GroupRows = hp.Name(), hp.GroupRows()
 	}
+	return res
+}
 
-	d := cfg.Dim()
-	data := RandomTemplates(o.IDs+o.Queries, d, o.Seed)
-	cl, err := cluster.Client(cfg, "", "")
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	// Two requests in flight per party (per shard when sharded): the next
-	// batch travels while the entry works on the current one (an entry,
-	// or each entry shard, still commits them one at a time), and the
-	// parties, each the origin of its own segment, commit beside each
-	// other (Spread).
+// benchRun is one size of RunClusterBench: its cluster, client and data.
+type benchRun struct {
+	o     BenchOptions
+	cfg   *config.Params
+	dep   *Deployment
+	cl    *client.Client
+	d     int
+	data  []float32 // o.IDs rows to enroll, then o.Queries probes
+	res   *BenchResult
+	where bool           // read the servers' counters around the loops
+	pids  map[string]int // the processes whose CPU is read
+}
+
+// probe is the q-th probe (modulo o.Queries).
+func (b *benchRun) probe(q int) []float32 {
+	q %= b.o.Queries
+	return b.data[(b.o.IDs+q)*b.d : (b.o.IDs+q+1)*b.d]
+}
+
+// enroll enrolls the rows and returns the seconds it took. Two requests
+// in flight per party (per shard when sharded): the next batch travels
+// while the entry works on the current one (an entry, or each entry
+// shard, still commits them one at a time), and the parties, each the
+// origin of its own segment, commit beside each other (Spread).
+func (b *benchRun) enroll(ctx context.Context) (float64, error) {
+	d := b.d
 	start := time.Now()
-	if _, err := cl.EnrollAll(ctx, o.IDs, func(i int) protocol.Item {
-		return protocol.Item{ID: "id-" + strconv.Itoa(i), Template: data[i*d : (i+1)*d]}
-	}, client.Bulk{Batch: o.Batch, InFlight: 2, Spread: true, Timeout: 10 * time.Minute, Progress: o.Progress}); err != nil {
-		return nil, fmt.Errorf("enrolling: %w", err)
+	if _, err := b.cl.EnrollAll(ctx, b.o.IDs, func(i int) protocol.Item {
+		return protocol.Item{ID: "id-" + strconv.Itoa(i), Template: b.data[i*d : (i+1)*d]}
+	}, client.Bulk{Batch: b.o.Batch, InFlight: 2, Spread: true, Timeout: 10 * time.Minute, Progress: b.o.Progress}); err != nil {
+		return 0, fmt.Errorf("enrolling: %w", err)
 	}
-	res.EnrollS = time.Since(start).Seconds()
+	return time.Since(start).Seconds(), nil
+}
 
-	// The servers' counters just before and after the loop (a local,
-	// unsharded cluster: where the servers' metrics are this machine's
-	// loopback and one entry answers): where its time went (Where).
-	where := o.Deploy == nil && cfg.Shards() == 1
+// identifyLoop runs the probes one at a time, sets the latencies and
+// where their time went, and returns the bytes of the last identify.
+func (b *benchRun) identifyLoop(ctx context.Context) (uint64, error) {
 	var before Scrape
-	pids := map[string]int{ClientProcess: os.Getpid()}
 	var schedBefore map[string]Sched
-	if where {
-		if before, err = ScrapeCluster(ctx, cfg); err != nil {
-			return nil, err
+	var err error
+	b.pids = map[string]int{ClientProcess: os.Getpid()}
+	if b.where {
+		if before, err = ScrapeCluster(ctx, b.cfg); err != nil {
+			return 0, err
 		}
-		for _, s := range cfg.Servers() {
-			pids[s.Name] = dep.Pid(s.Name)
+		for _, s := range b.cfg.Servers() {
+			b.pids[s.Name] = b.dep.Pid(s.Name)
 		}
-		schedBefore = ReadScheds(pids)
+		schedBefore = ReadScheds(b.pids)
 	}
-	entry := cl.Entry()
+	entry := b.cl.Entry()
 	var lat []float64
 	var bytes uint64
-	for q := range o.Queries {
-		x := data[(o.IDs+q)*d : (o.IDs+q+1)*d]
+	for q := range b.o.Queries {
 		t0 := time.Now()
-		r, err := cl.Identify(ctx, x, 1)
+		r, err := b.cl.Identify(ctx, b.probe(q), 1)
 		if err != nil {
-			return nil, fmt.Errorf("identifying: %w", err)
+			return 0, fmt.Errorf("identifying: %w", err)
 		}
 		lat = append(lat, Millis(time.Since(t0)))
 		bytes = r.BytesTotal
 	}
-	if where && cl.Entry() == entry { // an entry that changed midway: no one entry's counters
-		sched := SchedDelta(schedBefore, ReadScheds(pids))
-		after, err := scrapeSettled(ctx, cfg, before, entry, len(lat))
+	if b.where && b.cl.Entry() == entry { // an entry that changed midway: no one entry's counters
+		sched := SchedDelta(schedBefore, ReadScheds(b.pids))
+		after, err := scrapeSettled(ctx, b.cfg, before, entry, len(lat))
 		if err != nil {
-			return nil, err
+			return 0, err
 		}
 		sum := 0.0
 		for _, l := range lat {
 			sum += l
 		}
-		res.Where = WhereFrom(before, after, sched, entry, cfg.DeciderName(), len(lat), sum/float64(len(lat)))
+		b.res.Where = WhereFrom(before, after, sched, entry, b.cfg.DeciderName(), len(lat), sum/float64(len(lat)))
 	}
-	res.SetLatencies(lat)
-	res.BytesPerIdent = float64(bytes)
-	_, res.FormulaBytes = IdentifyFormula(cfg, o.IDs)
-	res.ShareMB = m.Storage(cfg, o.IDs) / 1e6
-	for _, p := range cfg.Parties() {
-		rss := 0.0 // a sharded party's processes together
-		for _, name := range cluster.ServerNames(cfg) {
+	b.res.SetLatencies(lat)
+	b.res.BytesPerIdent = float64(bytes)
+	return bytes, nil
+}
+
+// rssPerParty is the largest resident memory of a party (a sharded
+// party's processes together), in MB.
+func (b *benchRun) rssPerParty() float64 {
+	most := 0.0
+	for _, p := range b.cfg.Parties() {
+		rss := 0.0
+		for _, name := range cluster.ServerNames(b.cfg) {
 			if config.MemberOf(name) == p.Name {
-				if pid := dep.Pid(name); pid > 0 {
+				if pid := b.dep.Pid(name); pid > 0 {
 					rss += RSSMB(pid)
 				}
 			}
 		}
-		res.RSSMBPerParty = max(res.RSSMBPerParty, rss)
+		most = max(most, rss)
 	}
+	return most
+}
 
-	if o.Clients > 1 {
-		var before Scrape
-		var schedBefore map[string]Sched
-		if where {
-			if before, err = ScrapeCluster(ctx, cfg); err != nil {
-				return nil, err
-			}
-			schedBefore = ReadScheds(pids)
+// clientsLoop runs o.Clients clients at once, o.Queries identifies
+// each, and sets the rate and what the servers did under them.
+func (b *benchRun) clientsLoop(ctx context.Context) error {
+	var before Scrape
+	var schedBefore map[string]Sched
+	var err error
+	if b.where {
+		if before, err = ScrapeCluster(ctx, b.cfg); err != nil {
+			return err
 		}
-		if res.IdentifyPerS, err = concurrentRate(ctx, cfg, o.Clients, o.Queries, func(q int) []float32 {
-			q %= o.Queries
-			return data[(o.IDs+q)*d : (o.IDs+q+1)*d]
-		}, ""); err != nil {
-			return nil, err
+		schedBefore = ReadScheds(b.pids)
+	}
+	if b.res.IdentifyPerS, err = concurrentRate(ctx, b.cfg, b.o.Clients, b.o.Queries, b.probe, ""); err != nil {
+		return err
+	}
+	b.res.Clients = b.o.Clients
+	if b.where {
+		sched := SchedDelta(schedBefore, ReadScheds(b.pids))
+		after, err := ScrapeCluster(ctx, b.cfg)
+		if err != nil {
+			return err
 		}
-		res.Clients = o.Clients
-		if where {
-			sched := SchedDelta(schedBefore, ReadScheds(pids))
-			after, err := ScrapeCluster(ctx, cfg)
-			if err != nil {
-				return nil, err
-			}
-			res.Loaded = LoadedFrom(before, after, sched, cfg.DeciderName(), o.Clients*o.Queries)
-		}
+		b.res.Loaded = LoadedFrom(before, after, sched, b.cfg.DeciderName(), b.o.Clients*b.o.Queries)
 	}
-	if o.Down != "" {
-		if err := benchDown(ctx, o, cfg, cl, res, func(q int) []float32 {
-			q %= o.Queries
-			return data[(o.IDs+q)*d : (o.IDs+q+1)*d]
-		}); err != nil {
-			return nil, err
-		}
-	}
-
-	// The non-protected reference on the same templates.
-	if res.PlainFloatP50, err = FloatReference(d, data, o.IDs, o.Queries); err != nil {
-		return nil, err
-	}
-	if res.WireFloorMs, err = WireFloor(ctx, int(bytes), 7); err != nil {
-		return nil, err
-	}
-	if m.KernelPath && o.Deploy == nil && cfg.Shards() == 1 { // on loopback: a WAN run's wire is another
-		// The servers are idle now: each kernel alone, top-1 as above.
-		if res.Kernels, err = BlindKernelPath(ctx, cfg, o.IDs, 1, 5); err != nil {
-			return nil, err
-		}
-	}
-	res.Complete()
-	return res, nil
+	return nil
 }
 
 // benchDown kills server o.Down of a local cluster and measures again:
