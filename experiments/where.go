@@ -315,52 +315,25 @@ func WhereFrom(before, after Scrape, sched map[string]Sched, entry, decider stri
 	if prefix == "" {
 		return nil
 	}
+	g := growth{before, after, n}
 	w := &Where{Identifies: n, Entry: entry, ClientMs: clientMs}
-	// delta is a series' growth at server over the loop; ok false where
-	// the last scrape lacks it. A series the first lacks started during
-	// the loop from 0: a labelled child of a counter or histogram (a
-	// request's op) exists from its first count on.
-	delta := func(server, series string) (float64, bool) {
-		a, ok := after[server][series]
-		return a - before[server][series], ok
-	}
-	perIdentify := func(server, series string) *float64 {
-		if d, ok := delta(server, series); ok {
-			return ptr(1000 * d / float64(n))
-		}
-		return nil
-	}
-	perRequest := func(server, sum, count string) (*float64, float64) {
-		s, oks := delta(server, sum)
-		c, okc := delta(server, count)
-		if !oks || !okc || c <= 0 {
-			return nil, 0
-		}
-		return ptr(1000 * s / c), c
-	}
 	var entryCount float64
-	w.EntryMs, entryCount = perRequest(entry, identifySum, identifyCount)
+	w.EntryMs, entryCount = g.perRequest(entry, identifySum, identifyCount)
 	if entryCount != float64(n) { // another server answered some: not this loop's entry alone
 		w.EntryMs = nil
 	}
 	if w.EntryMs != nil {
 		w.ClientSideMs = ptr(clientMs - *w.EntryMs)
 	}
-	w.EntryScoreMs = perIdentify(entry, prefix+"score_seconds_total")
-	w.EntryPermuteMs = perIdentify(entry, prefix+"permute_seconds_total")
-	w.DeciderWaitMs = perIdentify(entry, prefix+"decider_wait_seconds_total")
+	w.EntryScoreMs = g.perIdentify(entry, prefix+"score_seconds_total")
+	w.EntryPermuteMs = g.perIdentify(entry, prefix+"permute_seconds_total")
+	w.DeciderWaitMs = g.perIdentify(entry, prefix+"decider_wait_seconds_total")
 	if w.EntryMs != nil && w.EntryScoreMs != nil && w.EntryPermuteMs != nil && w.DeciderWaitMs != nil {
 		w.EntryOtherMs = ptr(*w.EntryMs - *w.EntryScoreMs - *w.EntryPermuteMs - *w.DeciderWaitMs)
 	}
-	for _, pair := range [][2]string{{"passes_total", "passed_total"}, {"scans_total", "scanned_total"}} {
-		passes, ok1 := delta(entry, prefix+pair[0])
-		queries, ok2 := delta(entry, prefix+pair[1])
-		if ok1 && ok2 && passes > 0 {
-			w.QueriesPerPass = ptr(queries / passes)
-			break
-		}
+	if passes, queries := passesOf(before, after, entry, prefix); passes > 0 {
+		w.QueriesPerPass = ptr(queries / passes)
 	}
-
 	// The helpers: the other servers that count the same kernels.
 	var helpers []string
 	for name, page := range after {
@@ -368,29 +341,109 @@ func WhereFrom(before, after Scrape, sched map[string]Sched, entry, decider stri
 			helpers = append(helpers, name)
 		}
 	}
-	mean := func(f func(h string) *float64) *float64 {
-		if len(helpers) == 0 {
+	w.helpers(g, helpers, prefix)
+	w.cpu(sched, n, helpers, entry, decider)
+	return w
+}
+
+// growth is the servers' counters over a loop of n identifies.
+type growth struct {
+	before, after Scrape
+	n             int
+}
+
+// delta is a series' growth at server over the loop; ok false where the
+// last scrape lacks it. A series the first lacks started during the loop
+// from 0: a labelled child of a counter or histogram (a request's op)
+// exists from its first count on.
+func (g growth) delta(server, series string) (float64, bool) {
+	a, ok := g.after[server][series]
+	return a - g.before[server][series], ok
+}
+
+// perIdentify is a series' growth in milliseconds per identify.
+func (g growth) perIdentify(server, series string) *float64 {
+	if d, ok := g.delta(server, series); ok {
+		return ptr(1000 * d / float64(g.n))
+	}
+	return nil
+}
+
+// perRequest is a histogram's mean in milliseconds over the loop, and
+// its count.
+func (g growth) perRequest(server, sum, count string) (*float64, float64) {
+	s, oks := g.delta(server, sum)
+	c, okc := g.delta(server, count)
+	if !oks || !okc || c <= 0 {
+		return nil, 0
+	}
+	return ptr(1000 * s / c), c
+}
+
+// passPairs are the counters of passes over a holder's shares and of the
+// queries they held: checked passes, and hidden-probe scans (a
+// replicated holder counts both; a run moves one of them).
+var passPairs = [][2]string{{"passes_total", "passed_total"}, {"scans_total", "scanned_total"}}
+
+// passesOf is server's passes over its shares during the run and the
+// queries they held, from the first pair of counters that moved.
+func passesOf(before, after Scrape, server, prefix string) (passes, queries float64) {
+	for _, pair := range passPairs {
+		if d := after[server][prefix+pair[0]] - before[server][prefix+pair[0]]; d > 0 {
+			return d, after[server][prefix+pair[1]] - before[server][prefix+pair[1]]
+		}
+	}
+	return 0, 0
+}
+
+// meanOver is the mean of f over names; nil if names is empty or f is
+// nil for any.
+func meanOver(names []string, f func(string) *float64) *float64 {
+	if len(names) == 0 {
+		return nil
+	}
+	sum := 0.0
+	for _, h := range names {
+		v := f(h)
+		if v == nil {
 			return nil
 		}
-		sum := 0.0
-		for _, h := range helpers {
-			v := f(h)
-			if v == nil {
-				return nil
-			}
-			sum += *v
-		}
-		return ptr(sum / float64(len(helpers)))
+		sum += *v
 	}
-	w.HelperScoreMs = mean(func(h string) *float64 { return perIdentify(h, prefix+"score_seconds_total") })
-	w.HelperPermuteMs = mean(func(h string) *float64 { return perIdentify(h, prefix+"permute_seconds_total") })
-	w.HelperQueryMs = mean(func(h string) *float64 {
-		ms, count := perRequest(h, querySum, queryCount)
-		if count != float64(n) {
+	return ptr(sum / float64(len(names)))
+}
+
+// helpers sets the helpers' means, and how much of the decider wait their
+// kernels beyond the entry's explain.
+func (w *Where) helpers(g growth, helpers []string, prefix string) {
+	w.HelperScoreMs = meanOver(helpers, func(h string) *float64 { return g.perIdentify(h, prefix+"score_seconds_total") })
+	w.HelperPermuteMs = meanOver(helpers, func(h string) *float64 { return g.perIdentify(h, prefix+"permute_seconds_total") })
+	w.HelperQueryMs = meanOver(helpers, func(h string) *float64 {
+		ms, count := g.perRequest(h, querySum, queryCount)
+		if count != float64(g.n) {
 			return nil
 		}
 		return ms
 	})
+	if w.DeciderWaitMs == nil || w.EntryScoreMs == nil || w.EntryPermuteMs == nil || len(helpers) == 0 {
+		return
+	}
+	slowest := math.Inf(-1)
+	for _, h := range helpers {
+		s, p := g.perIdentify(h, prefix+"score_seconds_total"), g.perIdentify(h, prefix+"permute_seconds_total")
+		if s == nil || p == nil {
+			return
+		}
+		slowest = max(slowest, *s+*p)
+	}
+	beyond := max(0, slowest-*w.EntryScoreMs-*w.EntryPermuteMs)
+	w.HelpersBeyondEntryMs = ptr(beyond)
+	w.DeciderWaitRestMs = ptr(*w.DeciderWaitMs - beyond)
+}
+
+// cpu sets each process's time on a core and waiting for one, per
+// identify, from schedstat.
+func (w *Where) cpu(sched map[string]Sched, n int, helpers []string, entry, decider string) {
 	cpu := func(name string) *float64 {
 		if s, ok := sched[name]; ok {
 			return ptr(Millis(s.CPU) / float64(n))
@@ -403,29 +456,12 @@ func WhereFrom(before, after Scrape, sched map[string]Sched, entry, decider stri
 		}
 		return nil
 	}
-	w.HelperCPUMs, w.HelperRunQueueMs = mean(cpu), mean(runq)
+	w.HelperCPUMs, w.HelperRunQueueMs = meanOver(helpers, cpu), meanOver(helpers, runq)
 	w.ClientCPUMs, w.ClientRunQueueMs = cpu(ClientProcess), runq(ClientProcess)
 	w.EntryCPUMs, w.EntryRunQueueMs = cpu(entry), runq(entry)
 	if decider != "" {
 		w.DeciderCPUMs, w.DeciderRunQueueMs = cpu(decider), runq(decider)
 	}
-	if w.DeciderWaitMs != nil && w.EntryScoreMs != nil && w.EntryPermuteMs != nil && len(helpers) > 0 {
-		slowest, ok := math.Inf(-1), true
-		for _, h := range helpers {
-			s, p := perIdentify(h, prefix+"score_seconds_total"), perIdentify(h, prefix+"permute_seconds_total")
-			if s == nil || p == nil {
-				ok = false
-				break
-			}
-			slowest = max(slowest, *s+*p)
-		}
-		if ok {
-			beyond := max(0, slowest-*w.EntryScoreMs-*w.EntryPermuteMs)
-			w.HelpersBeyondEntryMs = ptr(beyond)
-			w.DeciderWaitRestMs = ptr(*w.DeciderWaitMs - beyond)
-		}
-	}
-	return w
 }
 
 func ptr(v float64) *float64 { return &v }
@@ -472,22 +508,13 @@ func LoadedFrom(before, after Scrape, sched map[string]Sched, decider string, n 
 	delta := func(server, series string) float64 { return after[server][series] - before[server][series] }
 	if len(holders) > 0 {
 		var passes, queries, score, permute float64
-		counted := false
 		for _, h := range holders {
-			for _, pair := range [][2]string{{"passes_total", "passed_total"}, {"scans_total", "scanned_total"}} {
-				// A replicated holder counts both (checked passes and
-				// hidden-probe scans); the run moved one of them.
-				if d := delta(h, prefix+pair[0]); d > 0 {
-					passes += d
-					queries += delta(h, prefix+pair[1])
-					counted = true
-					break
-				}
-			}
+			p, q := passesOf(before, after, h, prefix)
+			passes, queries = passes+p, queries+q
 			score += delta(h, prefix+"score_seconds_total")
 			permute += delta(h, prefix+"permute_seconds_total")
 		}
-		if counted && passes > 0 {
+		if passes > 0 {
 			l.QueriesPerPass = ptr(queries / passes)
 		}
 		hs := float64(len(holders))
