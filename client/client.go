@@ -296,6 +296,9 @@ func (c *Client) Identify(ctx context.Context, tmpl []float32, k int) (*protocol
 		return nil, err
 	}
 	entry := c.Entry()
+	if c.p.Spec().Outage {
+		entry = c.reachable(ctx, entry)
+	}
 	resp, err := c.call(ctx, entry, m, protocol.TIdentifyOK)
 	if c.p.Spec().Outage {
 		from := c.p.PartyIndex(entry)
@@ -315,6 +318,84 @@ func (c *Client) Identify(ctx context.Context, tmpl []float32, k int) (*protocol
 		return nil, err
 	}
 	return resp.(*protocol.IdentifyOK), nil
+}
+
+// raceAfter is how long a client waits for its entry's handshake before
+// it also tries the other parties (a mode that answers with a party
+// down): an entry that is down shows only as a handshake timeout (3 s),
+// which a new client (a gate restarted during an outage) would otherwise
+// wait out on its first identify. A live entry's handshake takes about
+// one round trip: on a link whose round trip is longer, the other
+// parties are connected to as well, and nothing is sent to them.
+const raceAfter = 250 * time.Millisecond
+
+// Reach makes the entry a party this client reaches, in a mode that
+// answers with a party down (as Identify does before it sends), and
+// returns it; in other modes the entry as it is.
+func (c *Client) Reach(ctx context.Context) string {
+	if !c.p.Spec().Outage {
+		return c.Entry()
+	}
+	return c.reachable(ctx, c.Entry())
+}
+
+// reachable returns the entry to send an identify to: entry when it is
+// connected, or connects within raceAfter; else the first party (entry
+// included) to connect, which becomes the entry. Only handshakes race:
+// the probe goes to one party. Where none connects, entry (whose call
+// then fails, and the parties are tried in turn as before).
+func (c *Client) reachable(ctx context.Context, entry string) string {
+	cn, ok := c.d.(network.Connector)
+	if !ok || c.p.Mu() < 2 {
+		return entry
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel() // the handshakes still running are given up (their connections are not kept)
+	won := make(chan string, c.p.Mu())
+	failed := make(chan struct{}, c.p.Mu())
+	try := func(name string) {
+		go func() {
+			if cn.Connect(rctx, name) == nil {
+				won <- name
+			} else {
+				failed <- struct{}{}
+			}
+		}()
+	}
+	try(entry)
+	timer := time.NewTimer(raceAfter)
+	defer timer.Stop()
+	tried, done, raced := 1, 0, false
+	race := func() { // the entry is slow or failed: try the others too
+		if raced {
+			return
+		}
+		raced = true
+		from := c.p.PartyIndex(entry)
+		for i := 1; i < c.p.Mu(); i++ {
+			try(c.p.Party((from + i) % c.p.Mu()).Name)
+		}
+		tried = c.p.Mu()
+	}
+	for done < tried {
+		select {
+		case name := <-won:
+			if name != entry {
+				c.mu.Lock()
+				c.entry = name
+				c.mu.Unlock()
+			}
+			return name
+		case <-failed:
+			done++
+			race()
+		case <-timer.C:
+			race()
+		case <-ctx.Done():
+			return entry
+		}
+	}
+	return entry
 }
 
 // unreached reports whether err is a failure to reach a server, not its

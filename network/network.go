@@ -80,6 +80,13 @@ type Dialer interface {
 	Close() error
 }
 
+// Connector is a Dialer that can also connect to a server without opening
+// a stream (a handshake, kept for the next Open): a client learns which
+// servers it reaches without sending them anything.
+type Connector interface {
+	Connect(ctx context.Context, to string) error
+}
+
 // Handler serves one request stream from an authenticated peer.
 type Handler func(ctx context.Context, s *Stream)
 

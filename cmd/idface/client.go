@@ -218,12 +218,14 @@ func identifyFlags(args []string, stderr io.Writer) (*identifyOptions, error) {
 }
 
 // entryRows asks the entry for its health before any output (an
-// unreachable entry is the run's error), warns of an empty database and
+// unreachable entry is the run's error, unless the mode answers with a
+// party down and another is reached: it becomes the entry), warns of an empty database and
 // of more ids than the threshold was calibrated for, and returns the live
 // rows an operator is told (-1 for a device, which is told no count).
 func entryRows(cl *client.Client, cfg *config.Params, operator bool, timeout time.Duration, stderr io.Writer) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	cl.Reach(ctx) // with a party down (a mode that answers so), another entry
 	h, err := cl.Health(ctx, cl.Entry())
 	if err != nil {
 		return -1, err

@@ -382,16 +382,9 @@ func NewDialer(cert tls.Certificate, dir Directory, version int) *Dialer {
 // Open opens a new request stream to the named server, which must present
 // the certificate pinned for it.
 func (d *Dialer) Open(ctx context.Context, name string) (*network.Stream, error) {
-	if d.version <= 0 {
-		return nil, fmt.Errorf("quicnet: no wire version (NewDialer's version)")
-	}
-	addr, pins, ok := d.dir(name)
-	if !ok || len(pins) == 0 {
-		return nil, fmt.Errorf("quicnet: no server %q in the configuration", name)
-	}
-	key := name + "|" + addr + "|" + strings.Join(pins, ",")
-	if network.IsBulk(ctx) {
-		key += "|bulk"
+	key, addr, pins, err := d.target(ctx, name)
+	if err != nil {
+		return nil, err
 	}
 	for attempt := 0; ; attempt++ {
 		conn, err := d.conn(ctx, key, name, addr, pins)
@@ -414,6 +407,33 @@ func (d *Dialer) Open(ctx context.Context, name string) (*network.Stream, error)
 			return nil, fmt.Errorf("quicnet: opening a stream to %s (%s): %w", name, addr, err)
 		}
 	}
+}
+
+// target is where name is, and the key of its connection.
+func (d *Dialer) target(ctx context.Context, name string) (key, addr string, pins []string, err error) {
+	if d.version <= 0 {
+		return "", "", nil, fmt.Errorf("quicnet: no wire version (NewDialer's version)")
+	}
+	addr, pins, ok := d.dir(name)
+	if !ok || len(pins) == 0 {
+		return "", "", nil, fmt.Errorf("quicnet: no server %q in the configuration", name)
+	}
+	key = name + "|" + addr + "|" + strings.Join(pins, ",")
+	if network.IsBulk(ctx) {
+		key += "|bulk"
+	}
+	return key, addr, pins, nil
+}
+
+// Connect makes (or finds) the connection to name that Open would use,
+// opening no stream (network.Connector).
+func (d *Dialer) Connect(ctx context.Context, name string) error {
+	key, addr, pins, err := d.target(ctx, name)
+	if err != nil {
+		return err
+	}
+	_, err = d.conn(ctx, key, name, addr, pins)
+	return err
 }
 
 func (d *Dialer) conn(ctx context.Context, key, name, addr string, pins []string) (*quic.Conn, error) {
