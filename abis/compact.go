@@ -29,7 +29,7 @@ func compactPath(path string) string { return path + ".compact" }
 // keepAnswers answers (their lines as written), the changes begun and not
 // answered, and one line per referenceId with its state now, in that
 // order (a kept answer to an insert would otherwise undo a later
-// deletion). The new file is written and synced beside the old one, then
+// deletion), then a marker line. The new file is written and synced beside the old one, then
 // renamed over it, and the directory synced: a crash at any point leaves
 // one whole journal, the old or the new. Appends wait meanwhile.
 func (j *Journal) compact() error {
@@ -37,10 +37,14 @@ func (j *Journal) compact() error {
 	defer j.syncMu.Unlock()
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.size < j.compactAt {
+	if j.size < j.compactAt || j.failed != nil {
 		return nil // another append compacted it meanwhile
 	}
 	tmp := compactPath(j.path)
+	// Whatever happens now, the next try waits until the journal has
+	// doubled: a compaction that fails (a full disk) is not retried at
+	// every append, each a rewrite under the locks.
+	j.compactAt = max(compactMin, 2*j.size)
 	nf, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fmt.Errorf("abis: journal: compacting: %w", err)
@@ -60,19 +64,22 @@ func (j *Journal) compact() error {
 	if err := os.Rename(tmp, j.path); err != nil {
 		return fail(err)
 	}
-	if err := store.SyncDir(filepath.Dir(j.path)); err != nil {
-		nf.Close()
-		return fmt.Errorf("abis: journal: compacting %s: %w", j.path, err)
-	}
+	// The new file is the journal now (the old one is unlinked): appends
+	// go to it. The referenceIds and the changes begun are as before; the
+	// answers kept are at their new offsets (writing them was cheaper
+	// than a replay: a reopen replays the new file).
 	old := j.f
 	j.f = nf
 	old.Close()
-	// The referenceIds and the changes begun are as before; the answers
-	// kept are at their new offsets (writing them was cheaper than a
-	// replay: a reopen replays the new file).
 	j.answered, j.size = answered, size
 	j.synced = j.size
 	j.compactAt = max(compactMin, 4*j.size)
+	if err := store.SyncDir(filepath.Dir(j.path)); err != nil {
+		// The rename may not survive a crash: what is appended from now
+		// on could be lost with the new file. Fail the journal.
+		j.failLocked(err)
+		return j.failed
+	}
 	return nil
 }
 
@@ -126,9 +133,19 @@ func (j *Journal) writeCompacted(f *os.File) (map[string][2]int64, int64, error)
 	}
 	for _, ref := range sortedKeys(j.refs) {
 		r := j.refs[ref]
+		if ref == "" { // never made (a request without a referenceId is refused), and no ref line can hold it
+			continue
+		}
 		if err := entryLine(entry{T: "ref", Ref: ref, URL: r.URL, Deleted: r.Deleted}); err != nil {
 			return nil, 0, err
 		}
+	}
+	// A last line that a build before compaction reads as intact: the
+	// ref lines before it are then damage followed by more, and that
+	// build refuses the journal instead of cutting a last ref line as
+	// torn (found by review).
+	if err := entryLine(entry{T: "compacted", Req: "-"}); err != nil {
+		return nil, 0, err
 	}
 	return answered, size, w.Flush()
 }

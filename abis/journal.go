@@ -46,6 +46,14 @@ type Journal struct {
 	refs     map[string]*Ref
 	// compactAt is the size at which the journal is compacted next.
 	compactAt int64
+	// failed is set once a write or an fsync failed: what is in memory
+	// may then be ahead of the disk (and a later fsync may report
+	// success for pages the kernel dropped), so nothing more is written
+	// or answered from it until a restart replays the file.
+	failed error
+	// Warn, when set, is told of a compaction that failed (the journal
+	// goes on growing and tries again once it has doubled).
+	Warn func(msg string, args ...any)
 }
 
 // Ref is what the journal knows of a referenceId.
@@ -174,6 +182,8 @@ func parseLine(line []byte) (entry, bool) {
 		return e, e.Req != ""
 	case "ref":
 		return e, e.Ref != ""
+	case "compacted": // the last line of a compaction (compact.go)
+		return e, e.Req != ""
 	}
 	return e, false
 }
@@ -211,43 +221,75 @@ func (j *Journal) append(e entry) error {
 	}
 	line := appendLine(make([]byte, 0, len(body)+10), body)
 	j.mu.Lock()
+	if j.failed != nil {
+		j.mu.Unlock()
+		return j.failed
+	}
 	off := j.size
 	if _, err := j.f.Write(line); err != nil {
+		j.failLocked(err)
 		j.mu.Unlock()
-		return fmt.Errorf("abis: journal: %w", err)
+		return j.failed
 	}
 	j.size += int64(len(line))
 	// Applied with the write, under the same lock: a compaction (which
 	// takes it) then never misses a line written before it, and offsets
-	// always refer to the file they were written to. Nothing acts on it
-	// before the sync below returns.
+	// always refer to the file they were written to. A reader may see it
+	// before the sync below returns; a sync that fails fails the journal
+	// (failed), so nothing is answered from what may not be on disk.
 	j.apply(e, off+9, int64(len(body)))
 	end := j.size
 	due := j.size >= j.compactAt
 	j.mu.Unlock()
 	if err := j.syncTo(end); err != nil {
-		return fmt.Errorf("abis: journal: %w", err)
+		return err
 	}
 	if due {
-		return j.compact()
+		// Maintenance: this line is durable whatever becomes of it. A
+		// failed compaction (a full disk, say) is said and tried again
+		// once the journal has doubled, not at every append.
+		if err := j.compact(); err != nil && j.Warn != nil {
+			j.Warn("abis: the journal could not be compacted; it goes on growing", "journal", j.path, "err", err)
+		}
 	}
-	return nil
+	return j.failedErr()
+}
+
+// failLocked records the journal's failure (the caller holds mu).
+func (j *Journal) failLocked(err error) {
+	if j.failed == nil {
+		j.failed = fmt.Errorf("abis: journal %s failed (%w): restart the adapter; it replays the journal from disk", j.path, err)
+	}
+}
+
+// failedErr is the journal's failure, if any.
+func (j *Journal) failedErr() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.failed
 }
 
 // syncTo returns once the file is durable up to end: one fsync covers
 // every line written before it, so requests served beside each other
-// share them (a group commit).
+// share them (a group commit). A failed fsync fails the journal.
 func (j *Journal) syncTo(end int64) error {
 	j.syncMu.Lock()
 	defer j.syncMu.Unlock()
+	j.mu.Lock()
+	if j.failed != nil {
+		j.mu.Unlock()
+		return j.failed
+	}
+	target := j.size
+	j.mu.Unlock()
 	if j.synced >= end {
 		return nil
 	}
-	j.mu.Lock()
-	target := j.size
-	j.mu.Unlock()
 	if err := j.f.Sync(); err != nil {
-		return err
+		j.mu.Lock()
+		j.failLocked(err)
+		j.mu.Unlock()
+		return j.failedErr()
 	}
 	j.synced = target
 	return nil
@@ -281,6 +323,9 @@ func (j *Journal) Done(q *Request, ok bool, resp []byte) error {
 func (j *Journal) Answered(requestID string) ([]byte, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if j.failed != nil {
+		return nil, j.failed
+	}
 	at, ok := j.answered[requestID]
 	if !ok {
 		return nil, nil

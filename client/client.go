@@ -297,7 +297,9 @@ func (c *Client) Identify(ctx context.Context, tmpl []float32, k int) (*protocol
 	}
 	entry := c.Entry()
 	if c.p.Spec().Outage {
-		entry = c.reachable(ctx, entry)
+		if entry, err = c.reachable(ctx, entry); err != nil {
+			return nil, err
+		}
 	}
 	resp, err := c.call(ctx, entry, m, protocol.TIdentifyOK)
 	if c.p.Spec().Outage {
@@ -324,10 +326,10 @@ func (c *Client) Identify(ctx context.Context, tmpl []float32, k int) (*protocol
 // it also tries the other parties (a mode that answers with a party
 // down): an entry that is down shows only as a handshake timeout (3 s),
 // which a new client (a gate restarted during an outage) would otherwise
-// wait out on its first identify. A live entry's handshake takes about
-// one round trip: on a link whose round trip is longer, the other
-// parties are connected to as well, and nothing is sent to them.
-const raceAfter = 250 * time.Millisecond
+// wait out on its first identify. A live entry's handshake takes a round
+// trip or two; on a link slower than that, another party that answers
+// first becomes the entry (any party serves as one in these modes).
+const raceAfter = time.Second
 
 // Reach makes the entry a party this client reaches, in a mode that
 // answers with a party down (as Identify does before it sends), and
@@ -336,29 +338,30 @@ func (c *Client) Reach(ctx context.Context) string {
 	if !c.p.Spec().Outage {
 		return c.Entry()
 	}
-	return c.reachable(ctx, c.Entry())
+	entry, _ := c.reachable(ctx, c.Entry()) // none reached: the caller's request says why
+	return entry
 }
 
 // reachable returns the entry to send an identify to: entry when it is
 // connected, or connects within raceAfter; else the first party (entry
 // included) to connect, which becomes the entry. Only handshakes race:
-// the probe goes to one party. Where none connects, entry (whose call
-// then fails, and the parties are tried in turn as before).
-func (c *Client) reachable(ctx context.Context, entry string) string {
+// the probe goes to one party. Where no party connects, an error naming
+// the last failure (before, each party's handshake timed out in turn).
+func (c *Client) reachable(ctx context.Context, entry string) (string, error) {
 	cn, ok := c.d.(network.Connector)
 	if !ok || c.p.Mu() < 2 {
-		return entry
+		return entry, nil
 	}
 	rctx, cancel := context.WithCancel(ctx)
-	defer cancel() // the handshakes still running are given up (their connections are not kept)
+	defer cancel() // the handshakes still running are given up
 	won := make(chan string, c.p.Mu())
-	failed := make(chan struct{}, c.p.Mu())
+	failed := make(chan error, c.p.Mu())
 	try := func(name string) {
 		go func() {
-			if cn.Connect(rctx, name) == nil {
-				won <- name
+			if err := cn.Connect(rctx, name); err != nil {
+				failed <- err
 			} else {
-				failed <- struct{}{}
+				won <- name
 			}
 		}()
 	}
@@ -377,6 +380,7 @@ func (c *Client) reachable(ctx context.Context, entry string) string {
 		}
 		tried = c.p.Mu()
 	}
+	var last error
 	for done < tried {
 		select {
 		case name := <-won:
@@ -385,17 +389,17 @@ func (c *Client) reachable(ctx context.Context, entry string) string {
 				c.entry = name
 				c.mu.Unlock()
 			}
-			return name
-		case <-failed:
+			return name, nil
+		case last = <-failed:
 			done++
 			race()
 		case <-timer.C:
 			race()
 		case <-ctx.Done():
-			return entry
+			return entry, nil // the call says the context ended
 		}
 	}
-	return entry
+	return entry, fmt.Errorf("no party of the cluster could be reached (%d tried): %w", tried, last)
 }
 
 // unreached reports whether err is a failure to reach a server, not its

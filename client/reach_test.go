@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -89,5 +90,32 @@ func TestEntryRace(t *testing.T) {
 	}
 	if len(d.cancelled) != 1 {
 		t.Fatalf("p1's handshake given up %d times, want once (the race ended it)", len(d.cancelled))
+	}
+}
+
+// downDialer reaches no party.
+type downDialer struct{ raceDialer }
+
+func (d *downDialer) Connect(context.Context, string) error { return errors.New("handshake timed out") }
+
+// TestNoEntryReached: with every party's handshake failing, an identify
+// fails at once, saying so, and sends nothing (before, each party's
+// handshake was timed out again in turn, 3 s each).
+func TestNoEntryReached(t *testing.T) {
+	p, err := config.New(inproc.Literal(config.Literal{Mode: replicated.Mode, Dim: 64}, 3), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &downDialer{}
+	cl, err := client.New(p, d, "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = cl.Identify(context.Background(), inproc.Templates(1, 64, 4)[0], 1)
+	if err == nil || !strings.Contains(err.Error(), "no party of the cluster could be reached (3 tried)") {
+		t.Fatalf("identify with no party reachable: %v", err)
+	}
+	if len(d.opened) != 0 {
+		t.Fatalf("streams opened to %v with no party reachable", d.opened)
 	}
 }

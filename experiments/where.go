@@ -389,8 +389,9 @@ var passPairs = [][2]string{{"passes_total", "passed_total"}, {"scans_total", "s
 // queries they held, from the first pair of counters that moved.
 func passesOf(before, after Scrape, server, prefix string) (passes, queries float64) {
 	for _, pair := range passPairs {
-		if d := after[server][prefix+pair[0]] - before[server][prefix+pair[0]]; d > 0 {
-			return d, after[server][prefix+pair[1]] - before[server][prefix+pair[1]]
+		q, ok := after[server][prefix+pair[1]]
+		if d := after[server][prefix+pair[0]] - before[server][prefix+pair[0]]; d > 0 && ok {
+			return d, q - before[server][prefix+pair[1]]
 		}
 	}
 	return 0, 0

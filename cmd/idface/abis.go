@@ -100,6 +100,7 @@ func cmdABIS(args []string, stdout, stderr io.Writer) error {
 	}
 	defer j.Close()
 	log := slog.New(slog.NewTextHandler(stderr, nil)).With("abis", h.Self.Name)
+	j.Warn = log.Warn
 	o := abis.Options{Dim: cfg.Dim(), MaxTopK: cfg.MaxTopK(), Shards: cfg.Shards(), Timeout: *cf.timeout, Log: log, Recent: *recentN}
 	if *recentN <= 0 {
 		o.Recent = -1
