@@ -91,8 +91,7 @@ func TestJournalReplay(t *testing.T) {
 // the same holds after a reopen. A compaction file left by a crash before
 // its rename is removed at open, the journal intact.
 func TestJournalCompaction(t *testing.T) {
-	defer func(m int64, k int) { compactMin, keepAnswers = m, k }(compactMin, keepAnswers)
-	compactMin, keepAnswers = 16<<10, 100
+	compactSmall(t, 16<<10, 100)
 	path := filepath.Join(t.TempDir(), "j")
 	j, err := OpenJournal(path)
 	if err != nil {
@@ -160,8 +159,7 @@ func TestJournalCompaction(t *testing.T) {
 // a reopen (a line written while another request compacted used to be
 // applied after the compaction, with an offset into the old file).
 func TestJournalCompactionConcurrent(t *testing.T) {
-	defer func(m int64, k int) { compactMin, keepAnswers = m, k }(compactMin, keepAnswers)
-	compactMin, keepAnswers = 8<<10, 10000
+	compactSmall(t, 8<<10, 10000)
 	path := filepath.Join(t.TempDir(), "j")
 	j, err := OpenJournal(path)
 	if err != nil {
@@ -212,8 +210,7 @@ func TestJournalCompactionConcurrent(t *testing.T) {
 // marker line that a build before compaction reads as intact, so that it
 // refuses the journal rather than cut a last ref line as torn.
 func TestJournalCompactionFails(t *testing.T) {
-	defer func(m int64, k int) { compactMin, keepAnswers = m, k }(compactMin, keepAnswers)
-	compactMin, keepAnswers = 4<<10, 10
+	compactSmall(t, 4<<10, 10)
 	path := filepath.Join(t.TempDir(), "j")
 	j, err := OpenJournal(path)
 	if err != nil {
@@ -282,4 +279,11 @@ func TestJournalCompactionFails(t *testing.T) {
 	if _, err := j.Answered("r1999"); err == nil {
 		t.Fatal("a failed journal answered a redelivery from memory")
 	}
+}
+
+// compactSmall sets the compaction's size and kept answers for one test.
+func compactSmall(t *testing.T, min int64, keep int) {
+	m, k := compactMin, keepAnswers
+	t.Cleanup(func() { compactMin, keepAnswers = m, k })
+	compactMin, keepAnswers = min, keep
 }

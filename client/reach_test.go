@@ -45,7 +45,24 @@ func (d *raceDialer) Open(_ context.Context, to string) (*network.Stream, error)
 	return nil, errors.New("no streams here")
 }
 
+func (d *raceDialer) Connected(string) bool { return false }
+
 func (d *raceDialer) Close() error { return nil }
+
+// replicatedClient is a client of a replicated cluster of three (d = 64)
+// whose entry is p1, over dialer d.
+func replicatedClient(t *testing.T, d network.Dialer) *client.Client {
+	t.Helper()
+	p, err := config.New(inproc.Literal(config.Literal{Mode: replicated.Mode, Dim: 64}, 3), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := client.New(p, d, "p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
 
 // TestEntryRace: in a mode that answers with a party down, a client
 // whose entry does not finish its handshake also connects to the other
@@ -54,15 +71,8 @@ func (d *raceDialer) Close() error { return nil }
 // sent to it. Before, a new client waited out the entry's handshake
 // timeout (3 s) on its first identify whenever its entry was down.
 func TestEntryRace(t *testing.T) {
-	p, err := config.New(inproc.Literal(config.Literal{Mode: replicated.Mode, Dim: 64}, 3), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	d := &raceDialer{}
-	cl, err := client.New(p, d, "p1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := replicatedClient(t, d)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := cl.Identify(ctx, inproc.Templates(1, 64, 3)[0], 1); err == nil {
@@ -102,16 +112,9 @@ func (d *downDialer) Connect(context.Context, string) error { return errors.New(
 // fails at once, saying so, and sends nothing (before, each party's
 // handshake was timed out again in turn, 3 s each).
 func TestNoEntryReached(t *testing.T) {
-	p, err := config.New(inproc.Literal(config.Literal{Mode: replicated.Mode, Dim: 64}, 3), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	d := &downDialer{}
-	cl, err := client.New(p, d, "p1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = cl.Identify(context.Background(), inproc.Templates(1, 64, 4)[0], 1)
+	cl := replicatedClient(t, d)
+	_, err := cl.Identify(context.Background(), inproc.Templates(1, 64, 4)[0], 1)
 	if err == nil || !strings.Contains(err.Error(), "no party of the cluster could be reached (3 tried)") {
 		t.Fatalf("identify with no party reachable: %v", err)
 	}

@@ -85,6 +85,9 @@ type Dialer interface {
 // servers it reaches without sending them anything.
 type Connector interface {
 	Connect(ctx context.Context, to string) error
+	// Connected reports, without waiting, whether a live connection to
+	// the server is at hand.
+	Connected(to string) bool
 }
 
 // Handler serves one request stream from an authenticated peer.

@@ -201,9 +201,7 @@ func (c *Core[S]) Replay(en store.Entry) error {
 			r.lastOwnDecided, r.lastOwnCommit = true, d.Commit
 		}
 		r.decided[d.Txn] = d.Commit
-		if d.Commit && int(d.Origin) != c.self {
-			c.relay.committed(d.Txn, d.Origin) // for the peers' pulls (relay.go)
-		}
+		c.relay.remember(d) // for the peers' notes and pulls (relay.go)
 	case recHeld:
 		h, err := decodeHeld(en, len(st.segs))
 		if err != nil {

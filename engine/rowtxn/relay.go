@@ -66,15 +66,17 @@ type relays struct {
 	// onCommit is, by transaction, what to queue for the third party when
 	// the transaction commits: its prepare (nil: the decision only).
 	onCommit map[protocol.TxnID]relay
-	// decided are the last transactions decided here (a ring), which a
-	// note's answer says this party has.
-	decided   map[protocol.TxnID]bool
+	// decided are the last decideKeep transactions decided here (a ring,
+	// filled from the log at start): a note's answer says this party has
+	// the transaction, and a pull is answered with its commit.
+	decided   map[protocol.TxnID]decision
 	decidedAt []protocol.TxnID
-	// commits are the last transactions of other origins committed here,
-	// by origin, which a pull asks about (also after a restart: filled
-	// from the log).
-	commits   map[protocol.TxnID]uint8
-	commitsAt []protocol.TxnID
+}
+
+// decision is how a transaction of origin was decided here.
+type decision struct {
+	origin uint8
+	commit bool
 }
 
 type relay struct {
@@ -92,7 +94,7 @@ type noteKey struct {
 }
 
 func newRelays() *relays {
-	return &relays{notes: map[noteKey]chan struct{}{}, onCommit: map[protocol.TxnID]relay{}, decided: map[protocol.TxnID]bool{}, commits: map[protocol.TxnID]uint8{}}
+	return &relays{notes: map[noteKey]chan struct{}{}, onCommit: map[protocol.TxnID]relay{}, decided: map[protocol.TxnID]decision{}}
 }
 
 // heard closes key's note channel: the third has the transaction.
@@ -107,16 +109,28 @@ func (r *relays) heard(key noteKey) {
 	}
 }
 
-// remember notes that txn was decided here.
-func (r *relays) remember(txn protocol.TxnID) {
+// remember notes how d's transaction was decided here.
+func (r *relays) remember(d *protocol.Decide) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.decided[txn] = true
-	r.decidedAt = append(r.decidedAt, txn)
-	if len(r.decidedAt) > noteKeep {
+	if _, ok := r.decided[d.Txn]; ok {
+		return
+	}
+	r.decided[d.Txn] = decision{d.Origin, d.Commit}
+	r.decidedAt = append(r.decidedAt, d.Txn)
+	if len(r.decidedAt) > decideKeep {
 		delete(r.decided, r.decidedAt[0])
 		r.decidedAt = r.decidedAt[1:]
 	}
+}
+
+// hasCommitted reports whether txn of origin committed here (within the
+// last decideKeep decisions).
+func (r *relays) hasCommitted(txn protocol.TxnID, origin uint8) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d, ok := r.decided[txn]
+	return ok && d.commit && d.origin == origin
 }
 
 // note returns the channel closed by key's note, making it if need be.
@@ -162,8 +176,9 @@ func (c *Core[S]) OnPrepared(_ context.Context, r engine.Request) protocol.Msg {
 	has = has && t.prep.Origin == m.Origin
 	c.st.mu.RUnlock()
 	c.relay.mu.Lock()
-	has = has || c.relay.decided[m.Txn]
+	_, decided := c.relay.decided[m.Txn]
 	c.relay.mu.Unlock()
+	has = has || decided
 	if has {
 		return &protocol.Prepared{Txn: m.Txn, Origin: m.Origin}
 	}
@@ -292,12 +307,9 @@ func (c *Core[S]) relayDecided(d *protocol.Decide) {
 	if !c.relaying() {
 		return
 	}
-	c.relay.remember(d.Txn)
+	c.relay.remember(d)
 	if int(d.Origin) == c.self {
 		return
-	}
-	if d.Commit {
-		c.relay.committed(d.Txn, d.Origin)
 	}
 	c.relay.mu.Lock()
 	r, ok := c.relay.onCommit[d.Txn]
@@ -389,33 +401,9 @@ func (c *Core[S]) forget(to string, txn protocol.TxnID) {
 // delivery and its outbox's first retries.
 const pullAfter = 3 * time.Second
 
-// commitKeep bounds the commits of other origins a party remembers for
-// pulls (a ring, filled from the log at start).
-const commitKeep = 4096
-
-// committed remembers that txn of origin committed here.
-func (r *relays) committed(txn protocol.TxnID, origin uint8) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, ok := r.commits[txn]; ok {
-		return
-	}
-	r.commits[txn] = origin
-	r.commitsAt = append(r.commitsAt, txn)
-	if len(r.commitsAt) > commitKeep {
-		delete(r.commits, r.commitsAt[0])
-		r.commitsAt = r.commitsAt[1:]
-	}
-}
-
-// hasCommitted reports whether txn of origin committed here (within the
-// last commitKeep commits of other origins).
-func (r *relays) hasCommitted(txn protocol.TxnID, origin uint8) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	o, ok := r.commits[txn]
-	return ok && o == origin
-}
+// decideKeep bounds the decisions a party remembers for the third
+// parties' notes and pulls.
+const decideKeep = 4096
 
 // pullDecisions asks the third party, every pullAfter/3, for the decision
 // on each transaction of another origin that has been undecided here for

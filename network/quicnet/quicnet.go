@@ -436,6 +436,19 @@ func (d *Dialer) Connect(ctx context.Context, name string) error {
 	return err
 }
 
+// Connected reports whether Open would find a live connection to name
+// (network.Connector).
+func (d *Dialer) Connected(name string) bool {
+	key, _, _, err := d.target(context.Background(), name)
+	if err != nil {
+		return false
+	}
+	d.mu.Lock()
+	c := d.conns[key]
+	d.mu.Unlock()
+	return c != nil && c.Context().Err() == nil
+}
+
 func (d *Dialer) conn(ctx context.Context, key, name, addr string, pins []string) (*quic.Conn, error) {
 	d.mu.Lock()
 	c := d.conns[key]
