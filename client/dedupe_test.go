@@ -7,7 +7,6 @@ import (
 
 	"github.com/idface/idface/client"
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/engine/replicated"
 	"github.com/idface/idface/internal/harness/inproc"
 	"github.com/idface/idface/protocol"
 )
@@ -27,8 +26,8 @@ func TestDedupe(t *testing.T) {
 		{config.Literal{Mode: config.Mode2PC, Dim: dim, Tau: &tau}, 2},
 		{config.Literal{Mode: config.ModeMPC, Dim: dim, Tau: &tau}, 3},
 		{config.Literal{Mode: config.ModeBlind, Dim: dim, Tau: &tau}, 2},
-		{config.Literal{Mode: replicated.Mode, Dim: dim, Tau: &tau}, 3},
-		{config.Literal{Mode: replicated.Mode, Dim: dim, Tau: &tau, HideProbes: true}, 3},
+		{config.Literal{Mode: config.ModeReplicated, Dim: dim, Tau: &tau}, 3},
+		{config.Literal{Mode: config.ModeReplicated, Dim: dim, Tau: &tau, HideProbes: true}, 3},
 		{config.Literal{Mode: config.ModeHE, Dim: dim, Beta: 16, Tau: &tau}, 1},
 	} {
 		t.Run(fmt.Sprintf("%s/hidden=%v", tc.lit.Mode, tc.lit.HideProbes), func(t *testing.T) {

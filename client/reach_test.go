@@ -10,7 +10,6 @@ import (
 
 	"github.com/idface/idface/client"
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/engine/replicated"
 	"github.com/idface/idface/internal/harness/inproc"
 	"github.com/idface/idface/network"
 )
@@ -53,7 +52,7 @@ func (d *raceDialer) Close() error { return nil }
 // whose entry is p1, over dialer d.
 func replicatedClient(t *testing.T, d network.Dialer) *client.Client {
 	t.Helper()
-	p, err := config.New(inproc.Literal(config.Literal{Mode: replicated.Mode, Dim: 64}, 3), t.TempDir())
+	p, err := config.New(inproc.Literal(config.Literal{Mode: config.ModeReplicated, Dim: 64}, 3), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

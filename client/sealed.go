@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idface/idface/config"
+	"github.com/idface/idface/device"
 	"github.com/idface/idface/internal/codec/seal"
 	"github.com/idface/idface/protocol"
 )
@@ -54,18 +55,18 @@ func (c *Client) enrollSealed(ctx context.Context, items []protocol.Item) error 
 }
 
 // SealShares makes every holder's sealed part of an enrollment of items
-// (party order): the mode's shares of G(x) (config.ModeSpec.SealedShares:
-// blind mode's additive shares, replicated mode's pairs), each part sealed
+// (party order): the mode's shares of G(x) (its device.Sealer: blind
+// mode's additive shares, replicated mode's pairs), each part sealed
 // to its holder for this request (nonce, ids).
 func SealShares(p *config.Params, entry int, nonce [16]byte, items []protocol.Item) ([][]byte, error) {
-	shares := p.Spec().SealedShares
+	shares := device.Of(p.Mode()).Seal
 	if !p.Spec().Sealed || shares == nil {
 		return nil, fmt.Errorf("client: mode %s does not enroll sealed shares", p.Mode())
 	}
 	if entry < 0 || entry >= p.Mu() {
 		return nil, fmt.Errorf("client: entry %d of %d holders", entry, p.Mu())
 	}
-	pts, err := shares(p, entry, items)
+	pts, err := shares.SealedShares(p, entry, items)
 	if err != nil {
 		return nil, err
 	}
@@ -92,13 +93,12 @@ func SealShares(p *config.Params, entry int, nonce [16]byte, items []protocol.It
 
 // HideProbe makes a hidden-probe identify of tmpl (config.Params.HideProbes):
 // the mode's shares of the query vector Q(tmpl)
-// (config.ModeSpec.HiddenProbe), each holder's pair sealed to it for a
+// (its device.ProbeHider), each holder's pair sealed to it for a
 // fresh request nonce, and the probe signed as the client name with key
 // (protocol.SignProbe). No server, the entry included, can open another's
 // part, and holders run only probes their clients signed.
 func HideProbe(p *config.Params, key crypto.Signer, name string, tmpl []float32, topK int) (*protocol.HiddenIdentify, error) {
-	shares := p.Spec().HiddenProbe
-	if shares == nil {
+	if device.Of(p.Mode()).Hide == nil {
 		return nil, fmt.Errorf("client: mode %s does not hide probes", p.Mode())
 	}
 	var nonce [16]byte
@@ -112,7 +112,7 @@ func HideProbe(p *config.Params, key crypto.Signer, name string, tmpl []float32,
 // given (tests, and callers that keep their own request ids); a holder
 // refuses a nonce it has seen, or a time outside its window.
 func SealProbe(p *config.Params, key crypto.Signer, name string, nonce [16]byte, t int64, tmpl []float32, topK int) (*protocol.HiddenIdentify, error) {
-	shares := p.Spec().HiddenProbe
+	shares := device.Of(p.Mode()).Hide
 	if shares == nil {
 		return nil, fmt.Errorf("client: mode %s does not hide probes", p.Mode())
 	}
@@ -120,7 +120,7 @@ func SealProbe(p *config.Params, key crypto.Signer, name string, nonce [16]byte,
 		return nil, fmt.Errorf("client: no key to sign the probe with: holders run only probes signed by a client of the cluster")
 	}
 	m := &protocol.HiddenIdentify{TopK: uint16(topK), Nonce: nonce, Time: t}
-	pts, err := shares(p, tmpl)
+	pts, err := shares.HiddenProbe(p, tmpl)
 	if err != nil {
 		return nil, err
 	}

@@ -27,7 +27,6 @@ import (
 	"github.com/idface/idface/deploy"
 	"github.com/idface/idface/internal/codec/store"
 	"github.com/idface/idface/internal/host/home"
-	_ "github.com/idface/idface/modes" // the modes a cluster may run
 )
 
 // Options of a new cluster; zero values take config's defaults.

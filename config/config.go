@@ -32,18 +32,9 @@ import (
 // File is the configuration's name inside a cluster directory.
 const File = "cluster.json"
 
-// Mode is the protection a cluster runs. Each mode's package declares
-// it (RegisterMode, through engine.Register); the names of the built-in
-// modes are here for their packages and tests: programs ask the registry
-// what a mode can do, never compare its name (modes.TestNoModeNameCompared).
+// Mode is the protection a cluster runs: one of the modes of this build
+// (modes.go), each declared there as data.
 type Mode string
-
-const (
-	Mode2PC   Mode = "2pc"   // 2PCFace: two parties with XOR shares (paper App. G); engine/mpcface
-	ModeMPC   Mode = "mpc"   // (mu,nu)-MPCFace: mu parties with XOR shares (App. H); engine/mpcface
-	ModeHE    Mode = "he"    // IDFace: encrypted database and a key server (4.3, App. H); engine/hemode
-	ModeBlind Mode = "blind" // additive shares and a decider; the entry learns only the answer; engine/blind
-)
 
 // Defaults of the zero values of a Literal.
 const (

@@ -11,8 +11,7 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine/hemode"
-	"github.com/idface/idface/internal/harness/testutil"
-	_ "github.com/idface/idface/modes"
+	"github.com/idface/idface/internal/harness/members"
 
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
@@ -21,13 +20,13 @@ import (
 // member is a server member with a real certificate and its pin.
 func member(t *testing.T, name, addr string) config.Member {
 	t.Helper()
-	return testutil.Member(t, name, addr, "")
+	return members.Member(t, name, addr, "")
 }
 
 // operator is a client member with the operator role.
 func operator(t *testing.T, name string) config.Member {
 	t.Helper()
-	return testutil.Member(t, name, "", config.RoleOperator)
+	return members.Member(t, name, "", config.RoleOperator)
 }
 
 func twoParty(t *testing.T) config.Literal {
@@ -265,7 +264,7 @@ func TestSchemeAndBatchCap(t *testing.T) {
 func TestClientWithoutRoleRefused(t *testing.T) {
 	dir := t.TempDir()
 	lit := twoParty(t)
-	lit.Clients = append(lit.Clients, testutil.Member(t, "gate", "", "")) // no role
+	lit.Clients = append(lit.Clients, members.Member(t, "gate", "", "")) // no role
 	b, err := json.Marshal(lit)
 	if err != nil {
 		t.Fatal(err)

@@ -2,46 +2,48 @@ package config
 
 import (
 	"fmt"
-	"sort"
 	"strings"
-	"sync"
 
-	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/template"
 )
 
-// ModeSpec is what configuration needs to know of a mode, declared by the
-// mode's own package (engine.Register passes it here): the members it
-// has, the options it takes and the parameters it derives. config knows
-// no mode by itself; a mode that is not registered is an error. Its
-// registry is the only one: engine.LookupMode reads Engine.
+// ModeSpec is what configuration needs to know of a mode, as plain data:
+// the members it has, the options it takes, what it promises. The list of
+// modes (modeList, modes.go) is an explicit value, not a registry filled
+// by init functions: any program that checks a configuration knows every
+// mode's declaration without linking a mode's engine. What a server runs
+// is the mode's engine (engine.Mode, listed by package modes); what a
+// device runs is its device part (package device).
 type ModeSpec struct {
 	Name Mode
 	// Summary says in a few words what the mode is (help, demo).
 	Summary string
-	// Order places the mode in lists (help, demo): smaller first.
-	Order int
 	Layout
 	// Levels: the mode takes gallery and query level transforms
-	// (GalleryLevels, QueryLevels); the mode derives what it needs from
-	// them (blind.Ring: shares over a ring Z_(2^k) sized for their scores).
+	// (GalleryLevels, QueryLevels) and shares over the ring their scores
+	// fit (Params.Ring).
 	Levels bool
-	// Scheme: the mode takes an encryption scheme (Literal.Scheme).
-	Scheme bool
+	// Schemes are the encryption schemes the mode takes (Literal.Scheme),
+	// the default first; none for a mode without encryption. A mode with
+	// schemes has a key server (Literal.KeyServerRate, KeyServerMaxPass).
+	Schemes []Scheme
+	// EnrollGroups, in a mode with schemes: one enrollment request
+	// touches at most this many column groups (each costs every local
+	// server 2d fresh encryptions within one request's timeout).
+	EnrollGroups int
+	// LogShares and LogExtra, in a mode with levels: a party logs a whole
+	// enrollment batch in one record, LogShares vectors of d ring
+	// elements and LogExtra bytes a row (Params.MaxEnrollBatch).
+	LogShares, LogExtra int
 	// Sealed: the operator's client makes the parties' shares and seals
 	// each party's to its seal key (internal/codec/seal), so no server sees a
-	// template; every party then needs one (Member.Seal).
+	// template; every party then needs one (Member.Seal). The shares are
+	// made by the mode's device part (device.Sealer).
 	Sealed bool
-	// SealedShares makes, at the operator's client, every party's
-	// plaintext part of a sealed enrollment of items (party order; entry
-	// is the party that relays them): a flag byte (1: seeds of
-	// rowtxn's seed size, 0: full shares) and one unit per item. Required
-	// when Sealed.
-	SealedShares func(p *Params, entry int, items []protocol.Item) ([][]byte, error)
-	// HiddenProbe, when set, lets the mode's clusters hide probes
-	// (Literal.HideProbes): it makes, at the device's client, every party's
-	// plaintext part of a hidden-probe identify of tmpl (party order),
-	// which the client seals to each party. Optional.
-	HiddenProbe func(p *Params, tmpl []float32) ([][]byte, error)
+	// HideProbes: the mode's clusters may hide probes (Literal.HideProbes):
+	// the device's client makes every party's part of a hidden-probe
+	// identify (device.ProbeHider).
+	HideProbes bool
 	// NoRevealScores: the mode never reveals scores, even to research
 	// clusters.
 	NoRevealScores string
@@ -58,20 +60,24 @@ type ModeSpec struct {
 	// Trust states what the mode assumes of its servers, one line
 	// (cluster status, docs/SECURITY.md).
 	Trust string
-	// Derive computes the mode's own parameters from the checked
-	// configuration (the HE scheme, ...); Params.Derived returns them.
-	// Optional.
-	Derive func(p *Params) (any, error)
-	// MaxEnrollBatch caps the templates of one enrollment request below
-	// protocol.MaxBatch. Optional.
-	MaxEnrollBatch func(p *Params) int
 	// Shards: the mode's parties and helper may each run as a coordinator
 	// and Literal.Shards shard servers (shard.go).
 	Shards bool
-	// Engine is the rest of the mode's declaration, what the programs
-	// need (an *engine.Mode, which engine.Register sets); nil for a mode
-	// registered with RegisterMode alone (a test's).
-	Engine any
+}
+
+// Scheme is an encryption scheme of a mode (ModeSpec.Schemes): a column
+// group of its database packs Slots * (SlotBits / LogBase(alpha, beta))
+// templates (heidface's GroupRows, checked against it by
+// hemode.TestSchemesAreHeidface).
+type Scheme struct {
+	Name            string
+	Slots, SlotBits int
+}
+
+// GroupRows is the templates one column group holds for weights alpha
+// and beta.
+func (s Scheme) GroupRows(alpha, beta int) int {
+	return s.Slots * max(1, s.SlotBits/template.LogBase(alpha, beta))
 }
 
 // Layout is a mode's members: parties that hold the rows, in one role,
@@ -115,66 +121,37 @@ func (l Layout) Members(n int) []Slot {
 	return out
 }
 
-var modes = struct {
-	sync.RWMutex
-	m map[Mode]*ModeSpec
-}{m: map[Mode]*ModeSpec{}}
-
-// RegisterMode adds a mode; its package calls it (through engine.Register)
-// from an init function. A second registration of a name panics: two
-// packages claiming one mode is a programming error.
-func RegisterMode(s ModeSpec) {
-	switch {
-	case s.Name == "" || strings.ContainsAny(string(s.Name), " \t\n"):
-		panic(fmt.Sprintf("config: mode name %q", s.Name))
-	case s.PartyRole != RoleShareHolder && s.PartyRole != RoleLocalServer:
-		panic(fmt.Sprintf("config: mode %s: party role %q", s.Name, s.PartyRole))
-	case s.Helper != "" && s.Helper != RoleKeyServer && s.Helper != RoleDecider:
-		panic(fmt.Sprintf("config: mode %s: helper role %q", s.Name, s.Helper))
-	case s.Sealed && s.SealedShares == nil:
-		panic(fmt.Sprintf("config: mode %s: sealed without SealedShares", s.Name))
-	case s.MinParties < 1 || s.MaxParties > MaxParties || s.MinParties > s.MaxParties ||
-		s.DefaultParties < s.MinParties || s.DefaultParties > s.MaxParties:
-		panic(fmt.Sprintf("config: mode %s: parties %d..%d, default %d", s.Name, s.MinParties, s.MaxParties, s.DefaultParties))
-	}
-	modes.Lock()
-	defer modes.Unlock()
-	if _, dup := modes.m[s.Name]; dup {
-		panic(fmt.Sprintf("config: mode %s registered twice", s.Name))
-	}
-	modes.m[s.Name] = &s
-}
-
-// Modes lists the registered modes in the order the CLI shows them.
+// Modes lists the modes in the order the CLI shows them.
 func Modes() []Mode {
-	modes.RLock()
-	defer modes.RUnlock()
-	var out []Mode
-	for m := range modes.m {
-		out = append(out, m)
+	out := make([]Mode, len(modeList))
+	for i := range modeList {
+		out[i] = modeList[i].Name
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := modes.m[out[i]], modes.m[out[j]]
-		if a.Order != b.Order {
-			return a.Order < b.Order
-		}
-		return a.Name < b.Name
-	})
 	return out
 }
 
-// Spec returns a registered mode's declaration.
-func Spec(m Mode) (*ModeSpec, error) {
-	modes.RLock()
-	s, ok := modes.m[m]
-	modes.RUnlock()
-	if !ok {
-		return nil, unknownMode(string(m))
+// MustSpec returns mode m's declaration, a copy, for the mode's engine
+// package (engine.Mode embeds it); it panics on a mode config does not
+// declare, a programming error.
+func MustSpec(m Mode) ModeSpec {
+	s, err := Spec(m)
+	if err != nil {
+		panic(err)
 	}
-	return s, nil
+	return *s
 }
 
-// ParseMode checks a mode name against the registered modes.
+// Spec returns a mode's declaration.
+func Spec(m Mode) (*ModeSpec, error) {
+	for i := range modeList {
+		if modeList[i].Name == m {
+			return &modeList[i], nil
+		}
+	}
+	return nil, unknownMode(string(m))
+}
+
+// ParseMode checks a mode name against the modes.
 func ParseMode(s string) (Mode, error) {
 	if _, err := Spec(Mode(s)); err != nil {
 		return "", err
@@ -187,9 +164,6 @@ func unknownMode(s string) error {
 	for _, m := range Modes() {
 		names = append(names, string(m))
 	}
-	if len(names) == 0 { // a program that imports config without the modes
-		return fmt.Errorf("config: mode %q: no modes are registered in this program (import github.com/idface/idface/modes)", s)
-	}
 	return fmt.Errorf("config: mode %q: want one of %s", s, strings.Join(names, ", "))
 }
 
@@ -198,10 +172,10 @@ func checkLayout(s *ModeSpec, lit Literal) error {
 	if !s.Levels && (lit.GalleryLevels != "" || lit.QueryLevels != "") {
 		return fmt.Errorf("mode %s takes no gallery or query levels", s.Name)
 	}
-	if !s.Scheme && lit.Scheme != "" {
+	if len(s.Schemes) == 0 && lit.Scheme != "" {
 		return fmt.Errorf("scheme %q: mode %s takes no encryption scheme", lit.Scheme, s.Name)
 	}
-	if lit.HideProbes && s.HiddenProbe == nil {
+	if lit.HideProbes && !s.HideProbes {
 		return fmt.Errorf("hide_probes: mode %s cannot hide probes (replicated mode can: --mode replicated --hide-probes)", s.Name)
 	}
 	if s.NoRevealScores != "" && lit.RevealScores {

@@ -5,11 +5,14 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"math"
+	"strings"
 	"time"
 
 	"github.com/idface/idface/internal/codec/seal"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/sharing/additive"
 	"github.com/idface/idface/template"
 )
 
@@ -30,7 +33,7 @@ type Params struct {
 	spec      *ModeSpec
 	gallery   template.Levels // modes with levels
 	query     template.Levels
-	derived   any // the mode's own (ModeSpec.Derive)
+	ring      additive.Ring // modes with levels: the share ring their scores fit
 	operators map[string][]*ecdsa.PublicKey
 	clients   map[string][]*ecdsa.PublicKey // operators' and devices'
 	seals     []*seal.PublicKey             // by party; nil where none
@@ -116,22 +119,24 @@ func (p *Params) derive() error {
 			return fmt.Errorf("calibration: its threshold is score >= %d but tau = %v gives score >= %d: calibrate again, or remove \"calibration\" to rely on tau alone", c.Threshold, *p.lit.Tau, p.threshold)
 		}
 	}
-	if p.spec.Derive != nil {
-		d, err := p.spec.Derive(p)
+	if p.spec.Levels {
+		r, err := additive.RingFor(p.gallery, p.query)
 		if err != nil {
 			return err
 		}
-		p.derived = d
+		p.ring = r
 	}
-	return nil
+	return p.checkScheme()
 }
 
 // Spec is the cluster's mode as its package declared it.
 func (p *Params) Spec() *ModeSpec { return p.spec }
 
-// Derived is what the mode's package derived from this configuration
-// (ModeSpec.Derive); the mode's package reads it with its own type.
-func (p *Params) Derived() any { return p.derived }
+// Ring is the share ring Z_(2^k) of a mode with levels (blind,
+// replicated): the smallest k that holds every score of the cluster's
+// gallery and query levels (k = 8 for a ternary gallery with beta <= 127);
+// the zero Ring, which every engine refuses, in another mode.
+func (p *Params) Ring() additive.Ring { return p.ring }
 
 // ClusterID identifies the cluster in row-map digests.
 func (p *Params) ClusterID() [16]byte { return p.cluster }
@@ -236,13 +241,30 @@ func (p *Params) DeciderName() string {
 	return d.Name
 }
 
-// MaxEnrollBatch is the most templates one enrollment request may carry:
-// protocol.MaxBatch, or less when the mode says so (ModeSpec.MaxEnrollBatch).
-func (p *Params) MaxEnrollBatch() int {
-	if p.spec.MaxEnrollBatch != nil {
-		return min(protocol.MaxBatch, p.spec.MaxEnrollBatch(p))
+// Scheme is the cluster's encryption scheme in a mode with schemes: the
+// one Literal.Scheme names, the mode's first when it names none.
+func (p *Params) Scheme() (Scheme, bool) {
+	for i, s := range p.spec.Schemes {
+		if s.Name == p.lit.Scheme || p.lit.Scheme == "" && i == 0 {
+			return s, true
+		}
 	}
-	return protocol.MaxBatch
+	return Scheme{}, false
+}
+
+// MaxEnrollBatch is the most templates one enrollment request may carry:
+// protocol.MaxBatch, or less where the mode's parties log a batch in one
+// record (ModeSpec.LogShares) or encrypt its column groups within one
+// request (ModeSpec.EnrollGroups).
+func (p *Params) MaxEnrollBatch() int {
+	n := protocol.MaxBatch
+	if p.spec.LogShares > 0 {
+		n = min(n, protocol.LogBatch(p.spec.LogShares*p.Dim()*p.ring.Bits/8+p.spec.LogExtra))
+	}
+	if s, ok := p.Scheme(); ok && p.spec.EnrollGroups > 0 {
+		n = min(n, p.spec.EnrollGroups*s.GroupRows(p.Alpha(), p.Beta()))
+	}
+	return n
 }
 
 // Mu is the number of parties (local servers in mode he).
@@ -384,4 +406,25 @@ func (p *Params) Timeouts() Timeouts {
 		KeyFetchTry:   DefaultKeyFetchTry,
 		KeyFetchPause: DefaultKeyFetchPause,
 	}
+}
+
+// checkScheme checks the options of a mode with an encryption scheme and
+// a key server (ModeSpec.Schemes): the scheme is one the mode takes, and
+// the key server's rate and pass share are in range (0 takes the mode's
+// default).
+func (p *Params) checkScheme() error {
+	if len(p.spec.Schemes) == 0 {
+		return nil
+	}
+	if _, ok := p.Scheme(); !ok {
+		var names []string
+		for _, s := range p.spec.Schemes {
+			names = append(names, s.Name)
+		}
+		return fmt.Errorf("scheme %q: want one of %s", p.lit.Scheme, strings.Join(names, ", "))
+	}
+	if r, f := p.lit.KeyServerRate, p.lit.KeyServerMaxPass; !(r >= 0 && r <= math.MaxFloat64) || !(f >= 0 && f <= 1) {
+		return fmt.Errorf("key_server_rate %v, key_server_max_pass %v: want a positive rate and a share in (0, 1]", r, f)
+	}
+	return nil
 }

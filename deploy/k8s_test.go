@@ -19,10 +19,8 @@ import (
 	"github.com/idface/idface/cluster"
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/deploy"
-	"github.com/idface/idface/engine/replicated"
 	"github.com/idface/idface/internal/harness/inproc"
 	"github.com/idface/idface/internal/host/home"
-	_ "github.com/idface/idface/modes"
 )
 
 // rendered is a YAML stream decoded strictly (an unknown or misspelt
@@ -86,7 +84,7 @@ func decode(t *testing.T, stream []byte) rendered {
 // the pods run as no root with a read-only root.
 func TestK8s(t *testing.T) {
 	dir := t.TempDir()
-	p, err := cluster.Init(dir, cluster.Options{Mode: replicated.Mode, Parties: 3, Kubernetes: "gate-test"})
+	p, err := cluster.Init(dir, cluster.Options{Mode: config.ModeReplicated, Parties: 3, Kubernetes: "gate-test"})
 	if err != nil {
 		t.Fatal(err)
 	}

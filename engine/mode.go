@@ -9,13 +9,14 @@ import (
 	"github.com/idface/idface/internal/codec/store"
 )
 
-// Mode is one mode as its package declares it (docs/DESIGN-NOTES.md "Modes"):
-// what configuration needs (config.ModeSpec: members, options, derived
-// parameters) and what the programs need: how each server of the mode
-// opens its engine and its data, how fsck checks them, its traffic and
-// storage, its rows of the communication tables. Server, cluster, fsck,
-// bench, demo, commcost and the in-process harness look a mode up here
-// and ask for what it can do; none of them names a mode.
+// Mode is one mode's engine as its package declares it
+// (docs/DESIGN-NOTES.md "Modes"): its declaration (config.ModeSpec, the
+// data configuration checks against) and what the programs need: how each
+// server of the mode opens its engine and its data, how fsck checks them,
+// its traffic and storage, its rows of the communication tables. Package
+// modes lists them; server, cluster, fsck, bench, demo, commcost and the
+// in-process harness look a mode up there and ask for what it can do;
+// none of them names a mode.
 type Mode struct {
 	config.ModeSpec
 	// Server says what the named server of a cluster of this mode is.
@@ -33,10 +34,10 @@ type Mode struct {
 	// (demo, bench); optional.
 	EnrollBatch func(p *config.Params, total int) int
 	// Rebalance moves a stopped party's rows from the shards of old (data
-	// in from, one directory per shard) to those of next (empty
-	// directories to) without re-enrolment ('idface shard rebalance');
-	// nil in a mode that does not shard.
-	Rebalance func(ctx context.Context, old, next *config.Params, self string, from, to []string, out io.Writer) error
+	// in from, one directory per shard, of party server srv) to those of
+	// next (empty directories to) without re-enrolment ('idface shard
+	// rebalance'); nil in a mode that does not shard.
+	Rebalance func(ctx context.Context, srv Server, old, next *config.Params, self string, from, to []string, out io.Writer) error
 	// NoRebalance says why a mode that shards cannot rebalance (Rebalance
 	// nil), and what the operator does instead.
 	NoRebalance string
@@ -145,45 +146,6 @@ type FsckRow struct {
 	Row    int    `json:"row"`
 	ID     string `json:"id"`
 	Live   bool   `json:"live"`
-}
-
-// Register declares a mode; its package calls it from an init function,
-// and package modes imports every mode package. config keeps the one
-// registry (config.RegisterMode panics on a second registration).
-func Register(m Mode) {
-	if m.Server == nil || m.IdentifyFormula == nil || m.Storage == nil {
-		panic(fmt.Sprintf("engine: mode %s lacks Server, IdentifyFormula or Storage", m.Name))
-	}
-	m.Engine = &m
-	config.RegisterMode(m.ModeSpec)
-}
-
-// LookupMode returns a registered mode.
-func LookupMode(name config.Mode) (*Mode, error) {
-	s, err := config.Spec(name)
-	if err != nil {
-		return nil, err
-	}
-	m, ok := s.Engine.(*Mode)
-	if !ok { // registered with config directly, not through Register
-		return nil, fmt.Errorf("mode %s has no engine in this program: its package registers it with engine.Register", name)
-	}
-	return m, nil
-}
-
-// ModeOf returns the mode of a checked configuration.
-func ModeOf(p *config.Params) (*Mode, error) { return LookupMode(p.Mode()) }
-
-// ServerOf returns what the named server of p is.
-func ServerOf(p *config.Params, name string) (Server, error) {
-	m, err := ModeOf(p)
-	if err != nil {
-		return Server{}, err
-	}
-	if _, ok := p.Server(name); !ok {
-		return Server{}, fmt.Errorf("%s is not a server of this cluster", name)
-	}
-	return m.Server(p, name), nil
 }
 
 // Batch is the templates a bulk enrollment of total templates sends per

@@ -8,8 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/idface/idface/engine/blind"
-
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/sharing/additive"
 )
@@ -48,13 +46,13 @@ type KernelPath struct {
 // BlindKernelPath measures KernelPath for cluster p (mode blind or
 // replicated's ring) at rows rows with top-K k.
 func BlindKernelPath(ctx context.Context, p *config.Params, rows, k, reps int) (*KernelPath, error) {
-	switch blind.Ring(p).Bits {
+	switch p.Ring().Bits {
 	case 8:
 		return blindKernelPath[uint8](ctx, p, rows, k, reps)
 	case 16:
 		return blindKernelPath[uint16](ctx, p, rows, k, reps)
 	}
-	return nil, fmt.Errorf("blind kernels: a ring of %d bits", blind.Ring(p).Bits)
+	return nil, fmt.Errorf("blind kernels: a ring of %d bits", p.Ring().Bits)
 }
 
 func blindKernelPath[E additive.Elem](ctx context.Context, p *config.Params, rows, k, reps int) (*KernelPath, error) {

@@ -6,8 +6,6 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/idface/idface/engine/blind"
-
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/internal/harness/inproc"
 )
@@ -23,8 +21,8 @@ func TestBlindKernelPath(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if blind.Ring(p).Bits != c.bits {
-			t.Fatalf("gallery %q: a ring of %d bits, want %d", c.gallery, blind.Ring(p).Bits, c.bits)
+		if p.Ring().Bits != c.bits {
+			t.Fatalf("gallery %q: a ring of %d bits, want %d", c.gallery, p.Ring().Bits, c.bits)
 		}
 		if _, err := BlindKernelPath(context.Background(), p, 0, 4, 3); err == nil {
 			t.Fatal("no rows: measured")
@@ -37,7 +35,7 @@ func TestBlindKernelPath(t *testing.T) {
 		sum := 0.0
 		for i, v := range parts {
 			if !(v > 0) {
-				t.Fatalf("ring of %d bits: kernel %d took %v ms", blind.Ring(p).Bits, i, v)
+				t.Fatalf("ring of %d bits: kernel %d took %v ms", p.Ring().Bits, i, v)
 			}
 			sum += v
 		}

@@ -20,8 +20,7 @@ import (
 	"github.com/idface/idface/client"
 	"github.com/idface/idface/cluster"
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/engine"
-	_ "github.com/idface/idface/modes" // the modes a cluster may run
+	"github.com/idface/idface/modes"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/network/quicnet"
 	"github.com/idface/idface/protocol"
@@ -250,7 +249,7 @@ func RunClusterBench(ctx context.Context, o BenchOptions) (*BenchResult, error) 
 	}
 	defer dep.Stop()
 	cfg := dep.Config
-	m, err := engine.ModeOf(cfg)
+	m, err := modes.Of(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -321,12 +320,9 @@ func newBenchResult(cfg *config.Params, o BenchOptions) *BenchResult {
 		n, w := cfg.Batch()
 		res.BatchMax, res.BatchWaitMS = n, float64(w)/float64(time.Millisecond)
 	}
-	// A mode whose rows are in encrypted groups (he) derives its scheme.
-	if hp, ok := cfg.Derived().(interface {
-		Name() string
-		GroupRows() int
-	}); ok {
-		res.Scheme, res.GroupRows = hp.Name(), hp.GroupRows()
+	// A mode whose rows are in encrypted column groups (he).
+	if s, ok := cfg.Scheme(); ok {
+		res.Scheme, res.GroupRows = s.Name, s.GroupRows(cfg.Alpha(), cfg.Beta())
 	}
 	return res
 }

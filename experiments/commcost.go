@@ -6,6 +6,7 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
+	"github.com/idface/idface/modes"
 	"github.com/idface/idface/template"
 )
 
@@ -47,7 +48,7 @@ func CommCost(ids, d, alpha int, betas, mus []int) ([]CommRow, error) {
 	}
 	var tables []table
 	for _, name := range config.Modes() {
-		m, err := engine.LookupMode(name)
+		m, err := modes.Lookup(name)
 		if err != nil {
 			return nil, err
 		}
@@ -87,7 +88,7 @@ func CommCost(ids, d, alpha int, betas, mus []int) ([]CommRow, error) {
 // between the servers of cluster p, by its mode's formula
 // (engine.Mode.IdentifyFormula), and the formula's name.
 func IdentifyFormula(p *config.Params, rows int) (string, float64) {
-	m, err := engine.ModeOf(p)
+	m, err := modes.Of(p)
 	if err != nil { // p was checked, so its mode is registered
 		panic(err)
 	}

@@ -19,7 +19,6 @@ import (
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/gateway"
 	"github.com/idface/idface/internal/harness/inproc"
-	_ "github.com/idface/idface/modes"
 	"github.com/idface/idface/protocol"
 )
 

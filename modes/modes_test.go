@@ -18,7 +18,7 @@ import (
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/internal/harness/inproc"
-	_ "github.com/idface/idface/modes"
+	"github.com/idface/idface/modes"
 )
 
 // TestEveryModeConforms runs the same life of a cluster in every
@@ -36,7 +36,7 @@ func TestEveryModeConforms(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := engine.LookupMode(m); err != nil {
+			if _, err := modes.Lookup(m); err != nil {
 				t.Fatal(err)
 			}
 			const dim = 64
@@ -81,7 +81,7 @@ func TestEveryModeConforms(t *testing.T) {
 			identify(xs[3], "")
 			c.StopAll()
 			for _, s := range c.P.Servers() {
-				srv, err := engine.ServerOf(c.P, s.Name)
+				srv, err := modes.ServerOf(c.P, s.Name)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -115,7 +115,7 @@ func TestUnknownModeRefusedEverywhere(t *testing.T) {
 	if _, err := config.ParseMode("quantum"); err == nil {
 		t.Fatal("ParseMode accepted quantum")
 	}
-	if _, err := engine.LookupMode("quantum"); err == nil {
+	if _, err := modes.Lookup("quantum"); err == nil {
 		t.Fatal("LookupMode found quantum")
 	}
 }
@@ -125,7 +125,7 @@ func TestUnknownModeRefusedEverywhere(t *testing.T) {
 func TestRegistrationsAreComplete(t *testing.T) {
 	for _, m := range config.Modes() {
 		s, _ := config.Spec(m)
-		md, err := engine.LookupMode(m)
+		md, err := modes.Lookup(m)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -173,9 +173,13 @@ func TestNoModeNameCompared(t *testing.T) {
 	}
 	own := map[string]bool{"modes": true} // directories, from the module's root
 	for _, imp := range f.Imports {
-		if p, _ := strconv.Unquote(imp.Path.Value); strings.HasPrefix(p, module) {
+		// The mode packages: what modes.go imports but config and engine.
+		if p, _ := strconv.Unquote(imp.Path.Value); strings.HasPrefix(p, module+"engine/") {
 			own[strings.TrimPrefix(p, module)] = true
 		}
+	}
+	if len(own) < 5 {
+		t.Fatalf("mode packages %v: modes.go imports fewer than four", own)
 	}
 	names := map[string]bool{}
 	for _, m := range config.Modes() {
@@ -312,4 +316,18 @@ func literalName(e ast.Expr, names map[string]bool) bool {
 	}
 	s, err := strconv.Unquote(lit.Value)
 	return err == nil && names[s]
+}
+
+// TestEveryModeHasAnEngine: modes.List holds one engine for each mode
+// config declares, with that mode's declaration, and nothing else.
+func TestEveryModeHasAnEngine(t *testing.T) {
+	if len(modes.List) != len(config.Modes()) {
+		t.Fatalf("%d engines for %d modes", len(modes.List), len(config.Modes()))
+	}
+	for i, m := range config.Modes() {
+		s, _ := config.Spec(m)
+		if e := modes.List[i]; e.Name != m || e.Summary != s.Summary || e.Trust != s.Trust {
+			t.Errorf("engine %d is mode %s's, want %s's declaration", i, e.Name, m)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"github.com/idface/idface/internal/codec/seal"
+	"github.com/idface/idface/internal/codec/store"
 	"github.com/idface/idface/template"
 )
 
@@ -116,3 +117,13 @@ func queryPartBound(l Limits) int { return seal.Overhead + 4*l.Dim }
 // sharing/replicated.TagGrid of MaxRows, which protocol does not import:
 // its tests reach config, which imports protocol) per candidate.
 func TagAskBound(l Limits, selection int) int { return 64 + l.MaxTopK*(4+selection) }
+
+// LogBatch is the most rows of share units of share bytes one prepare
+// record of a party's log holds (store.MaxRecord, with room for the
+// header): the enrollment batch of a mode whose parties log a whole batch
+// in one record, where a full batch of MaxBatch would not fit (replicated
+// mode's pairs at k = 16 and d = 512).
+func LogBatch(share int) int {
+	perRow := 1 + 4 + 2 + MaxIDLen + share + 4 // kind, seq, id, unit, its checksum
+	return max(1, min(MaxBatch, (store.MaxRecord-1<<16)/perRow))
+}

@@ -15,7 +15,7 @@ import (
 	"github.com/idface/idface/internal/codec/store"
 	"github.com/idface/idface/internal/host/home"
 	"github.com/idface/idface/internal/host/pairkey"
-	_ "github.com/idface/idface/modes" // every mode this build offers
+	"github.com/idface/idface/modes"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/network/quicnet"
 	"github.com/idface/idface/protocol"
@@ -111,7 +111,7 @@ func OpenShard(ctx context.Context, p *config.Params, h *home.Home, shard int, l
 	}
 	srv.closer = append(srv.closer, dialer.Close, unlock)
 	hash := p.Hash()
-	role, _ := engine.ServerOf(p, me.Name) // Build succeeded: known
+	role, _ := modes.ServerOf(p, me.Name) // Build succeeded: known
 	log.Info("serving", "addr", ln.Addr(), "advertised", me.ShardAddr(shard), "shard", shard, "mode", p.Mode(), "role", role.Role, "mu", p.Mu(),
 		"config_serial", p.Serial(), "config_hash", fmt.Sprintf("%x", hash[:8]))
 	return srv, nil
@@ -194,7 +194,7 @@ func Build(ctx context.Context, p *config.Params, name, dir string, d network.Di
 // (engine.Mode.Server), with its storage in dir; the returned closers
 // release the storage.
 func openEngine(ctx context.Context, env engine.Env, dir string, wrap func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
-	srv, err := engine.ServerOf(env.Params, env.Self)
+	srv, err := modes.ServerOf(env.Params, env.Self)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
-	"github.com/idface/idface/internal/harness/testutil"
+	"github.com/idface/idface/internal/harness/members"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/network/memnet"
 	"github.com/idface/idface/network/quicnet"
@@ -51,8 +51,8 @@ func (f *fakeEngine) Stats() engine.Stats     { return engine.Stats{Rows: 3, Liv
 
 func setup(t *testing.T) (*Server, *fakeEngine, *memnet.Network, context.CancelFunc, chan error) {
 	lit := config.Literal{Mode: config.Mode2PC, Dim: 64, Timeout: config.Duration(2 * time.Second),
-		Parties: []config.Member{testutil.Member(t, "p1", "m", ""), testutil.Member(t, "p2", "m", "")},
-		Clients: []config.Member{testutil.Member(t, "op", "", config.RoleOperator), testutil.Member(t, "dev", "", config.RoleDevice)}}
+		Parties: []config.Member{members.Member(t, "p1", "m", ""), members.Member(t, "p2", "m", "")},
+		Clients: []config.Member{members.Member(t, "op", "", config.RoleOperator), members.Member(t, "dev", "", config.RoleDevice)}}
 	p, err := config.New(lit, "")
 	if err != nil {
 		t.Fatal(err)
@@ -246,8 +246,8 @@ func (f *slowEngine) Routes() map[protocol.Type]engine.Route {
 func TestSlowChangeIsNotDown(t *testing.T) {
 	const timeout = 2 * time.Second // a report every 333 ms: a host stalled past 1.6 s fails it
 	lit := config.Literal{Mode: config.Mode2PC, Dim: 64, Timeout: config.Duration(timeout),
-		Parties: []config.Member{testutil.Member(t, "p1", "m", ""), testutil.Member(t, "p2", "m", "")},
-		Clients: []config.Member{testutil.Member(t, "op", "", config.RoleOperator)}}
+		Parties: []config.Member{members.Member(t, "p1", "m", ""), members.Member(t, "p2", "m", "")},
+		Clients: []config.Member{members.Member(t, "op", "", config.RoleOperator)}}
 	p, err := config.New(lit, "")
 	if err != nil {
 		t.Fatal(err)

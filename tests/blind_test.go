@@ -5,8 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/idface/idface/engine/blind"
 )
 
 // TestBlindCLI drives blind mode through the CLI as a user would: a
@@ -17,8 +15,8 @@ func TestBlindCLI(t *testing.T) {
 	for _, mu := range []int{2, 3} {
 		t.Run(fmt.Sprintf("mu=%d", mu), func(t *testing.T) {
 			dir, cfg := newCluster(t, "blind", mu, "--reveal-scores")
-			if cfg.DeciderName() != "decider" || blind.Ring(cfg).Bits != 8 {
-				t.Fatalf("decider %q, ring %d", cfg.DeciderName(), blind.Ring(cfg).Bits)
+			if cfg.DeciderName() != "decider" || cfg.Ring().Bits != 8 {
+				t.Fatalf("decider %q, ring %d", cfg.DeciderName(), cfg.Ring().Bits)
 			}
 			d := newDataset(t, t.TempDir(), 300, 41)
 			must(t, "enroll", "--cluster", dir, "--ids", d.ids, "--templates", d.enroll, "--batch", "64", "--quiet")

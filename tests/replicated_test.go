@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idface/idface/engine/blind"
-
 	"github.com/idface/idface/client"
 	"github.com/idface/idface/cluster"
 	"github.com/idface/idface/config"
@@ -61,8 +59,8 @@ func TestReplicatedAlteredShares(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if blind.Ring(cfg).Bits != 8 {
-		t.Fatalf("a ring of %d bits; the alteration below is for k = 8", blind.Ring(cfg).Bits)
+	if cfg.Ring().Bits != 8 {
+		t.Fatalf("a ring of %d bits; the alteration below is for k = 8", cfg.Ring().Bits)
 	}
 	pair := 2 * cfg.Dim()             // a holder's two shares of a row, a byte an element
 	size := pair + shares.TrailerSize // and the row's trailer (salts, record)

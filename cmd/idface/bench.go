@@ -392,7 +392,7 @@ func (r *benchRun) check(o *benchOptions, link *wan.Link) error {
 	if o.shards > 1 && (spec == nil || !spec.Shards || link != nil) {
 		return fmt.Errorf("--shards is for a cluster on this machine (not plain, hers or --link)")
 	}
-	if r.hide && (spec == nil || spec.HiddenProbe == nil) {
+	if r.hide && (spec == nil || !spec.HideProbes) {
 		return fmt.Errorf("--hide-probes is for --mode %s", modesThat(hidesProbes))
 	}
 	if r.hide && !o.set["beta"] { // the cluster's hidden-probe defaults (a dense 4-bit query)
@@ -401,7 +401,7 @@ func (r *benchRun) check(o *benchOptions, link *wan.Link) error {
 			r.alpha = 0
 		}
 	}
-	if o.scheme != "" && (spec == nil || !spec.Scheme) {
+	if o.scheme != "" && (spec == nil || len(spec.Schemes) == 0) {
 		return fmt.Errorf("--scheme is for --mode %s", modesThat(takesScheme))
 	}
 	return nil
@@ -447,8 +447,8 @@ func modesThat(has func(*config.ModeSpec) bool) string {
 }
 
 // The capabilities that flags name modes by.
-func hidesProbes(s *config.ModeSpec) bool { return s.HiddenProbe != nil }
-func takesScheme(s *config.ModeSpec) bool { return s.Scheme }
+func hidesProbes(s *config.ModeSpec) bool { return s.HideProbes }
+func takesScheme(s *config.ModeSpec) bool { return len(s.Schemes) > 0 }
 func takesLevels(s *config.ModeSpec) bool { return s.Levels }
 
 // benchPrintLoaded prints what the clients' run cost the servers.

@@ -26,9 +26,9 @@ import (
 	"github.com/idface/idface/client"
 	"github.com/idface/idface/cluster"
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/engine"
 	"github.com/idface/idface/engine/rowtxn"
 	"github.com/idface/idface/internal/host/home"
+	"github.com/idface/idface/modes"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/server"
 )
@@ -335,7 +335,7 @@ func clusterInit(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "cluster %s: mode %s, %d parties, d = %d, alpha = %d, beta = %d\n",
 		*dir, cfg.Mode(), cfg.Mu(), cfg.Dim(), cfg.Alpha(), cfg.Beta())
 	fmt.Fprintf(stdout, "  %s\n", thresholdMeaning(cfg))
-	if md, err := engine.ModeOf(cfg); err == nil && md.Describe != nil {
+	if md, err := modes.Of(cfg); err == nil && md.Describe != nil {
 		fmt.Fprintf(stdout, "  %s\n", md.Describe(cfg))
 	}
 	for _, p := range cfg.Servers() {
@@ -874,7 +874,7 @@ func trustLine(m config.Mode) string {
 
 // serverRole names a server's role, as its mode declares it.
 func serverRole(cfg *config.Params, name string) string {
-	srv, err := engine.ServerOf(cfg, name)
+	srv, err := modes.ServerOf(cfg, name)
 	if err != nil {
 		return "unknown role"
 	}
@@ -911,7 +911,7 @@ func peerStates(peers []protocol.PeerState, want int) (string, bool) {
 // server's log where shards are configured, or shards where none are (the
 // server would start empty beside its rows).
 func checkLayout(cfg *config.Params, h *home.Home) error {
-	srv, err := engine.ServerOf(cfg, h.Self.Name)
+	srv, err := modes.ServerOf(cfg, h.Self.Name)
 	if err != nil || srv.Log == "" {
 		return err
 	}

@@ -12,8 +12,8 @@ import (
 	"github.com/idface/idface/client"
 	"github.com/idface/idface/cluster"
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/engine"
 	"github.com/idface/idface/experiments"
+	"github.com/idface/idface/modes"
 	"github.com/idface/idface/protocol"
 )
 
@@ -173,7 +173,7 @@ func runDemo(ctx context.Context, cfg *config.Params, people, samples int, intra
 	}
 	defer cl.Close()
 	start := time.Now()
-	md, err := engine.ModeOf(cfg)
+	md, err := modes.Of(cfg)
 	if err != nil {
 		return r, err
 	}
@@ -235,7 +235,7 @@ func nextSteps(w io.Writer, m config.Mode, dir string, keep, hidden bool) {
 		}
 	}
 	for _, o := range config.Modes() {
-		if s, _ := config.Spec(o); !hidden && s.HiddenProbe != nil {
+		if s, _ := config.Spec(o); !hidden && s.HideProbes {
 			fmt.Fprintf(w, "  idface demo --mode %s --hide-probes   # no server sees a probe: devices seal its shares to the holders\n", o)
 		}
 	}

@@ -11,10 +11,10 @@ import (
 	"github.com/idface/idface/cluster"
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/deploy"
-	"github.com/idface/idface/engine"
 	"github.com/idface/idface/internal/codec/buildinfo"
 	"github.com/idface/idface/internal/codec/store"
 	"github.com/idface/idface/internal/host/home"
+	"github.com/idface/idface/modes"
 	"github.com/idface/idface/server"
 )
 
@@ -148,7 +148,7 @@ func k8sSource(dir, cfgFile, homeDir string, o *deploy.Options) (*config.Params,
 // k8sSizes sizes each row-holding server for rows, from the mode's
 // storage estimate.
 func k8sSizes(p *config.Params, rows int) (map[string]deploy.Size, error) {
-	mode, err := engine.ModeOf(p)
+	mode, err := modes.Of(p)
 	if err != nil {
 		return nil, err
 	}

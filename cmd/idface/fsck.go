@@ -18,6 +18,7 @@ import (
 	"github.com/idface/idface/internal/codec/store"
 	"github.com/idface/idface/internal/host/home"
 	"github.com/idface/idface/internal/host/pairkey"
+	"github.com/idface/idface/modes"
 	"github.com/idface/idface/network/quicnet"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/server"
@@ -175,7 +176,7 @@ func (o *fsckOptions) fix(env engine.Env, data string, stdout io.Writer) error {
 // problems.
 func (o *fsckOptions) check(env engine.Env, h *home.Home, me config.Member, data string, res *fsckResult, stdout io.Writer) error {
 	p, name := env.Params, env.Self
-	srv, err := engine.ServerOf(p, name)
+	srv, err := modes.ServerOf(p, name)
 	if err != nil {
 		return err
 	}
@@ -253,7 +254,7 @@ func cutTornTail(p *config.Params, name, bound, data string, stdout io.Writer) e
 // logOf is a server's log file and the binding it must carry (to bound:
 // the server, or one of its shards); "" for a server that keeps no log.
 func logOf(p *config.Params, name, bound, data string) (string, store.Binding) {
-	srv, err := engine.ServerOf(p, name)
+	srv, err := modes.ServerOf(p, name)
 	if err != nil || srv.Log == "" {
 		return "", store.Binding{}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/idface/idface/engine/hemode"
 	"github.com/idface/idface/heidface"
 	"github.com/idface/idface/internal/harness/inproc"
+	"github.com/idface/idface/modes"
 )
 
 // TestFsckHEBindings (issue 17, item 7): fsck reports what an HE local
@@ -40,7 +41,7 @@ func TestFsckHEBindings(t *testing.T) {
 	local := func(want ...string) []string {
 		t.Helper()
 		var out bytes.Buffer
-		srv, err := engine.ServerOf(c.P, "p1")
+		srv, err := modes.ServerOf(c.P, "p1")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,7 +60,7 @@ func TestFsckHEBindings(t *testing.T) {
 	keyServer := func(want ...string) []string {
 		t.Helper()
 		var out bytes.Buffer
-		srv, err := engine.ServerOf(c.P, "key")
+		srv, err := modes.ServerOf(c.P, "key")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
+	"github.com/idface/idface/modes"
 	"github.com/idface/idface/network/quicnet"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/server"
@@ -53,7 +54,7 @@ func partyRebuild(args []string, stdout, stderr io.Writer) error {
 	if p, err = server.WithShardKey(p, h, name); err != nil { // a rebuilt shard keeps only its rows
 		return err
 	}
-	srv, err := engine.ServerOf(p, name)
+	srv, err := modes.ServerOf(p, name)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/internal/host/home"
+	"github.com/idface/idface/modes"
 )
 
 func init() {
@@ -68,7 +69,7 @@ func shardRebalance(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	m, err := engine.ModeOf(old)
+	m, err := modes.Of(old)
 	if err != nil {
 		return err
 	}
@@ -186,7 +187,7 @@ func rebalanceMember(next, prev, homeDir, dataDir string, stdout io.Writer) erro
 	case nxt.Shards() == old.Shards():
 		return fmt.Errorf("both configurations have %d shards per server: nothing to move", old.Shards())
 	}
-	m, err := engine.ModeOf(old)
+	m, err := modes.Of(old)
 	if err != nil {
 		return err
 	}
@@ -263,7 +264,7 @@ func stageShards(ctx context.Context, m *engine.Mode, h *home.Home, old, next *c
 			return err
 		}
 	}
-	if err := m.Rebalance(ctx, old, next, name, from, to, stdout); err != nil {
+	if err := m.Rebalance(ctx, m.Server(old, name), old, next, name, from, to, stdout); err != nil {
 		return fmt.Errorf("%s: %w (nothing was changed: its data still follow %d shards)", name, err, old.Shards())
 	}
 	return nil

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/engine/replicated"
 	"github.com/idface/idface/internal/harness/inproc"
 )
 
@@ -17,7 +16,7 @@ import (
 // cannot be caught up), while the others answer degraded.
 func TestStatusNamesStaleHolder(t *testing.T) {
 	tau := 0.5
-	c := inproc.Start(t, inproc.Literal(config.Literal{Mode: replicated.Mode, Dim: 128, Tau: &tau, Timeout: config.Duration(5 * time.Second)}, 3))
+	c := inproc.Start(t, inproc.Literal(config.Literal{Mode: config.ModeReplicated, Dim: 128, Tau: &tau, Timeout: config.Duration(5 * time.Second)}, 3))
 	ctx := inproc.Ctx(t, 30*time.Second)
 	op := c.Client("client", "p1")
 	if err := op.Enroll(ctx, inproc.Items(inproc.Templates(4, 128, 7), "a")); err != nil {

@@ -11,18 +11,18 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
-	"github.com/idface/idface/internal/harness/testutil"
+	"github.com/idface/idface/internal/harness/members"
 )
 
 // TestStatsCommand: 'idface stats --url' reads the window a server's
 // /metrics shows (engine.ScoreStats), and says when none is complete.
 func TestStatsCommand(t *testing.T) {
 	tau := 0.25
-	decider := testutil.Member(t, "decider", "m", "")
+	decider := members.Member(t, "decider", "m", "")
 	p, err := config.New(config.Literal{Mode: config.ModeBlind, Dim: 64, Tau: &tau, StatsWindow: config.MinStatsWindow,
-		Parties:   []config.Member{testutil.Member(t, "p1", "m", ""), testutil.Member(t, "p2", "m", "")},
+		Parties:   []config.Member{members.Member(t, "p1", "m", ""), members.Member(t, "p2", "m", "")},
 		Decider:   &decider,
-		Clients:   []config.Member{testutil.Member(t, "op", "", config.RoleOperator)},
+		Clients:   []config.Member{members.Member(t, "op", "", config.RoleOperator)},
 		ClusterID: "00112233445566778899aabbccddeeff"}, "")
 	if err != nil {
 		t.Fatal(err)

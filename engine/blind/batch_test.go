@@ -29,7 +29,7 @@ func TestMergedPasses(t *testing.T) {
 	}{{2, "", 21, 8}, {3, "4:20,20,20,25", 63, 16}} {
 		t.Run(fmt.Sprintf("mu=%d/gallery=%s/k=%d", c.mu, c.gallery, c.bits), func(t *testing.T) {
 			cl := start(t, c.mu, config.Literal{GalleryLevels: c.gallery, Beta: c.beta, RevealScores: true, BatchMax: 4})
-			if got := blind.Ring(cl.P).Bits; got != c.bits {
+			if got := cl.P.Ring().Bits; got != c.bits {
 				t.Fatalf("ring of %d bits, want %d", got, c.bits)
 			}
 			xs := templates(300, 61)

@@ -20,8 +20,8 @@ const MaxRows = 1 << 27
 // cluster: its ring, a top-K it answers, at most MaxRows rows.
 func CheckShare(p *config.Params, bits, topK int, rows uint32) *protocol.Error {
 	switch {
-	case bits != Ring(p).Bits:
-		return protocol.Errorf(protocol.CodeBadRequest, "score shares of %d bits; this cluster's ring has %d", bits, Ring(p).Bits)
+	case bits != p.Ring().Bits:
+		return protocol.Errorf(protocol.CodeBadRequest, "score shares of %d bits; this cluster's ring has %d", bits, p.Ring().Bits)
 	case topK > p.MaxTopK() || topK < 1:
 		return protocol.Errorf(protocol.CodeBadRequest, "top %d, the cluster allows 1..%d", topK, p.MaxTopK())
 	case rows > MaxRows:
@@ -125,7 +125,7 @@ func (d *Decider) decide(ctx context.Context, q *merge.Pending[[]byte, *protocol
 	var best int
 	var live bool
 	var err error
-	switch Ring(d.p).Bits {
+	switch d.p.Ring().Bits {
 	case 8:
 		matches, best, live, err = decideVecs[uint8](q, thr)
 	default:

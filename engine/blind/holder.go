@@ -87,13 +87,13 @@ type Holder[E additive.Elem] struct {
 // New makes share holder env.Self for the cluster's ring: feed it the log
 // with Replay, then call Start.
 func New(env engine.Env) (Engine, error) {
-	switch Ring(env.Params).Bits {
+	switch env.Params.Ring().Bits {
 	case 8:
 		return newHolder[uint8](env)
 	case 16:
 		return newHolder[uint16](env)
 	}
-	return nil, fmt.Errorf("blind: a ring of %d bits", Ring(env.Params).Bits)
+	return nil, fmt.Errorf("blind: a ring of %d bits", env.Params.Ring().Bits)
 }
 
 // Engine is a share holder whatever its ring.

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idface/idface/engine/blind"
-
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/internal/harness/inproc"
 	"github.com/idface/idface/network/memnet"
@@ -72,7 +70,7 @@ func TestExact(t *testing.T) {
 	}{{2, "", 21, 8}, {3, "", 21, 8}, {2, "4:2,6,19,58", 21, 8}, {2, "4:20,20,20,25", 63, 16}, {3, "4:20,20,20,25", 63, 16}} {
 		t.Run(fmt.Sprintf("mu=%d/gallery=%s/beta=%d/k=%d", c.mu, c.gallery, c.beta, c.bits), func(t *testing.T) {
 			cl := start(t, c.mu, config.Literal{GalleryLevels: c.gallery, Beta: c.beta, RevealScores: true})
-			if got := blind.Ring(cl.P).Bits; got != c.bits {
+			if got := cl.P.Ring().Bits; got != c.bits {
 				t.Fatalf("ring of %d bits, want %d", got, c.bits)
 			}
 			xs := templates(40*c.mu, 1)

@@ -13,50 +13,39 @@ import (
 	"github.com/idface/idface/engine/shard"
 	"github.com/idface/idface/internal/codec/store"
 	"github.com/idface/idface/protocol"
-	"github.com/idface/idface/sharing/additive"
 )
 
-func init() {
-	engine.Register(engine.Mode{
-		ModeSpec: config.ModeSpec{
-			Name: config.ModeBlind, Order: 40,
-			Summary: "blind mode: the entry learns only the answer, a decider the permuted scores",
-			Layout: config.Layout{PartyRole: config.RoleShareHolder, PartyNoun: "share holders",
-				MinParties: 2, MaxParties: config.MaxParties, DefaultParties: 2, Helper: config.RoleDecider, Origins: true},
-			Levels: true, Derive: Derive,
-			Sealed: true, SealedShares: sealedShares, Shards: true,
-			MaxEnrollBatch: func(p *config.Params) int { return rowtxn.MaxBatch(p.Dim() * Ring(p).Bits / 8) }, // a log record holds the batch
-			Trust:          "trust: semi-honest: one deviating share holder can change answers (make a chosen id accepted) and, as the entry, learn the exact scores of rows it chooses; the decider must not collude with a holder (docs/SECURITY.md)",
-		},
-		Server: func(p *config.Params, name string) engine.Server {
-			if name == p.DeciderName() {
-				return engine.Server{Role: "decider",
-					Open: func(_ context.Context, env engine.Env, _ string, _ func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
-						if env.Coordinating() {
-							return merge.NewMerger(env), nil, nil
-						}
-						eng, err := NewDecider(env)
-						return eng, nil, err
-					},
-				}
+// Mode is blind mode's engine (modes.List).
+var Mode = engine.Mode{
+	ModeSpec: config.MustSpec(config.ModeBlind),
+	Server: func(p *config.Params, name string) engine.Server {
+		if name == p.DeciderName() {
+			return engine.Server{Role: "decider",
+				Open: func(_ context.Context, env engine.Env, _ string, _ func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
+					if env.Coordinating() {
+						return merge.NewMerger(env), nil, nil
+					}
+					eng, err := NewDecider(env)
+					return eng, nil, err
+				},
 			}
-			return shard.Server(rowtxn.HolderServer("party", "shares.log", store.KindBlind, New), func(p *config.Params) shard.Options {
-				return shard.Options{Mode: "blind-coord", Ranked: true, Enroll: protocol.TSealedEnroll, EnrollMax: engine.SealedEnrollBound(p, p.Dim()*Ring(p).Bits/8)}
-			})
-		},
-		Rebalance: Rebalance,
-		Describe: func(p *config.Params) string {
-			g, q := p.Transform()
-			return fmt.Sprintf("gallery levels %s, query levels %s, shares over Z_(2^%d)", g, q, Ring(p).Bits)
-		},
-		// d k-bit elements a row.
-		Storage: func(p *config.Params, rows int) float64 { return float64(rows * p.Dim() * Ring(p).Bits / 8) },
-		IdentifyFormula: func(p *config.Params, rows int) (string, float64) {
-			return "mu*D*k + query", IdentifyBits(rows, p.Beta(), p.Mu(), Ring(p).Bits) / 8
-		},
-		CommCost:   []engine.CommTable{{Place: 40, Rows: commRows}},
-		KernelPath: true,
-	})
+		}
+		return shard.Server(rowtxn.HolderServer("party", "shares.log", store.KindBlind, New), func(p *config.Params) shard.Options {
+			return shard.Options{Mode: "blind-coord", Ranked: true, Enroll: protocol.TSealedEnroll, EnrollMax: engine.SealedEnrollBound(p, p.Dim()*p.Ring().Bits/8)}
+		})
+	},
+	Rebalance: Rebalance,
+	Describe: func(p *config.Params) string {
+		g, q := p.Transform()
+		return fmt.Sprintf("gallery levels %s, query levels %s, shares over Z_(2^%d)", g, q, p.Ring().Bits)
+	},
+	// d k-bit elements a row.
+	Storage: func(p *config.Params, rows int) float64 { return float64(rows * p.Dim() * p.Ring().Bits / 8) },
+	IdentifyFormula: func(p *config.Params, rows int) (string, float64) {
+		return "mu*D*k + query", IdentifyBits(rows, p.Beta(), p.Mu(), p.Ring().Bits) / 8
+	},
+	CommCost:   []engine.CommTable{{Place: 40, Rows: commRows}},
+	KernelPath: true,
 }
 
 // commRows are blind mode's rows of the communication tables, for two
@@ -87,36 +76,11 @@ func TernaryRingBits(alpha, beta int) int {
 
 // Rebalance is shard.Rebalance for a mode sharing over blind mode's ring
 // (blind and replicated), which must stay.
-func Rebalance(ctx context.Context, old, next *config.Params, self string, from, to []string, out io.Writer) error {
-	if Ring(old) != Ring(next) {
-		return fmt.Errorf("rebalance keeps the share ring: Z_(2^%d) before, Z_(2^%d) after", Ring(old).Bits, Ring(next).Bits)
+func Rebalance(ctx context.Context, srv engine.Server, old, next *config.Params, self string, from, to []string, out io.Writer) error {
+	if old.Ring() != next.Ring() {
+		return fmt.Errorf("rebalance keeps the share ring: Z_(2^%d) before, Z_(2^%d) after", old.Ring().Bits, next.Ring().Bits)
 	}
-	return shard.Rebalance(ctx, old, next, self, from, to, out)
-}
-
-// derived is what blind mode derives from a configuration: the share ring
-// Z_(2^k), the smallest k that holds every score of the cluster's gallery
-// and query levels (k = 8 for a ternary gallery with beta <= 127).
-type derived struct{ ring additive.Ring }
-
-// Derive is blind mode's ModeSpec.Derive; the replicated mode, which
-// shares over the same ring, derives with it too.
-func Derive(p *config.Params) (any, error) {
-	r, err := additive.RingFor(p.Transform())
-	if err != nil {
-		return nil, err
-	}
-	return &derived{ring: r}, nil
-}
-
-// Ring is the share ring of a cluster whose mode derives with Derive
-// (blind and replicated); the zero Ring, which every engine refuses, for
-// another mode's.
-func Ring(p *config.Params) additive.Ring {
-	if d, ok := p.Derived().(*derived); ok {
-		return d.ring
-	}
-	return additive.Ring{}
+	return shard.Rebalance(ctx, srv, old, next, self, from, to, out)
 }
 
 // EnrollBits is blind mode's enrollment traffic per template: a 256-bit

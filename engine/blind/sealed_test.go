@@ -10,8 +10,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/idface/idface/engine/blind"
-
 	"github.com/idface/idface/client"
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
@@ -96,7 +94,7 @@ func TestSealedEntryView(t *testing.T) {
 			if len(seen) < (mu-1)*30*additive.SeedSize {
 				t.Fatalf("the tap saw %d bytes: it missed the request", len(seen))
 			}
-			d, unit := cl.P.Dim(), cl.P.Dim()*blind.Ring(cl.P).Bits/8
+			d, unit := cl.P.Dim(), cl.P.Dim()*cl.P.Ring().Bits/8
 			for i, x := range xs {
 				if bytes.Contains(seen, f32bytes(x)[:64]) {
 					t.Fatalf("the entry saw template %d", i)

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idface/idface/engine/blind"
-
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/internal/harness/inproc"
 	"github.com/idface/idface/protocol"
@@ -90,7 +88,7 @@ func TestThresholdBoundary(t *testing.T) {
 
 func testThresholdBoundary(t *testing.T, cl *inproc.Cluster, bits int) {
 	p := cl.P
-	if got := blind.Ring(p).Bits; got != bits {
+	if got := p.Ring().Bits; got != bits {
 		t.Fatalf("ring of %d bits, want %d", got, bits)
 	}
 	top, thr := min(p.Alpha(), p.Beta()), p.Threshold()
@@ -189,7 +187,7 @@ func TestRingTooNarrowRefused(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: ternary: %v", mode, err)
 		}
-		if got := blind.Ring(p).Bits; got != 16 {
+		if got := p.Ring().Bits; got != 16 {
 			t.Errorf("%s: ternary beta = alpha = 341: a ring of %d bits, want 16", mode, got)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"math"
 	"path/filepath"
+	"sync"
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
@@ -19,53 +20,33 @@ import (
 	"github.com/idface/idface/template"
 )
 
-func init() {
-	engine.Register(engine.Mode{
-		ModeSpec: config.ModeSpec{
-			Name: config.ModeHE, Order: 30,
-			Summary: "IDFace: encrypted database and a key server (--scheme paillier)",
-			Layout: config.Layout{PartyRole: config.RoleLocalServer, PartyNoun: "local servers",
-				MinParties: 1, MaxParties: config.MaxParties, DefaultParties: 1, Helper: config.RoleKeyServer},
-			Scheme: true,
-			// Each local server and the key server may run as a
-			// coordinator and S shards (shard.go).
-			Shards:         true,
-			NoRevealScores: "in mode he the key server never reveals scores",
-			// The entry sums every group and asks the key server.
-			IdentifyTimeouts: 4,
-			Trust:            "trust: the key server and the local servers must not collude (the key decrypts the database); a deviating server can change answers, and a deviating local server can probe the key server's decryptions (docs/SECURITY.md)",
-			Derive:           derive,
-			// Every group a batch touches costs 2d fresh encryptions at
-			// every local server within one request's timeout (Paillier:
-			// about 0.6 s a group on two cores, 341 rows; BGV's groups hold
-			// tens of thousands of rows): at most four groups.
-			MaxEnrollBatch: func(p *config.Params) int { return 4 * Scheme(p).GroupRows() },
-		},
-		Server: server,
-		// Shard s's rows are encrypted under key server shard s's own key
-		// pair, with column groups packed by row: no server can move
-		// them without the templates.
-		NoRebalance: "each shard's rows are encrypted under its own key server shard's key, and no server holds the templates to encrypt them again; " +
-			"make a cluster with the new shard count and enroll the gallery into it from the operator's templates",
-		Describe: func(p *config.Params) string {
-			he := Scheme(p)
-			return fmt.Sprintf("encryption %s: %d templates per column group, %d-byte ciphertexts", he.Name(), he.GroupRows(), he.CiphertextBytes())
-		},
-		IdentifyFormula: func(p *config.Params, rows int) (string, float64) {
-			hp := Scheme(p)
-			return "2*groups*S_ct", float64(2 * groupsOf(p, rows) * hp.CiphertextBytes())
-		},
-		// The encrypted database: 2d ciphertexts a group.
-		Storage: func(p *config.Params, rows int) float64 {
-			return float64(groupsOf(p, rows) * 2 * p.Dim() * Scheme(p).CiphertextBytes())
-		},
-		// One delta per group: encryption dominates, so one request per
-		// batch the server allows.
-		EnrollBatch: func(p *config.Params, total int) int { return min(total, Scheme(p).GroupRows(), p.MaxEnrollBatch()) },
-		// The paper's IDFace beside 2PCFace and MPCFace; this project's
-		// schemes after the other modes.
-		CommCost: []engine.CommTable{{Place: 30, Rows: paperRows}, {Place: 60, Rows: schemeRows}},
-	})
+// Mode is mode he's engine (modes.List).
+var Mode = engine.Mode{
+	ModeSpec: config.MustSpec(config.ModeHE),
+	Server:   server,
+	// Shard s's rows are encrypted under key server shard s's own key
+	// pair, with column groups packed by row: no server can move
+	// them without the templates.
+	NoRebalance: "each shard's rows are encrypted under its own key server shard's key, and no server holds the templates to encrypt them again; " +
+		"make a cluster with the new shard count and enroll the gallery into it from the operator's templates",
+	Describe: func(p *config.Params) string {
+		he := Scheme(p)
+		return fmt.Sprintf("encryption %s: %d templates per column group, %d-byte ciphertexts", he.Name(), he.GroupRows(), he.CiphertextBytes())
+	},
+	IdentifyFormula: func(p *config.Params, rows int) (string, float64) {
+		hp := Scheme(p)
+		return "2*groups*S_ct", float64(2 * groupsOf(p, rows) * hp.CiphertextBytes())
+	},
+	// The encrypted database: 2d ciphertexts a group.
+	Storage: func(p *config.Params, rows int) float64 {
+		return float64(groupsOf(p, rows) * 2 * p.Dim() * Scheme(p).CiphertextBytes())
+	},
+	// One delta per group: encryption dominates, so one request per
+	// batch the server allows.
+	EnrollBatch: func(p *config.Params, total int) int { return min(total, Scheme(p).GroupRows(), p.MaxEnrollBatch()) },
+	// The paper's IDFace beside 2PCFace and MPCFace; this project's
+	// schemes after the other modes.
+	CommCost: []engine.CommTable{{Place: 30, Rows: paperRows}, {Place: 60, Rows: schemeRows}},
 }
 
 // Paper parameters of IDFace (paper Sec. 4.2 and 5.1, Table comp_res):
@@ -120,61 +101,75 @@ func groupsOf(p *config.Params, rows int) int {
 	return S * (((rows+S-1)/S + gr - 1) / gr)
 }
 
-// derived is what mode he derives from a configuration.
-type derived struct {
-	scheme heidface.Scheme
-	// rate is the key server's queries per second per local server (a
-	// burst of twice as many); maxPass the share of the live rows that may
-	// pass the threshold in one query.
-	rate, maxPass float64
-}
+// schemes are the encryption schemes made so far, by their parameters:
+// a scheme's parameters cost milliseconds to make (BGV's ring) and every
+// cluster of one process uses the same few.
+var schemes = struct {
+	sync.Mutex
+	m map[schemeKey]heidface.Scheme
+}{m: map[schemeKey]heidface.Scheme{}}
 
-func derive(p *config.Params) (any, error) {
-	lit := p.Literal()
-	s, err := heidface.New(lit.Scheme, p.Dim(), p.Alpha(), p.Beta())
-	if err != nil {
-		return nil, err
-	}
-	d := &derived{scheme: s, rate: lit.KeyServerRate, maxPass: lit.KeyServerMaxPass}
-	if d.rate == 0 {
-		d.rate = 200
-	}
-	if d.maxPass == 0 {
-		// Scores of unrelated templates are about N(0, alpha*beta/d): 1%,
-		// or 20 times the share of random templates that pass when that
-		// is larger (small d or low tau).
-		sigma := math.Sqrt(float64(p.Alpha()) * float64(p.Beta()) / float64(p.Dim()))
-		z := template.ScoreThreshold(p.Tau(), p.Alpha(), p.Beta()) / sigma
-		d.maxPass = min(1, max(0.01, 20*0.5*math.Erfc(z/math.Sqrt2)))
-	}
-	if !(d.rate > 0) || !(d.maxPass > 0 && d.maxPass <= 1) {
-		return nil, fmt.Errorf("key_server_rate %v, key_server_max_pass %v: want a positive rate and a share in (0, 1]", d.rate, d.maxPass)
-	}
-	return d, nil
-}
-
-func derivedOf(p *config.Params) *derived {
-	d, _ := p.Derived().(*derived)
-	return d
+type schemeKey struct {
+	name             string
+	dim, alpha, beta int
 }
 
 // Scheme is the cluster's homomorphic encryption with its parameters; nil
-// outside mode he.
+// outside mode he (config checks the scheme's name and weights, so
+// making it cannot fail in a checked configuration but for a bug, which
+// the first caller in the server reports: SchemeOf).
 func Scheme(p *config.Params) heidface.Scheme {
-	if d := derivedOf(p); d != nil {
-		return d.scheme
-	}
-	return nil
+	s, _ := SchemeOf(p)
+	return s
 }
 
-// KeyServerRate is the key server's queries per second per local server.
-func KeyServerRate(p *config.Params) float64 { return derivedOf(p).rate }
+// SchemeOf is Scheme with the error of making it.
+func SchemeOf(p *config.Params) (heidface.Scheme, error) {
+	cs, ok := p.Scheme()
+	if !ok {
+		return nil, fmt.Errorf("mode %s has no encryption scheme", p.Mode())
+	}
+	k := schemeKey{cs.Name, p.Dim(), p.Alpha(), p.Beta()}
+	schemes.Lock()
+	defer schemes.Unlock()
+	if s, ok := schemes.m[k]; ok {
+		return s, nil
+	}
+	s, err := heidface.New(k.name, k.dim, k.alpha, k.beta)
+	if err != nil {
+		return nil, err
+	}
+	schemes.m[k] = s
+	return s, nil
+}
+
+// KeyServerRate is the key server's queries per second per local server:
+// key_server_rate, 200 when not set.
+func KeyServerRate(p *config.Params) float64 {
+	if r := p.Literal().KeyServerRate; r > 0 {
+		return r
+	}
+	return 200
+}
 
 // KeyServerMaxPass is the number of rows that may pass the threshold in
 // one query when live rows are live (in the key server's own record); the
 // key server refuses a query over it. At least 16 rows always pass.
 func KeyServerMaxPass(p *config.Params, live int) int {
-	return max(16, int(derivedOf(p).maxPass*float64(live)))
+	return max(16, int(maxPassShare(p)*float64(live)))
+}
+
+// maxPassShare is key_server_max_pass or, when not set, 1% of the live
+// rows, or 20 times the share of random templates that pass the threshold
+// when that is larger (small d or low tau).
+func maxPassShare(p *config.Params) float64 {
+	if f := p.Literal().KeyServerMaxPass; f > 0 {
+		return f
+	}
+	// Scores of unrelated templates are about N(0, alpha*beta/d).
+	sigma := math.Sqrt(float64(p.Alpha()) * float64(p.Beta()) / float64(p.Dim()))
+	z := template.ScoreThreshold(p.Tau(), p.Alpha(), p.Beta()) / sigma
+	return min(1, max(0.01, 20*0.5*math.Erfc(z/math.Sqrt2)))
 }
 
 func server(p *config.Params, name string) engine.Server {
@@ -184,7 +179,11 @@ func server(p *config.Params, name string) engine.Server {
 				if env.Coordinating() { // merges its shards' best rows; holds no key
 					return merge.NewMerger(env), nil, nil
 				}
-				key, err := heidface.LoadKeyPair(dir, Scheme(env.Params), KeyBinding(env.Params), env.Log)
+				he, err := SchemeOf(env.Params)
+				if err != nil {
+					return nil, nil, err
+				}
+				key, err := heidface.LoadKeyPair(dir, he, KeyBinding(env.Params), env.Log)
 				if err != nil {
 					return nil, nil, err
 				}
@@ -208,7 +207,11 @@ func server(p *config.Params, name string) engine.Server {
 
 // openLocal opens a local server's group files and row log.
 func openLocal(ctx context.Context, env engine.Env, dir string, wrap func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
-	groups, err := heidface.OpenGroups(filepath.Join(dir, "groups"), Scheme(env.Params))
+	he, err := SchemeOf(env.Params)
+	if err != nil {
+		return nil, nil, err
+	}
+	groups, err := heidface.OpenGroups(filepath.Join(dir, "groups"), he)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -9,51 +9,41 @@ import (
 	"github.com/idface/idface/protocol"
 )
 
-const trust = "trust: semi-honest: one deviating share holder can change answers undetected; an entry sees every row's ternary values at its probes' positions (docs/SECURITY.md)"
+// Mode2PC and ModeMPC are 2PCFace's and (mu,nu)-MPCFace's engines
+// (modes.List): the same engine, the paper's two settings.
+var (
+	Mode2PC = mpcMode(config.Mode2PC, engine.CommTable{Place: 10, Rows: func(s engine.CommSetting) ([]engine.CommRow, error) {
+		return []engine.CommRow{{Protocol: "2pcface", Phase: "enroll", Mu: 2, Bits: float64(2 * s.Dim)},
+			{Protocol: "2pcface", Phase: "identify", Mu: 2, Bits: identifyBits(s), Run: &engine.CommRun{}}}, nil
+	}})
+	ModeMPC = mpcMode(config.ModeMPC, engine.CommTable{Place: 20, Rows: func(s engine.CommSetting) ([]engine.CommRow, error) {
+		var rows []engine.CommRow
+		for _, mu := range s.Mus {
+			id := engine.CommRow{Protocol: "mpcface", Phase: "identify", Mu: mu, Bits: float64(mu-1) * identifyBits(s)}
+			if mu > 2 && mu <= 6 { // mu = 2 is 2pc's row; more is too many processes for one machine
+				id.Run = &engine.CommRun{}
+			}
+			rows = append(rows, engine.CommRow{Protocol: "mpcface", Phase: "enroll", Mu: mu, Bits: float64((mu - 1) * 2 * s.Dim)}, id)
+		}
+		return rows, nil
+	}})
+)
 
-func init() {
-	for _, m := range []struct {
-		spec config.ModeSpec
-		comm engine.CommTable
-	}{
-		{config.ModeSpec{Name: config.Mode2PC, Order: 10, Summary: "2PCFace: two servers with XOR shares",
-			Layout: config.Layout{PartyRole: config.RoleShareHolder, PartyNoun: "parties", MinParties: 2, MaxParties: 2, DefaultParties: 2, Hint: " (use mode mpc)", Origins: true}},
-			engine.CommTable{Place: 10, Rows: func(s engine.CommSetting) ([]engine.CommRow, error) {
-				return []engine.CommRow{{Protocol: "2pcface", Phase: "enroll", Mu: 2, Bits: float64(2 * s.Dim)},
-					{Protocol: "2pcface", Phase: "identify", Mu: 2, Bits: identifyBits(s), Run: &engine.CommRun{}}}, nil
-			}}},
-		{config.ModeSpec{Name: config.ModeMPC, Order: 20, Summary: "(mu,nu)-MPCFace: two or more servers with XOR shares (--parties)",
-			Layout: config.Layout{PartyRole: config.RoleShareHolder, PartyNoun: "parties", MinParties: 2, MaxParties: config.MaxParties, DefaultParties: 2, Origins: true}},
-			engine.CommTable{Place: 20, Rows: func(s engine.CommSetting) ([]engine.CommRow, error) {
-				var rows []engine.CommRow
-				for _, mu := range s.Mus {
-					id := engine.CommRow{Protocol: "mpcface", Phase: "identify", Mu: mu, Bits: float64(mu-1) * identifyBits(s)}
-					if mu > 2 && mu <= 6 { // mu = 2 is 2pc's row; more is too many processes for one machine
-						id.Run = &engine.CommRun{}
-					}
-					rows = append(rows, engine.CommRow{Protocol: "mpcface", Phase: "enroll", Mu: mu, Bits: float64((mu - 1) * 2 * s.Dim)}, id)
-				}
-				return rows, nil
-			}}},
-	} {
-		spec := m.spec
-		spec.Trust = trust
-		spec.Shards = true
-		engine.Register(engine.Mode{
-			ModeSpec: spec,
-			Server: func(*config.Params, string) engine.Server {
-				srv := rowtxn.HolderServer("party", "shares.log", store.KindShares, func(env engine.Env) (rowtxn.Holder, error) { return New(env) })
-				return shard.Server(srv, func(p *config.Params) shard.Options {
-					return shard.Options{Mode: string(p.Mode()) + "-coord", Enroll: protocol.TEnroll, EnrollMax: engine.EnrollBound(p)}
-				})
-			},
-			Rebalance:       shard.Rebalance,
-			IdentifyFormula: IdentifyFormula,
-			// Two bit planes (the ternary value's sign and magnitude) of d
-			// columns of rows bits.
-			Storage:  func(p *config.Params, rows int) float64 { return float64(2 * p.Dim() * ((rows + 63) / 64) * 8) },
-			CommCost: []engine.CommTable{m.comm},
-		})
+func mpcMode(name config.Mode, comm engine.CommTable) engine.Mode {
+	return engine.Mode{
+		ModeSpec: config.MustSpec(name),
+		Server: func(*config.Params, string) engine.Server {
+			srv := rowtxn.HolderServer("party", "shares.log", store.KindShares, func(env engine.Env) (rowtxn.Holder, error) { return New(env) })
+			return shard.Server(srv, func(p *config.Params) shard.Options {
+				return shard.Options{Mode: string(p.Mode()) + "-coord", Enroll: protocol.TEnroll, EnrollMax: engine.EnrollBound(p)}
+			})
+		},
+		Rebalance:       shard.Rebalance,
+		IdentifyFormula: IdentifyFormula,
+		// Two bit planes (the ternary value's sign and magnitude) of d
+		// columns of rows bits.
+		Storage:  func(p *config.Params, rows int) float64 { return float64(2 * p.Dim() * ((rows + 63) / 64) * 8) },
+		CommCost: []engine.CommTable{comm},
 	}
 }
 

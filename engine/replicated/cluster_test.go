@@ -57,7 +57,7 @@ type cluster struct {
 
 // literal is a replicated literal of three holders and a decider.
 func literal(lit config.Literal) config.Literal {
-	lit.Mode = replicated.Mode
+	lit.Mode = config.ModeReplicated
 	lit.Dim = dim
 	if lit.Tau == nil {
 		tau := 0.25

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/engine/blind"
 	"github.com/idface/idface/engine/merge"
@@ -84,7 +85,7 @@ func (d *Decider) Run(ctx context.Context) { d.queries.Run(ctx) }
 func (d *Decider) Stats() engine.Stats { return engine.Stats{} }
 
 func (d *Decider) health(context.Context, engine.Request) protocol.Msg {
-	return &protocol.HealthOK{Name: d.env.Self, Mode: string(Mode)}
+	return &protocol.HealthOK{Name: d.env.Self, Mode: string(config.ModeReplicated)}
 }
 
 // share takes one holder's part: the entry's request waits for the

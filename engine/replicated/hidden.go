@@ -15,10 +15,8 @@ import (
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/protocol/rpc"
-	"github.com/idface/idface/sharing"
 	"github.com/idface/idface/sharing/additive"
 	"github.com/idface/idface/sharing/replicated"
-	"github.com/idface/idface/template"
 )
 
 // Hidden probes (docs/HIDDEN-PROBES.md). In a cluster with hide_probes the
@@ -44,56 +42,6 @@ import (
 // being caught, and a deviating entry, which knows sigma and the masks,
 // can so learn the scores of up to top-k chosen rows of each probe it
 // relays. The checked path, where the holders see y, catches both.
-
-// hiddenProbe (config.ModeSpec.HiddenProbe) makes, at the device's
-// client, each holder's plaintext part of a hidden-probe identify: y =
-// Q(tmpl) with the cluster's query levels, its three shares (two uniform
-// from a CSPRNG keyed from crypto/rand), and for holder k the pair (y_k,
-// y_(k+1)) as little-endian k-bit elements.
-func hiddenProbe(p *config.Params, tmpl []float32) ([][]byte, error) {
-	switch blind.Ring(p).Bits {
-	case 8:
-		return probePairs[uint8](p, tmpl)
-	case 16:
-		return probePairs[uint16](p, tmpl)
-	}
-	return nil, fmt.Errorf("replicated: a ring of %d bits", blind.Ring(p).Bits)
-}
-
-func probePairs[E additive.Elem](p *config.Params, tmpl []float32) ([][]byte, error) {
-	d := p.Dim()
-	tr, err := template.NewLevelTransformer(d, p.QueryLevels())
-	if err != nil {
-		return nil, err
-	}
-	y := make([]int8, d)
-	defer clear(y)
-	if err := template.ApplyLevels(tr, tmpl, y); err != nil {
-		return nil, err
-	}
-	rnd, err := sharing.NewStream(nil)
-	if err != nil {
-		return nil, err
-	}
-	var s [replicated.Holders][]E
-	for j := range s {
-		s[j] = make([]E, d)
-	}
-	defer func() {
-		for j := range s {
-			clear(s[j])
-		}
-	}()
-	if err := replicated.Split(&s, y, rnd); err != nil {
-		return nil, err
-	}
-	pts := make([][]byte, replicated.Holders)
-	for k := range pts {
-		pr := replicated.Pair(&s, k)
-		pts[k] = append(append(make([]byte, 0, 2*len(additive.ElemBytes(pr[0]))), additive.ElemBytes(pr[0])...), additive.ElemBytes(pr[1])...)
-	}
-	return pts, nil
-}
 
 // probe is a holder's opened pair of query shares and their digests, and
 // what its check's masks and blinds are bound to (replicated.ProbeContext).

@@ -66,7 +66,7 @@ type Params struct {
 
 // NewParams checks that p describes a replicated cluster.
 func NewParams(p *config.Params) (*Params, error) {
-	if p.Mode() != Mode {
+	if p.Mode() != config.ModeReplicated {
 		return nil, fmt.Errorf("replicated: a cluster of mode %s", p.Mode())
 	}
 	if p.Mu() != replicated.Holders {
@@ -75,7 +75,7 @@ func NewParams(p *config.Params) (*Params, error) {
 	if _, ok := p.Decider(); !ok {
 		return nil, fmt.Errorf("replicated: the cluster has no decider")
 	}
-	return &Params{Params: p, Bits: blind.Ring(p).Bits}, nil
+	return &Params{Params: p, Bits: p.Ring().Bits}, nil
 }
 
 // pair is a holder's store of its two shares of every row of one origin's

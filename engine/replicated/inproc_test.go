@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idface/idface/engine/blind"
 	"github.com/idface/idface/engine/replicated"
 
 	"github.com/idface/idface/config"
@@ -68,7 +67,7 @@ func TestExact(t *testing.T) {
 		{"", 0, 16, true}} { // a hidden-probe cluster's defaults: a dense 4-bit query, the 4-level gallery
 		t.Run(fmt.Sprintf("gallery=%s/beta=%d/k=%d/hidden=%v", c.gallery, c.beta, c.bits, c.hide), func(t *testing.T) {
 			cl := startCluster(t, config.Literal{GalleryLevels: c.gallery, Beta: c.beta, RevealScores: true, HideProbes: c.hide}, nil)
-			if got := blind.Ring(cl.p).Bits; got != c.bits {
+			if got := cl.p.Ring().Bits; got != c.bits {
 				t.Fatalf("ring of %d bits, want %d", got, c.bits)
 			}
 			xs, ids := enrollAll(t, cl, 30, 1)

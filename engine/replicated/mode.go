@@ -18,90 +18,72 @@ import (
 	"github.com/idface/idface/sharing/replicated"
 )
 
-// Mode is replicated blind mode's name in cluster.json.
-const Mode config.Mode = "replicated"
-
 // Kind is the record kind of a replicated holder's log: rowtxn records
-// whose shares are the holder's pair (s_i, s_(i+1)). Kinds 1-3 are the
-// other modes' (internal/codec/store).
-const Kind store.Kind = 4
+// whose shares are the holder's pair (s_i, s_(i+1)).
+const Kind = store.KindReplicated
 
-func init() {
-	engine.Register(engine.Mode{
-		ModeSpec: config.ModeSpec{
-			Name: Mode, Order: 50,
-			Summary: "replicated blind mode: three holders with 2-of-3 shares and a decider; any one deviating server is caught",
-			Layout: config.Layout{PartyRole: config.RoleShareHolder, PartyNoun: "share holders",
-				MinParties: replicated.Holders, MaxParties: replicated.Holders, DefaultParties: replicated.Holders, Helper: config.RoleDecider, Origins: true},
-			Levels: true, Derive: blind.Derive,
-			Sealed: true, SealedShares: sealedShares,
-			Outage: true, Reshare: true, Shards: true,
-			HiddenProbe: hiddenProbe,
-			// A holder logs its pair of shares per row: at k = 16 and d =
-			// 512 a full protocol.MaxBatch would not fit one log record.
-			MaxEnrollBatch: func(p *config.Params) int { return rowtxn.MaxBatch(unitSize(p)) },
-			Trust:          "trust: one of the four servers may deviate: a holder or entry that alters its part gets the query refused, a decider cannot get a row below the threshold accepted; the entry learns the answered rows' scores; no two servers may collude (docs/REPLICATED-NOTES.md)",
-		},
-		Server: func(p *config.Params, name string) engine.Server {
-			if name == p.DeciderName() {
-				return engine.Server{Role: "decider",
-					Open: func(_ context.Context, env engine.Env, _ string, _ func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
-						if env.Coordinating() { // merges its shards' best scores
-							return merge.NewMerger(env), nil, nil
-						}
-						eng, err := NewDecider(env)
-						return eng, nil, err
-					},
-				}
+// Mode is replicated blind mode's engine (modes.List).
+var Mode = engine.Mode{
+	ModeSpec: config.MustSpec(config.ModeReplicated),
+	Server: func(p *config.Params, name string) engine.Server {
+		if name == p.DeciderName() {
+			return engine.Server{Role: "decider",
+				Open: func(_ context.Context, env engine.Env, _ string, _ func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
+					if env.Coordinating() { // merges its shards' best scores
+						return merge.NewMerger(env), nil, nil
+					}
+					eng, err := NewDecider(env)
+					return eng, nil, err
+				},
 			}
-			srv := rowtxn.HolderServer("party", "shares.log", Kind, New)
-			srv.Rebuild = func(ctx context.Context, env engine.Env, dir string, out io.Writer) error {
-				return rebuildInto(ctx, env, filepath.Join(dir, srv.Log), out)
+		}
+		srv := rowtxn.HolderServer("party", "shares.log", Kind, New)
+		srv.Rebuild = func(ctx context.Context, env engine.Env, dir string, out io.Writer) error {
+			return rebuildInto(ctx, env, filepath.Join(dir, srv.Log), out)
+		}
+		open := srv.Open
+		srv.Open = func(ctx context.Context, env engine.Env, dir string, wrap func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
+			eng, closers, err := open(ctx, env, dir, wrap)
+			if h, ok := eng.(interface{ lookAtStart(context.Context) }); ok && err == nil {
+				h.lookAtStart(ctx) // a copy older than the others' stands down before it serves
 			}
-			open := srv.Open
-			srv.Open = func(ctx context.Context, env engine.Env, dir string, wrap func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
-				eng, closers, err := open(ctx, env, dir, wrap)
-				if h, ok := eng.(interface{ lookAtStart(context.Context) }); ok && err == nil {
-					h.lookAtStart(ctx) // a copy older than the others' stands down before it serves
-				}
-				return eng, closers, err
+			return eng, closers, err
+		}
+		srv.Fsck = func(env engine.Env, dir string, opt engine.FsckOptions, out io.Writer) ([]string, error) {
+			eng, err := New(env)
+			if err != nil {
+				return nil, err
 			}
-			srv.Fsck = func(env engine.Env, dir string, opt engine.FsckOptions, out io.Writer) ([]string, error) {
-				eng, err := New(env)
-				if err != nil {
-					return nil, err
-				}
-				problems, err := rowtxn.Fsck(env, eng, dir, srv.Log, Kind, opt, out)
-				if err != nil || len(problems) > 0 { // (no log is one)
-					return problems, err
-				}
-				// An intact log may still be older than the other holders'
-				// rows (a restored backup).
-				if h, ok := eng.(interface{ fsckCurrency(io.Writer) []string }); ok {
-					problems = h.fsckCurrency(out)
-				}
-				return problems, nil
+			problems, err := rowtxn.Fsck(env, eng, dir, srv.Log, Kind, opt, out)
+			if err != nil || len(problems) > 0 { // (no log is one)
+				return problems, err
 			}
-			return shard.Server(srv, func(p *config.Params) shard.Options {
-				return shard.Options{Mode: string(Mode) + "-coord", Merged: true,
-					Enroll: protocol.TSealedEnroll, EnrollMax: engine.SealedEnrollBound(p, 2*p.Dim()*blind.Ring(p).Bits/8)}
-			})
-		},
-		Rebalance: blind.Rebalance,
-		Describe: func(p *config.Params) string {
-			g, q := p.Transform()
-			return fmt.Sprintf("gallery levels %s, query levels %s, 2-of-3 shares over Z_(2^%d)", g, q, blind.Ring(p).Bits)
-		},
-		// Two k-bit shares of d elements a row.
-		Storage: func(p *config.Params, rows int) float64 { return float64(2 * rows * p.Dim() * blind.Ring(p).Bits / 8) },
-		IdentifyFormula: func(p *config.Params, rows int) (string, float64) {
-			if p.HideProbes() {
-				return "6*D*k + checks + tags of the answer + sealed query", HiddenIdentifyBits(rows, p.Dim(), blind.Ring(p).Bits) / 8
+			// An intact log may still be older than the other holders'
+			// rows (a restored backup).
+			if h, ok := eng.(interface{ fsckCurrency(io.Writer) []string }); ok {
+				problems = h.fsckCurrency(out)
 			}
-			return "3*D*k + tags of the answer + query", IdentifyBits(rows, p.Beta(), blind.Ring(p).Bits) / 8
-		},
-		CommCost: []engine.CommTable{{Place: 50, Rows: commRows}},
-	})
+			return problems, nil
+		}
+		return shard.Server(srv, func(p *config.Params) shard.Options {
+			return shard.Options{Mode: string(config.ModeReplicated) + "-coord", Merged: true,
+				Enroll: protocol.TSealedEnroll, EnrollMax: engine.SealedEnrollBound(p, 2*p.Dim()*p.Ring().Bits/8)}
+		})
+	},
+	Rebalance: blind.Rebalance,
+	Describe: func(p *config.Params) string {
+		g, q := p.Transform()
+		return fmt.Sprintf("gallery levels %s, query levels %s, 2-of-3 shares over Z_(2^%d)", g, q, p.Ring().Bits)
+	},
+	// Two k-bit shares of d elements a row.
+	Storage: func(p *config.Params, rows int) float64 { return float64(2 * rows * p.Dim() * p.Ring().Bits / 8) },
+	IdentifyFormula: func(p *config.Params, rows int) (string, float64) {
+		if p.HideProbes() {
+			return "6*D*k + checks + tags of the answer + sealed query", HiddenIdentifyBits(rows, p.Dim(), p.Ring().Bits) / 8
+		}
+		return "3*D*k + tags of the answer + query", IdentifyBits(rows, p.Beta(), p.Ring().Bits) / 8
+	},
+	CommCost: []engine.CommTable{{Place: 50, Rows: commRows}},
 }
 
 // commRows are the mode's rows of the communication tables: enrollment,

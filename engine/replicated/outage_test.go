@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/engine/blind"
 	"github.com/idface/idface/engine/replicated"
 	"github.com/idface/idface/network/memnet"
 	"github.com/idface/idface/protocol"
@@ -40,7 +39,7 @@ const raiseDelta = 64
 func chosen(t *testing.T, c *cluster, xs [][]float32, ids []string, y []float32) []string {
 	t.Helper()
 	want := plain(t, c.p, xs, y)
-	top := 1<<(blind.Ring(c.p).Bits-1) - 1
+	top := 1<<(c.p.Ring().Bits-1) - 1
 	thr := c.p.Threshold()
 	var rows []int
 	for i, s := range want {

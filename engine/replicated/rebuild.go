@@ -119,11 +119,7 @@ func Rebuild(ctx context.Context, env engine.Env, path string, progress func(seg
 	if !ok {
 		return nil, fmt.Errorf("replicated: the holder engine cannot restore rows")
 	}
-	srv, err := engine.ServerOf(p.Params, env.Self)
-	if err != nil {
-		return nil, err
-	}
-	l, _, err := store.Open(path, engine.Binding(p.Params, env.Bound(), srv.Kind, [32]byte{}), eng.Replay)
+	l, _, err := store.Open(path, engine.Binding(p.Params, env.Bound(), Kind, [32]byte{}), eng.Replay)
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
-	"github.com/idface/idface/engine/blind"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/sharing/additive"
 	"github.com/idface/idface/sharing/replicated"
@@ -51,7 +50,7 @@ import (
 // unitSize is the bytes of a holder's row in its log and on the wire: its
 // pair of shares and its trailer.
 func unitSize(p *config.Params) int {
-	return 2*p.Dim()*blind.Ring(p).Bits/8 + replicated.TrailerSize
+	return 2*p.Dim()*p.Ring().Bits/8 + replicated.TrailerSize
 }
 
 // trailers are one segment's rows' trailers at a holder (caller holds the

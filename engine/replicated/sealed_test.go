@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idface/idface/engine/blind"
-
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/engine/replicated"
@@ -29,7 +27,7 @@ import (
 func TestSealedEntryView(t *testing.T) {
 	const d = 128
 	tau := 0.5
-	c := inproc.Start(t, inproc.Literal(config.Literal{Mode: replicated.Mode, Dim: d, Tau: &tau, Timeout: config.Duration(15 * time.Second)}, 3))
+	c := inproc.Start(t, inproc.Literal(config.Literal{Mode: config.ModeReplicated, Dim: d, Tau: &tau, Timeout: config.Duration(15 * time.Second)}, 3))
 	entry := c.P.Party(0).Name
 	var mu sync.Mutex
 	var seen []byte
@@ -49,7 +47,7 @@ func TestSealedEntryView(t *testing.T) {
 	mu.Lock()
 	got := bytes.Clone(seen)
 	mu.Unlock()
-	half := d * blind.Ring(c.P).Bits / 8 // one share of a row
+	half := d * c.P.Ring().Bits / 8 // one share of a row
 	if len(got) < 2*len(xs)*2*half {
 		t.Fatalf("the tap saw %d bytes: it missed the enrollment", len(got))
 	}

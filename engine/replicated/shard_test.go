@@ -29,7 +29,7 @@ func TestShards(t *testing.T) {
 			const S = 3
 			tau := 0.2
 			lit := func(shards int) config.Literal {
-				return inproc.Literal(config.Literal{Mode: replicated.Mode, Dim: dim, Tau: &tau, Shards: shards, RevealScores: reveal,
+				return inproc.Literal(config.Literal{Mode: config.ModeReplicated, Dim: dim, Tau: &tau, Shards: shards, RevealScores: reveal,
 					MaxTopK: 100, Timeout: config.Duration(5 * time.Second)}, 3)
 			}
 			sharded, whole := inproc.Start(t, lit(S)), inproc.Start(t, lit(0))
@@ -197,7 +197,7 @@ func TestShardsHidden(t *testing.T) {
 	const S = 3
 	tau := 0.2
 	lit := func(shards int) config.Literal {
-		return inproc.Literal(config.Literal{Mode: replicated.Mode, Dim: dim, Tau: &tau, Shards: shards, HideProbes: true,
+		return inproc.Literal(config.Literal{Mode: config.ModeReplicated, Dim: dim, Tau: &tau, Shards: shards, HideProbes: true,
 			MaxTopK: 10, Timeout: config.Duration(5 * time.Second)}, 3)
 	}
 	sharded, whole := inproc.Start(t, lit(S)), inproc.Start(t, lit(0))

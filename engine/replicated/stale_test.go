@@ -230,10 +230,7 @@ func TestStaleHolderStandsDown(t *testing.T) {
 // returns the problems.
 func fsck(t *testing.T, c *inproc.Cluster, name string, out *bytes.Buffer) []string {
 	t.Helper()
-	srv, err := engine.ServerOf(c.P, name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := replicated.Mode.Server(c.P, name)
 	env := engine.Env{Params: c.P, Self: name, Net: c.Dialer(name), Log: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry(), Fatal: func(error) {}}
 	problems, err := srv.Fsck(env, c.DataDir(name), engine.FsckOptions{}, out)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/engine/blind"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/sharing/replicated"
 )
@@ -35,7 +34,7 @@ const checkSize = 3 * sha256.Size
 // shareCheck is holder self's check of prep.
 func shareCheck(p *config.Params, prep *protocol.Prepare, self int) []byte {
 	held := replicated.Held(self)
-	half := p.Dim() * blind.Ring(p).Bits / 8
+	half := p.Dim() * p.Ring().Bits / 8
 	own, next, recs := sha256.New(), sha256.New(), sha256.New()
 	cluster := p.ClusterID()
 	for _, op := range prep.Ops {

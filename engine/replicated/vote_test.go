@@ -6,9 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idface/idface/engine/blind"
-
 	"github.com/idface/idface/config"
+	dev "github.com/idface/idface/device/replicated"
 	"github.com/idface/idface/engine/replicated"
 	"github.com/idface/idface/internal/codec/seal"
 	"github.com/idface/idface/protocol"
@@ -46,11 +45,11 @@ func TestShareHashVote(t *testing.T) {
 // one element from the copy its other holder gets.
 func enrollInconsistent(t *testing.T, c *cluster, its []protocol.Item, ids []string, k, row int) error {
 	t.Helper()
-	pts, err := c.p.Spec().SealedShares(c.p, 0, its)
+	pts, err := dev.Part{}.SealedShares(c.p, 0, its)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pair := 2*c.p.Dim()*blind.Ring(c.p).Bits/8 + replicated.TrailerSize
+	pair := 2*c.p.Dim()*c.p.Ring().Bits/8 + replicated.TrailerSize
 	pts[k][1+row*pair] ^= 1 // after the flag byte: the first element of s_k
 	var nonce [16]byte
 	rand.Read(nonce[:])

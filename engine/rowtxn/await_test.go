@@ -13,7 +13,7 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
-	"github.com/idface/idface/internal/harness/testutil"
+	"github.com/idface/idface/internal/harness/members"
 	"github.com/idface/idface/protocol"
 )
 
@@ -43,7 +43,7 @@ func busy(d time.Duration) {
 func newTestCore(t *testing.T, timeout, read time.Duration) *Core[slowShares] {
 	t.Helper()
 	p, err := config.New(config.Literal{Mode: testMode, Dim: 70, Timeout: config.Duration(timeout),
-		Parties: []config.Member{testutil.Member(t, "p1", "a", ""), testutil.Member(t, "p2", "b", ""), testutil.Member(t, "p3", "c", "")}}, "")
+		Parties: []config.Member{members.Member(t, "p1", "a", ""), members.Member(t, "p2", "b", ""), members.Member(t, "p3", "c", "")}}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

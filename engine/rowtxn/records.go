@@ -45,15 +45,6 @@ func seeded(p *protocol.Prepare) bool {
 	return false
 }
 
-// MaxBatch is the most rows of share units of share bytes one prepare
-// record holds (store.MaxRecord, with room for the header): a mode's
-// MaxEnrollBatch where a full batch of protocol.MaxBatch would not fit
-// (replicated mode's pairs at k = 16 and d = 512).
-func MaxBatch(share int) int {
-	perRow := 1 + 4 + 2 + protocol.MaxIDLen + share + 4 // kind, seq, id, unit, its checksum
-	return max(1, min(protocol.MaxBatch, (store.MaxRecord-1<<16)/perRow))
-}
-
 // encodeRecord makes the log record of a Prepare whose puts carry shares
 // (or seeds) of one size: a transaction's (recPrepare, recEpoch), or with
 // local a change to this party's copy alone (recLocal).

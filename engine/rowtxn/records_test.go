@@ -17,7 +17,7 @@ import (
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/internal/codec/store"
 	"github.com/idface/idface/internal/harness/golden"
-	"github.com/idface/idface/internal/harness/testutil"
+	"github.com/idface/idface/internal/harness/members"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
 )
@@ -124,7 +124,7 @@ func FuzzReplay(f *testing.F) {
 	for _, r := range sampleRecords() {
 		f.Add(r.Type, r.Sealed, r.Tail, false)
 	}
-	parties := []config.Member{testutil.Member(f, "p1", "a", ""), testutil.Member(f, "p2", "b", ""), testutil.Member(f, "p3", "c", "")}
+	parties := []config.Member{members.Member(f, "p1", "a", ""), members.Member(f, "p2", "b", ""), members.Member(f, "p3", "c", "")}
 	f.Fuzz(func(t *testing.T, typ uint8, sealed, tail []byte, last bool) {
 		p, err := config.New(config.Literal{Mode: testMode, Dim: 70, Parties: parties}, "")
 		if err != nil {
@@ -244,7 +244,7 @@ func TestMaxBatchFits(t *testing.T) {
 		rec := encodePrepare(p)
 		one := len(encodePrepare(&protocol.Prepare{Dim: 512}).Sealed)
 		perRow := (len(rec.Sealed) + len(rec.Tail) - one) / rows
-		if n := MaxBatch(share); one+n*perRow > store.MaxRecord || n < 1 {
+		if n := protocol.LogBatch(share); one+n*perRow > store.MaxRecord || n < 1 {
 			t.Fatalf("share %d: MaxBatch %d rows of %d bytes take %d, a record holds %d", share, n, perRow, one+n*perRow, store.MaxRecord)
 		}
 	}

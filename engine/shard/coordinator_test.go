@@ -15,7 +15,7 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
-	"github.com/idface/idface/engine/replicated"
+	"github.com/idface/idface/engine/mpcface"
 	"github.com/idface/idface/engine/shard"
 	"github.com/idface/idface/internal/harness/inproc"
 	"github.com/idface/idface/network"
@@ -181,7 +181,7 @@ func TestRoutes(t *testing.T) {
 	if st := c.Stats(); st != (engine.Stats{}) {
 		t.Fatalf("a coordinator's stats: %+v", st)
 	}
-	hp := params(t, config.Literal{Mode: replicated.Mode, HideProbes: true}, 3)
+	hp := params(t, config.Literal{Mode: config.ModeReplicated, HideProbes: true}, 3)
 	hc, _ := coordinator(t, hp, opts(hp), nil)
 	if rt, ok := hc.Routes()[protocol.THiddenIdentify]; !ok || rt.Op != "identify" {
 		t.Fatalf("hidden identify route: %+v", rt)
@@ -462,7 +462,7 @@ func TestShardFailures(t *testing.T) {
 // shard sees it, and a hidden probe runs once: a shard that counted a
 // holder down fails it, telling the device to make a new one.
 func TestHidden(t *testing.T) {
-	p := params(t, config.Literal{Mode: replicated.Mode, HideProbes: true}, 3)
+	p := params(t, config.Literal{Mode: config.ModeReplicated, HideProbes: true}, 3)
 	c, f := coordinator(t, p, opts(p), func(s, _ int, req protocol.Msg) protocol.Msg {
 		if s == 1 {
 			return protocol.Errorf(protocol.CodeCountedDown, "p3 counted down")
@@ -532,7 +532,7 @@ func TestRebalanceRefusals(t *testing.T) {
 		{"another cluster", other, "p1", 2, 3, "within one cluster"},
 		{"no rows", three, "client", 2, 3, "holds no rows"},
 	} {
-		err := shard.Rebalance(ctx(t), two, tc.next, tc.self, dirs(tc.from), dirs(tc.to), &out)
+		err := shard.Rebalance(ctx(t), mpcface.Mode2PC.Server(two, tc.self), two, tc.next, tc.self, dirs(tc.from), dirs(tc.to), &out)
 		if err == nil || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("%s: %v, want an error saying %q", tc.name, err, tc.says)
 		}

@@ -17,7 +17,8 @@ import (
 // without re-enrolment: its own shares, as they are, each row to the shard
 // rowmap.ShardOf names under the new count. from[s] is the data
 // directory of old shard s (one directory, the server's own, for an
-// unsharded cluster), to[s] the empty directory of new shard s (the
+// unsharded cluster) of party server srv, to[s] the empty directory of
+// new shard s (the
 // caller checks both: an engine touches no file but through its log).
 //
 // Every holder runs it on its own data; their new shards agree because
@@ -30,7 +31,7 @@ import (
 //
 // A mode whose rows depend on a derived parameter checks it stays before
 // calling (blind mode: the share ring).
-func Rebalance(ctx context.Context, old, next *config.Params, self string, from, to []string, out io.Writer) error {
+func Rebalance(ctx context.Context, srv engine.Server, old, next *config.Params, self string, from, to []string, out io.Writer) error {
 	if len(from) != old.Shards() || len(to) != next.Shards() {
 		return fmt.Errorf("rebalance from %d directories for %d shards to %d for %d", len(from), old.Shards(), len(to), next.Shards())
 	}
@@ -52,10 +53,6 @@ func Rebalance(ctx context.Context, old, next *config.Params, self string, from,
 			shard = config.Coordinator // the server of an unsharded cluster
 		}
 		return engine.Env{Params: p, Self: self, Shard: shard, Log: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry()}
-	}
-	srv, err := engine.ServerOf(old, self)
-	if err != nil {
-		return err
 	}
 
 	// The rows, by new shard and origin: ids and shares in the order above.

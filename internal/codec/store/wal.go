@@ -56,6 +56,9 @@ const (
 	KindShares Kind = 1 // 2PC/MPC: a party's XOR shares (engine/mpcface)
 	KindHERows Kind = 2 // HE: a local server's row map (engine/hemode)
 	KindBlind  Kind = 3 // blind mode: a share holder's additive shares (engine/blind)
+	// replicated mode: a share holder's pairs of replicated shares
+	// (engine/replicated)
+	KindReplicated Kind = 4
 )
 
 // MaxRecord bounds one record: a full enrollment batch of shares at the

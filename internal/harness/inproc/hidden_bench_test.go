@@ -13,7 +13,6 @@ import (
 
 	"github.com/idface/idface/client"
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/engine/replicated"
 	"github.com/idface/idface/internal/harness/inproc"
 	"github.com/idface/idface/internal/harness/testutil"
 	"github.com/idface/idface/protocol"
@@ -30,7 +29,7 @@ import (
 func BenchmarkHiddenIdentify(b *testing.B) {
 	n := testutil.BenchRows(b)
 	beta, clients := envInt(b, "IDFACE_BENCH_BETA", 0), envInt(b, "IDFACE_BENCH_CLIENTS", 1)
-	lit := inproc.Literal(config.Literal{Mode: replicated.Mode, Dim: 512, HideProbes: true, Beta: beta, Timeout: config.Duration(time.Minute)}, 3)
+	lit := inproc.Literal(config.Literal{Mode: config.ModeReplicated, Dim: 512, HideProbes: true, Beta: beta, Timeout: config.Duration(time.Minute)}, 3)
 	c := inproc.Start(b, lit)
 	xs := inproc.Templates(n+8, 512, 7)
 	item := func(i int) protocol.Item { return protocol.Item{ID: "r-" + itoa(i), Template: xs[i]} }

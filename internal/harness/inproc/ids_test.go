@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/engine/replicated"
 	"github.com/idface/idface/internal/harness/inproc"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/protocol/rpc"
@@ -30,7 +29,7 @@ func TestListIDs(t *testing.T) {
 	}{
 		{"2pc", config.Literal{Mode: config.Mode2PC, Beta: 21}, 2},
 		{"blind", config.Literal{Mode: config.ModeBlind}, 2},
-		{"replicated", config.Literal{Mode: replicated.Mode}, 3},
+		{"replicated", config.Literal{Mode: config.ModeReplicated}, 3},
 		{"he", config.Literal{Mode: config.ModeHE, Beta: 16}, 1},
 		{"2pc/shards=3", config.Literal{Mode: config.Mode2PC, Beta: 21, Shards: 3}, 2},
 	} {

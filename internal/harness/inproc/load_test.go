@@ -20,7 +20,6 @@ import (
 
 	"github.com/idface/idface/client"
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/engine/replicated"
 	"github.com/idface/idface/internal/harness/inproc"
 	"github.com/idface/idface/protocol"
 )
@@ -73,7 +72,7 @@ func TestEnrollUnderLoad(t *testing.T) {
 		mu   int
 	}{
 		{"he/shards=3", config.Literal{Mode: config.ModeHE, Dim: dim, Beta: 16, Tau: &tau, Shards: 3}, 2},
-		{"replicated", config.Literal{Mode: replicated.Mode, Dim: dim, Tau: &tau}, 3},
+		{"replicated", config.Literal{Mode: config.ModeReplicated, Dim: dim, Tau: &tau}, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const timeout = 3 * time.Second

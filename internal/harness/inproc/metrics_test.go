@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/engine/replicated"
 	"github.com/idface/idface/internal/harness/inproc"
 )
 
@@ -209,8 +208,8 @@ func TestMetricsCatalog(t *testing.T) {
 		{"2pc", config.Literal{Mode: config.Mode2PC}, 2},
 		{"mpc", config.Literal{Mode: config.ModeMPC}, 3},
 		{"blind", config.Literal{Mode: config.ModeBlind}, 2},
-		{"replicated", config.Literal{Mode: replicated.Mode}, 3},
-		{"replicated-hidden", config.Literal{Mode: replicated.Mode, HideProbes: true}, 3},
+		{"replicated", config.Literal{Mode: config.ModeReplicated}, 3},
+		{"replicated-hidden", config.Literal{Mode: config.ModeReplicated, HideProbes: true}, 3},
 		{"he", config.Literal{Mode: config.ModeHE, Beta: 16}, 2},
 		{"2pc-sharded", config.Literal{Mode: config.Mode2PC, Shards: 2}, 2},
 	} {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
-	"github.com/idface/idface/engine/replicated"
 	"github.com/idface/idface/internal/harness/inproc"
 	"github.com/idface/idface/template"
 )
@@ -55,7 +54,7 @@ func TestScoreStatistics(t *testing.T) {
 		mu           int
 	}{
 		{"blind", "decider", config.Literal{Mode: config.ModeBlind, Dim: dim, Tau: &tau, RevealScores: true}, 2},
-		{"replicated", "decider", config.Literal{Mode: replicated.Mode, Dim: dim, Tau: &tau, RevealScores: true}, 3},
+		{"replicated", "decider", config.Literal{Mode: config.ModeReplicated, Dim: dim, Tau: &tau, RevealScores: true}, 3},
 		{"he", "key", config.Literal{Mode: config.ModeHE, Dim: dim, Beta: 16, Tau: &tau}, 1}, // best scores from the plaintext
 	} {
 		t.Run(tc.name, func(t *testing.T) {

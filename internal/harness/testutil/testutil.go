@@ -1,7 +1,8 @@
 // Package testutil holds helpers shared by the tests and benchmarks of
-// several packages: random ternary vectors, rows at the extreme scores,
-// the benchmark database size, and configuration members with real
-// certificates.
+// several packages: random ternary vectors, rows at the extreme scores
+// and the benchmark database size. It imports nothing of the module above
+// template, so the sharing packages' tests can use it (configuration
+// members: internal/harness/members).
 package testutil
 
 import (
@@ -10,36 +11,8 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/idface/idface/config"
-	"github.com/idface/idface/internal/codec/seal"
-	"github.com/idface/idface/network/quicnet"
 	"github.com/idface/idface/template"
 )
-
-// Member is a configuration member named name, at address addr (none for
-// a client) with role role (none for a party), whose certificate is a
-// fresh self-signed one, as 'party init' and 'client init' make, and whose
-// pin is that certificate's. A server (one with an address) also gets a
-// seal key, which the parties of a mode with sealed enrollment need. The
-// private keys are dropped: for members whose keys a test needs, generate
-// the identity with quicnet.GenerateIdentity (or run the cluster with
-// internal/harness/inproc).
-func Member(tb testing.TB, name, addr, role string) config.Member {
-	tb.Helper()
-	id, err := quicnet.GenerateIdentity(name)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	m := config.Member{Name: name, Addr: addr, Role: role, Cert: string(id.CertPEM), Pin: id.Pin}
-	if addr != "" {
-		k, err := seal.GenerateKey(nil)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		m.Seal = k.Public().String()
-	}
-	return m
-}
 
 // RandTernary draws a uniformly random vector of Z^d_a (test data only).
 func RandTernary(r *rand.Rand, d, a int) template.Ternary {

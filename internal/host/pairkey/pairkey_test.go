@@ -10,9 +10,8 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/internal/codec/seal"
-	"github.com/idface/idface/internal/harness/testutil"
+	"github.com/idface/idface/internal/harness/members"
 	"github.com/idface/idface/internal/host/pairkey"
-	_ "github.com/idface/idface/modes"
 	"github.com/idface/idface/network/quicnet"
 )
 
@@ -110,8 +109,8 @@ func TestServerWithoutCertificate(t *testing.T) {
 		t.Fatal(err)
 	}
 	p1 := config.Member{Name: "p1", Addr: "127.0.0.1:1", Cert: string(id.CertPEM), Pin: id.Pin}
-	op := testutil.Member(t, "op", "", config.RoleOperator)
-	p2 := testutil.Member(t, "p2", "127.0.0.1:2", "")
+	op := members.Member(t, "op", "", config.RoleOperator)
+	p2 := members.Member(t, "p2", "127.0.0.1:2", "")
 	noCert := p2
 	noCert.Cert = "-"
 	if _, err := config.New(config.Literal{Mode: config.Mode2PC, Parties: []config.Member{p1, noCert}, Clients: []config.Member{op}}, ""); err == nil || !strings.Contains(err.Error(), "p2") {

@@ -1,3 +1,5 @@
+// Package blind is blind mode's device part: the shares of a sealed
+// enrollment, made at the operator's client (device.Sealer).
 package blind
 
 import (
@@ -10,19 +12,22 @@ import (
 	"github.com/idface/idface/template"
 )
 
-// sealedShares makes, at the operator's client, each holder's plaintext
-// part of a sealed enrollment (config.ModeSpec.SealedShares): G(x) with
+// Part is blind mode's device part.
+type Part struct{}
+
+// SealedShares makes, at the operator's client, each holder's plaintext
+// part of a sealed enrollment (device.Sealer): G(x) with
 // the cluster's gallery levels, mu additive shares over its ring from
 // crypto/rand, the full share for the entry (its log keeps it) and a
 // 32-byte seed for every other holder.
-func sealedShares(p *config.Params, entry int, items []protocol.Item) ([][]byte, error) {
-	switch Ring(p).Bits {
+func (Part) SealedShares(p *config.Params, entry int, items []protocol.Item) ([][]byte, error) {
+	switch p.Ring().Bits {
 	case 8:
 		return shareBlind[uint8](p, entry, items)
 	case 16:
 		return shareBlind[uint16](p, entry, items)
 	}
-	return nil, fmt.Errorf("blind: a ring of %d bits", Ring(p).Bits)
+	return nil, fmt.Errorf("blind: a ring of %d bits", p.Ring().Bits)
 }
 
 // shareBlind makes each holder's plaintext part: a flag (1: seeds, 0: full

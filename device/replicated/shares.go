@@ -1,9 +1,10 @@
+// Package replicated is replicated mode's device part: the shares of a
+// sealed enrollment, made at the operator's client (device.Sealer), and
+// of a hidden probe, made at the device's (device.ProbeHider).
 package replicated
 
 import (
 	"fmt"
-
-	"github.com/idface/idface/engine/blind"
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/protocol"
@@ -13,21 +14,24 @@ import (
 	"github.com/idface/idface/template"
 )
 
-// sealedShares makes, at the operator's client, each holder's plaintext
-// part of a sealed enrollment (config.ModeSpec.SealedShares): G(x) with
+// Part is replicated mode's device part.
+type Part struct{}
+
+// SealedShares makes, at the operator's client, each holder's plaintext
+// part of a sealed enrollment (device.Sealer): G(x) with
 // the cluster's gallery levels, the three shares (two uniform from
 // crypto/rand, the third v minus them), and for holder k the flag 0 (full
 // shares) and, per item, its pair (s_k, s_(k+1)) and its trailer (the
 // salts of its two shares and the record of the third,
 // replicated.Trailers) as the holder stores it.
-func sealedShares(p *config.Params, _ int, items []protocol.Item) ([][]byte, error) {
-	switch blind.Ring(p).Bits {
+func (Part) SealedShares(p *config.Params, _ int, items []protocol.Item) ([][]byte, error) {
+	switch p.Ring().Bits {
 	case 8:
 		return sharePairs[uint8](p, items)
 	case 16:
 		return sharePairs[uint16](p, items)
 	}
-	return nil, fmt.Errorf("replicated: a ring of %d bits", blind.Ring(p).Bits)
+	return nil, fmt.Errorf("replicated: a ring of %d bits", p.Ring().Bits)
 }
 
 func sharePairs[E additive.Elem](p *config.Params, items []protocol.Item) ([][]byte, error) {
@@ -82,6 +86,56 @@ func sharePairs[E additive.Elem](p *config.Params, items []protocol.Item) ([][]b
 			pts[k] = append(append(pts[k], additive.ElemBytes(pr[0])...), additive.ElemBytes(pr[1])...)
 			pts[k] = tr[k].Append(pts[k])
 		}
+	}
+	return pts, nil
+}
+
+// HiddenProbe makes (device.ProbeHider), at the device's
+// client, each holder's plaintext part of a hidden-probe identify: y =
+// Q(tmpl) with the cluster's query levels, its three shares (two uniform
+// from a CSPRNG keyed from crypto/rand), and for holder k the pair (y_k,
+// y_(k+1)) as little-endian k-bit elements.
+func (Part) HiddenProbe(p *config.Params, tmpl []float32) ([][]byte, error) {
+	switch p.Ring().Bits {
+	case 8:
+		return probePairs[uint8](p, tmpl)
+	case 16:
+		return probePairs[uint16](p, tmpl)
+	}
+	return nil, fmt.Errorf("replicated: a ring of %d bits", p.Ring().Bits)
+}
+
+func probePairs[E additive.Elem](p *config.Params, tmpl []float32) ([][]byte, error) {
+	d := p.Dim()
+	tr, err := template.NewLevelTransformer(d, p.QueryLevels())
+	if err != nil {
+		return nil, err
+	}
+	y := make([]int8, d)
+	defer clear(y)
+	if err := template.ApplyLevels(tr, tmpl, y); err != nil {
+		return nil, err
+	}
+	rnd, err := sharing.NewStream(nil)
+	if err != nil {
+		return nil, err
+	}
+	var s [replicated.Holders][]E
+	for j := range s {
+		s[j] = make([]E, d)
+	}
+	defer func() {
+		for j := range s {
+			clear(s[j])
+		}
+	}()
+	if err := replicated.Split(&s, y, rnd); err != nil {
+		return nil, err
+	}
+	pts := make([][]byte, replicated.Holders)
+	for k := range pts {
+		pr := replicated.Pair(&s, k)
+		pts[k] = append(append(make([]byte, 0, 2*len(additive.ElemBytes(pr[0]))), additive.ElemBytes(pr[0])...), additive.ElemBytes(pr[1])...)
 	}
 	return pts, nil
 }
