@@ -110,7 +110,9 @@ type Env struct {
 	Params *config.Params
 	Self   string // this server's name in Params
 	Net    network.Dialer
-	Log    *slog.Logger
+	// Storage opens the engine's durable logs; Files when nil.
+	Storage Storage
+	Log     *slog.Logger
 	// Metrics registers the engine's own collectors (never nil).
 	Metrics prometheus.Registerer
 	// Fatal stops the server: the engine found that it cannot continue

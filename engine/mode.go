@@ -106,9 +106,9 @@ type Server struct {
 	// kind of records it holds; "" for a server that keeps no data.
 	Log  string
 	Kind store.Kind
-	// Open makes its engine with its storage in dir; the closers release
-	// the storage. wrap may wrap the engine's log (tests fail it on purpose).
-	Open func(ctx context.Context, env Env, dir string, wrap func(Log) Log) (Engine, []func() error, error)
+	// Open makes its engine with its storage in dir (its logs opened in
+	// env.Storage); the closers release the storage.
+	Open func(ctx context.Context, env Env, dir string) (Engine, []func() error, error)
 	// Fsck reports a stopped server's data in dir: what it found to out,
 	// and the problems; nil for a server that keeps no data.
 	Fsck func(env Env, dir string, opt FsckOptions, out io.Writer) ([]string, error)

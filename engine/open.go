@@ -17,8 +17,27 @@ func Binding(p *config.Params, name string, kind store.Kind, key [32]byte) store
 	return store.Binding{Kind: kind, Cluster: p.ClusterID(), Member: name, Mode: string(p.Mode()), Key: key}
 }
 
+// Storage opens the durable logs of a server's engine, as Net reaches
+// its peers: Files, the host's files (internal/codec/store), in every
+// server; a test may give a storage of its own that stands between an
+// engine and its files (a disk that fails on purpose).
+type Storage interface {
+	OpenLog(env Env, path string, b store.Binding, replay func(store.Entry) error) (LogFile, error)
+}
+
+// LogFile is an engine's opened log.
+type LogFile interface {
+	Log
+	Close() error
+	Path() string
+}
+
+// Files is the storage of the host's files: store.Open, fsynced and
+// checksummed.
+type Files struct{}
+
 // OpenLog opens an engine's log, replaying it, and reports what it found.
-func OpenLog(env Env, path string, b store.Binding, replay func(store.Entry) error) (*store.Log, error) {
+func (Files) OpenLog(env Env, path string, b store.Binding, replay func(store.Entry) error) (LogFile, error) {
 	l, rep, err := store.Open(path, b, replay)
 	if err != nil {
 		return nil, err
@@ -30,6 +49,14 @@ func OpenLog(env Env, path string, b store.Binding, replay func(store.Entry) err
 	return l, nil
 }
 
+// OpenLog opens an engine's log in env's storage (Files when none).
+func OpenLog(env Env, path string, b store.Binding, replay func(store.Entry) error) (LogFile, error) {
+	if env.Storage == nil {
+		return Files{}.OpenLog(env, path, b, replay)
+	}
+	return env.Storage.OpenLog(env, path, b, replay)
+}
+
 // Replayer is an engine recovered from a log.
 type Replayer interface {
 	Engine
@@ -38,15 +65,12 @@ type Replayer interface {
 }
 
 // OpenReplayed replays an engine's log into eng and starts it.
-func OpenReplayed(env Env, eng Replayer, path string, b store.Binding, wrap func(Log) Log) (Engine, []func() error, error) {
+func OpenReplayed(env Env, eng Replayer, path string, b store.Binding) (Engine, []func() error, error) {
 	l, err := OpenLog(env, path, b, eng.Replay)
 	if err != nil {
 		return nil, nil, err
 	}
-	if wrap == nil {
-		wrap = func(l Log) Log { return l }
-	}
-	if err := eng.Start(wrap(l)); err != nil {
+	if err := eng.Start(l); err != nil {
 		l.Close()
 		return nil, nil, withFile(err, l.Path())
 	}

@@ -147,8 +147,9 @@ type BuildOptions struct {
 	// SealKey opens the parts of sealed enrollments sealed to this server
 	// (a blind share holder's; internal/codec/seal).
 	SealKey *seal.PrivateKey
-	// WrapLog, when set, wraps the engine's log (to fail on purpose).
-	WrapLog func(engine.Log) engine.Log
+	// Storage opens the engine's logs (engine.Env.Storage): engine.Files
+	// when nil; in-process tests may give a disk that fails.
+	Storage engine.Storage
 	// Shard is the server's shard in a sharded cluster, or
 	// config.Coordinator for its coordinator (engine.Env.Shard).
 	Shard int
@@ -170,13 +171,9 @@ func Build(ctx context.Context, p *config.Params, name, dir string, d network.Di
 	}
 	reg := prometheus.NewRegistry()
 	var srv *Server
-	env := engine.Env{Params: p, Self: name, Net: d, Log: log, Metrics: reg, PairKeys: keys, SealKey: opt.SealKey, Shard: opt.Shard,
+	env := engine.Env{Params: p, Self: name, Net: d, Storage: opt.Storage, Log: log, Metrics: reg, PairKeys: keys, SealKey: opt.SealKey, Shard: opt.Shard,
 		Fatal: func(err error) { srv.Fatal(err) }}
-	wrap := opt.WrapLog
-	if wrap == nil {
-		wrap = func(l engine.Log) engine.Log { return l }
-	}
-	eng, closers, err := openEngine(ctx, env, dir, wrap)
+	eng, closers, err := openEngine(ctx, env, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -193,12 +190,12 @@ func Build(ctx context.Context, p *config.Params, name, dir string, d network.Di
 // openEngine makes the engine of env.Self, as its mode declares it
 // (engine.Mode.Server), with its storage in dir; the returned closers
 // release the storage.
-func openEngine(ctx context.Context, env engine.Env, dir string, wrap func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
+func openEngine(ctx context.Context, env engine.Env, dir string) (engine.Engine, []func() error, error) {
 	srv, err := modes.ServerOf(env.Params, env.Self)
 	if err != nil {
 		return nil, nil, err
 	}
-	return srv.Open(ctx, env, dir, wrap)
+	return srv.Open(ctx, env, dir)
 }
 
 // Compile-time checks that the implementations fit the interfaces.

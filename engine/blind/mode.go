@@ -21,7 +21,7 @@ var Mode = engine.Mode{
 	Server: func(p *config.Params, name string) engine.Server {
 		if name == p.DeciderName() {
 			return engine.Server{Role: "decider",
-				Open: func(_ context.Context, env engine.Env, _ string, _ func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
+				Open: func(_ context.Context, env engine.Env, _ string) (engine.Engine, []func() error, error) {
 					if env.Coordinating() {
 						return merge.NewMerger(env), nil, nil
 					}

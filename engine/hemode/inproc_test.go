@@ -5,13 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/engine"
-	"github.com/idface/idface/internal/codec/store"
 	"github.com/idface/idface/internal/harness/inproc"
 	"github.com/idface/idface/network/memnet"
 	"github.com/idface/idface/protocol"
@@ -158,20 +155,6 @@ func TestInProcess(t *testing.T) {
 	}
 }
 
-type failingLog struct {
-	engine.Log
-	n atomic.Int64
-}
-
-var errDisk = errors.New("disk on fire")
-
-func (l *failingLog) Append(recs ...store.Record) ([]store.Pos, error) {
-	if l.n.Add(-1) < 0 {
-		return nil, errDisk
-	}
-	return l.Log.Append(recs...)
-}
-
 // TestCrashBetweenPrepareAndCommit: the sequencer reserves and encrypts,
 // the participant votes, and the sequencer cannot log its decision. After
 // its restart the enrollment is aborted at both (slots burned, never
@@ -183,17 +166,15 @@ func TestCrashBetweenPrepareAndCommit(t *testing.T) {
 	if err := cl.Enroll(ctx(t), items(xs[:10], "a")); err != nil {
 		t.Fatal(err)
 	}
-	fl := &failingLog{}
-	fl.n.Store(1) // the reservation is written, the decision is not
-	c.WrapLog["p1"] = func(l engine.Log) engine.Log { fl.Log = l; return fl }
+	c.Storage["p1"] = inproc.FailAfter(1) // the reservation is written, the decision is not
 	c.Restart("p1")
 	if err := cl.Enroll(ctx(t), items(xs[10:20], "b")); err == nil {
 		t.Fatal("enrollment acknowledged without a durable decision")
 	}
-	if err := c.Wait("p1", 10*time.Second); !errors.Is(err, errDisk) {
+	if err := c.Wait("p1", 10*time.Second); !errors.Is(err, inproc.ErrDisk) {
 		t.Fatalf("the sequencer did not stop: %v", err)
 	}
-	delete(c.WrapLog, "p1")
+	delete(c.Storage, "p1")
 	c.Restart("p1")
 	var g protocol.Digest
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {

@@ -175,7 +175,7 @@ func maxPassShare(p *config.Params) float64 {
 func server(p *config.Params, name string) engine.Server {
 	if k, _ := p.KeyServer(); k.Name == name {
 		return engine.Server{Role: "key server",
-			Open: func(_ context.Context, env engine.Env, dir string, _ func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
+			Open: func(_ context.Context, env engine.Env, dir string) (engine.Engine, []func() error, error) {
 				if env.Coordinating() { // merges its shards' best rows; holds no key
 					return merge.NewMerger(env), nil, nil
 				}
@@ -206,7 +206,7 @@ func server(p *config.Params, name string) engine.Server {
 }
 
 // openLocal opens a local server's group files and row log.
-func openLocal(ctx context.Context, env engine.Env, dir string, wrap func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
+func openLocal(ctx context.Context, env engine.Env, dir string) (engine.Engine, []func() error, error) {
 	he, err := SchemeOf(env.Params)
 	if err != nil {
 		return nil, nil, err
@@ -231,7 +231,7 @@ func openLocal(ctx context.Context, env engine.Env, dir string, wrap func(engine
 	}
 	// The row log's key binding is its first record (checked against
 	// public.key with a message about the key), not the header.
-	return engine.OpenReplayed(env, eng, logPath, engine.Binding(env.Params, env.Bound(), store.KindHERows, [32]byte{}), wrap)
+	return engine.OpenReplayed(env, eng, logPath, engine.Binding(env.Params, env.Bound(), store.KindHERows, [32]byte{}))
 }
 
 // fsckKey reports the key server's key pair: intact, a pair, and bound

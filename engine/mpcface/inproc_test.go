@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/engine"
-	"github.com/idface/idface/internal/codec/store"
 	"github.com/idface/idface/internal/harness/inproc"
 	"github.com/idface/idface/network/memnet"
 	"github.com/idface/idface/protocol"
@@ -252,21 +250,6 @@ func testStaleHelper(t *testing.T, mu int) {
 	}
 }
 
-// failingLog fails every append after the first n.
-type failingLog struct {
-	engine.Log
-	n atomic.Int64
-}
-
-var errDisk = errors.New("disk on fire")
-
-func (l *failingLog) Append(recs ...store.Record) ([]store.Pos, error) {
-	if l.n.Add(-1) < 0 {
-		return nil, errDisk
-	}
-	return l.Log.Append(recs...)
-}
-
 // testCrashInTxn crashes the coordinator after its prepare is durable and
 // the participants voted, before the decision is logged (the commit point):
 // on restart the transaction is aborted everywhere (presumed abort). Then a
@@ -279,17 +262,15 @@ func testCrashInTxn(t *testing.T, mu int) {
 		t.Fatal(err)
 	}
 	before := agree(t, c)
-	fl := &failingLog{}
-	fl.n.Store(1) // the prepare is written, the decision is not
-	c.WrapLog["p1"] = func(l engine.Log) engine.Log { fl.Log = l; return fl }
+	c.Storage["p1"] = inproc.FailAfter(1) // the prepare is written, the decision is not
 	c.Restart("p1")
 	if err := cl.Enroll(ctx(t), items(templates(5, 9), "b")); err == nil {
 		t.Fatal("enrollment acknowledged without a durable decision")
 	}
-	if err := c.Wait("p1", 10*time.Second); !errors.Is(err, errDisk) {
+	if err := c.Wait("p1", 10*time.Second); !errors.Is(err, inproc.ErrDisk) {
 		t.Fatalf("the coordinator did not stop on the failed log: %v", err)
 	}
-	delete(c.WrapLog, "p1")
+	delete(c.Storage, "p1")
 	c.Restart("p1")
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -312,17 +293,15 @@ func testCrashInTxn(t *testing.T, mu int) {
 
 	// A participant votes, then cannot write the decision and stops.
 	victim := c.P.Party(mu - 1).Name
-	pl := &failingLog{}
-	pl.n.Store(1)
-	c.WrapLog[victim] = func(l engine.Log) engine.Log { pl.Log = l; return pl }
+	c.Storage[victim] = inproc.FailAfter(1)
 	c.Restart(victim)
 	if err := cl.Enroll(ctx(t), items(templates(3, 10), "c")); err != nil {
 		t.Fatal(err) // every party voted yes: committed, whoever crashes afterwards
 	}
-	if err := c.Wait(victim, 10*time.Second); !errors.Is(err, errDisk) {
+	if err := c.Wait(victim, 10*time.Second); !errors.Is(err, inproc.ErrDisk) {
 		t.Fatalf("the participant did not stop: %v", err)
 	}
-	delete(c.WrapLog, victim)
+	delete(c.Storage, victim)
 	c.Restart(victim)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		g := digests(t, c)

@@ -28,7 +28,7 @@ var Mode = engine.Mode{
 	Server: func(p *config.Params, name string) engine.Server {
 		if name == p.DeciderName() {
 			return engine.Server{Role: "decider",
-				Open: func(_ context.Context, env engine.Env, _ string, _ func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
+				Open: func(_ context.Context, env engine.Env, _ string) (engine.Engine, []func() error, error) {
 					if env.Coordinating() { // merges its shards' best scores
 						return merge.NewMerger(env), nil, nil
 					}
@@ -42,8 +42,8 @@ var Mode = engine.Mode{
 			return rebuildInto(ctx, env, filepath.Join(dir, srv.Log), out)
 		}
 		open := srv.Open
-		srv.Open = func(ctx context.Context, env engine.Env, dir string, wrap func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
-			eng, closers, err := open(ctx, env, dir, wrap)
+		srv.Open = func(ctx context.Context, env engine.Env, dir string) (engine.Engine, []func() error, error) {
+			eng, closers, err := open(ctx, env, dir)
 			if h, ok := eng.(interface{ lookAtStart(context.Context) }); ok && err == nil {
 				h.lookAtStart(ctx) // a copy older than the others' stands down before it serves
 			}

@@ -95,12 +95,12 @@ type Holder interface {
 func HolderServer(role, log string, kind store.Kind, newEngine func(engine.Env) (Holder, error)) engine.Server {
 	return engine.Server{
 		Role: role, Log: log, Kind: kind,
-		Open: func(_ context.Context, env engine.Env, dir string, wrap func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
+		Open: func(_ context.Context, env engine.Env, dir string) (engine.Engine, []func() error, error) {
 			eng, err := newEngine(env)
 			if err != nil {
 				return nil, nil, err
 			}
-			return engine.OpenReplayed(env, eng, filepath.Join(dir, log), engine.Binding(env.Params, env.Bound(), kind, [32]byte{}), wrap)
+			return engine.OpenReplayed(env, eng, filepath.Join(dir, log), engine.Binding(env.Params, env.Bound(), kind, [32]byte{}))
 		},
 		Fsck: func(env engine.Env, dir string, opt engine.FsckOptions, out io.Writer) ([]string, error) {
 			eng, err := newEngine(env)

@@ -330,11 +330,11 @@ func (c *Coordinator) merge(answers []*protocol.ShardAnswer, topK int) protocol.
 // is one (engine.Env.Coordinating), holding no rows.
 func Server(srv engine.Server, o func(*config.Params) Options) engine.Server {
 	open := srv.Open
-	srv.Open = func(ctx context.Context, env engine.Env, dir string, wrap func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
+	srv.Open = func(ctx context.Context, env engine.Env, dir string) (engine.Engine, []func() error, error) {
 		if env.Coordinating() {
 			return New(env, o(env.Params)), nil, nil
 		}
-		return open(ctx, env, dir, wrap)
+		return open(ctx, env, dir)
 	}
 	return srv
 }

@@ -493,16 +493,16 @@ func TestHidden(t *testing.T) {
 func TestServer(t *testing.T) {
 	p := params(t, config.Literal{Mode: config.Mode2PC}, 2)
 	opened := errors.New("the mode's own engine")
-	srv := shard.Server(engine.Server{Open: func(context.Context, engine.Env, string, func(engine.Log) engine.Log) (engine.Engine, []func() error, error) {
+	srv := shard.Server(engine.Server{Open: func(context.Context, engine.Env, string) (engine.Engine, []func() error, error) {
 		return nil, nil, opened
 	}}, opts)
 	env := engine.Env{Params: p, Self: "p1", Shard: config.Coordinator, Log: slog.New(slog.DiscardHandler), Metrics: prometheus.NewRegistry()}
-	eng, _, err := srv.Open(ctx(t), env, t.TempDir(), nil)
+	eng, _, err := srv.Open(ctx(t), env, t.TempDir())
 	if _, ok := eng.(*shard.Coordinator); !ok || err != nil {
 		t.Fatalf("the coordinator's process opened %T, %v", eng, err)
 	}
 	env.Shard = 1
-	if _, _, err := srv.Open(ctx(t), env, t.TempDir(), nil); err != opened {
+	if _, _, err := srv.Open(ctx(t), env, t.TempDir()); err != opened {
 		t.Fatalf("a shard's process: %v", err)
 	}
 }

@@ -69,7 +69,7 @@ func Rebalance(ctx context.Context, srv engine.Server, old, next *config.Params,
 	epochs := make([]uint32, old.Mu())
 	moved := 0
 	for s, dir := range from {
-		eng, closers, err := srv.Open(ctx, env(old, s), dir, nil)
+		eng, closers, err := srv.Open(ctx, env(old, s), dir)
 		if err != nil {
 			return fmt.Errorf("old shard %d (%s): %w", s, dir, err)
 		}
@@ -112,7 +112,7 @@ func Rebalance(ctx context.Context, srv engine.Server, old, next *config.Params,
 	// writes its rows (rowtxn.Restore): a log that replays as any other.
 	const chunk = 8192
 	for t, dir := range to {
-		eng, closers, err := srv.Open(ctx, env(next, t), dir, nil)
+		eng, closers, err := srv.Open(ctx, env(next, t), dir)
 		if err != nil {
 			return fmt.Errorf("new shard %d: %w", t, err)
 		}

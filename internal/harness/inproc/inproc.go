@@ -38,8 +38,9 @@ type Cluster struct {
 	P   *config.Params
 	Net *memnet.Network
 	Dir string
-	// WrapLog, when set before a server (re)starts, wraps its log.
-	WrapLog map[string]func(engine.Log) engine.Log
+	// Storage, when set for a server before it (re)starts, opens its logs
+	// (engine.Env.Storage): a FailingDisk, say.
+	Storage map[string]engine.Storage
 
 	mu      sync.Mutex
 	running map[string]*running
@@ -205,7 +206,7 @@ func Start(t testing.TB, lit config.Literal) *Cluster {
 			t.Fatal(err)
 		}
 	}
-	c := &Cluster{t: t, P: p, Net: memnet.New(), Dir: dir, WrapLog: map[string]func(engine.Log) engine.Log{}, running: map[string]*running{}, keys: keys, seals: seals}
+	c := &Cluster{t: t, P: p, Net: memnet.New(), Dir: dir, Storage: map[string]engine.Storage{}, running: map[string]*running{}, keys: keys, seals: seals}
 	t.Cleanup(func() { c.StopAll(); c.quiet.Store(true) })
 	if k, ok := p.KeyServer(); ok { // local servers fetch its key first (each shard its own shard's)
 		for _, name := range c.ServerNames(k.Name) {
@@ -425,7 +426,7 @@ func (c *Cluster) TryRestart(name string) error {
 		p, _ = p.WithShardKey(nil)
 	}
 	srv, err := server.Build(ctx, p, member, filepath.Join(c.Dir, "data", name), c.Dialer(name), ln, log,
-		server.BuildOptions{Key: c.keys[member], SealKey: c.seals[member], WrapLog: c.WrapLog[name], Shard: shard})
+		server.BuildOptions{Key: c.keys[member], SealKey: c.seals[member], Storage: c.Storage[name], Shard: shard})
 	if err != nil {
 		cancel()
 		ln.Close()
