@@ -423,8 +423,11 @@ func (p *Params) checkScheme() error {
 		}
 		return fmt.Errorf("scheme %q: want one of %s", p.lit.Scheme, strings.Join(names, ", "))
 	}
-	if r, f := p.lit.KeyServerRate, p.lit.KeyServerMaxPass; !(r >= 0 && r <= math.MaxFloat64) || !(f >= 0 && f <= 1) {
-		return fmt.Errorf("key_server_rate %v, key_server_max_pass %v: want a positive rate and a share in (0, 1]", r, f)
+	if r := p.lit.KeyServerRate; !(r >= 0 && r <= math.MaxFloat64) {
+		return fmt.Errorf("key_server_rate %v: want the key server's queries a second per local server, a positive number (0 or none: the default, 200)", r)
+	}
+	if f := p.lit.KeyServerMaxPass; !(f >= 0 && f <= 1) {
+		return fmt.Errorf("key_server_max_pass %v: want the share of the live rows one query may pass, in (0, 1] (0 or none: the default, derived from tau)", f)
 	}
 	return nil
 }
