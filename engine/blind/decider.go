@@ -6,29 +6,13 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
+	"github.com/idface/idface/engine/blindbase"
 	"github.com/idface/idface/engine/merge"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/sharing"
 	"github.com/idface/idface/sharing/additive"
 )
-
-// MaxRows bounds the rows of one query (n*k/8 bytes per vector).
-const MaxRows = 1 << 27
-
-// CheckShare checks the header of a holder's score shares against the
-// cluster: its ring, a top-K it answers, at most MaxRows rows.
-func CheckShare(p *config.Params, bits, topK int, rows uint32) *protocol.Error {
-	switch {
-	case bits != p.Ring().Bits:
-		return protocol.Errorf(protocol.CodeBadRequest, "score shares of %d bits; this cluster's ring has %d", bits, p.Ring().Bits)
-	case topK > p.MaxTopK() || topK < 1:
-		return protocol.Errorf(protocol.CodeBadRequest, "top %d, the cluster allows 1..%d", topK, p.MaxTopK())
-	case rows > MaxRows:
-		return protocol.Errorf(protocol.CodeBadRequest, "%d rows, a decider takes at most %d", rows, MaxRows)
-	}
-	return nil
-}
 
 // Decider is the decider K: it holds no share; per query it receives one
 // permuted, masked score-share vector from every holder, adds them and
@@ -79,7 +63,7 @@ func (d *Decider) share(ctx context.Context, r engine.Request) protocol.Msg {
 	if holder < 0 {
 		return protocol.Errorf(protocol.CodeForbidden, "only share holders send score shares")
 	}
-	if perr := CheckShare(d.p, int(m.Bits), int(m.TopK), m.Rows); perr != nil {
+	if perr := blindbase.CheckShare(d.p, int(m.Bits), int(m.TopK), m.Rows); perr != nil {
 		return perr
 	}
 	entry := -1

@@ -9,6 +9,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/idface/idface/engine"
+	"github.com/idface/idface/engine/blindbase"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/sharing/additive"
 )
@@ -49,7 +50,7 @@ func hold[E additive.Elem](h *Holder[E]) func() {
 	}
 	in, out := make(chan struct{}), make(chan struct{})
 	go func() {
-		res, _ := h.passes.Do(context.Background(), &pass{ctx: context.Background(), q: q, started: func(View) { close(in); <-out }})
+		res, _ := h.passes.Do(context.Background(), &pass{ctx: context.Background(), q: q, started: func(blindbase.View) { close(in); <-out }})
 		if res.src != nil {
 			h.bufs.Put(&res.src)
 		}
@@ -67,7 +68,7 @@ func HoldQueued(e engine.Engine) (started <-chan struct{}, release func()) {
 		panic(err)
 	}
 	in, out := make(chan struct{}), make(chan struct{})
-	go h.passes.Do(context.Background(), &pass{ctx: context.Background(), q: q, started: func(View) { close(in); <-out }})
+	go h.passes.Do(context.Background(), &pass{ctx: context.Background(), q: q, started: func(blindbase.View) { close(in); <-out }})
 	return in, func() { close(out) }
 }
 

@@ -38,6 +38,7 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
+	"github.com/idface/idface/engine/blindbase"
 	"github.com/idface/idface/engine/rowtxn"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
@@ -73,9 +74,9 @@ type Holder[E additive.Elem] struct {
 	env   engine.Env
 	p     *config.Params
 	query *engine.LevelTransformers
-	perms sync.Pool // *additive.Permuter
-	bufs  sync.Pool // *[]E, a score vector
-	acks  Acks      // of the shares sent as a helper: a stopping holder waits for them
+	perms sync.Pool      // *additive.Permuter
+	bufs  sync.Pool      // *[]E, a score vector
+	acks  blindbase.Acks // of the shares sent as a helper: a stopping holder waits for them
 	// passes merges concurrent queries' scoring into one pass over the
 	// shares (scoreVector).
 	passes *engine.Batcher[*pass, passed[E]]
@@ -163,23 +164,8 @@ func (h *Holder[E]) Routes() map[protocol.Type]engine.Route {
 }
 
 // snapshot takes the committed row map (caller holds the read lock).
-func (h *Holder[E]) snapshot() View {
-	return NewView(h.Digest(), func(s int) []uint64 { return h.Shares(s).LiveBits() })
-}
-
-// appendBits copies the first n bits of src into dst at bit offset at.
-func appendBits(dst []uint64, at int, src []uint64, n int) {
-	for i := 0; i < n; i += 64 {
-		w := src[i/64]
-		if k := n - i; k < 64 {
-			w &= 1<<uint(k) - 1
-		}
-		b := at + i
-		dst[b/64] |= w << uint(b%64)
-		if b%64 != 0 && b/64+1 < len(dst) {
-			dst[b/64+1] |= w >> uint(64-b%64)
-		}
-	}
+func (h *Holder[E]) snapshot() blindbase.View {
+	return blindbase.NewView(h.Digest(), func(s int) []uint64 { return h.Shares(s).LiveBits() })
 }
 
 // entryDigest is the row map an entry sent a helper, sealed for the two.
@@ -198,7 +184,7 @@ type entryDigest struct {
 // (h.passes, scorePass): a column several of them select is read once. The
 // permutation and masks are each query's own, applied by its caller while
 // the next pass runs.
-func (h *Holder[E]) scoreVector(ctx context.Context, q *additive.Query, sigma *additive.Seed, want *entryDigest, started func(View)) (View, []E, func(), error) {
+func (h *Holder[E]) scoreVector(ctx context.Context, q *additive.Query, sigma *additive.Seed, want *entryDigest, started func(blindbase.View)) (blindbase.View, []E, func(), error) {
 	// Waited for to the end, also when ctx ends first: the pass may be
 	// scoring into this query's buffer (local work, bounded by the shares).
 	res, err := h.passes.Do(context.Background(), &pass{ctx: ctx, q: q, want: want, started: started})
@@ -226,13 +212,13 @@ type pass struct {
 	ctx     context.Context // the request's: a query whose caller is gone is not scored
 	q       *additive.Query
 	want    *entryDigest
-	started func(View)
+	started func(blindbase.View)
 }
 
 // passed is a query's score shares from a pass (a buffer of h.bufs), on
 // the pass's view of the rows, or why it was refused.
 type passed[E additive.Elem] struct {
-	v   View
+	v   blindbase.View
 	src []E
 	err error
 }
@@ -262,7 +248,7 @@ func (h *Holder[E]) scorePass(_ context.Context, ps []*pass) []passed[E] {
 		}
 		if p.want != nil {
 			if have, err := h.SealFor(p.want.entry, v.Digest); err != nil || !have.Equal(p.want.digest) {
-				out[i].err = RowsMoved(h.env.Self)
+				out[i].err = blindbase.RowsMoved(h.env.Self)
 				continue
 			}
 		}
@@ -318,7 +304,7 @@ func (h *Holder[E]) permuter() *additive.Permuter {
 // then carries the decider's answer.
 func (h *Holder[E]) sendShare(ctx context.Context, qid [16]byte, vec []E, topK int, entry bool) (*network.Stream, error) {
 	m := &protocol.DecideShare{Query: qid, Rows: uint32(len(vec)), Bits: uint8(additive.RingOf[E]().Bits), TopK: uint16(topK), Entry: entry}
-	return SendShares(ctx, h.env.Net, h.p.DeciderName(), m, additive.ElemBytes(vec))
+	return blindbase.SendShares(ctx, h.env.Net, h.p.DeciderName(), m, additive.ElemBytes(vec))
 }
 
 // identify runs a query as the entry.
@@ -328,7 +314,7 @@ func (h *Holder[E]) identify(ctx context.Context, r engine.Request) protocol.Msg
 	}
 	m := r.Msg.(*protocol.Identify)
 	run, perr := h.run(ctx, m, nil)
-	for again := 0; perr != nil && perr.Code == protocol.CodeCountedDown && again < MaxRunsAgain; again++ {
+	for again := 0; perr != nil && perr.Code == protocol.CodeCountedDown && again < blindbase.MaxRunsAgain; again++ {
 		run, perr = h.run(ctx, m, nil) // under a fresh id
 	}
 	if perr != nil {
@@ -354,16 +340,11 @@ func (h *Holder[E]) shardIdentify(ctx context.Context, r engine.Request) protoco
 	return h.shardAnswer(run, int(m.TopK))
 }
 
-// MaxRunsAgain bounds the runs of an identify after its first lost to a
-// decider's restart or to a helper's commit while it waited (a helper's
-// rows may move more than once while a query waits).
-const MaxRunsAgain = 2
-
 // ran is a query the entry ran: the decider's answer and what maps it
 // back to rows.
 type ran struct {
 	res   *protocol.DecideResult
-	v     View
+	v     blindbase.View
 	sigma additive.Seed
 	bytes uint64 // every server's traffic
 }
@@ -375,10 +356,10 @@ type ran struct {
 // a helper whose rows a commit moved past this query's snapshot while it
 // waited for a pass: the query fails with CodeCountedDown, and runs
 // again under a fresh id (never the same one: one id carries one run), at
-// most MaxRunsAgain times.
+// most blindbase.MaxRunsAgain times.
 func (h *Holder[E]) run(ctx context.Context, m *protocol.Identify, qid *[16]byte) (*ran, *protocol.Error) {
 	topK := int(m.TopK)
-	nq, perr := NewQuery(h.env, h.p, h.query, m)
+	nq, perr := blindbase.NewQuery(h.env, h.p, h.query, m)
 	if perr != nil {
 		return nil, perr
 	}
@@ -401,14 +382,14 @@ func (h *Holder[E]) run(ctx context.Context, m *protocol.Identify, qid *[16]byte
 	fail := func(who string, err error) {
 		once.Do(func() {
 			e := engine.AsError(err, protocol.CodeUnavailable)
-			if RunAgain(who, dec, err) {
+			if blindbase.RunAgain(who, dec, err) {
 				e.Code = protocol.CodeCountedDown
 			}
 			cause = protocol.Errorf(e.Code, "%s: %s", who, e.Msg)
 			cancel()
 		})
 	}
-	ask := func(v View) {
+	ask := func(v blindbase.View) {
 		for i, name := range peers {
 			sealed, err := h.SealFor(name, v.Digest) // the digest as this helper compares it
 			if err != nil {
@@ -501,7 +482,7 @@ func (h *Holder[E]) checkResult(res *protocol.DecideResult, topK int) *protocol.
 // sequence) for the i-th position (deleted rows never win).
 func (h *Holder[E]) rows(run *ran, f func(i, seg, seq int)) *protocol.Error {
 	perm := h.permuter()
-	rows, perr := Unpermute(perm, run.res.Positions, &run.sigma, run.v.Rows())
+	rows, perr := blindbase.Unpermute(perm, run.res.Positions, &run.sigma, run.v.Rows())
 	h.perms.Put(perm)
 	if perr != nil {
 		return perr
@@ -553,7 +534,7 @@ func (h *Holder[E]) shardAnswer(run *ran, topK int) protocol.Msg {
 // masked score shares to the decider.
 func (h *Holder[E]) serveQuery(ctx context.Context, r engine.Request) protocol.Msg {
 	m := r.Msg.(*protocol.BlindQuery)
-	q, perr := CheckQuery(h.p, m)
+	q, perr := blindbase.CheckQuery(h.p, m)
 	if perr != nil {
 		return perr
 	}
@@ -587,11 +568,11 @@ func (h *Holder[E]) serveQuery(ctx context.Context, r engine.Request) protocol.M
 }
 
 // Run runs the holder's background work until ctx ends, then waits, at
-// most AckGrace, for the decider to acknowledge the shares it sent as a
+// most blindbase.AckGrace, for the decider to acknowledge the shares it sent as a
 // helper.
 func (h *Holder[E]) Run(ctx context.Context) {
 	h.Core.Run(ctx)
-	h.acks.Wait(min(AckGrace, h.p.Timeouts().Shutdown), h.env.Log)
+	h.acks.Wait(min(blindbase.AckGrace, h.p.Timeouts().Shutdown), h.env.Log)
 }
 
 // RowShare is this holder's share of row seq of origin k's segment, as

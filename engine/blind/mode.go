@@ -3,11 +3,11 @@ package blind
 import (
 	"context"
 	"fmt"
-	"io"
 	"slices"
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
+	"github.com/idface/idface/engine/blindbase"
 	"github.com/idface/idface/engine/merge"
 	"github.com/idface/idface/engine/rowtxn"
 	"github.com/idface/idface/engine/shard"
@@ -34,7 +34,7 @@ var Mode = engine.Mode{
 			return shard.Options{Mode: "blind-coord", Ranked: true, Enroll: protocol.TSealedEnroll, EnrollMax: engine.SealedEnrollBound(p, p.Dim()*p.Ring().Bits/8)}
 		})
 	},
-	Rebalance: Rebalance,
+	Rebalance: blindbase.Rebalance,
 	Describe: func(p *config.Params) string {
 		g, q := p.Transform()
 		return fmt.Sprintf("gallery levels %s, query levels %s, shares over Z_(2^%d)", g, q, p.Ring().Bits)
@@ -51,7 +51,7 @@ var Mode = engine.Mode{
 // commRows are blind mode's rows of the communication tables, for two
 // holders and every number asked; 'commcost --measure' runs up to three.
 func commRows(s engine.CommSetting) ([]engine.CommRow, error) {
-	k := TernaryRingBits(s.Alpha, s.Beta)
+	k := blindbase.TernaryRingBits(s.Alpha, s.Beta)
 	var rows []engine.CommRow
 	for _, mu := range slices.Compact(slices.Sorted(slices.Values(append([]int{2}, s.Mus...)))) {
 		id := engine.CommRow{Protocol: "blind", Phase: "identify", Mu: mu, Bits: IdentifyBits(s.IDs, s.Beta, mu, k)}
@@ -61,26 +61,6 @@ func commRows(s engine.CommSetting) ([]engine.CommRow, error) {
 		rows = append(rows, engine.CommRow{Protocol: "blind", Phase: "enroll", Mu: mu, Bits: EnrollBits(mu)}, id)
 	}
 	return rows, nil
-}
-
-// TernaryRingBits is the k of the share ring for the ternary gallery and
-// query of weights alpha and beta (the communication tables): the
-// smallest that holds every score, up to min(alpha, beta), as a signed
-// value.
-func TernaryRingBits(alpha, beta int) int {
-	if min(alpha, beta) <= 127 {
-		return 8
-	}
-	return 16
-}
-
-// Rebalance is shard.Rebalance for a mode sharing over blind mode's ring
-// (blind and replicated), which must stay.
-func Rebalance(ctx context.Context, srv engine.Server, old, next *config.Params, self string, from, to []string, out io.Writer) error {
-	if old.Ring() != next.Ring() {
-		return fmt.Errorf("rebalance keeps the share ring: Z_(2^%d) before, Z_(2^%d) after", old.Ring().Bits, next.Ring().Bits)
-	}
-	return shard.Rebalance(ctx, srv, old, next, self, from, to, out)
 }
 
 // EnrollBits is blind mode's enrollment traffic per template: a 256-bit

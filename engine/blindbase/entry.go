@@ -1,4 +1,11 @@
-package blind
+// Package blindbase is what blind mode (engine/blind) and replicated
+// blind mode (engine/replicated) do the same way, beneath both so that
+// neither mode imports the other: the entry's query and its snapshot of
+// the row map, its send of score shares to the decider and the decider's
+// acknowledgements, a permuted position mapped back to a row, the
+// decider's check of a share's header, the share ring's width for the
+// communication tables, and a rebalance that keeps the ring.
+package blindbase
 
 import (
 	"context"
@@ -15,10 +22,6 @@ import (
 	"github.com/idface/idface/sharing/additive"
 	"github.com/idface/idface/template"
 )
-
-// What blind mode's entry does that replicated blind mode
-// (engine/replicated) does the same way: start a query, snapshot the row
-// map, ask a helper, map a permuted position back to a row.
 
 // Query is an entry's new query: y (as a Query and as its coefficients),
 // a fresh sigma and a fresh query id, both from the env's randomness.
@@ -279,3 +282,18 @@ func readAck(s *network.Stream, dec string) (protocol.Msg, error) {
 // ackBytes is the decider's acknowledgement of a helper's shares on the
 // wire.
 var ackBytes = uint64(protocol.FramedSize(&protocol.DecideShareOK{}))
+
+// appendBits copies the first n bits of src into dst at bit offset at.
+func appendBits(dst []uint64, at int, src []uint64, n int) {
+	for i := 0; i < n; i += 64 {
+		w := src[i/64]
+		if k := n - i; k < 64 {
+			w &= 1<<uint(k) - 1
+		}
+		b := at + i
+		dst[b/64] |= w << uint(b%64)
+		if b%64 != 0 && b/64+1 < len(dst) {
+			dst[b/64+1] |= w >> uint(64-b%64)
+		}
+	}
+}

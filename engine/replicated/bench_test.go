@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/idface/idface/engine/blind"
+	"github.com/idface/idface/engine/blindbase"
 	"github.com/idface/idface/internal/harness/testutil"
 	"github.com/idface/idface/sharing/additive"
 	"github.com/idface/idface/sharing/replicated"
@@ -68,7 +68,7 @@ func benchHolderQuery[E additive.Elem](b *testing.B, rows int) {
 	for i := range live {
 		live[i] = ^uint64(0)
 	}
-	out := &vectors[E]{View: blind.View{Live: live}, own: make([]E, rows), next: make([]E, rows)}
+	out := &vectors[E]{View: blindbase.View{Live: live}, own: make([]E, rows), next: make([]E, rows)}
 	var sigma additive.Seed
 	perm := &additive.Permuter{}
 	bits := additive.RingOf[E]().Bits

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/idface/idface/engine"
-	"github.com/idface/idface/engine/blind"
+	"github.com/idface/idface/engine/blindbase"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/protocol/rpc"
@@ -125,7 +125,7 @@ func (h *Holder[E]) warmChecks(ctx context.Context) {
 
 // sums returns the check sums of view v (the caller holds the read lock
 // and is the one scan running: h.scans).
-func (h *Holder[E]) sums(v blind.View) (*checkSums[E], error) {
+func (h *Holder[E]) sums(v blindbase.View) (*checkSums[E], error) {
 	if c := h.chk.sums; c != nil && c.digest.Equal(v.Digest) {
 		return c, nil
 	}
@@ -163,7 +163,7 @@ func (h *Holder[E]) sums(v blind.View) (*checkSums[E], error) {
 // segmentSums is segment s's part of the sums at view v, from old's (rows
 // appended are added, rows erased or replaced since are taken out and
 // added as they are now).
-func (h *Holder[E]) segmentSums(s int, v blind.View, old *segSums[E]) *segSums[E] {
+func (h *Holder[E]) segmentSums(s int, v blindbase.View, old *segSums[E]) *segSums[E] {
 	d := h.p.Dim()
 	md := replicated.CheckRounds * d
 	rows := int(v.Digest[s].Rows)
@@ -332,7 +332,7 @@ func (h *Holder[E]) checkParts(vec *vectors[E], pr *probe[E], qid [16]byte, pred
 
 // rowSums adds sum_rows r^t v[pi(row)] into sums, segment by segment,
 // with the weights of one side of the view's sums (low: of check j+1).
-func (h *Holder[E]) rowSums(sums []E, cs *checkSums[E], low bool, v blind.View, pi []uint32, vals []E) {
+func (h *Holder[E]) rowSums(sums []E, cs *checkSums[E], low bool, v blindbase.View, pi []uint32, vals []E) {
 	const chunk = 4096
 	g := make([]E, chunk)
 	for s := range v.Digest {
@@ -364,7 +364,7 @@ func (h *Holder[E]) exchange(ctx context.Context, qid [16]byte, w []E) ([]E, uin
 	var moved uint64
 	go func() {
 		m := &protocol.HiddenVector{Query: qid, Rows: uint32(len(w)), Bits: uint8(h.p.Bits)}
-		s, err := blind.SendShares(ctx, h.env.Net, succ, m, additive.ElemBytes(w))
+		s, err := blindbase.SendShares(ctx, h.env.Net, succ, m, additive.ElemBytes(w))
 		if err == nil {
 			_, err = rpc.ReadReply(ctx, s, succ)
 			moved = uint64(s.Sent() + s.Received())
@@ -435,7 +435,7 @@ func (h *Holder[E]) takeVector(_ context.Context, r engine.Request) protocol.Msg
 		}
 		return &protocol.HiddenVectorOK{}
 	}
-	if perr := blind.CheckShare(h.p.Params, int(m.Bits), 1, m.Rows); perr != nil {
+	if perr := blindbase.CheckShare(h.p.Params, int(m.Bits), 1, m.Rows); perr != nil {
 		return perr
 	}
 	// At most the rows this holder has and a batch more (a commit may

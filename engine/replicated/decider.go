@@ -9,7 +9,7 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
-	"github.com/idface/idface/engine/blind"
+	"github.com/idface/idface/engine/blindbase"
 	"github.com/idface/idface/engine/merge"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
@@ -97,7 +97,7 @@ func (d *Decider) share(ctx context.Context, r engine.Request) protocol.Msg {
 		return protocol.Errorf(protocol.CodeForbidden, "only share holders send score shares")
 	}
 	pl := planOf(int(m.Entry), m.Down)
-	if perr := blind.CheckShare(d.p.Params, int(m.Bits), int(m.TopK), m.Rows); perr != nil {
+	if perr := blindbase.CheckShare(d.p.Params, int(m.Bits), int(m.TopK), m.Rows); perr != nil {
 		return perr
 	}
 	held := replicated.Held(holder)

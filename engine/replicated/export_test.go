@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/idface/idface/engine/blind"
+	"github.com/idface/idface/engine/blindbase"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/sharing/additive"
@@ -178,7 +178,7 @@ func hold[E additive.Elem](h *Holder[E]) func() {
 		panic(err)
 	}
 	in, out := make(chan struct{}), make(chan struct{})
-	go h.passes.Do(context.Background(), &pass{ctx: context.Background(), q: q, started: func(blind.View) { close(in); <-out }})
+	go h.passes.Do(context.Background(), &pass{ctx: context.Background(), q: q, started: func(blindbase.View) { close(in); <-out }})
 	<-in
 	return func() { close(out) }
 }
@@ -255,7 +255,7 @@ func deviate[E additive.Elem](h *Holder[E], y []float32, topK int, dev Deviation
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	pl := plan{entry: h.Self(), down: dev.Down}
-	nq, perr := blind.NewQuery(h.env, h.p.Params, h.query, &protocol.Identify{TopK: uint16(topK), Template: y})
+	nq, perr := blindbase.NewQuery(h.env, h.p.Params, h.query, &protocol.Identify{TopK: uint16(topK), Template: y})
 	if perr != nil {
 		return Learned{Err: perr}
 	}
@@ -268,7 +268,7 @@ func deviate[E additive.Elem](h *Holder[E], y []float32, topK int, dev Deviation
 	}
 	f := h.newFanout(ctx, peers)
 	defer f.cancel()
-	ask := func(v blind.View) {
+	ask := func(v blindbase.View) {
 		f.askAll(v, func(_ int, sealed protocol.Digest) *protocol.BlindQuery {
 			return &protocol.BlindQuery{Query: qid, Sigma: sigma, Digest: sealed, Pos: nq.Pos, Coef: nq.Coef, Down: pl.wireDown()}
 		})
@@ -306,7 +306,7 @@ func deviate[E additive.Elem](h *Holder[E], y []float32, topK int, dev Deviation
 		return Learned{Err: perr}
 	}
 	out := Learned{Scores: map[string]int{}, Opened: len(res.Scores) > 0}
-	rows, perr := blind.Unpermute(h.permuter(), res.Positions, &sigma, vec.Rows())
+	rows, perr := blindbase.Unpermute(h.permuter(), res.Positions, &sigma, vec.Rows())
 	if perr != nil {
 		return Learned{Err: perr}
 	}

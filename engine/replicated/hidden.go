@@ -10,7 +10,7 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
-	"github.com/idface/idface/engine/blind"
+	"github.com/idface/idface/engine/blindbase"
 	"github.com/idface/idface/internal/codec/seal"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
@@ -100,13 +100,13 @@ func (h *Holder[E]) openProbe(nonce [16]byte, t int64, part []byte, a *protocol.
 func (pr *probe[E]) clear() { clear(pr.y[0]); clear(pr.y[1]) }
 
 // view is the committed rows' view; the caller holds the read lock.
-func (h *Holder[E]) view() blind.View {
-	return blind.NewView(h.Digest(), func(s int) []uint64 { return h.Shares(s).own.LiveBits() })
+func (h *Holder[E]) view() blindbase.View {
+	return blindbase.NewView(h.Digest(), func(s int) []uint64 { return h.Shares(s).own.LiveBits() })
 }
 
 // admit checks a helper's view against the entry's sealed row map (want,
 // from), or shows the entry's view to started.
-func (h *Holder[E]) admit(v blind.View, from string, want protocol.Digest, started func(blind.View)) *protocol.Error {
+func (h *Holder[E]) admit(v blindbase.View, from string, want protocol.Digest, started func(blindbase.View)) *protocol.Error {
 	if want != nil {
 		if have, err := h.SealFor(from, v.Digest); err != nil || !have.Equal(want) {
 			return protocol.Errorf(protocol.CodeInconsistent, "%s's rows changed during the query; retry", h.env.Self)
@@ -223,7 +223,7 @@ func (h *Holder[E]) scanAll(_ context.Context, scans []*scan[E]) []scanned[E] {
 
 // productShares scores every probe over the view's rows in passes of up
 // to additive.MaxDenseBatch probes; the caller holds the read lock.
-func (h *Holder[E]) productShares(v blind.View, prs []*probe[E]) ([][]E, error) {
+func (h *Holder[E]) productShares(v blindbase.View, prs []*probe[E]) ([][]E, error) {
 	n := v.Rows()
 	zs, coef := make([][]E, len(prs)), make([][2][]E, len(prs))
 	for q, pr := range prs {
@@ -299,7 +299,7 @@ func (h *Holder[E]) sendHidden(ctx context.Context, qid [16]byte, vec *vectors[E
 	if err != nil {
 		return out, err
 	}
-	out.s, err = blind.SendShares(ctx, h.env.Net, h.p.DeciderName(), m, tail...)
+	out.s, err = blindbase.SendShares(ctx, h.env.Net, h.p.DeciderName(), m, tail...)
 	if err != nil {
 		return out, fmt.Errorf("decider: %w", err)
 	}
@@ -470,7 +470,7 @@ func (h *Holder[E]) runHidden(ctx context.Context, jobs []*hiddenJob[E]) []hidde
 }
 
 // askAll sends each helper the batch, on the entry's view v.
-func (h *Holder[E]) askAll(ctx context.Context, v blind.View, jobs []*hiddenJob[E], names []string, helpers [2]int, fs []*fanout) {
+func (h *Holder[E]) askAll(ctx context.Context, v blindbase.View, jobs []*hiddenJob[E], names []string, helpers [2]int, fs []*fanout) {
 	for i, name := range names {
 		hq := &protocol.HiddenQuery{Items: make([]protocol.HiddenItem, len(jobs))}
 		var sealErr error

@@ -48,7 +48,7 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
-	"github.com/idface/idface/engine/blind"
+	"github.com/idface/idface/engine/blindbase"
 	"github.com/idface/idface/engine/rowtxn"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
@@ -177,8 +177,8 @@ type Holder[E additive.Elem] struct {
 	p       *Params
 	gallery *engine.LevelTransformers
 	query   *engine.LevelTransformers
-	perms   sync.Pool  // *additive.Permuter
-	acks    blind.Acks // of the shares sent as a helper: a stopping holder waits for them
+	perms   sync.Pool      // *additive.Permuter
+	acks    blindbase.Acks // of the shares sent as a helper: a stopping holder waits for them
 	outage  *outage
 	gate    *gate       // the degraded queries of other entries this holder serves as a helper
 	probes  probeNonces // hidden probes seen in the window
@@ -339,7 +339,7 @@ func (h *Holder[E]) Routes() map[protocol.Type]engine.Route {
 // vectors are one holder's two permuted, masked share-score vectors of a
 // query: own = pi(c_i) + m_i, next = pi(c_(i+1)) + m_(i+1).
 type vectors[E additive.Elem] struct {
-	blind.View
+	blindbase.View
 	own, next []E
 	sums      *checkSums[E]  // a hidden probe's: the check sums of the view
 	masks     *probeMasks[E] // a hidden probe's: what its checks need of its permute step
@@ -354,7 +354,7 @@ type vectors[E additive.Elem] struct {
 // entries ask it for as a helper) share one pass over the shares
 // (h.passes, scorePass), as in blind mode; each caller then permutes and
 // masks its own.
-func (h *Holder[E]) score(ctx context.Context, q *additive.Query, sigma *additive.Seed, from string, want protocol.Digest, started func(blind.View)) (*vectors[E], error) {
+func (h *Holder[E]) score(ctx context.Context, q *additive.Query, sigma *additive.Seed, from string, want protocol.Digest, started func(blindbase.View)) (*vectors[E], error) {
 	// Waited for to the end, also when ctx ends first (local work, bounded
 	// by the shares).
 	res, err := h.passes.Do(context.Background(), &pass{ctx: ctx, q: q, from: from, want: want, started: started})
@@ -382,13 +382,13 @@ type pass struct {
 	q       *additive.Query
 	from    string
 	want    protocol.Digest
-	started func(blind.View)
+	started func(blindbase.View)
 }
 
 // passed is a query's two share-score vectors from a pass, on the pass's
 // view of the rows, or why it was refused.
 type passed[E additive.Elem] struct {
-	v         blind.View
+	v         blindbase.View
 	own, next []E
 	err       error
 }
@@ -413,7 +413,7 @@ func (h *Holder[E]) scorePass(_ context.Context, ps []*pass) []passed[E] {
 		}
 		if perr := h.admit(v, p.from, p.want, p.started); perr != nil {
 			if p.want != nil {
-				perr = blind.RowsMoved(h.env.Self)
+				perr = blindbase.RowsMoved(h.env.Self)
 			}
 			out[i].err = perr
 			continue
@@ -510,7 +510,7 @@ func (h *Holder[E]) sendShares(ctx context.Context, qid [16]byte, vec *vectors[E
 	if err != nil {
 		return nil, err
 	}
-	return blind.SendShares(ctx, h.env.Net, h.p.DeciderName(), m, bulk...)
+	return blindbase.SendShares(ctx, h.env.Net, h.p.DeciderName(), m, bulk...)
 }
 
 // tagKey is this query's MAC key, from the key this helper shares with
@@ -564,7 +564,7 @@ runs:
 		}
 		refused := refusal(resp)
 		if !refused { // ask again: counted whatever runs next
-			if again == blind.MaxRunsAgain {
+			if again == blindbase.MaxRunsAgain {
 				break runs
 			}
 			again++
@@ -643,9 +643,9 @@ func (h *Holder[E]) awaitCatchUp(ctx context.Context) bool {
 
 // maxRuns bounds the runs of one identify: a checked run, a degraded one
 // without a helper lost during it, a checked one when that helper is
-// back, and blind.MaxRunsAgain runs again on CodeCountedDown (no more of
+// back, and blindbase.MaxRunsAgain runs again on CodeCountedDown (no more of
 // them, whatever the others).
-const maxRuns = 3 + blind.MaxRunsAgain
+const maxRuns = 3 + blindbase.MaxRunsAgain
 
 // refusal reports whether resp is a refusal that a run again under a
 // fresh query id does not answer (CodeCountedDown does).
@@ -714,7 +714,7 @@ func (h *Holder[E]) shardIdentify(ctx context.Context, r engine.Request) protoco
 func (h *Holder[E]) runQuery(ctx context.Context, m *protocol.Identify, down int, qid0 *[16]byte) (resp protocol.Msg, lost int) {
 	topK := int(m.TopK)
 	pl := plan{entry: h.Self(), down: down}
-	nq, perr := blind.NewQuery(h.env, h.p.Params, h.query, m)
+	nq, perr := blindbase.NewQuery(h.env, h.p.Params, h.query, m)
 	if perr != nil {
 		return perr, noneDown
 	}
@@ -731,7 +731,7 @@ func (h *Holder[E]) runQuery(ctx context.Context, m *protocol.Identify, down int
 	}
 	f := h.newFanout(ctx, peers)
 	defer f.cancel()
-	ask := func(v blind.View) {
+	ask := func(v blindbase.View) {
 		f.askAll(v, func(_ int, sealed protocol.Digest) *protocol.BlindQuery {
 			return &protocol.BlindQuery{Query: qid, Sigma: sigma, Digest: sealed, Pos: nq.Pos, Coef: nq.Coef, Down: pl.wireDown()}
 		})
@@ -836,7 +836,7 @@ func (f *fanout) fail(who string, err error) {
 			f.lost = k
 		}
 		e := engine.AsError(err, protocol.CodeUnavailable)
-		if blind.RunAgain(who, f.p.DeciderName(), err) {
+		if blindbase.RunAgain(who, f.p.DeciderName(), err) {
 			e.Code = protocol.CodeCountedDown
 		}
 		f.cause = protocol.Errorf(e.Code, "%s: %s", f.env.Peer(who), e.Msg)
@@ -846,7 +846,7 @@ func (f *fanout) fail(who string, err error) {
 
 // askAll sends every helper its query, made by query with the snapshot's
 // row map sealed for it.
-func (f *fanout) askAll(v blind.View, query func(i int, sealed protocol.Digest) *protocol.BlindQuery) {
+func (f *fanout) askAll(v blindbase.View, query func(i int, sealed protocol.Digest) *protocol.BlindQuery) {
 	for i, name := range f.names {
 		sealed, err := f.seal(name, v.Digest)
 		if err != nil {
@@ -1027,9 +1027,9 @@ func (h *Holder[E]) ask(ctx context.Context, name string, bq *protocol.BlindQuer
 // answer maps the checked positions back to ids: the answer, or in a
 // shard the shard's part of it (ShardAnswer: ids and checked scores, best
 // first).
-func (h *Holder[E]) answer(res *protocol.ReplResult, scores []int, v blind.View, sigma *additive.Seed, topK int, total uint64, degraded bool) protocol.Msg {
+func (h *Holder[E]) answer(res *protocol.ReplResult, scores []int, v blindbase.View, sigma *additive.Seed, topK int, total uint64, degraded bool) protocol.Msg {
 	perm := h.permuter()
-	rows, perr := blind.Unpermute(perm, res.Positions, sigma, v.Rows())
+	rows, perr := blindbase.Unpermute(perm, res.Positions, sigma, v.Rows())
 	h.perms.Put(perm)
 	if perr != nil {
 		return perr
@@ -1078,7 +1078,7 @@ func (h *Holder[E]) serveQuery(ctx context.Context, r engine.Request) protocol.M
 	if h.p.HideProbes() {
 		return protocol.Errorf(protocol.CodeBadRequest, "a query with a visible probe in a cluster that hides probes; refused")
 	}
-	q, perr := blind.CheckQuery(h.p.Params, m)
+	q, perr := blindbase.CheckQuery(h.p.Params, m)
 	if perr != nil {
 		return perr
 	}
@@ -1126,7 +1126,7 @@ func pairLabel(p *Params, a, b int) string {
 // Run does the core's background work, ends the probes of an outage with
 // ctx, and compares this holder's rows with the other holders' until it
 // knows they are as current (stale.go); once ctx ends, it waits, at most
-// blind.AckGrace, for the decider to acknowledge the shares it sent as a
+// blindbase.AckGrace, for the decider to acknowledge the shares it sent as a
 // helper.
 func (h *Holder[E]) Run(ctx context.Context) {
 	h.outage.start(ctx)
@@ -1136,7 +1136,7 @@ func (h *Holder[E]) Run(ctx context.Context) {
 		go h.warmChecks(ctx)
 	}
 	h.Core.Run(ctx)
-	h.acks.Wait(min(blind.AckGrace, h.p.Timeouts().Shutdown), h.env.Log)
+	h.acks.Wait(min(blindbase.AckGrace, h.p.Timeouts().Shutdown), h.env.Log)
 }
 
 // RowShare is this holder's pair of shares of row seq of origin k's

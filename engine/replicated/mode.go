@@ -8,7 +8,7 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
-	"github.com/idface/idface/engine/blind"
+	"github.com/idface/idface/engine/blindbase"
 	"github.com/idface/idface/engine/merge"
 	"github.com/idface/idface/engine/rowtxn"
 	"github.com/idface/idface/engine/shard"
@@ -70,7 +70,7 @@ var Mode = engine.Mode{
 				Enroll: protocol.TSealedEnroll, EnrollMax: engine.SealedEnrollBound(p, 2*p.Dim()*p.Ring().Bits/8)}
 		})
 	},
-	Rebalance: blind.Rebalance,
+	Rebalance: blindbase.Rebalance,
 	Describe: func(p *config.Params) string {
 		g, q := p.Transform()
 		return fmt.Sprintf("gallery levels %s, query levels %s, 2-of-3 shares over Z_(2^%d)", g, q, p.Ring().Bits)
@@ -91,7 +91,7 @@ var Mode = engine.Mode{
 // --beta beta: the T_beta query, sealed, its cost independent of beta but
 // for the ring).
 func commRows(s engine.CommSetting) ([]engine.CommRow, error) {
-	k := blind.TernaryRingBits(s.Alpha, s.Beta)
+	k := blindbase.TernaryRingBits(s.Alpha, s.Beta)
 	// The entry sends each other holder its pair of d k-bit shares.
 	return []engine.CommRow{{Protocol: "replicated", Phase: "enroll", Mu: replicated.Holders, Bits: float64(2 * 2 * s.Dim * k)},
 		{Protocol: "replicated", Phase: "identify", Mu: replicated.Holders, Bits: IdentifyBits(s.IDs, s.Beta, k), Run: &engine.CommRun{}},
