@@ -230,7 +230,6 @@ func New(env engine.Env) (Engine, error) {
 
 func newHolder[E additive.Elem](env engine.Env, p *Params) (*Holder[E], error) {
 	d := p.Dim()
-	var hp *Holder[E] // the holder, once made: the reshare hook reads its shares
 	seg := 0
 	var erased *erasures[E] // the check sums of hidden probes' products need them
 	if p.HideProbes() {
@@ -242,7 +241,7 @@ func newHolder[E additive.Elem](env engine.Env, p *Params) (*Holder[E], error) {
 		Compare: func(prep *protocol.Prepare, checks [][]byte, down int) []string {
 			return compareChecks(p, checks, down, prep.Reshare != nil)
 		},
-		Reshare: func(prep *protocol.Prepare, self int) error { return hp.reshareRows(prep, self) },
+		Reshare: func(prep *protocol.Prepare, self int, sh pair[E]) error { return reshareRows(p, sh, prep, self) },
 		NewShares: func() (pair[E], error) { // one per origin, in order
 			own, err := additive.NewStore[E](d, 0)
 			if err != nil {
@@ -280,7 +279,6 @@ func newHolder[E additive.Elem](env engine.Env, p *Params) (*Holder[E], error) {
 	// bmax probes per pass bound the pass's vectors in memory.
 	h.scans = engine.NewBatcher(bmax, 0, 1, p.Timeouts().Identify, h.scanAll).Weighed(func(sc *scan[E]) int { return len(sc.prs) })
 	h.passes = engine.NewBatcher(bmax, 0, 1, p.Timeouts().Identify, h.scorePass)
-	hp = h
 	h.m.score = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_score_seconds_total", Help: "Time in passes over the shares computing the two share-score vectors (column sums over every row; concurrent queries share a pass)."})
 	h.m.permute = prometheus.NewCounter(prometheus.CounterOpts{Name: "idface_repl_permute_seconds_total", Help: "Time permuting and masking the two share-score vectors, and tagging."})
 	h.m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_repl_entry_refusals_total",

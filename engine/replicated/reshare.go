@@ -68,23 +68,23 @@ func (h *Holder[E]) attestNow(ctx context.Context, r engine.Request) protocol.Ms
 	return &protocol.ReshareOK{Epoch: h.EpochLocked(int(m.Seg)), Rows: uint32(h.Shares(int(m.Seg)).Rows())}
 }
 
-// reshareRows puts this holder's new pair of every row of a reshare's
-// prepare into its ops: (s_i + r_i, s_(i+1) + r_(i+1)), the same salts,
-// and no record of the third share (its holders attest the new one once
-// the reshare commits: records.go); zeros for a deleted row (caller holds
-// the rows' lock).
-func (h *Holder[E]) reshareRows(p *protocol.Prepare, self int) error {
+// reshareRows puts holder self's new pair of every row of a reshare's
+// prepare into its ops, from sh, its pairs of the prepare's origin's
+// segment: (s_i + r_i, s_(i+1) + r_(i+1)), the same salts, and no record
+// of the third share (its holders attest the new one once the reshare
+// commits: records.go); zeros for a deleted row (caller holds the rows'
+// lock).
+func reshareRows[E additive.Elem](pp *Params, sh pair[E], p *protocol.Prepare, self int) error {
 	if p.Reshare == nil || int(p.Origin) >= replicated.Holders {
 		return fmt.Errorf("replicated: not a reshare")
 	}
-	d := h.p.Dim()
+	d := pp.Dim()
 	held := replicated.Held(self)
 	key := replicated.ReshareKey(p.Reshare.Key)
 	seg := int(p.Origin)
-	sh := h.Shares(seg)
 	own, next := make([]E, d), make([]E, d)
 	r0, r1 := make([]E, d), make([]E, d)
-	size := unitSize(h.p.Params)
+	size := unitSize(pp.Params)
 	for i := range p.Ops {
 		op := &p.Ops[i]
 		seq := int(op.Seq)

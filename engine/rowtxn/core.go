@@ -42,9 +42,10 @@ type Options[S Shares] struct {
 	Compare func(p *protocol.Prepare, checks [][]byte, down int) []string
 	// Reshare, when set, makes a reshare's prepare this party's: it puts
 	// into every OpReplace op the party's new share of the row (its
-	// current one plus its parts of the zero-sharing under p.Reshare.Key;
-	// zeros for a deleted row). Modes without it refuse reshares.
-	Reshare func(p *protocol.Prepare, self int) error
+	// current one, of shares, the prepare's origin's segment, plus its
+	// parts of the zero-sharing under p.Reshare.Key; zeros for a deleted
+	// row). Modes without it refuse reshares.
+	Reshare func(p *protocol.Prepare, self int, shares S) error
 }
 
 // Core is one party's rows and transactions.

@@ -31,7 +31,10 @@ func (c *Core[S]) validate(m *protocol.Prepare, sealed [][32]byte) *protocol.Err
 	if c.opt.Reshare == nil {
 		return protocol.Errorf(protocol.CodeBadRequest, "mode %s does not reshare", c.p.Mode())
 	}
-	if err := c.opt.Reshare(m, c.self); err != nil {
+	if int(m.Origin) >= len(c.st.segs) {
+		return protocol.Errorf(protocol.CodeBadRequest, "%s: a reshare of origin %d, of %d", c.env.Self, m.Origin, len(c.st.segs))
+	}
+	if err := c.opt.Reshare(m, c.self, c.st.segs[m.Origin].shares); err != nil {
 		return protocol.Errorf(protocol.CodeInternal, "%s: %v", c.env.Self, err)
 	}
 	return c.st.validateReshare(m)
