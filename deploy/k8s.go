@@ -136,6 +136,33 @@ func PodAddress(ns, member string) string {
 // whose configuration is p (cfgJSON, its file, goes into a ConfigMap), as
 // one YAML stream.
 func K8s(p *config.Params, cfgJSON []byte, o Options) ([]byte, error) {
+	members, err := o.check(p)
+	if err != nil {
+		return nil, err
+	}
+	id := p.ClusterID()
+	cluster := hex.EncodeToString(id[:])
+	docs := []any{configMap(o.Namespace, cluster, cfgJSON)}
+	sum := sha256.Sum256(cfgJSON)
+	o.configHash = hex.EncodeToString(sum[:8])
+	for _, name := range members {
+		d, err := memberDocs(p, o, name, cluster)
+		if err != nil {
+			return nil, err
+		}
+		docs = append(docs, d...)
+	}
+	if len(members) == len(p.Servers()) {
+		// Only over the whole cluster: a pod under two budgets cannot be
+		// evicted at all, and one server's own budget protects nothing.
+		docs = append(docs, disruptionBudget(o.Namespace, cluster, members))
+	}
+	return render(p, o, cluster, members, docs)
+}
+
+// check fills o's defaults, checks it against p and returns the members
+// to render.
+func (o *Options) check(p *config.Params) ([]string, error) {
 	if o.Namespace == "" {
 		o.Namespace = DefaultNamespace
 	}
@@ -168,67 +195,67 @@ func K8s(p *config.Params, cfgJSON []byte, o Options) ([]byte, error) {
 			return nil, fmt.Errorf("a home is given for %s, which is not rendered", name)
 		}
 	}
-	id := p.ClusterID()
-	cluster := hex.EncodeToString(id[:])
-	docs := []any{configMap(o.Namespace, cluster, cfgJSON)}
-	sum := sha256.Sum256(cfgJSON)
-	o.configHash = hex.EncodeToString(sum[:8])
-	for _, name := range members {
-		m, ok := p.Server(name)
-		if !ok {
-			return nil, fmt.Errorf("%s is not a server of this cluster (servers: %s)", name, serverNames(p))
-		}
-		longest := maxMember
-		if p.Shards() > 1 {
-			longest -= len("-shard")
-		}
-		if err := DNSLabel(name); err != nil || len(name) > longest {
-			return nil, fmt.Errorf("member %q: Kubernetes names its objects after it, so it must be a DNS label of at most %d characters (lower-case letters, digits, '-' inside): assemble the cluster with members so named", name, longest)
-		}
-		port, err := quicPort(m, o.Namespace)
-		if err != nil {
-			return nil, err
-		}
-		shardPort, err := shardPort(p, m, o.Namespace)
-		if err != nil {
-			return nil, err
-		}
-		labels := map[string]string{labelName: "idface", labelPart: "idface-" + cluster[:8], labelClust: cluster, labelMember: name, labelRole: p.Role(name)}
-		if files, ok := o.Homes[name]; ok {
-			s, err := secret(o.Namespace, name, labels, files, m)
-			if err != nil {
-				return nil, err
-			}
-			docs = append(docs, s)
-		}
-		// The member's pod (in a sharded cluster its coordinator, with no
-		// rows and a scratch data directory), and its S shards, each with
-		// its own volume.
-		sets := []podSet{{}}
-		if p.Shards() > 1 {
-			sets = []podSet{{label: "coordinator", noData: true}, {label: "shards", suffix: "-shard", replicas: p.Shards()}}
-		}
-		for _, set := range sets {
-			l, port := withSet(labels, set.label), port
-			if set.replicas > 0 {
-				port = shardPort
-			}
-			docs = append(docs, headlessSet(o.Namespace, Name(name)+set.suffix, l, port, o.Metrics))
-			if o.Expose && set.replicas == 0 { // clients reach the coordinator
-				docs = append(docs, exposed(o.Namespace, name, l, port))
-			}
-			docs = append(docs, statefulSet(p, o, name, cluster, labels, port, set))
-			if o.Metrics {
-				docs = append(docs, metricsPolicy(o.Namespace, Name(name)+set.suffix, l, port))
-			}
-		}
-	}
-	if len(members) == len(p.Servers()) {
-		// Only over the whole cluster: a pod under two budgets cannot be
-		// evicted at all, and one server's own budget protects nothing.
-		docs = append(docs, disruptionBudget(o.Namespace, cluster, members))
-	}
+	return members, nil
+}
 
+// memberDocs are the objects of one member: its home's Secret where
+// given, and per pod set (in a sharded cluster its coordinator, with no
+// rows and a scratch data directory, and its S shards, each with its own
+// volume) the headless Service, the exposed one, the StatefulSet and the
+// metrics policy.
+func memberDocs(p *config.Params, o Options, name, cluster string) ([]any, error) {
+	m, ok := p.Server(name)
+	if !ok {
+		return nil, fmt.Errorf("%s is not a server of this cluster (servers: %s)", name, serverNames(p))
+	}
+	longest := maxMember
+	if p.Shards() > 1 {
+		longest -= len("-shard")
+	}
+	if err := DNSLabel(name); err != nil || len(name) > longest {
+		return nil, fmt.Errorf("member %q: Kubernetes names its objects after it, so it must be a DNS label of at most %d characters (lower-case letters, digits, '-' inside): assemble the cluster with members so named", name, longest)
+	}
+	port, err := quicPort(m, o.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	shardPort, err := shardPort(p, m, o.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	var docs []any
+	labels := map[string]string{labelName: "idface", labelPart: "idface-" + cluster[:8], labelClust: cluster, labelMember: name, labelRole: p.Role(name)}
+	if files, ok := o.Homes[name]; ok {
+		s, err := secret(o.Namespace, name, labels, files, m)
+		if err != nil {
+			return nil, err
+		}
+		docs = append(docs, s)
+	}
+	sets := []podSet{{}}
+	if p.Shards() > 1 {
+		sets = []podSet{{label: "coordinator", noData: true}, {label: "shards", suffix: "-shard", replicas: p.Shards()}}
+	}
+	for _, set := range sets {
+		l, port := withSet(labels, set.label), port
+		if set.replicas > 0 {
+			port = shardPort
+		}
+		docs = append(docs, headlessSet(o.Namespace, Name(name)+set.suffix, l, port, o.Metrics))
+		if o.Expose && set.replicas == 0 { // clients reach the coordinator
+			docs = append(docs, exposed(o.Namespace, name, l, port))
+		}
+		docs = append(docs, statefulSet(p, o, name, cluster, labels, port, set))
+		if o.Metrics {
+			docs = append(docs, metricsPolicy(o.Namespace, Name(name)+set.suffix, l, port))
+		}
+	}
+	return docs, nil
+}
+
+// render writes the documents as one YAML stream behind a header that
+// says how to apply it and which Secrets each member's operator makes.
+func render(p *config.Params, o Options, cluster string, members []string, docs []any) ([]byte, error) {
 	var out bytes.Buffer
 	fmt.Fprintf(&out, "# idface cluster %s (mode %s, serial %d): %s in namespace %s.\n", cluster, p.Mode(), p.Serial(), strings.Join(members, ", "), o.Namespace)
 	// The objects name their namespace but do not make it (an
@@ -540,39 +567,7 @@ func statefulSet(p *config.Params, o Options, name, cluster string, labels map[s
 	if memory != "" {
 		resources["requests"] = map[string]any{"memory": memory}
 	}
-	pvc := map[string]any{
-		"metadata": map[string]any{"name": "data", "labels": podSelector(labels)},
-		"spec": map[string]any{
-			"accessModes": []string{"ReadWriteOnce"},
-			"resources":   map[string]any{"requests": map[string]any{"storage": disk}},
-		},
-	}
-	if o.StorageClass != "" {
-		pvc["spec"].(map[string]any)["storageClassName"] = o.StorageClass
-	}
-	args := []string{binary, "serve", "--config", configDir + "/" + config.File, "--home", homeDir, "--data", dataDir,
-		"--listen", net.JoinHostPort("0.0.0.0", strconv.Itoa(port)), "--health-addr", net.JoinHostPort("0.0.0.0", strconv.Itoa(HealthPort))}
-	if set.replicas > 0 {
-		args = append(args, "--shard-ordinal") // pod s of the set is shard s
-	}
-	ports := []map[string]any{
-		{"name": "quic", "containerPort": port, "protocol": "UDP"},
-		{"name": "health", "containerPort": HealthPort, "protocol": "TCP"},
-	}
-	if o.Metrics {
-		args = append(args, "--metrics-addr", net.JoinHostPort("0.0.0.0", strconv.Itoa(MetricsPort)))
-		ports = append(ports, map[string]any{"name": "metrics", "containerPort": MetricsPort, "protocol": "TCP"})
-	}
-	podSecurity := map[string]any{
-		"runAsNonRoot": true, "runAsUser": UID, "runAsGroup": UID, "fsGroup": UID,
-		"fsGroupChangePolicy": "OnRootMismatch",
-		"seccompProfile":      map[string]any{"type": "RuntimeDefault"},
-	}
-	if port < 1024 {
-		// Without root or capabilities the server binds a low port only
-		// where the pod's network namespace allows it (a safe sysctl).
-		podSecurity["sysctls"] = []map[string]any{{"name": "net.ipv4.ip_unprivileged_port_start", "value": strconv.Itoa(port)}}
-	}
+	args, ports := serveCommand(o, port, set)
 	volumes := []map[string]any{
 		// 0440 with fsGroup: party install copies it to 0600.
 		{"name": "secret", "secret": map[string]any{"secretName": SecretName(name), "defaultMode": 0o440}},
@@ -588,7 +583,7 @@ func statefulSet(p *config.Params, o Options, name, cluster string, labels map[s
 			"automountServiceAccountToken":  false, // a server never calls the Kubernetes API
 			"enableServiceLinks":            false,
 			"terminationGracePeriodSeconds": grace,
-			"securityContext":               podSecurity,
+			"securityContext":               podSecurity(port),
 			"affinity": map[string]any{"podAntiAffinity": map[string]any{
 				"requiredDuringSchedulingIgnoredDuringExecution": []map[string]any{{
 					"topologyKey": "kubernetes.io/hostname",
@@ -633,12 +628,62 @@ func statefulSet(p *config.Params, o Options, name, cluster string, labels map[s
 		"template":       pod,
 	}
 	if !set.noData {
-		spec["volumeClaimTemplates"] = []map[string]any{pvc}
+		spec["volumeClaimTemplates"] = []map[string]any{dataClaim(o, labels, disk)}
 	}
 	return struct {
 		object
 		Spec map[string]any `json:"spec"`
 	}{object{"apps/v1", "StatefulSet", meta{Name: Name(name) + set.suffix, Namespace: o.Namespace, Labels: labels}}, spec}
+}
+
+// serveCommand is the container's command, idface serve on port (its
+// shard's ordinal from the pod's in a set of shards), and its ports.
+func serveCommand(o Options, port int, set podSet) ([]string, []map[string]any) {
+	args := []string{binary, "serve", "--config", configDir + "/" + config.File, "--home", homeDir, "--data", dataDir,
+		"--listen", net.JoinHostPort("0.0.0.0", strconv.Itoa(port)), "--health-addr", net.JoinHostPort("0.0.0.0", strconv.Itoa(HealthPort))}
+	if set.replicas > 0 {
+		args = append(args, "--shard-ordinal") // pod s of the set is shard s
+	}
+	ports := []map[string]any{
+		{"name": "quic", "containerPort": port, "protocol": "UDP"},
+		{"name": "health", "containerPort": HealthPort, "protocol": "TCP"},
+	}
+	if o.Metrics {
+		args = append(args, "--metrics-addr", net.JoinHostPort("0.0.0.0", strconv.Itoa(MetricsPort)))
+		ports = append(ports, map[string]any{"name": "metrics", "containerPort": MetricsPort, "protocol": "TCP"})
+	}
+	return args, ports
+}
+
+// podSecurity is the pod's security context: never root, the runtime's
+// seccomp profile, and the sysctl that lets it bind a port below 1024.
+func podSecurity(port int) map[string]any {
+	sc := map[string]any{
+		"runAsNonRoot": true, "runAsUser": UID, "runAsGroup": UID, "fsGroup": UID,
+		"fsGroupChangePolicy": "OnRootMismatch",
+		"seccompProfile":      map[string]any{"type": "RuntimeDefault"},
+	}
+	if port < 1024 {
+		// Without root or capabilities the server binds a low port only
+		// where the pod's network namespace allows it (a safe sysctl).
+		sc["sysctls"] = []map[string]any{{"name": "net.ipv4.ip_unprivileged_port_start", "value": strconv.Itoa(port)}}
+	}
+	return sc
+}
+
+// dataClaim is the claim of a pod's data volume of disk bytes.
+func dataClaim(o Options, labels map[string]string, disk string) map[string]any {
+	pvc := map[string]any{
+		"metadata": map[string]any{"name": "data", "labels": podSelector(labels)},
+		"spec": map[string]any{
+			"accessModes": []string{"ReadWriteOnce"},
+			"resources":   map[string]any{"requests": map[string]any{"storage": disk}},
+		},
+	}
+	if o.StorageClass != "" {
+		pvc["spec"].(map[string]any)["storageClassName"] = o.StorageClass
+	}
+	return pvc
 }
 
 // DNSLabel checks a name Kubernetes takes as a DNS label (RFC 1123).

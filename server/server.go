@@ -200,6 +200,40 @@ func (s *Server) release(peer string) {
 	s.total--
 }
 
+// unread is the refusal of a request that could not be read: a sender
+// the route does not allow, a frame over its bound, or bytes that are no
+// frame.
+func (s *Server) unread(err error) *protocol.Error {
+	var pe *protocol.Error
+	switch {
+	case errors.As(err, &pe):
+		s.m.refused.WithLabelValues("forbidden").Inc()
+		return pe
+	case errors.Is(err, network.ErrFrameTooLarge):
+		s.m.refused.WithLabelValues("too_large").Inc()
+		return protocol.Errorf(protocol.CodeBadRequest, "request: %v", err)
+	}
+	return protocol.Errorf(protocol.CodeBadRequest, "reading the request: %v", err)
+}
+
+// scrubHealth fills in which configuration this server runs, for
+// everyone, and takes out what a requester of role may not see: row maps
+// go to servers only, whatever the engine put in (engine.Env.Health), and
+// the degraded limit to operators only.
+func (s *Server) scrubHealth(h *protocol.HealthOK, role network.Role) {
+	hash := s.p.Hash()
+	h.ConfigSerial = uint32(s.p.Serial())
+	copy(h.ConfigHash[:], hash[:])
+	switch role {
+	case network.RoleOperator:
+		h.Digest = nil
+	case network.RoleDevice:
+		h.Digest, h.InDoubt, h.Peers, h.Empty, h.Live, h.DegradedLimit = nil, 0, nil, false, 0, 0
+	default:
+		h.DegradedLimit = 0 // an operator's
+	}
+}
+
 // handle serves one request stream.
 func (s *Server) handle(ctx context.Context, st *network.Stream) {
 	peer := st.Peer()
@@ -237,17 +271,7 @@ func (s *Server) handle(ctx context.Context, st *network.Stream) {
 		return r.Max, nil
 	})
 	if err != nil {
-		var pe *protocol.Error
-		switch {
-		case errors.As(err, &pe):
-			s.m.refused.WithLabelValues("forbidden").Inc()
-			reply(pe)
-		case errors.Is(err, network.ErrFrameTooLarge):
-			s.m.refused.WithLabelValues("too_large").Inc()
-			reply(protocol.Errorf(protocol.CodeBadRequest, "request: %v", err))
-		default:
-			reply(protocol.Errorf(protocol.CodeBadRequest, "reading the request: %v", err))
-		}
+		reply(s.unread(err))
 		return
 	}
 	m, err := protocol.Decode(b)
@@ -295,19 +319,7 @@ func (s *Server) handle(ctx context.Context, st *network.Stream) {
 	resp := s.call(rctx, route.Handle, engine.Request{From: peer, Msg: m, Stream: st}, route.Op)
 	stopWorking() // before the reply: one writer at a time
 	if h, ok := resp.(*protocol.HealthOK); ok {
-		// Which configuration this server runs, to everyone; row maps to
-		// servers only, whatever the engine put in (engine.Env.Health).
-		hash := s.p.Hash()
-		h.ConfigSerial = uint32(s.p.Serial())
-		copy(h.ConfigHash[:], hash[:])
-		switch peer.Role {
-		case network.RoleOperator:
-			h.Digest = nil
-		case network.RoleDevice:
-			h.Digest, h.InDoubt, h.Peers, h.Empty, h.Live, h.DegradedLimit = nil, 0, nil, false, 0, 0
-		default:
-			h.DegradedLimit = 0 // an operator's
-		}
+		s.scrubHealth(h, peer.Role)
 	}
 	code := "ok"
 	if resp != nil {

@@ -352,42 +352,60 @@ type passError struct{ n, live, limit int }
 
 func (e *passError) Error() string { return Refused }
 
+// checkQuery checks a query's header against the cluster's parameters.
+func (k *KeyServer) checkQuery(q *protocol.HEQuery) error {
+	gr := k.he.GroupRows()
+	if int(q.CtBytes) != k.he.CiphertextBytes() {
+		return fmt.Errorf("ciphertexts of %d bytes; these parameters use %d", q.CtBytes, k.he.CiphertextBytes())
+	}
+	if want := (int(q.Rows) + gr - 1) / gr; int(q.Groups) != want {
+		return fmt.Errorf("%d groups for %d rows; want %d", q.Groups, q.Rows, want)
+	}
+	if int(q.TopK) > k.p.MaxTopK() {
+		return fmt.Errorf("top %d, the cluster allows %d", q.TopK, k.p.MaxTopK())
+	}
+	return nil
+}
+
+// liveRows reads the query's live-row map and returns it masked by the
+// key server's own record (live), that record (own) and its live count.
+// Only rows live in the key server's own record count and may be
+// returned: deleted and burned slots (whose ciphertexts keep whatever
+// contribution they had) never pass, and the limit follows the live rows
+// the key server knows of, not the rows the query announces.
+func (k *KeyServer) liveRows(s io.Reader, q *protocol.HEQuery) (live, own []uint64, nlive int, err error) {
+	// The map grows as its bytes arrive: a local server that announces
+	// 2^31 rows and sends less gets no 256 MiB.
+	lb, err := network.ReadGrowing(s, nil, q.LiveBytes())
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("reading the live rows: %w", err)
+	}
+	live, err = q.LiveWords(lb)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	k.rowsMu.RLock()
+	own = make([]uint64, template.Words(int(q.Rows)))
+	copy(own, k.live.Words())
+	nlive = k.nlive
+	k.rowsMu.RUnlock()
+	for i := range live {
+		live[i] &= own[i] // a local server behind the key server still masks its deletions
+	}
+	return live, own, nlive, nil
+}
+
 // decide reads the live bitset and every group's (ct+, ct-), decrypts and
 // decodes them on two cores, and returns the best live rows whose score
 // reaches the threshold, at most TopK, best first (lower row on ties).
 func (k *KeyServer) decide(s io.Reader, q *protocol.HEQuery) ([]sharing.Match, int, error) {
-	p := k.he
-	gr := p.GroupRows()
-	if int(q.CtBytes) != p.CiphertextBytes() {
-		return nil, 0, fmt.Errorf("ciphertexts of %d bytes; these parameters use %d", q.CtBytes, p.CiphertextBytes())
-	}
-	if want := (int(q.Rows) + gr - 1) / gr; int(q.Groups) != want {
-		return nil, 0, fmt.Errorf("%d groups for %d rows; want %d", q.Groups, q.Rows, want)
-	}
-	if int(q.TopK) > k.p.MaxTopK() {
-		return nil, 0, fmt.Errorf("top %d, the cluster allows %d", q.TopK, k.p.MaxTopK())
-	}
-	// The live-row map grows as its bytes arrive: a local server that
-	// announces 2^31 rows and sends less gets no 256 MiB.
-	lb, err := network.ReadGrowing(s, nil, q.LiveBytes())
-	if err != nil {
-		return nil, 0, fmt.Errorf("reading the live rows: %w", err)
-	}
-	live, err := q.LiveWords(lb)
-	if err != nil {
+	gr := k.he.GroupRows()
+	if err := k.checkQuery(q); err != nil {
 		return nil, 0, err
 	}
-	// Only rows live in the key server's own record count and may be
-	// returned: deleted and burned slots (whose ciphertexts keep whatever
-	// contribution they had) never pass, and the limit follows the live
-	// rows the key server knows of, not the rows the query announces.
-	k.rowsMu.RLock()
-	own := make([]uint64, template.Words(int(q.Rows)))
-	copy(own, k.live.Words())
-	nlive := k.nlive
-	k.rowsMu.RUnlock()
-	for i := range live {
-		live[i] &= own[i] // a local server behind the key server still masks its deletions
+	live, own, nlive, err := k.liveRows(s, q)
+	if err != nil {
+		return nil, 0, err
 	}
 	threshold := k.p.Threshold()
 	limit := KeyServerMaxPass(k.p, nlive)

@@ -139,17 +139,9 @@ func (l *Local) query(ctx context.Context, topK int, probe []float32, qid [16]by
 	if err != nil {
 		return nil, engine.AsError(err, protocol.CodeUnavailable)
 	}
-	res, ok := rm.(*protocol.HEResult)
-	if !ok {
-		return nil, protocol.Errorf(protocol.CodeInternal, "key server answered %v", rm.Type())
-	}
-	if sharded := qid != ([16]byte{}); sharded != (len(res.Ranks) == len(res.Rows)) && len(res.Rows) > 0 {
-		return nil, protocol.Errorf(protocol.CodeInternal, "key server answered %d rows with %d ranks", len(res.Rows), len(res.Ranks))
-	}
-	for i, r := range res.Ranks { // places in the merged top K, best first
-		if int(r) >= topK || i > 0 && r <= res.Ranks[i-1] {
-			return nil, protocol.Errorf(protocol.CodeInternal, "key server answered rank %d (of top %d) after %v", r, topK, res.Ranks[:i])
-		}
+	res, perr := checkResult(rm, qid, topK)
+	if perr != nil {
+		return nil, perr
 	}
 	out := &queried{ranks: res.Ranks, sent: uint64(s.Sent()), recv: uint64(s.Received())}
 	l.mu.RLock()
@@ -162,6 +154,25 @@ func (l *Local) query(ctx context.Context, topK int, probe []float32, qid [16]by
 	}
 	l.mu.RUnlock()
 	return out, nil
+}
+
+// checkResult checks the key server's answer: a result, with a rank for
+// every row in a shard's query (qid set) and none otherwise, ranks within
+// top K and increasing.
+func checkResult(rm protocol.Msg, qid [16]byte, topK int) (*protocol.HEResult, *protocol.Error) {
+	res, ok := rm.(*protocol.HEResult)
+	if !ok {
+		return nil, protocol.Errorf(protocol.CodeInternal, "key server answered %v", rm.Type())
+	}
+	if sharded := qid != ([16]byte{}); sharded != (len(res.Ranks) == len(res.Rows)) && len(res.Rows) > 0 {
+		return nil, protocol.Errorf(protocol.CodeInternal, "key server answered %d rows with %d ranks", len(res.Rows), len(res.Ranks))
+	}
+	for i, r := range res.Ranks { // places in the merged top K, best first
+		if int(r) >= topK || i > 0 && r <= res.Ranks[i-1] {
+			return nil, protocol.Errorf(protocol.CodeInternal, "key server answered rank %d (of top %d) after %v", r, topK, res.Ranks[:i])
+		}
+	}
+	return res, nil
 }
 
 // sumJob is one identify's part in a pass over the groups: its query, the

@@ -32,21 +32,8 @@ import (
 // A mode whose rows depend on a derived parameter checks it stays before
 // calling (blind mode: the share ring).
 func Rebalance(ctx context.Context, srv engine.Server, old, next *config.Params, self string, from, to []string, out io.Writer) error {
-	if len(from) != old.Shards() || len(to) != next.Shards() {
-		return fmt.Errorf("rebalance from %d directories for %d shards to %d for %d", len(from), old.Shards(), len(to), next.Shards())
-	}
-	og, oq := old.Transform()
-	ng, nq := next.Transform()
-	if old.Mode() != next.Mode() || old.ClusterID() != next.ClusterID() || old.Mu() != next.Mu() || old.Dim() != next.Dim() || old.Alpha() != next.Alpha() || og.String() != ng.String() || oq.String() != nq.String() {
-		return fmt.Errorf("rebalance within one cluster only: the mode, cluster id, holders, dimension, alpha and transform levels must stay")
-	}
-	for k := range old.Mu() {
-		if old.Party(k).Name != next.Party(k).Name {
-			return fmt.Errorf("holder %d is %s before and %s after: rebalance keeps the holders", k, old.Party(k).Name, next.Party(k).Name)
-		}
-	}
-	if old.PartyIndex(self) < 0 {
-		return fmt.Errorf("%s holds no rows", self)
+	if err := checkRebalance(old, next, self, from, to); err != nil {
+		return err
 	}
 	env := func(p *config.Params, shard int) engine.Env {
 		if p.Shards() == 1 {
@@ -56,10 +43,6 @@ func Rebalance(ctx context.Context, srv engine.Server, old, next *config.Params,
 	}
 
 	// The rows, by new shard and origin: ids and shares in the order above.
-	type segment struct {
-		ids    []string
-		shares [][]byte
-	}
 	rows := make([][]segment, next.Shards())
 	for s := range rows {
 		rows[s] = make([]segment, old.Mu())
@@ -110,31 +93,15 @@ func Rebalance(ctx context.Context, srv engine.Server, old, next *config.Params,
 
 	// Each new shard written through the holder's own engine, as a rebuild
 	// writes its rows (rowtxn.Restore): a log that replays as any other.
-	const chunk = 8192
 	for t, dir := range to {
 		eng, closers, err := srv.Open(ctx, env(next, t), dir)
 		if err != nil {
 			return fmt.Errorf("new shard %d: %w", t, err)
 		}
-		err = func() error {
-			h := eng.(rowSource)
-			n := 0
-			for k, seg := range rows[t] {
-				for base := 0; base < len(seg.ids); base += chunk {
-					end := min(base+chunk, len(seg.ids))
-					live := make([]bool, end-base)
-					for i := range live {
-						live[i] = true
-					}
-					if err := h.Restore(k, base, seg.ids[base:end], live, seg.shares[base:end], epochs[k]); err != nil {
-						return err
-					}
-				}
-				n += len(seg.ids)
-			}
+		n, err := restoreSegments(eng.(rowSource), rows[t], epochs)
+		if err == nil {
 			fmt.Fprintf(out, "%s shard %d of %d: %d rows\n", self, t, next.Shards(), n)
-			return nil
-		}()
+		}
 		for _, c := range closers {
 			c()
 		}
@@ -144,6 +111,57 @@ func Rebalance(ctx context.Context, srv engine.Server, old, next *config.Params,
 		rows[t] = nil // written: let the collector have them
 	}
 	fmt.Fprintf(out, "%s: %d live rows from %d shards to %d\n", self, moved, old.Shards(), next.Shards())
+	return nil
+}
+
+// segment is the rows of one origin moved to one new shard: ids and
+// shares in row order.
+type segment struct {
+	ids    []string
+	shares [][]byte
+}
+
+// restoreSegments writes a new shard's rows, origin by origin, in chunks
+// through the holder's Restore (as a rebuild does), and counts them.
+func restoreSegments(h rowSource, segs []segment, epochs []uint32) (int, error) {
+	const chunk = 8192
+	n := 0
+	for k, seg := range segs {
+		for base := 0; base < len(seg.ids); base += chunk {
+			end := min(base+chunk, len(seg.ids))
+			live := make([]bool, end-base)
+			for i := range live {
+				live[i] = true
+			}
+			if err := h.Restore(k, base, seg.ids[base:end], live, seg.shares[base:end], epochs[k]); err != nil {
+				return n, err
+			}
+		}
+		n += len(seg.ids)
+	}
+	return n, nil
+}
+
+// checkRebalance refuses a rebalance that is not one cluster's, of the
+// same holders and transform, by one of them, from and to one directory
+// per shard.
+func checkRebalance(old, next *config.Params, self string, from, to []string) error {
+	if len(from) != old.Shards() || len(to) != next.Shards() {
+		return fmt.Errorf("rebalance from %d directories for %d shards to %d for %d", len(from), old.Shards(), len(to), next.Shards())
+	}
+	og, oq := old.Transform()
+	ng, nq := next.Transform()
+	if old.Mode() != next.Mode() || old.ClusterID() != next.ClusterID() || old.Mu() != next.Mu() || old.Dim() != next.Dim() || old.Alpha() != next.Alpha() || og.String() != ng.String() || oq.String() != nq.String() {
+		return fmt.Errorf("rebalance within one cluster only: the mode, cluster id, holders, dimension, alpha and transform levels must stay")
+	}
+	for k := range old.Mu() {
+		if old.Party(k).Name != next.Party(k).Name {
+			return fmt.Errorf("holder %d is %s before and %s after: rebalance keeps the holders", k, old.Party(k).Name, next.Party(k).Name)
+		}
+	}
+	if old.PartyIndex(self) < 0 {
+		return fmt.Errorf("%s holds no rows", self)
+	}
 	return nil
 }
 

@@ -146,53 +146,89 @@ func Read(r io.Reader) (*Matrix, error) { return read(r, -1) }
 // otherwise it grows as bytes arrive, so a header that claims more than
 // the input holds gets no memory for the claim.
 func read(r io.Reader, size int64) (*Matrix, error) {
+	m, descr, consumed, err := readHeader(r)
+	if err != nil {
+		return nil, err
+	}
+	n := m.Rows * m.Cols
+	// A size that does not cover the array (a file still being written,
+	// a file system that reports 0) reads as a stream, which refuses what
+	// is really short.
+	if elem := elemSize(descr); elem > 0 && size-consumed >= int64(n)*int64(elem) && littleEndian {
+		if err := readWhole(r, m, descr, n, elem); err != nil {
+			return nil, err
+		}
+		return m, nil
+	}
+	err = readStream(r, m, descr, n)
+	var te *TruncatedError
+	if errors.As(err, &te) {
+		te.Rows, te.Cols, te.Dtype = m.Rows, m.Cols, dtypeName(descr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// readHeader reads the magic, the version and the header: the array's
+// shape (in m, with no elements yet), its dtype descr and the bytes
+// consumed so far.
+func readHeader(r io.Reader) (m *Matrix, descr string, consumed int64, err error) {
 	var pre [8]byte
 	if n, err := io.ReadFull(r, pre[:]); err != nil {
 		if !bytes.HasPrefix(magic, pre[:min(n, len(magic))]) {
-			return nil, ErrNotNpy
+			return nil, "", 0, ErrNotNpy
 		}
-		return nil, fmt.Errorf("%w (%d bytes, before the magic and version)", ErrShort, n)
+		return nil, "", 0, fmt.Errorf("%w (%d bytes, before the magic and version)", ErrShort, n)
 	}
 	if string(pre[:6]) != string(magic) {
-		return nil, ErrNotNpy
+		return nil, "", 0, ErrNotNpy
 	}
 	var hlen int
 	switch pre[6] {
 	case 1:
 		var b [2]byte
 		if _, err := io.ReadFull(r, b[:]); err != nil {
-			return nil, fmt.Errorf("%w (in the header length)", ErrShort)
+			return nil, "", 0, fmt.Errorf("%w (in the header length)", ErrShort)
 		}
 		hlen = int(binary.LittleEndian.Uint16(b[:]))
 	case 2, 3:
 		var b [4]byte
 		if _, err := io.ReadFull(r, b[:]); err != nil {
-			return nil, fmt.Errorf("%w (in the header length)", ErrShort)
+			return nil, "", 0, fmt.Errorf("%w (in the header length)", ErrShort)
 		}
 		hlen = int(binary.LittleEndian.Uint32(b[:]))
 	default:
-		return nil, fmt.Errorf("npy: unsupported format version %d.%d", pre[6], pre[7])
+		return nil, "", 0, fmt.Errorf("npy: unsupported format version %d.%d", pre[6], pre[7])
 	}
 	if hlen > 1<<16 {
-		return nil, fmt.Errorf("npy: header of %d bytes is implausibly long", hlen)
+		return nil, "", 0, fmt.Errorf("npy: header of %d bytes is implausibly long", hlen)
 	}
-	consumed := int64(8 + 2 + hlen)
+	consumed = int64(8 + 2 + hlen)
 	if pre[6] != 1 {
 		consumed += 2
 	}
 	h := make([]byte, hlen)
 	if _, err := io.ReadFull(r, h); err != nil {
-		return nil, fmt.Errorf("%w (in the header)", ErrShort)
+		return nil, "", 0, fmt.Errorf("%w (in the header)", ErrShort)
 	}
 	g := headerRe.FindStringSubmatch(strings.TrimRight(string(h), " \n\x00"))
 	if g == nil {
-		return nil, fmt.Errorf("npy: cannot parse header %q", strings.TrimSpace(string(h)))
+		return nil, "", 0, fmt.Errorf("npy: cannot parse header %q", strings.TrimSpace(string(h)))
 	}
 	if g[2] == "True" {
-		return nil, errors.New("npy: Fortran-order arrays are not supported; save with np.ascontiguousarray")
+		return nil, "", 0, errors.New("npy: Fortran-order arrays are not supported; save with np.ascontiguousarray")
 	}
+	m, err = shape(g[3])
+	return m, g[1], consumed, err
+}
+
+// shape is the Matrix of a header's shape: (N, d) or one template (d,),
+// neither empty nor over MaxElems.
+func shape(s string) (*Matrix, error) {
 	var dims []int
-	for _, f := range strings.Split(g[3], ",") {
+	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
 		if f == "" {
 			continue
@@ -218,50 +254,35 @@ func read(r io.Reader, size int64) (*Matrix, error) {
 	if m.Rows > MaxElems/m.Cols {
 		return nil, fmt.Errorf("npy: shape (%d, %d) is larger than %d elements", m.Rows, m.Cols, MaxElems)
 	}
-	n := m.Rows * m.Cols
-	var err error
-	// A size that does not cover the array (a file still being written,
-	// a file system that reports 0) reads as a stream, which refuses what
-	// is really short.
-	if elem := elemSize(g[1]); elem > 0 && size-consumed >= int64(n)*int64(elem) && littleEndian {
-		if err := readWhole(r, m, g[1], n, elem); err != nil {
-			return nil, err
-		}
-		return m, nil
-	}
-	switch g[1] {
+	return m, nil
+}
+
+// readStream reads n elements of dtype descr into m as they arrive.
+func readStream(r io.Reader, m *Matrix, descr string, n int) error {
+	switch descr {
 	case "<f4", "=f4":
 		m.F32 = make([]float32, 0, min(n, 1<<20))
-		err = readChunks(r, n, 4, func(b []byte) {
+		return readChunks(r, n, 4, func(b []byte) {
 			for i := 0; i < len(b); i += 4 {
 				m.F32 = append(m.F32, math.Float32frombits(binary.LittleEndian.Uint32(b[i:])))
 			}
 		})
 	case "<f8", "=f8":
 		m.F64 = make([]float64, 0, min(n, 1<<20))
-		err = readChunks(r, n, 8, func(b []byte) {
+		return readChunks(r, n, 8, func(b []byte) {
 			for i := 0; i < len(b); i += 8 {
 				m.F64 = append(m.F64, math.Float64frombits(binary.LittleEndian.Uint64(b[i:])))
 			}
 		})
 	case "|i1", "<i1", "i1":
 		m.I8 = make([]int8, 0, min(n, 1<<20))
-		err = readChunks(r, n, 1, func(b []byte) {
+		return readChunks(r, n, 1, func(b []byte) {
 			for _, v := range b {
 				m.I8 = append(m.I8, int8(v))
 			}
 		})
-	default:
-		return nil, fmt.Errorf("npy: dtype %q not supported: want float32 (<f4), float64 (<f8) or int8", g[1])
 	}
-	var te *TruncatedError
-	if errors.As(err, &te) {
-		te.Rows, te.Cols, te.Dtype = m.Rows, m.Cols, dtypeName(g[1])
-	}
-	if err != nil {
-		return nil, err
-	}
-	return m, nil
+	return fmt.Errorf("npy: dtype %q not supported: want float32 (<f4), float64 (<f8) or int8", descr)
 }
 
 // littleEndian: the host keeps numbers in the file's byte order, so an
