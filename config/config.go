@@ -463,7 +463,7 @@ func New(lit Literal, dir string) (*Params, error) {
 	if err := fillLimits(&lit); err != nil {
 		return nil, err
 	}
-	// key_server_rate and key_server_max_pass are mode he's (engine/hemode
+	// key_server_rate and key_server_max_pass are mode he's (modes/hemode
 	// derives their defaults); other modes ignore them, as configurations
 	// written by earlier builds carry them filled in.
 	p := &Params{lit: lit, dir: dir, spec: spec}

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/engine/hemode"
 	"github.com/idface/idface/internal/harness/members"
+	"github.com/idface/idface/modes/hemode"
 
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"

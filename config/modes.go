@@ -10,11 +10,11 @@ import "github.com/idface/idface/sharing/replicated"
 // outside the mode packages none compares a mode's name
 // (modes.TestNoModeNameCompared).
 const (
-	Mode2PC        Mode = "2pc"        // 2PCFace: two parties with XOR shares (paper App. G); engine/mpcface
-	ModeMPC        Mode = "mpc"        // (mu,nu)-MPCFace: mu parties with XOR shares (App. H); engine/mpcface
-	ModeHE         Mode = "he"         // IDFace: encrypted database and a key server (4.3, App. H); engine/hemode
-	ModeBlind      Mode = "blind"      // additive shares and a decider; the entry learns only the answer; engine/blind
-	ModeReplicated Mode = "replicated" // 2-of-3 replicated shares and a decider; any one deviating server is caught; engine/replicated
+	Mode2PC        Mode = "2pc"        // 2PCFace: two parties with XOR shares (paper App. G); modes/mpcface
+	ModeMPC        Mode = "mpc"        // (mu,nu)-MPCFace: mu parties with XOR shares (App. H); modes/mpcface
+	ModeHE         Mode = "he"         // IDFace: encrypted database and a key server (4.3, App. H); modes/hemode
+	ModeBlind      Mode = "blind"      // additive shares and a decider; the entry learns only the answer; modes/blind
+	ModeReplicated Mode = "replicated" // 2-of-3 replicated shares and a decider; any one deviating server is caught; modes/replicated
 )
 
 var modeList = []ModeSpec{

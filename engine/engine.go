@@ -1,10 +1,10 @@
 // Package engine is the mode registry (mode.go: each mode's package
 // declares its members, how its servers open their engines and data, and
 // what fsck, bench and commcost need) and the contract between the server
-// runtime (package server) and the protocol engines (engine/mpcface for
-// 2PCFace and (mu,nu)-MPCFace, engine/blind for blind mode,
-// engine/replicated for replicated mode and its hidden probes,
-// engine/hemode for IDFace): an engine
+// runtime (package server) and the protocol engines (modes/mpcface for
+// 2PCFace and (mu,nu)-MPCFace, modes/blind for blind mode,
+// modes/replicated for replicated mode and its hidden probes,
+// modes/hemode for IDFace): an engine
 // declares which message types it answers and who may send them, and does
 // its side effects through small interfaces, the network (network.Dialer)
 // and its log (Log), so that it holds no socket and opens no file. The

@@ -28,7 +28,7 @@ import (
 // A field whose counter a server does not export is left out (a mode
 // without a decider has no decider wait, so no EntryOtherMs either);
 // none is estimated. The servers' counters are the engine's own
-// (engine/blind/holder.go: idface_blind_*; engine/replicated/holder.go:
+// (modes/blind/holder.go: idface_blind_*; modes/replicated/holder.go:
 // idface_repl_*) and the server's request histogram
 // (server/server.go: idface_request_seconds by op).
 //

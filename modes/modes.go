@@ -14,10 +14,10 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
-	"github.com/idface/idface/engine/blind"
-	"github.com/idface/idface/engine/hemode"
-	"github.com/idface/idface/engine/mpcface"
-	"github.com/idface/idface/engine/replicated"
+	"github.com/idface/idface/modes/blind"
+	"github.com/idface/idface/modes/hemode"
+	"github.com/idface/idface/modes/mpcface"
+	"github.com/idface/idface/modes/replicated"
 )
 
 // List is the engines of this build's modes, one for each of

@@ -173,8 +173,8 @@ func TestNoModeNameCompared(t *testing.T) {
 	}
 	own := map[string]bool{"modes": true} // directories, from the module's root
 	for _, imp := range f.Imports {
-		// The mode packages: what modes.go imports but config and engine.
-		if p, _ := strconv.Unquote(imp.Path.Value); strings.HasPrefix(p, module+"engine/") {
+		// The mode packages: what modes.go imports under modes/.
+		if p, _ := strconv.Unquote(imp.Path.Value); strings.HasPrefix(p, module+"modes/") {
 			own[strings.TrimPrefix(p, module)] = true
 		}
 	}

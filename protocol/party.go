@@ -440,7 +440,7 @@ type BlindQuery struct {
 	Coef   []int8
 	// Down, in replicated mode, is 1 + the index of a share holder the
 	// entry cannot reach: the query runs degraded, the live holders
-	// sending every share's vector between them (engine/replicated). 0
+	// sending every share's vector between them (modes/replicated). 0
 	// otherwise, and always in blind mode.
 	Down uint8
 }

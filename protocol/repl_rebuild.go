@@ -2,12 +2,12 @@ package protocol
 
 import "github.com/idface/idface/internal/codec/wire"
 
-// Rebuild of a replicated share holder that lost its data (engine/replicated,
+// Rebuild of a replicated share holder that lost its data (modes/replicated,
 // `idface party rebuild`): the holder asks each of the two others for rows
 // of one origin's segment; each answers with the ids, liveness and the one
 // share of those rows that it holds in common with the asker (the asker's
 // own share from its predecessor, its next share from its successor),
-// with what the asker checks it by (engine/replicated/records.go): that
+// with what the asker checks it by (modes/replicated/records.go): that
 // share's salt, the answering holder's record of the share the other peer
 // sends, and a fresh record of the asker's third share.
 
@@ -109,7 +109,7 @@ func (m *ReplRows) unmarshal(d *wire.Dec) {
 // ReplAttest asks a share holder, from the origin of a reshare once it has
 // committed, to attest now its records of origin Seg's reshared rows: it
 // asks the two holders of the share it records for the new records and
-// keeps those they agree on (engine/replicated/records.go). It answers
+// keeps those they agree on (modes/replicated/records.go). It answers
 // ReshareOK (the segment's epoch, the rows attested) or an Error.
 type ReplAttest struct{ Seg uint8 }
 

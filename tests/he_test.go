@@ -12,7 +12,7 @@ import (
 
 	"github.com/idface/idface/cluster"
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/engine/hemode"
+	"github.com/idface/idface/modes/hemode"
 	"github.com/idface/idface/protocol"
 )
 

@@ -617,7 +617,7 @@ func (t *statusTally) add(p statusProc, h *protocol.HealthOK, err error) {
 		t.compared = t.compared && !st.HoldsRows
 		t.rep.Servers = append(t.rep.Servers, st)
 		state := "unreachable"
-		if rowtxn.StandsDown(err, p.member) { // it answers that its rows are older than its peers' (engine/replicated)
+		if rowtxn.StandsDown(err, p.member) { // it answers that its rows are older than its peers' (modes/replicated)
 			state = "STALE"
 			st.CatchingUp = !rowtxn.StandsDownUntilRebuilt(err, p.member)
 		}

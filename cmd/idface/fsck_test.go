@@ -14,10 +14,10 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
-	"github.com/idface/idface/engine/hemode"
 	"github.com/idface/idface/heidface"
 	"github.com/idface/idface/internal/harness/inproc"
 	"github.com/idface/idface/modes"
+	"github.com/idface/idface/modes/hemode"
 )
 
 // TestFsckHEBindings (issue 17, item 7): fsck reports what an HE local

@@ -1,5 +1,5 @@
-// Package blindbase is what blind mode (engine/blind) and replicated
-// blind mode (engine/replicated) do the same way, beneath both so that
+// Package blindbase is what blind mode (modes/blind) and replicated
+// blind mode (modes/replicated) do the same way, beneath both so that
 // neither mode imports the other: the entry's query and its snapshot of
 // the row map, its send of score shares to the decider and the decider's
 // acknowledgements, a permuted position mapped back to a row, the

@@ -4,5 +4,5 @@ import "github.com/idface/idface/config"
 
 // testMode is the configuration of the core's own tests: share holders
 // and no helper, mode mpc's declaration (config's, which needs no engine:
-// engine/mpcface imports this package).
+// modes/mpcface imports this package).
 const testMode = config.ModeMPC

@@ -1,6 +1,6 @@
 // Package rowtxn is the row bookkeeping that the share-holding engines
-// have in common (2PCFace/MPCFace in engine/mpcface, blind mode in
-// engine/blind): every party holds one share of every enrolled row, rows
+// have in common (2PCFace/MPCFace in modes/mpcface, blind mode in
+// modes/blind): every party holds one share of every enrolled row, rows
 // are addressed by (origin party, sequence) and kept at the same place at
 // every party by two-phase transactions that the origin coordinates
 // (prepare, vote, decide, presumed abort), deletions erase a row's share in
@@ -123,7 +123,7 @@ type state[S Shares] struct {
 	// seen is what a health request reports, published at every release
 	// of the write lock: health answers never wait for the lock, so a peer
 	// that holds it (a long query, a change queued behind one) cannot make
-	// this party look down to the others (engine/replicated's degraded
+	// this party look down to the others (modes/replicated's degraded
 	// service counts a late health answer as an outage).
 	seen    atomic.Pointer[snapshot]
 	changed chan struct{} // closed (and replaced) on every commit

@@ -1,6 +1,6 @@
 // Package txnbase is the base under the two transaction cores,
 // engine/rowtxn (the share holders' two-phase transactions) and
-// engine/hemode (the HE sequencer's numbered changes): what they have in
+// modes/hemode (the HE sequencer's numbered changes): what they have in
 // common below their protocols. That is a server that stops once its log
 // fails (Stop), one authority on operators' signatures, nonces and
 // replays (Operators), the change counters and the answer to a change

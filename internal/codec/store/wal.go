@@ -53,11 +53,11 @@ const recFormat = 1
 type Kind uint16
 
 const (
-	KindShares Kind = 1 // 2PC/MPC: a party's XOR shares (engine/mpcface)
-	KindHERows Kind = 2 // HE: a local server's row map (engine/hemode)
-	KindBlind  Kind = 3 // blind mode: a share holder's additive shares (engine/blind)
+	KindShares Kind = 1 // 2PC/MPC: a party's XOR shares (modes/mpcface)
+	KindHERows Kind = 2 // HE: a local server's row map (modes/hemode)
+	KindBlind  Kind = 3 // blind mode: a share holder's additive shares (modes/blind)
 	// replicated mode: a share holder's pairs of replicated shares
-	// (engine/replicated)
+	// (modes/replicated)
 	KindReplicated Kind = 4
 )
 

@@ -3,7 +3,7 @@
 // The race detector slows lattigo's encryption some fifty times: one HE
 // batch then takes minutes and the host's stalls reach seconds, so this
 // test runs without it (.ci/run runs it on its own; the HE shard tests of
-// engine/hemode run with it beside busy loops).
+// modes/hemode run with it beside busy loops).
 
 package inproc_test
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idface/idface/engine/mpcface"
+	"github.com/idface/idface/modes/mpcface"
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"

@@ -8,8 +8,8 @@ import (
 
 	"github.com/idface/idface/config"
 	dev "github.com/idface/idface/device/replicated"
-	"github.com/idface/idface/engine/replicated"
 	"github.com/idface/idface/internal/codec/seal"
+	"github.com/idface/idface/modes/replicated"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/protocol/rpc"
 )

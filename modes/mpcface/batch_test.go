@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/engine/mpcface"
 	"github.com/idface/idface/internal/harness/inproc"
+	"github.com/idface/idface/modes/mpcface"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/protocol/rpc"
 	"github.com/idface/idface/template"

@@ -66,7 +66,7 @@ func ternaryRow(t *testing.T, r *rand.Rand, y []float32, alpha, s int) []float32
 // the minimum -min(alpha, beta), for a ring of 8 bits (alpha = beta = 127:
 // the maximum is 2^7 - 1, the minimum next to the deleted rows' -2^7) and
 // of 16 bits (alpha = beta = 341). The rule is the one of 2PC/MPC
-// (engine/mpcface: accepted iff the best score >= Params.Threshold(), the
+// (modes/mpcface: accepted iff the best score >= Params.Threshold(), the
 // least integer above tau*||G||*||Q||): the row at the threshold is
 // accepted, the one at threshold - 1 is not, the maximum wins. Both answer
 // policies: decisions only (the decider applies the threshold) and

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/engine/blind"
 	"github.com/idface/idface/internal/harness/inproc"
+	"github.com/idface/idface/modes/blind"
 	"github.com/idface/idface/protocol"
 )
 

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/engine/replicated"
 	"github.com/idface/idface/internal/codec/store"
+	"github.com/idface/idface/modes/replicated"
 	"github.com/idface/idface/protocol"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idface/idface/engine/hemode"
+	"github.com/idface/idface/modes/hemode"
 )
 
 // TestMergedPasses: concurrent identifies at a local server share one

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idface/idface/engine/replicated"
+	"github.com/idface/idface/modes/replicated"
 	shares "github.com/idface/idface/sharing/replicated"
 
 	"github.com/idface/idface/config"

@@ -18,7 +18,7 @@ import (
 // longer line up with theirs row by row, so the decider would add shares of
 // different rows: a query must be refused with CodeInconsistent, never
 // answered, whether the stale holder is a helper or the entry. (The blind
-// counterpart of engine/mpcface's testStaleHelper.) The copy misses either
+// counterpart of modes/mpcface's testStaleHelper.) The copy misses either
 // an enrollment (fewer rows than the others) or a deletion (as many rows,
 // one still live at the stale holder only: the score vectors have the same
 // length, so only the row-map check stands between it and an answer).

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idface/idface/engine/replicated"
+	"github.com/idface/idface/modes/replicated"
 
 	"github.com/prometheus/client_golang/prometheus"
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
-	"github.com/idface/idface/engine/replicated"
+	"github.com/idface/idface/modes/replicated"
 	"github.com/idface/idface/protocol"
 )
 

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/engine/hemode"
 	"github.com/idface/idface/internal/harness/inproc"
+	"github.com/idface/idface/modes/hemode"
 	"github.com/idface/idface/network/memnet"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/protocol/rpc"

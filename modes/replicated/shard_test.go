@@ -9,8 +9,8 @@ import (
 
 	"github.com/idface/idface/client"
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/engine/replicated"
 	"github.com/idface/idface/internal/harness/inproc"
+	"github.com/idface/idface/modes/replicated"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/protocol/rpc"
 )

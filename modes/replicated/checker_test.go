@@ -5,7 +5,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/idface/idface/engine/replicated"
+	"github.com/idface/idface/modes/replicated"
 	"github.com/idface/idface/network/memnet"
 	"github.com/idface/idface/protocol"
 )

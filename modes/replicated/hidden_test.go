@@ -15,7 +15,7 @@ import (
 
 	"github.com/idface/idface/client"
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/engine/replicated"
+	"github.com/idface/idface/modes/replicated"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/protocol/rpc"
 )
