@@ -2,7 +2,7 @@ package baseline
 
 import (
 	"fmt"
-	"github.com/idface/idface/internal/harness/testutil"
+	"github.com/idface/idface/harness/testutil"
 	"math"
 	"math/rand/v2"
 	"testing"

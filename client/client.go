@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/internal/host/home"
+	"github.com/idface/idface/host/home"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/network/quicnet"
 	"github.com/idface/idface/protocol"

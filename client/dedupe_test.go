@@ -7,7 +7,7 @@ import (
 
 	"github.com/idface/idface/client"
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/internal/harness/inproc"
+	"github.com/idface/idface/harness/inproc"
 	"github.com/idface/idface/protocol"
 )
 

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/idface/idface/client"
-	"github.com/idface/idface/internal/harness/inproc"
+	"github.com/idface/idface/harness/inproc"
 	"github.com/idface/idface/protocol"
 )
 

@@ -25,8 +25,8 @@ import (
 	"github.com/idface/idface/client"
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/deploy"
+	"github.com/idface/idface/host/home"
 	"github.com/idface/idface/internal/codec/store"
-	"github.com/idface/idface/internal/host/home"
 )
 
 // Options of a new cluster; zero values take config's defaults.

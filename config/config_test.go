@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/internal/harness/members"
+	"github.com/idface/idface/harness/members"
 	"github.com/idface/idface/modes/hemode"
 
 	"github.com/idface/idface/network"

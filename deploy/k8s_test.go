@@ -19,8 +19,8 @@ import (
 	"github.com/idface/idface/cluster"
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/deploy"
-	"github.com/idface/idface/internal/harness/inproc"
-	"github.com/idface/idface/internal/host/home"
+	"github.com/idface/idface/harness/inproc"
+	"github.com/idface/idface/host/home"
 )
 
 // rendered is a YAML stream decoded strictly (an unknown or misspelt

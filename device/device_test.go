@@ -11,7 +11,7 @@ import (
 	"github.com/idface/idface/client"
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/device"
-	"github.com/idface/idface/internal/harness/members"
+	"github.com/idface/idface/harness/members"
 	"github.com/idface/idface/protocol"
 )
 

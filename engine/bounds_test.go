@@ -7,8 +7,8 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
+	"github.com/idface/idface/harness/inproc"
 	"github.com/idface/idface/internal/codec/seal"
-	"github.com/idface/idface/internal/harness/inproc"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/template"
 )

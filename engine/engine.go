@@ -123,7 +123,7 @@ type Env struct {
 	// when nil.
 	Rand io.Reader
 	// PairKeys holds the key this server shares with each other server, by
-	// name (internal/host/pairkey); row-map digests sent to a server are sealed
+	// name (host/pairkey); row-map digests sent to a server are sealed
 	// with it (SealDigest). A server without them answers no query that
 	// needs a digest and reports its peers as unreachable.
 	PairKeys map[string][32]byte

@@ -25,7 +25,7 @@ import (
 // and out. So the set hash never leaves a server as it is: a digest sent
 // to another server carries HMAC-SHA256(pair key, segment, rows, live,
 // hash) in its place (SealDigest), under the key the two servers share
-// (Env.PairKeys, internal/host/pairkey), and clients get no digest at all.
+// (Env.PairKeys, host/pairkey), and clients get no digest at all.
 // Row counts go to servers only too. An operator who wants to know whether
 // the servers agree asks each one (Health.Peers): it compares its row map
 // with each peer's, server to server, and reports agreement, difference

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/internal/harness/inproc"
+	"github.com/idface/idface/harness/inproc"
 )
 
 // TestBlindKernelPath: every kernel of the path is timed (none skipped,

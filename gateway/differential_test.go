@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idface/idface/internal/host/input"
+	"github.com/idface/idface/host/input"
 )
 
 // diffSeeds are lines of a JSON lines file, each also a request body.

@@ -43,8 +43,8 @@ import (
 	"time"
 
 	"github.com/idface/idface/config"
+	"github.com/idface/idface/host/input"
 	"github.com/idface/idface/internal/codec/strictjson"
-	"github.com/idface/idface/internal/host/input"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/protocol/rpc"
 )

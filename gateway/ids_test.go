@@ -9,7 +9,7 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/gateway"
-	"github.com/idface/idface/internal/harness/inproc"
+	"github.com/idface/idface/harness/inproc"
 )
 
 // TestGatewayIDs (issue 47 item 3): an operator's gateway lists the

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idface/idface/internal/harness/testutil"
+	"github.com/idface/idface/harness/testutil"
 
 	"github.com/tuneinsight/lattigo/v5/core/rlwe"
 

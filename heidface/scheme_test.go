@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idface/idface/internal/harness/testutil"
+	"github.com/idface/idface/harness/testutil"
 	"github.com/idface/idface/template"
 )
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idface/idface/internal/harness/golden"
+	"github.com/idface/idface/harness/golden"
 )
 
 // TestGolden pins the encoding of every message type: testdata/NN-Type.hex

@@ -11,10 +11,10 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
+	"github.com/idface/idface/host/home"
+	"github.com/idface/idface/host/pairkey"
 	"github.com/idface/idface/internal/codec/seal"
 	"github.com/idface/idface/internal/codec/store"
-	"github.com/idface/idface/internal/host/home"
-	"github.com/idface/idface/internal/host/pairkey"
 	"github.com/idface/idface/modes"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/network/quicnet"
@@ -140,7 +140,7 @@ func WithShardKey(p *config.Params, h *home.Home, name string) (*config.Params, 
 // BuildOptions adjust Build.
 type BuildOptions struct {
 	// Key is the server's identity key, from which it derives the keys it
-	// shares with the other servers (internal/host/pairkey); without it the
+	// shares with the other servers (host/pairkey); without it the
 	// server compares no row map with another and answers no query that
 	// needs it.
 	Key crypto.PrivateKey

@@ -15,7 +15,7 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
-	"github.com/idface/idface/internal/harness/members"
+	"github.com/idface/idface/harness/members"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/network/memnet"
 	"github.com/idface/idface/network/quicnet"

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/idface/idface/internal/harness/testutil"
+	"github.com/idface/idface/harness/testutil"
 )
 
 func TestPutRows(t *testing.T) {

@@ -3,7 +3,7 @@ package sharing
 import (
 	"bytes"
 	"fmt"
-	"github.com/idface/idface/internal/harness/testutil"
+	"github.com/idface/idface/harness/testutil"
 	"math"
 	"math/rand/v2"
 	"slices"

@@ -101,7 +101,7 @@ func TestEncodeDecodeExact(t *testing.T) {
 }
 
 // extreme returns x in Z^d_alpha with <x, y> = sign*min(alpha, beta). (A
-// copy of internal/harness/testutil.Extreme: testutil imports this package, so this
+// copy of harness/testutil.Extreme: testutil imports this package, so this
 // package's own tests cannot import it.)
 func extreme(r *rand.Rand, y Ternary, alpha int, sign int8) Ternary {
 	x := NewTernary(y.Dim)

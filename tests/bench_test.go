@@ -6,7 +6,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/idface/idface/internal/harness/testutil"
+	"github.com/idface/idface/harness/testutil"
 
 	"github.com/idface/idface/experiments"
 )

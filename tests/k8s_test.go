@@ -20,8 +20,8 @@ import (
 	"github.com/idface/idface/cluster"
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/deploy"
-	"github.com/idface/idface/internal/harness/netlab"
-	"github.com/idface/idface/internal/host/home"
+	"github.com/idface/idface/harness/netlab"
+	"github.com/idface/idface/host/home"
 )
 
 // TestPodCommands runs a blind cluster as its Kubernetes pods would: the

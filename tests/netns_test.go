@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/idface/idface/experiments"
-	"github.com/idface/idface/internal/harness/netlab"
+	"github.com/idface/idface/harness/netlab"
 )
 
 // TestNetnsDeployment deploys clusters the way separate organisations do,

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/idface/idface/cluster"
-	"github.com/idface/idface/internal/host/home"
+	"github.com/idface/idface/host/home"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/protocol/rpc"
 )

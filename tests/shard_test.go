@@ -12,8 +12,8 @@ import (
 
 	"github.com/idface/idface/cluster"
 	"github.com/idface/idface/config"
+	"github.com/idface/idface/host/home"
 	"github.com/idface/idface/internal/codec/rowmap"
-	"github.com/idface/idface/internal/host/home"
 	"github.com/idface/idface/protocol"
 )
 

@@ -17,7 +17,7 @@ import (
 
 	"github.com/idface/idface/abis"
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/internal/host/input"
+	"github.com/idface/idface/host/input"
 )
 
 func init() {

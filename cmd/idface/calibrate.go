@@ -17,8 +17,8 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/experiments"
+	"github.com/idface/idface/host/input"
 	"github.com/idface/idface/internal/codec/store"
-	"github.com/idface/idface/internal/host/input"
 	"github.com/idface/idface/template"
 )
 

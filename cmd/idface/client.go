@@ -11,8 +11,8 @@ import (
 
 	"github.com/idface/idface/client"
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/internal/host/home"
-	"github.com/idface/idface/internal/host/input"
+	"github.com/idface/idface/host/home"
+	"github.com/idface/idface/host/input"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/template"
 )

@@ -27,7 +27,7 @@ import (
 	"github.com/idface/idface/cluster"
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine/rowtxn"
-	"github.com/idface/idface/internal/host/home"
+	"github.com/idface/idface/host/home"
 	"github.com/idface/idface/modes"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/server"

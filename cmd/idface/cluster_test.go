@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/internal/harness/inproc"
+	"github.com/idface/idface/harness/inproc"
 )
 
 // idface runs the CLI in process: exit code, stdout, stderr.

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/internal/host/home"
+	"github.com/idface/idface/host/home"
 )
 
 // shownMember is one member as 'cluster show' prints it: everything the

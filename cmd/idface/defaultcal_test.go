@@ -9,7 +9,7 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/experiments"
-	"github.com/idface/idface/internal/harness/inproc"
+	"github.com/idface/idface/harness/inproc"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/template"
 )

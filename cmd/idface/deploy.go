@@ -11,9 +11,9 @@ import (
 	"github.com/idface/idface/cluster"
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/deploy"
+	"github.com/idface/idface/host/home"
 	"github.com/idface/idface/internal/codec/buildinfo"
 	"github.com/idface/idface/internal/codec/store"
-	"github.com/idface/idface/internal/host/home"
 	"github.com/idface/idface/modes"
 	"github.com/idface/idface/server"
 )

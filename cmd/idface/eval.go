@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/idface/idface/experiments"
-	"github.com/idface/idface/internal/host/input"
+	"github.com/idface/idface/host/input"
 	"github.com/idface/idface/template"
 )
 

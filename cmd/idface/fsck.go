@@ -15,9 +15,9 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
+	"github.com/idface/idface/host/home"
+	"github.com/idface/idface/host/pairkey"
 	"github.com/idface/idface/internal/codec/store"
-	"github.com/idface/idface/internal/host/home"
-	"github.com/idface/idface/internal/host/pairkey"
 	"github.com/idface/idface/modes"
 	"github.com/idface/idface/network/quicnet"
 	"github.com/idface/idface/protocol"

@@ -14,8 +14,8 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
+	"github.com/idface/idface/harness/inproc"
 	"github.com/idface/idface/heidface"
-	"github.com/idface/idface/internal/harness/inproc"
 	"github.com/idface/idface/modes"
 	"github.com/idface/idface/modes/hemode"
 )

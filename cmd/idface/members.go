@@ -13,7 +13,7 @@ import (
 
 	"github.com/idface/idface/cluster"
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/internal/host/home"
+	"github.com/idface/idface/host/home"
 )
 
 func init() {

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/internal/host/home"
+	"github.com/idface/idface/host/home"
 )
 
 // TestPlacementKey: a new sharded configuration needs the shard key (its

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/internal/harness/inproc"
+	"github.com/idface/idface/harness/inproc"
 )
 
 // TestStatusNamesStaleHolder (issue 35 item 4): p3 is restored from a copy

@@ -11,7 +11,7 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
-	"github.com/idface/idface/internal/harness/members"
+	"github.com/idface/idface/harness/members"
 )
 
 // TestStatsCommand: 'idface stats --url' reads the window a server's

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/idface/idface/host/input"
 	"github.com/idface/idface/internal/codec/npy"
-	"github.com/idface/idface/internal/host/input"
 	"github.com/idface/idface/template"
 )
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
-	"github.com/idface/idface/internal/harness/members"
+	"github.com/idface/idface/harness/members"
 	"github.com/idface/idface/protocol"
 )
 

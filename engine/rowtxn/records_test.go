@@ -15,9 +15,9 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
+	"github.com/idface/idface/harness/golden"
+	"github.com/idface/idface/harness/members"
 	"github.com/idface/idface/internal/codec/store"
-	"github.com/idface/idface/internal/harness/golden"
-	"github.com/idface/idface/internal/harness/members"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"
 )

@@ -16,7 +16,7 @@ import (
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
 	"github.com/idface/idface/engine/shard"
-	"github.com/idface/idface/internal/harness/inproc"
+	"github.com/idface/idface/harness/inproc"
 	"github.com/idface/idface/modes/mpcface"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/network/memnet"

@@ -1,5 +1,5 @@
 // Package wan runs the cluster benchmark across an emulated WAN: every
-// server in its own network namespace (internal/harness/netlab), a delay relay
+// server in its own network namespace (harness/netlab), a delay relay
 // between them and a rate limit on each server's link (idface bench --link).
 package wan
 
@@ -17,8 +17,8 @@ import (
 	"github.com/idface/idface/cluster"
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/experiments"
-	"github.com/idface/idface/internal/harness/netlab"
-	"github.com/idface/idface/internal/host/home"
+	"github.com/idface/idface/harness/netlab"
+	"github.com/idface/idface/host/home"
 )
 
 // Link is the WAN between a cluster's servers: the round trip between any

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/internal/harness/inproc"
+	"github.com/idface/idface/harness/inproc"
 	"github.com/idface/idface/network/memnet"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/template"

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/internal/harness/inproc"
+	"github.com/idface/idface/harness/inproc"
 	"github.com/idface/idface/network/memnet"
 )
 

@@ -14,8 +14,8 @@ import (
 	"github.com/tuneinsight/lattigo/v5/schemes/bgv"
 
 	"github.com/idface/idface/config"
+	"github.com/idface/idface/harness/inproc"
 	"github.com/idface/idface/heidface"
-	"github.com/idface/idface/internal/harness/inproc"
 	"github.com/idface/idface/modes/hemode"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/protocol"

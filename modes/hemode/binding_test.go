@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/idface/idface/config"
+	"github.com/idface/idface/harness/inproc"
 	"github.com/idface/idface/heidface"
 	"github.com/idface/idface/internal/codec/store"
-	"github.com/idface/idface/internal/harness/inproc"
 	"github.com/idface/idface/modes/hemode"
 	"github.com/idface/idface/protocol"
 )

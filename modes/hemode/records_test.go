@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idface/idface/harness/golden"
 	"github.com/idface/idface/internal/codec/store"
-	"github.com/idface/idface/internal/harness/golden"
 	"github.com/idface/idface/protocol"
 )
 

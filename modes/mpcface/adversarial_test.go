@@ -18,8 +18,8 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
+	"github.com/idface/idface/harness/inproc"
 	"github.com/idface/idface/internal/codec/store"
-	"github.com/idface/idface/internal/harness/inproc"
 	"github.com/idface/idface/network"
 	"github.com/idface/idface/network/memnet"
 	"github.com/idface/idface/protocol"

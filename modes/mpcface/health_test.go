@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idface/idface/harness/inproc"
 	"github.com/idface/idface/internal/codec/rowmap"
-	"github.com/idface/idface/internal/harness/inproc"
 	"github.com/idface/idface/protocol"
 )
 

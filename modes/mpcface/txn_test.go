@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/idface/idface/engine"
+	"github.com/idface/idface/harness/inproc"
 	"github.com/idface/idface/internal/codec/store"
-	"github.com/idface/idface/internal/harness/inproc"
 	"github.com/idface/idface/protocol"
 	"github.com/idface/idface/protocol/rpc"
 	"github.com/idface/idface/template"

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/idface/idface/engine/blindbase"
-	"github.com/idface/idface/internal/harness/testutil"
+	"github.com/idface/idface/harness/testutil"
 	"github.com/idface/idface/sharing/additive"
 	"github.com/idface/idface/sharing/replicated"
 )

@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/idface/idface/internal/harness/testutil"
+	"github.com/idface/idface/harness/testutil"
 	"github.com/idface/idface/sharing"
 	"github.com/idface/idface/template"
 )

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/idface/idface/internal/harness/testutil"
+	"github.com/idface/idface/harness/testutil"
 )
 
 // naiveDense is the definition: sum over terms of <row i, y> mod 2^k.

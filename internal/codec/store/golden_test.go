@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/idface/idface/internal/harness/golden"
+	"github.com/idface/idface/harness/golden"
 )
 
 // TestFileGolden pins the log's file and record framing.

@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/idface/idface/config"
+	"github.com/idface/idface/harness/members"
+	"github.com/idface/idface/host/pairkey"
 	"github.com/idface/idface/internal/codec/seal"
-	"github.com/idface/idface/internal/harness/members"
-	"github.com/idface/idface/internal/host/pairkey"
 	"github.com/idface/idface/network/quicnet"
 )
 

@@ -46,7 +46,7 @@ type Cluster struct {
 	running map[string]*running
 	quiet   atomic.Bool // the test is over: drop late log lines
 	// keys are the members' identity keys (Literal made them), from which
-	// the servers derive the keys they share (internal/host/pairkey), as
+	// the servers derive the keys they share (host/pairkey), as
 	// real ones do, and with which clients sign.
 	keys map[string]crypto.PrivateKey
 	// seals are the parties' seal keys (sealed enrollment), as 'party

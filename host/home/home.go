@@ -420,7 +420,7 @@ func (h *Home) Finish() error {
 }
 
 // PairKey is the private key a server derives the keys it shares with the
-// other servers from (internal/host/pairkey): the one whose certificate the
+// other servers from (host/pairkey): the one whose certificate the
 // configuration names for it (m.Cert), so that both sides of a pair derive
 // the same key. That is its current key, or, after 'party rotate --finish'
 // and before the configuration names the new certificate, its previous one.

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/idface/idface/config"
-	"github.com/idface/idface/internal/harness/inproc"
+	"github.com/idface/idface/harness/inproc"
 )
 
 // family is one metric name as the servers expose it.
@@ -92,9 +92,9 @@ func parseMetrics(t *testing.T, page string) map[string]*family {
 }
 
 // moduleRoot is the module's root seen from this package's directory
-// (internal/harness/inproc); moduleFile checks that it is, so that a
+// (harness/inproc); moduleFile checks that it is, so that a
 // move of the package cannot shrink the walk of sourceNames unseen.
-const moduleRoot = "../../.."
+const moduleRoot = "../.."
 
 func moduleFile(t *testing.T, name ...string) string {
 	t.Helper()

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/idface/idface/config"
+	"github.com/idface/idface/harness/inproc"
 	"github.com/idface/idface/internal/codec/store"
-	"github.com/idface/idface/internal/harness/inproc"
 )
 
 // TestRestoreOfAnotherMembersLogRefused is issue 17 item 1: at bfed9c1,

@@ -2,7 +2,7 @@
 // several packages: random ternary vectors, rows at the extreme scores
 // and the benchmark database size. It imports nothing of the module above
 // template, so the sharing packages' tests can use it (configuration
-// members: internal/harness/members).
+// members: harness/members).
 package testutil
 
 import (

@@ -17,7 +17,7 @@ import (
 // seal key, which the parties of a mode with sealed enrollment need. The
 // private keys are dropped: for members whose keys a test needs, generate
 // the identity with quicnet.GenerateIdentity (or run the cluster with
-// internal/harness/inproc).
+// harness/inproc).
 func Member(tb testing.TB, name, addr, role string) config.Member {
 	tb.Helper()
 	id, err := quicnet.GenerateIdentity(name)
