@@ -119,7 +119,7 @@ func Rebuild(ctx context.Context, env engine.Env, path string, progress func(seg
 	if !ok {
 		return nil, fmt.Errorf("replicated: the holder engine cannot restore rows")
 	}
-	l, _, err := store.Open(path, engine.Binding(p.Params, env.Bound(), Kind, [32]byte{}), eng.Replay)
+	l, err := engine.OpenLog(env, path, engine.Binding(p.Params, env.Bound(), Kind, [32]byte{}), eng.Replay)
 	if err != nil {
 		return nil, err
 	}
