@@ -205,11 +205,12 @@ func TestNoModeNameCompared(t *testing.T) {
 	if len(files) < 50 {
 		t.Fatalf("found %d program files under ..: is the test running in modes/?", len(files))
 	}
-	// The constants that name modes: config's and the mode packages'.
-	consts := modeConsts(t, names, append(glob(t, "../config/*.go"), modePackageFiles(t, own)...))
+	// The constants that name modes: config's, the mode packages' and any
+	// other package's (a constant declared beside its comparison).
+	consts := modeConsts(t, names, append(append(glob(t, "../config/*.go"), modePackageFiles(t, own)...), files...))
 	for _, path := range files {
 		for _, at := range modeComparisons(t, path, nil, names, consts) {
-			t.Errorf("%s: compares a mode name: ask the registry for the mode's capability instead (engine.Mode, config.ModeSpec), or add one there", at)
+			t.Errorf("%s: compares a mode name: ask the mode's declaration for its capability instead (config.ModeSpec, engine.Mode, device.Part), or add one there", at)
 		}
 	}
 	// The check finds what it looks for.
@@ -286,6 +287,8 @@ func modeComparisons(t *testing.T, path string, src any, names, consts map[strin
 		case *ast.SelectorExpr:
 			x, ok := e.X.(*ast.Ident)
 			return ok && consts[x.Name+"."+e.Sel.Name]
+		case *ast.Ident: // a constant of the file's own package
+			return consts[f.Name.Name+"."+e.Name]
 		}
 		return literalName(e, names)
 	}

@@ -20,11 +20,11 @@ import (
 // score reaches the threshold. It sees each query's scores in random
 // order and nothing else: no id, no row, no template, no other query.
 type Decider struct {
-	env     engine.Env
-	p       *config.Params
-	stats   *engine.ScoreStats                           // best scores, shown per window of queries
-	queries *merge.Table[[]byte, *protocol.DecideResult] // parts: the holders' vectors
-	bufs    engine.Buffers                               // the vectors' buffers, lent again once decided
+	env   engine.Env
+	p     *config.Params
+	stats *engine.ScoreStats // best scores, shown per window of queries
+	blindbase.Decider[[]byte, *protocol.DecideResult]
+	bufs engine.Buffers // the vectors' buffers, lent again once decided
 }
 
 // NewDecider makes the decider's engine.
@@ -34,25 +34,12 @@ func NewDecider(env engine.Env) (*Decider, error) {
 	}
 	p := env.Params
 	return &Decider{env: env, p: p, stats: engine.NewScoreStats(p, env.Metrics),
-		queries: merge.NewTable[[]byte, *protocol.DecideResult](p.Mu(), p.Timeouts().DeciderWait, func(k int) string { return p.Party(k).Name })}, nil
+		Decider: blindbase.NewDecider(env.Self, "blind-decider", merge.NewTable[[]byte, *protocol.DecideResult](p.Mu(), p.Timeouts().DeciderWait, func(k int) string { return p.Party(k).Name }))}, nil
 }
 
 // Routes: only share holders send shares.
 func (d *Decider) Routes() map[protocol.Type]engine.Route {
-	return map[protocol.Type]engine.Route{
-		protocol.THealth:      {Op: "health", From: engine.Anyone, Handle: d.health, Max: protocol.Small, Query: true},
-		protocol.TDecideShare: {Op: "decide", From: engine.Parties, Handle: d.share, Max: protocol.Small, Long: true, Query: true},
-	}
-}
-
-// Run drops the shares of queries whose other shares never came.
-func (d *Decider) Run(ctx context.Context) { d.queries.Run(ctx) }
-
-// Stats: the decider keeps no rows.
-func (d *Decider) Stats() engine.Stats { return engine.Stats{} }
-
-func (d *Decider) health(context.Context, engine.Request) protocol.Msg {
-	return &protocol.HealthOK{Name: d.env.Self, Mode: "blind-decider"}
+	return d.ShareRoutes(protocol.TDecideShare, d.share)
 }
 
 // share takes one holder's vector; the entry's request waits for the
@@ -71,18 +58,18 @@ func (d *Decider) share(ctx context.Context, r engine.Request) protocol.Msg {
 		entry = holder
 	}
 	size := m.TailSize()
-	q, perr := d.queries.Join(m.Query, int(m.Rows), holder, size, entry, int(m.TopK), 0)
+	q, perr := d.Queries.Join(m.Query, int(m.Rows), holder, size, entry, int(m.TopK), 0)
 	if perr != nil {
 		return perr
 	}
 	vec, err := network.ReadGrowing(r.Stream, d.bufs.Get(size), size)
 	if err != nil {
-		d.queries.Fail(q, fmt.Errorf("%s's score shares: %w", r.From.Name, err))
+		d.Queries.Fail(q, fmt.Errorf("%s's score shares: %w", r.From.Name, err))
 		return protocol.Errorf(protocol.CodeBadRequest, "reading the score shares: %v", err)
 	}
-	if d.queries.Add(q, holder, vec) {
+	if d.Queries.Add(q, holder, vec) {
 		res, err := d.decide(ctx, q)
-		d.queries.Finish(q, res, err)
+		d.Queries.Finish(q, res, err)
 		for _, v := range q.Parts { // the answer holds none of them
 			d.bufs.Put(v)
 		}
@@ -90,7 +77,7 @@ func (d *Decider) share(ctx context.Context, r engine.Request) protocol.Msg {
 	if !m.Entry {
 		return &protocol.DecideShareOK{}
 	}
-	res, perr := d.queries.Wait(ctx, q)
+	res, perr := d.Queries.Wait(ctx, q)
 	if perr != nil {
 		return perr
 	}

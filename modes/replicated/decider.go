@@ -25,9 +25,9 @@ import (
 // checks and its tag, which it fetches from the two helpers that keep
 // them (tagfetch.go).
 type Decider struct {
-	env     engine.Env
-	p       *Params
-	queries *merge.Table[*part, *protocol.ReplResult]
+	env engine.Env
+	p   *Params
+	blindbase.Decider[*part, *protocol.ReplResult]
 	refused *prometheus.CounterVec
 	gate    *gate              // degraded queries: served only for an outage this decider sees too
 	stats   *engine.ScoreStats // best scores, shown per window of queries
@@ -59,7 +59,7 @@ func NewDecider(env engine.Env) (*Decider, error) {
 	if p.DeciderName() != env.Self {
 		return nil, fmt.Errorf("replicated: %q is not the decider of this cluster", env.Self)
 	}
-	d := &Decider{env: env, p: p, queries: merge.NewTable[*part, *protocol.ReplResult](replicated.Holders, p.Timeouts().DeciderWait, func(k int) string { return p.Party(k).Name })}
+	d := &Decider{env: env, p: p, Decider: blindbase.NewDecider(env.Self, string(config.ModeReplicated), merge.NewTable[*part, *protocol.ReplResult](replicated.Holders, p.Timeouts().DeciderWait, func(k int) string { return p.Party(k).Name }))}
 	d.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_repl_refusals_total",
 		Help: "Queries the decider refused because two holders of a share disagree (label: the pair), or a hidden probe's product check failed (label: the holder checked; it or one of its two checkers deviated)."}, []string{"pair"})
 	d.gate = newGate(env, p)
@@ -72,20 +72,7 @@ func NewDecider(env engine.Env) (*Decider, error) {
 
 // Routes: only share holders send shares.
 func (d *Decider) Routes() map[protocol.Type]engine.Route {
-	return map[protocol.Type]engine.Route{
-		protocol.THealth:    {Op: "health", From: engine.Anyone, Handle: d.health, Max: protocol.Small, Query: true},
-		protocol.TReplShare: {Op: "decide", From: engine.Parties, Handle: d.share, Max: protocol.Small, Long: true, Query: true},
-	}
-}
-
-// Run drops the parts of queries whose other parts never came.
-func (d *Decider) Run(ctx context.Context) { d.queries.Run(ctx) }
-
-// Stats: the decider keeps no rows.
-func (d *Decider) Stats() engine.Stats { return engine.Stats{} }
-
-func (d *Decider) health(context.Context, engine.Request) protocol.Msg {
-	return &protocol.HealthOK{Name: d.env.Self, Mode: string(config.ModeReplicated)}
+	return d.ShareRoutes(protocol.TReplShare, d.share)
 }
 
 // share takes one holder's part: the entry's request waits for the
@@ -122,24 +109,24 @@ func (d *Decider) share(ctx context.Context, r engine.Request) protocol.Msg {
 	}
 	checks := checkBlobSize(d.p.Dim(), d.p.Bits)
 	size := m.TailSize(checks)
-	q, perr := d.queries.Join(m.Query, int(m.Rows), holder, size, int(m.Entry), int(m.TopK), pl.parts())
+	q, perr := d.Queries.Join(m.Query, int(m.Rows), holder, size, int(m.Entry), int(m.TopK), pl.parts())
 	if perr != nil {
 		return perr
 	}
 	b, err := network.ReadGrowing(r.Stream, d.bufs.Get(size), size)
 	if err != nil {
-		d.queries.Fail(q, fmt.Errorf("%s's score shares: %w", r.From.Name, err))
+		d.Queries.Fail(q, fmt.Errorf("%s's score shares: %w", r.From.Name, err))
 		return protocol.Errorf(protocol.CodeBadRequest, "reading the score shares: %v", err)
 	}
 	t, err := m.SplitTail(b, checks)
 	if err != nil { // ReadGrowing read size bytes: never
-		d.queries.Fail(q, err)
+		d.Queries.Fail(q, err)
 		return protocol.Errorf(protocol.CodeInternal, "the score shares: %v", err)
 	}
 	pt := &part{msg: m, own: t.Own, next: t.Next, tags: t.Tags, check: t.Check, buf: b}
-	if d.queries.Add(q, holder, pt) {
+	if d.Queries.Add(q, holder, pt) {
 		res, err := d.decide(ctx, q)
-		d.queries.Finish(q, res, err)
+		d.Queries.Finish(q, res, err)
 		for _, pt := range q.Parts { // the answer holds none of them
 			if pt != nil {
 				d.bufs.Put(pt.buf)
@@ -149,7 +136,7 @@ func (d *Decider) share(ctx context.Context, r engine.Request) protocol.Msg {
 	if holder != int(m.Entry) {
 		return &protocol.DecideShareOK{}
 	}
-	res, perr := d.queries.Wait(ctx, q)
+	res, perr := d.Queries.Wait(ctx, q)
 	if perr != nil {
 		return perr
 	}

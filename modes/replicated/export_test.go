@@ -23,7 +23,7 @@ func (l *limiter) set(rate float64, burst int) {
 }
 
 // Pending is the number of queries the decider holds parts of.
-func (d *Decider) Pending() int { return d.queries.Len() }
+func (d *Decider) Pending() int { return d.Queries.Len() }
 
 // PairLabel is the refusal counter's label of the pair of holders a, b.
 var PairLabel = pairLabel
