@@ -282,12 +282,18 @@ func (c *Client) enroll(ctx context.Context, items []protocol.Item) error {
 func (c *Client) Identify(ctx context.Context, tmpl []float32, k int) (*protocol.IdentifyOK, error) {
 	// A hidden probe is sealed afresh for every attempt: holders run a
 	// probe's nonce once, and the unreachable entry may have relayed it.
+	var verdictKey [32]byte
 	msg := func() (protocol.Msg, error) {
 		if c.p.HideProbes() { // no server sees the probe
 			if c.key == nil {
 				return nil, fmt.Errorf("this client has no key to sign its probe: a hidden-probe cluster runs only probes signed by one of its clients (open the client from its home)")
 			}
-			return HideProbe(c.p, c.key, c.name, tmpl, k)
+			pr, err := HideProbe(c.p, c.key, c.name, tmpl, k)
+			if err != nil {
+				return nil, err
+			}
+			verdictKey = pr.VerdictKey
+			return pr.HiddenIdentify, nil
 		}
 		return &protocol.Identify{TopK: uint16(k), Template: tmpl}, nil
 	}
@@ -319,7 +325,13 @@ func (c *Client) Identify(ctx context.Context, tmpl []float32, k int) (*protocol
 	if err != nil {
 		return nil, err
 	}
-	return resp.(*protocol.IdentifyOK), nil
+	ans := resp.(*protocol.IdentifyOK)
+	if c.p.HideProbes() {
+		if err := CheckVerdicts(c.p, verdictKey, ans); err != nil {
+			return nil, err
+		}
+	}
+	return ans, nil
 }
 
 // raceAfter is how long a client waits for its entry's handshake before

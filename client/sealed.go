@@ -96,8 +96,9 @@ func SealShares(p *config.Params, entry int, nonce [16]byte, items []protocol.It
 // (its device.ProbeHider), each holder's pair sealed to it for a
 // fresh request nonce, and the probe signed as the client name with key
 // (protocol.SignProbe). No server, the entry included, can open another's
-// part, and holders run only probes their clients signed.
-func HideProbe(p *config.Params, key crypto.Signer, name string, tmpl []float32, topK int) (*protocol.HiddenIdentify, error) {
+// part, and holders run only probes their clients signed. The decider's
+// verdict on it opens under the probe's VerdictKey (CheckVerdicts).
+func HideProbe(p *config.Params, key crypto.Signer, name string, tmpl []float32, topK int) (*Probe, error) {
 	if device.Of(p.Mode()).Hide == nil {
 		return nil, fmt.Errorf("client: mode %s does not hide probes", p.Mode())
 	}
@@ -108,10 +109,16 @@ func HideProbe(p *config.Params, key crypto.Signer, name string, tmpl []float32,
 	return SealProbe(p, key, name, nonce, time.Now().Unix(), tmpl, topK)
 }
 
+// Probe is a hidden-probe identify and the key its verdict opens under.
+type Probe struct {
+	*protocol.HiddenIdentify
+	VerdictKey [32]byte
+}
+
 // SealProbe is HideProbe with the request nonce and time (Unix seconds)
 // given (tests, and callers that keep their own request ids); a holder
 // refuses a nonce it has seen, or a time outside its window.
-func SealProbe(p *config.Params, key crypto.Signer, name string, nonce [16]byte, t int64, tmpl []float32, topK int) (*protocol.HiddenIdentify, error) {
+func SealProbe(p *config.Params, key crypto.Signer, name string, nonce [16]byte, t int64, tmpl []float32, topK int) (*Probe, error) {
 	shares := device.Of(p.Mode()).Hide
 	if shares == nil {
 		return nil, fmt.Errorf("client: mode %s does not hide probes", p.Mode())
@@ -120,7 +127,7 @@ func SealProbe(p *config.Params, key crypto.Signer, name string, nonce [16]byte,
 		return nil, fmt.Errorf("client: no key to sign the probe with: holders run only probes signed by a client of the cluster")
 	}
 	m := &protocol.HiddenIdentify{TopK: uint16(topK), Nonce: nonce, Time: t}
-	pts, err := shares.HiddenProbe(p, tmpl)
+	pts, vkey, err := shares.HiddenProbe(p, tmpl)
 	if err != nil {
 		return nil, err
 	}
@@ -145,5 +152,26 @@ func SealProbe(p *config.Params, key crypto.Signer, name string, nonce [16]byte,
 	if err := protocol.SignProbe(key, name, p.ClusterID(), m); err != nil {
 		return nil, err
 	}
-	return m, nil
+	return &Probe{HiddenIdentify: m, VerdictKey: vkey}, nil
+}
+
+// CheckVerdicts opens the deciders' verdicts on a hidden probe (one per
+// shard) that the entry forwarded with its answer: a probe refused by a
+// failed check (which the entry was shown as a probe that matched
+// nobody) is refused here, and an answer without its verdicts, or with one
+// that does not open, is refused too.
+func CheckVerdicts(p *config.Params, key [32]byte, ans *protocol.IdentifyOK) error {
+	if len(ans.Verdicts) != p.Shards() {
+		return protocol.Errorf(protocol.CodeInconsistent, "the entry answered a hidden probe with %d verdicts, want %d (one a shard): %v", len(ans.Verdicts), p.Shards(), protocol.ErrVerdict)
+	}
+	for s, v := range ans.Verdicts {
+		refused, err := protocol.OpenVerdict(key, s, v)
+		if err != nil {
+			return protocol.Errorf(protocol.CodeInconsistent, "%v", err)
+		}
+		if refused {
+			return protocol.Errorf(protocol.CodeInconsistent, "%s", protocol.RefusedHidden)
+		}
+	}
+	return nil
 }

@@ -25,10 +25,11 @@ type Sealer interface {
 
 // ProbeHider makes, at the device's client, every party's plaintext part
 // of a hidden-probe identify of tmpl (party order), which the client
-// seals to each party. Every mode whose declaration says HideProbes has
-// one.
+// seals to each party, and the key under which the decider seals its
+// verdict to the device (protocol.VerdictKey), whose components the parts
+// carry. Every mode whose declaration says HideProbes has one.
 type ProbeHider interface {
-	HiddenProbe(p *config.Params, tmpl []float32) ([][]byte, error)
+	HiddenProbe(p *config.Params, tmpl []float32) (parts [][]byte, verdictKey [32]byte, err error)
 }
 
 // Part is a mode's device part: what its client makes, nil where it sends

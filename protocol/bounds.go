@@ -109,8 +109,8 @@ func HiddenIdentifyBound(l Limits) int {
 }
 
 // queryPartBound is one sealed pair of query shares (two d-vectors of at
-// most 16-bit elements).
-func queryPartBound(l Limits) int { return seal.Overhead + 4*l.Dim }
+// most 16-bit elements) and two components of the verdict key.
+func queryPartBound(l Limits) int { return seal.Overhead + 4*l.Dim + 2*VerdictKeySize }
 
 // TagAskBound is the largest TagAsk a holder reads: a selection of
 // selection bytes (that of the largest tag grid,

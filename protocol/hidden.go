@@ -19,8 +19,9 @@ import (
 // read; no server sees q or y.
 
 // MaxQueryPart bounds one sealed pair of query shares: the seal's
-// overhead and two vectors of MaxDim 16-bit elements.
-const MaxQueryPart = seal.Overhead + 2*MaxDim*2
+// overhead, two vectors of MaxDim 16-bit elements and two components of
+// the verdict key.
+const MaxQueryPart = seal.Overhead + 2*MaxDim*2 + 2*VerdictKeySize
 
 // HiddenIdentify is a device's identify in a hidden-probe cluster: Parts
 // (party order) are the holders' sealed pairs of query shares, each sealed

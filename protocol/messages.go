@@ -69,7 +69,11 @@ var ErrMalformed = wire.ErrMalformed
 // prepare and decision to a party that missed them.
 // Version 17: HealthOK carries the degraded limit an operator is shown
 // (DegradedLimit).
-const Version = 17
+// Version 18: a hidden probe's verdict is sealed to the device (its part
+// carries two components of the verdict key, ReplShare.VerdictKeys,
+// ReplResult.Verdict, ShardAnswer.Verdict, IdentifyOK.Verdicts), and a
+// probe whose check failed is answered as one that matched nobody.
+const Version = 18
 
 // Limits on what a peer or a client may send.
 const (
@@ -466,6 +470,10 @@ type IdentifyOK struct {
 	// Degraded: a server was down and the answer was computed without the
 	// checks it takes part in (replicated mode, docs/REPLICATED-NOTES.md).
 	Degraded bool
+	// Verdicts: of a hidden probe, the deciders' verdicts sealed to the
+	// device (verdict.go), one per shard in shard order; the device
+	// refuses an answer whose verdicts do not open or say refused.
+	Verdicts [][]byte
 }
 
 func (m *IdentifyOK) Type() Type { return TIdentifyOK }
@@ -483,6 +491,10 @@ func (m *IdentifyOK) marshal(e *wire.Enc) {
 	e.U64(m.BytesRecv)
 	e.U64(m.BytesTotal)
 	e.Bool(m.Degraded)
+	e.U32(uint32(len(m.Verdicts)))
+	for _, v := range m.Verdicts {
+		e.Bytes32(v)
+	}
 }
 func (m *IdentifyOK) unmarshal(d *wire.Dec) {
 	n := d.Count(MaxTopK, 6)
@@ -495,6 +507,14 @@ func (m *IdentifyOK) unmarshal(d *wire.Dec) {
 	m.Alpha, m.Beta = d.U16(), d.U16()
 	m.BytesSent, m.BytesRecv, m.BytesTotal = d.U64(), d.U64(), d.U64()
 	m.Degraded = d.Bool()
+	v := d.Count(MaxVerdicts, 4+VerdictSize)
+	for range v {
+		b := d.Bytes32(VerdictSize)
+		if d.Err == nil && len(b) != VerdictSize {
+			d.Fail("a verdict of %d bytes", len(b))
+		}
+		m.Verdicts = append(m.Verdicts, b)
+	}
 }
 
 // Delete revokes an enrolled id at every party.

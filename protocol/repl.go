@@ -66,6 +66,10 @@ type ReplShare struct {
 	// holder another probe's part is caught). Digest and Next are unused.
 	Hidden       bool
 	QueryDigests [2][DigestSize]byte
+	// VerdictKeys: in a hidden-probe query, the holder's two components
+	// (k and k+1) of the device's verdict key (verdict.go), which the
+	// decider compares with the other holders' as it does QueryDigests.
+	VerdictKeys [2][VerdictKeySize]byte
 }
 
 func (m *ReplShare) Type() Type { return TReplShare }
@@ -82,6 +86,8 @@ func (m *ReplShare) marshal(e *wire.Enc) {
 	e.Bool(m.Hidden)
 	e.Raw(m.QueryDigests[0][:])
 	e.Raw(m.QueryDigests[1][:])
+	e.Raw(m.VerdictKeys[0][:])
+	e.Raw(m.VerdictKeys[1][:])
 }
 func (m *ReplShare) unmarshal(d *wire.Dec) {
 	d.Fixed(m.Query[:])
@@ -90,14 +96,16 @@ func (m *ReplShare) unmarshal(d *wire.Dec) {
 	m.Down, m.Next, m.Hidden = d.U8(), d.Bool(), d.Bool()
 	d.Fixed(m.QueryDigests[0][:])
 	d.Fixed(m.QueryDigests[1][:])
+	d.Fixed(m.VerdictKeys[0][:])
+	d.Fixed(m.VerdictKeys[1][:])
 	if d.Err == nil && m.Hidden && (m.Next || m.Down != 0 || m.Tags) {
 		d.Fail("a hidden-probe share with a next vector, a holder down or tags")
 	}
 	if d.Err == nil && m.Tags && m.Down == 0 {
 		d.Fail("tags in a share of a query with every holder up (the decider asks for its answer's)")
 	}
-	if d.Err == nil && !m.Hidden && m.QueryDigests != [2][DigestSize]byte{} {
-		d.Fail("query digests in a share of a visible probe")
+	if d.Err == nil && !m.Hidden && (m.QueryDigests != [2][DigestSize]byte{} || m.VerdictKeys != [2][VerdictKeySize]byte{}) {
+		d.Fail("query digests or verdict keys in a share of a visible probe")
 	}
 	if d.Err == nil && (m.Bits != 8 && m.Bits != 16 || m.Rows > MaxRows || m.TopK > MaxTopK || m.Entry > 2 || m.Down > 3 || m.Down == m.Entry+1) {
 		d.Fail("score shares of %d rows of %d bits, top %d, entry %d, down %d", m.Rows, m.Bits, m.TopK, m.Entry, m.Down)
@@ -117,6 +125,9 @@ type ReplResult struct {
 	Values    []uint16
 	Tags      []uint32
 	Fetched   uint64
+	// Verdict: of a hidden probe, the decider's verdict sealed to the
+	// device (SealVerdict); the entry forwards it.
+	Verdict []byte
 }
 
 func (m *ReplResult) Type() Type { return TReplResult }
@@ -132,6 +143,7 @@ func (m *ReplResult) marshal(e *wire.Enc) {
 		e.U32(uint32(s))
 	}
 	e.U64(m.Fetched)
+	e.Bytes32(m.Verdict)
 }
 func (m *ReplResult) unmarshal(d *wire.Dec) {
 	n := d.Count(MaxTopK, 10)
@@ -148,6 +160,10 @@ func (m *ReplResult) unmarshal(d *wire.Dec) {
 		d.Fail("%d scores for %d positions", k, n)
 	}
 	m.Fetched = d.U64()
+	m.Verdict = d.Bytes32(VerdictSize)
+	if d.Err == nil && len(m.Verdict) != 0 && len(m.Verdict) != VerdictSize {
+		d.Fail("a verdict of %d bytes", len(m.Verdict))
+	}
 }
 
 // MaxTagSelect, MaxTagRow and MaxTagList bound a TagAsk's selections and

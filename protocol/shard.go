@@ -73,6 +73,7 @@ type ShardAnswer struct {
 	Bytes      uint64
 	Degraded   bool
 	Sent, Recv uint64
+	Verdict    []byte // a hidden probe's, sealed to the device (ReplResult.Verdict)
 }
 
 func (m *ShardAnswer) Type() Type { return TShardAnswer }
@@ -90,6 +91,7 @@ func (m *ShardAnswer) marshal(e *wire.Enc) {
 	e.Bool(m.Degraded)
 	e.U64(m.Sent)
 	e.U64(m.Recv)
+	e.Bytes32(m.Verdict)
 }
 func (m *ShardAnswer) unmarshal(d *wire.Dec) {
 	n := d.Count(MaxTopK, 5) // a one-byte id, its length and its rank
@@ -104,6 +106,10 @@ func (m *ShardAnswer) unmarshal(d *wire.Dec) {
 	m.Bytes = d.U64()
 	m.Degraded = d.Bool()
 	m.Sent, m.Recv = d.U64(), d.U64()
+	m.Verdict = d.Bytes32(VerdictSize)
+	if d.Err == nil && len(m.Verdict) != 0 && len(m.Verdict) != VerdictSize {
+		d.Fail("a verdict of %d bytes", len(m.Verdict))
+	}
 	if d.Err == nil && k != 0 && k != n {
 		d.Fail("%d scores for %d candidates", k, n)
 	}

@@ -4,6 +4,7 @@
 package replicated
 
 import (
+	"crypto/rand"
 	"fmt"
 
 	"github.com/idface/idface/config"
@@ -94,15 +95,33 @@ func sharePairs[E additive.Elem](p *config.Params, items []protocol.Item) ([][]b
 // client, each holder's plaintext part of a hidden-probe identify: y =
 // Q(tmpl) with the cluster's query levels, its three shares (two uniform
 // from a CSPRNG keyed from crypto/rand), and for holder k the pair (y_k,
-// y_(k+1)) as little-endian k-bit elements.
-func (Part) HiddenProbe(p *config.Params, tmpl []float32) ([][]byte, error) {
+// y_(k+1)) as little-endian k-bit elements, then the components (c_k,
+// c_(k+1)) of a fresh verdict key (protocol.VerdictKey), replicated as the
+// shares are: no holder, the entry included, holds all three.
+func (Part) HiddenProbe(p *config.Params, tmpl []float32) ([][]byte, [32]byte, error) {
+	var pts [][]byte
+	var err error
 	switch p.Ring().Bits {
 	case 8:
-		return probePairs[uint8](p, tmpl)
+		pts, err = probePairs[uint8](p, tmpl)
 	case 16:
-		return probePairs[uint16](p, tmpl)
+		pts, err = probePairs[uint16](p, tmpl)
+	default:
+		err = fmt.Errorf("replicated: a ring of %d bits", p.Ring().Bits)
 	}
-	return nil, fmt.Errorf("replicated: a ring of %d bits", p.Ring().Bits)
+	if err != nil {
+		return nil, [32]byte{}, err
+	}
+	var c [replicated.Holders][protocol.VerdictKeySize]byte
+	for j := range c {
+		if _, err := rand.Read(c[j][:]); err != nil {
+			return nil, [32]byte{}, err
+		}
+	}
+	for k := range pts {
+		pts[k] = append(append(pts[k], c[k][:]...), c[(k+1)%replicated.Holders][:]...)
+	}
+	return pts, protocol.VerdictKey(p.ClusterID(), c), nil
 }
 
 func probePairs[E additive.Elem](p *config.Params, tmpl []float32) ([][]byte, error) {
@@ -135,7 +154,7 @@ func probePairs[E additive.Elem](p *config.Params, tmpl []float32) ([][]byte, er
 	pts := make([][]byte, replicated.Holders)
 	for k := range pts {
 		pr := replicated.Pair(&s, k)
-		pts[k] = append(append(make([]byte, 0, 2*len(additive.ElemBytes(pr[0]))), additive.ElemBytes(pr[0])...), additive.ElemBytes(pr[1])...)
+		pts[k] = append(append(make([]byte, 0, 2*len(additive.ElemBytes(pr[0]))+2*protocol.VerdictKeySize), additive.ElemBytes(pr[0])...), additive.ElemBytes(pr[1])...)
 	}
 	return pts, nil
 }

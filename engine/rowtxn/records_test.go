@@ -177,11 +177,11 @@ func TestHeldRecord(t *testing.T) {
 		// (before progress reports), 11 (before checked hidden products) or
 		// 12 (before tags on demand), 13 (before 7-bit check weights),
 		// 14 (before replicated share records), 15 (before relays, whose
-		// SealedPrepare has no Held part) or 16 (before HealthOK's degraded
-		// limit): the log an upgrade finds still reads (a replicated
+		// SealedPrepare has no Held part), 16 (before HealthOK's degraded
+		// limit) or 17 (before hidden probes' sealed verdicts): the log an upgrade finds still reads (a replicated
 		// holder's part of wire 14, without its trailer, is then refused
 		// when it is opened).
-		for _, v := range []byte{4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16} {
+		for _, v := range []byte{4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17} {
 			if m == protocol.Msg(withHeld) && v < 16 {
 				continue // (a tail with the third's part is new in wire 16)
 			}

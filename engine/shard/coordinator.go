@@ -186,7 +186,13 @@ func (c *Coordinator) identifyHidden(ctx context.Context, r engine.Request) prot
 		}
 		return cause
 	}
-	return c.merge(answers, int(m.TopK))
+	out := c.merge(answers, int(m.TopK))
+	if ok, isOK := out.(*protocol.IdentifyOK); isOK { // each shard decider's verdict, sealed to the device
+		for _, a := range answers {
+			ok.Verdicts = append(ok.Verdicts, a.Verdict)
+		}
+	}
+	return out
 }
 
 // ask runs the query (req of the query id) on every shard under a fresh

@@ -72,7 +72,7 @@ func TestTamperingHolder(t *testing.T) {
 		t.Fatalf("honest query: %v %+v", err, honest)
 	}
 	hdr := 4 + len(protocol.Marshal(&protocol.ReplShare{}))
-	tail := 2 + 1 + 2*protocol.DigestSize // Down, Next, Hidden and the query digests follow the digest
+	tail := 2 + 1 + 2*protocol.DigestSize + 2*protocol.VerdictKeySize // Down, Next, Hidden, the query digests and verdict keys follow the digest
 	digestAt := hdr - tail - protocol.DigestSize
 	rows := 30
 	r := rand.New(rand.NewPCG(8, 9))
@@ -209,9 +209,10 @@ func TestDeviatingDecider(t *testing.T) {
 // TestTamperingDecider: an honest decider's answer (one row, above the
 // threshold) altered in any byte on its way to the entry (a decider that
 // lies about a position, a value or a tag) is refused, never answered.
-// The last 8 bytes are the bytes its fetch of tags moved, a count the
-// entry cannot check but bounds: altered in its low bytes, the answer is
-// right; a count past any fetch's is refused.
+// The 8 bytes before the verdict's length (empty: a visible probe) are
+// the bytes its fetch of tags moved, a count the entry cannot check but
+// bounds: altered in its low bytes, the answer is right; a count past any
+// fetch's is refused.
 func TestTamperingDecider(t *testing.T) {
 	c, xs, _ := tamperCluster(t, nil)
 	y := xs[3]
@@ -224,7 +225,7 @@ func TestTamperingDecider(t *testing.T) {
 	for at := range size {
 		f := &flipper{at: at, mask: byte(1 + r.IntN(255))}
 		got, err := outcome(t, c, c.p.DeciderName(), "p1", f, y, 1)
-		if !answerRefused(at, size, honest, got, err) {
+		if !answerRefused(at, size-4, honest, got, err) {
 			t.Fatalf("the decider altered %v of its answer: %v %+v", f, err, got)
 		}
 	}
@@ -233,12 +234,12 @@ func TestTamperingDecider(t *testing.T) {
 	}
 }
 
-// answerRefused reports whether an answer of size bytes altered at byte
-// at was refused, as it must be; in the fetch's count (the last 8 bytes,
-// big-endian) it may be answered, rightly, where the count stays within
+// answerRefused reports whether an answer altered at byte at was refused,
+// as it must be; in the fetch's count (the 8 bytes, big-endian, that end
+// at fetched) it may be answered, rightly, where the count stays within
 // any fetch's.
-func answerRefused(at, size int, honest, got *protocol.IdentifyOK, err error) bool {
-	if at >= size-2 && err == nil {
+func answerRefused(at, fetched int, honest, got *protocol.IdentifyOK, err error) bool {
+	if at >= fetched-2 && at < fetched && err == nil {
 		return sameAnswer(got, honest)
 	}
 	return err != nil && refused(err)

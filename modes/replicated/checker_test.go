@@ -5,9 +5,12 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/idface/idface/client"
 	"github.com/idface/idface/modes/replicated"
 	"github.com/idface/idface/network/memnet"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
+	shares "github.com/idface/idface/sharing/replicated"
 )
 
 // typeCounter counts the frames of one message type a member writes to
@@ -79,7 +82,7 @@ func TestRefusedHiddenLooksAnswered(t *testing.T) {
 		if err == nil {
 			continue
 		}
-		if !strings.Contains(err.Error(), replicated.RefusedHidden) || strings.Contains(err.Error(), "p3 (") {
+		if !refusedHidden(err) || strings.Contains(err.Error(), "p3 (") {
 			t.Fatalf("refused probe %d: %v; want the one refusal, naming no holder", q, err)
 		}
 		refusals++
@@ -90,5 +93,117 @@ func TestRefusedHiddenLooksAnswered(t *testing.T) {
 	b2, b3 := asks()
 	if b2-a2 != n || b3-a3 != n {
 		t.Fatalf("%d refused or answered probes: the decider asked p2 %d and p3 %d times for tags; want %d each, as for answered ones", n, b2-a2, b3-a3, n)
+	}
+}
+
+// frameTap keeps every frame of one message type a member writes to
+// another (a frame's 4-byte length may come alone, its body next, and a
+// body in several writes).
+type frameTap struct {
+	mu     sync.Mutex
+	t      protocol.Type
+	buf    []byte
+	frames [][]byte
+}
+
+func (f *frameTap) tap(p []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.buf = append(f.buf, p...)
+	for len(f.buf) >= 4 {
+		n := int(f.buf[0])<<24 | int(f.buf[1])<<16 | int(f.buf[2])<<8 | int(f.buf[3])
+		if len(f.buf) < 4+n {
+			return
+		}
+		if body := f.buf[4 : 4+n]; len(body) >= 2 && protocol.Type(body[1]) == f.t {
+			f.frames = append(f.frames, append([]byte(nil), body...))
+		}
+		f.buf = f.buf[4+n:]
+	}
+}
+
+func (f *frameTap) take() [][]byte {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := f.frames
+	f.frames, f.buf = nil, nil
+	return out
+}
+
+// TestFailedCheckLooksRejected (issue 44 item 3): a checker at the entry
+// that biases its check (here p1 alters its check parts on the way to the
+// decider) used to read the outcome from the refusal: a test of one bit of
+// the probe a query. Now the decider answers a probe whose check failed as
+// one that matched nobody and seals the refusal to the device: what the
+// entry receives for a stranger's probe is the same, byte for byte but
+// the sealed verdict, whether its check passed or failed, and the device
+// (which alone opens the verdict) is told the probe was refused. For a
+// probe that matches an enrolled id the entry still sees the difference
+// (an answer against none): the bit that remains, docs/HIDDEN-PROBES.md.
+func TestFailedCheckLooksRejected(t *testing.T) {
+	c, xs, ids := hiddenCluster(t)
+	dec := c.p.DeciderName()
+	results := &frameTap{t: protocol.TReplResult}
+	c.net.SetFault(dec, "p1", memnet.Fault{Corrupt: results.tap})
+	// p1's check parts follow its ReplShare and its vector of 30 rows;
+	// their last byte is of the digest of the vector it checks (p3's).
+	bits := c.decP().Bits
+	checkAt := 4 + len(protocol.Marshal(&protocol.ReplShare{})) + 30*bits/8 + protocol.ReplChecksSize(shares.CheckPartSize(c.p.Dim()), bits) - 1
+	probe := func(y []float32, bias bool) (*protocol.IdentifyOK, error, *protocol.ReplResult) {
+		t.Helper()
+		if bias {
+			f := &flipper{at: checkAt, mask: 0x10, only: protocol.TReplShare}
+			c.net.SetFault("p1", dec, memnet.Fault{Corrupt: f.corrupt})
+			defer c.net.SetFault("p1", dec, memnet.Fault{})
+		}
+		pr, err := client.HideProbe(c.p, c.signer("device"), "device", y, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := rpc.Call(ctx(t), c.dialer("device"), "p1", pr.HiddenIdentify)
+		if err != nil {
+			t.Fatalf("the entry's answer (bias %v): %v", bias, err)
+		}
+		ok := resp.(*protocol.IdentifyOK)
+		frames := results.take()
+		if len(frames) != 1 {
+			t.Fatalf("the decider sent the entry %d results", len(frames))
+		}
+		m, err := protocol.Decode(frames[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok, client.CheckVerdicts(c.p, pr.VerdictKey, ok), m.(*protocol.ReplResult)
+	}
+	before := c.counter(dec, "idface_repl_refusals_total", "p3")
+	strangers := templates(6, 99)
+	for i, y := range strangers {
+		honest, herr, hres := probe(y, false)
+		biased, berr, bres := probe(y, true)
+		if herr != nil || honest.Accepted {
+			t.Fatalf("stranger %d, honest checks: %v %+v", i, herr, honest)
+		}
+		if !refusedHidden(berr) {
+			t.Fatalf("stranger %d, a biased check: the device was told %v, want the refusal", i, berr)
+		}
+		if biased.Accepted || len(biased.Candidates) != 0 || len(biased.Verdicts) != len(honest.Verdicts) {
+			t.Fatalf("stranger %d: the entry answered a failed check with %+v, a passed one with %+v", i, biased, honest)
+		}
+		hv, bv := hres.Verdict, bres.Verdict
+		hres.Verdict, bres.Verdict = nil, nil
+		if len(hv) != len(bv) || string(protocol.Marshal(hres)) != string(protocol.Marshal(bres)) {
+			t.Fatalf("stranger %d: the entry got %+v (%d-byte verdict) for a failed check, %+v (%d) for a passed one", i, bres, len(bv), hres, len(hv))
+		}
+	}
+	after := c.counter(dec, "idface_repl_refusals_total", "p3")
+	if after-before != float64(len(strangers)) {
+		t.Fatalf("the decider counted %v refusals naming p3 (whose check p1 biased) for %d biased checks", after-before, len(strangers))
+	}
+	// A probe that matches: the device is refused; the entry sees no
+	// candidate where the honest check gives it the id.
+	honest, herr, _ := probe(xs[2], false)
+	biased, berr, _ := probe(xs[2], true)
+	if herr != nil || !honest.Accepted || honest.Candidates[0].ID != ids[2] || !refusedHidden(berr) || biased.Accepted {
+		t.Fatalf("an enrolled face: honest %v %+v, biased %v %+v", herr, honest, berr, biased)
 	}
 }

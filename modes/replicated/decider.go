@@ -218,6 +218,7 @@ type lackingVec struct {
 	vec, tags []byte
 	fetch     bool
 	keepers   [2]int
+	refused   bool // a hidden probe whose checks failed: answered as one that matched nobody, after the same work
 }
 
 // result adds the three vectors, finds the best positions and answers
@@ -258,6 +259,9 @@ func (d *Decider) result(ctx context.Context, q *pending, full [replicated.Holde
 	}
 	if err != nil {
 		return nil, err
+	}
+	if lacking.refused {
+		matches, live = nil, false
 	}
 	if live { // the best live score, from the same pass as the decision
 		d.stats.Observe(top)
@@ -306,15 +310,17 @@ func (d *Decider) result(ctx context.Context, q *pending, full [replicated.Holde
 	return res, nil
 }
 
-// RefusedHidden is the decider's one refusal of a hidden probe whose
-// checks failed, whichever failed.
-const RefusedHidden = "a check of this hidden probe failed (the holders' query shares, or a holder's product share): the query is refused, nothing was answered. One of the share holders is faulty or compromised; the decider's log and its metric idface_repl_refusals_total name them"
+// RefusedHidden is what a device is told of a hidden probe whose checks
+// failed, whichever failed (its client opens the decider's verdict).
+const RefusedHidden = protocol.RefusedHidden
 
 // decideHidden checks a hidden-probe query's parts (each holder's query
-// shares against the other holder of each share), adds the three product
-// shares and answers with the values and tags of helper entry+1's vector,
-// which both helpers keep (entry+2 got it to check); the entry checks
-// entry+2's vector with its own copy, got to check it too.
+// shares and verdict key components against the other holder of each, and
+// each holder's product share), adds the three product shares and answers
+// with the values and tags of helper entry+1's vector, which both helpers
+// keep (entry+2 got it to check); the entry checks entry+2's vector with
+// its own copy, got to check it too. The verdict, answered or refused, is
+// sealed to the device.
 func (d *Decider) decideHidden(ctx context.Context, q *pending) (*protocol.ReplResult, error) {
 	var full [replicated.Holders][]byte
 	for k, pt := range q.Parts {
@@ -330,29 +336,33 @@ func (d *Decider) decideHidden(ctx context.Context, q *pending) (*protocol.ReplR
 	}
 	a, b := (q.Entry+1)%replicated.Holders, (q.Entry+2)%replicated.Holders
 	var pairs []string
+	var comps [replicated.Holders][protocol.VerdictKeySize]byte
 	for k := range replicated.Holders {
-		next := (k + 1) % replicated.Holders // holds share k+1 as its own
-		if q.Parts[k].msg.QueryDigests[1] != q.Parts[next].msg.QueryDigests[0] {
+		next := (k + 1) % replicated.Holders // holds share k+1 and component k+1 as its own
+		mk, mn := q.Parts[k].msg, q.Parts[next].msg
+		if mk.QueryDigests[1] != mn.QueryDigests[0] || mk.VerdictKeys[1] != mn.VerdictKeys[0] {
 			pairs = append(pairs, pairLabel(d.p, k, next))
 		}
+		comps[k] = mk.VerdictKeys[0]
 	}
 	var failed []string
 	if len(pairs) == 0 {
 		failed = d.checkProducts(q, full)
 	}
-	if len(pairs) > 0 || len(failed) > 0 {
-		// One verdict, whichever check failed (issue 44 item 3): the
-		// entry and the helpers, two of them checkers of each holder,
-		// learn only that a check failed, never which, and the helpers
-		// get the same fetch of tags as for an answered query, so that
-		// neither a refusal nor its traffic tells a checker the outcome
-		// of its own check. The operator learns which from the log and
+	refused := len(pairs) > 0 || len(failed) > 0
+	if refused {
+		// One verdict, whichever check failed, and one the entry does not
+		// see (issue 44 item 3): the entry and the helpers, two of them
+		// checkers of each holder, get what a probe that matched nobody
+		// gets (the entry an answer with no candidate, the helpers the
+		// same fetch of tags), and the device the refusal, sealed under
+		// its key. The operator learns which check failed from the log and
 		// idface_repl_refusals_total.
 		if len(pairs) > 0 {
 			for _, p := range pairs {
 				d.refused.WithLabelValues(p).Inc()
 			}
-			d.env.Log.Warn("holders scored a hidden probe with different query shares; refused", "pairs", strings.Join(pairs, ","))
+			d.env.Log.Warn("holders scored a hidden probe with different query shares or verdict keys; refused", "pairs", strings.Join(pairs, ","))
 		}
 		for _, f := range failed {
 			d.refused.WithLabelValues(strings.Fields(f)[0]).Inc() // the holder
@@ -360,13 +370,13 @@ func (d *Decider) decideHidden(ctx context.Context, q *pending) (*protocol.ReplR
 		if len(failed) > 0 {
 			d.env.Log.Warn("a holder's product share of a hidden probe failed its check; refused", "holders", strings.Join(failed, ","))
 		}
-		rows := len(full[a]) * 8 / d.p.Bits
-		if _, _, err := d.fetchTags(ctx, q.ID, rows, q.TopK, nil, [2]int{a, b}); err != nil {
-			d.env.Log.Debug("the fetch of tags of a refused hidden probe failed", "err", err)
-		}
-		return nil, protocol.Errorf(protocol.CodeInconsistent, "%s", RefusedHidden)
 	}
-	return d.result(ctx, q, full, false, lackingVec{vec: full[a], fetch: true, keepers: [2]int{a, b}})
+	res, err := d.result(ctx, q, full, false, lackingVec{vec: full[a], fetch: true, keepers: [2]int{a, b}, refused: refused})
+	if err != nil {
+		return nil, err
+	}
+	res.Verdict = protocol.SealVerdict(protocol.VerdictKey(d.p.ClusterID(), comps), max(d.env.Shard, 0), refused)
+	return res, nil
 }
 
 func decideVecs[E additive.Elem](topK, thr int, full [replicated.Holders][]byte) ([]sharing.Match, int, bool, error) {

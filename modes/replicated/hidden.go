@@ -49,6 +49,7 @@ type probe[E additive.Elem] struct {
 	y       [2][]E
 	digests [2][protocol.DigestSize]byte
 	context [32]byte
+	verdict [2][protocol.VerdictKeySize]byte // this holder's components of the device's verdict key, for the decider
 }
 
 // openProbe checks the device's signature of a hidden probe (request
@@ -69,7 +70,7 @@ func (h *Holder[E]) openProbe(nonce [16]byte, t int64, part []byte, a *protocol.
 		return nil, protocol.Errorf(protocol.CodeInternal, "%s has no seal key loaded and cannot open a hidden probe: start it with its home's seal.key", h.env.Self)
 	}
 	d := h.p.Dim()
-	size := 2 * d * h.p.Bits / 8
+	size := probePartSize(h.p)
 	b := seal.Binding{Cluster: h.p.ClusterID(), Holder: h.env.Self, Mode: string(h.p.Mode()), Context: protocol.QueryContext(nonce, t)}
 	pt, err := seal.Open(h.env.SealKey, b, part, size)
 	switch {
@@ -79,7 +80,7 @@ func (h *Holder[E]) openProbe(nonce [16]byte, t int64, part []byte, a *protocol.
 		return nil, protocol.Errorf(protocol.CodeBadRequest, "%s: %v", h.env.Self, err)
 	case len(pt) != size:
 		clear(pt)
-		return nil, protocol.Errorf(protocol.CodeBadRequest, "%s: its part of the hidden probe holds %d bytes, not two shares of d = %d", h.env.Self, len(pt), d)
+		return nil, protocol.Errorf(protocol.CodeBadRequest, "%s: its part of the hidden probe holds %d bytes, not two shares of d = %d and two components of the verdict key", h.env.Self, len(pt), d)
 	}
 	if perr := h.probes.use(nonce, t, time.Now(), h.env.Self); perr != nil {
 		clear(pt)
@@ -87,9 +88,11 @@ func (h *Holder[E]) openProbe(nonce [16]byte, t int64, part []byte, a *protocol.
 	}
 	// A fresh, aligned buffer for the element view.
 	e := make([]E, 2*d)
-	copy(additive.ElemBytes(e), pt)
-	clear(pt)
+	n := copy(additive.ElemBytes(e), pt)
 	pr := &probe[E]{y: [2][]E{e[:d], e[d:]}, context: replicated.ProbeContext(qid, nonce, t)}
+	copy(pr.verdict[0][:], pt[n:])
+	copy(pr.verdict[1][:], pt[n+protocol.VerdictKeySize:])
+	clear(pt)
 	held := replicated.Held(h.Self())
 	for i := range pr.digests {
 		pr.digests[i] = replicated.VectorDigest(qid, held[i], h.p.Bits, additive.ElemBytes(pr.y[i]))
@@ -97,7 +100,13 @@ func (h *Holder[E]) openProbe(nonce [16]byte, t int64, part []byte, a *protocol.
 	return pr, nil
 }
 
-func (pr *probe[E]) clear() { clear(pr.y[0]); clear(pr.y[1]) }
+func (pr *probe[E]) clear() { clear(pr.y[0]); clear(pr.y[1]); clear(pr.verdict[:]) }
+
+// probePartSize is the plaintext of a holder's part of a hidden probe:
+// two query shares and two components of the verdict key.
+func probePartSize(p *Params) int {
+	return 2*p.Dim()*p.Bits/8 + 2*protocol.VerdictKeySize
+}
 
 // view is the committed rows' view; the caller holds the read lock.
 func (h *Holder[E]) view() blindbase.View {
@@ -272,7 +281,7 @@ type sentHidden[E additive.Elem] struct {
 // tagKey (the two helpers' key) for the decider's fetch.
 func (h *Holder[E]) sendHidden(ctx context.Context, qid [16]byte, vec *vectors[E], pr *probe[E], entry, topK int, tagKey *[32]byte) (sentHidden[E], error) {
 	m := &protocol.ReplShare{Query: qid, Rows: uint32(vec.Rows()), Bits: uint8(h.p.Bits), TopK: uint16(topK), Entry: uint8(entry),
-		Hidden: true, QueryDigests: pr.digests}
+		Hidden: true, QueryDigests: pr.digests, VerdictKeys: pr.verdict}
 	// The checks of the products (checked.go): this holder's vector to
 	// its successor, its predecessor's here, and both parts to the
 	// decider with the vector.
@@ -374,10 +383,10 @@ func (h *Holder[E]) runHiddenProbe(ctx context.Context, m *protocol.HiddenIdenti
 	// Every part of the size a sealed pair of shares has, before the probe
 	// joins a batch: a helper refuses a malformed batch whole, so one
 	// device's bad part would fail the other devices' probes with it.
-	want := seal.Overhead + 2*h.p.Dim()*h.p.Bits/8
+	want := seal.Overhead + probePartSize(h.p)
 	for k, part := range m.Parts {
 		if len(part) != want {
-			return protocol.Errorf(protocol.CodeBadRequest, "the hidden probe's part for %s holds %d bytes, not a sealed pair of shares (%d)", h.p.Party(k).Name, len(part), want)
+			return protocol.Errorf(protocol.CodeBadRequest, "the hidden probe's part for %s holds %d bytes, not a sealed pair of shares and verdict key components (%d): a device of another build?", h.p.Party(k).Name, len(part), want)
 		}
 	}
 	if down := h.outage.current(); down != noneDown {
@@ -540,7 +549,14 @@ func (h *Holder[E]) finishHidden(f *fanout, scored error, vec *vectors[E], j *hi
 	if perr != nil {
 		return hiddenDone{perr, noneDown}
 	}
-	return hiddenDone{h.answer(res, scores, vec.View, &j.sigma, topK, total, false), noneDown}
+	out := h.answer(res, scores, vec.View, &j.sigma, topK, total, false)
+	switch a := out.(type) { // the decider's verdict, sealed to the device
+	case *protocol.IdentifyOK:
+		a.Verdicts = [][]byte{res.Verdict}
+	case *protocol.ShardAnswer:
+		a.Verdict = res.Verdict
+	}
+	return hiddenDone{out, noneDown}
 }
 
 // serveHidden answers an entry's batch of hidden probes as a helper: open

@@ -66,13 +66,13 @@ func TestHiddenWrongForm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	short := *m
+	short := *m.HiddenIdentify
 	short.Parts = short.Parts[:2]
 	if _, err := rpc.Call(ctx(t), d, "p2", &short); err == nil || !refused(err) {
 		t.Fatalf("two parts: %v", err)
 	}
 	plain := startCluster(t, config.Literal{Beta: 21}, nil)
-	if _, err := rpc.Call(ctx(t), plain.dialer("device"), "p1", m); err == nil || !strings.Contains(err.Error(), "does not hide probes") {
+	if _, err := rpc.Call(ctx(t), plain.dialer("device"), "p1", m.HiddenIdentify); err == nil || !strings.Contains(err.Error(), "does not hide probes") {
 		t.Fatalf("a hidden probe to a cluster that shows probes: %v", err)
 	}
 }
@@ -94,7 +94,7 @@ func TestHiddenMixedProbes(t *testing.T) {
 	}
 	a.Parts[2] = b.Parts[2]
 	// Mixed by the entry: a part is not the one the device signed.
-	if _, err = rpc.Call(ctx(t), c.dialer("device"), "p1", a); err == nil || !strings.Contains(err.Error(), "the hidden probe is not signed") {
+	if _, err = rpc.Call(ctx(t), c.dialer("device"), "p1", a.HiddenIdentify); err == nil || !strings.Contains(err.Error(), "the hidden probe is not signed") {
 		t.Fatalf("parts mixed after signing: %v", err)
 	}
 	// Mixed before signing (a faulty device, or a holder that scores
@@ -107,15 +107,19 @@ func TestHiddenMixedProbes(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.Parts[2] = b.Parts[2]
-	if err := protocol.SignProbe(c.signer("device"), "device", c.p.ClusterID(), a); err != nil {
+	if err := protocol.SignProbe(c.signer("device"), "device", c.p.ClusterID(), a.HiddenIdentify); err != nil {
 		t.Fatal(err)
 	}
 	before := c.counter(c.p.DeciderName(), "idface_repl_refusals_total", "p2/p3")
-	_, err = rpc.Call(ctx(t), c.dialer("device"), "p1", a)
-	// One refusal whichever check failed (issue 44 item 3): the entry is
-	// not told which pairs; the decider's metric names them.
-	if err == nil || !strings.Contains(err.Error(), replicated.RefusedHidden) || strings.Contains(err.Error(), "p2/p3") {
-		t.Fatalf("mixed parts: %v", err)
+	resp, err := rpc.Call(ctx(t), c.dialer("device"), "p1", a.HiddenIdentify)
+	// One refusal whichever check failed, sealed to the device (issue 44
+	// item 3): the entry gets the answer of a probe that matched nobody;
+	// the decider's metric names the pairs.
+	if err != nil || resp.(*protocol.IdentifyOK).Accepted || len(resp.(*protocol.IdentifyOK).Candidates) != 0 {
+		t.Fatalf("mixed parts, at the entry: %v %+v; want the answer of a probe that matched nobody", err, resp)
+	}
+	if err := client.CheckVerdicts(c.p, a.VerdictKey, resp.(*protocol.IdentifyOK)); !refusedHidden(err) || strings.Contains(err.Error(), "p2/p3") {
+		t.Fatalf("mixed parts, at the device: %v", err)
 	}
 	if got := c.counter(c.p.DeciderName(), "idface_repl_refusals_total", "p2/p3"); got != before+1 {
 		t.Fatalf("refusals p2/p3: %v, want %v", got, before+1)
@@ -151,14 +155,16 @@ func TestHiddenTampering(t *testing.T) {
 			}
 		}
 	}
-	// Holder to decider: the query digests end the ReplShare header.
+	// Holder to decider: the query digests and the verdict key's
+	// components end the ReplShare header.
 	hdr := 4 + len(protocol.Marshal(&protocol.ReplShare{}))
 	for hi, h := range []string{"p1", "p2", "p3"} {
 		for range 6 {
-			at := hdr - 2*protocol.DigestSize + r.IntN(2*protocol.DigestSize)
+			tail := 2 * (protocol.DigestSize + protocol.VerdictKeySize)
+			at := hdr - tail + r.IntN(tail)
 			f := &flipper{at: at, mask: byte(1 + r.IntN(255))}
 			got, err := outcome(t, c, h, c.p.DeciderName(), f, y, 1)
-			if err == nil || !strings.Contains(err.Error(), replicated.RefusedHidden) {
+			if !refusedHidden(err) {
 				t.Fatalf("%s (holder %d) altered %v of its query digests: %v %+v", h, hi, f, err, got)
 			}
 		}
@@ -178,12 +184,12 @@ func TestHiddenTampering(t *testing.T) {
 		}
 	}
 	// Decider to entry: any byte of its answer (its fetch's count as in
-	// TestTamperingDecider).
-	size := 4 + len(protocol.Marshal(&protocol.ReplResult{Positions: []uint32{0}, Values: []uint16{0}, Tags: []uint32{0}}))
+	// TestTamperingDecider), its sealed verdict included.
+	size := 4 + len(protocol.Marshal(&protocol.ReplResult{Positions: []uint32{0}, Values: []uint16{0}, Tags: []uint32{0}, Verdict: make([]byte, protocol.VerdictSize)}))
 	for at := range size {
 		f := &flipper{at: at, mask: byte(1 + r.IntN(255))}
 		got, err := outcome(t, c, c.p.DeciderName(), "p1", f, y, 1)
-		if !answerRefused(at, size, honest, got, err) {
+		if !answerRefused(at, size-4-protocol.VerdictSize, honest, got, err) {
 			t.Fatalf("the decider altered %v of its answer: %v %+v", f, err, got)
 		}
 	}
@@ -240,16 +246,16 @@ func TestHiddenSigned(t *testing.T) {
 		t.Fatal(err)
 	}
 	forge := func(key crypto.Signer, name string) *protocol.HiddenIdentify {
-		m := *genuine
+		m := *genuine.HiddenIdentify
 		m.Parts = append([][]byte(nil), genuine.Parts...)
 		if err := protocol.SignProbe(key, name, c.p.ClusterID(), &m); err != nil {
 			t.Fatal(err)
 		}
 		return &m
 	}
-	unsigned := *genuine
+	unsigned := *genuine.HiddenIdentify
 	unsigned.Auth.Sig = nil
-	changed := *genuine
+	changed := *genuine.HiddenIdentify
 	changed.Parts = append([][]byte(nil), genuine.Parts...)
 	changed.Parts[1] = append([]byte(nil), changed.Parts[1]...)
 	changed.Parts[1][40] ^= 1
@@ -263,7 +269,7 @@ func TestHiddenSigned(t *testing.T) {
 			}
 		}
 	}
-	for name, m := range map[string]*protocol.HiddenIdentify{"the device's": genuine, "an operator's": c.mustProbeAs("client", xs[4])} {
+	for name, m := range map[string]*protocol.HiddenIdentify{"the device's": genuine.HiddenIdentify, "an operator's": c.mustProbeAs("client", xs[4])} {
 		resp, err := rpc.Call(ctx(t), d, "p2", m)
 		if err != nil || !resp.(*protocol.IdentifyOK).Accepted || resp.(*protocol.IdentifyOK).Candidates[0].ID != ids[4] {
 			t.Fatalf("%s probe: %v %+v", name, err, resp)
@@ -271,20 +277,24 @@ func TestHiddenSigned(t *testing.T) {
 	}
 }
 
+// refusedHidden reports the device's refusal of a hidden probe whose
+// check failed: the decider's verdict says so, or (a holder altered its
+// component of the verdict key, so the decider sealed it under another
+// key) it does not open.
+func refusedHidden(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), replicated.RefusedHidden) || strings.Contains(err.Error(), protocol.ErrVerdict.Error()))
+}
+
 func (c *cluster) mustProbeAs(name string, y []float32) *protocol.HiddenIdentify {
 	m, err := client.HideProbe(c.p, c.signer(name), name, y, 1)
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	return m
+	return m.HiddenIdentify
 }
 
 func (c *cluster) mustProbe(y []float32) *protocol.HiddenIdentify {
-	m, err := client.HideProbe(c.p, c.signer("device"), "device", y, 1)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	return m
+	return c.mustProbeAs("device", y)
 }
 
 // TestHiddenReplay: a hidden probe runs once. Sent again, through the
@@ -308,7 +318,7 @@ func TestHiddenReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rpc.Call(ctx(t), d, "p1", old); err == nil || !strings.Contains(err.Error(), "clock") {
+	if _, err := rpc.Call(ctx(t), d, "p1", old.HiddenIdentify); err == nil || !strings.Contains(err.Error(), "clock") {
 		t.Fatalf("a probe of long ago: %v", err)
 	}
 }
@@ -495,7 +505,7 @@ func TestHiddenCheckedProducts(t *testing.T) {
 			}
 			// One verdict whichever check failed (issue 44 item 3): the
 			// entry is not told which holder; the decider's metric is.
-			if !refused(err) || !strings.Contains(err.Error(), replicated.RefusedHidden) || strings.Contains(err.Error(), name+" (") {
+			if !refused(err) || !refusedHidden(err) || strings.Contains(err.Error(), name+" (") {
 				t.Fatalf("%s deviates, probe %d through %s: %v; want the one refusal of a hidden probe", name, q, entry, err)
 			}
 			refusals++

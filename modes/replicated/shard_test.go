@@ -236,17 +236,22 @@ func TestShardsHidden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rpc.Call(ctx(t), d, "p2", m); err != nil {
+	resp, err := rpc.Call(ctx(t), d, "p2", m.HiddenIdentify)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rpc.Call(ctx(t), d, "p1", m); err == nil || !strings.Contains(err.Error(), "seen this hidden probe before") {
+	// One verdict a shard, sealed to the device: every one opens.
+	if err := client.CheckVerdicts(sharded.P, m.VerdictKey, resp.(*protocol.IdentifyOK)); err != nil {
+		t.Fatalf("the verdicts of a sharded hidden probe: %v", err)
+	}
+	if _, err := rpc.Call(ctx(t), d, "p1", m.HiddenIdentify); err == nil || !strings.Contains(err.Error(), "seen this hidden probe before") {
 		t.Fatalf("the probe again through another coordinator: %v", err)
 	}
 	other := config.ShardName("p1", 1)
-	if _, err := rpc.Call(ctx(t), d, other, m); err == nil || !strings.Contains(err.Error(), "coordinator") {
+	if _, err := rpc.Call(ctx(t), d, other, m.HiddenIdentify); err == nil || !strings.Contains(err.Error(), "coordinator") {
 		t.Fatalf("a hidden probe at a shard: %v", err)
 	}
-	_, err = rpc.Call(ctx(t), sharded.Dialer("p2"), other, &protocol.ShardHidden{Query: [16]byte{1}, Probe: *m})
+	_, err = rpc.Call(ctx(t), sharded.Dialer("p2"), other, &protocol.ShardHidden{Query: [16]byte{1}, Probe: *m.HiddenIdentify})
 	var pe *protocol.Error
 	if !errors.As(err, &pe) || pe.Code != protocol.CodeForbidden {
 		t.Fatalf("a ShardHidden from another holder: %v", err)
