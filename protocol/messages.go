@@ -72,7 +72,8 @@ var ErrMalformed = wire.ErrMalformed
 // Version 18: a hidden probe's verdict is sealed to the device (its part
 // carries two components of the verdict key, ReplShare.VerdictKeys,
 // ReplResult.Verdict, ShardAnswer.Verdict, IdentifyOK.Verdicts), and a
-// probe whose check failed is answered as one that matched nobody.
+// probe whose check failed is answered to the entry as if it had passed
+// (no candidate where the entry's own product failed its check).
 const Version = 18
 
 // Limits on what a peer or a client may send.

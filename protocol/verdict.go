@@ -16,10 +16,10 @@ import (
 // (ReplShare.VerdictKeys); the decider compares each with the other
 // holder's copy, as it does the query shares, and seals one byte under K:
 // answered, or refused because a check failed. The entry forwards the
-// sealed byte (IdentifyOK.Verdicts) with an answer that, for a refused
-// probe, is the answer of a probe that matched nobody, so a checker at
-// the entry cannot tell its own check's outcome from the answer, and the
-// device still learns that its probe was refused and not rejected.
+// sealed byte (IdentifyOK.Verdicts) with the answer it would have got had
+// every check passed (modes/replicated decideHidden), so a checker at the
+// entry cannot tell its own check's outcome from the answer, and the
+// device still learns that its probe was refused.
 
 // VerdictKeySize is the bytes of one component of a verdict key.
 const VerdictKeySize = 32

@@ -118,7 +118,11 @@ func cmdIdentify(args []string, stdout, stderr io.Writer) error {
 			r, qerr = cl.Identify(ctx, tm.Row(i, nil), o.top)
 			line.Ms = float64(time.Since(t0).Microseconds()) / 1000
 			cancel()
-			if qerr != nil && !isCode(qerr, protocol.CodeBadRequest) { // a server down: the run stops
+			// A server down: the run stops. A query refused by its checks
+			// (CodeInconsistent) is that query's: the run goes on, so that
+			// how a run ends shows nobody which probe was refused (a
+			// hidden probe's verdict is sealed to this client alone).
+			if qerr != nil && !isCode(qerr, protocol.CodeBadRequest) && !isCode(qerr, protocol.CodeInconsistent) {
 				if t.queries() > 0 {
 					fmt.Fprintf(stderr, "idface identify: stopped at query %d; before it %s\n", i, t.summary())
 				}

@@ -130,31 +130,36 @@ func (f *frameTap) take() [][]byte {
 	return out
 }
 
-// TestFailedCheckLooksRejected (issue 44 item 3): a checker at the entry
+// TestFailedCheckLooksPassed (issue 44 item 3): a checker at the entry
 // that biases its check (here p1 alters its check parts on the way to the
 // decider) used to read the outcome from the refusal: a test of one bit of
-// the probe a query. Now the decider answers a probe whose check failed as
-// one that matched nobody and seals the refusal to the device: what the
-// entry receives for a stranger's probe is the same, byte for byte but
-// the sealed verdict, whether its check passed or failed, and the device
-// (which alone opens the verdict) is told the probe was refused. For a
-// probe that matches an enrolled id the entry still sees the difference
-// (an answer against none): the bit that remains, docs/HIDDEN-PROBES.md.
-func TestFailedCheckLooksRejected(t *testing.T) {
+// the probe a query. Now the refusal is sealed to the device, and the
+// entry gets what it would get had the check passed: where only a
+// helper's product failed its check (p1 biased its check of p3), the
+// decision on the vectors as they are. So what p1 receives is the same,
+// byte for byte but the sealed verdict, for a stranger's probe, and the
+// same answer for an enrolled face, whether its check passed or failed,
+// while the device (which alone opens the verdict) is refused. Where the
+// entry's own product failed its check (p2 biased its check of p1), the
+// entry gets no candidate, as for a probe that matched nobody: it is
+// honest then, or it shifted its own product to aim at rows, and must not
+// read a decision on it.
+func TestFailedCheckLooksPassed(t *testing.T) {
 	c, xs, ids := hiddenCluster(t)
 	dec := c.p.DeciderName()
 	results := &frameTap{t: protocol.TReplResult}
 	c.net.SetFault(dec, "p1", memnet.Fault{Corrupt: results.tap})
-	// p1's check parts follow its ReplShare and its vector of 30 rows;
-	// their last byte is of the digest of the vector it checks (p3's).
+	// A holder's check parts follow its ReplShare and its vector of 30
+	// rows; their last byte is of the digest of the vector it checks
+	// (its predecessor's: p1 checks p3's so, p2 checks p1's).
 	bits := c.decP().Bits
-	checkAt := 4 + len(protocol.Marshal(&protocol.ReplShare{})) + 30*bits/8 + protocol.ReplChecksSize(shares.CheckPartSize(c.p.Dim()), bits) - 1
-	probe := func(y []float32, bias bool) (*protocol.IdentifyOK, error, *protocol.ReplResult) {
+	checkEnd := 4 + len(protocol.Marshal(&protocol.ReplShare{})) + 30*bits/8 + protocol.ReplChecksSize(shares.CheckPartSize(c.p.Dim()), bits) - 1
+	probe := func(y []float32, biased string) (*protocol.IdentifyOK, error, *protocol.ReplResult) {
 		t.Helper()
-		if bias {
-			f := &flipper{at: checkAt, mask: 0x10, only: protocol.TReplShare}
-			c.net.SetFault("p1", dec, memnet.Fault{Corrupt: f.corrupt})
-			defer c.net.SetFault("p1", dec, memnet.Fault{})
+		if biased != "" {
+			f := &flipper{at: checkEnd, mask: 0x10, only: protocol.TReplShare}
+			c.net.SetFault(biased, dec, memnet.Fault{Corrupt: f.corrupt})
+			defer c.net.SetFault(biased, dec, memnet.Fault{})
 		}
 		pr, err := client.HideProbe(c.p, c.signer("device"), "device", y, 1)
 		if err != nil {
@@ -162,7 +167,7 @@ func TestFailedCheckLooksRejected(t *testing.T) {
 		}
 		resp, err := rpc.Call(ctx(t), c.dialer("device"), "p1", pr.HiddenIdentify)
 		if err != nil {
-			t.Fatalf("the entry's answer (bias %v): %v", bias, err)
+			t.Fatalf("the entry's answer (%q biased): %v", biased, err)
 		}
 		ok := resp.(*protocol.IdentifyOK)
 		frames := results.take()
@@ -175,11 +180,12 @@ func TestFailedCheckLooksRejected(t *testing.T) {
 		}
 		return ok, client.CheckVerdicts(c.p, pr.VerdictKey, ok), m.(*protocol.ReplResult)
 	}
-	before := c.counter(dec, "idface_repl_refusals_total", "p3")
+	count := func(name string) float64 { return c.counter(dec, "idface_repl_refusals_total", name) }
+	before := count("p3")
 	strangers := templates(6, 99)
 	for i, y := range strangers {
-		honest, herr, hres := probe(y, false)
-		biased, berr, bres := probe(y, true)
+		honest, herr, hres := probe(y, "")
+		biased, berr, bres := probe(y, "p1")
 		if herr != nil || honest.Accepted {
 			t.Fatalf("stranger %d, honest checks: %v %+v", i, herr, honest)
 		}
@@ -195,15 +201,31 @@ func TestFailedCheckLooksRejected(t *testing.T) {
 			t.Fatalf("stranger %d: the entry got %+v (%d-byte verdict) for a failed check, %+v (%d) for a passed one", i, bres, len(bv), hres, len(hv))
 		}
 	}
-	after := c.counter(dec, "idface_repl_refusals_total", "p3")
-	if after-before != float64(len(strangers)) {
-		t.Fatalf("the decider counted %v refusals naming p3 (whose check p1 biased) for %d biased checks", after-before, len(strangers))
+	if got := count("p3") - before; got != float64(len(strangers)) {
+		t.Fatalf("the decider counted %v refusals naming p3 (whose check p1 biased) for %d biased checks", got, len(strangers))
 	}
-	// A probe that matches: the device is refused; the entry sees no
-	// candidate where the honest check gives it the id.
-	honest, herr, _ := probe(xs[2], false)
-	biased, berr, _ := probe(xs[2], true)
-	if herr != nil || !honest.Accepted || honest.Candidates[0].ID != ids[2] || !refusedHidden(berr) || biased.Accepted {
-		t.Fatalf("an enrolled face: honest %v %+v, biased %v %+v", herr, honest, berr, biased)
+	// Enrolled faces: with p1's check of p3 biased, p1 gets the id as
+	// with its check passed, and the device is refused.
+	for _, i := range []int{2, 13, 24} {
+		honest, herr, hres := probe(xs[i], "")
+		biased, berr, bres := probe(xs[i], "p1")
+		if herr != nil || !honest.Accepted || honest.Candidates[0].ID != ids[i] || !refusedHidden(berr) {
+			t.Fatalf("enrolled face %d: honest %v %+v, device with p1 biased %v", i, herr, honest, berr)
+		}
+		// (Bytes differ by the device's signature, whose length varies.)
+		honest.Verdicts, biased.Verdicts, honest.BytesTotal, biased.BytesTotal = nil, nil, 0, 0
+		if string(protocol.Marshal(honest)) != string(protocol.Marshal(biased)) || len(hres.Positions) != len(bres.Positions) || len(hres.Verdict) != len(bres.Verdict) {
+			t.Fatalf("enrolled face %d: the entry answered %+v with its check biased, %+v with it passed", i, biased, honest)
+		}
+	}
+	// p2 biases its check of the entry's product: the honest entry gets
+	// no candidate, the device the refusal.
+	before = count("p1")
+	biased, berr, bres := probe(xs[2], "p2")
+	if !refusedHidden(berr) || biased.Accepted || len(biased.Candidates) != 0 || len(bres.Positions) != 0 {
+		t.Fatalf("p2 biased its check of p1: the entry got %+v (%d positions), the device %v", biased, len(bres.Positions), berr)
+	}
+	if got := count("p1") - before; got != 1 {
+		t.Fatalf("the decider counted %v refusals naming p1", got)
 	}
 }

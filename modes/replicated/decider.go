@@ -3,6 +3,7 @@ package replicated
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -218,7 +219,8 @@ type lackingVec struct {
 	vec, tags []byte
 	fetch     bool
 	keepers   [2]int
-	refused   bool // a hidden probe whose checks failed: answered as one that matched nobody, after the same work
+	refused   bool // a hidden probe whose checks failed: its scores are not observed
+	empty     bool // and the entry's own product among them: answered as a probe that matched nobody, after the same work
 }
 
 // result adds the three vectors, finds the best positions and answers
@@ -260,8 +262,11 @@ func (d *Decider) result(ctx context.Context, q *pending, full [replicated.Holde
 	if err != nil {
 		return nil, err
 	}
+	if lacking.empty {
+		matches = nil
+	}
 	if lacking.refused {
-		matches, live = nil, false
+		live = false
 	}
 	if live { // the best live score, from the same pass as the decision
 		d.stats.Observe(top)
@@ -346,17 +351,29 @@ func (d *Decider) decideHidden(ctx context.Context, q *pending) (*protocol.ReplR
 		comps[k] = mk.VerdictKeys[0]
 	}
 	var failed []string
+	entryFailed := len(pairs) > 0
 	if len(pairs) == 0 {
-		failed = d.checkProducts(q, full)
+		var holders []int
+		failed, holders = d.checkProducts(q, full)
+		entryFailed = slices.Contains(holders, q.Entry)
 	}
 	refused := len(pairs) > 0 || len(failed) > 0
 	if refused {
 		// One verdict, whichever check failed, and one the entry does not
-		// see (issue 44 item 3): the entry and the helpers, two of them
-		// checkers of each holder, get what a probe that matched nobody
-		// gets (the entry an answer with no candidate, the helpers the
-		// same fetch of tags), and the device the refusal, sealed under
-		// its key. The operator learns which check failed from the log and
+		// see (issue 44 item 3): the device gets the refusal, sealed under
+		// its key, and the entry and the helpers, two of them checkers of
+		// each holder, what they would get had every check passed. Where
+		// only a helper's product failed its check (that helper shifted
+		// it, and the entry is honest; or a checker biased its check, and
+		// every vector is honest), the entry gets the decision on the
+		// vectors as they are, the same answer as with its check passed, so
+		// a checker at the entry reads nothing from biasing its checks of
+		// the helpers. Where the entry's own product failed (it shifted
+		// it, to aim at rows; or a helper biased its check of it, and the
+		// entry is honest), the entry gets what a probe that matched nobody
+		// gets: no decision on a vector it may have aimed. The helpers see
+		// no answer, and the same fetch of tags either way. The operator
+		// learns which check failed from the log and
 		// idface_repl_refusals_total.
 		if len(pairs) > 0 {
 			for _, p := range pairs {
@@ -371,7 +388,7 @@ func (d *Decider) decideHidden(ctx context.Context, q *pending) (*protocol.ReplR
 			d.env.Log.Warn("a holder's product share of a hidden probe failed its check; refused", "holders", strings.Join(failed, ","))
 		}
 	}
-	res, err := d.result(ctx, q, full, false, lackingVec{vec: full[a], fetch: true, keepers: [2]int{a, b}, refused: refused})
+	res, err := d.result(ctx, q, full, false, lackingVec{vec: full[a], fetch: true, keepers: [2]int{a, b}, refused: refused, empty: entryFailed})
 	if err != nil {
 		return nil, err
 	}
@@ -391,11 +408,10 @@ func decideVecs[E additive.Elem](topK, thr int, full [replicated.Holders][]byte)
 // (checked.go): holder i's vector against the digest its successor
 // checked, and the two verifiers' parts, which give 0 in every round only
 // if holder i computed its share honestly. It names each holder whose
-// check failed, with its verifiers.
-func (d *Decider) checkProducts(q *pending, full [replicated.Holders][]byte) []string {
+// check failed, with its verifiers, and gives their indices.
+func (d *Decider) checkProducts(q *pending, full [replicated.Holders][]byte) (failed []string, holders []int) {
 	dim := d.p.Dim()
 	part := replicated.CheckPartSize(dim)
-	var failed []string
 	for i := range replicated.Holders {
 		lo, _, _, err1 := protocol.SplitReplChecks(q.Parts[(i+2)%replicated.Holders].check, part, d.p.Bits)
 		_, hi, hg, err2 := protocol.SplitReplChecks(q.Parts[(i+1)%replicated.Holders].check, part, d.p.Bits)
@@ -411,7 +427,8 @@ func (d *Decider) checkProducts(q *pending, full [replicated.Holders][]byte) []s
 		}
 		if !ok {
 			failed = append(failed, fmt.Sprintf("%s (checked by %s and %s)", d.p.Party(i).Name, d.p.Party((i+2)%replicated.Holders).Name, d.p.Party((i+1)%replicated.Holders).Name))
+			holders = append(holders, i)
 		}
 	}
-	return failed
+	return failed, holders
 }
