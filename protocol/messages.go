@@ -70,10 +70,13 @@ var ErrMalformed = wire.ErrMalformed
 // Version 17: HealthOK carries the degraded limit an operator is shown
 // (DegradedLimit).
 // Version 18: a hidden probe's verdict is sealed to the device (its part
-// carries two components of the verdict key, ReplShare.VerdictKeys,
+// carries two components of the verdict key, ReplShare.VerdictKeys and
+// SigmaDigest,
 // ReplResult.Verdict, ShardAnswer.Verdict, IdentifyOK.Verdicts), and a
 // probe whose check failed is answered to the entry as if it had passed
-// (no candidate where the entry's own product failed its check).
+// (no candidate where the entry's own product failed its check); a commit
+// carries its origin's proof for the third party (Decide.Proof), without
+// which the third takes no relayed commit.
 const Version = 18
 
 // Limits on what a peer or a client may send.

@@ -1,6 +1,8 @@
 package protocol
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
 	"fmt"
 
 	"github.com/idface/idface/internal/codec/wire"
@@ -257,10 +259,17 @@ func (m *Vote) unmarshal(d *wire.Dec) {
 
 // Decide is phase two: commit or abort a prepared transaction. Parties
 // answer DecideOK whether or not they still hold it (idempotent).
+//
+// Proof: in a cluster whose parties relay each other's changes (three
+// holders, engine/rowtxn/relay.go), a commit the origin sends to one
+// party carries the origin's proof of it for the third party, to whom
+// that party may relay it (CommitProof); the third takes a relayed commit
+// only with it, so a relayer cannot commit a change its origin aborted.
 type Decide struct {
 	Txn    TxnID
 	Origin uint8
 	Commit bool
+	Proof  [32]byte
 }
 
 func (m *Decide) Type() Type { return TDecide }
@@ -268,11 +277,29 @@ func (m *Decide) marshal(e *wire.Enc) {
 	e.Raw(m.Txn[:])
 	e.U8(m.Origin)
 	e.Bool(m.Commit)
+	e.Raw(m.Proof[:])
 }
 func (m *Decide) unmarshal(d *wire.Dec) {
 	copy(m.Txn[:], d.Take(16))
 	m.Origin = d.U8()
 	m.Commit = d.Bool()
+	d.Fixed(m.Proof[:])
+}
+
+// CommitProof is origin's proof that it committed txn, for party to: an
+// HMAC-SHA256, under the key the origin and that party share, of the
+// cluster, the transaction, the origin and the party. Only the origin (and
+// the party itself) can make it, so a party that relays a commit to it
+// cannot make one up.
+func CommitProof(pairKey [32]byte, cluster [16]byte, txn TxnID, origin, to uint8) [32]byte {
+	m := hmac.New(sha256.New, pairKey[:])
+	m.Write([]byte("idface relayed commit v1\x00"))
+	m.Write(cluster[:])
+	m.Write(txn[:])
+	m.Write([]byte{origin, to})
+	var p [32]byte
+	m.Sum(p[:0])
+	return p
 }
 
 // DecideOK acknowledges a Decide.

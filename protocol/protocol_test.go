@@ -48,7 +48,7 @@ func samples() []Msg {
 		&TagAnswers{List: []byte{1, 2, 3}, Rows: [][]byte{{1, 2, 3, 4}, {5, 6, 7, 8}}},
 		&TagAnswers{ListDigest: [32]byte{7}, Rows: [][]byte{{1, 2, 3, 4}}},
 		&Vote{Txn: TxnID{1, 2}},
-		&Decide{Txn: TxnID{3}, Origin: 2, Commit: true},
+		&Decide{Txn: TxnID{3}, Origin: 2, Commit: true, Proof: [32]byte{9, 8}},
 		&DecideOK{},
 		&Working{},
 		&Query{Dim: 128, Beta: 2, Plus: []uint64{1, 0}, Minus: []uint64{0, 1}, Digest: Digest{{}, {Rows: 1}}, BlockWords: 1024},
@@ -85,7 +85,7 @@ func samples() []Msg {
 		&HiddenVector{Query: [16]byte{1, 2}, Rows: 300, Bits: 16},
 		&HiddenVector{Query: [16]byte{3}, Bits: 8, None: true, Why: "p2: its part does not open"},
 		&HiddenVectorOK{},
-		&ReplShare{Query: [16]byte{4}, Rows: 10, Bits: 8, TopK: 1, Entry: 1, Hidden: true, QueryDigests: [2][32]byte{{1}, {2}}, VerdictKeys: [2][32]byte{{3}, {4}}},
+		&ReplShare{Query: [16]byte{4}, Rows: 10, Bits: 8, TopK: 1, Entry: 1, Hidden: true, QueryDigests: [2][32]byte{{1}, {2}}, VerdictKeys: [2][32]byte{{3}, {4}}, SigmaDigest: [32]byte{5}},
 		&ReplResult{Positions: []uint32{5}, Values: []uint16{1}, Tags: []uint32{2}, Fetched: 7},
 		&ReplResult{Fetched: 7, Verdict: SealVerdict([32]byte{1}, 0, true)},
 		&IdentifyOK{ScoresHidden: true, Verdicts: [][]byte{SealVerdict([32]byte{2}, 0, false), SealVerdict([32]byte{2}, 1, false)}},
@@ -167,7 +167,7 @@ func TestRejects(t *testing.T) {
 		}
 	}
 	bad := Marshal(&Decide{})
-	bad[len(bad)-1] = 7
+	bad[len(bad)-1-32] = 7 // Commit, before the proof
 	if _, err := Decode(bad); err == nil {
 		t.Error("boolean 7 accepted")
 	}

@@ -1,6 +1,10 @@
 package protocol
 
-import "github.com/idface/idface/internal/codec/wire"
+import (
+	"crypto/sha256"
+
+	"github.com/idface/idface/internal/codec/wire"
+)
 
 // Replicated blind mode (docs/REPLICATED-NOTES.md): three share holders
 // with 2-of-3 replicated shares and a decider. The entry sends every
@@ -70,6 +74,11 @@ type ReplShare struct {
 	// (k and k+1) of the device's verdict key (verdict.go), which the
 	// decider compares with the other holders' as it does QueryDigests.
 	VerdictKeys [2][VerdictKeySize]byte
+	// SigmaDigest: in a hidden-probe query, the digest of the sigma the
+	// holder permuted with (SigmaDigest), which the decider compares across
+	// the three: an entry that gave its helpers different sigmas could
+	// otherwise make its own shifted product pass its checks.
+	SigmaDigest [DigestSize]byte
 }
 
 func (m *ReplShare) Type() Type { return TReplShare }
@@ -88,6 +97,7 @@ func (m *ReplShare) marshal(e *wire.Enc) {
 	e.Raw(m.QueryDigests[1][:])
 	e.Raw(m.VerdictKeys[0][:])
 	e.Raw(m.VerdictKeys[1][:])
+	e.Raw(m.SigmaDigest[:])
 }
 func (m *ReplShare) unmarshal(d *wire.Dec) {
 	d.Fixed(m.Query[:])
@@ -98,18 +108,30 @@ func (m *ReplShare) unmarshal(d *wire.Dec) {
 	d.Fixed(m.QueryDigests[1][:])
 	d.Fixed(m.VerdictKeys[0][:])
 	d.Fixed(m.VerdictKeys[1][:])
+	d.Fixed(m.SigmaDigest[:])
 	if d.Err == nil && m.Hidden && (m.Next || m.Down != 0 || m.Tags) {
 		d.Fail("a hidden-probe share with a next vector, a holder down or tags")
 	}
 	if d.Err == nil && m.Tags && m.Down == 0 {
 		d.Fail("tags in a share of a query with every holder up (the decider asks for its answer's)")
 	}
-	if d.Err == nil && !m.Hidden && (m.QueryDigests != [2][DigestSize]byte{} || m.VerdictKeys != [2][VerdictKeySize]byte{}) {
-		d.Fail("query digests or verdict keys in a share of a visible probe")
+	if d.Err == nil && !m.Hidden && (m.QueryDigests != [2][DigestSize]byte{} || m.VerdictKeys != [2][VerdictKeySize]byte{} || m.SigmaDigest != [DigestSize]byte{}) {
+		d.Fail("query digests, verdict keys or a sigma digest in a share of a visible probe")
 	}
 	if d.Err == nil && (m.Bits != 8 && m.Bits != 16 || m.Rows > MaxRows || m.TopK > MaxTopK || m.Entry > 2 || m.Down > 3 || m.Down == m.Entry+1) {
 		d.Fail("score shares of %d rows of %d bits, top %d, entry %d, down %d", m.Rows, m.Bits, m.TopK, m.Entry, m.Down)
 	}
+}
+
+// SigmaDigest is the digest of the sigma of query qid (ReplShare.SigmaDigest).
+func SigmaDigest(qid [16]byte, sigma [32]byte) [DigestSize]byte {
+	h := sha256.New()
+	h.Write([]byte("idface hidden-probe sigma v1\x00"))
+	h.Write(qid[:])
+	h.Write(sigma[:])
+	var d [DigestSize]byte
+	h.Sum(d[:0])
+	return d
 }
 
 // ReplResult is the decider's answer to the entry: as DecideResult, and

@@ -321,8 +321,8 @@ func (c *Core[S]) Start(log engine.Log) error {
 		}
 		c.prior = protocol.Decide{Txn: own.Txn, Origin: uint8(c.self), Commit: r.lastOwnDecided && r.lastOwnCommit}
 		for _, name := range c.Peers() {
-			d := c.prior // the outbox keeps its own
-			c.outbox.Add(name, &d)
+			d := c.prior // the outbox keeps its own, with its proof for the third
+			c.outbox.Add(name, c.decideFor(&d, c.p.PartyIndex(name)))
 		}
 	}
 	c.st.lock()
@@ -692,14 +692,15 @@ func (c *Core[S]) conclude(ctx context.Context, t *txnRound) *protocol.Error {
 	if perr := c.decide(d); perr != nil {
 		return perr
 	}
-	for i, err := range engine.Broadcast(ctx, c.env.Net, t.peers, func(int) protocol.Msg { return d }, engine.Expect(protocol.TDecideOK)) {
+	to := func(i int) *protocol.Decide { return c.decideFor(d, c.p.PartyIndex(t.peers[i])) }
+	for i, err := range engine.Broadcast(ctx, c.env.Net, t.peers, func(i int) protocol.Msg { return to(i) }, engine.Expect(protocol.TDecideOK)) {
 		if err != nil {
-			c.outbox.Add(t.peers[i], d)
+			c.outbox.Add(t.peers[i], to(i))
 		}
 	}
 	if d.Commit && t.downAt >= 0 {
 		c.outbox.Add(t.down, t.message(t.downAt))
-		c.outbox.Add(t.down, d)
+		c.outbox.Add(t.down, c.decideFor(d, t.downAt))
 		c.env.Log.Warn("committed without a party that cannot be reached; its part is kept until it is back", "party", t.down)
 	}
 	if t.first != nil {

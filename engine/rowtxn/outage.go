@@ -169,8 +169,14 @@ func (c *Core[S]) requeueHeld(r *replayState) error {
 			}
 			continue
 		}
+		d := &protocol.Decide{Txn: h.txn, Origin: uint8(origin), Commit: true}
+		if origin == c.self {
+			d = c.decideFor(d, h.party)
+		} else if kept, ok := c.relay.committed(h.txn, uint8(origin)); ok {
+			d = kept // a relay: with the origin's proof for the party, kept with the decision
+		}
 		c.outbox.Add(name, h.msg)
-		c.outbox.Add(name, &protocol.Decide{Txn: h.txn, Origin: uint8(origin), Commit: true})
+		c.outbox.Add(name, d)
 		c.held[heldKey{name, h.txn}] = h.tail
 	}
 	return nil

@@ -196,6 +196,9 @@ func encodeDecide(d *protocol.Decide) store.Record {
 	e.Raw(d.Txn[:])
 	e.U8(d.Origin)
 	e.Bool(d.Commit)
+	if d.Proof != [32]byte{} {
+		e.Raw(d.Proof[:]) // the origin's proof for the third, to relay it after a restart
+	}
 	return store.Record{Type: recDecide, Sealed: e.B}
 }
 
@@ -204,6 +207,9 @@ func decodeDecide(en store.Entry) (*protocol.Decide, error) {
 	m := &protocol.Decide{}
 	d.Fixed(m.Txn[:])
 	m.Origin, m.Commit = d.U8(), d.Bool()
+	if len(d.B) == len(m.Proof) { // a record without it: an abort, the origin's own, or a build before proofs
+		d.Fixed(m.Proof[:])
+	}
 	if err := d.Done(); err != nil {
 		return nil, fmt.Errorf("decide record: %w", err)
 	}

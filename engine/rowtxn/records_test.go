@@ -42,6 +42,7 @@ func sampleRecords() []store.Record {
 			{Kind: protocol.OpPut, Seq: 0, ID: "seeded", Seeded: true, Share: make([]byte, 32)}}}),
 		encodeDecide(&protocol.Decide{Txn: protocol.TxnID{3}, Origin: 2, Commit: true}),
 		encodeDecide(&protocol.Decide{Txn: protocol.TxnID{4}, Origin: 0, Commit: false}),
+		encodeDecide(&protocol.Decide{Txn: protocol.TxnID{6}, Origin: 1, Commit: true, Proof: [32]byte{0xaa, 0xbb, 31: 0xcc}}),
 	}
 }
 
@@ -78,8 +79,8 @@ func TestRecordV1Decodes(t *testing.T) {
 		}
 		n++
 	}
-	if n != len(want) {
-		t.Fatalf("%d records in the v1 file, %d samples", n, len(want))
+	if n != 5 { // the samples of its time: the first five (no decide kept with a proof)
+		t.Fatalf("%d records in the v1 file, want 5", n)
 	}
 }
 
@@ -113,8 +114,18 @@ func TestRecordRoundTrip(t *testing.T) {
 		t.Fatal("a short tail was accepted")
 	}
 	d, err := decodeDecide(store.Entry{Record: recs[3]})
-	if err != nil || !d.Commit || d.Origin != 2 {
+	if err != nil || !d.Commit || d.Origin != 2 || d.Proof != [32]byte{} {
 		t.Fatalf("%+v %v", d, err)
+	}
+	// A commit kept with its origin's proof for the third reads back with
+	// it (a relay after a restart); a record of another length is refused.
+	d, err = decodeDecide(store.Entry{Record: recs[5]})
+	if err != nil || !d.Commit || d.Origin != 1 || d.Proof != [32]byte{0xaa, 0xbb, 31: 0xcc} {
+		t.Fatalf("%+v %v", d, err)
+	}
+	short := store.Record{Type: recDecide, Sealed: recs[5].Sealed[:len(recs[5].Sealed)-1]}
+	if _, err := decodeDecide(store.Entry{Record: short}); err == nil {
+		t.Fatal("a decide record with a cut proof was read")
 	}
 }
 

@@ -2,6 +2,7 @@ package rowtxn
 
 import (
 	"context"
+	"crypto/hmac"
 	"sync"
 	"time"
 
@@ -42,11 +43,12 @@ import (
 //
 // The third takes a relayed prepare as the origin's (it checks the
 // operator's signature over the parts' hashes, and opens its part), and a
-// relayed commit of a transaction it has prepared. A relayer cannot make
-// up a change (the operator signed it) or take one back (aborts are the
-// origin's); one that relays a commit of a change the origin aborted makes
-// the holders' rows differ, which refuses queries, as any deviating
-// holder can (docs/REPLICATED-NOTES.md, "Catch-up from either peer").
+// relayed commit of a transaction it has prepared, with the origin's
+// proof of it for the third (protocol.CommitProof, which the origin sends
+// with each commit and the relayer keeps with its decision). A relayer
+// cannot make up a change (the operator signed it), take one back (aborts
+// are the origin's) or commit one the origin aborted (no proof)
+// (docs/REPLICATED-NOTES.md, "Catch-up from either peer").
 
 // noteWait bounds how long a party waits for the third's note before it
 // keeps the third's part itself: the third prepares the same change at
@@ -73,10 +75,12 @@ type relays struct {
 	decidedAt []protocol.TxnID
 }
 
-// decision is how a transaction of origin was decided here.
+// decision is how a transaction of origin was decided here, with the
+// origin's proof of a commit for the third party (protocol.CommitProof).
 type decision struct {
 	origin uint8
 	commit bool
+	proof  [32]byte
 }
 
 type relay struct {
@@ -116,7 +120,7 @@ func (r *relays) remember(d *protocol.Decide) {
 	if _, ok := r.decided[d.Txn]; ok {
 		return
 	}
-	r.decided[d.Txn] = decision{d.Origin, d.Commit}
+	r.decided[d.Txn] = decision{d.Origin, d.Commit, d.Proof}
 	r.decidedAt = append(r.decidedAt, d.Txn)
 	if len(r.decidedAt) > decideKeep {
 		delete(r.decided, r.decidedAt[0])
@@ -124,13 +128,16 @@ func (r *relays) remember(d *protocol.Decide) {
 	}
 }
 
-// hasCommitted reports whether txn of origin committed here (within the
-// last decideKeep decisions).
-func (r *relays) hasCommitted(txn protocol.TxnID, origin uint8) bool {
+// committed is the commit of txn of origin here (within the last
+// decideKeep decisions), with the origin's proof for the third party.
+func (r *relays) committed(txn protocol.TxnID, origin uint8) (*protocol.Decide, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	d, ok := r.decided[txn]
-	return ok && d.commit && d.origin == origin
+	if !ok || !d.commit || d.origin != origin {
+		return nil, false
+	}
+	return &protocol.Decide{Txn: txn, Origin: origin, Commit: true, Proof: d.proof}, true
 }
 
 // note returns the channel closed by key's note, making it if need be.
@@ -168,8 +175,8 @@ func (c *Core[S]) OnPrepared(_ context.Context, r engine.Request) protocol.Msg {
 		return protocol.Errorf(protocol.CodeForbidden, "%s is not the third party of a transaction of origin %d here", r.From.Name, m.Origin)
 	}
 	c.relay.heard(noteKey{m.Origin, m.Txn})
-	if c.relay.hasCommitted(m.Txn, m.Origin) { // a pull, or a note from a party that was down
-		return &protocol.Decide{Txn: m.Txn, Origin: m.Origin, Commit: true}
+	if d, ok := c.relay.committed(m.Txn, m.Origin); ok { // a pull, or a note from a party that was down
+		return d
 	}
 	c.st.mu.RLock()
 	t, has := c.st.pending[m.Txn]
@@ -327,7 +334,36 @@ func (c *Core[S]) relayDecided(d *protocol.Decide) {
 	if r.msg != nil {
 		c.outbox.Relay(r.to, r.msg)
 	}
-	c.outbox.Relay(r.to, &protocol.Decide{Txn: d.Txn, Origin: d.Origin, Commit: true})
+	c.outbox.Relay(r.to, &protocol.Decide{Txn: d.Txn, Origin: d.Origin, Commit: true, Proof: d.Proof})
+}
+
+// decideFor is the origin's decision d as sent to party to: a commit
+// carries the origin's proof of it for the third party, to whom to may
+// relay it. Without the key it shares with the third, the origin sends
+// no proof, and the third takes the commit from it alone.
+func (c *Core[S]) decideFor(d *protocol.Decide, to int) *protocol.Decide {
+	if !c.relaying() || !d.Commit || to == c.self || to < 0 || to >= c.p.Mu() {
+		return d
+	}
+	third := 3 - c.self - to
+	key, ok := c.env.PairKeys[c.p.Party(third).Name]
+	if !ok {
+		return d
+	}
+	out := *d
+	out.Proof = protocol.CommitProof(key, c.p.ClusterID(), d.Txn, d.Origin, uint8(third))
+	return &out
+}
+
+// provenCommit reports whether m, a commit relayed by the third party,
+// carries its origin's proof for this party.
+func (c *Core[S]) provenCommit(m *protocol.Decide) bool {
+	key, ok := c.env.PairKeys[c.p.Party(int(m.Origin)).Name]
+	if !ok {
+		return false
+	}
+	want := protocol.CommitProof(key, c.p.ClusterID(), m.Txn, m.Origin, uint8(c.self))
+	return hmac.Equal(want[:], m.Proof[:])
 }
 
 // relayedFrom reports whether a message about a transaction of origin
@@ -359,8 +395,10 @@ func (c *Core[S]) prepareRelayed(ctx context.Context, m *protocol.Prepare, seale
 }
 
 // decideRelayed is a commit relayed by the third party: applied when the
-// transaction is pending here, else nothing (a relay is never taken for
-// an early decision: the third relays only what it saw committed).
+// transaction is pending here and the commit carries its origin's proof
+// for this party (a third cannot relay a commit of a change its origin
+// aborted), else nothing (a relay is never taken for an early decision:
+// the third relays only what it saw committed).
 func (c *Core[S]) decideRelayed(m *protocol.Decide) protocol.Msg {
 	c.st.mu.RLock()
 	t, ok := c.st.pending[m.Txn]
@@ -370,6 +408,11 @@ func (c *Core[S]) decideRelayed(m *protocol.Decide) protocol.Msg {
 	}
 	if t.prep.Origin != m.Origin {
 		return protocol.Errorf(protocol.CodeForbidden, "only the origin decides its transaction")
+	}
+	if !c.provenCommit(m) {
+		third := c.p.Party(c.third(int(m.Origin))).Name
+		c.env.Log.Warn("a relayed commit without its origin's proof; not taken", "origin", c.p.Party(int(m.Origin)).Name, "relayer", third)
+		return protocol.Errorf(protocol.CodeForbidden, "%s: the commit relayed by %s does not carry its origin's proof (a relayer cannot commit a change its origin did not; an older build sends none): wait for the origin", c.env.Self, third)
 	}
 	if err := c.decide(m); err != nil {
 		return err

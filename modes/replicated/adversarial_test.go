@@ -72,7 +72,7 @@ func TestTamperingHolder(t *testing.T) {
 		t.Fatalf("honest query: %v %+v", err, honest)
 	}
 	hdr := 4 + len(protocol.Marshal(&protocol.ReplShare{}))
-	tail := 2 + 1 + 2*protocol.DigestSize + 2*protocol.VerdictKeySize // Down, Next, Hidden, the query digests and verdict keys follow the digest
+	tail := 2 + 1 + 3*protocol.DigestSize + 2*protocol.VerdictKeySize // Down, Next, Hidden, the query digests, verdict keys and sigma digest follow the digest
 	digestAt := hdr - tail - protocol.DigestSize
 	rows := 30
 	r := rand.New(rand.NewPCG(8, 9))

@@ -229,3 +229,39 @@ func TestFailedCheckLooksPassed(t *testing.T) {
 		t.Fatalf("the decider counted %v refusals naming p1", got)
 	}
 }
+
+// TestHiddenSigmaBound (review of 152aec2): an entry that gives its two
+// helpers different sigmas (here p1's HiddenQuery to p3 has one byte of
+// sigma changed) could make the helpers check its product under two
+// permutations, shift its own product so that its checks pass, and be
+// answered a decision on it, since only the helpers' products failed. Now
+// every holder sends the decider the digest of the sigma it permuted
+// with, and the decider refuses the probe as it does different query
+// shares: the entry gets no candidate, the device the refusal, and the
+// pair is counted.
+func TestHiddenSigmaBound(t *testing.T) {
+	c, xs, ids := hiddenCluster(t)
+	dec := c.p.DeciderName()
+	hq := 4 + len(protocol.Marshal(&protocol.HiddenQuery{Digest: protocol.Digest{{}, {}, {}}}))
+	before := c.counter(dec, "idface_repl_refusals_total", "p2/p3")
+	for _, i := range []int{2, 13} {
+		f := &flipper{at: hq + 16 + 5, mask: 0x20, only: protocol.THiddenQuery} // a byte of the item's sigma
+		c.net.SetFault("p1", "p3", memnet.Fault{Corrupt: f.corrupt})
+		pr, err := client.HideProbe(c.p, c.signer("device"), "device", xs[i], 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := rpc.Call(ctx(t), c.dialer("device"), "p1", pr.HiddenIdentify)
+		c.net.SetFault("p1", "p3", memnet.Fault{})
+		if err != nil {
+			t.Fatalf("face %d, sigmas split: %v", i, err)
+		}
+		ok := resp.(*protocol.IdentifyOK)
+		if ok.Accepted || len(ok.Candidates) != 0 || !refusedHidden(client.CheckVerdicts(c.p, pr.VerdictKey, ok)) {
+			t.Fatalf("face %d (%s), sigmas split: the entry got %+v; want no candidate, and the device refused", i, ids[i], ok)
+		}
+	}
+	if got := c.counter(dec, "idface_repl_refusals_total", "p2/p3") - before; got != 2 {
+		t.Fatalf("the decider counted %v refusals of the pair p2/p3 for 2 probes with sigmas split", got)
+	}
+}

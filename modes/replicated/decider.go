@@ -345,7 +345,10 @@ func (d *Decider) decideHidden(ctx context.Context, q *pending) (*protocol.ReplR
 	for k := range replicated.Holders {
 		next := (k + 1) % replicated.Holders // holds share k+1 and component k+1 as its own
 		mk, mn := q.Parts[k].msg, q.Parts[next].msg
-		if mk.QueryDigests[1] != mn.QueryDigests[0] || mk.VerdictKeys[1] != mn.VerdictKeys[0] {
+		// The same sigma at all three (else an entry that gave its
+		// helpers different ones could pass its own shifted product:
+		// review of 152aec2).
+		if mk.QueryDigests[1] != mn.QueryDigests[0] || mk.VerdictKeys[1] != mn.VerdictKeys[0] || mk.SigmaDigest != mn.SigmaDigest {
 			pairs = append(pairs, pairLabel(d.p, k, next))
 		}
 		comps[k] = mk.VerdictKeys[0]
@@ -379,7 +382,7 @@ func (d *Decider) decideHidden(ctx context.Context, q *pending) (*protocol.ReplR
 			for _, p := range pairs {
 				d.refused.WithLabelValues(p).Inc()
 			}
-			d.env.Log.Warn("holders scored a hidden probe with different query shares or verdict keys; refused", "pairs", strings.Join(pairs, ","))
+			d.env.Log.Warn("holders scored a hidden probe with different query shares, verdict keys or sigmas; refused", "pairs", strings.Join(pairs, ","))
 		}
 		for _, f := range failed {
 			d.refused.WithLabelValues(strings.Fields(f)[0]).Inc() // the holder

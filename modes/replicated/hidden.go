@@ -50,6 +50,7 @@ type probe[E additive.Elem] struct {
 	digests [2][protocol.DigestSize]byte
 	context [32]byte
 	verdict [2][protocol.VerdictKeySize]byte // this holder's components of the device's verdict key, for the decider
+	sigma   [protocol.DigestSize]byte        // the digest of the sigma it is permuted with, for the decider
 }
 
 // openProbe checks the device's signature of a hidden probe (request
@@ -281,7 +282,7 @@ type sentHidden[E additive.Elem] struct {
 // tagKey (the two helpers' key) for the decider's fetch.
 func (h *Holder[E]) sendHidden(ctx context.Context, qid [16]byte, vec *vectors[E], pr *probe[E], entry, topK int, tagKey *[32]byte) (sentHidden[E], error) {
 	m := &protocol.ReplShare{Query: qid, Rows: uint32(vec.Rows()), Bits: uint8(h.p.Bits), TopK: uint16(topK), Entry: uint8(entry),
-		Hidden: true, QueryDigests: pr.digests, VerdictKeys: pr.verdict}
+		Hidden: true, QueryDigests: pr.digests, VerdictKeys: pr.verdict, SigmaDigest: pr.sigma}
 	// The checks of the products (checked.go): this holder's vector to
 	// its successor, its predecessor's here, and both parts to the
 	// decider with the vector.
@@ -407,6 +408,7 @@ func (h *Holder[E]) runHiddenProbe(ctx context.Context, m *protocol.HiddenIdenti
 	if perr != nil {
 		return perr
 	}
+	pr.sigma = protocol.SigmaDigest(job.qid, job.sigma)
 	job.pr = pr
 	done, err := h.hidden.Do(ctx, job) // the batch clears the probe
 	if err != nil {
@@ -591,6 +593,7 @@ func (h *Holder[E]) serveHidden(ctx context.Context, r engine.Request) protocol.
 			continue
 		}
 		sigma := additive.Seed(it.Sigma)
+		pr.sigma = protocol.SigmaDigest(it.Query, it.Sigma)
 		prs, sigmas, qids, at = append(prs, pr), append(sigmas, &sigma), append(qids, it.Query), append(at, q)
 	}
 	if len(prs) == 0 {

@@ -155,12 +155,12 @@ func TestHiddenTampering(t *testing.T) {
 			}
 		}
 	}
-	// Holder to decider: the query digests and the verdict key's
-	// components end the ReplShare header.
+	// Holder to decider: the query digests, the verdict key's components
+	// and the sigma's digest end the ReplShare header.
 	hdr := 4 + len(protocol.Marshal(&protocol.ReplShare{}))
 	for hi, h := range []string{"p1", "p2", "p3"} {
 		for range 6 {
-			tail := 2 * (protocol.DigestSize + protocol.VerdictKeySize)
+			tail := 3*protocol.DigestSize + 2*protocol.VerdictKeySize
 			at := hdr - tail + r.IntN(tail)
 			f := &flipper{at: at, mask: byte(1 + r.IntN(255))}
 			got, err := outcome(t, c, h, c.p.DeciderName(), f, y, 1)

@@ -158,7 +158,7 @@ func TestRefusedVoteNotCommitted(t *testing.T) {
 			}
 		}
 		// a deviating p1 does not tell p3 that it aborted
-		if b, ok := frameMsg(p, protocol.TDecide); ok && len(b) == 2+16+1+1 && b[len(b)-1] == 0 {
+		if b, ok := frameMsg(p, protocol.TDecide); ok && len(b) == 2+16+1+1+32 && b[2+16+1] == 0 {
 			b[1] = 0xEE
 		}
 	}})
@@ -327,7 +327,7 @@ func TestWithheldReshareNotCommitted(t *testing.T) {
 			default:
 			}
 		}
-		if b, ok := frameMsg(p, protocol.TDecide); ok && len(b) == 2+16+1+1 && b[len(b)-1] == 0 {
+		if b, ok := frameMsg(p, protocol.TDecide); ok && len(b) == 2+16+1+1+32 && b[2+16+1] == 0 {
 			b[1] = 0xEE // p1 hides its abort from p3
 		}
 	}})

@@ -3,6 +3,7 @@ package replicated_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/idface/idface/harness/inproc"
 	"github.com/idface/idface/network/memnet"
 	"github.com/idface/idface/protocol"
+	"github.com/idface/idface/protocol/rpc"
 )
 
 // withhold garbles every message of the given types that from sends to
@@ -136,15 +138,7 @@ func TestDecisionPulledFromThird(t *testing.T) {
 	if err := c.Client("client", "p1").Enroll(ctx(t), items(xs[3:5], "late")); err != nil {
 		t.Fatalf("enroll while p1 and p3 withhold decisions from p2: %v", err)
 	}
-	inDoubt := func(name string) uint32 {
-		cctx, cancel := context.WithTimeout(ctx(t), 5*time.Second)
-		defer cancel()
-		h, err := c.Client("client", "").Health(cctx, name)
-		if err != nil {
-			return 1 << 31
-		}
-		return h.InDoubt
-	}
+	inDoubt := func(name string) uint32 { return inDoubt(t, c, name) }
 	p3Rows := func() uint32 { // p3's rows of origin p1, as p1 sees its row map
 		g, err := c.RowMap("p3", "p1")
 		if err != nil || len(g) == 0 {
@@ -172,4 +166,83 @@ func TestDecisionPulledFromThird(t *testing.T) {
 		}
 	}
 	t.Logf("p2 took the commit from p3 %v after p3 restarted", time.Since(start).Round(time.Millisecond))
+}
+
+// inDoubt is the number of transactions server name has prepared and not
+// seen decided (1<<31 when it does not answer).
+func inDoubt(t *testing.T, c *inproc.Cluster, name string) uint32 {
+	cctx, cancel := context.WithTimeout(ctx(t), 5*time.Second)
+	defer cancel()
+	h, err := c.Client("client", "").Health(cctx, name)
+	if err != nil {
+		return 1 << 31
+	}
+	return h.InDoubt
+}
+
+// TestRelayedCommitNeedsProof (issue 44 item 2(c)): p3, the third party
+// of p1's enrollment, relays to p2 a commit p1 never sent it (p1 withholds
+// its decision from p2, and p3's own relay of it is held back). A relayed
+// commit used to be taken on the relayer's word, so a deviating third
+// could commit at p2 a change its origin had aborted. Now p2 takes one
+// only with p1's proof for p2 (protocol.CommitProof, a MAC under the key
+// p1 and p2 share, which p1 sends p3 with its commit): without it, or with
+// a forged one, it is refused and nothing is applied; p3's honest relay,
+// once let through, carries the proof and is taken.
+func TestRelayedCommitNeedsProof(t *testing.T) {
+	c := inproc.Start(t, literal(config.Literal{Beta: 21, RevealScores: true}))
+	xs := templates(5, 91)
+	if err := c.Client("client", "p1").Enroll(ctx(t), items(xs[:3], "early")); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var txn protocol.TxnID
+	c.Net.SetFault("p1", "p2", memnet.Fault{Corrupt: func(p []byte) {
+		if b, ok := frameMsg(p, protocol.TSealedPrepare); ok && len(b) >= 2+16 {
+			mu.Lock()
+			copy(txn[:], b[2:2+16])
+			mu.Unlock()
+		}
+		garble(p, protocol.TDecide)
+	}})
+	// p3's own relays (and answers to p2's pulls) are held back; what the
+	// test sends as p3, with the proofs below, goes through.
+	forged := [][32]byte{{}, {1, 2, 3}}
+	c.Net.SetFault("p3", "p2", memnet.Fault{Corrupt: func(p []byte) {
+		if b, ok := frameMsg(p, protocol.TDecide); ok && len(b) >= 32 {
+			for _, f := range forged {
+				if [32]byte(b[len(b)-32:]) == f {
+					return
+				}
+			}
+			b[1] = 0xEE
+		}
+	}})
+	if err := c.Client("client", "p1").Enroll(ctx(t), items(xs[3:5], "late")); err != nil {
+		t.Fatalf("enroll while p1 and p3 withhold decisions from p2: %v", err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); inDoubt(t, c, "p2") != 1; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("want p2 in doubt on the late enrollment: %d", inDoubt(t, c, "p2"))
+		}
+	}
+	mu.Lock()
+	late := txn
+	mu.Unlock()
+	before := segRows(t, c, "p2", "p1", 0)
+	for _, proof := range forged {
+		_, err := rpc.Call(ctx(t), c.Dialer("p3"), "p2", &protocol.Decide{Txn: late, Origin: 0, Commit: true, Proof: proof})
+		if err == nil || !strings.Contains(err.Error(), "does not carry its origin's proof") {
+			t.Fatalf("p3 relays a commit with proof %x: %v; want it refused", proof[:3], err)
+		}
+	}
+	if after := segRows(t, c, "p2", "p1", 0); after != before || inDoubt(t, c, "p2") != 1 {
+		t.Fatalf("p2 took a commit relayed without p1's proof: rows of origin p1 %d -> %d, in doubt %d", before, after, inDoubt(t, c, "p2"))
+	}
+	c.Net.SetFault("p3", "p2", memnet.Fault{}) // p3's relay, or its answer to p2's pull
+	for deadline := time.Now().Add(30 * time.Second); inDoubt(t, c, "p2") != 0 || segRows(t, c, "p2", "p1", 0) != 5; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("p2 did not take p3's honest relay: in doubt %d, rows of origin p1 %d", inDoubt(t, c, "p2"), segRows(t, c, "p2", "p1", 0))
+		}
+	}
 }
