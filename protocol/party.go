@@ -286,20 +286,50 @@ func (m *Decide) unmarshal(d *wire.Dec) {
 	d.Fixed(m.Proof[:])
 }
 
-// CommitProof is origin's proof that it committed txn, for party to: an
-// HMAC-SHA256, under the key the origin and that party share, of the
-// cluster, the transaction, the origin and the party. Only the origin (and
-// the party itself) can make it, so a party that relays a commit to it
-// cannot make one up.
-func CommitProof(pairKey [32]byte, cluster [16]byte, txn TxnID, origin, to uint8) [32]byte {
+// CommitProof is origin's proof that it committed the transaction whose
+// prepare has digest prep (PrepareDigest), for party to: an HMAC-SHA256,
+// under the key the origin and that party share, of the cluster, the
+// digest, the origin and the party. Only the origin (and the party
+// itself) can make it, so a party that relays a commit to it can neither
+// make one up nor use one for another change (a prepare it relabelled
+// with a committed transaction's id).
+func CommitProof(pairKey [32]byte, cluster [16]byte, prep [32]byte, origin, to uint8) [32]byte {
 	m := hmac.New(sha256.New, pairKey[:])
-	m.Write([]byte("idface relayed commit v1\x00"))
+	m.Write([]byte("idface relayed commit v2\x00"))
 	m.Write(cluster[:])
-	m.Write(txn[:])
+	m.Write(prep[:])
 	m.Write([]byte{origin, to})
 	var p [32]byte
 	m.Sum(p[:0])
 	return p
+}
+
+// PrepareDigest is what a commit's proof binds: the transaction as every
+// party holds it, in shard shard (0 outside shards): its id, origin,
+// dimension and rows' base, the operator's signer and nonce (spent once
+// at each party), each op's kind, row and id, and a reshare's epoch;
+// never a party's own share or a reshare's key.
+func PrepareDigest(p *Prepare, shard int) [32]byte {
+	e := wire.Enc{}
+	e.Raw([]byte("idface prepare digest v1\x00"))
+	e.U32(uint32(shard))
+	e.Raw(p.Txn[:])
+	e.U8(p.Origin)
+	e.U16(p.Dim)
+	e.U32(p.Base)
+	e.Str(p.Auth.Signer)
+	e.Raw(p.Auth.Nonce[:])
+	e.U32(uint32(len(p.Ops)))
+	for _, op := range p.Ops {
+		e.U8(uint8(op.Kind))
+		e.U32(op.Seq)
+		e.Str(op.ID)
+	}
+	e.Bool(p.Reshare != nil)
+	if p.Reshare != nil {
+		e.U32(p.Reshare.Epoch)
+	}
+	return sha256.Sum256(e.B)
 }
 
 // DecideOK acknowledges a Decide.

@@ -101,6 +101,12 @@ type replayState struct {
 	tails          []tail               // aborted prepares whose shares are still in the log
 	held           []heldTail           // held records, in log order
 	decided        map[protocol.TxnID]bool
+	// proofs are the origins' proofs of the commits of transactions held
+	// here for a party (its held records, which come before their
+	// decisions in the log), to relay with them after a restart however
+	// many decisions came since (the relays' memory keeps the last
+	// decideKeep); zero until the decision is replayed.
+	proofs map[protocol.TxnID][32]byte
 }
 
 type heldTail struct {
@@ -138,7 +144,7 @@ func New[S Shares](env engine.Env, opt Options[S]) (*Core[S], error) {
 		}
 	}
 	c := &Core[S]{env: env, p: p, opt: opt, self: self, st: st, outbox: engine.NewOutbox(env), stop: txnbase.NewStop(env, "rowtxn"),
-		replay: &replayState{erased: map[rowmap.Ref]int64{}, bad: map[rowmap.Ref]int64{}, decided: map[protocol.TxnID]bool{}},
+		replay: &replayState{erased: map[rowmap.Ref]int64{}, bad: map[rowmap.Ref]int64{}, decided: map[protocol.TxnID]bool{}, proofs: map[protocol.TxnID][32]byte{}},
 		held:   map[heldKey]tail{}, relay: newRelays(), m: txnbase.NewCounters(env.Metrics)}
 	c.outbox.Delivered = c.delivered
 	return c, nil
@@ -202,6 +208,9 @@ func (c *Core[S]) Replay(en store.Entry) error {
 			r.lastOwnDecided, r.lastOwnCommit = true, d.Commit
 		}
 		r.decided[d.Txn] = d.Commit
+		if _, held := r.proofs[d.Txn]; held && d.Proof != [32]byte{} {
+			r.proofs[d.Txn] = d.Proof
+		}
 		c.relay.remember(d) // for the peers' notes and pulls (relay.go)
 	case recHeld:
 		h, err := decodeHeld(en, len(st.segs))
@@ -209,6 +218,9 @@ func (c *Core[S]) Replay(en store.Entry) error {
 			return err
 		}
 		r.held = append(r.held, heldTail{h, tail{en.TailOffset, len(en.Tail)}})
+		if _, ok := r.proofs[h.txn]; !ok {
+			r.proofs[h.txn] = [32]byte{} // its decision, which comes later in the log, keeps its proof here
+		}
 	default:
 		return fmt.Errorf("rowtxn: record type %d in a party's log", en.Type)
 	}
@@ -322,7 +334,7 @@ func (c *Core[S]) Start(log engine.Log) error {
 		c.prior = protocol.Decide{Txn: own.Txn, Origin: uint8(c.self), Commit: r.lastOwnDecided && r.lastOwnCommit}
 		for _, name := range c.Peers() {
 			d := c.prior // the outbox keeps its own, with its proof for the third
-			c.outbox.Add(name, c.decideFor(&d, c.p.PartyIndex(name)))
+			c.outbox.Add(name, c.decideFor(&d, own, c.p.PartyIndex(name)))
 		}
 	}
 	c.st.lock()
@@ -692,7 +704,7 @@ func (c *Core[S]) conclude(ctx context.Context, t *txnRound) *protocol.Error {
 	if perr := c.decide(d); perr != nil {
 		return perr
 	}
-	to := func(i int) *protocol.Decide { return c.decideFor(d, c.p.PartyIndex(t.peers[i])) }
+	to := func(i int) *protocol.Decide { return c.decideFor(d, t.preps[c.self], c.p.PartyIndex(t.peers[i])) }
 	for i, err := range engine.Broadcast(ctx, c.env.Net, t.peers, func(i int) protocol.Msg { return to(i) }, engine.Expect(protocol.TDecideOK)) {
 		if err != nil {
 			c.outbox.Add(t.peers[i], to(i))
@@ -700,7 +712,7 @@ func (c *Core[S]) conclude(ctx context.Context, t *txnRound) *protocol.Error {
 	}
 	if d.Commit && t.downAt >= 0 {
 		c.outbox.Add(t.down, t.message(t.downAt))
-		c.outbox.Add(t.down, c.decideFor(d, t.downAt))
+		c.outbox.Add(t.down, c.decideFor(d, t.preps[c.self], t.downAt))
 		c.env.Log.Warn("committed without a party that cannot be reached; its part is kept until it is back", "party", t.down)
 	}
 	if t.first != nil {

@@ -171,9 +171,9 @@ func (c *Core[S]) requeueHeld(r *replayState) error {
 		}
 		d := &protocol.Decide{Txn: h.txn, Origin: uint8(origin), Commit: true}
 		if origin == c.self {
-			d = c.decideFor(d, h.party)
-		} else if kept, ok := c.relay.committed(h.txn, uint8(origin)); ok {
-			d = kept // a relay: with the origin's proof for the party, kept with the decision
+			d = c.decideFor(d, heldPrepare(h.msg), h.party)
+		} else {
+			d.Proof = r.proofs[h.txn] // a relay: with the origin's proof for the party, kept with the decision
 		}
 		c.outbox.Add(name, h.msg)
 		c.outbox.Add(name, d)
@@ -230,6 +230,15 @@ func (c *Core[S]) vote(m *protocol.Prepare) *protocol.Vote {
 }
 
 // heldOrigin is the origin of a held prepare.
+// heldPrepare is the prepare of a held message.
+func heldPrepare(m protocol.Msg) *protocol.Prepare {
+	if sp, ok := m.(*protocol.SealedPrepare); ok {
+		return &sp.Prepare
+	}
+	p, _ := m.(*protocol.Prepare)
+	return p
+}
+
 func heldOrigin(m protocol.Msg) int {
 	if sp, ok := m.(*protocol.SealedPrepare); ok {
 		return int(sp.Prepare.Origin)

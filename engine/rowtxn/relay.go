@@ -337,12 +337,12 @@ func (c *Core[S]) relayDecided(d *protocol.Decide) {
 	c.outbox.Relay(r.to, &protocol.Decide{Txn: d.Txn, Origin: d.Origin, Commit: true, Proof: d.Proof})
 }
 
-// decideFor is the origin's decision d as sent to party to: a commit
-// carries the origin's proof of it for the third party, to whom to may
-// relay it. Without the key it shares with the third, the origin sends
-// no proof, and the third takes the commit from it alone.
-func (c *Core[S]) decideFor(d *protocol.Decide, to int) *protocol.Decide {
-	if !c.relaying() || !d.Commit || to == c.self || to < 0 || to >= c.p.Mu() {
+// decideFor is the origin's decision d on prepare prep as sent to party
+// to: a commit carries the origin's proof of it for the third party, to
+// whom to may relay it. Without the key it shares with the third, the
+// origin sends no proof, and the third takes the commit from it alone.
+func (c *Core[S]) decideFor(d *protocol.Decide, prep *protocol.Prepare, to int) *protocol.Decide {
+	if !c.relaying() || !d.Commit || prep == nil || to == c.self || to < 0 || to >= c.p.Mu() {
 		return d
 	}
 	third := 3 - c.self - to
@@ -351,18 +351,18 @@ func (c *Core[S]) decideFor(d *protocol.Decide, to int) *protocol.Decide {
 		return d
 	}
 	out := *d
-	out.Proof = protocol.CommitProof(key, c.p.ClusterID(), d.Txn, d.Origin, uint8(third))
+	out.Proof = protocol.CommitProof(key, c.p.ClusterID(), protocol.PrepareDigest(prep, max(c.env.Shard, 0)), d.Origin, uint8(third))
 	return &out
 }
 
 // provenCommit reports whether m, a commit relayed by the third party,
-// carries its origin's proof for this party.
-func (c *Core[S]) provenCommit(m *protocol.Decide) bool {
+// carries its origin's proof for this party of the prepare prep it holds.
+func (c *Core[S]) provenCommit(m *protocol.Decide, prep *protocol.Prepare) bool {
 	key, ok := c.env.PairKeys[c.p.Party(int(m.Origin)).Name]
 	if !ok {
 		return false
 	}
-	want := protocol.CommitProof(key, c.p.ClusterID(), m.Txn, m.Origin, uint8(c.self))
+	want := protocol.CommitProof(key, c.p.ClusterID(), protocol.PrepareDigest(prep, max(c.env.Shard, 0)), m.Origin, uint8(c.self))
 	return hmac.Equal(want[:], m.Proof[:])
 }
 
@@ -409,7 +409,7 @@ func (c *Core[S]) decideRelayed(m *protocol.Decide) protocol.Msg {
 	if t.prep.Origin != m.Origin {
 		return protocol.Errorf(protocol.CodeForbidden, "only the origin decides its transaction")
 	}
-	if !c.provenCommit(m) {
+	if !c.provenCommit(m, t.prep) {
 		third := c.p.Party(c.third(int(m.Origin))).Name
 		c.env.Log.Warn("a relayed commit without its origin's proof; not taken", "origin", c.p.Party(int(m.Origin)).Name, "relayer", third)
 		return protocol.Errorf(protocol.CodeForbidden, "%s: the commit relayed by %s does not carry its origin's proof (a relayer cannot commit a change its origin did not; an older build sends none): wait for the origin", c.env.Self, third)

@@ -154,7 +154,7 @@ func TestFailedCheckLooksPassed(t *testing.T) {
 	// (its predecessor's: p1 checks p3's so, p2 checks p1's).
 	bits := c.decP().Bits
 	checkEnd := 4 + len(protocol.Marshal(&protocol.ReplShare{})) + 30*bits/8 + protocol.ReplChecksSize(shares.CheckPartSize(c.p.Dim()), bits) - 1
-	probe := func(y []float32, biased string) (*protocol.IdentifyOK, error, *protocol.ReplResult) {
+	probe := func(y []float32, biased string) (*protocol.IdentifyOK, *protocol.ReplResult, error) {
 		t.Helper()
 		if biased != "" {
 			f := &flipper{at: checkEnd, mask: 0x10, only: protocol.TReplShare}
@@ -178,14 +178,14 @@ func TestFailedCheckLooksPassed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return ok, client.CheckVerdicts(c.p, pr.VerdictKey, ok), m.(*protocol.ReplResult)
+		return ok, m.(*protocol.ReplResult), client.CheckVerdicts(c.p, pr.VerdictKey, ok)
 	}
 	count := func(name string) float64 { return c.counter(dec, "idface_repl_refusals_total", name) }
 	before := count("p3")
 	strangers := templates(6, 99)
 	for i, y := range strangers {
-		honest, herr, hres := probe(y, "")
-		biased, berr, bres := probe(y, "p1")
+		honest, hres, herr := probe(y, "")
+		biased, bres, berr := probe(y, "p1")
 		if herr != nil || honest.Accepted {
 			t.Fatalf("stranger %d, honest checks: %v %+v", i, herr, honest)
 		}
@@ -207,8 +207,8 @@ func TestFailedCheckLooksPassed(t *testing.T) {
 	// Enrolled faces: with p1's check of p3 biased, p1 gets the id as
 	// with its check passed, and the device is refused.
 	for _, i := range []int{2, 13, 24} {
-		honest, herr, hres := probe(xs[i], "")
-		biased, berr, bres := probe(xs[i], "p1")
+		honest, hres, herr := probe(xs[i], "")
+		biased, bres, berr := probe(xs[i], "p1")
 		if herr != nil || !honest.Accepted || honest.Candidates[0].ID != ids[i] || !refusedHidden(berr) {
 			t.Fatalf("enrolled face %d: honest %v %+v, device with p1 biased %v", i, herr, honest, berr)
 		}
@@ -221,7 +221,7 @@ func TestFailedCheckLooksPassed(t *testing.T) {
 	// p2 biases its check of the entry's product: the honest entry gets
 	// no candidate, the device the refusal.
 	before = count("p1")
-	biased, berr, bres := probe(xs[2], "p2")
+	biased, bres, berr := probe(xs[2], "p2")
 	if !refusedHidden(berr) || biased.Accepted || len(biased.Candidates) != 0 || len(bres.Positions) != 0 {
 		t.Fatalf("p2 biased its check of p1: the entry got %+v (%d positions), the device %v", biased, len(bres.Positions), berr)
 	}

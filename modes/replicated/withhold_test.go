@@ -2,6 +2,7 @@ package replicated_test
 
 import (
 	"context"
+	"encoding/binary"
 	"strings"
 	"sync"
 	"testing"
@@ -244,5 +245,86 @@ func TestRelayedCommitNeedsProof(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("p2 did not take p3's honest relay: in doubt %d, rows of origin p1 %d", inDoubt(t, c, "p2"), segRows(t, c, "p2", "p1", 0))
 		}
+	}
+}
+
+// TestRelabelledPrepareNotCommitted (review of bed437f): the proof of a
+// commit first covered the transaction's id alone, so p3 (deviating)
+// relayed to p2 the prepare of a change p1 had aborted, relabelled with
+// the id of an earlier transaction p1 committed, and then that commit
+// with its genuine proof for p2: p2 applied the aborted change (6 rows
+// of origin p1 against 4 at p1 and p3). The proof now covers the prepare
+// as every party holds it (protocol.PrepareDigest: the operator's nonce,
+// the ops' rows and ids), so p2 refuses the commit.
+func TestRelabelledPrepareNotCommitted(t *testing.T) {
+	c, _ := startEarly(t)
+	var mu sync.Mutex
+	var commit *protocol.Decide
+	var aborted *protocol.SealedPrepare
+	var frame []byte
+	need := 0
+	// p3 keeps what p1 sends it, as a deviating p3 would, and during the
+	// second enrollment garbles p1's prepare so that p1 aborts.
+	listen := func(garbleTo bool) memnet.Fault {
+		return memnet.Fault{Corrupt: func(p []byte) {
+			mu.Lock()
+			defer mu.Unlock()
+			if need > 0 { // the rest of a prepare's frame
+				frame = append(frame, p...)
+				if len(frame) >= need {
+					if m, err := protocol.Decode(frame[:need]); err == nil {
+						aborted = m.(*protocol.SealedPrepare)
+					}
+					need = 0
+				}
+				return
+			}
+			if b, ok := frameMsg(p, protocol.TDecide); ok {
+				if m, err := protocol.Decode(b); err == nil && m.(*protocol.Decide).Commit {
+					commit = m.(*protocol.Decide)
+				}
+			}
+			if b, ok := frameMsg(p, protocol.TSealedPrepare); ok && garbleTo && len(p) >= 4 && &b[0] == &p[4] {
+				n := int(binary.BigEndian.Uint32(p[:4]))
+				frame = append([]byte(nil), b...)
+				if len(frame) >= n {
+					if m, err := protocol.Decode(frame[:n]); err == nil {
+						aborted = m.(*protocol.SealedPrepare)
+					}
+				} else {
+					need = n
+				}
+				b[1] = 0xEE
+			}
+		}}
+	}
+	xs := templates(3, 777)
+	c.Net.SetFault("p1", "p3", listen(false))
+	if err := c.Client("client", "p1").Enroll(ctx(t), items(xs[:1], "mid")); err != nil {
+		t.Fatal(err)
+	}
+	c.Net.SetFault("p1", "p2", memnet.Fault{Refuse: true})
+	c.Net.SetFault("p1", "p3", listen(true))
+	if err := c.Client("client", "p1").Enroll(ctx(t), items(xs[1:3], "aborted")); err == nil {
+		t.Fatal("want the second enrollment aborted")
+	}
+	c.Net.SetFault("p1", "p2", memnet.Fault{})
+	c.Net.SetFault("p1", "p3", memnet.Fault{})
+	mu.Lock()
+	t1, got := commit, aborted
+	mu.Unlock()
+	if t1 == nil || got == nil {
+		t.Fatalf("p3 kept commit %v and aborted prepare %v", t1 != nil, got != nil)
+	}
+	relabelled := got.Prepare
+	relabelled.Txn, relabelled.Prior = t1.Txn, protocol.Decide{}
+	resp, err := rpc.Call(ctx(t), c.Dialer("p3"), "p2", &protocol.SealedPrepare{Prepare: relabelled, Part: got.Held, Hashes: got.Hashes})
+	t.Logf("the relabelled prepare relayed to p2: %T %v", resp, err)
+	_, err = rpc.Call(ctx(t), c.Dialer("p3"), "p2", &protocol.Decide{Txn: t1.Txn, Origin: 0, Commit: true, Proof: t1.Proof})
+	if err == nil || !strings.Contains(err.Error(), "does not carry its origin's proof") {
+		t.Fatalf("p3 relays the earlier commit's proof for the relabelled change: %v; want it refused", err)
+	}
+	if at1, at2 := segRows(t, c, "p1", "p3", 0), segRows(t, c, "p2", "p1", 0); at1 != at2 {
+		t.Fatalf("rows of origin p1: %d at p1, %d at p2: p2 applied a change its origin aborted", at1, at2)
 	}
 }
