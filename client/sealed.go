@@ -157,8 +157,8 @@ func SealProbe(p *config.Params, key crypto.Signer, name string, nonce [16]byte,
 
 // CheckVerdicts opens the deciders' verdicts on a hidden probe (one per
 // shard) that the entry forwarded with its answer: a probe refused by a
-// failed check (which the entry was shown as a probe that matched
-// nobody) is refused here, and an answer without its verdicts, or with one
+// failed check (whose answer the entry got as if the check had passed, or
+// empty) is refused here, and an answer without its verdicts, or with one
 // that does not open, is refused too.
 func CheckVerdicts(p *config.Params, key [32]byte, ans *protocol.IdentifyOK) error {
 	if len(ans.Verdicts) != p.Shards() {

@@ -229,7 +229,6 @@ func (c *Core[S]) vote(m *protocol.Prepare) *protocol.Vote {
 	return v
 }
 
-// heldOrigin is the origin of a held prepare.
 // heldPrepare is the prepare of a held message.
 func heldPrepare(m protocol.Msg) *protocol.Prepare {
 	if sp, ok := m.(*protocol.SealedPrepare); ok {
@@ -239,6 +238,7 @@ func heldPrepare(m protocol.Msg) *protocol.Prepare {
 	return p
 }
 
+// heldOrigin is the origin of a held prepare.
 func heldOrigin(m protocol.Msg) int {
 	if sp, ok := m.(*protocol.SealedPrepare); ok {
 		return int(sp.Prepare.Origin)

@@ -207,7 +207,7 @@ func decodeDecide(en store.Entry) (*protocol.Decide, error) {
 	m := &protocol.Decide{}
 	d.Fixed(m.Txn[:])
 	m.Origin, m.Commit = d.U8(), d.Bool()
-	if len(d.B) == len(m.Proof) { // a record without it: an abort, the origin's own, or a build before proofs
+	if len(d.B) == len(m.Proof) { // the origin's proof for the third (none in an abort, the origin's own or a record before proofs)
 		d.Fixed(m.Proof[:])
 	}
 	if err := d.Done(); err != nil {
