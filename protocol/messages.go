@@ -76,7 +76,8 @@ var ErrMalformed = wire.ErrMalformed
 // probe whose check failed is answered to the entry as if it had passed
 // (no candidate where the entry's own product failed its check); a commit
 // carries its origin's proof for the third party (Decide.Proof), without
-// which the third takes no relayed commit.
+// which the third takes no relayed commit, and a prepare likewise
+// (Prepare.Relay, which ends a Prepare and a SealedPrepare).
 const Version = 18
 
 // Limits on what a peer or a client may send.
@@ -314,6 +315,9 @@ func DecodeStored(b []byte) (Msg, error) {
 			cur := append([]byte{Version}, b[1:]...)
 			if Type(b[1]) == TSealedPrepare && b[0] < 16 {
 				cur = append(cur, 0, 0, 0, 0) // no Held part before version 16
+			}
+			if b[0] < 18 {
+				cur = append(cur, make([]byte, 32)...) // no Relay proof before version 18
 			}
 			return Decode(cur)
 		}

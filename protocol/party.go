@@ -157,6 +157,12 @@ type Prepare struct {
 	// OpReplace ops name: every party adds its parts of a zero-sharing
 	// under Key to its shares, and the origin's segment reaches Epoch.
 	Reshare *Reshare
+	// Relay: in a cluster whose parties relay each other's changes, the
+	// origin's proof of this prepare for the third party, to whom this
+	// party may relay it (PrepareProof). The third takes a relayed prepare
+	// only with it, so a relayer cannot relabel a change with another
+	// transaction's id. It ends the message (and a SealedPrepare's).
+	Relay [32]byte
 }
 
 // Reshare is a reshare transaction's epoch and zero-sharing key (known to
@@ -169,6 +175,16 @@ type Reshare struct {
 
 func (m *Prepare) Type() Type { return TPrepare }
 func (m *Prepare) marshal(e *wire.Enc) {
+	m.marshalBody(e)
+	e.Raw(m.Relay[:])
+}
+func (m *Prepare) unmarshal(d *wire.Dec) {
+	m.unmarshalBody(d)
+	d.Fixed(m.Relay[:])
+}
+
+// marshalBody is a prepare but its Relay, which ends the message.
+func (m *Prepare) marshalBody(e *wire.Enc) {
 	e.Raw(m.Txn[:])
 	e.U8(m.Origin)
 	e.U16(m.Dim)
@@ -195,7 +211,7 @@ func (m *Prepare) marshal(e *wire.Enc) {
 		e.Raw(m.Reshare.Key[:])
 	}
 }
-func (m *Prepare) unmarshal(d *wire.Dec) {
+func (m *Prepare) unmarshalBody(d *wire.Dec) {
 	copy(m.Txn[:], d.Take(16))
 	m.Origin = d.U8()
 	m.Dim = d.U16()
@@ -286,6 +302,13 @@ func (m *Decide) unmarshal(d *wire.Dec) {
 	d.Fixed(m.Proof[:])
 }
 
+// PrepareProof is origin's proof that it prepared the transaction whose
+// prepare has digest prep (PrepareDigest), for party to: as CommitProof,
+// under its own label.
+func PrepareProof(pairKey [32]byte, cluster [16]byte, prep [32]byte, origin, to uint8) [32]byte {
+	return relayMAC("idface relayed prepare v1\x00", pairKey, cluster, prep, origin, to)
+}
+
 // CommitProof is origin's proof that it committed the transaction whose
 // prepare has digest prep (PrepareDigest), for party to: an HMAC-SHA256,
 // under the key the origin and that party share, of the cluster, the
@@ -294,8 +317,12 @@ func (m *Decide) unmarshal(d *wire.Dec) {
 // make one up nor use one for another change (a prepare it relabelled
 // with a committed transaction's id).
 func CommitProof(pairKey [32]byte, cluster [16]byte, prep [32]byte, origin, to uint8) [32]byte {
+	return relayMAC("idface relayed commit v2\x00", pairKey, cluster, prep, origin, to)
+}
+
+func relayMAC(label string, pairKey [32]byte, cluster [16]byte, prep [32]byte, origin, to uint8) [32]byte {
 	m := hmac.New(sha256.New, pairKey[:])
-	m.Write([]byte("idface relayed commit v2\x00"))
+	m.Write([]byte(label))
 	m.Write(cluster[:])
 	m.Write(prep[:])
 	m.Write([]byte{origin, to})

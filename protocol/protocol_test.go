@@ -49,6 +49,7 @@ func samples() []Msg {
 		&TagAnswers{ListDigest: [32]byte{7}, Rows: [][]byte{{1, 2, 3, 4}}},
 		&Vote{Txn: TxnID{1, 2}},
 		&Decide{Txn: TxnID{3}, Origin: 2, Commit: true, Proof: [32]byte{9, 8}},
+		&Prepare{Txn: TxnID{7}, Origin: 1, Dim: 8, Base: 2, Ops: []Op{{Kind: OpDelete, Seq: 0, ID: "r"}}, Relay: [32]byte{4, 5}},
 		&DecideOK{},
 		&Working{},
 		&Query{Dim: 128, Beta: 2, Plus: []uint64{1, 0}, Minus: []uint64{0, 1}, Digest: Digest{{}, {Rows: 1}}, BlockWords: 1024},
@@ -194,7 +195,7 @@ func FuzzDecode(f *testing.F) {
 func TestStoredSealedPrepareBeforeHeld(t *testing.T) {
 	m := &SealedPrepare{Prepare: Prepare{Txn: TxnID{3}, Origin: 0, Dim: 4, Base: 1, Ops: []Op{{Kind: OpPut, Seq: 1, ID: "a"}}}, Part: []byte{1}, Hashes: [][32]byte{{1}, {2}, {3}}}
 	b := Marshal(m)
-	old := append([]byte{15}, b[1:len(b)-4]...) // version 15 had no Held length
+	old := append([]byte{15}, b[1:len(b)-4-32]...) // version 15 had no Held length, nor a Relay proof
 	got, err := DecodeStored(old)
 	if err != nil {
 		t.Fatal(err)
@@ -204,5 +205,15 @@ func TestStoredSealedPrepareBeforeHeld(t *testing.T) {
 	}
 	if _, err := Decode(old); err == nil {
 		t.Fatal("a wire-15 message accepted on the wire")
+	}
+	// Version 17 (a Held part, no Relay proof), and a plain prepare of 17.
+	m.Held = []byte{9}
+	b = Marshal(m)
+	if got, err := DecodeStored(append([]byte{17}, b[1:len(b)-32]...)); err != nil || !bytes.Equal(Marshal(got), b) {
+		t.Fatalf("a wire-17 sealed prepare read as %+v (%v)", got, err)
+	}
+	b = Marshal(&m.Prepare)
+	if got, err := DecodeStored(append([]byte{17}, b[1:len(b)-32]...)); err != nil || !bytes.Equal(Marshal(got), b) {
+		t.Fatalf("a wire-17 prepare read as %+v (%v)", got, err)
 	}
 }

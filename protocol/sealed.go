@@ -84,16 +84,17 @@ type SealedPrepare struct {
 
 func (m *SealedPrepare) Type() Type { return TSealedPrepare }
 func (m *SealedPrepare) marshal(e *wire.Enc) {
-	m.Prepare.marshal(e)
+	m.Prepare.marshalBody(e)
 	e.Bytes32(m.Part)
 	e.U8(uint8(len(m.Hashes)))
 	for _, h := range m.Hashes {
 		e.Raw(h[:])
 	}
 	e.Bytes32(m.Held)
+	e.Raw(m.Prepare.Relay[:])
 }
 func (m *SealedPrepare) unmarshal(d *wire.Dec) {
-	m.Prepare.unmarshal(d)
+	m.Prepare.unmarshalBody(d)
 	for i, op := range m.Prepare.Ops {
 		if d.Err == nil && (op.Kind != OpPut || op.Seeded || len(op.Share) > 0) {
 			d.Fail("op %d of a sealed prepare: a put without a share wanted", i)
@@ -113,6 +114,7 @@ func (m *SealedPrepare) unmarshal(d *wire.Dec) {
 	if m.Held = d.Bytes32(MaxSealedPart); len(m.Held) == 0 {
 		m.Held = nil
 	}
+	d.Fixed(m.Prepare.Relay[:])
 }
 
 // Prepared is a party's note to the third party of a transaction (mu = 3,

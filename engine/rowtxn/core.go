@@ -534,6 +534,7 @@ func (c *Core[S]) runTxn(ctx context.Context, auth protocol.Auth, ops [][]protoc
 	t := &txnRound{sealed: sealed, hold: c.mayHold(ops, sealed), origin: c.self}
 	if c.relaying() {
 		t.third = func(k int) int { return 3 - c.self - k }
+		t.proof = func(k int) [32]byte { return c.relayProof(protocol.PrepareProof, t.preps[k], t.third(k)) }
 	}
 	if perr := c.flushEarlier(ctx, t); perr != nil {
 		return perr
@@ -559,7 +560,8 @@ type txnRound struct {
 	idx    []int    // party index of each peer
 	checks [][]byte // the parties' checks of their shares, by party
 	origin int
-	third  func(k int) int // the party neither the origin nor k (nil: no relays)
+	third  func(k int) int      // the party neither the origin nor k (nil: no relays)
+	proof  func(k int) [32]byte // the origin's proof of party k's prepare for the third (Prepare.Relay)
 	first  *protocol.Error
 	failed []string // every failure, for the rollback's message
 }
@@ -567,6 +569,9 @@ type txnRound struct {
 // message is party k's prepare: its sealed part, for a sealed enrollment,
 // with the third party's when the parties relay (relay.go).
 func (t *txnRound) message(k int) protocol.Msg {
+	if t.proof != nil && k != t.origin {
+		t.preps[k].Relay = t.proof(k)
+	}
 	if t.sealed != nil {
 		m := &protocol.SealedPrepare{Prepare: *t.preps[k], Part: t.sealed.parts[k], Hashes: t.sealed.hashes}
 		if t.third != nil && k != t.origin {

@@ -346,24 +346,34 @@ func (c *Core[S]) decideFor(d *protocol.Decide, prep *protocol.Prepare, to int) 
 		return d
 	}
 	third := 3 - c.self - to
-	key, ok := c.env.PairKeys[c.p.Party(third).Name]
-	if !ok {
+	if _, ok := c.env.PairKeys[c.p.Party(third).Name]; !ok {
 		return d
 	}
 	out := *d
-	out.Proof = protocol.CommitProof(key, c.p.ClusterID(), protocol.PrepareDigest(prep, max(c.env.Shard, 0)), d.Origin, uint8(third))
+	out.Proof = c.relayProof(protocol.CommitProof, prep, third)
 	return &out
 }
 
-// provenCommit reports whether m, a commit relayed by the third party,
-// carries its origin's proof for this party of the prepare prep it holds.
-func (c *Core[S]) provenCommit(m *protocol.Decide, prep *protocol.Prepare) bool {
-	key, ok := c.env.PairKeys[c.p.Party(int(m.Origin)).Name]
+// relayProof is this party's proof (protocol.CommitProof or
+// PrepareProof), as the origin of prep, for party to (zero without the
+// key they share).
+func (c *Core[S]) relayProof(proof func([32]byte, [16]byte, [32]byte, uint8, uint8) [32]byte, prep *protocol.Prepare, to int) [32]byte {
+	key, ok := c.env.PairKeys[c.p.Party(to).Name]
+	if !ok {
+		return [32]byte{}
+	}
+	return proof(key, c.p.ClusterID(), protocol.PrepareDigest(prep, max(c.env.Shard, 0)), prep.Origin, uint8(to))
+}
+
+// proven reports whether got is the origin's proof (protocol.CommitProof
+// or PrepareProof) for this party of prep, a prepare of another origin.
+func (c *Core[S]) proven(proof func([32]byte, [16]byte, [32]byte, uint8, uint8) [32]byte, prep *protocol.Prepare, got [32]byte) bool {
+	key, ok := c.env.PairKeys[c.p.Party(int(prep.Origin)).Name]
 	if !ok {
 		return false
 	}
-	want := protocol.CommitProof(key, c.p.ClusterID(), protocol.PrepareDigest(prep, max(c.env.Shard, 0)), m.Origin, uint8(c.self))
-	return hmac.Equal(want[:], m.Proof[:])
+	want := proof(key, c.p.ClusterID(), protocol.PrepareDigest(prep, max(c.env.Shard, 0)), prep.Origin, uint8(c.self))
+	return hmac.Equal(want[:], got[:])
 }
 
 // relayedFrom reports whether a message about a transaction of origin
@@ -373,12 +383,20 @@ func (c *Core[S]) relayedFrom(origin int, from string) bool {
 	return c.relaying() && origin < c.p.Mu() && origin != c.self && c.p.Party(c.third(origin)).Name == from
 }
 
-// prepareRelayed is a prepare relayed by the third party: one this party
+// prepareRelayed is a prepare relayed by the third party, taken only with
+// its origin's proof for this party over the prepare as every party holds
+// it (Prepare.Relay, protocol.PrepareProof: a relayer cannot give a change
+// another transaction's id): one this party
 // already has is voted on again; any other is validated (the operator's
 // signature, the parts' hashes, the rows' numbering) and logged as the
 // origin's would be. The origin's word on its previous transaction
 // (Prior) is not taken from a relay.
 func (c *Core[S]) prepareRelayed(ctx context.Context, m *protocol.Prepare, sealed [][32]byte) protocol.Msg {
+	if !c.proven(protocol.PrepareProof, m, m.Relay) {
+		third := c.p.Party(c.third(int(m.Origin))).Name
+		c.env.Log.Warn("a relayed prepare without its origin's proof; not taken", "origin", c.p.Party(int(m.Origin)).Name, "relayer", third)
+		return protocol.Errorf(protocol.CodeForbidden, "%s: the prepare relayed by %s does not carry its origin's proof (a relayer cannot relabel a change; an older build sends none): wait for the origin", c.env.Self, third)
+	}
 	c.st.lock()
 	defer c.st.unlock()
 	if ctx.Err() != nil {
@@ -409,7 +427,7 @@ func (c *Core[S]) decideRelayed(m *protocol.Decide) protocol.Msg {
 	if t.prep.Origin != m.Origin {
 		return protocol.Errorf(protocol.CodeForbidden, "only the origin decides its transaction")
 	}
-	if !c.provenCommit(m, t.prep) {
+	if !c.proven(protocol.CommitProof, t.prep, m.Proof) {
 		third := c.p.Party(c.third(int(m.Origin))).Name
 		c.env.Log.Warn("a relayed commit without its origin's proof; not taken", "origin", c.p.Party(int(m.Origin)).Name, "relayer", third)
 		return protocol.Errorf(protocol.CodeForbidden, "%s: the commit relayed by %s does not carry its origin's proof (a relayer cannot commit a change its origin did not; an older build sends none): wait for the origin", c.env.Self, third)

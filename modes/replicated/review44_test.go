@@ -151,7 +151,7 @@ func TestRefusedVoteNotCommitted(t *testing.T) {
 	c.Net.SetFault("p1", "p3", memnet.Fault{Corrupt: func(p []byte) {
 		if b, ok := frameMsg(p, protocol.TSealedPrepare); ok {
 			copy(txn[:], b[2:2+16])
-			p[len(p)-1] ^= 1 // damage the held copy
+			p[len(p)-1-32] ^= 1 // damage the held copy (before the origin's 32-byte proof)
 			select {
 			case got <- struct{}{}:
 			default:

@@ -103,7 +103,7 @@ func TestThirdVotesNoWithoutCopy(t *testing.T) {
 	c.Net.SetFault("p1", "p3", memnet.Fault{Corrupt: func(p []byte) {
 		for _, off := range []int{4, 0} {
 			if len(p) > off+1 && p[off] == protocol.Version && p[off+1] == byte(protocol.TSealedPrepare) {
-				p[len(p)-1] ^= 1 // the last byte of the held copy
+				p[len(p)-1-32] ^= 1 // the last byte of the held copy (the origin's 32-byte proof ends the message)
 				return
 			}
 		}
@@ -248,14 +248,16 @@ func TestRelayedCommitNeedsProof(t *testing.T) {
 	}
 }
 
-// TestRelabelledPrepareNotCommitted (review of bed437f): the proof of a
-// commit first covered the transaction's id alone, so p3 (deviating)
-// relayed to p2 the prepare of a change p1 had aborted, relabelled with
-// the id of an earlier transaction p1 committed, and then that commit
-// with its genuine proof for p2: p2 applied the aborted change (6 rows
-// of origin p1 against 4 at p1 and p3). The proof now covers the prepare
-// as every party holds it (protocol.PrepareDigest: the operator's nonce,
-// the ops' rows and ids), so p2 refuses the commit.
+// TestRelabelledPrepareNotCommitted (reviews of bed437f and 35a9893): the
+// proof of a commit first covered the transaction's id alone, so p3
+// (deviating) relayed to p2 the prepare of a change p1 had aborted,
+// relabelled with the id of an earlier transaction p1 committed, and then
+// that commit with its genuine proof for p2: p2 applied the aborted change
+// (6 rows of origin p1 against 4 at p1 and p3). With the proof over the
+// prepare's content, the relabelled prepare was still taken and held in
+// doubt, and p1's own word on that id (Prior, or its direct commit of a
+// transaction p3 raced) committed it. Now a relayed prepare is taken only
+// with p1's proof over its content (Prepare.Relay), so p2 refuses it.
 func TestRelabelledPrepareNotCommitted(t *testing.T) {
 	c, _ := startEarly(t)
 	var mu sync.Mutex
@@ -318,13 +320,16 @@ func TestRelabelledPrepareNotCommitted(t *testing.T) {
 	}
 	relabelled := got.Prepare
 	relabelled.Txn, relabelled.Prior = t1.Txn, protocol.Decide{}
-	resp, err := rpc.Call(ctx(t), c.Dialer("p3"), "p2", &protocol.SealedPrepare{Prepare: relabelled, Part: got.Held, Hashes: got.Hashes})
-	t.Logf("the relabelled prepare relayed to p2: %T %v", resp, err)
-	_, err = rpc.Call(ctx(t), c.Dialer("p3"), "p2", &protocol.Decide{Txn: t1.Txn, Origin: 0, Commit: true, Proof: t1.Proof})
-	if err == nil || !strings.Contains(err.Error(), "does not carry its origin's proof") {
-		t.Fatalf("p3 relays the earlier commit's proof for the relabelled change: %v; want it refused", err)
+	_, err := rpc.Call(ctx(t), c.Dialer("p3"), "p2", &protocol.SealedPrepare{Prepare: relabelled, Part: got.Held, Hashes: got.Hashes})
+	if err == nil || !strings.Contains(err.Error(), "prepare relayed by p3 does not carry its origin's proof") {
+		t.Fatalf("p3 relays the aborted change relabelled as %x: %v; want it refused", t1.Txn[:4], err)
 	}
-	if at1, at2 := segRows(t, c, "p1", "p3", 0), segRows(t, c, "p2", "p1", 0); at1 != at2 {
-		t.Fatalf("rows of origin p1: %d at p1, %d at p2: p2 applied a change its origin aborted", at1, at2)
+	// The relayed commit finds nothing pending under that id; a commit of
+	// a relabelled change would need a proof over its content anyway.
+	if _, err = rpc.Call(ctx(t), c.Dialer("p3"), "p2", &protocol.Decide{Txn: t1.Txn, Origin: 0, Commit: true, Proof: t1.Proof}); err != nil {
+		t.Logf("the earlier commit relayed again: %v", err)
+	}
+	if at1, at2 := segRows(t, c, "p1", "p3", 0), segRows(t, c, "p2", "p1", 0); at1 != at2 || inDoubt(t, c, "p2") != 0 {
+		t.Fatalf("rows of origin p1: %d at p1, %d at p2, p2 in doubt on %d: p2 took a change its origin aborted", at1, at2, inDoubt(t, c, "p2"))
 	}
 }
