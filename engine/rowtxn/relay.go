@@ -3,6 +3,7 @@ package rowtxn
 import (
 	"context"
 	"crypto/hmac"
+	"slices"
 	"sync"
 	"time"
 
@@ -392,18 +393,25 @@ func (c *Core[S]) relayedFrom(origin int, from string) bool {
 // origin's would be. The origin's word on its previous transaction
 // (Prior) is not taken from a relay.
 func (c *Core[S]) prepareRelayed(ctx context.Context, m *protocol.Prepare, sealed [][32]byte) protocol.Msg {
-	if !c.proven(protocol.PrepareProof, m, m.Relay) {
-		third := c.p.Party(c.third(int(m.Origin))).Name
-		c.env.Log.Warn("a relayed prepare without its origin's proof; not taken", "origin", c.p.Party(int(m.Origin)).Name, "relayer", third)
-		return protocol.Errorf(protocol.CodeForbidden, "%s: the prepare relayed by %s does not carry its origin's proof (a relayer cannot relabel a change; an older build sends none): wait for the origin", c.env.Self, third)
-	}
 	c.st.lock()
 	defer c.st.unlock()
 	if ctx.Err() != nil {
 		return protocol.Errorf(protocol.CodeUnavailable, "%s: the prepare came too late", c.env.Self)
 	}
+	// One this party has: a vote again changes nothing (a held record of
+	// an older build, which has no proof, is so still delivered).
 	if v, ok := c.alreadyPrepared(m); ok {
 		return v
+	}
+	third := c.p.Party(c.third(int(m.Origin))).Name
+	switch {
+	case m.Reshare != nil: // never held for a party, so never relayed (thirdsPrepare)
+		return protocol.Errorf(protocol.CodeForbidden, "%s: a reshare relayed by %s: a reshare is taken from its origin only", c.env.Self, third)
+	case !c.proven(protocol.PrepareProof, m, m.Relay):
+		c.env.Log.Warn("a relayed prepare without its origin's proof; not taken", "origin", c.p.Party(int(m.Origin)).Name, "relayer", third)
+		return protocol.Errorf(protocol.CodeForbidden, "%s: the prepare relayed by %s does not carry its origin's proof (a relayer cannot relabel a change; an older build sends none): wait for the origin", c.env.Self, third)
+	case slices.Contains(c.late[:], m.Txn):
+		return protocol.Errorf(protocol.CodeAborted, "%s: the transaction was decided before its prepare came", c.env.Self)
 	}
 	resp := c.takePrepare(m, sealed)
 	if _, ok := resp.(*protocol.Vote); ok {
