@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/idface/idface/config"
@@ -49,7 +48,7 @@ type Adapter struct {
 	f       DocFetcher
 	x       Extractor
 	o       Options
-	pending atomic.Int64
+	jobs    jobs
 	batches batcher
 	recent  *recent
 }
@@ -76,11 +75,6 @@ func New(c Cluster, j *Journal, f DocFetcher, x Extractor, o Options) *Adapter {
 	}
 	return &Adapter{c: c, j: j, f: f, x: x, o: o, recent: newRecent(o.Recent)}
 }
-
-// Received and Finished count the requests held (received and not yet
-// answered), which pendingJobs reports.
-func (a *Adapter) Received() { a.pending.Add(1) }
-func (a *Adapter) Finished() { a.pending.Add(-1) }
 
 // Recorded returns the answer already recorded for q's requestId (a
 // redelivered request), or nil.
@@ -160,9 +154,12 @@ func (a *Adapter) serveOp(ctx context.Context, q *Request, turn func() error) (*
 	case OpPing:
 		return answer(q, now(), nil), false, nil
 	case OpPendingJobs:
-		r := answer(q, now(), nil)
-		n := strconv.FormatInt(max(a.pending.Load()-1, 0), 10) // not counting this one
-		r.JobsCount = &n
+		n, err := a.jobs.count(ctx)
+		r := answer(q, now(), a.logged(q, err))
+		if err == nil {
+			s := strconv.Itoa(n)
+			r.JobsCount = &s
+		}
 		return r, false, nil
 	case OpReferenceCount:
 		if err := waited(); err != nil {

@@ -96,6 +96,10 @@ func (a *Adapter) Serve(ctx context.Context, b Broker) error {
 		conn.MustDisconnect()
 		return fmt.Errorf("abis: subscribing to %s: %w", b.Inbound, err)
 	}
+	a.jobs.serving(func(ctx context.Context, skip func(string) bool) (int, error) {
+		return browseQueue(ctx, conn, b.Inbound, skip)
+	})
+	defer a.jobs.serving(nil)
 	a.o.Log.Info("abis: serving", "broker", b.Addr, "inbound", b.Inbound, "outbound", b.Outbound, "in_flight", b.InFlight)
 
 	slots := make(chan struct{}, b.InFlight)
@@ -134,14 +138,15 @@ func (a *Adapter) Serve(ctx context.Context, b Broker) error {
 		case <-ctx.Done():
 			return nil
 		}
-		a.Received()
+		id := msg.Header.Get("message-id")
+		a.jobs.take(id)
 		q, bad := Decode(msg.Body)
 		after, done := ord.next(q, bad)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-slots }()
-			defer a.Finished()
+			defer a.jobs.done(id)
 			served := func() {
 				if done != nil {
 					close(done)

@@ -284,8 +284,14 @@ func TestABISBroker(t *testing.T) {
 	docs["/malformed"] = []byte("<BIR><BIR><BDBInfo><Type>Face</Type></BDBInfo></BIR>")
 	hold := make(chan struct{})
 	var holdOnce sync.Once
+	slow := make(chan struct{})
+	var slowOnce sync.Once
 	fetched := make(chan string, 64)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			<-slow
+			r.URL.Path = "/p4/s1"
+		}
 		if r.URL.Path == "/held" {
 			fetched <- r.URL.Path
 			<-hold
@@ -300,6 +306,7 @@ func TestABISBroker(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { holdOnce.Do(func() { close(hold) }) })
+	t.Cleanup(func() { slowOnce.Do(func() { close(slow) }) })
 	url := func(p, k int) string { return fmt.Sprintf("%s/p%d/s%d", srv.URL, p, k) }
 
 	in, out := "/queue/ctk-to-abis", "/queue/abis-to-ctk"
@@ -387,6 +394,33 @@ func TestABISBroker(t *testing.T) {
 	}
 	if a := m.do(abis.OpPendingJobs, nil); failure(a) != "success" || a["jobscount"] != "0" {
 		t.Errorf("pendingJobs with nothing else sent: %v", a)
+	}
+
+	// pendingJobs counts what the adapter holds and what still waits at
+	// the broker: with the adapter stopped, a pendingJobs and then five
+	// inserts whose documents come only later are queued; the next
+	// adapter takes the first four (its in-flight bound), and the
+	// pendingJobs answer counts the five inserts, one at most with
+	// the adapter, the others at the broker.
+	adapter.Process.Signal(syscall.SIGKILL)
+	adapter.Wait()
+	jobs := m.send(abis.OpPendingJobs, nil)
+	var slowIns []string
+	for i := range 5 {
+		slowIns = append(slowIns, m.send(abis.OpInsert, map[string]any{"referenceId": fmt.Sprintf("slow-%d", i), "referenceURL": srv.URL + "/slow"}))
+	}
+	adapter = start()
+	if a := m.wait(jobs); failure(a) != "success" || a["jobscount"] != "5" {
+		t.Errorf("pendingJobs before 5 inserts held at the adapter and queued at the broker: %v, want 5", a)
+	}
+	slowOnce.Do(func() { close(slow) })
+	for _, rq := range slowIns {
+		if a := m.wait(rq); failure(a) != "success" {
+			t.Fatalf("a slow insert: %v", a)
+		}
+	}
+	if a := m.do(abis.OpPendingJobs, nil); failure(a) != "success" || a["jobscount"] != "0" {
+		t.Errorf("pendingJobs once the inserts are answered: %v", a)
 	}
 
 	// A request sent again (same requestId) gets its recorded answer and
