@@ -83,20 +83,30 @@ func (j *jobs) count(ctx context.Context) (int, error) {
 	return max(n-1, 0), nil // not counting this one
 }
 
-// browseQueue counts the messages waiting on queue dest, but for those
-// skip names, at most maxBrowse of them: an error if the browse does not
-// end within ctx.
-func browseQueue(ctx context.Context, conn *stomp.Conn, dest string, skip func(id string) bool) (int, error) {
+// Queued counts the messages waiting on queue dest of an ActiveMQ broker
+// (or one with its STOMP queue browser), but for those whose message-id
+// skip names (nil: none), counting no further than limit messages seen:
+// an error if the browse does not end within ctx. It consumes nothing.
+func Queued(ctx context.Context, conn *stomp.Conn, dest string, limit int, skip func(id string) bool) (int, error) {
 	sub, err := conn.Subscribe(dest, stomp.AckAuto, stomp.SubscribeOpt.Header("browser", "true"))
 	if err != nil {
 		return 0, fmt.Errorf("abis: browsing %s at the broker: %w", dest, err)
 	}
-	defer sub.Unsubscribe()
+	defer func() {
+		// The connection hands every subscription's messages over one
+		// goroutine: what the broker still sends this one is drained,
+		// or the adapter's own subscription would stall behind it.
+		go func() {
+			for range sub.C {
+			}
+		}()
+		sub.Unsubscribe()
+	}()
 	n, seen := 0, 0
 	for {
 		select {
 		case <-ctx.Done():
-			return 0, fmt.Errorf("abis: browsing %s at the broker: %d messages seen, no end in %v: %w", dest, seen, browseWait, ctx.Err())
+			return 0, fmt.Errorf("abis: browsing %s at the broker: %d messages seen, then no end: %w", dest, seen, ctx.Err())
 		case msg, ok := <-sub.C:
 			switch {
 			case !ok || msg == nil:
@@ -106,10 +116,10 @@ func browseQueue(ctx context.Context, conn *stomp.Conn, dest string, skip func(i
 			case msg.Header.Get("browser") == "end":
 				return n, nil
 			}
-			if seen++; seen > maxBrowse {
+			if seen++; seen > limit {
 				return n, nil // counted up to the bound (docs/ABIS.md)
 			}
-			if id := msg.Header.Get("message-id"); id == "" || !skip(id) {
+			if id := msg.Header.Get("message-id"); id == "" || skip == nil || !skip(id) {
 				n++
 			}
 		}

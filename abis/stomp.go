@@ -97,7 +97,7 @@ func (a *Adapter) Serve(ctx context.Context, b Broker) error {
 		return fmt.Errorf("abis: subscribing to %s: %w", b.Inbound, err)
 	}
 	a.jobs.serving(func(ctx context.Context, skip func(string) bool) (int, error) {
-		return browseQueue(ctx, conn, b.Inbound, skip)
+		return Queued(ctx, conn, b.Inbound, maxBrowse, skip)
 	})
 	defer a.jobs.serving(nil)
 	a.o.Log.Info("abis: serving", "broker", b.Addr, "inbound", b.Inbound, "outbound", b.Outbound, "in_flight", b.InFlight)

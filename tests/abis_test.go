@@ -567,3 +567,47 @@ func untrusting(t *testing.T, dir string, b *activeMQ) {
 		t.Fatal("an adapter that does not trust the broker's certificate did not say so within 60 s")
 	}
 }
+
+// TestABISQueuedBound: abis.Queued counts a queue at the broker without
+// consuming it, stops at its bound, and leaves the connection serving
+// (a browse cut short must not stall the other subscriptions).
+func TestABISQueuedBound(t *testing.T) {
+	b := startActiveMQ(t)
+	c, err := stomp.Dial("tcp", b.addr, stomp.ConnOpt.Login(b.user, b.pass))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Disconnect()
+	const q, n = "/queue/counted", 300
+	for i := range n {
+		if err := c.Send(q, "text/plain", fmt.Appendf(nil, "message %d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for range 2 { // counting consumes nothing
+		if got, err := abis.Queued(ctx, c, q, 1000, nil); err != nil || got != n {
+			t.Fatalf("Queued: %d, %v; want %d", got, err, n)
+		}
+	}
+	for range 3 {
+		if got, err := abis.Queued(ctx, c, q, 10, nil); err != nil || got != 10 {
+			t.Fatalf("Queued up to 10: %d, %v", got, err)
+		}
+	}
+	sub, err := c.Subscribe(q, stomp.AckAuto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		select {
+		case m := <-sub.C:
+			if m.Err != nil || string(m.Body) != fmt.Sprintf("message %d", i) {
+				t.Fatalf("message %d after the counts: %v %q", i, m.Err, m.Body)
+			}
+		case <-ctx.Done():
+			t.Fatalf("message %d not received after the counts: the connection stalled", i)
+		}
+	}
+}
