@@ -183,24 +183,6 @@ func hold[E additive.Elem](h *Holder[E]) func() {
 	return func() { close(out) }
 }
 
-// LoseTags makes holder e forget the next n tags it keeps, as a helper
-// that restarted between its part and the decider's fetch of the
-// answer's tags has.
-func LoseTags(e any, n int) {
-	switch h := e.(type) {
-	case *Holder[uint8]:
-		h.tagsKept.loseNext(n)
-	case *Holder[uint16]:
-		h.tagsKept.loseNext(n)
-	}
-}
-
-func (k *tagKeep) loseNext(n int) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.lose, k.since = n, time.Now()
-}
-
 // SetDegradedLimit sets the limit of degraded queries per entry of a
 // holder (as a helper) or of the decider: rate a second, bursts of burst.
 func SetDegradedLimit(e any, rate float64, burst int) {

@@ -302,26 +302,69 @@ func TestDegradedLimit(t *testing.T) {
 // (as CI's TestRotateWithGrace met); the decider says ask again, and the
 // entry runs the query once more under a fresh id and answers. Helpers
 // that never keep them fail the identify after the entry's bounded runs,
-// saying why.
+// saying why. A fetch that names another query id (its first byte
+// altered on the way) finds no tags at a helper that started within the
+// tags' keep, as after a restart: the timeout of 2 minutes keeps them 8,
+// longer than this test takes.
 func TestTagsLostAskAgain(t *testing.T) {
-	c := startCluster(t, config.Literal{Beta: 21, RevealScores: true}, nil)
+	c := startCluster(t, config.Literal{Beta: 21, RevealScores: true, Timeout: config.Duration(2 * time.Minute)}, nil)
 	xs, ids := enrollAll(t, c, 10, 3)
-	for _, name := range []string{"p2", "p3"} {
-		replicated.LoseTags(c.holders[name], 1)
+	dec := c.p.DeciderName()
+	spoil := func(n int) []*askSpoiler {
+		var ss []*askSpoiler
+		for _, name := range []string{"p2", "p3"} {
+			s := &askSpoiler{left: n}
+			c.net.SetFault(dec, name, memnet.Fault{Corrupt: s.corrupt})
+			ss = append(ss, s)
+		}
+		return ss
 	}
+	spoilt := spoil(1)
 	r, err := c.client("device", "p1").Identify(ctx(t), xs[4], 1)
 	if err != nil {
 		t.Fatalf("an identify whose tags a helper lost once: %v", err)
 	}
+	for i, s := range spoilt {
+		if s.left != 0 {
+			t.Fatalf("the decider's first fetch from p%d was not altered", i+2)
+		}
+	}
 	if len(r.Candidates) != 1 || r.Candidates[0].ID != ids[4] {
 		t.Fatalf("answered %+v, want %s", r.Candidates, ids[4])
 	}
-	for _, name := range []string{"p2", "p3"} {
-		replicated.LoseTags(c.holders[name], 1000)
-	}
+	spoil(1000)
 	_, err = c.client("device", "p1").Identify(ctx(t), xs[4], 1)
 	if err == nil || !strings.Contains(err.Error(), "keeps no tags") {
 		t.Fatalf("an identify whose tags the helpers never keep: %v, want a refusal that says so", err)
+	}
+}
+
+// askSpoiler alters the first byte of the query id of the next left
+// TagAsk frames a member writes (a frame's 4-byte length may come alone,
+// its body next).
+type askSpoiler struct {
+	mu     sync.Mutex
+	left   int
+	header bool
+}
+
+func (s *askSpoiler) corrupt(p []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	is := func(b []byte) bool {
+		return len(b) > 2 && b[0] == protocol.Version && protocol.Type(b[1]) == protocol.TTagAsk
+	}
+	at := -1
+	switch {
+	case len(p) > 4 && is(p[4:]):
+		at = 6
+	case s.header && is(p):
+		at = 2
+	}
+	s.header = len(p) == 4
+	if at >= 0 && s.left > 0 {
+		s.left--
+		p[at] ^= 0x01
 	}
 }
 

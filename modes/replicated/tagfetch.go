@@ -35,7 +35,6 @@ type tagKeep struct {
 	keep  time.Duration
 	batch int       // the most queries of one entry's batch (the holder's batch_max, at most MaxHiddenBatch)
 	since time.Time // the holder's start: tags missing before since+keep may be a restart's
-	lose  int       // tests: forget the next lose tags kept (LoseTags)
 }
 
 // entryTags are one entry's kept tags, and their queries in the order
@@ -92,10 +91,6 @@ func (k *tagKeep) put(entry int, qid [16]byte, tags []byte) {
 		return now.Sub(t.at) > k.keep || e.bytes+len(tags)+keptOverhead > quota || len(e.kept) >= maxKeptPerEntry
 	})
 	k.seq++
-	if k.lose > 0 {
-		k.lose--
-		return
-	}
 	e.kept[qid] = keptTags{tags: tags, at: now, seq: k.seq}
 	e.order = append(e.order, keptAt{qid, k.seq})
 	e.bytes += len(tags) + keptOverhead
