@@ -11,6 +11,7 @@ import (
 
 	"github.com/idface/idface/config"
 	"github.com/idface/idface/engine"
+	"github.com/idface/idface/engine/rowtxn/txnlog"
 	"github.com/idface/idface/engine/txnbase"
 	"github.com/idface/idface/internal/codec/rowmap"
 	"github.com/idface/idface/internal/codec/store"
@@ -110,7 +111,7 @@ type replayState struct {
 }
 
 type heldTail struct {
-	*held
+	*txnlog.Held
 	tail
 }
 
@@ -157,8 +158,8 @@ func (c *Core[S]) Self() int { return c.self }
 func (c *Core[S]) Replay(en store.Entry) error {
 	r, st := c.replay, c.st
 	switch en.Type {
-	case recPrepare, recPrepareV1, recEpoch, recLocal:
-		prep, units, err := decodePrepare(en, c.opt.ShareSize, c.opt.SeedSize)
+	case txnlog.RecPrepare, txnlog.RecPrepareV1, txnlog.RecEpoch, txnlog.RecLocal:
+		prep, units, err := txnlog.DecodePrepare(en, c.opt.ShareSize, c.opt.SeedSize)
 		if err != nil {
 			return err
 		}
@@ -168,7 +169,7 @@ func (c *Core[S]) Replay(en store.Entry) error {
 		}
 		i := 0
 		for _, op := range prep.Ops {
-			if !hasUnit(op.Kind) {
+			if !txnlog.HasUnit(op.Kind) {
 				continue
 			}
 			// An aborted prepare's rows are numbered again by the next one,
@@ -177,22 +178,22 @@ func (c *Core[S]) Replay(en store.Entry) error {
 			delete(r.bad, ref)
 			delete(r.erased, ref)
 			switch units[i] {
-			case unitBad:
+			case txnlog.UnitBad:
 				if en.Last {
 					return store.ErrTorn // a crash while the record was written
 				}
 				r.bad[ref] = en.Offset
-			case unitErased:
+			case txnlog.UnitErased:
 				r.erased[ref] = en.Offset
 			}
 			i++
 		}
 		st.pending[prep.Txn] = &pendingTxn{prep: prep, tail: en.TailOffset}
-		if int(prep.Origin) == c.self && en.Type != recLocal {
+		if int(prep.Origin) == c.self && en.Type != txnlog.RecLocal {
 			r.lastOwn, r.lastOwnDecided = prep, false
 		}
-	case recDecide:
-		d, err := decodeDecide(en)
+	case txnlog.RecDecide:
+		d, err := txnlog.DecodeDecide(en)
 		if err != nil {
 			return err
 		}
@@ -212,14 +213,14 @@ func (c *Core[S]) Replay(en store.Entry) error {
 			r.proofs[d.Txn] = d.Proof
 		}
 		c.relay.remember(d) // for the peers' notes and pulls (relay.go)
-	case recHeld:
-		h, err := decodeHeld(en, len(st.segs))
+	case txnlog.RecHeld:
+		h, err := txnlog.DecodeHeld(en, len(st.segs))
 		if err != nil {
 			return err
 		}
 		r.held = append(r.held, heldTail{h, tail{en.TailOffset, len(en.Tail)}})
-		if _, ok := r.proofs[h.txn]; !ok {
-			r.proofs[h.txn] = [32]byte{} // its decision, which comes later in the log, keeps its proof here
+		if _, ok := r.proofs[h.Txn]; !ok {
+			r.proofs[h.Txn] = [32]byte{} // its decision, which comes later in the log, keeps its proof here
 		}
 	default:
 		return fmt.Errorf("rowtxn: record type %d in a party's log", en.Type)
@@ -234,7 +235,7 @@ func (c *Core[S]) settle(t *pendingTxn, commit, replaying bool) error {
 	us := c.st.unit(t.prep)
 	puts := 0
 	for _, op := range t.prep.Ops {
-		if hasUnit(op.Kind) {
+		if txnlog.HasUnit(op.Kind) {
 			puts++
 		}
 	}
@@ -321,7 +322,7 @@ func (c *Core[S]) Start(log engine.Log) error {
 	if own := r.lastOwn; own != nil {
 		if !r.lastOwnDecided {
 			d := &protocol.Decide{Txn: own.Txn, Origin: uint8(c.self), Commit: false}
-			if err := txnbase.AbortAtRestart(c.env, log, encodeDecide(d), func() error {
+			if err := txnbase.AbortAtRestart(c.env, log, txnlog.EncodeDecide(d), func() error {
 				c.st.lock()
 				defer c.st.unlock()
 				t := c.st.pending[own.Txn]
@@ -739,7 +740,7 @@ func (c *Core[S]) decideLocked(d *protocol.Decide) *protocol.Error {
 	if t == nil {
 		return nil
 	}
-	if _, err := c.log.Append(encodeDecide(d)); err != nil {
+	if _, err := c.log.Append(txnlog.EncodeDecide(d)); err != nil {
 		return c.stop.Fatal(err)
 	}
 	delete(c.st.pending, d.Txn)
@@ -755,7 +756,7 @@ func (c *Core[S]) decideLocked(d *protocol.Decide) *protocol.Error {
 // is too large by the request, not by the disk (the mode's
 // MaxEnrollBatch keeps a cluster's own clients below it: MaxBatch).
 func (c *Core[S]) logPrepare(p *protocol.Prepare) ([]store.Pos, *protocol.Error) {
-	rec := encodePrepare(p)
+	rec := txnlog.EncodePrepare(p)
 	if n := len(rec.Sealed) + len(rec.Tail); n > store.MaxRecord {
 		return nil, protocol.Errorf(protocol.CodeBadRequest, "%s: a batch of %d changes takes %d bytes in the log, more than one record holds (%d): send at most %d templates per request", c.env.Self, len(p.Ops), n, store.MaxRecord, c.p.MaxEnrollBatch())
 	}

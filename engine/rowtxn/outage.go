@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/idface/idface/engine/rowtxn/txnlog"
 	"github.com/idface/idface/protocol"
 )
 
@@ -106,7 +107,7 @@ func StandsDownUntilRebuilt(err error, name string) bool {
 // so that a crash in between finds it) and remembers its part (the caller
 // holds heldMu).
 func (c *Core[S]) hold(k int, m protocol.Msg, txn protocol.TxnID) *protocol.Error {
-	rec := encodeHeld(k, m)
+	rec := txnlog.EncodeHeld(k, m)
 	pos, err := c.log.Append(rec)
 	if err != nil {
 		return c.stop.Fatal(err)
@@ -153,31 +154,31 @@ func (c *Core[S]) requeueHeld(r *replayState) error {
 	c.heldMu.Lock()
 	defer c.heldMu.Unlock()
 	for _, h := range r.held {
-		if h.msg == nil {
+		if h.Msg == nil {
 			continue // confirmed
 		}
-		origin := heldOrigin(h.msg)
-		name := c.p.Party(h.party).Name
-		if _, inDoubt := c.st.pending[h.txn]; inDoubt && origin != c.self {
-			c.held[heldKey{name, h.txn}] = h.tail
-			c.relayOnCommit(h.txn, relay{to: name, msg: h.msg})
+		origin := heldOrigin(h.Msg)
+		name := c.p.Party(h.Party).Name
+		if _, inDoubt := c.st.pending[h.Txn]; inDoubt && origin != c.self {
+			c.held[heldKey{name, h.Txn}] = h.tail
+			c.relayOnCommit(h.Txn, relay{to: name, msg: h.Msg})
 			continue
 		}
-		if !r.decided[h.txn] {
+		if !r.decided[h.Txn] {
 			if err := c.log.Overwrite(h.off, make([]byte, h.n)); err != nil {
 				return err
 			}
 			continue
 		}
-		d := &protocol.Decide{Txn: h.txn, Origin: uint8(origin), Commit: true}
+		d := &protocol.Decide{Txn: h.Txn, Origin: uint8(origin), Commit: true}
 		if origin == c.self {
-			d = c.decideFor(d, heldPrepare(h.msg), h.party)
+			d = c.decideFor(d, heldPrepare(h.Msg), h.Party)
 		} else {
-			d.Proof = r.proofs[h.txn] // a relay: with the origin's proof for the party, kept with the decision
+			d.Proof = r.proofs[h.Txn] // a relay: with the origin's proof for the party, kept with the decision
 		}
-		c.outbox.Add(name, h.msg)
+		c.outbox.Add(name, h.Msg)
 		c.outbox.Add(name, d)
-		c.held[heldKey{name, h.txn}] = h.tail
+		c.held[heldKey{name, h.Txn}] = h.tail
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package rowtxn
 import (
 	"fmt"
 
+	"github.com/idface/idface/engine/rowtxn/txnlog"
 	"github.com/idface/idface/protocol"
 )
 
@@ -52,7 +53,7 @@ func (c *Core[S]) Restore(k, base int, ids []string, live []bool, shares [][]byt
 			p.Ops = append(p.Ops, protocol.Op{Kind: protocol.OpDelete, Seq: seq, ID: id})
 		}
 	}
-	pos, err := c.log.Append(encodeLocal(p))
+	pos, err := c.log.Append(txnlog.EncodeLocal(p))
 	if err != nil {
 		c.stop.Fatal(err) // a running party (catching up) stops: its log may hold a torn record
 		return err
@@ -105,7 +106,7 @@ func (c *Core[S]) Rewrite(k, base int, ids []string, units [][]byte, epoch uint3
 		}
 		p.Ops = append(p.Ops, protocol.Op{Kind: protocol.OpReplace, Seq: uint32(seq), ID: id, Share: u})
 	}
-	pos, err := c.log.Append(encodeLocal(p))
+	pos, err := c.log.Append(txnlog.EncodeLocal(p))
 	if err != nil {
 		c.stop.Fatal(err)
 		return err
@@ -151,7 +152,7 @@ func (c *Core[S]) Revoke(k int, seqs []int, ids []string) error {
 	if p.Txn, err = c.env.NewTxnID(); err != nil {
 		return err
 	}
-	pos, err := c.log.Append(encodeLocal(p))
+	pos, err := c.log.Append(txnlog.EncodeLocal(p))
 	if err != nil {
 		c.stop.Fatal(err) // a running party (catching up) stops: its log may hold a torn record
 		return err

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/idface/idface/engine/rowtxn/txnlog"
 	"github.com/idface/idface/engine/txnbase"
 	"github.com/idface/idface/internal/codec/rowmap"
 	"github.com/idface/idface/protocol"
@@ -232,7 +233,7 @@ func (st *state[S]) validate(p *protocol.Prepare, sealed [][32]byte) *protocol.E
 		}
 	}
 	next := int(p.Base)
-	isSeeded := seeded(p)
+	isSeeded := txnlog.Seeded(p)
 	for _, op := range p.Ops {
 		check := protocol.CheckID // a new id: NFC too
 		if op.Kind == protocol.OpDelete {
@@ -394,10 +395,10 @@ func (st *state[S]) validateReshare(p *protocol.Prepare) *protocol.Error {
 
 // unit is the bytes of one of a prepare's tail units.
 func (st *state[S]) unit(p *protocol.Prepare) int {
-	if seeded(p) {
-		return unitSize(st.seed)
+	if txnlog.Seeded(p) {
+		return txnlog.UnitSize(st.seed)
 	}
-	return unitSize(st.share)
+	return txnlog.UnitSize(st.share)
 }
 
 // putAll stores a transaction's new rows (consecutive, from Base), seeds

@@ -1,4 +1,4 @@
-package rowtxn
+package txnlog
 
 import (
 	"encoding/binary"
@@ -14,29 +14,29 @@ import (
 // package's own, independent of the wire protocol; golden vectors in
 // testdata/ pin it.
 const (
-	recPrepareV1 uint8 = 1 // a prepared transaction (before operator signatures): read only
-	recDecide    uint8 = 2 // the decision on a transaction
-	recPrepare   uint8 = 3 // a prepared transaction: the operator's Auth and ops, with this party's shares in the tail
-	recHeld      uint8 = 4 // at an origin: the prepare of a party that was down, kept until it confirms the decision
-	recEpoch     uint8 = 5 // a prepare that sets its origin segment's reshare epoch (a reshare, or a rebuild's restore): recPrepare's layout, then the epoch
-	// recLocal is a change a party made to its own copy alone and
-	// committed at once (Restore, Revoke, Rewrite): recPrepare's layout,
+	RecPrepareV1 uint8 = 1 // a prepared transaction (before operator signatures): read only
+	RecDecide    uint8 = 2 // the decision on a transaction
+	RecPrepare   uint8 = 3 // a prepared transaction: the operator's Auth and ops, with this party's shares in the tail
+	RecHeld      uint8 = 4 // at an origin: the prepare of a party that was down, kept until it confirms the decision
+	RecEpoch     uint8 = 5 // a prepare that sets its origin segment's reshare epoch (a reshare, or a rebuild's restore): RecPrepare's layout, then the epoch
+	// RecLocal is a change a party made to its own copy alone and
+	// committed at once (Restore, Revoke, Rewrite): RecPrepare's layout,
 	// then whether it sets the segment's epoch and the epoch. Never its
 	// origin's transaction, even of the party's own segment: a restart
 	// must not take it for the last one the party sent its peers.
-	recLocal uint8 = 6
+	RecLocal uint8 = 6
 )
 
-// hasUnit reports whether an op keeps a share in the prepare's tail.
-func hasUnit(k protocol.OpKind) bool { return k == protocol.OpPut || k == protocol.OpReplace }
+// HasUnit reports whether an op keeps a share in the prepare's tail.
+func HasUnit(k protocol.OpKind) bool { return k == protocol.OpPut || k == protocol.OpReplace }
 
 // Each put's share is one unit of the prepare record's tail: the share's
 // bytes (or the seed it expands from), then a CRC-32C of them. An erased
 // unit is all zero bytes (a CRC-32C of zero bytes is never zero).
-func unitSize(share int) int { return share + 4 }
+func UnitSize(share int) int { return share + 4 }
 
 // seeded reports whether a prepare's puts carry seeds (all or none do).
-func seeded(p *protocol.Prepare) bool {
+func Seeded(p *protocol.Prepare) bool {
 	for _, op := range p.Ops {
 		if op.Kind == protocol.OpPut {
 			return op.Seeded
@@ -46,21 +46,21 @@ func seeded(p *protocol.Prepare) bool {
 }
 
 // encodeRecord makes the log record of a Prepare whose puts carry shares
-// (or seeds) of one size: a transaction's (recPrepare, recEpoch), or with
-// local a change to this party's copy alone (recLocal).
+// (or seeds) of one size: a transaction's (RecPrepare, RecEpoch), or with
+// local a change to this party's copy alone (RecLocal).
 func encodeRecord(p *protocol.Prepare, local bool) store.Record {
 	e := wire.Enc{B: make([]byte, 0, 32+len(p.Ops)*24)}
 	e.Raw(p.Txn[:])
 	e.U8(p.Origin)
 	e.U16(p.Dim)
 	e.U32(p.Base)
-	e.Bool(seeded(p))
+	e.Bool(Seeded(p))
 	protocol.MarshalAuth(&e, p.Auth)
 	e.U32(uint32(len(p.Ops)))
 	size := 0
 	for _, op := range p.Ops {
-		if hasUnit(op.Kind) {
-			size += unitSize(len(op.Share))
+		if HasUnit(op.Kind) {
+			size += UnitSize(len(op.Share))
 		}
 	}
 	tail := make([]byte, 0, size) // (a batch's shares: tens of MB, copied once)
@@ -70,7 +70,7 @@ func encodeRecord(p *protocol.Prepare, local bool) store.Record {
 		e.Str(op.ID)
 	}
 	for _, op := range p.Ops {
-		if !hasUnit(op.Kind) {
+		if !HasUnit(op.Kind) {
 			continue
 		}
 		at := len(tail)
@@ -84,41 +84,41 @@ func encodeRecord(p *protocol.Prepare, local bool) store.Record {
 			epoch = p.Reshare.Epoch
 		}
 		e.U32(epoch)
-		return store.Record{Type: recLocal, Sealed: e.B, Tail: tail}
+		return store.Record{Type: RecLocal, Sealed: e.B, Tail: tail}
 	}
 	if p.Reshare != nil { // the epoch, never the key
 		e.U32(p.Reshare.Epoch)
-		return store.Record{Type: recEpoch, Sealed: e.B, Tail: tail}
+		return store.Record{Type: RecEpoch, Sealed: e.B, Tail: tail}
 	}
-	return store.Record{Type: recPrepare, Sealed: e.B, Tail: tail}
+	return store.Record{Type: RecPrepare, Sealed: e.B, Tail: tail}
 }
 
-// encodePrepare is a transaction's prepare record.
-func encodePrepare(p *protocol.Prepare) store.Record { return encodeRecord(p, false) }
+// EncodePrepare is a transaction's prepare record.
+func EncodePrepare(p *protocol.Prepare) store.Record { return encodeRecord(p, false) }
 
-// encodeLocal is the record of a change to this party's copy alone
-// (recLocal).
-func encodeLocal(p *protocol.Prepare) store.Record { return encodeRecord(p, true) }
+// EncodeLocal is the record of a change to this party's copy alone
+// (RecLocal).
+func EncodeLocal(p *protocol.Prepare) store.Record { return encodeRecord(p, true) }
 
 // unit is the state of one share in a replayed prepare record.
-type unit uint8
+type Unit uint8
 
 const (
-	unitIntact unit = iota
-	unitErased      // overwritten with zeros after a delete or an abort
-	unitBad         // neither: damage, or an erasure torn by a crash
+	UnitIntact Unit = iota
+	UnitErased      // overwritten with zeros after a delete or an abort
+	UnitBad         // neither: damage, or an erasure torn by a crash
 )
 
-// decodePrepare parses a prepare record of shares of share bytes (seeds of
+// DecodePrepare parses a prepare record of shares of share bytes (seeds of
 // seed bytes); shares of erased or bad units are left nil and reported in
 // units (one per put, in op order).
-func decodePrepare(en store.Entry, share, seed int) (*protocol.Prepare, []unit, error) {
+func DecodePrepare(en store.Entry, share, seed int) (*protocol.Prepare, []Unit, error) {
 	d := wire.Dec{B: en.Sealed}
 	p := &protocol.Prepare{}
 	d.Fixed(p.Txn[:])
 	p.Origin, p.Dim, p.Base = d.U8(), d.U16(), d.U32()
 	isSeeded := d.Bool()
-	if en.Type == recPrepare || en.Type == recEpoch || en.Type == recLocal {
+	if en.Type == RecPrepare || en.Type == RecEpoch || en.Type == RecLocal {
 		p.Auth = protocol.UnmarshalAuth(&d)
 	}
 	if isSeeded {
@@ -147,9 +147,9 @@ func decodePrepare(en store.Entry, share, seed int) (*protocol.Prepare, []unit, 
 		p.Ops = append(p.Ops, op)
 	}
 	switch en.Type {
-	case recEpoch:
+	case RecEpoch:
 		p.Reshare = &protocol.Reshare{Epoch: d.U32()}
-	case recLocal:
+	case RecLocal:
 		if sets, epoch := d.Bool(), d.U32(); sets {
 			p.Reshare = &protocol.Reshare{Epoch: epoch}
 		}
@@ -157,41 +157,41 @@ func decodePrepare(en store.Entry, share, seed int) (*protocol.Prepare, []unit, 
 	if err := d.Done(); err != nil {
 		return nil, nil, fmt.Errorf("prepare record: %w", err)
 	}
-	us := unitSize(share)
+	us := UnitSize(share)
 	if len(en.Tail) != puts*us {
 		return nil, nil, fmt.Errorf("prepare record with %d puts has a tail of %d bytes", puts, len(en.Tail))
 	}
-	units := make([]unit, 0, puts)
+	units := make([]Unit, 0, puts)
 	i := 0
 	for k := range p.Ops {
-		if !hasUnit(p.Ops[k].Kind) {
+		if !HasUnit(p.Ops[k].Kind) {
 			continue
 		}
 		u := en.Tail[i*us : (i+1)*us]
 		i++
-		st := checkUnit(u)
+		st := CheckUnit(u)
 		units = append(units, st)
-		if st == unitIntact {
+		if st == UnitIntact {
 			p.Ops[k].Share = append([]byte(nil), u[:share]...)
 		}
 	}
 	return p, units, nil
 }
 
-func checkUnit(u []byte) unit {
+func CheckUnit(u []byte) Unit {
 	body := u[:len(u)-4]
 	if store.Checksum(body) == binary.BigEndian.Uint32(u[len(u)-4:]) {
-		return unitIntact
+		return UnitIntact
 	}
 	for _, b := range u {
 		if b != 0 {
-			return unitBad
+			return UnitBad
 		}
 	}
-	return unitErased
+	return UnitErased
 }
 
-func encodeDecide(d *protocol.Decide) store.Record {
+func EncodeDecide(d *protocol.Decide) store.Record {
 	e := wire.Enc{}
 	e.Raw(d.Txn[:])
 	e.U8(d.Origin)
@@ -199,10 +199,10 @@ func encodeDecide(d *protocol.Decide) store.Record {
 	if d.Proof != [32]byte{} {
 		e.Raw(d.Proof[:]) // the origin's proof for the third, to relay it after a restart
 	}
-	return store.Record{Type: recDecide, Sealed: e.B}
+	return store.Record{Type: RecDecide, Sealed: e.B}
 }
 
-func decodeDecide(en store.Entry) (*protocol.Decide, error) {
+func DecodeDecide(en store.Entry) (*protocol.Decide, error) {
 	d := wire.Dec{B: en.Sealed}
 	m := &protocol.Decide{}
 	d.Fixed(m.Txn[:])
@@ -226,7 +226,7 @@ func decodeDecide(en store.Entry) (*protocol.Decide, error) {
 // the record's tail (one unit), erased once the party has confirmed the
 // decision; a held record whose tail is intact at start is queued again.
 
-func encodeHeld(party int, m protocol.Msg) store.Record {
+func EncodeHeld(party int, m protocol.Msg) store.Record {
 	e := wire.Enc{}
 	e.U8(uint8(party))
 	var part, held []byte
@@ -248,26 +248,26 @@ func encodeHeld(party int, m protocol.Msg) store.Record {
 	}
 	tail = append(append(append(tail, part...), held...), 0, 0, 0, 0)
 	binary.BigEndian.PutUint32(tail[len(tail)-4:], store.Checksum(tail[:len(tail)-4]))
-	return store.Record{Type: recHeld, Sealed: e.B, Tail: tail}
+	return store.Record{Type: RecHeld, Sealed: e.B, Tail: tail}
 }
 
 // held is a decoded held record: the party, its message (nil when the
 // tail was erased: delivered) and the transaction.
-type held struct {
-	party int
-	msg   protocol.Msg
-	txn   protocol.TxnID
+type Held struct {
+	Party int
+	Msg   protocol.Msg
+	Txn   protocol.TxnID
 }
 
-func decodeHeld(en store.Entry, mu int) (*held, error) {
+func DecodeHeld(en store.Entry, mu int) (*Held, error) {
 	d := wire.Dec{B: en.Sealed}
-	h := &held{party: int(d.U8())}
+	h := &Held{Party: int(d.U8())}
 	b := d.Bytes32(store.MaxRecord)
 	if err := d.Done(); err != nil {
 		return nil, fmt.Errorf("held record: %w", err)
 	}
-	if h.party >= mu || len(en.Tail) < 5 {
-		return nil, fmt.Errorf("held record of party %d with a tail of %d bytes", h.party, len(en.Tail))
+	if h.Party >= mu || len(en.Tail) < 5 {
+		return nil, fmt.Errorf("held record of party %d with a tail of %d bytes", h.Party, len(en.Tail))
 	}
 	m, err := protocol.DecodeStored(b) // a log an earlier build wrote
 	if err != nil {
@@ -275,16 +275,16 @@ func decodeHeld(en store.Entry, mu int) (*held, error) {
 	}
 	switch m := m.(type) {
 	case *protocol.SealedPrepare:
-		h.txn = m.Prepare.Txn
+		h.Txn = m.Prepare.Txn
 	case *protocol.Prepare:
-		h.txn = m.Txn
+		h.Txn = m.Txn
 	default:
 		return nil, fmt.Errorf("held record of a %v", m.Type())
 	}
-	switch checkUnit(en.Tail) {
-	case unitErased:
+	switch CheckUnit(en.Tail) {
+	case UnitErased:
 		return h, nil
-	case unitBad:
+	case UnitBad:
 		return nil, fmt.Errorf("held record's part fails its checksum")
 	}
 	body := en.Tail[1 : len(en.Tail)-4]
@@ -302,6 +302,6 @@ func decodeHeld(en store.Entry, mu int) (*held, error) {
 	default:
 		return nil, fmt.Errorf("held record's part of format %d (%d bytes)", en.Tail[0], len(body))
 	}
-	h.msg = m
+	h.Msg = m
 	return h, nil
 }
