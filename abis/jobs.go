@@ -13,8 +13,9 @@ import (
 // maxBrowse bounds the messages one pendingJobs counts at the broker (a
 // browse reads each message's body); browseWait bounds its time.
 const (
-	maxBrowse  = 100_000
-	browseWait = 10 * time.Second
+	maxBrowse       = 100_000
+	browseWait      = 10 * time.Second
+	unsubscribeWait = 5 * time.Second
 )
 
 // jobs is what pendingJobs counts: the requests the adapter holds
@@ -84,9 +85,13 @@ func (j *jobs) count(ctx context.Context) (int, error) {
 }
 
 // Queued counts the messages waiting on queue dest of an ActiveMQ broker
-// (or one with its STOMP queue browser), but for those whose message-id
-// skip names (nil: none), counting no further than limit messages seen:
-// an error if the browse does not end within ctx. It consumes nothing.
+// (whose STOMP browses a queue: another broker may consume it), but for
+// those whose message-id skip names (nil: none), counting no further
+// than limit messages seen: an error if the browse does not end within
+// ctx. It consumes nothing. ActiveMQ browses what it holds in memory (and
+// up to its destination policy's maxBrowsePageSize, 400 by default, from
+// its store): where the queue outgrows the broker's memory, the count is
+// a lower bound (docs/ABIS.md).
 func Queued(ctx context.Context, conn *stomp.Conn, dest string, limit int, skip func(id string) bool) (int, error) {
 	sub, err := conn.Subscribe(dest, stomp.AckAuto, stomp.SubscribeOpt.Header("browser", "true"))
 	if err != nil {

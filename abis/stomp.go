@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -45,6 +46,9 @@ func (b Broker) dial(ctx context.Context) (*stomp.Conn, error) {
 		stomp.ConnOpt.AcceptVersion(stomp.V12),
 		stomp.ConnOpt.HeartBeat(b.HeartBeat, b.HeartBeat),
 		stomp.ConnOpt.Host("/"),
+		// pendingJobs' browse unsubscribes when it ends: its wait is
+		// bounded with the browse's (jobs.go).
+		stomp.ConnOpt.UnsubscribeReceiptTimeout(unsubscribeWait),
 	}
 	if b.TLS == nil {
 		conn, err := stomp.Dial("tcp", b.Addr, opts...)
@@ -96,10 +100,16 @@ func (a *Adapter) Serve(ctx context.Context, b Broker) error {
 		conn.MustDisconnect()
 		return fmt.Errorf("abis: subscribing to %s: %w", b.Inbound, err)
 	}
-	a.jobs.serving(func(ctx context.Context, skip func(string) bool) (int, error) {
-		return Queued(ctx, conn, b.Inbound, maxBrowse, skip)
-	})
-	defer a.jobs.serving(nil)
+	if strings.HasPrefix(conn.Server(), "ActiveMQ/") {
+		// Only ActiveMQ's STOMP browses a queue (another broker would take
+		// a browse for a consumer, and consume the requests).
+		a.jobs.serving(func(ctx context.Context, skip func(string) bool) (int, error) {
+			return Queued(ctx, conn, b.Inbound, maxBrowse, skip)
+		})
+		defer a.jobs.serving(nil)
+	} else {
+		a.o.Log.Warn("abis: the broker is not ActiveMQ: pendingJobs counts only the requests the adapter holds", "server", conn.Server())
+	}
 	a.o.Log.Info("abis: serving", "broker", b.Addr, "inbound", b.Inbound, "outbound", b.Outbound, "in_flight", b.InFlight)
 
 	slots := make(chan struct{}, b.InFlight)
