@@ -365,3 +365,37 @@ func (t *Transformers) Apply(x []float32) (template.Ternary, error) {
 	y := template.NewTernary(tr.Dim())
 	return y, template.Apply(tr, x, y)
 }
+
+// LogEvery lets a log line repeated by a peer or a client through at
+// most once an interval per key (an entry and what the line says, say),
+// so that a retry loop cannot flood the log; the events held back are
+// counted and reported with the next line. Keys must be few (party
+// names), since each is kept. The zero value logs every 10 s.
+type LogEvery struct {
+	Every  time.Duration
+	mu     sync.Mutex
+	logged map[string]time.Time
+	quiet  map[string]int
+}
+
+// Due counts one event of key and reports whether to log it, with the
+// events since the last line (this one included): the first, then at
+// most one a l.Every.
+func (l *LogEvery) Due(key string) (int, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.logged == nil {
+		l.logged, l.quiet = map[string]time.Time{}, map[string]int{}
+	}
+	every := l.Every
+	if every <= 0 {
+		every = 10 * time.Second
+	}
+	l.quiet[key]++
+	if t, ok := l.logged[key]; ok && time.Since(t) < every {
+		return 0, false
+	}
+	n := l.quiet[key]
+	l.logged[key], l.quiet[key] = time.Now(), 0
+	return n, true
+}

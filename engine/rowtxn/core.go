@@ -77,6 +77,9 @@ type Core[S Shares] struct {
 	heldMu sync.Mutex
 	held   map[heldKey]tail
 	relay  *relays
+	// unprovenLogs paces the warnings about relays refused for want of
+	// their origin's proof, which their relayer retries (relay.go).
+	unprovenLogs engine.LogEvery
 	// prior is this origin's decision on its last transaction, which
 	// every Prepare carries (guarded by txnMu).
 	prior protocol.Decide
@@ -836,10 +839,8 @@ func (c *Core[S]) prepare(ctx context.Context, from string, m *protocol.Prepare,
 	if v, ok := c.alreadyPrepared(m); ok {
 		return v
 	}
-	for _, id := range c.late {
-		if id == m.Txn {
-			return protocol.Errorf(protocol.CodeAborted, "%s: the transaction was decided before its prepare came", c.env.Self)
-		}
+	if c.decidedEarly(m.Txn) {
+		return protocol.Errorf(protocol.CodeAborted, "%s: the transaction was decided before its prepare came", c.env.Self)
 	}
 	for txn, t := range c.st.pending {
 		if t.prep.Origin == m.Origin && txn != m.Txn {
@@ -914,6 +915,12 @@ func (c *Core[S]) markLate(txn protocol.TxnID) {
 	defer c.lateMu.Unlock()
 	c.late[c.lateAt%lateTxns] = txn
 	c.lateAt++
+}
+
+// decidedEarly reports whether txn was decided before its prepare came
+// (the caller holds the rows' write lock, under which late is read).
+func (c *Core[S]) decidedEarly(txn protocol.TxnID) bool {
+	return slices.Contains(c.late[:], txn)
 }
 
 // Routes are the routes every share holder answers alike (with an

@@ -3,7 +3,6 @@ package rowtxn
 import (
 	"context"
 	"crypto/hmac"
-	"slices"
 	"sync"
 	"time"
 
@@ -346,12 +345,10 @@ func (c *Core[S]) decideFor(d *protocol.Decide, prep *protocol.Prepare, to int) 
 	if !c.relaying() || !d.Commit || prep == nil || to == c.self || to < 0 || to >= c.p.Mu() {
 		return d
 	}
-	third := 3 - c.self - to
-	if _, ok := c.env.PairKeys[c.p.Party(third).Name]; !ok {
-		return d
-	}
 	out := *d
-	out.Proof = c.relayProof(protocol.CommitProof, prep, third)
+	if out.Proof = c.relayProof(protocol.CommitProof, prep, c.third(to)); out.Proof == ([32]byte{}) {
+		return d // no key shared with the third
+	}
 	return &out
 }
 
@@ -408,9 +405,9 @@ func (c *Core[S]) prepareRelayed(ctx context.Context, m *protocol.Prepare, seale
 	case m.Reshare != nil: // never held for a party, so never relayed (thirdsPrepare)
 		return protocol.Errorf(protocol.CodeForbidden, "%s: a reshare relayed by %s: a reshare is taken from its origin only", c.env.Self, third)
 	case !c.proven(protocol.PrepareProof, m, m.Relay):
-		c.env.Log.Warn("a relayed prepare without its origin's proof; not taken", "origin", c.p.Party(int(m.Origin)).Name, "relayer", third)
+		c.unproven("prepare", int(m.Origin), third)
 		return protocol.Errorf(protocol.CodeForbidden, "%s: the prepare relayed by %s does not carry its origin's proof (a relayer cannot relabel a change; an older build sends none): wait for the origin", c.env.Self, third)
-	case slices.Contains(c.late[:], m.Txn):
+	case c.decidedEarly(m.Txn):
 		return protocol.Errorf(protocol.CodeAborted, "%s: the transaction was decided before its prepare came", c.env.Self)
 	}
 	resp := c.takePrepare(m, sealed)
@@ -437,13 +434,23 @@ func (c *Core[S]) decideRelayed(m *protocol.Decide) protocol.Msg {
 	}
 	if !c.proven(protocol.CommitProof, t.prep, m.Proof) {
 		third := c.p.Party(c.third(int(m.Origin))).Name
-		c.env.Log.Warn("a relayed commit without its origin's proof; not taken", "origin", c.p.Party(int(m.Origin)).Name, "relayer", third)
+		c.unproven("commit", int(m.Origin), third)
 		return protocol.Errorf(protocol.CodeForbidden, "%s: the commit relayed by %s does not carry its origin's proof (a relayer cannot commit a change its origin did not; an older build sends none): wait for the origin", c.env.Self, third)
 	}
 	if err := c.decide(m); err != nil {
 		return err
 	}
 	return &protocol.DecideOK{}
+}
+
+// unproven logs a relayed prepare or commit refused for want of its
+// origin's proof: the relayer retries it until the origin delivers, so
+// at most one line every 10 s per relayer and origin, with the count.
+func (c *Core[S]) unproven(what string, origin int, relayer string) {
+	o := c.p.Party(origin).Name
+	if n, ok := c.unprovenLogs.Due(what + " " + o + " " + relayer); ok {
+		c.env.Log.Warn("a relayed "+what+" without its origin's proof; not taken (the relayer retries it: wait for the origin, or upgrade the relayer if it is of an older build)", "origin", o, "relayer", relayer, "refused", n)
+	}
 }
 
 // forget erases the part this party kept for party to of an aborted

@@ -277,9 +277,6 @@ const (
 	// degraded limit.
 	rateWindow  = time.Second
 	rateWindows = 60
-	// logEvery is the shortest interval between two log lines about one
-	// entry's degraded queries.
-	logEvery = 10 * time.Second
 )
 
 // contactWait bounds one contact (a health request) that decides whether
@@ -527,10 +524,7 @@ type gate struct {
 	refused *prometheus.CounterVec // idface_repl_degraded_refused_total{entry,reason}
 	limitG  *prometheus.GaugeVec   // idface_repl_degraded_limit{entry}
 	rates   *rates                 // each entry's checked queries, for its derived limit
-
-	mu     sync.Mutex
-	logged map[string]time.Time // the last log line, by entry and what it says
-	quiet  map[string]int       // the queries since, by the same
+	logs    engine.LogEvery        // a log line about an entry's degraded queries, at most every 10 s
 }
 
 func newGate(env engine.Env, p *Params) *gate {
@@ -541,8 +535,7 @@ func newGate(env engine.Env, p *Params) *gate {
 		served: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_repl_degraded_served_total",
 			Help: "Degraded queries (one holder named down) this server took part in, by the entry that sent them: it could not reach that holder itself."}, []string{"entry"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "idface_repl_degraded_refused_total",
-			Help: "Degraded queries this server refused, by entry and reason: reachable (this server reaches the holder the entry named down) or limit (the entry's degraded queries came faster than the limit)."}, []string{"entry", "reason"}),
-		logged: map[string]time.Time{}, quiet: map[string]int{}}
+			Help: "Degraded queries this server refused, by entry and reason: reachable (this server reaches the holder the entry named down) or limit (the entry's degraded queries came faster than the limit)."}, []string{"entry", "reason"})}
 	if r := p.DegradedRate(); r > 0 {
 		g.limit = newLimiter(r, int(math.Ceil(r)))
 	} else {
@@ -594,7 +587,7 @@ func (g *gate) admit(ctx context.Context, entry, down int, own func() int) *prot
 	self := g.env.Self
 	if (own == nil || own() != down) && !g.reach.down(dn) {
 		g.refused.WithLabelValues(en, "reachable").Inc()
-		if n, ok := g.due(en + " reachable"); ok {
+		if n, ok := g.logs.Due(en + " reachable"); ok {
 			g.env.Log.Warn("an entry named a share holder down that this server reaches; its degraded queries are refused", "entry", g.env.Peer(en), "named_down", g.env.Peer(dn), "refused", n)
 		}
 		return protocol.Errorf(protocol.CodeInconsistent, "entry %s named %s down, but %s reaches %s: a query runs degraded only while the servers that serve it cannot reach that holder either, so this one is refused. If %s is down for %s only, check %s's network; else %s may be faulty or compromised",
@@ -605,7 +598,7 @@ func (g *gate) admit(ctx context.Context, entry, down int, own func() int) *prot
 			return protocol.Errorf(protocol.CodeUnavailable, "%s: %v", self, err)
 		}
 		g.refused.WithLabelValues(en, "limit").Inc()
-		if n, ok := g.due(en + " limit"); ok {
+		if n, ok := g.logs.Due(en + " limit"); ok {
 			g.env.Log.Warn("an entry's degraded queries came faster than the limit; refused", "entry", g.env.Peer(en), "down", g.env.Peer(dn), "refused", n)
 		}
 		rate, burst := g.limit.limits(entry)
@@ -614,25 +607,10 @@ func (g *gate) admit(ctx context.Context, entry, down int, own func() int) *prot
 			self, rate, en, burst, dn)
 	}
 	g.served.WithLabelValues(en).Inc()
-	if n, ok := g.due(en + " served"); ok {
+	if n, ok := g.logs.Due(en + " served"); ok {
 		rate, _ := g.limit.limits(entry) // the gauge moves with checked queries; an outage has none
 		g.limitG.WithLabelValues(en).Set(rate)
 		g.env.Log.Warn("serving degraded queries: a share holder named down that this server cannot reach either", "entry", g.env.Peer(en), "down", g.env.Peer(dn), "queries", n)
 	}
 	return nil
-}
-
-// due counts one event of key and reports whether to log it, with the
-// events since the last line: the first, then at most one line a
-// logEvery.
-func (g *gate) due(key string) (int, bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.quiet[key]++
-	if t, ok := g.logged[key]; ok && time.Since(t) < logEvery {
-		return 0, false
-	}
-	n := g.quiet[key]
-	g.logged[key], g.quiet[key] = time.Now(), 0
-	return n, true
 }
