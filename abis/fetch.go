@@ -27,6 +27,9 @@ type Fetcher struct {
 	// is read at every fetch (a token refresher may replace it) and sent
 	// as the cookie Authorization=TOKEN.
 	TokenFile string
+	// Keys, when set, open MOSIP's encrypted data shares: every document
+	// must then be one (datashare.go), as the partner's policy says.
+	Keys *DataShareKeys
 }
 
 // Fetch returns the document at u. Failures carry the spec's codes:
@@ -97,6 +100,14 @@ func (f *Fetcher) Fetch(ctx context.Context, u string) ([]byte, error) {
 	}
 	if err := dataShareError(b); err != nil {
 		return nil, err
+	}
+	if f.Keys != nil {
+		if b, err = f.Keys.Open(b); err != nil {
+			return nil, err
+		}
+		if len(bytes.TrimSpace(b)) == 0 {
+			return nil, fail(FailNoData, "the referenceURL's data share holds an empty document")
+		}
 	}
 	return b, nil
 }

@@ -68,6 +68,11 @@ func cmdABIS(args []string, stdout, stderr io.Writer) error {
 	fetchTimeout := fs.Duration("fetch-timeout", 30*time.Second, "time one referenceURL fetch may take")
 	recentN := fs.Int("recent", 1024, "inserted records' templates kept in memory (never on disk) until MOSIP's identify by their referenceId, at most 10 minutes; 0: none (fetch and extract again)")
 	maxCBEFF := fs.Int64("max-cbeff", abis.MaxCBEFF, "largest CBEFF document fetched, in bytes")
+	var shareKeys []string
+	fs.Func("datashare-key", "a PEM file of this ABIS partner's RSA private key and its certificate: every referenceURL then holds MOSIP's encrypted data share, opened with it (repeat the flag for a key being rotated in)", func(v string) error {
+		shareKeys = append(shareKeys, v)
+		return nil
+	})
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -109,6 +114,11 @@ func cmdABIS(args []string, stdout, stderr io.Writer) error {
 		o.Calibration = &c
 	}
 	f := &abis.Fetcher{Timeout: *fetchTimeout, MaxBytes: *maxCBEFF, AllowHTTP: *allowHTTP, TokenFile: *tokenFile}
+	if len(shareKeys) > 0 {
+		if f.Keys, err = abis.LoadDataShareKeys(shareKeys...); err != nil {
+			return err
+		}
+	}
 	a := abis.New(cl, j, f, x, o)
 	b := abis.Broker{Addr: *broker, User: *user, Password: pass, Inbound: *inbound, Outbound: *outbound, InFlight: *inFlight, Bytes: *bytesMsg, TLS: btls}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
