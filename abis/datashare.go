@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -42,21 +43,24 @@ const (
 )
 
 // DataShareKeys open the data shares MOSIP encrypted for this ABIS
-// partner: its RSA private keys, each with its certificate (several while
-// a key is rotated), found by the certificate's thumbprint.
+// partner: its RSA private keys (several while a key is rotated), each
+// found by the thumbprint of any certificate of its public key (the
+// partner's own, and the one MOSIP's partner management re-signed, to
+// which MOSIP seals), else by trying each.
 type DataShareKeys struct {
 	keys []shareKey
 }
 
 type shareKey struct {
-	thumb [thumbprintSize]byte
-	priv  *rsa.PrivateKey
+	thumbs [][thumbprintSize]byte
+	priv   *rsa.PrivateKey
 }
 
 // LoadDataShareKeys reads PEM files, each holding one RSA private key
-// (PKCS#8 or PKCS#1) and its certificate: the ABIS partner's key pair as
-// MOSIP's partner management knows it (from its .p12: `openssl pkcs12
-// -in cbeff.p12 -nodes -out pair.pem`).
+// (PKCS#8 or PKCS#1, not encrypted) and the certificates of its public
+// key: the ABIS partner's key pair as MOSIP's partner management knows it
+// (from its .p12: `openssl pkcs12 -in partner.p12 -nodes -out pair.pem`,
+// then the certificate MOSIP signed for it appended).
 func LoadDataShareKeys(paths ...string) (*DataShareKeys, error) {
 	k := &DataShareKeys{}
 	for _, p := range paths {
@@ -74,60 +78,74 @@ func LoadDataShareKeys(paths ...string) (*DataShareKeys, error) {
 	return k, nil
 }
 
-// Add takes one key pair in PEM: an RSA private key and the certificate
-// of its public key.
+// Add takes one key pair in PEM: an RSA private key and at least one
+// certificate of its public key (others, a CA's say, are passed over).
 func (k *DataShareKeys) Add(pemBytes []byte) error {
 	var priv *rsa.PrivateKey
-	var cert *x509.Certificate
+	var certs []*x509.Certificate
 	for rest := pemBytes; ; {
 		var blk *pem.Block
 		if blk, rest = pem.Decode(rest); blk == nil {
 			break
 		}
+		if strings.Contains(blk.Headers["Proc-Type"], "ENCRYPTED") || blk.Type == "ENCRYPTED PRIVATE KEY" {
+			return errors.New("an encrypted private key: give it unencrypted (openssl pkcs12 ... -nodes), in a file only the adapter reads")
+		}
+		var key any
+		var err error
 		switch blk.Type {
 		case "PRIVATE KEY":
-			key, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
-			if err != nil {
-				return fmt.Errorf("private key: %w", err)
-			}
-			rk, ok := key.(*rsa.PrivateKey)
-			if !ok {
-				return fmt.Errorf("a %T private key; MOSIP seals data shares to RSA keys", key)
-			}
-			priv = rk
+			key, err = x509.ParsePKCS8PrivateKey(blk.Bytes)
 		case "RSA PRIVATE KEY":
-			rk, err := x509.ParsePKCS1PrivateKey(blk.Bytes)
-			if err != nil {
-				return fmt.Errorf("private key: %w", err)
-			}
-			priv = rk
+			key, err = x509.ParsePKCS1PrivateKey(blk.Bytes)
+		case "EC PRIVATE KEY":
+			return errors.New("an EC private key; MOSIP seals data shares to RSA keys")
 		case "CERTIFICATE":
-			if cert != nil {
-				continue // a chain: the first is the partner's own
-			}
 			c, err := x509.ParseCertificate(blk.Bytes)
 			if err != nil {
 				return fmt.Errorf("certificate: %w", err)
 			}
-			cert = c
+			certs = append(certs, c)
+			continue
+		default:
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("private key: %w", err)
+		}
+		rk, ok := key.(*rsa.PrivateKey)
+		if !ok {
+			return fmt.Errorf("a %T private key; MOSIP seals data shares to RSA keys", key)
+		}
+		if priv != nil {
+			return errors.New("two private keys: give one key pair a file")
+		}
+		priv = rk
+	}
+	if priv == nil {
+		return errors.New("no RSA private key (a PEM block PRIVATE KEY or RSA PRIVATE KEY)")
+	}
+	sk := shareKey{priv: priv}
+	for _, c := range certs {
+		if pub, ok := c.PublicKey.(*rsa.PublicKey); ok && pub.Equal(&priv.PublicKey) {
+			sk.thumbs = append(sk.thumbs, sha256.Sum256(c.Raw))
 		}
 	}
 	switch {
-	case priv == nil:
-		return errors.New("no RSA private key (a PEM block PRIVATE KEY or RSA PRIVATE KEY)")
-	case cert == nil:
+	case len(certs) == 0:
 		return errors.New("no certificate (a PEM block CERTIFICATE): its thumbprint names the key in each data share")
+	case len(sk.thumbs) == 0:
+		return errors.New("no certificate is of the private key")
 	}
-	if pub, ok := cert.PublicKey.(*rsa.PublicKey); !ok || !pub.Equal(&priv.PublicKey) {
-		return errors.New("the certificate is not of the private key")
-	}
-	k.keys = append(k.keys, shareKey{thumb: sha256.Sum256(cert.Raw), priv: priv})
+	k.keys = append(k.keys, sk)
 	return nil
 }
 
 // Open returns the document a data share encrypts. Every failure is
-// FailCBEFF, saying why: not base64, no key part, a thumbprint of
-// another certificate, a key or data that does not open.
+// FailCBEFF, saying why: not base64, no key part, a key or data that does
+// not open (sealed to another partner, altered, cut). A share that opens
+// was sealed to this partner's public key, by whoever holds that key's
+// certificate: the envelope says nothing of who made the document.
 func (k *DataShareKeys) Open(doc []byte) ([]byte, error) {
 	raw, err := shareBase64(doc)
 	if err != nil {
@@ -138,40 +156,51 @@ func (k *DataShareKeys) Open(doc []byte) ([]byte, error) {
 		return nil, fail(FailCBEFF, "the data share has no key part (no %s)", shareSplitter)
 	}
 	keyPart, data := raw[:i], raw[i+len(shareSplitter):]
-	var sealed, thumb []byte
+	current := bytes.HasPrefix(keyPart, []byte(shareVersion))
 	var nonce, aad, ct []byte
-	if bytes.HasPrefix(keyPart, []byte(shareVersion)) {
+	if current {
 		keyPart = keyPart[len(shareVersion):]
-		if len(keyPart) <= thumbprintSize || len(data) < shareAADSize+gcmTagSize {
-			return nil, fail(FailCBEFF, "the data share (%s) is too short: a key part of %d bytes, data of %d", shareVersion, len(keyPart), len(data))
+		if len(data) < shareAADSize+gcmTagSize {
+			return nil, fail(FailCBEFF, "the data share (%s) is too short: data of %d bytes", shareVersion, len(data))
 		}
-		thumb, sealed = keyPart[:thumbprintSize], keyPart[thumbprintSize:]
 		aad, ct = data[:shareAADSize], data[shareAADSize:]
 		nonce = aad[:shareNonceSize]
 	} else {
-		sealed = keyPart
-		if len(keyPart) > 256 {
-			thumb, sealed = keyPart[:thumbprintSize], keyPart[thumbprintSize:]
-		}
 		if len(data) < legacyNonceSize+gcmTagSize {
 			return nil, fail(FailCBEFF, "the data share is too short: data of %d bytes", len(data))
 		}
 		ct, nonce = data[:len(data)-legacyNonceSize], data[len(data)-legacyNonceSize:]
 	}
-	candidates := k.keys
-	if thumb != nil {
-		candidates = nil
-		for _, c := range k.keys {
-			if bytes.Equal(c.thumb[:], thumb) {
-				candidates = append(candidates, c)
-			}
+	// The key part is the sealed key, after the certificate's thumbprint
+	// (always in the current form; in the older one where it is longer than
+	// the key's modulus). A share whose thumbprint is none of this
+	// partner's certificates is tried with every key, as MOSIP's mock ABIS
+	// does: a wrong key fails OAEP.
+	var thumb []byte
+	type try struct {
+		c      shareKey
+		sealed []byte
+	}
+	var known, others []try
+	for _, c := range k.keys {
+		n := c.priv.Size()
+		t := try{c: c}
+		switch {
+		case len(keyPart) == thumbprintSize+n:
+			thumb, t.sealed = keyPart[:thumbprintSize], keyPart[thumbprintSize:]
+		case len(keyPart) == n && !current:
+			t.sealed = keyPart
+		default:
+			continue
 		}
-		if len(candidates) == 0 {
-			return nil, fail(FailCBEFF, "the data share is sealed to the certificate of thumbprint %s, not to this ABIS's (--datashare-key)", hex.EncodeToString(thumb))
+		if t.sealed != nil && len(keyPart) > n && slices.ContainsFunc(c.thumbs, func(h [thumbprintSize]byte) bool { return bytes.Equal(h[:], thumb) }) {
+			known = append(known, t)
+		} else {
+			others = append(others, t)
 		}
 	}
-	for _, c := range candidates {
-		key, err := rsa.DecryptOAEP(sha256.New(), nil, c.priv, sealed, nil)
+	for _, t := range append(known, others...) {
+		key, err := rsa.DecryptOAEP(sha256.New(), nil, t.c.priv, t.sealed, nil)
 		if err != nil {
 			continue
 		}
@@ -182,7 +211,10 @@ func (k *DataShareKeys) Open(doc []byte) ([]byte, error) {
 		}
 		return out, nil
 	}
-	return nil, fail(FailCBEFF, "the data share's key does not open with this ABIS's private key")
+	if thumb != nil {
+		return nil, fail(FailCBEFF, "the data share's key (sealed to the certificate of thumbprint %s) does not open with this ABIS's private keys (--datashare-key)", hex.EncodeToString(thumb))
+	}
+	return nil, fail(FailCBEFF, "the data share's key (a key part of %d bytes) does not open with this ABIS's private keys (--datashare-key)", len(keyPart))
 }
 
 func openGCM(key, nonce, ct, aad []byte) ([]byte, error) {
@@ -203,19 +235,23 @@ func openGCM(key, nonce, ct, aad []byte) ([]byte, error) {
 }
 
 // shareBase64 decodes base64 as MOSIP writes it (URL-safe, with or
-// without padding) or with the standard alphabet, ignoring surrounding
-// and line-breaking white space.
+// without padding) or with the standard alphabet, ignoring line-breaking
+// white space.
 func shareBase64(doc []byte) ([]byte, error) {
-	s := strings.Map(func(r rune) rune {
-		switch r {
+	s := make([]byte, 0, len(doc))
+	for _, c := range doc {
+		switch c {
 		case ' ', '\t', '\r', '\n':
-			return -1
 		case '+':
-			return '-'
+			s = append(s, '-')
 		case '/':
-			return '_'
+			s = append(s, '_')
+		default:
+			s = append(s, c)
 		}
-		return r
-	}, string(doc))
-	return base64.RawURLEncoding.DecodeString(strings.TrimRight(s, "="))
+	}
+	s = bytes.TrimRight(s, "=")
+	out := make([]byte, base64.RawURLEncoding.DecodedLen(len(s)))
+	n, err := base64.RawURLEncoding.Decode(out, s)
+	return out[:n], err
 }

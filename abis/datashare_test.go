@@ -58,6 +58,7 @@ func TestDataShareJavaVectors(t *testing.T) {
 		}
 		_, err = shareKeys(t, "other-pair.pem").Open(share)
 		failsWith(t, err, FailCBEFF, "sealed to the certificate of thumbprint")
+		failsWith(t, err, FailCBEFF, "does not open with this ABIS's private keys")
 		if got, err := shareKeys(t, "other-pair.pem", "pair.pem").Open(share); err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("%s with two keys: %v", form, err)
 		}
@@ -71,6 +72,56 @@ func TestDataShareJavaVectors(t *testing.T) {
 		if got, err := shareKeys(t, "pair.pem").Open([]byte(std)); err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("%s in standard base64: %v", form, err)
 		}
+	}
+}
+
+// TestDataShareResigned: MOSIP seals to the certificate its partner
+// management re-signed for the partner (same key, another issuer, so
+// another thumbprint): it opens with the partner's own pair, by trying the
+// key, and with the re-signed certificate added to the pair's file, by
+// its thumbprint.
+func TestDataShareResigned(t *testing.T) {
+	want, share := shareFile(t, "cbeff.xml"), shareFile(t, "share-resigned.txt")
+	if got, err := shareKeys(t, "pair.pem").Open(share); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("with the partner's own certificate: %v", err)
+	}
+	var k DataShareKeys
+	if err := k.Add(append(shareFile(t, "pair.pem"), shareFile(t, "resigned.pem")...)); err != nil {
+		t.Fatal(err)
+	}
+	if len(k.keys) != 1 || len(k.keys[0].thumbs) != 2 {
+		t.Fatalf("a key with two certificates of it: %d keys, %d thumbprints", len(k.keys), len(k.keys[0].thumbs))
+	}
+	if got, err := k.Open(share); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("with the re-signed certificate: %v", err)
+	}
+}
+
+// TestDataShareLegacyForms: the older form without a thumbprint opens
+// (for a 2048-bit key and a 3072-bit one, whose sealed key alone is longer
+// than 256 bytes), and its data cut short is refused.
+func TestDataShareLegacyForms(t *testing.T) {
+	want := shareFile(t, "cbeff.xml")
+	for _, c := range []struct{ pair, share string }{{"pair.pem", "share-legacy.txt"}, {"pair3072.pem", "share-legacy3072.txt"}} {
+		raw, err := base64.URLEncoding.DecodeString(string(shareFile(t, c.share)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := shareKeys(t, c.pair)
+		if got, err := k.Open(shareFile(t, c.share)); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%s: %v", c.share, err)
+		}
+		bare := []byte(base64.RawURLEncoding.EncodeToString(raw[thumbprintSize:]))
+		if got, err := k.Open(bare); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%s without its thumbprint: %v", c.share, err)
+		}
+		split := bytes.Index(raw, []byte(shareSplitter)) + len(shareSplitter)
+		for _, n := range []int{0, 1, legacyNonceSize + gcmTagSize - 1} {
+			_, err := k.Open([]byte(base64.RawURLEncoding.EncodeToString(raw[:split+n])))
+			failsWith(t, err, FailCBEFF, "too short")
+		}
+		_, err = k.Open([]byte(base64.RawURLEncoding.EncodeToString(raw[:split+legacyNonceSize+gcmTagSize])))
+		failsWith(t, err, FailCBEFF, "does not open with its key")
 	}
 }
 
@@ -89,6 +140,11 @@ func TestDataShareRefused(t *testing.T) {
 		b[i] ^= 1
 		return enc(b)
 	}
+	// A thumbprint altered names no certificate of this partner: the key
+	// is tried, as MOSIP's mock ABIS does, and the share opens.
+	if got, err := k.Open(flip(len(shareVersion))); err != nil || !bytes.Equal(got, shareFile(t, "cbeff.xml")) {
+		t.Fatalf("a share with its thumbprint altered: %v", err)
+	}
 	for _, c := range []struct {
 		name string
 		doc  []byte
@@ -97,7 +153,7 @@ func TestDataShareRefused(t *testing.T) {
 		{"plain XML", shareFile(t, "cbeff.xml"), "not base64"},
 		{"no splitter", enc(raw[:split]), "no key part"},
 		{"a byte of the sealed key", flip(split - 1), "does not open with this ABIS's private key"},
-		{"a byte of the thumbprint", flip(len(shareVersion)), "sealed to the certificate of thumbprint"},
+
 		{"a byte of the AAD", flip(split + len(shareSplitter)), "does not open with its key"},
 		{"a byte of the ciphertext", flip(len(raw) - 20), "does not open with its key"},
 		{"the tag cut", enc(raw[:len(raw)-1]), "does not open with its key"},
@@ -134,7 +190,10 @@ func TestDataShareKeyFiles(t *testing.T) {
 	}{
 		{"no certificate", keyOnly, "no certificate"},
 		{"no key", certOnly, "no RSA private key"},
-		{"another's certificate", mixed, "not of the private key"},
+		{"another's certificate", mixed, "no certificate is of the private key"},
+		{"two keys", append(bytes.Clone(pair), cut(other, "CERTIFICATE")...), "two private keys"},
+		{"an encrypted key", []byte("-----BEGIN ENCRYPTED PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED PRIVATE KEY-----\n"), "an encrypted private key"},
+		{"an EC key", []byte("-----BEGIN EC PRIVATE KEY-----\nAAAA\n-----END EC PRIVATE KEY-----\n"), "an EC private key"},
 		{"not PEM", []byte("hello"), "no RSA private key"},
 	} {
 		var k DataShareKeys
@@ -150,7 +209,7 @@ func TestDataShareKeyFiles(t *testing.T) {
 // TestFetcherOpensDataShares: with keys, the fetcher returns the document
 // a data share seals, and refuses a plain one.
 func TestFetcherOpensDataShares(t *testing.T) {
-	docs := map[string][]byte{"/share": shareFile(t, "share-ver_r2.txt"), "/plain": shareFile(t, "cbeff.xml")}
+	docs := map[string][]byte{"/share": shareFile(t, "share-ver_r2.txt"), "/plain": shareFile(t, "cbeff.xml"), "/empty": shareFile(t, "share-empty.txt")}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(docs[r.URL.Path]) }))
 	defer srv.Close()
 	f := &Fetcher{AllowHTTP: true, Keys: shareKeys(t, "pair.pem")}
@@ -160,6 +219,16 @@ func TestFetcherOpensDataShares(t *testing.T) {
 	}
 	_, err = f.Fetch(context.Background(), srv.URL+"/plain")
 	failsWith(t, err, FailCBEFF, "not base64")
+	_, err = f.Fetch(context.Background(), srv.URL+"/empty")
+	failsWith(t, err, FailNoData, "empty document")
+	// The bound is the document's: its base64 share is larger.
+	f.MaxBytes = int64(len(docs["/plain"]))
+	if _, err := f.Fetch(context.Background(), srv.URL+"/share"); err != nil {
+		t.Fatalf("a share of a document at the bound: %v", err)
+	}
+	f.MaxBytes--
+	_, err = f.Fetch(context.Background(), srv.URL+"/share")
+	failsWith(t, err, FailFetch, "over")
 }
 
 // TestDataShareLiveJava seals a fresh document with Java's JCE as MOSIP

@@ -88,6 +88,10 @@ func (f *Fetcher) Fetch(ctx context.Context, u string) ([]byte, error) {
 	if limit <= 0 {
 		limit = MaxCBEFF
 	}
+	doc := limit
+	if f.Keys != nil {
+		limit = limit/3*4 + 8192 // base64 of the document and its envelope
+	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
 		return nil, fail(FailFetch, "reading the referenceURL: %v", err)
@@ -104,6 +108,9 @@ func (f *Fetcher) Fetch(ctx context.Context, u string) ([]byte, error) {
 	if f.Keys != nil {
 		if b, err = f.Keys.Open(b); err != nil {
 			return nil, err
+		}
+		if int64(len(b)) > doc {
+			return nil, fail(FailFetch, "the referenceURL's data share holds a document over %d bytes", doc)
 		}
 		if len(bytes.TrimSpace(b)) == 0 {
 			return nil, fail(FailNoData, "the referenceURL's data share holds an empty document")
