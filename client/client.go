@@ -513,6 +513,17 @@ type Bulk struct {
 	// earlier batch enrolled.
 	Dedupe    bool
 	Duplicate func(Duplicate)
+	// EnrollRefused, with Dedupe, enrolls an item whose search the
+	// cluster refused for a failed check of its hidden probe (one of the
+	// share holders deviates: protocol.RefusedHidden), unchecked, and
+	// tells it to Unchecked; without it such a refusal stops the
+	// enrollment there. The holders then see an enrollment follow a
+	// search whatever its check's outcome (but for a duplicate, which a
+	// passed search leaves out), so a deviating checker does not learn its
+	// test's outcome from it; an unchecked item may be a duplicate: search
+	// it again once the faulty holder is mended (docs/HIDDEN-PROBES.md).
+	EnrollRefused bool
+	Unchecked     func(item int, id string)
 	// Spread sends the batches of an unsharded cluster through every
 	// party in turn instead of through this client's entry, in a mode
 	// whose parties are origins (config.Layout.Origins): each commits the
@@ -832,11 +843,16 @@ func (b *bulkRun) send(s int, idx []int, items []protocol.Item) bool {
 // an earlier item (o.Dedupe), counting them; ok is false when the search
 // failed (the enrollment stops).
 func (b *bulkRun) dedupe(idx []int, items []protocol.Item) (keepIdx []int, keep []protocol.Item, ok bool) {
-	keepIdx, keep, dups, err := b.c.Dedupe(b.ctx, idx, items, b.o.Timeout)
+	keepIdx, keep, dups, unchecked, err := b.c.dedupe(b.ctx, idx, items, b.o.Timeout, b.o.EnrollRefused)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err != nil && b.res.Err == nil {
 		b.res.Err = err
+	}
+	if b.o.Unchecked != nil {
+		for _, i := range unchecked {
+			b.o.Unchecked(i, keep[slices.Index(keepIdx, i)].ID)
+		}
 	}
 	for _, d := range dups {
 		b.res.Duplicates = addRange(b.res.Duplicates, Range{d.Item, d.Item + 1})

@@ -44,7 +44,16 @@ const dedupeInFlight = 8
 // then; an enrollment running at the same time through another client
 // is not seen (the search and the enrollment are not one transaction).
 func (c *Client) Dedupe(ctx context.Context, idx []int, items []protocol.Item, timeout time.Duration) (keepIdx []int, keep []protocol.Item, dups []Duplicate, err error) {
+	keepIdx, keep, dups, _, err = c.dedupe(ctx, idx, items, timeout, false)
+	return keepIdx, keep, dups, err
+}
+
+// dedupe is Dedupe; with enrollRefused an item whose search was refused
+// for a failed check of its hidden probe is kept, unchecked (listed in
+// unchecked by its index in the input), instead of failing the dedupe.
+func (c *Client) dedupe(ctx context.Context, idx []int, items []protocol.Item, timeout time.Duration, enrollRefused bool) (keepIdx []int, keep []protocol.Item, dups []Duplicate, unchecked []int, err error) {
 	matched := make([]string, len(items))
+	refused := make([]bool, len(items))
 	errs := make([]error, len(items))
 	sem := make(chan struct{}, dedupeInFlight)
 	var wg sync.WaitGroup
@@ -56,6 +65,8 @@ func (c *Client) Dedupe(ctx context.Context, idx []int, items []protocol.Item, t
 			defer cancel()
 			a, err := c.Identify(cctx, it.Template, 1)
 			switch {
+			case err != nil && enrollRefused && protocol.IsRefusedHidden(err):
+				refused[i] = true
 			case err != nil:
 				errs[i] = fmt.Errorf("searching the gallery for %q before enrolling it: %w", it.ID, err)
 			case a.Accepted && len(a.Candidates) > 0:
@@ -66,12 +77,12 @@ func (c *Client) Dedupe(ctx context.Context, idx []int, items []protocol.Item, t
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 	}
 	sc, err := newPlainScorer(c.p)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	var keptG [][]int8 // the gallery transforms of the kept items
 	for i, it := range items {
@@ -81,7 +92,7 @@ func (c *Client) Dedupe(ctx context.Context, idx []int, items []protocol.Item, t
 		}
 		g, q, err := sc.transforms(it.Template)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("item %q: %w", it.ID, err)
+			return nil, nil, nil, nil, fmt.Errorf("item %q: %w", it.ID, err)
 		}
 		if k := sc.match(q, keptG); k >= 0 {
 			dups = append(dups, Duplicate{Item: idx[i], ID: it.ID, Matched: keep[k].ID, InBatch: true})
@@ -89,8 +100,11 @@ func (c *Client) Dedupe(ctx context.Context, idx []int, items []protocol.Item, t
 		}
 		keptG = append(keptG, g)
 		keepIdx, keep = append(keepIdx, idx[i]), append(keep, it)
+		if refused[i] {
+			unchecked = append(unchecked, idx[i])
+		}
 	}
-	return keepIdx, keep, dups, nil
+	return keepIdx, keep, dups, unchecked, nil
 }
 
 // plainScorer scores two templates as the cluster does: <G(x), Q(y)>

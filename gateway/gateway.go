@@ -325,6 +325,12 @@ type EnrollRequest struct {
 	// template matches an enrolled person (409, naming the id it
 	// matched; no score).
 	Dedupe bool `json:"dedupe,omitempty"`
+	// EnrollRefused, with Dedupe: a search refused for a failed check of
+	// its hidden probe (a share holder deviates) enrolls the template
+	// anyway, unchecked (the answer says "unchecked": true), so that no
+	// holder learns the check's outcome from whether an enrollment
+	// follows; without it such a search fails the enrollment.
+	EnrollRefused bool `json:"enroll_refused,omitempty"`
 }
 
 func (q *EnrollRequest) fields() []strictjson.Field {
@@ -332,6 +338,7 @@ func (q *EnrollRequest) fields() []strictjson.Field {
 		{Key: "id", Into: &q.ID, Required: true},
 		{Key: "template", Into: (*[]float32)(&q.Template), Required: true},
 		{Key: "dedupe", Into: &q.Dedupe},
+		{Key: "enroll_refused", Into: &q.EnrollRefused},
 	}
 }
 
@@ -368,15 +375,23 @@ func (g *gateway) enroll(w http.ResponseWriter, r *http.Request) {
 	if !g.decode(w, r, req.fields()) || !g.id(w, req.ID) || !g.template(w, req.Template) {
 		return
 	}
+	if req.EnrollRefused && !req.Dedupe {
+		reply(w, http.StatusBadRequest, map[string]string{"error": "enroll_refused goes with dedupe"})
+		return
+	}
+	unchecked := false
 	if req.Dedupe {
 		ictx, cancel := context.WithTimeout(r.Context(), g.o.Timeout)
 		a, err := g.c.Identify(ictx, req.Template, 1)
 		cancel()
-		if err != nil {
+		switch {
+		case err != nil && req.EnrollRefused && protocol.IsRefusedHidden(err):
+			unchecked = true
+			g.o.Log.Warn("enrolling unchecked: its search was refused for a failed check (a share holder is faulty or compromised)", "id", req.ID)
+		case err != nil:
 			g.failed(w, "enroll", fmt.Errorf("searching the gallery before enrolling: %w", err))
 			return
-		}
-		if a.Accepted && len(a.Candidates) > 0 {
+		case a.Accepted && len(a.Candidates) > 0:
 			g.o.Log.Info("enrollment refused as a duplicate", "id", req.ID, "matched", a.Candidates[0].ID)
 			reply(w, http.StatusConflict, map[string]string{
 				"error":        fmt.Sprintf("%q not enrolled: the template matches the enrolled id %q (the same person, at this cluster's threshold)", req.ID, a.Candidates[0].ID),
@@ -388,6 +403,10 @@ func (g *gateway) enroll(w http.ResponseWriter, r *http.Request) {
 	ctx := rpc.Patient(r.Context(), g.o.Timeout)
 	if err := g.c.Enroll(ctx, []protocol.Item{{ID: req.ID, Template: req.Template}}); err != nil {
 		g.failed(w, "enroll", err)
+		return
+	}
+	if unchecked {
+		reply(w, http.StatusOK, map[string]any{"enrolled": req.ID, "unchecked": true})
 		return
 	}
 	reply(w, http.StatusOK, map[string]string{"enrolled": req.ID})

@@ -156,6 +156,15 @@ func TestGateway(t *testing.T) {
 		out["duplicate_of"] != "person-1" || strings.Contains(fmt.Sprint(out), "score") {
 		t.Fatalf("a duplicate person with dedupe: %d %v", code, out)
 	}
+	// enroll_refused goes with dedupe; with it an honest search that
+	// matched still refuses the duplicate (only a refused search enrolls
+	// unchecked: replicated.TestDedupeRefusedEnrolls).
+	if code, out := call(t, op, "POST", "/v1/enroll", gateway.EnrollRequest{ID: "again-1", Template: xs[1], EnrollRefused: true}); code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(out["error"]), "goes with dedupe") {
+		t.Fatalf("enroll_refused without dedupe: %d %v", code, out)
+	}
+	if code, out := call(t, op, "POST", "/v1/enroll", gateway.EnrollRequest{ID: "again-1", Template: xs[1], Dedupe: true, EnrollRefused: true}); code != http.StatusConflict || out["duplicate_of"] != "person-1" {
+		t.Fatalf("a duplicate person with dedupe and enroll_refused: %d %v", code, out)
+	}
 	if code, out := call(t, op, "GET", "/v1/count", nil); code != 200 || out["count"] != 5.0 {
 		t.Fatalf("count after a refused duplicate: %d %v", code, out)
 	}

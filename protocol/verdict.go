@@ -5,6 +5,7 @@ import (
 	"crypto/cipher"
 	"crypto/sha256"
 	"errors"
+	"strings"
 )
 
 // The verdict of a hidden probe, sealed to the device (issue 44 item 3).
@@ -106,3 +107,12 @@ func OpenVerdict(key [32]byte, shard int, sealed []byte) (refused bool, err erro
 // RefusedHidden is what a device is told of a hidden probe whose checks
 // failed, whichever failed.
 const RefusedHidden = "a check of this hidden probe failed (the holders' query shares, or a holder's product share): the query is refused, nothing was answered. One of the share holders is faulty or compromised; the decider's log and its metric idface_repl_refusals_total name them"
+
+// IsRefusedHidden reports whether err is a hidden probe's refusal for a
+// failed check, as the device tells it (client.CheckVerdicts: the sealed
+// verdict said refused, or did not open).
+func IsRefusedHidden(err error) bool {
+	var pe *Error
+	return errors.As(err, &pe) && pe.Code == CodeInconsistent &&
+		(strings.Contains(pe.Msg, RefusedHidden) || strings.Contains(pe.Msg, ErrVerdict.Error()))
+}

@@ -168,6 +168,9 @@ func (o *enrollOptions) run(st *enrollState, stdout, stderr io.Writer) error {
 	for _, d := range r.dups { // the same person enrolled twice: reported, never sent
 		fmt.Fprintf(dupsTo, "%s: %s\n", in.src.at(r.send[d.Item]), d)
 	}
+	for _, id := range r.unchecked {
+		fmt.Fprintf(dupsTo, "%q enrolled unchecked: its search was refused for a failed check (a share holder is faulty or compromised); search it again once the holder is mended\n", id)
+	}
 	if err != nil {
 		errors.As(err, &st.be)
 		return o.failed(err, in, r)
@@ -175,6 +178,9 @@ func (o *enrollOptions) run(st *enrollState, stdout, stderr io.Writer) error {
 	st.reported = true
 	if err := o.report(cl, cfg, j, r, stdout); err != nil {
 		return err
+	}
+	if len(r.unchecked) > 0 { // said above, one line each
+		return &exitError{exitUnchecked, fmt.Errorf("%d templates were enrolled unchecked, their searches refused (exit %d)", len(r.unchecked), exitUnchecked)}
 	}
 	if len(r.dups) > 0 { // said above, one line each: a script must tell
 		what := fmt.Sprintf("%d of the %d templates were", len(r.dups), len(r.send))
@@ -187,8 +193,12 @@ func (o *enrollOptions) run(st *enrollState, stdout, stderr io.Writer) error {
 }
 
 // exitDuplicates is enroll --dedupe's exit status when it left templates
-// out: the others were enrolled.
-const exitDuplicates = 3
+// out: the others were enrolled; exitUnchecked --enroll-refused's when it
+// enrolled templates whose search was refused.
+const (
+	exitDuplicates = 3
+	exitUnchecked  = 4
+)
 
 // enrollOptions are enroll's flags, checked.
 type enrollOptions struct {
@@ -198,6 +208,7 @@ type enrollOptions struct {
 	batch                int
 	asJSON, quiet        bool
 	dedupe               bool
+	enrollRefused        bool // --enroll-refused
 	single               bool // --id with --template
 }
 
@@ -227,12 +238,19 @@ func enrollFlags(args []string, stderr io.Writer) (*enrollOptions, error) {
 		"compared here with the batch's earlier templates: a match at the\n"+
 		"cluster's threshold is not enrolled and is reported with the id it\n"+
 		"matched (an ABIS insert). An enrollment through another client at the\n"+
-		"same time is not seen.\n\n"+
+		"same time is not seen. A search the cluster refuses for a failed check of\n"+
+		"its hidden probe (a share holder deviates) stops the enrollment there;\n"+
+		"with --enroll-refused that template is enrolled anyway, unchecked, and\n"+
+		"listed, so that no holder learns the check's outcome from whether an\n"+
+		"enrollment follows (docs/HIDDEN-PROBES.md): search it again once the\n"+
+		"faulty holder is mended.\n\n"+
 		"Exit status: 0 everything was enrolled (or skipped with --resume); 3\n"+
 		"with --dedupe, some templates were left out as duplicates and the others\n"+
-		"enrolled; 1 a failure (what was enrolled is said); 2 bad usage.\n\n"+
+		"enrolled; 4 with --enroll-refused, some were enrolled unchecked; 1 a\n"+
+		"failure (what was enrolled is said); 2 bad usage.\n\n"+
 		"With --json one object on stdout: enrolled, skipped, seconds, per_second,\n"+
-		"entry, journal, duplicates (with --dedupe; on stderr one line each) and\n"+
+		"entry, journal, duplicates (with --dedupe; on stderr one line each),\n"+
+		"unchecked (with --enroll-refused: the ids enrolled unchecked) and\n"+
 		"held_for (replicated mode: holders that were unreachable). A run that\n"+
 		"fails writes it too, and exits non-zero: then also error (as on stderr),\n"+
 		"refused (rolled back), unanswered (may or may not be enrolled), not_sent\n"+
@@ -247,9 +265,15 @@ func enrollFlags(args []string, stderr io.Writer) (*enrollOptions, error) {
 	fs.BoolVar(&o.asJSON, "json", false, "print one JSON object on stdout, also when the command fails")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress bar")
 	fs.BoolVar(&o.dedupe, "dedupe", false, "search the gallery (and the earlier templates of the same batch) for each template first, and leave out the people already enrolled, naming the id each matched; batches then go one at a time")
+	fs.BoolVar(&o.enrollRefused, "enroll-refused", false, "with --dedupe: enroll a template whose search was refused for a failed check of its hidden probe, unchecked, and list it, instead of stopping")
 	o.jf = addJournalFlags(fs, "enrolled")
 	if err := parse(fs, args); err != nil {
 		return nil, err
+	}
+	if o.enrollRefused && !o.dedupe {
+		fmt.Fprintln(stderr, "idface enroll: --enroll-refused goes with --dedupe")
+		fs.Usage()
+		return nil, errUsage
 	}
 	o.single = o.id != "" && o.tmpl != "" && o.ids == "" && o.tmpls == ""
 	if !o.single && (o.tmpls == "" || o.id != "" || o.tmpl != "") {
@@ -342,12 +366,13 @@ func (o *enrollOptions) read(cfg *config.Params) (*enrollInput, error) {
 
 // enrollRun is what a run of enroll did.
 type enrollRun struct {
-	send    []int // the inputs sent (not skipped by the journal)
-	done    int   // enrolled, by this run or settled from an earlier one
-	settled int
-	skipped int
-	dups    []client.Duplicate // Item: an index of send
-	start   time.Time
+	send      []int // the inputs sent (not skipped by the journal)
+	done      int   // enrolled, by this run or settled from an earlier one
+	settled   int
+	skipped   int
+	dups      []client.Duplicate // Item: an index of send
+	unchecked []string           // enrolled with their search refused (--enroll-refused)
+	start     time.Time
 }
 
 // send settles what the journal left without an answer, then enrolls the
@@ -376,8 +401,9 @@ func (o *enrollOptions) send(cl *client.Client, j *client.Journal, in *enrollInp
 	}
 	rec := j.RecordBulk(func(k int) (string, [16]byte) { return in.ids[r.send[k]], in.hashes[r.send[k]] })
 	done, err := cl.EnrollAll(context.Background(), len(r.send), func(k int) protocol.Item { return in.item(r.send[k]) }, client.Bulk{
-		Batch: o.batch, Timeout: *o.cf.timeout, Dedupe: o.dedupe,
+		Batch: o.batch, Timeout: *o.cf.timeout, Dedupe: o.dedupe, EnrollRefused: o.enrollRefused,
 		Duplicate: func(d client.Duplicate) { r.dups = append(r.dups, d) },
+		Unchecked: func(_ int, id string) { r.unchecked = append(r.unchecked, id) },
 		Progress: func(done, _ int) {
 			if pb != nil {
 				pb.Set(done)
@@ -517,6 +543,9 @@ func (o *enrollOptions) report(cl *client.Client, cfg *config.Params, j *client.
 	}
 	if o.asJSON {
 		out := summary(r, o.dedupe, cl.Entry(), j.Path())
+		if o.enrollRefused {
+			out["unchecked"] = append([]string{}, r.unchecked...)
+		}
 		if len(held) > 0 {
 			out["held_for"] = held
 		}

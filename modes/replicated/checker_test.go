@@ -1,6 +1,7 @@
 package replicated_test
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -227,6 +228,51 @@ func TestFailedCheckLooksPassed(t *testing.T) {
 	}
 	if got := count("p1") - before; got != 1 {
 		t.Fatalf("the decider counted %v refusals naming p1", got)
+	}
+}
+
+// TestDedupeRefusedEnrolls (issue 44 item 3, the dedupe path): a
+// dedupe that stops at a refused search shows every holder whether a
+// deviating checker's test of the enrolee's probe passed (an enrollment
+// follows or not). With Bulk.EnrollRefused the item is enrolled anyway,
+// unchecked, and told to the operator: here p2 biases its check of the
+// entry's product for every search, and all four items (three strangers
+// and one person enrolled already) are enrolled and reported unchecked,
+// as an honest search of the strangers would have them enrolled; without
+// it the enrollment stops at the first, enrolling nothing.
+func TestDedupeRefusedEnrolls(t *testing.T) {
+	c, xs, ids := hiddenCluster(t)
+	dec := c.p.DeciderName()
+	bits := c.decP().Bits
+	rows := len(ids)
+	bias := func() { // p2's next ReplShare: its check parts' last byte
+		end := 4 + len(protocol.Marshal(&protocol.ReplShare{})) + rows*bits/8 + protocol.ReplChecksSize(shares.CheckPartSize(c.p.Dim()), bits) - 1
+		f := &flipper{at: end, mask: 0x10, only: protocol.TReplShare}
+		c.net.SetFault("p2", dec, memnet.Fault{Corrupt: f.corrupt})
+	}
+	defer c.net.SetFault("p2", dec, memnet.Fault{})
+	batch := append(templates(3, 99), xs[4])
+	item := func(i int) protocol.Item { return protocol.Item{ID: fmt.Sprintf("new-%d", i), Template: batch[i]} }
+	op := c.client("client", "p1")
+
+	bias()
+	n, err := op.EnrollAll(ctx(t), len(batch), item, client.Bulk{Batch: 1, Dedupe: true})
+	if n != 0 || !refusedHidden(err) {
+		t.Fatalf("a dedupe whose search was refused, without EnrollRefused: %d enrolled, %v", n, err)
+	}
+	var unchecked []string
+	bias()
+	n, err = op.EnrollAll(ctx(t), len(batch), item, client.Bulk{Batch: 1, Dedupe: true, EnrollRefused: true,
+		Unchecked: func(_ int, id string) { unchecked = append(unchecked, id) },
+		Before:    func([]int) error { rows++; bias(); return nil }, // the next search's
+		Duplicate: func(d client.Duplicate) { t.Errorf("a duplicate found by a refused search: %v", d) }})
+	if err != nil || n != len(batch) || len(unchecked) != len(batch) {
+		t.Fatalf("EnrollRefused: %d enrolled (%v), unchecked %v", n, err, unchecked)
+	}
+	c.net.SetFault("p2", dec, memnet.Fault{})
+	r, err := c.client("device", "p1").Identify(ctx(t), batch[0], 1)
+	if err != nil || !r.Accepted || r.Candidates[0].ID != "new-0" {
+		t.Fatalf("an unchecked enrollee, searched again: %v %+v", err, r)
 	}
 }
 
