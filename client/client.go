@@ -513,10 +513,11 @@ type Bulk struct {
 	// earlier batch enrolled.
 	Dedupe    bool
 	Duplicate func(Duplicate)
-	// EnrollRefused, with Dedupe, enrolls an item whose search the
-	// cluster refused for a failed check of its hidden probe (one of the
-	// share holders deviates: protocol.RefusedHidden), unchecked, and
-	// tells it to Unchecked; without it such a refusal stops the
+	// EnrollRefused, with Dedupe, in a cluster that hides probes, enrolls
+	// an item whose search this client refused by its verdict (a check of
+	// its hidden probe failed: one of the share holders deviates;
+	// protocol.IsRefusedHidden), unchecked, and tells it to Unchecked once
+	// its batch is enrolled; without it such a refusal stops the
 	// enrollment there. The holders then see an enrollment follow a
 	// search whatever its check's outcome (but for a duplicate, which a
 	// passed search leaves out), so a deviating checker does not learn its
@@ -810,13 +811,14 @@ func (b *bulkRun) send(s int, idx []int, items []protocol.Item) bool {
 			items[k] = b.item(i)
 		}
 	}
+	var unchecked []int // items of this batch enrolled with their search refused (EnrollRefused)
 	if b.o.Dedupe {
-		keepIdx, keep, ok := b.dedupe(idx, items)
+		keepIdx, keep, refused, ok := b.dedupe(idx, items)
 		if !ok || len(keep) == 0 {
 			<-sem
 			return ok
 		}
-		idx, items = keepIdx, keep
+		idx, items, unchecked = keepIdx, keep, refused
 	}
 	if b.o.Before != nil {
 		if err := b.o.Before(idx); err != nil {
@@ -831,7 +833,13 @@ func (b *bulkRun) send(s int, idx []int, items []protocol.Item) bool {
 		if b.vias != nil {
 			cl = b.vias[s]
 		}
-		b.record(idx, len(items), cl.Enroll(rpc.Patient(b.ctx, b.o.Timeout), items))
+		err := cl.Enroll(rpc.Patient(b.ctx, b.o.Timeout), items)
+		b.record(idx, len(items), err)
+		if err == nil && b.o.Unchecked != nil { // told once enrolled
+			for _, i := range unchecked {
+				b.o.Unchecked(i, items[slices.Index(idx, i)].ID)
+			}
+		}
 	})
 	if b.o.Dedupe {
 		b.wg.Wait() // the next batch's search must see this one
@@ -842,17 +850,12 @@ func (b *bulkRun) send(s int, idx []int, items []protocol.Item) bool {
 // dedupe leaves out of a batch the items that match an enrolled row or
 // an earlier item (o.Dedupe), counting them; ok is false when the search
 // failed (the enrollment stops).
-func (b *bulkRun) dedupe(idx []int, items []protocol.Item) (keepIdx []int, keep []protocol.Item, ok bool) {
+func (b *bulkRun) dedupe(idx []int, items []protocol.Item) (keepIdx []int, keep []protocol.Item, unchecked []int, ok bool) {
 	keepIdx, keep, dups, unchecked, err := b.c.dedupe(b.ctx, idx, items, b.o.Timeout, b.o.EnrollRefused)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err != nil && b.res.Err == nil {
 		b.res.Err = err
-	}
-	if b.o.Unchecked != nil {
-		for _, i := range unchecked {
-			b.o.Unchecked(i, keep[slices.Index(keepIdx, i)].ID)
-		}
 	}
 	for _, d := range dups {
 		b.res.Duplicates = addRange(b.res.Duplicates, Range{d.Item, d.Item + 1})
@@ -860,7 +863,7 @@ func (b *bulkRun) dedupe(idx []int, items []protocol.Item) (keepIdx []int, keep 
 			b.o.Duplicate(d)
 		}
 	}
-	return keepIdx, keep, err == nil
+	return keepIdx, keep, unchecked, err == nil
 }
 
 // record files a batch's items (idx, count of them sent) by the outcome

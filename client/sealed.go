@@ -162,15 +162,15 @@ func SealProbe(p *config.Params, key crypto.Signer, name string, nonce [16]byte,
 // that does not open, is refused too.
 func CheckVerdicts(p *config.Params, key [32]byte, ans *protocol.IdentifyOK) error {
 	if len(ans.Verdicts) != p.Shards() {
-		return protocol.Errorf(protocol.CodeInconsistent, "the entry answered a hidden probe with %d verdicts, want %d (one a shard): %v", len(ans.Verdicts), p.Shards(), protocol.ErrVerdict)
+		return protocol.RefusedByVerdict(protocol.Errorf(protocol.CodeInconsistent, "the entry answered a hidden probe with %d verdicts, want %d (one a shard): %v", len(ans.Verdicts), p.Shards(), protocol.ErrVerdict))
 	}
 	for s, v := range ans.Verdicts {
 		refused, err := protocol.OpenVerdict(key, s, v)
 		if err != nil {
-			return protocol.Errorf(protocol.CodeInconsistent, "%v", err)
+			return protocol.RefusedByVerdict(protocol.Errorf(protocol.CodeInconsistent, "%v", err))
 		}
 		if refused {
-			return protocol.Errorf(protocol.CodeInconsistent, "%s", protocol.RefusedHidden)
+			return protocol.RefusedByVerdict(protocol.Errorf(protocol.CodeInconsistent, "%s", protocol.RefusedHidden))
 		}
 	}
 	return nil

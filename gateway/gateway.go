@@ -325,8 +325,9 @@ type EnrollRequest struct {
 	// template matches an enrolled person (409, naming the id it
 	// matched; no score).
 	Dedupe bool `json:"dedupe,omitempty"`
-	// EnrollRefused, with Dedupe: a search refused for a failed check of
-	// its hidden probe (a share holder deviates) enrolls the template
+	// EnrollRefused, with Dedupe, in a cluster that hides probes: a
+	// search refused by this client's verdict for a failed check of its
+	// hidden probe (a share holder deviates) enrolls the template
 	// anyway, unchecked (the answer says "unchecked": true), so that no
 	// holder learns the check's outcome from whether an enrollment
 	// follows; without it such a search fails the enrollment.

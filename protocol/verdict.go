@@ -5,7 +5,6 @@ import (
 	"crypto/cipher"
 	"crypto/sha256"
 	"errors"
-	"strings"
 )
 
 // The verdict of a hidden probe, sealed to the device (issue 44 item 3).
@@ -108,11 +107,21 @@ func OpenVerdict(key [32]byte, shard int, sealed []byte) (refused bool, err erro
 // failed, whichever failed.
 const RefusedHidden = "a check of this hidden probe failed (the holders' query shares, or a holder's product share): the query is refused, nothing was answered. One of the share holders is faulty or compromised; the decider's log and its metric idface_repl_refusals_total name them"
 
-// IsRefusedHidden reports whether err is a hidden probe's refusal for a
-// failed check, as the device tells it (client.CheckVerdicts: the sealed
-// verdict said refused, or did not open).
+// RefusedByVerdict marks e as the device's own refusal of a hidden probe
+// by its verdict (client.CheckVerdicts), so that IsRefusedHidden knows it.
+// Only the device makes one: an error decoded from the wire is a plain
+// *Error, whatever its text.
+func RefusedByVerdict(e *Error) error { return refusedByVerdict{e} }
+
+type refusedByVerdict struct{ e *Error }
+
+func (r refusedByVerdict) Error() string { return r.e.Error() }
+func (r refusedByVerdict) Unwrap() error { return r.e }
+
+// IsRefusedHidden reports whether err is the device's refusal of a hidden
+// probe by its verdict (RefusedByVerdict): refused by a failed check, or a
+// verdict missing or that does not open.
 func IsRefusedHidden(err error) bool {
-	var pe *Error
-	return errors.As(err, &pe) && pe.Code == CodeInconsistent &&
-		(strings.Contains(pe.Msg, RefusedHidden) || strings.Contains(pe.Msg, ErrVerdict.Error()))
+	var r refusedByVerdict
+	return errors.As(err, &r)
 }

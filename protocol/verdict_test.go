@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 )
 
@@ -40,5 +41,23 @@ func TestVerdict(t *testing.T) {
 		if _, err := OpenVerdict(VerdictKey([16]byte{8}, c), 3, v); !errors.Is(err, ErrVerdict) {
 			t.Fatalf("another cluster's key: %v", err)
 		}
+	}
+}
+
+// TestIsRefusedHidden: only the device's own refusal by its verdict
+// counts (RefusedByVerdict, wrapped or not); an error with the same code
+// and text, as a server could send it, does not.
+func TestIsRefusedHidden(t *testing.T) {
+	forged := Errorf(CodeInconsistent, "p2: %s (%v)", RefusedHidden, ErrVerdict)
+	own := RefusedByVerdict(Errorf(CodeInconsistent, "%s", RefusedHidden))
+	if IsRefusedHidden(forged) || IsRefusedHidden(nil) || IsRefusedHidden(fmt.Errorf("searching: %w", forged)) {
+		t.Fatal("an error from the wire was taken for the device's verdict")
+	}
+	if !IsRefusedHidden(own) || !IsRefusedHidden(fmt.Errorf("searching: %w", own)) {
+		t.Fatal("the device's refusal by its verdict was not known")
+	}
+	var pe *Error
+	if !errors.As(own, &pe) || pe.Code != CodeInconsistent || own.Error() != pe.Error() {
+		t.Fatalf("the refusal does not read as the protocol error it wraps: %v", own)
 	}
 }

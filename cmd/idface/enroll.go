@@ -139,6 +139,9 @@ func (o *enrollOptions) run(st *enrollState, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if o.enrollRefused && !cfg.HideProbes() {
+		return fmt.Errorf("--enroll-refused is for a cluster that hides probes (a search there is refused by a verdict sealed to this client); this cluster shows them to its servers")
+	}
 	in, err := o.read(cfg) // everything is read and checked before anything is sent
 	if err != nil {
 		return err
@@ -168,9 +171,7 @@ func (o *enrollOptions) run(st *enrollState, stdout, stderr io.Writer) error {
 	for _, d := range r.dups { // the same person enrolled twice: reported, never sent
 		fmt.Fprintf(dupsTo, "%s: %s\n", in.src.at(r.send[d.Item]), d)
 	}
-	for _, id := range r.unchecked {
-		fmt.Fprintf(dupsTo, "%q enrolled unchecked: its search was refused for a failed check (a share holder is faulty or compromised); search it again once the holder is mended\n", id)
-	}
+
 	if err != nil {
 		errors.As(err, &st.be)
 		return o.failed(err, in, r)
@@ -178,9 +179,6 @@ func (o *enrollOptions) run(st *enrollState, stdout, stderr io.Writer) error {
 	st.reported = true
 	if err := o.report(cl, cfg, j, r, stdout); err != nil {
 		return err
-	}
-	if len(r.unchecked) > 0 { // said above, one line each
-		return &exitError{exitUnchecked, fmt.Errorf("%d templates were enrolled unchecked, their searches refused (exit %d)", len(r.unchecked), exitUnchecked)}
 	}
 	if len(r.dups) > 0 { // said above, one line each: a script must tell
 		what := fmt.Sprintf("%d of the %d templates were", len(r.dups), len(r.send))
@@ -193,12 +191,8 @@ func (o *enrollOptions) run(st *enrollState, stdout, stderr io.Writer) error {
 }
 
 // exitDuplicates is enroll --dedupe's exit status when it left templates
-// out: the others were enrolled; exitUnchecked --enroll-refused's when it
-// enrolled templates whose search was refused.
-const (
-	exitDuplicates = 3
-	exitUnchecked  = 4
-)
+// out: the others were enrolled.
+const exitDuplicates = 3
 
 // enrollOptions are enroll's flags, checked.
 type enrollOptions struct {
@@ -241,13 +235,14 @@ func enrollFlags(args []string, stderr io.Writer) (*enrollOptions, error) {
 		"same time is not seen. A search the cluster refuses for a failed check of\n"+
 		"its hidden probe (a share holder deviates) stops the enrollment there;\n"+
 		"with --enroll-refused that template is enrolled anyway, unchecked, and\n"+
-		"listed, so that no holder learns the check's outcome from whether an\n"+
-		"enrollment follows (docs/HIDDEN-PROBES.md): search it again once the\n"+
-		"faulty holder is mended.\n\n"+
+		"listed on stderr once enrolled (and as unchecked in --json), so that no\n"+
+		"holder learns the check's outcome from whether an enrollment follows\n"+
+		"(docs/HIDDEN-PROBES.md): search it again once the faulty holder is\n"+
+		"mended, and do not act on the list at once (a script that stops or\n"+
+		"runs again when it is not empty shows the outcome as well).\n\n"+
 		"Exit status: 0 everything was enrolled (or skipped with --resume); 3\n"+
 		"with --dedupe, some templates were left out as duplicates and the others\n"+
-		"enrolled; 4 with --enroll-refused, some were enrolled unchecked; 1 a\n"+
-		"failure (what was enrolled is said); 2 bad usage.\n\n"+
+		"enrolled; 1 a failure (what was enrolled is said); 2 bad usage.\n\n"+
 		"With --json one object on stdout: enrolled, skipped, seconds, per_second,\n"+
 		"entry, journal, duplicates (with --dedupe; on stderr one line each),\n"+
 		"unchecked (with --enroll-refused: the ids enrolled unchecked) and\n"+
@@ -271,7 +266,7 @@ func enrollFlags(args []string, stderr io.Writer) (*enrollOptions, error) {
 		return nil, err
 	}
 	if o.enrollRefused && !o.dedupe {
-		fmt.Fprintln(stderr, "idface enroll: --enroll-refused goes with --dedupe")
+		fmt.Fprintln(stderr, "idface enroll: --enroll-refused goes with --dedupe (in a cluster that hides probes)")
 		fs.Usage()
 		return nil, errUsage
 	}
@@ -379,6 +374,9 @@ type enrollRun struct {
 // rest in batches, journalling each.
 func (o *enrollOptions) send(cl *client.Client, j *client.Journal, in *enrollInput, stderr io.Writer) (*enrollRun, error) {
 	r := &enrollRun{}
+	if o.enrollRefused {
+		r.unchecked = []string{}
+	}
 	plan := j.PlanEnroll(in.ids, in.hashes, *o.jf.resume)
 	if err := journalRefusal(plan, j.Path(), in.ids, in.src); err != nil {
 		return r, err
@@ -403,7 +401,10 @@ func (o *enrollOptions) send(cl *client.Client, j *client.Journal, in *enrollInp
 	done, err := cl.EnrollAll(context.Background(), len(r.send), func(k int) protocol.Item { return in.item(r.send[k]) }, client.Bulk{
 		Batch: o.batch, Timeout: *o.cf.timeout, Dedupe: o.dedupe, EnrollRefused: o.enrollRefused,
 		Duplicate: func(d client.Duplicate) { r.dups = append(r.dups, d) },
-		Unchecked: func(_ int, id string) { r.unchecked = append(r.unchecked, id) },
+		Unchecked: func(_ int, id string) {
+			r.unchecked = append(r.unchecked, id)
+			fmt.Fprintf(stderr, "%q enrolled unchecked: its search was refused for a failed check (a share holder is faulty or compromised); search it again once the holder is mended\n", id)
+		},
 		Progress: func(done, _ int) {
 			if pb != nil {
 				pb.Set(done)
@@ -486,6 +487,9 @@ func summary(r *enrollRun, dedupe bool, entry, journal string) map[string]any {
 	if journal != "" {
 		out["journal"] = journal
 	}
+	if r.unchecked != nil { // --enroll-refused
+		out["unchecked"] = r.unchecked
+	}
 	if dedupe {
 		type dup struct {
 			ID      string `json:"id"`
@@ -543,9 +547,6 @@ func (o *enrollOptions) report(cl *client.Client, cfg *config.Params, j *client.
 	}
 	if o.asJSON {
 		out := summary(r, o.dedupe, cl.Entry(), j.Path())
-		if o.enrollRefused {
-			out["unchecked"] = append([]string{}, r.unchecked...)
-		}
 		if len(held) > 0 {
 			out["held_for"] = held
 		}

@@ -235,43 +235,72 @@ func TestFailedCheckLooksPassed(t *testing.T) {
 // dedupe that stops at a refused search shows every holder whether a
 // deviating checker's test of the enrolee's probe passed (an enrollment
 // follows or not). With Bulk.EnrollRefused the item is enrolled anyway,
-// unchecked, and told to the operator: here p2 biases its check of the
-// entry's product for every search, and all four items (three strangers
-// and one person enrolled already) are enrolled and reported unchecked,
-// as an honest search of the strangers would have them enrolled; without
-// it the enrollment stops at the first, enrolling nothing.
+// unchecked, and told to the operator once enrolled. Here p2 biases its
+// check of the entry's product on chosen searches: without the option
+// the enrollment stops at the first, enrolling nothing; with it, over
+// searches biased and honest in turn, exactly the biased items are
+// enrolled unchecked, and an honest search still leaves a person
+// enrolled already out (a biased one lets such a duplicate in, listed:
+// the option's price).
 func TestDedupeRefusedEnrolls(t *testing.T) {
 	c, xs, ids := hiddenCluster(t)
 	dec := c.p.DeciderName()
 	bits := c.decP().Bits
 	rows := len(ids)
-	bias := func() { // p2's next ReplShare: its check parts' last byte
-		end := 4 + len(protocol.Marshal(&protocol.ReplShare{})) + rows*bits/8 + protocol.ReplChecksSize(shares.CheckPartSize(c.p.Dim()), bits) - 1
-		f := &flipper{at: end, mask: 0x10, only: protocol.TReplShare}
+	const honest, biased, broken = 0, 1, 2
+	bias := func(how int) { // p2's next ReplShare: its check parts' last byte, or its type
+		at := 4 + len(protocol.Marshal(&protocol.ReplShare{})) + rows*bits/8 + protocol.ReplChecksSize(shares.CheckPartSize(c.p.Dim()), bits) - 1
+		switch how {
+		case honest:
+			c.net.SetFault("p2", dec, memnet.Fault{})
+			return
+		case broken: // the decider cannot read it: a failure, not a verdict
+			at = 5
+		}
+		f := &flipper{at: at, mask: 0x10, only: protocol.TReplShare}
 		c.net.SetFault("p2", dec, memnet.Fault{Corrupt: f.corrupt})
 	}
-	defer c.net.SetFault("p2", dec, memnet.Fault{})
-	batch := append(templates(3, 99), xs[4])
-	item := func(i int) protocol.Item { return protocol.Item{ID: fmt.Sprintf("new-%d", i), Template: batch[i]} }
+	defer bias(honest)
 	op := c.client("client", "p1")
+	run := func(batch [][]float32, prefix string, how func(i int) int, refused bool) (int, []string, []client.Duplicate, error) {
+		t.Helper()
+		var unchecked []string
+		var dups []client.Duplicate
+		bias(how(0))
+		n, err := op.EnrollAll(ctx(t), len(batch), func(i int) protocol.Item {
+			return protocol.Item{ID: fmt.Sprintf("%s-%d", prefix, i), Template: batch[i]}
+		}, client.Bulk{Batch: 1, Dedupe: true, EnrollRefused: refused,
+			Unchecked: func(_ int, id string) { unchecked = append(unchecked, id) },
+			Duplicate: func(d client.Duplicate) { dups = append(dups, d) },
+			Before:    func(idx []int) error { rows++; bias(how(idx[0] + 1)); return nil }}) // the next search's
+		bias(honest)
+		return n, unchecked, dups, err
+	}
+	always := func(int) int { return biased }
+	strangers := templates(4, 99)
 
-	bias()
-	n, err := op.EnrollAll(ctx(t), len(batch), item, client.Bulk{Batch: 1, Dedupe: true})
-	if n != 0 || !refusedHidden(err) {
+	if n, _, _, err := run(strangers[:3], "stop", always, false); n != 0 || !refusedHidden(err) {
 		t.Fatalf("a dedupe whose search was refused, without EnrollRefused: %d enrolled, %v", n, err)
 	}
-	var unchecked []string
-	bias()
-	n, err = op.EnrollAll(ctx(t), len(batch), item, client.Bulk{Batch: 1, Dedupe: true, EnrollRefused: true,
-		Unchecked: func(_ int, id string) { unchecked = append(unchecked, id) },
-		Before:    func([]int) error { rows++; bias(); return nil }, // the next search's
-		Duplicate: func(d client.Duplicate) { t.Errorf("a duplicate found by a refused search: %v", d) }})
-	if err != nil || n != len(batch) || len(unchecked) != len(batch) {
-		t.Fatalf("EnrollRefused: %d enrolled (%v), unchecked %v", n, err, unchecked)
+	// Searches 0 and 2 biased, 1 and 3 honest; item 3 is enrolled already.
+	batch := [][]float32{strangers[0], strangers[1], strangers[2], xs[4]}
+	n, unchecked, dups, err := run(batch, "mixed", func(i int) int { return 1 - i%2 }, true)
+	if err != nil || n != 3 || fmt.Sprint(unchecked) != "[mixed-0 mixed-2]" || len(dups) != 1 || dups[0].ID != "mixed-3" || dups[0].Matched != ids[4] {
+		t.Fatalf("biased and honest searches in turn: %d enrolled (%v), unchecked %v (want mixed-0 and mixed-2), duplicates %+v", n, err, unchecked, dups)
 	}
-	c.net.SetFault("p2", dec, memnet.Fault{})
-	r, err := c.client("device", "p1").Identify(ctx(t), batch[0], 1)
-	if err != nil || !r.Accepted || r.Candidates[0].ID != "new-0" {
+	// A biased search of a person enrolled already lets the duplicate in,
+	// listed.
+	if n, unchecked, dups, err := run([][]float32{xs[5], strangers[3]}, "dup", always, true); err != nil || n != 2 || fmt.Sprint(unchecked) != "[dup-0 dup-1]" || len(dups) != 0 {
+		t.Fatalf("biased searches of a duplicate and a stranger: %d enrolled (%v), unchecked %v, duplicates %+v", n, err, unchecked, dups)
+	}
+	// A search that fails otherwise (the decider cannot read p2's part)
+	// stops the enrollment, EnrollRefused or not: only this client's own
+	// verdict enrolls unchecked.
+	if n, unchecked, _, err := run([][]float32{templates(1, 98)[0]}, "failed", func(int) int { return broken }, true); n != 0 || err == nil || refusedHidden(err) || len(unchecked) != 0 {
+		t.Fatalf("a search that failed without a verdict, with EnrollRefused: %d enrolled, unchecked %v, %v", n, unchecked, err)
+	}
+	r, err := c.client("device", "p1").Identify(ctx(t), strangers[0], 1)
+	if err != nil || !r.Accepted || r.Candidates[0].ID != "mixed-0" {
 		t.Fatalf("an unchecked enrollee, searched again: %v %+v", err, r)
 	}
 }
