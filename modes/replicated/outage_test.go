@@ -340,31 +340,18 @@ func TestTagsLostAskAgain(t *testing.T) {
 }
 
 // askSpoiler alters the first byte of the query id of the next left
-// TagAsk frames a member writes (a frame's 4-byte length may come alone,
-// its body next).
+// TagAsk frames a member writes.
 type askSpoiler struct {
-	mu     sync.Mutex
-	left   int
-	header bool
+	mu   sync.Mutex
+	left int
 }
 
 func (s *askSpoiler) corrupt(p []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	is := func(b []byte) bool {
-		return len(b) > 2 && b[0] == protocol.Version && protocol.Type(b[1]) == protocol.TTagAsk
-	}
-	at := -1
-	switch {
-	case len(p) > 4 && is(p[4:]):
-		at = 6
-	case s.header && is(p):
-		at = 2
-	}
-	s.header = len(p) == 4
-	if at >= 0 && s.left > 0 {
+	if b, ok := frameMsg(p, protocol.TTagAsk); ok && len(b) > 2 && s.left > 0 {
 		s.left--
-		p[at] ^= 0x01
+		b[2] ^= 0x01
 	}
 }
 
