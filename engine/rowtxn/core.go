@@ -537,7 +537,7 @@ func (c *Core[S]) runTxn(ctx context.Context, auth protocol.Auth, ops [][]protoc
 	defer c.txnMu.Unlock()
 	t := &txnRound{sealed: sealed, hold: c.mayHold(ops, sealed), origin: c.self}
 	if c.relaying() {
-		t.third = func(k int) int { return 3 - c.self - k }
+		t.third = c.third
 		t.proof = func(k int) [32]byte { return c.relayProof(protocol.PrepareProof, t.preps[k], t.third(k)) }
 	}
 	if perr := c.flushEarlier(ctx, t); perr != nil {

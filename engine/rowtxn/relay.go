@@ -355,23 +355,30 @@ func (c *Core[S]) decideFor(d *protocol.Decide, prep *protocol.Prepare, to int) 
 // relayProof is this party's proof (protocol.CommitProof or
 // PrepareProof), as the origin of prep, for party to (zero without the
 // key they share).
-func (c *Core[S]) relayProof(proof func([32]byte, [16]byte, [32]byte, uint8, uint8) [32]byte, prep *protocol.Prepare, to int) [32]byte {
-	key, ok := c.env.PairKeys[c.p.Party(to).Name]
+func (c *Core[S]) relayProof(proof proofFunc, prep *protocol.Prepare, to int) [32]byte {
+	p, _ := c.proofFor(proof, prep, to, to)
+	return p
+}
+
+// proofFunc is protocol.CommitProof or PrepareProof.
+type proofFunc func(key [32]byte, cluster [16]byte, digest [32]byte, origin, to uint8) [32]byte
+
+// proofFor is the proof of prep for party to, under the key this party
+// shares with peer (the recipient when this party is the origin, the
+// origin when it checks one); false without that key.
+func (c *Core[S]) proofFor(proof proofFunc, prep *protocol.Prepare, peer, to int) ([32]byte, bool) {
+	key, ok := c.env.PairKeys[c.p.Party(peer).Name]
 	if !ok {
-		return [32]byte{}
+		return [32]byte{}, false
 	}
-	return proof(key, c.p.ClusterID(), protocol.PrepareDigest(prep, max(c.env.Shard, 0)), prep.Origin, uint8(to))
+	return proof(key, c.p.ClusterID(), protocol.PrepareDigest(prep, max(c.env.Shard, 0)), prep.Origin, uint8(to)), true
 }
 
 // proven reports whether got is the origin's proof (protocol.CommitProof
 // or PrepareProof) for this party of prep, a prepare of another origin.
-func (c *Core[S]) proven(proof func([32]byte, [16]byte, [32]byte, uint8, uint8) [32]byte, prep *protocol.Prepare, got [32]byte) bool {
-	key, ok := c.env.PairKeys[c.p.Party(int(prep.Origin)).Name]
-	if !ok {
-		return false
-	}
-	want := proof(key, c.p.ClusterID(), protocol.PrepareDigest(prep, max(c.env.Shard, 0)), prep.Origin, uint8(c.self))
-	return hmac.Equal(want[:], got[:])
+func (c *Core[S]) proven(proof proofFunc, prep *protocol.Prepare, got [32]byte) bool {
+	want, ok := c.proofFor(proof, prep, int(prep.Origin), c.self)
+	return ok && hmac.Equal(want[:], got[:])
 }
 
 // relayedFrom reports whether a message about a transaction of origin
