@@ -39,6 +39,14 @@ type Broker struct {
 	TLS *tls.Config
 }
 
+// Transport names how the broker is reached: TLS or TCP.
+func (b Broker) Transport() string {
+	if b.TLS != nil {
+		return "TLS"
+	}
+	return "TCP"
+}
+
 // dial connects to the broker and logs in.
 func (b Broker) dial(ctx context.Context) (*stomp.Conn, error) {
 	opts := []func(*stomp.Conn) error{

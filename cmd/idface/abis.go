@@ -106,30 +106,34 @@ func cmdABIS(args []string, stdout, stderr io.Writer) error {
 	defer j.Close()
 	log := slog.New(slog.NewTextHandler(stderr, nil)).With("abis", h.Self.Name)
 	j.Warn = log.Warn
-	o := abis.Options{Dim: cfg.Dim(), MaxTopK: cfg.MaxTopK(), Shards: cfg.Shards(), Timeout: *cf.timeout, Log: log, Recent: *recentN}
-	if *recentN <= 0 {
-		o.Recent = -1
-	}
-	if c, ok := cfg.Calibration(); ok && c.Synthetic == "" { // a synthetic default says nothing of MOSIP's features: no targetFPIR is served on it
-		o.Calibration = &c
-	}
 	f := &abis.Fetcher{Timeout: *fetchTimeout, MaxBytes: *maxCBEFF, AllowHTTP: *allowHTTP, TokenFile: *tokenFile}
 	if len(shareKeys) > 0 {
 		if f.Keys, err = abis.LoadDataShareKeys(shareKeys...); err != nil {
 			return err
 		}
 	}
-	a := abis.New(cl, j, f, x, o)
+	a := abis.New(cl, j, f, x, abisOptions(cfg, *cf.timeout, log, *recentN))
 	b := abis.Broker{Addr: *broker, User: *user, Password: pass, Inbound: *inbound, Outbound: *outbound, InFlight: *inFlight, Bytes: *bytesMsg, TLS: btls}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	over := "TCP"
-	if btls != nil {
-		over = "TLS"
-	}
-	fmt.Fprintf(stdout, "idface abis: %s through %s, %s -> %s at %s (%s)\n", h.Self.Name, cl.Entry(), *inbound, *outbound, *broker, over)
+	fmt.Fprintf(stdout, "idface abis: %s through %s, %s -> %s at %s (%s)\n", h.Self.Name, cl.Entry(), *inbound, *outbound, *broker, b.Transport())
 	serveBroker(ctx, a, b, log)
 	return nil
+}
+
+// abisOptions are the adapter's options for the cluster cfg: its layout,
+// the calibration that maps targetFPIR to thresholds (a synthetic default
+// says nothing of MOSIP's features: no targetFPIR is served on it), and
+// recent inserted templates kept in memory (none where recent <= 0).
+func abisOptions(cfg *config.Params, timeout time.Duration, log *slog.Logger, recent int) abis.Options {
+	o := abis.Options{Dim: cfg.Dim(), MaxTopK: cfg.MaxTopK(), Shards: cfg.Shards(), Timeout: timeout, Log: log, Recent: recent}
+	if recent <= 0 {
+		o.Recent = -1
+	}
+	if c, ok := cfg.Calibration(); ok && c.Synthetic == "" {
+		o.Calibration = &c
+	}
+	return o
 }
 
 // abisExtractor is the extractor the flags choose: the fixture's, or the
