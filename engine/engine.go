@@ -22,6 +22,7 @@ import (
 	"io"
 	"log/slog"
 	"runtime"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -138,6 +139,19 @@ type Env struct {
 	// > 1): shard Shard of member Self, or its coordinator
 	// (config.Coordinator). An unsharded cluster's servers ignore it.
 	Shard int
+	// Clock is the time that paces the engine's limits (the degraded
+	// gate's rates and turns); time.Now when nil. An in-process cluster
+	// may hold it still, so that what a test counts lands in one window
+	// whatever the machine's speed.
+	Clock func() time.Time
+}
+
+// Now is the engine's time: Clock's, else the wall clock's.
+func (e Env) Now() time.Time {
+	if e.Clock != nil {
+		return e.Clock()
+	}
+	return time.Now()
 }
 
 // Sharded reports whether the server is one shard of its member, holding

@@ -53,6 +53,31 @@ type cluster struct {
 	holders map[string]replicated.Engine
 	mu      sync.Mutex
 	stop    map[string]func()
+	// clock is every server's engine.Env.Clock: the wall clock's time
+	// until a test holds it still.
+	clock stillClock
+}
+
+// stillClock is the wall clock until hold stops it at a time.
+type stillClock struct {
+	mu sync.Mutex
+	at time.Time // zero: the wall clock
+}
+
+func (s *stillClock) now() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.at.IsZero() {
+		return time.Now()
+	}
+	return s.at
+}
+
+// hold stops the clock at at.
+func (s *stillClock) hold(at time.Time) {
+	s.mu.Lock()
+	s.at = at
+	s.mu.Unlock()
 }
 
 // literal is a replicated literal of three holders and a decider.
@@ -143,7 +168,7 @@ func (c *cluster) start(name string, p *config.Params) {
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})).With("server", name)
 	reg := prometheus.NewRegistry()
 	var srv *server.Server
-	env := engine.Env{Params: p, Self: name, Net: c.dialer(name), Log: log, Metrics: reg, PairKeys: keys, SealKey: c.seals[name], Fatal: func(err error) { srv.Fatal(err) }}
+	env := engine.Env{Params: p, Self: name, Net: c.dialer(name), Log: log, Metrics: reg, PairKeys: keys, SealKey: c.seals[name], Fatal: func(err error) { srv.Fatal(err) }, Clock: c.clock.now}
 	var eng engine.Engine
 	var closers []func() error
 	if name == p.DeciderName() {

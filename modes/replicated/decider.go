@@ -73,7 +73,9 @@ func NewDecider(env engine.Env) (*Decider, error) {
 
 // Routes: only share holders send shares.
 func (d *Decider) Routes() map[protocol.Type]engine.Route {
-	return d.ShareRoutes(protocol.TReplShare, d.share)
+	r := d.ShareRoutes(protocol.TReplShare, d.share)
+	d.gate.showInHealth(r)
+	return r
 }
 
 // share takes one holder's part: the entry's request waits for the

@@ -440,7 +440,7 @@ type rates struct {
 // night's quiet or a load test of last week does not set today's.
 const rateHorizon = time.Hour
 
-func newRates() *rates { return &rates{now: time.Now} }
+func newRates(now func() time.Time) *rates { return &rates{now: now} }
 
 // roll moves the windows on to now and reports whether it did (caller
 // holds r.mu). Only windows that counted a query are kept.
@@ -492,10 +492,10 @@ func (r *rates) derived(int) float64 {
 
 var errLimit = errors.New("over the limit")
 
-// take waits for entry's next turn, at most wait; errLimit if it is
-// further off.
-func (l *limiter) take(ctx context.Context, entry int, wait time.Duration) error {
-	due, ok := l.reserve(entry, time.Now(), wait)
+// take waits for entry's next turn at now, at most wait; errLimit if it
+// is further off.
+func (l *limiter) take(ctx context.Context, entry int, now time.Time, wait time.Duration) error {
+	due, ok := l.reserve(entry, now, wait)
 	if !ok {
 		return errLimit
 	}
@@ -528,7 +528,7 @@ type gate struct {
 }
 
 func newGate(env engine.Env, p *Params) *gate {
-	g := &gate{env: env, p: p, reach: newReach(env.Net, contactWait(p)), rates: newRates(),
+	g := &gate{env: env, p: p, reach: newReach(env.Net, contactWait(p)), rates: newRates(env.Now),
 		pace: min(time.Second, p.Timeouts().DeciderWait/4),
 		limitG: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "idface_repl_degraded_limit",
 			Help: "Degraded queries a second this server serves each entry while a holder is down (degraded_rate in cluster.json, else derived: 1.5 times the busiest second of checked queries it took part in, all entries together, over the last 60 seconds that had any, at least 20)."}, []string{"entry"}),
@@ -565,6 +565,21 @@ func (g *gate) limitNow() uint32 {
 	return uint32(min(math.Ceil(most), math.MaxUint32))
 }
 
+// showInHealth makes the health answer of routes r tell an operator this
+// server's degraded limit now ('cluster status' shows it).
+func (g *gate) showInHealth(r map[protocol.Type]engine.Route) {
+	health := r[protocol.THealth]
+	core := health.Handle
+	health.Handle = func(ctx context.Context, req engine.Request) protocol.Msg {
+		resp := core(ctx, req)
+		if ok, _ := resp.(*protocol.HealthOK); ok != nil && req.From.Role == network.RoleOperator {
+			ok.DegradedLimit = g.limitNow()
+		}
+		return resp
+	}
+	r[protocol.THealth] = health
+}
+
 func (g *gate) collectors() []prometheus.Collector {
 	return []prometheus.Collector{g.served, g.refused, g.limitG}
 }
@@ -593,7 +608,7 @@ func (g *gate) admit(ctx context.Context, entry, down int, own func() int) *prot
 		return protocol.Errorf(protocol.CodeInconsistent, "entry %s named %s down, but %s reaches %s: a query runs degraded only while the servers that serve it cannot reach that holder either, so this one is refused. If %s is down for %s only, check %s's network; else %s may be faulty or compromised",
 			en, dn, self, dn, dn, en, en, en)
 	}
-	if err := g.limit.take(ctx, entry, g.pace); err != nil {
+	if err := g.limit.take(ctx, entry, g.env.Now(), g.pace); err != nil {
 		if !errors.Is(err, errLimit) {
 			return protocol.Errorf(protocol.CodeUnavailable, "%s: %v", self, err)
 		}

@@ -23,6 +23,17 @@ func (c *cluster) halt(name string) {
 }
 
 // gauge reads a gauge of server name by metric and label value.
+// degradedLimit is the degraded limit that server name's health answer
+// tells an operator.
+func (c *cluster) degradedLimit(name string) uint32 {
+	c.t.Helper()
+	h, err := c.client("client", "").Health(ctx(c.t), name)
+	if err != nil {
+		c.t.Fatalf("%s's health: %v", name, err)
+	}
+	return h.DegradedLimit
+}
+
 func (c *cluster) gauge(name, metric, label string) float64 {
 	c.mu.Lock()
 	reg := c.regs[name]

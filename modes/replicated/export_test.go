@@ -183,21 +183,6 @@ func hold[E additive.Elem](h *Holder[E]) func() {
 	return func() { close(out) }
 }
 
-// SetDegradedLimit sets the limit of degraded queries per entry of a
-// holder (as a helper) or of the decider: rate a second, bursts of burst.
-func SetDegradedLimit(e any, rate float64, burst int) {
-	switch x := e.(type) {
-	case *Holder[uint8]:
-		x.gate.limit.set(rate, burst)
-	case *Holder[uint16]:
-		x.gate.limit.set(rate, burst)
-	case *Decider:
-		x.gate.limit.set(rate, burst)
-	default:
-		panic(fmt.Sprintf("SetDegradedLimit: %T", e))
-	}
-}
-
 // Deviation is what a deviating entry does to one query (Deviate): it
 // tells its helper and the decider that holder Down is down, and adds
 // Delta at the positions of the rows Raise (ids) in the vector that, with
@@ -405,26 +390,4 @@ func plantShare[E additive.Elem](h *Holder[E], id string, next bool, delta []int
 	if err := st.Put(seq, row, true); err != nil {
 		panic(err)
 	}
-}
-
-// FreezeRateClock stops the clock of a server's counts of checked
-// queries (the decider's or a holder's) at at, so that every query a test
-// runs lands in one window whatever the machine's speed, and returns its
-// derived limit (the most of any entry's, rounded up) as a function.
-func FreezeRateClock(e any, at time.Time) func() uint32 {
-	var g *gate
-	switch x := e.(type) {
-	case *Holder[uint8]:
-		g = x.gate
-	case *Holder[uint16]:
-		g = x.gate
-	case *Decider:
-		g = x.gate
-	default:
-		panic(fmt.Sprintf("FreezeRateClock: %T", e))
-	}
-	g.rates.mu.Lock()
-	g.rates.now = func() time.Time { return at }
-	g.rates.mu.Unlock()
-	return g.limitNow
 }

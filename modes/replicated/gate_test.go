@@ -50,7 +50,7 @@ func TestLimiter(t *testing.T) {
 	if _, ok := l.reserve(0, later, time.Hour); ok {
 		t.Fatal("no rate: a turn after the burst")
 	}
-	if err := l.take(context.Background(), 0, time.Hour); !errors.Is(err, errLimit) {
+	if err := l.take(context.Background(), 0, later, time.Hour); !errors.Is(err, errLimit) {
 		t.Fatalf("take over the limit: %v", err)
 	}
 }
@@ -147,8 +147,7 @@ func TestReach(t *testing.T) {
 // an outage, however long, keeps the pace of the minute before it.
 func TestDerivedDegradedLimit(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
-	r := newRates()
-	r.now = func() time.Time { return now }
+	r := newRates(func() time.Time { return now })
 	l := newLimiter(degradedFloor, degradedFloor)
 	l.rateOf = r.derived
 	if rate, burst := l.limits(0); rate != degradedFloor || burst != degradedFloor {

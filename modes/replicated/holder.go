@@ -320,16 +320,7 @@ func (h *Holder[E]) Routes() map[protocol.Type]engine.Route {
 	r[protocol.TReplFetch] = engine.Route{Op: "rebuild", From: engine.Parties, Handle: h.Guard(h.fetchRows), Max: protocol.Small}
 	r[protocol.TReplAttest] = engine.Route{Op: "reshare", From: engine.Parties, Handle: h.Guard(h.attestNow), Max: protocol.Small, Long: true}
 	r[protocol.TReshareRequest] = engine.Route{Op: "reshare", From: engine.Operators, Handle: h.Guard(h.reshare), Max: protocol.Small, Long: true}
-	health := r[protocol.THealth]
-	core := health.Handle
-	health.Handle = func(ctx context.Context, req engine.Request) protocol.Msg {
-		resp := core(ctx, req)
-		if ok, _ := resp.(*protocol.HealthOK); ok != nil && req.From.Role == network.RoleOperator {
-			ok.DegradedLimit = h.gate.limitNow() // 'cluster status' shows it
-		}
-		return resp
-	}
-	r[protocol.THealth] = health
+	h.gate.showInHealth(r)
 	h.standDownRoutes(r)
 	return r
 }

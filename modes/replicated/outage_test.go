@@ -261,32 +261,29 @@ func waitCheckedHere(t *testing.T, c *cluster, y []float32) {
 
 // TestDegradedLimit: each helper and the decider count the degraded
 // queries they serve by entry, and serve one entry at most its limit:
-// with a burst of 3 and no refill, p1's fourth degraded query is refused
-// and counted, while p3's are still served.
+// with degraded_rate 1 (a burst of 1) and every server's clock held
+// still (no refill), p1's second degraded query is refused and counted
+// (its turn is a second off, beyond the longest a query waits for one:
+// DeciderWait/4 here), while p3's are still served.
 func TestDegradedLimit(t *testing.T) {
-	c, xs, _ := outageCluster(t)
+	c := startCluster(t, config.Literal{Beta: 21, Timeout: config.Duration(8 * time.Second), DegradedRate: 1}, nil)
+	xs, _ := enrollAll(t, c, 10, 7)
 	dec := c.p.DeciderName()
-	for _, s := range []string{"p1", "p3"} {
-		replicated.SetDegradedLimit(c.holders[s], 0, 3)
-	}
-	replicated.SetDegradedLimit(c.dec, 0, 3)
+	c.clock.hold(time.Now())
 	c.halt("p2")
-	for q := range 3 {
-		r, err := c.client("device", "p1").Identify(ctx(t), xs[q], 1)
-		if err != nil || !r.Degraded {
-			t.Fatalf("p1's degraded query %d: %v %+v", q, err, r)
-		}
+	if r, err := c.client("device", "p1").Identify(ctx(t), xs[0], 1); err != nil || !r.Degraded {
+		t.Fatalf("p1's first degraded query: %v %+v", err, r)
 	}
-	_, err := c.client("device", "p1").Identify(ctx(t), xs[3], 1)
+	_, err := c.client("device", "p1").Identify(ctx(t), xs[1], 1)
 	if err == nil || !refused(err) || !strings.Contains(err.Error(), "degraded queries a second from entry p1") {
-		t.Fatalf("p1's fourth degraded query: %v; want it refused for the limit", err)
+		t.Fatalf("p1's second degraded query: %v; want it refused for the limit", err)
 	}
-	if r, err := c.client("device", "p3").Identify(ctx(t), xs[4], 1); err != nil || !r.Degraded {
+	if r, err := c.client("device", "p3").Identify(ctx(t), xs[2], 1); err != nil || !r.Degraded {
 		t.Fatalf("p3's degraded query after p1's were refused: %v %+v", err, r)
 	}
 	for _, s := range []string{"p3", dec} {
-		if n := c.counter(s, "idface_repl_degraded_served_total", "p1"); n != 3 {
-			t.Fatalf("%s counts %v degraded queries served for p1, want 3", s, n)
+		if n := c.counter(s, "idface_repl_degraded_served_total", "p1"); n != 1 {
+			t.Fatalf("%s counts %v degraded queries served for p1, want 1", s, n)
 		}
 	}
 	if n := c.counter(dec, "idface_repl_degraded_served_total", "p3"); n != 1 {
@@ -362,7 +359,7 @@ func (s *askSpoiler) corrupt(p []byte) {
 // swallows every byte: the helpers' parts arrive, its own do not): the
 // limits of the decider and of both helpers stay at the floor once the
 // decider has given up on all 20. The same number of answered queries
-// then raises them. Every server's clock of counts is frozen, so that
+// then raises them. Every server's clock is held still, so that
 // every query lands in one window whatever the machine's speed. (Counting
 // a query as its parts arrived, as the first version of the limit did,
 // put the decider at 60 a second here; a helper that counted once it had
@@ -371,15 +368,11 @@ func (s *askSpoiler) corrupt(p []byte) {
 func TestAbandonedQueriesRaiseNoLimit(t *testing.T) {
 	c, xs, _ := outageCluster(t)
 	dec := c.p.DeciderName()
-	now := time.Now()
-	limits := map[string]func() uint32{dec: replicated.FreezeRateClock(c.dec, now)}
-	for _, h := range []string{"p2", "p3"} {
-		limits[h] = replicated.FreezeRateClock(c.holders[h], now)
-	}
+	c.clock.hold(time.Now())
 	at := func(want func(uint32) bool, what string) {
 		t.Helper()
-		for name, limit := range limits {
-			if got := limit(); !want(got) {
+		for _, name := range []string{dec, "p2", "p3"} {
+			if got := c.degradedLimit(name); !want(got) {
 				t.Fatalf("%s: %s's limit is %d a second", what, name, got)
 			}
 		}
